@@ -1,0 +1,220 @@
+"""The one exception family every part of the plugin raises.
+
+Each error carries structured fields (so tests can assert on them) and renders a message that
+says *where* (file, key, URL), *what was expected* and *how to fix it*. Messages pass through
+:func:`~pytest_synth_rl.masking.redact` so no API key survives into a traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .masking import redact
+
+__all__ = [
+    "Attempt",
+    "BackendError",
+    "ConfigError",
+    "ConfigProblem",
+    "JobFailedError",
+    "JobSubmitError",
+    "JobTimeoutError",
+    "SynthError",
+    "TaskAppError",
+]
+
+_EXCERPT_LIMIT = 500
+
+
+def excerpt(text: str | bytes | None, limit: int = _EXCERPT_LIMIT) -> str:
+    """A short, redacted, single-string view of a response body for messages."""
+    if text is None:
+        return ""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    text = redact(text)
+    if len(text) > limit:
+        return text[:limit] + f"… ({len(text) - limit} more chars)"
+    return text
+
+
+class SynthError(Exception):
+    """Base of every error raised by pytest-synth-rl.
+
+    ``hint`` is the "how to fix it" sentence; it is appended to the message.
+    """
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        self.message = redact(message)
+        self.hint = redact(hint) if hint else None
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        if self.hint:
+            return f"{self.message}\n  hint: {self.hint}"
+        return self.message
+
+    def __str__(self) -> str:
+        return self._render()
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    """One thing wrong with an RL config: where (``key`` as a dotted TOML path), what, how to fix."""
+
+    key: str
+    message: str
+    hint: str | None = None
+    line: int | None = None
+    column: int | None = None
+
+    def render(self) -> str:
+        where = self.key or "<config>"
+        if self.line is not None:
+            where += f" (line {self.line}, column {self.column})"
+        text = f"{where}: {self.message}"
+        if self.hint:
+            text += f" (hint: {self.hint})"
+        return text
+
+
+class ConfigError(SynthError, ValueError):
+    """The RL config (TOML or overrides) is unusable. Lists *every* problem found, not just one."""
+
+    def __init__(
+        self,
+        problems: Sequence[ConfigProblem] | str,
+        *,
+        path: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        if isinstance(problems, str):
+            problems = [ConfigProblem(key="", message=problems, hint=hint)]
+            hint = None
+        self.problems: list[ConfigProblem] = list(problems)
+        self.path = path
+        source = f"RL config {path}" if path else "RL config"
+        if len(self.problems) == 1:
+            message = f"{source} is invalid: {self.problems[0].render()}"
+        else:
+            lines = "\n".join(f"  - {p.render()}" for p in self.problems)
+            message = f"{source} has {len(self.problems)} problems:\n{lines}"
+        super().__init__(message, hint=hint)
+
+    @property
+    def keys(self) -> list[str]:
+        """The dotted key paths of every problem, for assertions."""
+        return [p.key for p in self.problems]
+
+
+class TaskAppError(SynthError):
+    """The task app could not be loaded, started, reached, or broke its contract."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        url: str | None = None,
+        hint: str | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.url = url
+        self.details = dict(details or {})
+        super().__init__(message, hint=hint)
+
+
+@dataclass
+class Attempt:
+    """One HTTP attempt in a retried call: what happened and how long we waited after it."""
+
+    method: str
+    url: str
+    status_code: int | None = None
+    error: str | None = None
+    waited: float = 0.0
+
+    def render(self) -> str:
+        outcome = f"HTTP {self.status_code}" if self.status_code is not None else (self.error or "?")
+        text = f"{self.method} {self.url} -> {outcome}"
+        if self.waited:
+            text += f" (then waited {self.waited:.2f}s)"
+        return redact(text)
+
+
+class BackendError(SynthError):
+    """The backend answered badly, or not at all, after the retry budget was spent."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        method: str | None = None,
+        url: str | None = None,
+        status_code: int | None = None,
+        response_text: str | bytes | None = None,
+        attempts: Sequence[Attempt] = (),
+        hint: str | None = None,
+    ) -> None:
+        self.method = method
+        self.url = url
+        self.status_code = status_code
+        self.response_excerpt = excerpt(response_text)
+        self.attempts: list[Attempt] = list(attempts)
+        parts = [message]
+        if method and url:
+            status = f" -> HTTP {status_code}" if status_code is not None else ""
+            parts.append(f"request: {method} {url}{status}")
+        if self.response_excerpt:
+            parts.append(f"response: {self.response_excerpt}")
+        if len(self.attempts) > 1:
+            parts.append(
+                f"attempts ({len(self.attempts)}):\n"
+                + "\n".join(f"    {i}. {a.render()}" for i, a in enumerate(self.attempts, 1))
+            )
+        super().__init__("\n  ".join(parts), hint=hint)
+
+
+class JobSubmitError(BackendError):
+    """Submitting the job failed: rejected payload, auth, or an unusable response."""
+
+
+class JobFailedError(SynthError):
+    """The job reached a failed or cancelled terminal state and the caller asked to raise."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        job_id: str | None = None,
+        status: str | None = None,
+        error: str | None = None,
+        result: Any = None,
+        hint: str | None = None,
+    ) -> None:
+        self.job_id = job_id
+        self.status = status
+        self.error = error
+        self.result = result
+        super().__init__(message, hint=hint)
+
+
+class JobTimeoutError(SynthError, TimeoutError):
+    """The job did not reach a terminal state within the timeout (measured on the job's clock)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        job_id: str | None = None,
+        timeout: float | None = None,
+        last_status: str | None = None,
+        history: Sequence[Any] = (),
+        hint: str | None = None,
+    ) -> None:
+        self.job_id = job_id
+        self.timeout = timeout
+        self.last_status = last_status
+        self.history = list(history)
+        super().__init__(message, hint=hint)

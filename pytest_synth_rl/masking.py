@@ -1,0 +1,148 @@
+"""Keeping API keys out of every string we produce.
+
+Keys reach us from arguments and from the environment, and our text leaves through reprs,
+exception messages, log records, reports and cassettes. Rather than trusting every call site to
+remember, known secrets are registered once and :func:`redact` scrubs them from any text; the
+:class:`Secret` wrapper makes the *repr* of a key safe by construction.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterable
+
+__all__ = [
+    "SECRET_ENV_VARS",
+    "Secret",
+    "known_secrets",
+    "mask_secret",
+    "redact",
+    "register_secret",
+]
+
+#: Environment variables whose values are treated as secrets wherever they appear.
+SECRET_ENV_VARS: tuple[str, ...] = (
+    "SYNTH_API_KEY",
+    "ENVIRONMENT_API_KEY",
+    "DEV_ENVIRONMENT_API_KEY",
+    "ENVIRONMENT_API_KEY_ALIASES",
+    "OPENAI_API_KEY",
+    "GROQ_API_KEY",
+)
+
+# Values shorter than this are not scrubbed from free text: replacing every "1" or "abc" in a
+# message would destroy it, and such short values are not credentials worth protecting.
+_MIN_REDACT_LEN = 6
+
+_lock = threading.Lock()
+_registered: set[str] = set()
+
+
+def mask_secret(value: str | None) -> str:
+    """Return a display form of *value* that identifies it without revealing it.
+
+    ``"sk_live_0123456789abcd23"`` -> ``"sk_l…23"``. Short values reveal nothing at all.
+    """
+    if not value:
+        return "<none>"
+    if len(value) < 10:
+        return "…"
+    return f"{value[:4]}…{value[-2:]}"
+
+
+def register_secret(value: str | None) -> None:
+    """Remember *value* as a secret so :func:`redact` removes it from any text."""
+    if value and len(value) >= _MIN_REDACT_LEN:
+        with _lock:
+            _registered.add(value)
+
+
+def known_secrets(extra: Iterable[str | None] = ()) -> list[str]:
+    """Every secret we know of: registered ones, secret env vars, and *extra*.
+
+    Longest first, so that a secret containing another is replaced whole.
+    """
+    found: set[str] = set()
+    with _lock:
+        found.update(_registered)
+    for name in SECRET_ENV_VARS:
+        raw = os.environ.get(name)
+        if raw:
+            found.add(raw)
+            if "," in raw:  # alias lists
+                found.update(part.strip() for part in raw.split(","))
+    found.update(v for v in extra if v)
+    return sorted((s for s in found if len(s) >= _MIN_REDACT_LEN), key=len, reverse=True)
+
+
+def redact(text: str, extra: Iterable[str | None] = ()) -> str:
+    """Replace every known secret in *text* by its masked form."""
+    if not text:
+        return text
+    for secret in known_secrets(extra):
+        if secret in text:
+            text = text.replace(secret, mask_secret(secret))
+    return text
+
+
+class Secret:
+    """A string that must not be shown: its repr and str are masked; ``.value`` is the key."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+        register_secret(value)
+
+    @property
+    def value(self) -> str:
+        return self._value
+
+    @property
+    def masked(self) -> str:
+        return mask_secret(self._value)
+
+    def __repr__(self) -> str:
+        return f"Secret({self.masked!r})"
+
+    __str__ = __repr__
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Secret):
+            return self._value == other._value
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that masks known secrets in a record's rendered message.
+
+    Installed on our package logger, so that nothing we log carries a key even when a caller
+    passes one through a format argument.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a broken format string is the caller's problem, not a reason to drop
+            return True
+        cleaned = redact(message)
+        if cleaned != message:
+            record.msg = cleaned
+            record.args = None
+        return True
+
+
+def get_logger(name: str) -> logging.Logger:
+    """A logger under ``pytest_synth_rl`` whose records are always redacted."""
+    logger = logging.getLogger(name)
+    if not any(isinstance(f, RedactingFilter) for f in logger.filters):
+        logger.addFilter(RedactingFilter())
+    return logger
