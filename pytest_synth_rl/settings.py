@@ -1,0 +1,338 @@
+"""One place that decides every setting: marker > command line > environment > ini > default.
+
+A single table (:data:`OPTIONS`) describes each setting once, its command-line flag, its
+environment variables, its ini key and its default. The plugin registers flags and ini keys from
+that table and the resolver reads it, so the precedence rule cannot drift between settings. Every
+resolved value remembers where it came from, which the report header shows.
+
+Usable without pytest: ``resolve_settings(cli={}, env=os.environ, ini={})``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from .errors import ConfigError, ConfigProblem
+from .masking import Secret
+
+__all__ = [
+    "DEFAULT_BACKEND_URL",
+    "OPTIONS",
+    "RECORD_MODES",
+    "OptionSpec",
+    "SynthSettings",
+    "resolve_settings",
+]
+
+#: The hosted backend; offline, the fake is mounted on this host so URLs look the same.
+DEFAULT_BACKEND_URL = "https://api.usesynth.ai"
+RECORD_MODES = ("none", "once", "new", "rewrite")
+_MOCK_WORDS = {"", "mock", "fake", "offline"}
+
+
+def _positive_float(name: str) -> Callable[[Any], float]:
+    def parse(raw: Any) -> float:
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be a number of seconds, got {raw!r}") from None
+        if value <= 0:
+            raise ValueError(f"{name} must be > 0 seconds, got {raw!r}")
+        return value
+
+    return parse
+
+
+def _flag(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in {"1", "true", "yes", "on"}:
+        return True
+    if text in {"", "0", "false", "no", "off"}:
+        return False
+    raise ValueError(f"expected a boolean (true/false/1/0), got {raw!r}")
+
+
+def _record_mode(raw: Any) -> str:
+    text = str(raw).strip().lower()
+    aliases = {"new_episodes": "new", "all": "rewrite"}
+    text = aliases.get(text, text)
+    if text not in RECORD_MODES:
+        raise ValueError(f"record mode must be one of {', '.join(RECORD_MODES)}, got {raw!r}")
+    return text
+
+
+def _text(raw: Any) -> str | None:
+    text = str(raw).strip() if raw is not None else ""
+    return text or None
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One setting: where it may be given, and how its raw text becomes a value."""
+
+    name: str
+    help: str
+    flag: str | None = None
+    env: tuple[str, ...] = ()
+    ini: str | None = None
+    default: Any = None
+    parse: Callable[[Any], Any] = _text
+    is_flag: bool = False
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+
+
+OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec(
+        "backend",
+        "Backend to run RL jobs against: 'mock' (default: the offline fake on a virtual clock) or "
+        "the URL of a real Synth backend.",
+        flag="--synth-backend",
+        env=("SYNTH_BACKEND_URL", "BACKEND_BASE_URL"),
+        ini="synth_backend",
+        default="mock",
+        metavar="URL|mock",
+    ),
+    OptionSpec(
+        "task_app_url",
+        "Use an already-running task app at this URL instead of serving one in-process.",
+        flag="--synth-task-app-url",
+        env=("TASK_APP_URL", "SYNTH_TASK_APP_URL"),
+        ini="synth_task_app_url",
+        metavar="URL",
+    ),
+    OptionSpec(
+        "task_app",
+        "Default task app to serve in-process: a 'pkg.module:attr' target or a path to a .py file.",
+        ini="synth_task_app",
+    ),
+    OptionSpec(
+        "task_app_scope",
+        "Lifetime of the in-process task app: 'session' (default, once per xdist worker) or 'test'.",
+        ini="synth_task_app_scope",
+        default="session",
+        choices=("session", "test"),
+    ),
+    OptionSpec(
+        "config",
+        "Default RL TOML config for synth_rl_config / synth_rl_job (relative to the rootdir).",
+        ini="synth_rl_config",
+    ),
+    OptionSpec(
+        "timeout",
+        "Seconds a job may take before polling gives up (virtual seconds offline). Default 7200.",
+        flag="--synth-timeout",
+        env=("SYNTH_TIMEOUT",),
+        ini="synth_timeout",
+        default=7200.0,
+        parse=_positive_float("synth timeout"),
+        metavar="SECONDS",
+    ),
+    OptionSpec(
+        "poll_interval",
+        "Seconds between status polls (virtual seconds offline). Default 10.",
+        flag="--synth-poll-interval",
+        env=("SYNTH_POLL_INTERVAL",),
+        ini="synth_poll_interval",
+        default=10.0,
+        parse=_positive_float("synth poll interval"),
+        metavar="SECONDS",
+    ),
+    OptionSpec(
+        "report",
+        "Write a JSON report of every RL job in the run to this path.",
+        flag="--synth-report",
+        env=("SYNTH_REPORT",),
+        ini="synth_report",
+        metavar="PATH",
+    ),
+    OptionSpec(
+        "record",
+        "Record/replay backend traffic in per-test cassettes: none (default), once, new, rewrite.",
+        flag="--synth-record",
+        env=("SYNTH_RECORD",),
+        ini="synth_record",
+        default="none",
+        parse=_record_mode,
+        metavar="MODE",
+    ),
+    OptionSpec(
+        "cassette_dir",
+        "Directory of record/replay cassettes (default tests/cassettes).",
+        ini="synth_cassette_dir",
+        default="tests/cassettes",
+    ),
+    OptionSpec(
+        "update_baselines",
+        "Write or refresh the metric baselines compared by synth_baseline instead of failing.",
+        flag="--synth-update-baselines",
+        ini="synth_update_baselines",
+        default=False,
+        parse=_flag,
+        is_flag=True,
+    ),
+    OptionSpec(
+        "baseline_dir",
+        "Directory of metric baselines (default tests/baselines).",
+        ini="synth_baseline_dir",
+        default="tests/baselines",
+    ),
+)
+
+_BY_NAME = {spec.name: spec for spec in OPTIONS}
+
+
+@dataclass(frozen=True)
+class SynthSettings:
+    """Resolved settings for one run (or one test, after :meth:`with_overrides`)."""
+
+    backend: str = "mock"
+    task_app_url: str | None = None
+    task_app: str | None = None
+    task_app_scope: str = "session"
+    config: str | None = None
+    timeout: float = 7200.0
+    poll_interval: float = 10.0
+    report: str | None = None
+    record: str = "none"
+    cassette_dir: str = "tests/cassettes"
+    update_baselines: bool = False
+    baseline_dir: str = "tests/baselines"
+    api_key: Secret | None = None
+    task_app_api_key: Secret | None = None
+    #: Where each value came from: "marker", "cli", "env:NAME", "ini", "default".
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def mode(self) -> Literal["offline", "online"]:
+        return "offline" if self.backend.strip().lower() in _MOCK_WORDS else "online"
+
+    @property
+    def is_offline(self) -> bool:
+        return self.mode == "offline"
+
+    @property
+    def backend_url(self) -> str:
+        """The URL clients talk to: the real backend online, the fake's host offline."""
+        return DEFAULT_BACKEND_URL if self.is_offline else self.backend.rstrip("/")
+
+    def with_overrides(self, overrides: Mapping[str, Any], source: str = "marker") -> SynthSettings:
+        """A copy with *overrides* applied on top (marker level), parsed like any other layer."""
+        changes: dict[str, Any] = {}
+        sources = dict(self.sources)
+        for name, raw in overrides.items():
+            spec = _BY_NAME.get(name)
+            if spec is None:
+                raise ConfigError(
+                    [
+                        ConfigProblem(
+                            key=name,
+                            message="is not a pytest-synth-rl setting",
+                            hint=f"known settings: {', '.join(sorted(_BY_NAME))}",
+                        )
+                    ]
+                )
+            changes[name] = _parse(spec, raw, source)
+            sources[name] = source
+        return replace(self, sources=sources, **changes)
+
+    def describe(self) -> list[str]:
+        """Lines for the pytest report header; keys masked."""
+        lines = [f"synth-rl: mode={self.mode} backend={self.backend_url} ({self.sources.get('backend')})"]
+        if self.task_app_url:
+            task_app = f"url {self.task_app_url} ({self.sources.get('task_app_url')})"
+        elif self.task_app:
+            task_app = f"in-process {self.task_app} ({self.sources.get('task_app')})"
+        else:
+            task_app = "in-process (from synth_task_app markers)"
+        lines.append(
+            f"synth-rl: task app={task_app}; timeout={self.timeout:g}s poll={self.poll_interval:g}s"
+            f" record={self.record}"
+        )
+        keys = []
+        keys.append(f"SYNTH_API_KEY={self.api_key.masked if self.api_key else '<unset>'}")
+        keys.append(
+            "ENVIRONMENT_API_KEY="
+            + (self.task_app_api_key.masked if self.task_app_api_key else "<unset: generated per run>")
+        )
+        lines.append("synth-rl: " + " ".join(keys))
+        return lines
+
+
+def _parse(spec: OptionSpec, raw: Any, source: str) -> Any:
+    try:
+        value = spec.parse(raw)
+    except ValueError as exc:
+        where = {
+            "cli": spec.flag,
+            "ini": f"ini option {spec.ini}",
+            "marker": f"marker argument {spec.name}",
+        }.get(source, source)
+        raise ConfigError([ConfigProblem(key=spec.name, message=f"{where}: {exc}", hint=spec.help)]) from None
+    if spec.choices and value not in spec.choices:
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    key=spec.name,
+                    message=f"{source}: expected one of {', '.join(spec.choices)}, got {raw!r}",
+                )
+            ]
+        )
+    return value
+
+
+def resolve_settings(
+    *,
+    cli: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    ini: Mapping[str, Any] | None = None,
+) -> SynthSettings:
+    """Resolve every setting from its layers: CLI > env > ini > default.
+
+    *cli* and *ini* are keyed by setting name (``"backend"``, ``"timeout"``…); a value of
+    ``None`` (or ``False`` for a flag) means "not given at that layer". Markers are applied later,
+    per test, with :meth:`SynthSettings.with_overrides`.
+    """
+    cli = cli or {}
+    env = os.environ if env is None else env
+    ini = ini or {}
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    problems: list[ConfigProblem] = []
+    for spec in OPTIONS:
+        layers: list[tuple[str, Any]] = []
+        cli_value = cli.get(spec.name)
+        if cli_value is not None and not (spec.is_flag and cli_value is False):
+            layers.append(("cli", cli_value))
+        for var in spec.env:
+            if env.get(var, "").strip():
+                layers.append((f"env:{var}", env[var]))
+                break
+        ini_value = ini.get(spec.name)
+        if ini_value not in (None, "", []):
+            layers.append(("ini", ini_value))
+        if layers:
+            source, raw = layers[0]
+            try:
+                values[spec.name] = _parse(spec, raw, source)
+            except ConfigError as exc:
+                problems.extend(exc.problems)
+                continue
+        else:
+            source, values[spec.name] = "default", spec.default
+        sources[spec.name] = source
+    if problems:
+        raise ConfigError(problems, hint="fix the option, environment variable or ini key named above")
+    api_key = env.get("SYNTH_API_KEY", "").strip()
+    task_key = env.get("ENVIRONMENT_API_KEY", "").strip()
+    return SynthSettings(
+        **values,
+        api_key=Secret(api_key) if api_key else None,
+        task_app_api_key=Secret(task_key) if task_key else None,
+        sources=sources,
+    )

@@ -1,0 +1,126 @@
+"""Settings precedence: marker > CLI > env > ini > default, with sources remembered."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_synth_rl.errors import ConfigError
+from pytest_synth_rl.settings import DEFAULT_BACKEND_URL, OPTIONS, resolve_settings
+
+
+def test_defaults_are_offline_with_the_sdk_poll_cadence() -> None:
+    settings = resolve_settings(cli={}, env={}, ini={})
+    assert settings.mode == "offline"
+    assert settings.backend_url == DEFAULT_BACKEND_URL
+    assert settings.timeout == 7200.0
+    assert settings.poll_interval == 10.0
+    assert settings.record == "none"
+    assert settings.update_baselines is False
+    assert settings.sources["backend"] == "default"
+    assert settings.api_key is None
+
+
+@pytest.mark.parametrize(
+    ("cli", "env", "ini", "expected", "source"),
+    [
+        ({}, {}, {"backend": "https://ini.example"}, "https://ini.example", "ini"),
+        (
+            {},
+            {"BACKEND_BASE_URL": "https://env2.example"},
+            {"backend": "x"},
+            "https://env2.example",
+            "env:BACKEND_BASE_URL",
+        ),
+        (
+            {},
+            {"SYNTH_BACKEND_URL": "https://env1.example", "BACKEND_BASE_URL": "https://env2.example"},
+            {},
+            "https://env1.example",
+            "env:SYNTH_BACKEND_URL",
+        ),
+        (
+            {"backend": "https://cli.example"},
+            {"SYNTH_BACKEND_URL": "https://env1.example"},
+            {"backend": "https://ini.example"},
+            "https://cli.example",
+            "cli",
+        ),
+        ({}, {"SYNTH_BACKEND_URL": "   "}, {}, "mock", "default"),
+    ],
+)
+def test_backend_precedence(
+    cli: dict[str, str], env: dict[str, str], ini: dict[str, str], expected: str, source: str
+) -> None:
+    settings = resolve_settings(cli=cli, env=env, ini=ini)
+    assert settings.backend == expected
+    assert settings.sources["backend"] == source
+
+
+def test_online_mode_uses_the_given_url_without_trailing_slash() -> None:
+    settings = resolve_settings(cli={"backend": "https://staging.example/"}, env={}, ini={})
+    assert settings.mode == "online"
+    assert settings.backend_url == "https://staging.example"
+    assert resolve_settings(cli={"backend": "MOCK"}, env={}, ini={}).mode == "offline"
+
+
+def test_marker_overrides_beat_the_command_line() -> None:
+    settings = resolve_settings(cli={"timeout": "60"}, env={"SYNTH_TIMEOUT": "30"}, ini={})
+    assert settings.timeout == 60.0
+    assert settings.sources["timeout"] == "cli"
+    per_test = settings.with_overrides({"timeout": 5})
+    assert per_test.timeout == 5.0
+    assert per_test.sources["timeout"] == "marker"
+    assert settings.timeout == 60.0  # the session settings are untouched
+
+
+def test_every_bad_value_is_reported_at_once_with_where_it_came_from() -> None:
+    with pytest.raises(ConfigError) as info:
+        resolve_settings(
+            cli={"timeout": "soon"},
+            env={"SYNTH_POLL_INTERVAL": "-1"},
+            ini={"record": "sometimes"},
+        )
+    text = str(info.value)
+    assert "--synth-timeout" in text
+    assert "env:SYNTH_POLL_INTERVAL" in text
+    assert "ini option synth_record" in text
+    assert sorted(info.value.keys) == ["poll_interval", "record", "timeout"]
+
+
+def test_unknown_marker_setting_names_the_known_ones() -> None:
+    settings = resolve_settings(cli={}, env={}, ini={})
+    with pytest.raises(ConfigError, match=r"known settings: .*timeout"):
+        settings.with_overrides({"timeuot": 3})
+
+
+def test_record_mode_aliases_follow_pytest_recording() -> None:
+    assert resolve_settings(cli={"record": "new_episodes"}, env={}, ini={}).record == "new"
+    assert resolve_settings(cli={"record": "all"}, env={}, ini={}).record == "rewrite"
+
+
+def test_flags_are_only_set_when_given() -> None:
+    assert resolve_settings(
+        cli={"update_baselines": False}, env={}, ini={"update_baselines": "true"}
+    ).update_baselines
+    assert resolve_settings(cli={"update_baselines": True}, env={}, ini={}).update_baselines
+
+
+def test_header_masks_keys() -> None:
+    key = "sk_live_abcdefghijklmnop42"
+    settings = resolve_settings(
+        cli={}, env={"SYNTH_API_KEY": key, "ENVIRONMENT_API_KEY": "env_key_0123456789"}, ini={}
+    )
+    header = "\n".join(settings.describe())
+    assert key not in header
+    assert "env_key_0123456789" not in header
+    assert "sk_l…42" in header
+    assert "mode=offline" in header
+
+
+def test_option_table_has_unique_flags_and_ini_keys() -> None:
+    flags = [o.flag for o in OPTIONS if o.flag]
+    inis = [o.ini for o in OPTIONS if o.ini]
+    assert len(flags) == len(set(flags))
+    assert len(inis) == len(set(inis))
+    assert all(flag.startswith("--synth-") for flag in flags)
+    assert all(ini.startswith("synth_") for ini in inis)
