@@ -1,0 +1,104 @@
+"""Small text renderings shared by assertion messages and the run report.
+
+A failing RL test is only useful if its message shows *how* the job went: the statuses it passed
+through, its last events and its reward curve. These helpers turn those into compact text.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+__all__ = ["format_duration", "reward_curve_line", "sparkline", "status_timeline", "table"]
+
+_BARS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: Sequence[float], width: int = 40) -> str:
+    """A one-line bar chart of *values* (downsampled to *width* buckets by averaging)."""
+    numbers = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    if not numbers:
+        return ""
+    if len(numbers) > width:
+        size = len(numbers) / width
+        numbers = [
+            sum(chunk) / len(chunk)
+            for i in range(width)
+            if (chunk := numbers[int(i * size) : max(int((i + 1) * size), int(i * size) + 1)])
+        ]
+    low, high = min(numbers), max(numbers)
+    if high - low < 1e-12:
+        return _BARS[len(_BARS) // 2] * len(numbers)
+    scale = (len(_BARS) - 1) / (high - low)
+    return "".join(_BARS[round((v - low) * scale)] for v in numbers)
+
+
+def format_duration(seconds: float | None) -> str:
+    """``7200`` -> ``"2h00m"``; ``75.5`` -> ``"1m16s"``; ``0.0123`` -> ``"12.3ms"``."""
+    if seconds is None:
+        return "-"
+    if seconds == 0:
+        return "0s"
+    if seconds < 1:
+        return f"{seconds * 1000:.1f}ms"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def status_timeline(samples: Iterable[tuple[float, str]]) -> str:
+    """Collapse ``(elapsed, status)`` samples into runs: ``queued x3 (0s-20s) -> running x5 …``."""
+    runs: list[list[Any]] = []  # [status, count, first_t, last_t]
+    for elapsed, status in samples:
+        if runs and runs[-1][0] == status:
+            runs[-1][1] += 1
+            runs[-1][3] = elapsed
+        else:
+            runs.append([status, 1, elapsed, elapsed])
+    if not runs:
+        return "(no polls)"
+    parts = []
+    for status, count, first, last in runs:
+        span = format_duration(first) if count == 1 else f"{format_duration(first)}-{format_duration(last)}"
+        parts.append(f"{status} x{count} ({span})")
+    return " -> ".join(parts)
+
+
+def reward_curve_line(rewards: Sequence[float]) -> str:
+    """``first 0.25 -> last 0.75 (max 0.80, n=10) ▁▂▄▆█``, or ``(no rewards reported)``."""
+    if not rewards:
+        return "(no rewards reported)"
+    return (
+        f"first {rewards[0]:.3f} -> last {rewards[-1]:.3f} "
+        f"(max {max(rewards):.3f}, n={len(rewards)}) {sparkline(rewards)}"
+    )
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A plain aligned text table (no borders), for terminals and assertion messages."""
+    text_rows = [[_cell(c) for c in row] for row in rows]
+    widths = [len(h) for h in headers]
+    for row in text_rows:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], len(cell))
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    lines.extend(
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip() for row in text_rows
+    )
+    return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}={_cell(v)}" for k, v in value.items())
+    return str(value)
