@@ -1,0 +1,447 @@
+"""What :class:`~.sync.RLJob` and :class:`~.aio.AsyncRLJob` have in common: everything but I/O.
+
+Construction and resolution, payload building, the calls each operation makes, the health-check
+verdict, result interpretation and the repr live here once. The two subclasses add only the
+methods that send requests and sleep, and differ from each other only in ``await``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from functools import partial
+from typing import Any, Generic, TypeVar
+
+import httpx
+
+from ..clock import Clock, RealClock
+from ..config import RLBuildResult, build_rl_payload
+from ..errors import JobFailedError, JobSubmitError, SynthError, TaskAppError
+from ..masking import Secret, mask_secret
+from ..taskapp.health import HealthReport
+from .calls import Call, event_page, extract_job_id, json_list, read_body, read_object
+from .jobconfig import RLJobConfig
+from .polling import Poller
+from .results import EventPage, JobResult, extract_error, job_status, outcome_of
+from .retry import RetryPolicy
+
+__all__ = ["DEFAULT_REQUEST_TIMEOUT", "JobBase"]
+
+ClientT = TypeVar("ClientT", httpx.Client, httpx.AsyncClient)
+TransportT = TypeVar("TransportT", httpx.BaseTransport, httpx.AsyncBaseTransport)
+J = TypeVar("J", bound="JobBase[Any, Any]")
+T = TypeVar("T")
+
+#: Seconds for one HTTP request (connect, read, write, pool) when we create the client.
+DEFAULT_REQUEST_TIMEOUT = 30.0
+
+
+class JobBase(Generic[ClientT, TransportT]):
+    """Shared state and logic of one RL job handle (see :class:`~.sync.RLJob` for the API)."""
+
+    def __init__(
+        self,
+        config: RLJobConfig,
+        job_id: str | None = None,
+        skip_health_check: bool = False,
+        *,
+        clock: Clock | None = None,
+        http_client: ClientT | None = None,
+        transport: TransportT | None = None,
+        retry: RetryPolicy | None = None,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    ) -> None:
+        if http_client is not None and transport is not None:
+            raise SynthError(
+                "pass either http_client= or transport=, not both",
+                hint="a transport is only used for the client the job creates itself",
+            )
+        self._config = config
+        self._job_id = str(job_id) if job_id is not None else None
+        self._skip_health_check = skip_health_check
+        self._clock: Clock = clock if clock is not None else RealClock()
+        self._retry = retry if retry is not None else RetryPolicy()
+        self._request_timeout = request_timeout
+        self._owns_client = http_client is None
+        self._http: ClientT = http_client if http_client is not None else self._new_client(transport)
+        # One key per job object, reused by every retry of its submission, so a POST retried
+        # after a lost answer cannot create a second job.
+        self._idempotency_key = config.idempotency_key or uuid.uuid4().hex
+        self._build: RLBuildResult | None = None
+        self._preferred_routes: set[str] = set()
+        #: The outcome of the last ``poll_until_complete`` (also when it raised JobFailedError),
+        #: and when the job was submitted (clock seconds and wall seconds): what run reports use.
+        self.last_result: JobResult | None = None
+        self.submitted_at: float | None = None
+        self.submitted_wall: float | None = None
+        self.finished_at: float | None = None
+        self.finished_wall: float | None = None
+
+    # -- construction ------------------------------------------------------------------------
+    def _new_client(self, transport: TransportT | None) -> ClientT:
+        raise NotImplementedError
+
+    @classmethod
+    def from_config(
+        cls: type[J],
+        config_path: str | os.PathLike[str],
+        *,
+        backend_url: str | None = None,
+        api_key: str | Secret | None = None,
+        task_app_url: str | None = None,
+        task_app_api_key: str | Secret | None = None,
+        allow_experimental: bool | None = None,
+        overrides: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        skip_health_check: bool = False,
+        clock: Clock | None = None,
+        http_client: ClientT | None = None,
+        transport: TransportT | None = None,
+        retry: RetryPolicy | None = None,
+        tags: Mapping[str, str] | None = None,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    ) -> J:
+        """A new job from an RL TOML config; the payload is built (and validated) right away.
+
+        Resolution: ``backend_url`` -> ``BACKEND_BASE_URL`` -> ``SYNTH_BACKEND_URL`` -> the public
+        service; ``api_key`` -> ``SYNTH_API_KEY`` (else :class:`ConfigError`); ``task_app_url`` ->
+        ``TASK_APP_URL`` -> the TOML's ``[services].task_url``; ``task_app_api_key`` ->
+        ``ENVIRONMENT_API_KEY``. ``tags`` are merged into the payload's top-level ``tags``
+        (which otherwise stays exactly what the upstream SDK sends).
+        """
+        config = RLJobConfig.resolve(
+            config_path,
+            backend_url=backend_url,
+            api_key=api_key,
+            task_app_url=task_app_url,
+            task_app_api_key=task_app_api_key,
+            allow_experimental=allow_experimental,
+            overrides=overrides,
+            idempotency_key=idempotency_key,
+            tags=tags,
+        )
+        job = cls(
+            config,
+            skip_health_check=skip_health_check,
+            clock=clock,
+            http_client=http_client,
+            transport=transport,
+            retry=retry,
+            request_timeout=request_timeout,
+        )
+        try:
+            job.build()
+        except BaseException:
+            job._discard()
+            raise
+        return job
+
+    @classmethod
+    def from_job_id(
+        cls: type[J],
+        job_id: str,
+        *,
+        backend_url: str | None = None,
+        api_key: str | Secret | None = None,
+        clock: Clock | None = None,
+        http_client: ClientT | None = None,
+        transport: TransportT | None = None,
+        retry: RetryPolicy | None = None,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    ) -> J:
+        """A handle on an existing job: status, polling, events, results, cancel (not submit)."""
+        if not isinstance(job_id, str) or not job_id.strip():
+            raise SynthError(f"job_id must be a non-empty string, got {job_id!r}")
+        config = RLJobConfig.resolve(None, backend_url=backend_url, api_key=api_key)
+        return cls(
+            config,
+            job_id=job_id.strip(),
+            clock=clock,
+            http_client=http_client,
+            transport=transport,
+            retry=retry,
+            request_timeout=request_timeout,
+        )
+
+    def _discard(self) -> None:
+        """Release an owned client synchronously (construction failed; nothing was sent)."""
+        if self._owns_client and isinstance(self._http, httpx.Client):
+            self._http.close()
+
+    # -- state -------------------------------------------------------------------------------
+    @property
+    def job_id(self) -> str | None:
+        """The backend's id for this job; None until :meth:`submit` succeeded."""
+        return self._job_id
+
+    @property
+    def config(self) -> RLJobConfig:
+        return self._config
+
+    @property
+    def api_base(self) -> str:
+        return self._config.api_base
+
+    @property
+    def idempotency_key(self) -> str:
+        """Sent as ``Idempotency-Key`` with the submission (given, or generated once per job)."""
+        return self._idempotency_key
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        return self._retry
+
+    @property
+    def http_client(self) -> ClientT:
+        return self._http
+
+    def build(self) -> RLBuildResult:
+        """Build (once) the submission payload from the TOML config; raises ConfigError if invalid."""
+        if self._build is not None:
+            return self._build
+        config = self._config
+        if config.config_path is None:
+            raise SynthError(
+                "this job has no RL config to build a payload from (it was attached with from_job_id)",
+                hint="use RLJob.from_config(path, ...) to submit a new job",
+            )
+        # The upstream SDK wrote these two keys into the caller's own dict; we use a copy.
+        overrides: dict[str, Any] = dict(config.overrides or {})
+        overrides["backend"] = config.backend_url
+        if config.task_app_url:
+            overrides["task_url"] = config.task_app_url
+        build = build_rl_payload(
+            config.config_path,
+            task_url=config.task_app_url,
+            overrides=overrides,
+            idempotency=config.idempotency_key,
+            allow_experimental=config.allow_experimental,
+            backend_url=config.backend_url,
+        )
+        if config.tags:
+            existing = build.payload.get("tags")
+            merged = dict(existing) if isinstance(existing, Mapping) else {}
+            merged.update(config.tags)
+            build.payload["tags"] = merged
+        self._build = build
+        return build
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        """The JSON body :meth:`submit` sends."""
+        return self.build().payload
+
+    def _require_job_id(self, action: str) -> str:
+        if self._job_id is None:
+            raise SynthError(
+                f"cannot {action}: the job has not been submitted yet",
+                hint="call submit() first, or attach to an existing job with RLJob.from_job_id(job_id)",
+            )
+        return self._job_id
+
+    # -- calls -------------------------------------------------------------------------------
+    def _auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._config.api_key.value}", "Accept": "application/json"}
+
+    def _submit_call(self) -> Call[str]:
+        if self._job_id is not None:
+            raise JobSubmitError(
+                f"RL job already submitted as {self._job_id}; a job object submits once",
+                hint=f"create a new job with from_config() to submit again, or follow this one "
+                f"with RLJob.from_job_id({self._job_id!r})",
+            )
+        payload = self.build().payload
+        url = f"{self.api_base}/rl/jobs"
+        return Call(
+            operation="submit",
+            method="POST",
+            url=url,
+            parse=partial(extract_job_id, url=url),
+            headers={**self._auth(), "Idempotency-Key": self._idempotency_key},
+            json=payload,
+            ok_statuses=frozenset({200, 201}),
+            error_cls=JobSubmitError,
+        )
+
+    def _accept_submission(self, job_id: str) -> str:
+        self._job_id = job_id
+        self.submitted_at = self._clock.now()
+        self.submitted_wall = time.perf_counter()
+        return job_id
+
+    def _finish_poll(self, poller: Poller) -> JobResult:
+        """End a poll: remember the result (even a failed one that is about to be raised)."""
+        self.finished_at = self._clock.now()
+        self.finished_wall = time.perf_counter()
+        try:
+            self.last_result = poller.finish()
+        except JobFailedError as exc:
+            self.last_result = exc.result
+            raise
+        return self.last_result
+
+    def _job_call(
+        self,
+        operation: str,
+        action: str,
+        parse: Callable[[httpx.Response], T],
+        *,
+        method: str = "GET",
+        suffix: str = "",
+        params: Mapping[str, str | int] | None = None,
+        json: Any = None,
+        fallback: bool = False,
+    ) -> Call[T]:
+        """A call on this job's resource; with ``fallback``, ``/learning/jobs/...`` answers a 404."""
+        job_id = self._require_job_id(action)
+        primary = f"{self.api_base}/rl/jobs/{job_id}{suffix}"
+        alternate = f"{self.api_base}/learning/jobs/{job_id}{suffix}" if fallback else None
+        if alternate is not None and operation in self._preferred_routes:
+            primary, alternate = alternate, None
+        call = Call(
+            operation=operation,
+            method=method,
+            url=alternate or primary,
+            parse=parse,
+            headers=self._auth(),
+            params=params,
+            json=json,
+            job_id=job_id,
+        )
+        if alternate is None:
+            return call
+        return replace(call, url=primary, fallback=call)
+
+    def _note_route(self, call: Call[Any]) -> None:
+        """Remember that this job's backend serves *call*'s operation only on the fallback route."""
+        if call.fell_back_from is not None:
+            self._preferred_routes.add(call.operation)
+
+    def _status_call(self) -> Call[tuple[dict[str, Any], str | None]]:
+        return self._job_call("status", "get the job status", read_object)
+
+    def _cancel_call(self) -> Call[dict[str, Any]]:
+        return self._job_call(
+            "cancel", "cancel the job", lambda r: read_object(r)[0], method="POST", suffix="/cancel", json={}
+        )
+
+    def _events_call(self, since_seq: int, limit: int) -> Call[EventPage]:
+        return self._job_call(
+            "events",
+            "read job events",
+            lambda r: event_page(r, since_seq),
+            suffix="/events",
+            params={"since_seq": since_seq, "limit": limit},
+            fallback=True,
+        )
+
+    def _metrics_call(self, after_step: int, limit: int) -> Call[list[dict[str, Any]]]:
+        return self._job_call(
+            "metrics",
+            "read job metrics",
+            lambda r: json_list(r, "points"),
+            suffix="/metrics",
+            params={"after_step": after_step, "limit": limit},
+            fallback=True,
+        )
+
+    def _timeline_call(self) -> Call[list[dict[str, Any]]]:
+        return self._job_call(
+            "timeline",
+            "read the job timeline",
+            lambda r: json_list(r, "events"),
+            suffix="/timeline",
+            fallback=True,
+        )
+
+    def _list_call(self, limit: int, status: str | None, filters: Mapping[str, str | None]) -> Call[Any]:
+        params: dict[str, str | int] = {"limit": limit}
+        if status:
+            params["status"] = status
+        params.update({k: v for k, v in filters.items() if v is not None})
+        return Call(
+            operation="list",
+            method="GET",
+            url=f"{self.api_base}/rl/jobs",
+            parse=lambda r: read_body(r)[0],
+            headers=self._auth(),
+            params=params,
+        )
+
+    # -- verdicts ----------------------------------------------------------------------------
+    def _health_target(self) -> tuple[str, Secret | None]:
+        return self.build().task_url, self._config.task_app_api_key
+
+    def _health_verdict(self, report: HealthReport) -> None:
+        if report.ok:
+            return
+        url = report.url or self.build().task_url
+        if report.health_status is None:
+            hint = (
+                "is the task app running? start it (e.g. with InProcessTaskApp) or fix task_app_url= / "
+                "TASK_APP_URL / [services].task_url"
+            )
+        elif 400 in (report.health_status, report.task_info_status) or report.health_status in (401, 403):
+            hint = (
+                f"the task app rejected the key {mask_secret(self._task_key_value())}: pass "
+                "task_app_api_key= or set ENVIRONMENT_API_KEY to the key the task app expects"
+            )
+        else:
+            hint = (
+                "the task app must answer GET /health and GET /task_info with 200 (see the task app contract)"
+            )
+        raise TaskAppError(
+            f"task app at {url} failed the health check before submission: {report.detail}",
+            url=url,
+            hint=hint + "; or pass skip_health_check=True",
+            details={
+                "health_status": report.health_status,
+                "task_info_status": report.task_info_status,
+                "detail": report.detail,
+            },
+        )
+
+    def _task_key_value(self) -> str | None:
+        key = self._config.task_app_api_key
+        return key.value if key is not None else None
+
+    def _results_from(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        job_id = self._job_id or "?"
+        status = job_status(payload)
+        outcome = outcome_of(status)
+        if outcome == "succeeded":
+            results = payload.get("results")
+            return dict(results) if isinstance(results, Mapping) else {}
+        if outcome in ("failed", "cancelled"):
+            error = extract_error(payload, status)
+            raise JobFailedError(
+                f"RL job {job_id} has no results: it {outcome} (status {status!r})"
+                + (f": {error}" if error else ""),
+                job_id=job_id,
+                status=status,
+                error=error,
+                result=dict(payload),
+                hint="see job.events() for the backend's log of the run",
+            )
+        raise SynthError(
+            f"RL job {job_id} has no results yet: its status is {status or '<none>'!r}",
+            hint="wait for it with poll_until_complete() before asking for results",
+        )
+
+    # -- display -----------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        config = self._config
+        task_key = config.task_app_api_key.masked if config.task_app_api_key else None
+        path = str(config.config_path) if config.config_path is not None else None
+        return (
+            f"{type(self).__name__}(job_id={self._job_id!r}, api_base={config.api_base!r}, "
+            f"api_key={config.api_key.masked!r}, task_app_url={config.task_app_url!r}, "
+            f"task_app_api_key={task_key!r}, config_path={path!r})"
+        )

@@ -1,0 +1,189 @@
+"""Where a job's backend, keys and task app come from: arguments, then the environment.
+
+Resolution happens once, when the job object is made, so a job never changes target because the
+environment changed under it, and a missing key is reported before anything is sent. Keys are
+held as :class:`~pytest_synth_rl.masking.Secret` so no repr or message can show them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ..config import normalize_backend_url
+from ..errors import ConfigError, ConfigProblem
+from ..masking import Secret
+
+__all__ = [
+    "BACKEND_URL_ENV_VARS",
+    "DEFAULT_BACKEND_URL",
+    "RLJobConfig",
+    "resolve_api_key",
+    "resolve_backend_url",
+]
+
+DEFAULT_BACKEND_URL = "https://api.usesynth.ai"
+#: Checked in order when no ``backend_url`` argument is given.
+BACKEND_URL_ENV_VARS: tuple[str, ...] = ("BACKEND_BASE_URL", "SYNTH_BACKEND_URL")
+
+
+def _env(name: str) -> str | None:
+    value = os.environ.get(name, "").strip()
+    return value or None
+
+
+def _blank_to_none(value: str | None) -> str | None:
+    if value is None:
+        return None
+    value = value.strip()
+    return value or None
+
+
+def resolve_backend_url(backend_url: str | None = None) -> str:
+    """``backend_url`` argument, then ``BACKEND_BASE_URL``, then ``SYNTH_BACKEND_URL``, then the
+    public service. The value must be an absolute http(s) URL; the ``/api`` suffix is optional."""
+    source, value = "backend_url", _blank_to_none(backend_url)
+    if value is None:
+        for name in BACKEND_URL_ENV_VARS:
+            value = _env(name)
+            if value is not None:
+                source = name
+                break
+    if value is None:
+        return DEFAULT_BACKEND_URL
+    try:
+        parsed = httpx.URL(value)
+        valid = parsed.scheme in ("http", "https") and bool(parsed.host)
+    except httpx.InvalidURL:
+        valid = False
+    if not valid:
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    key=source,
+                    message=f"{value!r} is not an absolute http(s) URL",
+                    hint=f"use e.g. {DEFAULT_BACKEND_URL} (with or without /api)",
+                )
+            ]
+        )
+    return value
+
+
+def resolve_api_key(api_key: str | Secret | None = None) -> Secret:
+    """``api_key`` argument, then ``SYNTH_API_KEY``; a job without a key is a configuration error."""
+    if isinstance(api_key, Secret):
+        if api_key:
+            return api_key
+        api_key = None
+    value = _blank_to_none(api_key) or _env("SYNTH_API_KEY")
+    if value is None:
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    key="api_key",
+                    message="no Synth API key was given and SYNTH_API_KEY is not set",
+                    hint="set SYNTH_API_KEY in the environment or pass api_key=",
+                )
+            ]
+        )
+    return Secret(value)
+
+
+def _optional_secret(value: str | Secret | None, env_name: str) -> Secret | None:
+    if isinstance(value, Secret):
+        return value if value else None
+    text = _blank_to_none(value) or _env(env_name)
+    return Secret(text) if text else None
+
+
+@dataclass
+class RLJobConfig:
+    """Everything needed to submit or follow one job, already resolved.
+
+    Field names follow the upstream SDK's ``RLJobConfig`` so code written against it ports over.
+    ``config_path`` is None for a job attached by id. Build one with :meth:`resolve` to apply the
+    argument-then-environment rules; the constructor takes values as given.
+    """
+
+    config_path: Path | None
+    backend_url: str
+    api_key: Secret
+    task_app_url: str | None = None
+    task_app_api_key: Secret | None = None
+    allow_experimental: bool | None = None
+    overrides: Mapping[str, Any] | None = None
+    idempotency_key: str | None = None
+    tags: Mapping[str, str] | None = None
+    api_base: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.api_key, Secret):
+            self.api_key = Secret(str(self.api_key))
+        if self.task_app_api_key is not None and not isinstance(self.task_app_api_key, Secret):
+            self.task_app_api_key = Secret(str(self.task_app_api_key))
+        self.api_base = normalize_backend_url(self.backend_url)
+
+    @classmethod
+    def resolve(
+        cls,
+        config_path: str | os.PathLike[str] | None,
+        *,
+        backend_url: str | None = None,
+        api_key: str | Secret | None = None,
+        task_app_url: str | None = None,
+        task_app_api_key: str | Secret | None = None,
+        allow_experimental: bool | None = None,
+        overrides: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> RLJobConfig:
+        """Apply the resolution rules: arguments first, then ``BACKEND_BASE_URL`` /
+        ``SYNTH_BACKEND_URL``, ``SYNTH_API_KEY``, ``TASK_APP_URL``, ``ENVIRONMENT_API_KEY``.
+
+        A *config_path* that does not exist is reported here, naming the path, rather than at
+        submission time.
+        """
+        path: Path | None = None
+        if config_path is not None:
+            path = Path(config_path)
+            if not path.is_file():
+                what = "is a directory, not a file" if path.is_dir() else "does not exist"
+                raise ConfigError(
+                    [
+                        ConfigProblem(
+                            key="config_path",
+                            message=f"RL config file {str(path)!r} {what}",
+                            hint="pass the path of an RL TOML config (relative paths are resolved "
+                            f"from the working directory, {os.getcwd()!r})",
+                        )
+                    ],
+                    path=str(path),
+                )
+        if tags is not None:
+            bad = [k for k, v in tags.items() if not isinstance(k, str) or not isinstance(v, str)]
+            if bad:
+                raise ConfigError(
+                    [
+                        ConfigProblem(
+                            key="tags",
+                            message=f"tags must map strings to strings; bad entries: {bad!r}",
+                            hint='e.g. tags={"suite": "nightly"}',
+                        )
+                    ]
+                )
+        return cls(
+            config_path=path,
+            backend_url=resolve_backend_url(backend_url),
+            api_key=resolve_api_key(api_key),
+            task_app_url=_blank_to_none(task_app_url) or _env("TASK_APP_URL"),
+            task_app_api_key=_optional_secret(task_app_api_key, "ENVIRONMENT_API_KEY"),
+            allow_experimental=allow_experimental,
+            overrides=dict(overrides) if overrides is not None else None,
+            idempotency_key=_blank_to_none(idempotency_key),
+            tags=dict(tags) if tags is not None else None,
+        )

@@ -1,0 +1,162 @@
+"""Polling a job to a terminal status, on whatever clock the job runs on.
+
+The upstream SDK ignored the caller's ``interval``, treated only three exact spellings as
+terminal, and swallowed callback errors into a log. Here a :class:`Poller` owns the rules:
+
+- the first poll is at t=0; between polls we sleep ``min(interval, time left)``, so the last poll
+  lands exactly on the deadline and the total wait is exactly ``timeout`` on the clock;
+- a terminal status in any spelling ends polling (see :mod:`.results`);
+- a callback that raises is reported as a :class:`SynthCallbackWarning` with its traceback, and
+  polling goes on, because a broken progress printer must not fail a training run.
+
+The poller does no I/O; the sync and async jobs call it between their own requests.
+"""
+
+from __future__ import annotations
+
+import math
+import traceback
+import warnings
+from typing import Any
+
+from ..clock import Clock
+from ..errors import ConfigError, ConfigProblem, JobFailedError, JobTimeoutError
+from .results import JobResult, PollRecord, is_terminal, job_status
+
+__all__ = ["Poller", "SynthCallbackWarning", "summarize_history"]
+
+# Float noise from summing many virtual sleeps must not buy an extra poll past the deadline.
+_EPSILON = 1e-9
+
+
+class SynthCallbackWarning(UserWarning):
+    """A user callback (such as ``on_status``) raised; the plugin carried on without it."""
+
+
+def _check_number(name: str, value: float, *, allow_zero: bool) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (value >= 0 if allow_zero else value > 0)
+    if not ok:
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    key=f"poll_until_complete.{name}",
+                    message=f"must be a finite number of seconds {bound}, got {value!r}",
+                    hint="e.g. poll_until_complete(timeout=7200, interval=10)",
+                )
+            ]
+        )
+    return float(value)
+
+
+def summarize_history(history: list[PollRecord], limit: int = 5) -> str:
+    """The last *limit* runs of equal statuses, e.g. ``queued x3 (0-20s) -> running x718 (30-7200s)``."""
+    runs: list[tuple[str, int, float, float]] = []
+    for record in history:
+        status = record.status or "<no status>"
+        if runs and runs[-1][0] == status:
+            name, count, first, _ = runs[-1]
+            runs[-1] = (name, count + 1, first, record.elapsed)
+        else:
+            runs.append((status, 1, record.elapsed, record.elapsed))
+    shown = runs[-limit:]
+    parts = [
+        f"{name} x{count} ({first:g}-{last:g}s)" if count > 1 else f"{name} ({first:g}s)"
+        for name, count, first, last in shown
+    ]
+    prefix = "... -> " if len(runs) > limit else ""
+    return prefix + " -> ".join(parts)
+
+
+class Poller:
+    """State and rules of one ``poll_until_complete`` call."""
+
+    def __init__(
+        self,
+        job_id: str,
+        *,
+        timeout: float,
+        interval: float,
+        clock: Clock,
+        raise_on_failure: bool = False,
+    ) -> None:
+        self.job_id = job_id
+        self.timeout = _check_number("timeout", timeout, allow_zero=True)
+        self.interval = _check_number("interval", interval, allow_zero=False)
+        self.clock = clock
+        self.raise_on_failure = raise_on_failure
+        self.started = clock.now()
+        self.deadline = self.started + self.timeout
+        self.history: list[PollRecord] = []
+        self.note: str | None = None
+
+    def record(self, payload: dict[str, Any], note: str | None = None) -> PollRecord:
+        """Remember one status answer (``note`` says if the body was unreadable)."""
+        entry = PollRecord(
+            at=self.clock.time(),
+            elapsed=self.clock.now() - self.started,
+            status=job_status(payload),
+            payload=payload,
+        )
+        self.history.append(entry)
+        self.note = note
+        return entry
+
+    def callback_failed(self, exc: BaseException) -> None:
+        """Report a callback error without stopping the poll loop."""
+        formatted = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        warnings.warn(
+            SynthCallbackWarning(
+                f"on_status callback raised {type(exc).__name__}: {exc} "
+                f"(poll {len(self.history)} of job {self.job_id}); polling continues.\n{formatted}"
+            ),
+            stacklevel=4,
+        )
+
+    def next_wait(self) -> float | None:
+        """Seconds to sleep before the next poll; None when the last answer was terminal.
+
+        Raises :class:`JobTimeoutError` once the deadline has been polled without a terminal status.
+        """
+        if self.history and is_terminal(self.history[-1].status):
+            return None
+        remaining = self.deadline - self.clock.now()
+        if remaining <= _EPSILON:
+            raise self._timeout()
+        return min(self.interval, remaining)
+
+    def finish(self) -> JobResult:
+        last = self.history[-1]
+        result = JobResult.from_payload(
+            self.job_id, last.payload, history=self.history, elapsed=self.clock.now() - self.started
+        )
+        if self.raise_on_failure and not result.succeeded:
+            raise JobFailedError(
+                f"RL job {self.job_id} {result.outcome} (status {result.status!r}): "
+                f"{result.error or 'the backend gave no error text'}",
+                job_id=self.job_id,
+                status=result.status,
+                error=result.error,
+                result=result,
+                hint="see job.events() for the backend's log of the run",
+            )
+        return result
+
+    def _timeout(self) -> JobTimeoutError:
+        last = self.history[-1].status if self.history else None
+        note = f"; the last answer was unreadable: {self.note}" if self.note else ""
+        return JobTimeoutError(
+            f"RL job {self.job_id} did not finish within {self.timeout:g}s on {self.clock!r}: "
+            f"{len(self.history)} polls every {self.interval:g}s; statuses: "
+            f"{summarize_history(self.history)}{note}",
+            job_id=self.job_id,
+            timeout=self.timeout,
+            last_status=last,
+            history=self.history,
+            hint=(
+                "if the job is just slow, raise poll_until_complete(timeout=...) (or --synth-timeout); "
+                f"otherwise inspect it with RLJob.from_job_id({self.job_id!r}).get_status() / .events(), "
+                "or stop it with .cancel()"
+            ),
+        )

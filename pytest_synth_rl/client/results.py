@@ -1,0 +1,240 @@
+"""What a job *is* once we have read it: status vocabulary, poll history, final results.
+
+The backend's status vocabulary is loose (``succeeded`` or ``completed``, ``cancelled`` or
+``canceled``, any case, under ``status`` or ``state``). The upstream SDK compared the raw string
+case-sensitively in one place and lower-cased in another, so some finished jobs were polled until
+timeout. Every status decision in this package goes through :func:`job_status` and the
+:data:`TERMINAL_STATUSES` table here, and nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "CANCELLED_STATUSES",
+    "FAILURE_STATUSES",
+    "SUCCESS_STATUSES",
+    "TERMINAL_STATUSES",
+    "EventPage",
+    "JobResult",
+    "PollRecord",
+    "extract_error",
+    "extract_final_reward",
+    "is_terminal",
+    "job_status",
+    "outcome_of",
+]
+
+SUCCESS_STATUSES: frozenset[str] = frozenset({"succeeded", "completed"})
+FAILURE_STATUSES: frozenset[str] = frozenset({"failed"})
+CANCELLED_STATUSES: frozenset[str] = frozenset({"cancelled", "canceled"})
+TERMINAL_STATUSES: frozenset[str] = SUCCESS_STATUSES | FAILURE_STATUSES | CANCELLED_STATUSES
+
+
+def job_status(payload: Mapping[str, Any]) -> str:
+    """The job's status, lower-cased and stripped: ``status`` first, then ``state``; ``""`` if none."""
+    for key in ("status", "state"):
+        value = payload.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip().lower()
+    return ""
+
+
+def outcome_of(status: str) -> str | None:
+    """Canonical outcome for a terminal status (``succeeded``/``failed``/``cancelled``), else None."""
+    status = status.strip().lower()
+    if status in SUCCESS_STATUSES:
+        return "succeeded"
+    if status in FAILURE_STATUSES:
+        return "failed"
+    if status in CANCELLED_STATUSES:
+        return "cancelled"
+    return None
+
+
+def is_terminal(status: str) -> bool:
+    return status.strip().lower() in TERMINAL_STATUSES
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _dig(payload: Mapping[str, Any], *path: str) -> Any:
+    current: Any = payload
+    for key in path:
+        if not isinstance(current, Mapping):
+            return None
+        current = current.get(key)
+    return current
+
+
+# Where a finished job may report its reward, most specific first. The backend's shape is not
+# specified (contract, open question 1); these are the places its docs and examples use.
+_REWARD_PATHS: tuple[tuple[str, ...], ...] = (
+    ("final_reward",),
+    ("results", "final_reward"),
+    ("result", "final_reward"),
+    ("metrics", "final_reward"),
+    ("results", "metrics", "final_reward"),
+    ("results", "metrics", "reward"),
+    ("metrics", "reward"),
+)
+
+
+def extract_final_reward(payload: Mapping[str, Any]) -> float | None:
+    """The job's final reward as a float, from the first of the known places that holds a number."""
+    for path in _REWARD_PATHS:
+        value = _number(_dig(payload, *path))
+        if value is not None:
+            return value
+    return None
+
+
+def _text(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        for key in ("message", "detail", "error"):
+            inner = value.get(key)
+            if isinstance(inner, str) and inner:
+                return inner
+    return str(value)
+
+
+def extract_error(payload: Mapping[str, Any], status: str | None = None) -> str | None:
+    """The backend's error text: ``error``, then ``error_message``, then (only for a job that did
+    not succeed, since finished jobs often say ``"message": "done"``) ``message``."""
+    for key in ("error", "error_message"):
+        text = _text(payload.get(key))
+        if text:
+            return text
+    status = job_status(payload) if status is None else status
+    if outcome_of(status) in ("failed", "cancelled"):
+        return _text(payload.get("message"))
+    return None
+
+
+@dataclass(frozen=True)
+class PollRecord:
+    """One status poll: when (``at``: epoch seconds on the job's clock; ``elapsed``: seconds since
+    polling began), the normalised status and the full payload."""
+
+    at: float
+    elapsed: float
+    status: str
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class EventPage:
+    """One page of job events and the cursor to pass as ``since_seq`` for the next page."""
+
+    events: list[dict[str, Any]]
+    next_seq: int
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.events)
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    @property
+    def types(self) -> list[str]:
+        """The ``type`` of every event, in order (handy in assertions)."""
+        return [str(e.get("type", "")) for e in self.events]
+
+
+@dataclass(frozen=True, eq=False)
+class JobResult(Mapping[str, Any]):
+    """A job that reached a terminal status.
+
+    Reads like the upstream SDK's return value (a mapping over the last status payload:
+    ``result["status"]``, ``result.get("final_reward")``) and adds typed fields: the normalised
+    ``status``, ``final_reward``, ``results``, ``error``, the poll ``history`` and ``elapsed``
+    clock seconds.
+    """
+
+    job_id: str
+    status: str
+    final_reward: float | None
+    results: dict[str, Any]
+    error: str | None
+    raw: dict[str, Any]
+    history: list[PollRecord] = field(default_factory=list)
+    elapsed: float = 0.0
+
+    @classmethod
+    def from_payload(
+        cls,
+        job_id: str,
+        payload: Mapping[str, Any],
+        *,
+        history: list[PollRecord] | None = None,
+        elapsed: float = 0.0,
+    ) -> JobResult:
+        raw = dict(payload)
+        status = job_status(raw)
+        results = raw.get("results")
+        return cls(
+            job_id=job_id,
+            status=status,
+            final_reward=extract_final_reward(raw),
+            results=dict(results) if isinstance(results, Mapping) else {},
+            error=extract_error(raw, status),
+            raw=raw,
+            history=list(history or []),
+            elapsed=elapsed,
+        )
+
+    @property
+    def outcome(self) -> str | None:
+        """``succeeded`` / ``failed`` / ``cancelled`` whatever the backend's spelling."""
+        return outcome_of(self.status)
+
+    @property
+    def succeeded(self) -> bool:
+        return self.outcome == "succeeded"
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome == "failed"
+
+    @property
+    def cancelled(self) -> bool:
+        return self.outcome == "cancelled"
+
+    @property
+    def polls(self) -> int:
+        return len(self.history)
+
+    # Mapping over the raw payload, for code written against the upstream dict return value.
+    def __getitem__(self, key: str) -> Any:
+        return self.raw[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.raw)
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    def __repr__(self) -> str:
+        return (
+            f"JobResult(job_id={self.job_id!r}, status={self.status!r}, "
+            f"final_reward={self.final_reward!r}, error={self.error!r}, polls={self.polls}, "
+            f"elapsed={self.elapsed:.1f})"
+        )

@@ -1,0 +1,269 @@
+"""Retrying one HTTP request: the policy, the decision loop, and its sync and async drivers.
+
+A hosted backend has bad seconds (a deploy, a rate limit, a dropped connection). The upstream SDK
+gave up on the first one and reported only the last response. Here every request goes through
+one loop that retries what is worth retrying (connection failures, timeouts, 429, 5xx), waits on
+the injected clock (so offline tests retry instantly), and, when it gives up, reports every
+attempt it made.
+
+:class:`RetryLoop` holds all decisions and never does I/O; :func:`send` and :func:`async_send`
+are the only code that touches the network, and differ only in ``await``.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import random
+from dataclasses import dataclass, field
+
+import httpx
+
+from ..clock import Clock
+from ..errors import Attempt, BackendError, ConfigError, ConfigProblem
+from ..masking import get_logger
+
+__all__ = ["RetryLoop", "RetryPolicy", "Sent", "async_send", "parse_retry_after", "send"]
+
+logger = get_logger("pytest_synth_rl.client")
+
+#: Transport failures that say nothing about the request itself, so sending it again may work.
+#: Safe for POST too: submissions carry an ``Idempotency-Key`` that is the same on every retry.
+RETRYABLE_ERRORS: tuple[type[Exception], ...] = (
+    httpx.ConnectError,
+    httpx.TimeoutException,
+    httpx.ReadError,
+    httpx.WriteError,
+    httpx.RemoteProtocolError,
+)
+
+
+def _problem(key: str, message: str) -> ConfigError:
+    return ConfigError(
+        [ConfigProblem(key=f"RetryPolicy.{key}", message=message, hint="see RetryPolicy docs")]
+    )
+
+
+@dataclass
+class RetryPolicy:
+    """How hard to try. Injectable per job; the defaults ride out a short outage.
+
+    - up to ``max_attempts`` sends in total;
+    - between them, exponential backoff ``backoff_base * backoff_multiplier**n`` capped at
+      ``backoff_max``, with *full jitter* (a uniform draw in ``[0, cap]``) so that many test
+      workers do not retry in lockstep; ``seed`` makes the draws reproducible, ``jitter=False``
+      makes them the caps themselves;
+    - a ``Retry-After`` header (seconds or HTTP-date) on 429/503 is honoured, capped at
+      ``max_retry_after``;
+    - never more than ``total_budget`` clock seconds from the first send to the last.
+    """
+
+    max_attempts: int = 6
+    backoff_base: float = 0.5
+    backoff_multiplier: float = 2.0
+    backoff_max: float = 30.0
+    max_retry_after: float = 60.0
+    total_budget: float = 180.0
+    jitter: bool = True
+    seed: int | None = None
+    _rng: random.Random = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise _problem("max_attempts", f"must be >= 1, got {self.max_attempts!r}")
+        for name in ("backoff_base", "backoff_max", "max_retry_after", "total_budget"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and value >= 0 and math.isfinite(value)):
+                raise _problem(name, f"must be a finite number >= 0, got {value!r}")
+        if self.backoff_multiplier < 1:
+            raise _problem("backoff_multiplier", f"must be >= 1, got {self.backoff_multiplier!r}")
+        self._rng = random.Random(self.seed)
+
+    @classmethod
+    def never(cls) -> RetryPolicy:
+        """Send once; report the first failure as is."""
+        return cls(max_attempts=1)
+
+    def retries_status(self, status_code: int) -> bool:
+        """429 and server errors are transient; 501 (not implemented) never gets better."""
+        return status_code == 429 or (500 <= status_code <= 599 and status_code != 501)
+
+    def retries_error(self, exc: Exception) -> bool:
+        return isinstance(exc, RETRYABLE_ERRORS)
+
+    def backoff(self, retry_number: int) -> float:
+        """Wait before retry *retry_number* (0 for the first retry)."""
+        cap = min(self.backoff_max, self.backoff_base * self.backoff_multiplier**retry_number)
+        return self._rng.uniform(0.0, cap) if self.jitter else cap
+
+
+def parse_retry_after(value: str | None, now_epoch: float) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header: delta-seconds or an HTTP-date.
+
+    *now_epoch* comes from the clock so that dates are read against virtual time offline.
+    Unparseable values give None (the caller falls back to backoff); past dates give 0.
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    if not text:
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None:
+            return None
+        seconds = when.timestamp() - now_epoch
+    if not math.isfinite(seconds):
+        return None
+    return max(0.0, seconds)
+
+
+def _describe(exc: Exception) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+@dataclass
+class Sent:
+    """The response a request ended with, and every attempt it took to get it.
+
+    ``exhausted`` means the response is itself a retryable failure we stopped retrying.
+    """
+
+    response: httpx.Response
+    attempts: list[Attempt]
+    exhausted: bool = False
+    stop_reason: str = ""
+
+
+class RetryLoop:
+    """The decisions for one logical request: record each outcome, say whether and how long to wait."""
+
+    def __init__(self, policy: RetryPolicy, clock: Clock, method: str, url: str) -> None:
+        self.policy = policy
+        self.clock = clock
+        self.method = method
+        self.url = url
+        self.attempts: list[Attempt] = []
+        self.exhausted = False
+        #: Why retrying stopped early, when it did (for messages).
+        self.stop_reason = ""
+        self._started = clock.now()
+
+    def next_wait(self, outcome: httpx.Response | Exception) -> float | None:
+        """Record *outcome*; return seconds to wait before sending again, or None to stop."""
+        if isinstance(outcome, httpx.Response):
+            attempt = Attempt(self.method, self.url, status_code=outcome.status_code)
+            self.attempts.append(attempt)
+            if not self.policy.retries_status(outcome.status_code):
+                return None
+            wait = self._wait_for(outcome)
+            what = f"HTTP {outcome.status_code}"
+        else:
+            attempt = Attempt(self.method, self.url, error=_describe(outcome))
+            self.attempts.append(attempt)
+            if not self.policy.retries_error(outcome):
+                return None
+            wait = self.policy.backoff(len(self.attempts) - 1)
+            what = _describe(outcome)
+        if len(self.attempts) >= self.policy.max_attempts:
+            self.exhausted = True
+            self.stop_reason = f"retry limit RetryPolicy.max_attempts={self.policy.max_attempts} reached"
+            return None
+        spent = self.clock.now() - self._started
+        if spent + wait > self.policy.total_budget:
+            self.exhausted = True
+            budget = self.policy.total_budget
+            self.stop_reason = f"waiting {wait:.2f}s more would exceed RetryPolicy.total_budget={budget:g}s"
+            return None
+        attempt.waited = wait
+        logger.warning(
+            "%s %s -> %s; retrying in %.2fs (attempt %d of %d)",
+            self.method,
+            self.url,
+            what,
+            wait,
+            len(self.attempts) + 1,
+            self.policy.max_attempts,
+        )
+        return wait
+
+    def _wait_for(self, response: httpx.Response) -> float:
+        if response.status_code in (429, 503):
+            advised = parse_retry_after(response.headers.get("retry-after"), self.clock.time())
+            if advised is not None:
+                return min(advised, self.policy.max_retry_after)
+        return self.policy.backoff(len(self.attempts) - 1)
+
+    def give_up(self, exc: Exception, error_cls: type[BackendError]) -> BackendError:
+        """The error for a request that never got a usable response."""
+        count = len(self.attempts)
+        tries = f" after {count} attempts" if count > 1 else ""
+        reason = f"; {self.stop_reason}" if self.exhausted else ""
+        return error_cls(
+            f"could not reach the backend: {self.method} {self.url} failed{tries}: {_describe(exc)}{reason}",
+            method=self.method,
+            url=self.url,
+            attempts=self.attempts,
+            hint=(
+                "check that the backend URL (backend_url= / BACKEND_BASE_URL) is right and reachable; "
+                "transient errors were retried per the job's RetryPolicy"
+            ),
+        )
+
+
+def send(
+    client: httpx.Client,
+    request: httpx.Request,
+    *,
+    policy: RetryPolicy,
+    clock: Clock,
+    error_cls: type[BackendError] = BackendError,
+) -> Sent:
+    """Send *request* until it gets a final response; raise *error_cls* if it never gets one."""
+    loop = RetryLoop(policy, clock, request.method, str(request.url))
+    while True:
+        outcome: httpx.Response | Exception
+        try:
+            outcome = client.send(request)
+        except httpx.TransportError as exc:
+            outcome = exc
+        wait = loop.next_wait(outcome)
+        if wait is None:
+            if isinstance(outcome, Exception):
+                raise loop.give_up(outcome, error_cls) from outcome
+            return Sent(outcome, loop.attempts, loop.exhausted, loop.stop_reason)
+        if isinstance(outcome, httpx.Response):
+            outcome.close()
+        clock.sleep(wait)
+
+
+async def async_send(
+    client: httpx.AsyncClient,
+    request: httpx.Request,
+    *,
+    policy: RetryPolicy,
+    clock: Clock,
+    error_cls: type[BackendError] = BackendError,
+) -> Sent:
+    """:func:`send` over ``httpx.AsyncClient``, waiting with ``clock.async_sleep``."""
+    loop = RetryLoop(policy, clock, request.method, str(request.url))
+    while True:
+        outcome: httpx.Response | Exception
+        try:
+            outcome = await client.send(request)
+        except httpx.TransportError as exc:
+            outcome = exc
+        wait = loop.next_wait(outcome)
+        if wait is None:
+            if isinstance(outcome, Exception):
+                raise loop.give_up(outcome, error_cls) from outcome
+            return Sent(outcome, loop.attempts, loop.exhausted, loop.stop_reason)
+        if isinstance(outcome, httpx.Response):
+            await outcome.aclose()
+        await clock.async_sleep(wait)

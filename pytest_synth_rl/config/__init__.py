@@ -1,0 +1,45 @@
+"""RL config -> validated config -> job payload.
+
+``build_rl_payload(path, task_url=...)`` reads a TOML file, applies overrides, validates it with
+the upstream SDK's rules (reporting every problem in one :class:`~pytest_synth_rl.errors.ConfigError`)
+and returns the ``POST /api/rl/jobs`` body the SDK would send. The pieces are usable on their own:
+:func:`load_rl_config` (parse + overrides), :func:`validate_rl_config` (normalise or raise),
+:func:`collect_config_problems` / :func:`validate_rl_payload` (never raise; for the fake backend).
+"""
+
+from __future__ import annotations
+
+from .loader import load_rl_config, parse_toml, read_toml_file
+from .models import (
+    EXPERIMENTAL_MODELS,
+    FINE_TUNED_PREFIXES,
+    KNOWN_BASE_MODELS,
+    SUPPORTED_RL_MODELS,
+    experimental_models,
+)
+from .overrides import SPECIAL_KEYS, apply_overrides
+from .payload import RLBuildResult, build_rl_payload, build_rl_payload_from_mapping
+from .payload_check import validate_rl_payload
+from .urls import normalize_backend_url, resolve_task_url
+from .validate import collect_config_problems, validate_rl_config
+
+__all__ = [
+    "EXPERIMENTAL_MODELS",
+    "FINE_TUNED_PREFIXES",
+    "KNOWN_BASE_MODELS",
+    "SPECIAL_KEYS",
+    "SUPPORTED_RL_MODELS",
+    "RLBuildResult",
+    "apply_overrides",
+    "build_rl_payload",
+    "build_rl_payload_from_mapping",
+    "collect_config_problems",
+    "experimental_models",
+    "load_rl_config",
+    "normalize_backend_url",
+    "parse_toml",
+    "read_toml_file",
+    "resolve_task_url",
+    "validate_rl_config",
+    "validate_rl_payload",
+]

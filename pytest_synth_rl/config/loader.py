@@ -1,0 +1,155 @@
+"""Reading an RL config file: bytes -> UTF-8 text -> TOML tree, every failure a ConfigError.
+
+A broken config should fail with the file, line and column, not with a ``UnicodeDecodeError`` or a
+parser traceback. We decode ourselves (to point at the offending byte) and translate the TOML
+parser's "(at line X, column Y)" into a :class:`~pytest_synth_rl.errors.ConfigProblem` carrying
+``line``/``column`` and the source line with a caret.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from ..errors import ConfigError, ConfigProblem
+from .coerce import describe
+from .overrides import apply_overrides
+
+__all__ = ["config_source", "load_rl_config", "parse_toml", "read_toml_file"]
+
+_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
+_AT_END = re.compile(r"\s*\(at end of document\)\s*$")
+
+
+def _toml() -> ModuleType:
+    # tomllib is stdlib from 3.11; tomli is the same parser, packaged for older interpreters.
+    return importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "tomli")
+
+
+def config_source(config_path: object) -> Path:
+    """Accept a ``str`` or path-like; anything else (a dict, say) is a usage error."""
+    if isinstance(config_path, (str, os.PathLike)):
+        return Path(os.fspath(config_path))
+    raise ConfigError(
+        [
+            ConfigProblem(
+                key="",
+                message=f"expected the path of a TOML file (str or os.PathLike), got {describe(config_path)}",
+                hint="pass a path, or build_rl_payload_from_mapping() for a config you hold as a dict",
+            )
+        ]
+    )
+
+
+def read_toml_file(config_path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and parse a TOML file; missing, unreadable, non-UTF-8 or malformed -> ConfigError."""
+    path = config_source(config_path)
+    shown = str(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise _file_problem(shown, "file not found", f"check the path (relative to {Path.cwd()})") from None
+    except IsADirectoryError:
+        raise _file_problem(
+            shown, "is a directory, expected a TOML file", "point at the .toml file itself"
+        ) from None
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise _file_problem(shown, f"cannot be read: {reason}", "check the file's permissions") from None
+    return parse_toml(data, source=shown)
+
+
+def _file_problem(path: str, message: str, hint: str) -> ConfigError:
+    return ConfigError([ConfigProblem(key="", message=f"{path}: {message}", hint=hint)], path=path)
+
+
+def parse_toml(data: bytes | str, *, source: str = "<string>") -> dict[str, Any]:
+    """Parse TOML from bytes (must be UTF-8) or text, reporting errors with line and column."""
+    if isinstance(data, bytes):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line, column = _position_of_byte(data, exc.start)
+            bad = data[exc.start : exc.start + 1].hex()
+            problem = ConfigProblem(
+                key="",
+                message=f"not valid UTF-8 text (byte 0x{bad} at line {line}, column {column}); "
+                "expected a UTF-8 encoded TOML file",
+                hint="save the file as UTF-8 (is it a TOML file at all?)",
+                line=line,
+                column=column,
+            )
+            raise ConfigError([problem], path=source) from None
+    else:
+        text = data
+    toml = _toml()
+    try:
+        parsed: dict[str, Any] = toml.loads(text)
+    except toml.TOMLDecodeError as exc:
+        raise ConfigError([_syntax_problem(exc, text)], path=source) from None
+    except RecursionError:
+        problem = ConfigProblem(
+            key="", message="TOML nesting is too deep to parse", hint="flatten the arrays/tables"
+        )
+        raise ConfigError([problem], path=source) from None
+    return parsed
+
+
+def _position_of_byte(data: bytes, offset: int) -> tuple[int, int]:
+    line = data.count(b"\n", 0, offset) + 1
+    column = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
+    return line, column
+
+
+def _syntax_problem(exc: Exception, text: str) -> ConfigProblem:
+    raw = str(getattr(exc, "msg", None) or exc)
+    line: int | None = getattr(exc, "lineno", None)
+    column: int | None = getattr(exc, "colno", None)
+    message = str(exc)
+    found = _POSITION.search(message)
+    at_end = _AT_END.search(message)
+    if found:
+        line, column = int(found.group(1)), int(found.group(2))
+        raw = message[: found.start()]
+    elif at_end:
+        raw = message[: at_end.start()]
+        lines = text.split("\n")
+        line, column = len(lines), len(lines[-1]) + 1
+    if line is None or column is None:
+        return ConfigProblem(key="", message=f"invalid TOML: {raw}", hint="fix the TOML syntax")
+    lines = text.split("\n")
+    excerpt = ""
+    if 1 <= line <= len(lines):
+        source_line = lines[line - 1].rstrip("\r")
+        if len(source_line) <= 120:
+            excerpt = f"\n    {source_line}\n    {' ' * max(column - 1, 0)}^"
+    if "\ufeff" in text[:1] and line == 1:
+        hint = "remove the byte-order mark at the start of the file (save as UTF-8 without BOM)"
+    else:
+        hint = f"fix the TOML syntax at line {line}, column {column}"
+    return ConfigProblem(
+        key="",
+        message=f"invalid TOML: {raw}{excerpt}",
+        hint=hint,
+        line=line,
+        column=column,
+    )
+
+
+def load_rl_config(
+    config_path: str | os.PathLike[str], *, overrides: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The parsed TOML with non-special *overrides* applied; not validated yet.
+
+    The special keys (``task_url``, ``model``, ``backend``) are type-checked but not applied:
+    they are inputs to the payload builder, not edits of the file.
+    """
+    path = config_source(config_path)
+    parsed = read_toml_file(path)
+    return apply_overrides(parsed, overrides, source=str(path))

@@ -1,0 +1,169 @@
+"""Which models an RL job may train, and when a model counts as experimental.
+
+Facts from contract §7.3 (SDK 0.4.4-0.4.12). The catalog is larger than the RL list: a model can
+be known (SFT-only, e.g. ``Qwen/Qwen3-32B``) and still be refused for RL, and the error should say
+so rather than "unknown model". Lookups ignore case and answer with the canonical spelling, which
+is what goes into ``data.base_model``.
+
+Experimental gating follows the SDK: blocked unless ``allow_experimental=True`` or, when that is
+left as ``None``, the environment has ``SDK_EXPERIMENTAL=1``. ``SDK_EXPERIMENTAL_MODELS``
+(comma-separated canonical ids) adds models to the experimental set. Unlike the SDK, which reads
+that variable once at import, we read it on every check so tests can ``monkeypatch`` it.
+
+Fine-tuned ids (``[model].source`` or ``overrides["model"]``) look like ``ft:<base>:<job>``; the
+SDK accepts one when any ``:``-separated part after the first names a known base, without
+checking the prefix itself, and we keep that rule (:data:`FINE_TUNED_PREFIXES` lists the prefixes
+the backend issues: ``ft:``, ``fft:``, ``qft:``, ``rl:``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = [
+    "EXPERIMENTAL_MODELS",
+    "FINE_TUNED_PREFIXES",
+    "KNOWN_BASE_MODELS",
+    "SUPPORTED_RL_MODELS",
+    "ModelRejected",
+    "ResolvedModel",
+    "experimental_allowed",
+    "experimental_models",
+    "resolve_rl_model",
+]
+
+
+def _qwen(*names: str) -> tuple[str, ...]:
+    return tuple(f"Qwen/Qwen3-{name}" for name in names)
+
+
+def _with_fp8(*names: str) -> tuple[str, ...]:
+    return tuple(variant for name in names for variant in (name, f"{name}-FP8"))
+
+
+#: Base models the RL trainer accepts (contract §7.3).
+SUPPORTED_RL_MODELS: frozenset[str] = frozenset(
+    _qwen("0.6B", "1.7B", "4B", "8B", "14B", "30B-A3B", "4B-2507")
+    + _qwen(*_with_fp8("4B-Instruct-2507", "30B-A3B-Instruct-2507"))
+    + _qwen(*_with_fp8("4B-Thinking-2507", "30B-A3B-Thinking-2507"))
+    + _qwen(*_with_fp8("Coder-30B-A3B-Instruct"))
+    + _qwen(*(f"VL-{size}-{kind}" for size in ("2B", "4B", "8B") for kind in ("Instruct", "Thinking")))
+)
+
+#: Models blocked unless experimental use is enabled (before ``SDK_EXPERIMENTAL_MODELS``).
+EXPERIMENTAL_MODELS: frozenset[str] = frozenset(
+    _qwen(*_with_fp8("235B-A22B-Instruct-2507", "235B-A22B-Thinking-2507"))
+    + _qwen(*_with_fp8("Coder-480B-A35B-Instruct"))
+    + _qwen(*_with_fp8("30B-A3B-Thinking-2507", "4B-Thinking-2507"))
+)
+
+#: Every base model id the SDK knows (RL-capable or not).
+KNOWN_BASE_MODELS: frozenset[str] = (
+    SUPPORTED_RL_MODELS
+    | EXPERIMENTAL_MODELS
+    | frozenset(_qwen("32B"))
+    | frozenset(
+        _qwen(
+            *(
+                f"VL-{size}-{kind}"
+                for size in ("30B-A3B", "32B", "235B-A22B")
+                for kind in ("Instruct", "Thinking")
+            )
+        )
+    )
+)
+
+#: Prefixes of fine-tuned model ids issued by the backend.
+FINE_TUNED_PREFIXES: tuple[str, ...] = ("ft:", "fft:", "qft:", "rl:")
+
+_BY_LOWER: dict[str, str] = {name.lower(): name for name in KNOWN_BASE_MODELS}
+
+_EXAMPLES = "Qwen/Qwen3-0.6B, Qwen/Qwen3-1.7B, Qwen/Qwen3-4B, Qwen/Qwen3-8B"
+
+
+class ModelRejected(ValueError):
+    """A model id cannot be used for RL; carries a user-facing message and hint."""
+
+    def __init__(self, message: str, hint: str) -> None:
+        self.message = message
+        self.hint = hint
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A usable model: ``payload_id`` is sent, ``base`` is the canonical base it trains."""
+
+    payload_id: str
+    base: str
+
+
+def experimental_models(environ: Mapping[str, str] | None = None) -> frozenset[str]:
+    """The experimental set in force: defaults plus ``SDK_EXPERIMENTAL_MODELS``."""
+    env = os.environ if environ is None else environ
+    extra = env.get("SDK_EXPERIMENTAL_MODELS", "")
+    return EXPERIMENTAL_MODELS | frozenset(part.strip() for part in extra.split(",") if part.strip())
+
+
+def experimental_allowed(allow_experimental: bool | None, environ: Mapping[str, str] | None = None) -> bool:
+    """The explicit argument wins; ``None`` defers to ``SDK_EXPERIMENTAL=1`` (exactly ``1``)."""
+    if allow_experimental is not None:
+        return bool(allow_experimental)
+    env = os.environ if environ is None else environ
+    return env.get("SDK_EXPERIMENTAL", "0") == "1"
+
+
+def _base_of(model_id: str, *, fine_tuned: bool) -> str | None:
+    direct = _BY_LOWER.get(model_id.lower())
+    if direct is not None or not fine_tuned or ":" not in model_id:
+        return direct
+    for part in model_id.split(":")[1:]:
+        found = _BY_LOWER.get(part.strip().lower())
+        if found is not None:
+            return found
+    return None
+
+
+def resolve_rl_model(
+    model_id: str,
+    *,
+    fine_tuned: bool,
+    allow_experimental: bool | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ResolvedModel:
+    """Check that *model_id* may be trained with RL and return what goes into the payload.
+
+    ``fine_tuned`` is true for ``[model].source`` / ``overrides["model"]`` (ids like
+    ``ft:Qwen/Qwen3-0.6B:job``), false for ``[model].base`` (which must be a plain base id).
+    Raises :class:`ModelRejected` with the reason and a fix.
+    """
+    cleaned = model_id.strip()
+    if not cleaned:
+        raise ModelRejected("is empty; expected a model id", f"use a base model such as {_EXAMPLES}")
+    # Normalisation accepts fine-tuned spellings for either field; a base given as "ft:..." passes
+    # this step and is refused just below, as in the SDK.
+    if _base_of(cleaned, fine_tuned=True) is None:
+        hint = f"use one of the RL base models ({_EXAMPLES}, …)"
+        if fine_tuned:
+            hint += " or a fine-tuned id that names one, like ft:Qwen/Qwen3-0.6B:<job-id>"
+        raise ModelRejected(f"{cleaned!r} is not a supported model", hint)
+    base = _base_of(cleaned, fine_tuned=fine_tuned)
+    if base is None:
+        raise ModelRejected(
+            f"{cleaned!r} is a fine-tuned model id, but this key expects a plain base model id",
+            "move it to [model].source (and remove [model].base), or use a base id such as Qwen/Qwen3-0.6B",
+        )
+    if base in experimental_models(environ) and not experimental_allowed(allow_experimental, environ):
+        raise ModelRejected(
+            f"{base!r} is experimental and disabled",
+            "pass allow_experimental=True or set SDK_EXPERIMENTAL=1 to use it, or pick a core model",
+        )
+    if base not in SUPPORTED_RL_MODELS:
+        raise ModelRejected(
+            f"{base!r} does not support RL (online policy_gradient / gspo) training",
+            f"pick an RL-capable base model such as {_EXAMPLES}",
+        )
+    payload_id = base if cleaned.lower() in _BY_LOWER else cleaned
+    return ResolvedModel(payload_id=payload_id, base=base)

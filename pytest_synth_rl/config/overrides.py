@@ -1,0 +1,197 @@
+"""Overrides: the SDK's three special keys, plus dotted and nested edits of the TOML tree.
+
+The SDK reads only ``task_url``, ``model`` and ``backend`` from ``overrides`` and silently ignores
+everything else, even though its docs suggest ``{"training": {...}}`` merges. Tests want to vary
+one knob of a shared config file without copying it, so every other key is applied to the parsed
+TOML *before* validation:
+
+* ``{"training.batch_size": 2}`` sets one key, creating missing tables on the way;
+* ``{"training": {"batch_size": 2}}`` deep-merges into ``[training]``;
+* a value of ``None`` removes the key (TOML has no null, so nothing is lost);
+* quoted segments address keys containing dots: ``'tags."team.name"'``.
+
+The special keys keep their SDK meaning: ``task_url`` (highest-precedence task URL), ``model``
+(train this fine-tuned/base id in source mode) and ``backend`` (recorded as
+``metadata.backend_base_url``). To edit the ``[model]`` table use dotted keys (``"model.base"``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigError, ConfigProblem
+from .coerce import describe
+from .problems import format_key
+from .tree import plain_copy
+
+__all__ = ["SPECIAL_KEYS", "SdkOverrides", "apply_overrides", "parse_dotted_key", "split_overrides"]
+
+#: Override keys with the SDK's meaning; never applied to the TOML tree.
+SPECIAL_KEYS = ("task_url", "model", "backend")
+
+
+@dataclass(frozen=True)
+class SdkOverrides:
+    """The special override keys, type-checked."""
+
+    task_url: str | None = None
+    model: str | None = None
+    backend: str | None = None
+
+
+def _fail(key: str, message: str, hint: str, source: str | None) -> ConfigError:
+    return ConfigError([ConfigProblem(key=key, message=message, hint=hint)], path=source)
+
+
+def parse_dotted_key(key: str, *, source: str | None = None) -> tuple[str, ...]:
+    """``'rollout.env_config."a.b"'`` -> ``("rollout", "env_config", "a.b")``."""
+    parts: list[str] = []
+    position, length = 0, len(key)
+    while True:
+        while position < length and key[position] in " \t":
+            position += 1
+        if position < length and key[position] == '"':
+            segment, position = _quoted(key, position + 1)
+        else:
+            end = key.find(".", position)
+            end = length if end < 0 else end
+            segment = key[position:end].strip()
+            if not segment or '"' in segment:
+                raise _bad_key(key, source)
+            position = end
+        if segment is None:
+            raise _bad_key(key, source)
+        parts.append(segment)
+        while position < length and key[position] in " \t":
+            position += 1
+        if position == length:
+            return tuple(parts)
+        if key[position] != ".":
+            raise _bad_key(key, source)
+        position += 1
+
+
+def _quoted(key: str, position: int) -> tuple[str | None, int]:
+    """Read a double-quoted segment starting after its opening quote; ``None`` if malformed."""
+    chars: list[str] = []
+    while position < len(key) and key[position] != '"':
+        step = 2 if key[position] == "\\" else 1
+        chars.append(key[position : position + step])
+        position += step
+    if position >= len(key):
+        return None, position
+    try:
+        return json.loads('"' + "".join(chars) + '"'), position + 1
+    except ValueError:
+        return None, position + 1
+
+
+def _bad_key(key: str, source: str | None) -> ConfigError:
+    return _fail(
+        key,
+        f"override key {key!r} is not a valid dotted key path",
+        'use names separated by dots, like "training.batch_size" (quote a name containing a dot: '
+        "'tags.\"a.b\"')",
+        source,
+    )
+
+
+def split_overrides(
+    overrides: Mapping[str, Any] | None, *, source: str | None = None
+) -> tuple[SdkOverrides, list[tuple[str, Any]]]:
+    """Separate the special SDK keys from tree edits, checking both for type errors."""
+    if overrides is None:
+        return SdkOverrides(), []
+    if not isinstance(overrides, Mapping):
+        raise _fail(
+            "overrides",
+            f"expected a mapping of override keys to values, got {describe(overrides)}",
+            'pass e.g. overrides={"training.batch_size": 2}',
+            source,
+        )
+    special: dict[str, str | None] = {}
+    edits: list[tuple[str, Any]] = []
+    for key, value in overrides.items():
+        if not isinstance(key, str) or not key.strip():
+            raise _fail(
+                str(key),
+                f"override keys must be non-empty strings, got {describe(key)}",
+                'use dotted names like "training.batch_size"',
+                source,
+            )
+        if key in SPECIAL_KEYS:
+            if value is not None and not isinstance(value, str):
+                hint = (
+                    'to edit the [model] table use dotted keys such as "model.base"'
+                    if key == "model"
+                    else f'overrides["{key}"] must be a string (or None)'
+                )
+                raise _fail(key, f'overrides["{key}"] expected a string, got {describe(value)}', hint, source)
+            special[key] = value
+            continue
+        edits.append((key, value))
+    return SdkOverrides(**special), edits
+
+
+def apply_overrides(
+    config: Mapping[str, Any], overrides: Mapping[str, Any] | None, *, source: str | None = None
+) -> dict[str, Any]:
+    """Return a copy of *config* with the non-special overrides applied (special keys skipped)."""
+    _, edits = split_overrides(overrides, source=source)
+    result: dict[str, Any] = plain_copy(config)
+    for key, value in edits:
+        _apply(result, parse_dotted_key(key, source=source), value, key, source)
+    return result
+
+
+def _apply(
+    root: MutableMapping[str, Any],
+    path: tuple[str, ...],
+    value: Any,
+    origin: str,
+    source: str | None,
+    above: tuple[str, ...] = (),
+) -> None:
+    """Apply one edit at *path* below *root*; *above* is where *root* sits (for messages)."""
+    node = root
+    for depth, segment in enumerate(path[:-1]):
+        child = node.get(segment)
+        if child is None:
+            child = node[segment] = {}
+        elif not isinstance(child, MutableMapping):
+            raise _collision(origin, (*above, *path[: depth + 1]), child, source)
+        node = child
+    last = path[-1]
+    if value is None:
+        node.pop(last, None)
+        return
+    if not isinstance(value, Mapping):
+        node[last] = plain_copy(value)
+        return
+    existing = node.get(last)
+    if existing is None:
+        existing = node[last] = {}
+    elif not isinstance(existing, MutableMapping):
+        raise _collision(origin, (*above, *path), existing, source)
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise _fail(
+                origin,
+                f"override {origin!r} has a non-string key {describe(key)}",
+                "table keys must be strings",
+                source,
+            )
+        _apply(existing, (key,), item, origin, source, (*above, *path))
+
+
+def _collision(origin: str, where: tuple[str, ...], found: object, source: str | None) -> ConfigError:
+    spot = format_key(where)
+    return _fail(
+        origin,
+        f"override {origin!r} cannot be applied: {spot} is {describe(found)}, not a table",
+        f"override {spot} itself (or set it to None first) instead of a key inside it",
+        source,
+    )

@@ -1,0 +1,191 @@
+"""Checking a received RL job payload, for the fake backend's ``POST /rl/jobs`` (422 on problems).
+
+The fake must refuse what the real service would refuse and say why, listing everything at once.
+It gets JSON from any client (ours, the SDK, a hand-written test), so this never raises: every
+wrong shape becomes a :class:`~pytest_synth_rl.errors.ConfigProblem` keyed by its JSON path
+(``data.config.rollout.env_name``, ``compute.gpu_count``…).
+
+Beyond the config rules it checks what the builder guarantees: ``job_type == "rl"``, an http(s)
+``data.endpoint_base_url`` that agrees with ``data.config.services.task_url``, exactly one of
+``data.base_model`` / ``data.model`` naming an RL-capable model, and a top-level ``compute``
+equal to ``data.config.compute``. Experimental models are allowed by default: that gate is a
+client-side opt-in of the SDK, not a server rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import ConfigProblem
+from .coerce import describe
+from .models import ModelRejected, resolve_rl_model
+from .problems import ProblemList
+from .rules import truthy
+from .validate import check_rl_config
+
+__all__ = ["validate_rl_payload"]
+
+_BUILDER_HINT = "send the body build_rl_payload() produces from a valid config"
+
+
+def validate_rl_payload(
+    payload: Mapping[str, Any], *, allow_experimental: bool | None = True
+) -> list[ConfigProblem]:
+    """Every problem with an RL job payload; an empty list means "would be accepted"."""
+    problems = ProblemList()
+    try:
+        _check_payload(payload, allow_experimental, problems)
+    except RecursionError:
+        problems.add((), "is nested too deeply to validate", "send a flatter JSON body")
+    return problems.as_list()
+
+
+def _check_payload(payload: object, allow_experimental: bool | None, problems: ProblemList) -> None:
+    if not isinstance(payload, Mapping):
+        problems.add(
+            (),
+            f"expected a JSON object, got {describe(payload)}",
+            "send the body built by build_rl_payload()",
+        )
+        return
+    job_type = payload.get("job_type")
+    if not (isinstance(job_type, str) and job_type == "rl"):
+        problems.add(("job_type",), f'expected "rl", got {describe(job_type)}', 'set "job_type": "rl"')
+    data = payload.get("data")
+    if not isinstance(data, Mapping):
+        problems.add(
+            ("data",),
+            f"expected an object with endpoint_base_url and config, got {describe(data)}",
+            _BUILDER_HINT,
+        )
+        data = {}
+    endpoint = _check_endpoint(data, problems)
+    config = data.get("config")
+    config_table: Mapping[str, Any] = {}
+    if isinstance(config, Mapping):
+        config_table = config
+        checked = check_rl_config(config, allow_experimental=allow_experimental, select_model=False)
+        problems.extend(checked.problems, prefix=("data", "config"))
+        _check_task_url_agrees(config, endpoint, problems)
+    else:
+        problems.add(
+            ("data", "config"), f"expected the RL config as an object, got {describe(config)}", _BUILDER_HINT
+        )
+    _check_model(data, config_table, allow_experimental, problems)
+    _check_compute(payload.get("compute"), config_table.get("compute"), problems)
+    metadata = payload.get("metadata")
+    if "metadata" in payload and not isinstance(metadata, Mapping):
+        problems.add(("metadata",), f"expected an object, got {describe(metadata)}", _BUILDER_HINT)
+    elif isinstance(metadata, Mapping) and not isinstance(metadata.get("backend_base_url", ""), str):
+        problems.add(
+            ("metadata", "backend_base_url"),
+            f"expected a string, got {describe(metadata['backend_base_url'])}",
+            _BUILDER_HINT,
+        )
+
+
+def _check_endpoint(data: Mapping[str, Any], problems: ProblemList) -> str | None:
+    endpoint = data.get("endpoint_base_url")
+    if not isinstance(endpoint, str) or not endpoint.strip():
+        problems.add(
+            ("data", "endpoint_base_url"),
+            f"expected the task app's base URL, got {describe(endpoint)}",
+            "build the payload with a task URL (task_url=, TASK_APP_URL or [services].task_url)",
+        )
+        return None
+    if not endpoint.startswith(("http://", "https://")):
+        hint = "the config had no task URL, so the builder sent a placeholder; pass task_url="
+        problems.add(
+            ("data", "endpoint_base_url"),
+            f"expected an http(s) URL the trainer can reach, got {describe(endpoint)}",
+            hint if endpoint == "placeholder" else "use a full URL such as http://127.0.0.1:8114",
+        )
+    return endpoint
+
+
+def _check_task_url_agrees(config: Mapping[str, Any], endpoint: str | None, problems: ProblemList) -> None:
+    services = config.get("services")
+    task_url = services.get("task_url") if isinstance(services, Mapping) else None
+    if endpoint is None or not isinstance(task_url, str):
+        return
+    if task_url.rstrip("/") != endpoint:
+        problems.add(
+            ("data", "config", "services", "task_url"),
+            f"is {task_url!r} but data.endpoint_base_url is {endpoint!r}; expected the same URL",
+            "send the task URL in both places (the builder does this)",
+        )
+
+
+def _check_model(
+    data: Mapping[str, Any], config: Mapping[str, Any], allow_experimental: bool | None, problems: ProblemList
+) -> None:
+    has_base, has_model = "base_model" in data, "model" in data
+    if has_base == has_model:
+        problems.add(
+            ("data", "base_model"),
+            "both data.base_model and data.model are set; expected exactly one"
+            if has_base
+            else "missing; expected data.base_model (a base model id) or data.model (a fine-tuned id)",
+            "build the payload from a config with exactly one of [model].base / [model].source",
+        )
+        return
+    key = "base_model" if has_base else "model"
+    value = data[key]
+    if not isinstance(value, str):
+        problems.add(("data", key), f"expected a model id string, got {describe(value)}", _BUILDER_HINT)
+        return
+    try:
+        resolved = resolve_rl_model(value, fine_tuned=has_model, allow_experimental=allow_experimental)
+    except ModelRejected as exc:
+        problems.add(("data", key), exc.message, exc.hint)
+        return
+    if not has_base:
+        return
+    model = config.get("model")
+    base = model.get("base") if isinstance(model, Mapping) else None
+    if not (isinstance(base, str) and truthy(base.strip())):
+        problems.add(
+            ("data", "base_model"),
+            "is set but data.config.model.base is missing; expected the base model named in the config",
+            "send data.model for a fine-tuned source, or include [model].base in data.config",
+        )
+        return
+    try:
+        configured = resolve_rl_model(base, fine_tuned=False, allow_experimental=True).base
+    except ModelRejected:
+        return  # reported under data.config.model.base
+    if configured != resolved.base:
+        problems.add(
+            ("data", "base_model"),
+            f"is {value!r} but data.config.model.base is {base!r}; expected the same model",
+            _BUILDER_HINT,
+        )
+
+
+def _check_compute(compute: object, config_compute: object, problems: ProblemList) -> None:
+    if not isinstance(compute, Mapping):
+        problems.add(
+            ("compute",),
+            f"expected an object with gpu_type and gpu_count, got {describe(compute)}",
+            _BUILDER_HINT,
+        )
+        return
+    gpu_type = compute.get("gpu_type")
+    if not isinstance(gpu_type, str) or not gpu_type:
+        problems.add(
+            ("compute", "gpu_type"),
+            f'expected a GPU type such as "H100", got {describe(gpu_type)}',
+            _BUILDER_HINT,
+        )
+    gpu_count = compute.get("gpu_count")
+    if isinstance(gpu_count, bool) or not isinstance(gpu_count, int) or gpu_count == 0:
+        problems.add(
+            ("compute", "gpu_count"), f"expected a non-zero integer, got {describe(gpu_count)}", _BUILDER_HINT
+        )
+    if isinstance(config_compute, Mapping) and dict(compute) != dict(config_compute):
+        problems.add(
+            ("compute",),
+            "differs from data.config.compute; expected a copy of the validated [compute] table",
+            "send the [compute] table in both places (the builder does this)",
+        )

@@ -1,0 +1,205 @@
+"""Validating an RL config as a whole: pre-validator, injections, reward sections, schema, builder.
+
+The SDK spreads its decisions over a pre-validator (rules 1-13), a typed model (rule 14) and the
+payload builder (algorithm triple, model choice; §7.2). We run all of them in the same order but
+never stop early, so one :class:`~pytest_synth_rl.errors.ConfigError` lists everything wrong.
+A config is accepted exactly when the SDK would accept it; the only extra refusals are values
+JSON cannot carry (TOML dates and times, ``inf``/``nan``), which would fail at submission anyway.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..errors import ConfigError, ConfigProblem
+from .coerce import describe
+from .models import ModelRejected, ResolvedModel, resolve_rl_model
+from .problems import KeyPath, ProblemList
+from .rules import check_algorithm_triple, inject_defaults, precheck
+from .schema import check_rl_schema
+from .tree import plain_copy
+from .verifier import check_reward_sections
+
+__all__ = [
+    "ConfigCheck",
+    "check_rl_config",
+    "collect_config_problems",
+    "validate_rl_config",
+]
+
+ModelField = Literal["base_model", "model"]
+
+
+@dataclass(frozen=True)
+class ConfigCheck:
+    """Everything validation learned: the normalised config, the problems, the chosen model."""
+
+    config: dict[str, Any]
+    problems: ProblemList
+    model: ResolvedModel | None = None
+    model_field: ModelField | None = None
+
+
+def check_rl_config(
+    config: object,
+    *,
+    allow_experimental: bool | None = None,
+    model_override: str | None = None,
+    select_model: bool = True,
+) -> ConfigCheck:
+    """Run every rule on *config* (never raises for any input); see :func:`validate_rl_config`.
+
+    ``model_override`` is ``overrides["model"]``: it puts the builder in source mode with that id.
+    ``select_model=False`` skips the builder's model choice (for payloads, which carry it outside
+    the config).
+    """
+    problems = ProblemList()
+    if not isinstance(config, Mapping):
+        problems.add(
+            (), f"expected a table of sections, got {describe(config)}", "the RL config must be a TOML table"
+        )
+        return ConfigCheck({}, problems)
+    try:
+        work: dict[str, Any] = plain_copy(config)
+        precheck(work, problems)
+        inject_defaults(work, problems)
+        check_reward_sections(work, problems)
+        normalized = check_rl_schema(work, problems)
+        algorithm = normalized.get("algorithm")
+        if isinstance(algorithm, Mapping):
+            check_algorithm_triple(algorithm, ("algorithm",), problems)
+        _check_json_values(normalized, (), problems)
+    except RecursionError:
+        problems.add((), "is nested too deeply to validate", "flatten the config")
+        return ConfigCheck({}, problems)
+    if not select_model:
+        return ConfigCheck(normalized, problems)
+    choice = _choose_model(normalized, model_override, allow_experimental, problems)
+    if choice is None:
+        return ConfigCheck(normalized, problems)
+    return ConfigCheck(normalized, problems, choice[1], choice[0])
+
+
+def _choose_model(
+    config: Mapping[str, Any],
+    model_override: str | None,
+    allow_experimental: bool | None,
+    problems: ProblemList,
+) -> tuple[ModelField, ResolvedModel] | None:
+    """The builder's model rule (§7.2): exactly one of [model].source / [model].base, where
+    ``overrides["model"]`` forces source mode; [policy] alone does not count."""
+    override = (model_override or "").strip()
+    if override:
+        return _resolve(("overrides", "model"), override, "model", allow_experimental, problems)
+    if problems.has_under(("model",)):
+        return None  # already reported precisely
+    table = config.get("model")
+    if not isinstance(table, Mapping):
+        problems.add(
+            ("model",),
+            "missing; the payload builder needs a [model] table with base or source "
+            "([policy].model_name is not used to pick the trained model)",
+            'add [model] with base = "Qwen/Qwen3-0.6B", trainer_mode = "lora", label = "…", '
+            'or pass overrides={"model": "<model id>"}',
+        )
+        return None
+    source = str(table.get("source") or "").strip()
+    base = str(table.get("base") or "").strip()
+    if bool(source) == bool(base):
+        problems.add(
+            ("model", "base"),
+            "both base and source are set; expected exactly one"
+            if source
+            else "is blank; expected exactly one of base (a base model id) or source (a fine-tuned id)",
+            'keep `base = "Qwen/Qwen3-0.6B"` for a base model or `source = "ft:…"` for a fine-tuned one',
+        )
+        return None
+    if source:
+        return _resolve(("model", "source"), source, "model", allow_experimental, problems)
+    return _resolve(("model", "base"), base, "base_model", allow_experimental, problems)
+
+
+def _resolve(
+    path: KeyPath,
+    model_id: str,
+    field: ModelField,
+    allow_experimental: bool | None,
+    problems: ProblemList,
+) -> tuple[ModelField, ResolvedModel] | None:
+    try:
+        resolved = resolve_rl_model(
+            model_id, fine_tuned=field == "model", allow_experimental=allow_experimental
+        )
+    except ModelRejected as exc:
+        problems.add(path, exc.message, exc.hint)
+        return None
+    return field, resolved
+
+
+def _check_json_values(value: object, path: KeyPath, problems: ProblemList) -> None:
+    """Refuse values a JSON request body cannot carry, naming where they are."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            _check_json_values(item, (*path, str(key)), problems)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_json_values(item, (*path, index), problems)
+    elif isinstance(value, (dt.date, dt.time)):
+        problems.add(
+            path,
+            f"is a TOML date/time ({value.isoformat()}); expected a value JSON can carry",
+            f'quote it as a string: "{value.isoformat()}"',
+        )
+    elif isinstance(value, float) and not math.isfinite(value):
+        problems.add(
+            path,
+            f"is {value!r}; expected a finite number (JSON cannot carry inf or nan)",
+            "use a finite value",
+        )
+    elif value is not None and not isinstance(value, (str, int, float, bool)):
+        problems.add(
+            path,
+            f"expected a JSON value (string, number, boolean, array, table), got {describe(value)}",
+            "use plain TOML/JSON values in configs and overrides",
+        )
+
+
+def collect_config_problems(
+    config: Mapping[str, Any],
+    *,
+    allow_experimental: bool | None = None,
+    model_override: str | None = None,
+) -> list[ConfigProblem]:
+    """Every problem in an already-parsed RL config (e.g. a payload's ``data.config``).
+
+    Never raises, whatever the input; wrong types become problems. Includes the builder's
+    algorithm and model checks; the task URL is not checked (it comes from the caller).
+    """
+    return check_rl_config(
+        config, allow_experimental=allow_experimental, model_override=model_override
+    ).problems.as_list()
+
+
+def validate_rl_config(
+    config: Mapping[str, Any],
+    *,
+    path: str | None = None,
+    allow_experimental: bool | None = None,
+    model_override: str | None = None,
+) -> dict[str, Any]:
+    """Validate *config* and return it normalised, or raise :class:`ConfigError` listing every problem.
+
+    The result is what the SDK's validator produces: values converted to their declared types,
+    ``[services]`` injected with ``task_url = "placeholder"`` when absent,
+    ``compute.topology.reference_placement = "none"`` added, ``[policy]`` defaults filled in and
+    ``None`` values dropped. Payload-only steps (dropping ``[smoke]``, defaulting ``[reference]``,
+    writing the final task URL) happen in :func:`~pytest_synth_rl.config.build_rl_payload`.
+    """
+    checked = check_rl_config(config, allow_experimental=allow_experimental, model_override=model_override)
+    if checked.problems:
+        raise ConfigError(checked.problems.as_list(), path=path)
+    return checked.config

@@ -1,0 +1,45 @@
+"""Record and replay backend traffic: cassettes, redaction, recording transports, replay.
+
+A test's conversation with the Synth backend is captured once (redacted, into one JSON cassette
+per test) and replayed offline afterwards, in order, through respx. Record modes follow
+pytest-recording / VCR.py; see :mod:`.modes`.
+"""
+
+from __future__ import annotations
+
+from .cassette import (
+    Cassette,
+    CassetteError,
+    Interaction,
+    RecordedRequest,
+    RecordedResponse,
+    cassette_path,
+)
+from .matching import RequestKey, request_key
+from .modes import RecordMode, RecordModeError
+from .recorder import AsyncRecordingTransport, Recorder, RecordingTransport
+from .redaction import REDACTED, Redactor, SecretLeakError, find_leaks
+from .replayer import CassetteMismatchError, Replayer, use_cassette
+
+__all__ = [
+    "REDACTED",
+    "AsyncRecordingTransport",
+    "Cassette",
+    "CassetteError",
+    "CassetteMismatchError",
+    "Interaction",
+    "RecordMode",
+    "RecordModeError",
+    "RecordedRequest",
+    "RecordedResponse",
+    "Recorder",
+    "RecordingTransport",
+    "Redactor",
+    "Replayer",
+    "RequestKey",
+    "SecretLeakError",
+    "cassette_path",
+    "find_leaks",
+    "request_key",
+    "use_cassette",
+]

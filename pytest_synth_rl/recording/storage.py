@@ -1,0 +1,97 @@
+"""Per-test files that survive concurrent writers: stable names and atomic replacement.
+
+Baselines and cassettes are both "one small JSON file per test id", written while other pytest
+workers (xdist) may be writing theirs, or even the same one. Two rules make that safe:
+
+* a file's name is a pure function of the test id, so every worker agrees on it and nothing
+  machine-specific (absolute paths, worker ids, dates) ever ends up in a name;
+* a file is never written in place: the text goes to a uniquely named temporary file in the same
+  directory, is flushed to disk, and then :func:`os.replace` swaps it in. Readers see the old file
+  or the new one, never a torn mix; with two writers of the same id the last ``replace`` wins whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import threading
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = ["atomic_write_text", "safe_file_stem", "shell_quote"]
+
+# Readable characters kept in file names; everything else becomes "_". Brackets stay because
+# parametrised node ids ("test_x[qwen-0.6b]") are the part people look for.
+_UNSAFE = re.compile(r"[^A-Za-z0-9._\-\[\]]+")
+_MAX_READABLE = 120
+
+
+def safe_file_stem(test_id: str) -> str:
+    """A stable, readable, collision-free file stem for a pytest node id.
+
+    ``"tests/test_rl.py::TestJob::test_reward[qwen]"`` ->
+    ``"tests.test_rl.py__TestJob__test_reward[qwen]-<10 hex>"``.
+
+    Sanitising alone is lossy (``a/b`` and ``a.b`` would collide), so a short hash of the exact
+    id is appended: the readable part is for humans, the hash keeps distinct ids apart. Both depend
+    only on the id, which pytest builds relative to the rootdir, so every machine and every xdist
+    worker derives the same name.
+    """
+    if not test_id or not test_id.strip():
+        raise ValueError("a test id is required to name a per-test file (got an empty string)")
+    readable = test_id.replace("::", "__").replace("/", ".").replace("\\", ".")
+    readable = _UNSAFE.sub("_", readable).strip("._") or "test"
+    readable = readable[:_MAX_READABLE]
+    digest = hashlib.sha256(test_id.encode("utf-8")).hexdigest()[:10]
+    return f"{readable}-{digest}"
+
+
+def _temp_name(target: Path) -> Path:
+    # pid + thread + xdist worker make the owner obvious when debugging; the uuid makes the name
+    # unique even for two writers in the same thread (re-entrant saves).
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    token = f"{os.getpid()}-{threading.get_ident()}-{worker}-{uuid.uuid4().hex[:12]}"
+    return target.with_name(f".{target.name}.{token}.tmp")
+
+
+def atomic_write_text(
+    path: str | os.PathLike[str],
+    text: str,
+    *,
+    check: Callable[[Path], None] | None = None,
+) -> Path:
+    """Write *text* (UTF-8) to *path* atomically and return the path.
+
+    *check*, if given, is called with the finished temporary file before it is swapped in; if it
+    raises, the temporary file is removed, the previous file (if any) is left untouched, and the
+    exception propagates. That is how a cassette that still contains a secret is kept off disk.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temp = _temp_name(target)
+    try:
+        with open(temp, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if check is not None:
+            check(temp)
+        os.replace(temp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise
+    return target
+
+
+def shell_quote(argument: str) -> str:
+    """Double-quote *argument* for a POSIX shell, the way people write node ids in commands.
+
+    Node ids contain ``[`` and ``::`` (glob and shell-special), so commands we print always quote
+    them; ``"``, ``$``, backquote and backslash are escaped so the printed command is exact.
+    """
+    escaped = re.sub(r'(["$`\\])', r"\\\1", argument)
+    return f'"{escaped}"'
