@@ -1,3 +1,368 @@
-"""pytest wiring for pytest-synth-rl (options, markers, fixtures). Kept thin on purpose."""
+"""pytest wiring for pytest-synth-rl: options, markers, fixtures, report header and summary.
+
+Kept thin on purpose: every capability is a plain library (settings, session, fake, taskapp,
+client, assertions, report, recording, baselines); this module only maps pytest's concepts onto
+them.
+"""
 
 from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .assertions import JobExpectation, expect_job
+from .clock import Clock
+from .errors import ConfigError, ConfigProblem, SynthError
+from .report import JobRecord, RunReport
+from .settings import OPTIONS, SynthSettings, resolve_settings
+
+_SETTINGS_KEY = pytest.StashKey[SynthSettings]()
+_USER_PROPERTY = "synth_rl_job"
+
+MARKERS = {
+    "synth_rl": "(config=None, overrides=None, timeout=None, poll_interval=None): the RL TOML "
+    "config of this test (path relative to the test file), dotted-key overrides, and per-test settings.",
+    "synth_task_app": "(target_or_path, *, api_key=None, scope='session'): the task app "
+    "to serve in-process ('pkg.module:attr' or a .py path); scope='test' starts a fresh one.",
+    "synth_scenario": "(**scenario): the offline lifecycle for jobs of this test "
+    "(outcome=, steps=, duration=, polls=, fail_at_step=, error=, reward_curve=...); ignored online.",
+    "synth_online": ": needs a real backend (--synth-backend=URL); skipped offline.",
+    "synth_offline": ": only meaningful against the offline fake; skipped online.",
+}
+
+
+# -- options -----------------------------------------------------------------------------------
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("synth-rl", "RL jobs under test (pytest-synth-rl)")
+    for spec in OPTIONS:
+        if spec.flag:
+            if spec.is_flag:
+                group.addoption(
+                    spec.flag, action="store_true", default=None, dest=f"synth_{spec.name}", help=spec.help
+                )
+            else:
+                group.addoption(
+                    spec.flag,
+                    action="store",
+                    default=None,
+                    dest=f"synth_{spec.name}",
+                    metavar=spec.metavar,
+                    help=spec.help,
+                )
+        if spec.ini:
+            parser.addini(spec.ini, spec.help, default=None)
+
+
+def _settings_from_config(config: pytest.Config) -> SynthSettings:
+    cli = {spec.name: config.getoption(f"synth_{spec.name}") for spec in OPTIONS if spec.flag}
+    ini = {spec.name: config.getini(spec.ini) for spec in OPTIONS if spec.ini}
+    return resolve_settings(cli=cli, env=os.environ, ini=ini)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    for name, description in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}{description}")
+    try:
+        settings = _settings_from_config(config)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if not settings.is_offline and settings.api_key is None:
+        raise pytest.UsageError(
+            f"--synth-backend={settings.backend_url} runs RL jobs against a real backend, which needs an "
+            "API key: set SYNTH_API_KEY (or run offline with --synth-backend=mock)."
+        )
+    config.stash[_SETTINGS_KEY] = settings
+    config.pluginmanager.register(SynthReporter(config, settings), "synth-rl-reporter")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    settings = config.stash.get(_SETTINGS_KEY, None)
+    return settings.describe() if settings else []
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    settings = config.stash[_SETTINGS_KEY]
+    for item in items:
+        if settings.is_offline and item.get_closest_marker("synth_online"):
+            item.add_marker(
+                pytest.mark.skip(reason="synth_online: needs --synth-backend=URL (running offline)")
+            )
+        if not settings.is_offline and item.get_closest_marker("synth_offline"):
+            item.add_marker(
+                pytest.mark.skip(
+                    reason=f"synth_offline: scripted for the offline fake (running against "
+                    f"{settings.backend_url})"
+                )
+            )
+
+
+# -- markers -----------------------------------------------------------------------------------
+def merged_marker(node: pytest.Item, name: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A marker's arguments merged module < class < function (closest positional args win)."""
+    markers = list(node.iter_markers(name))  # closest first
+    kwargs: dict[str, Any] = {}
+    args: tuple[Any, ...] = ()
+    for marker in reversed(markers):
+        kwargs.update(marker.kwargs)
+        if marker.args:
+            args = marker.args
+    return args, kwargs
+
+
+def _resolve_path(request: pytest.FixtureRequest, raw: str | os.PathLike[str], what: str) -> Path:
+    """A path from a marker or ini: relative to the test file, else to the rootdir."""
+    path = Path(raw)
+    if path.is_absolute():
+        candidates = [path]
+    else:
+        candidates = [Path(request.node.path).parent / path, request.config.rootpath / path]
+    for candidate in candidates:
+        if candidate.exists():
+            return candidate
+    raise ConfigError(
+        [
+            ConfigProblem(
+                key=what,
+                message=f"{raw!s} does not exist (looked in: {', '.join(str(c) for c in candidates)})",
+                hint="give a path relative to the test file or the rootdir",
+            )
+        ]
+    )
+
+
+# -- fixtures ----------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def synth_settings(pytestconfig: pytest.Config) -> SynthSettings:
+    """The resolved pytest-synth-rl settings (marker-free; see ``synth_rl`` for per-test ones)."""
+    return pytestconfig.stash[_SETTINGS_KEY]
+
+
+@pytest.fixture(scope="session")
+def _synth_run(synth_settings: SynthSettings) -> Iterator[Any]:
+    from .session import SynthRun
+
+    run = SynthRun(synth_settings)
+    try:
+        yield run
+    finally:
+        run.close()
+
+
+@pytest.fixture
+def _synth_test_settings(request: pytest.FixtureRequest, synth_settings: SynthSettings) -> SynthSettings:
+    _, kwargs = merged_marker(request.node, "synth_rl")
+    overrides = {k: v for k, v in kwargs.items() if k in ("timeout", "poll_interval") and v is not None}
+    return synth_settings.with_overrides(overrides) if overrides else synth_settings
+
+
+@pytest.fixture
+def synth_clock(synth_settings: SynthSettings) -> Clock:
+    """This test's clock: a fresh ``VirtualClock`` offline (sleeps are instant), real time online."""
+    from .session import new_test_clock
+
+    return new_test_clock(synth_settings)
+
+
+@pytest.fixture
+def synth_backend(
+    request: pytest.FixtureRequest, _synth_run: Any, synth_clock: Clock, synth_settings: SynthSettings
+) -> Iterator[Any]:
+    """Offline: the ``FakeSynthBackend``, reset onto this test's clock and mounted on respx for the
+    test (script it with ``.scenario(...)``, inspect ``.jobs`` / ``.requests``). Online: a handle
+    with the real backend's ``url``."""
+    if not synth_settings.is_offline:
+        from .session import OnlineBackend
+
+        yield OnlineBackend(synth_settings.backend_url)
+        return
+    fake = _synth_run.fake_backend()
+    fake.reset(clock=synth_clock)
+    _, scenario = merged_marker(request.node, "synth_scenario")
+    if scenario:
+        fake.scenario(**scenario)
+    with fake:
+        yield fake
+
+
+@pytest.fixture
+def synth_task_app(
+    request: pytest.FixtureRequest, _synth_run: Any, synth_settings: SynthSettings
+) -> Iterator[Any]:
+    """The task app under test, served in-process on a free loopback port.
+
+    Chosen by ``@pytest.mark.synth_task_app("pkg.mod:app")`` (or a ``.py`` path), else the ini
+    option ``synth_task_app``. Started once per session (per xdist worker) and shared; with
+    ``scope="test"`` (marker) or ini ``synth_task_app_scope = test`` each test gets its own.
+    With ``--synth-task-app-url`` no app is started: the handle points at that URL.
+    """
+    from .session import ExternalTaskApp, TaskAppSpec
+
+    if synth_settings.task_app_url:
+        key = synth_settings.task_app_api_key.value if synth_settings.task_app_api_key else None
+        yield ExternalTaskApp(synth_settings.task_app_url, key)
+        return
+    args, kwargs = merged_marker(request.node, "synth_task_app")
+    source = args[0] if args else kwargs.pop("target", None) or synth_settings.task_app
+    if not source:
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    key="synth_task_app",
+                    message="no task app configured for this test",
+                    hint="add @pytest.mark.synth_task_app('pkg.module:app') or a .py path, "
+                    "set the ini option synth_task_app, or pass --synth-task-app-url",
+                )
+            ]
+        )
+    scope = kwargs.pop("scope", synth_settings.task_app_scope)
+    source = str(source)
+    if source.endswith(".py"):
+        source = str(_resolve_path(request, source, "synth_task_app"))
+    api_key = kwargs.pop("api_key", None) or (
+        synth_settings.task_app_api_key.value if synth_settings.task_app_api_key else None
+    )
+    spec = TaskAppSpec(source=source, api_key=api_key, options=tuple(sorted(kwargs.items())))
+    if scope == "test":
+        app = spec.start()
+        try:
+            yield app
+        finally:
+            app.stop()
+    else:
+        yield _synth_run.task_app(spec)
+
+
+@pytest.fixture
+def synth_rl_config(request: pytest.FixtureRequest, synth_settings: SynthSettings) -> Any:
+    """The test's RL config (``RLConfigRef``: ``.path``, ``.overrides``, ``.load()``, ``.build()``),
+    from ``@pytest.mark.synth_rl(config=..., overrides=...)`` or the ini option ``synth_rl_config``."""
+    from .session import RLConfigRef
+
+    _, kwargs = merged_marker(request.node, "synth_rl")
+    raw = kwargs.get("config") or synth_settings.config
+    if not raw:
+        return None
+    return RLConfigRef(_resolve_path(request, raw, "synth_rl.config"), dict(kwargs.get("overrides") or {}))
+
+
+@pytest.fixture
+def synth_rl_job(
+    request: pytest.FixtureRequest,
+    _synth_test_settings: SynthSettings,
+    synth_backend: Any,
+    synth_clock: Clock,
+    synth_rl_config: Any,
+) -> Iterator[Any]:
+    """A factory of ``RLJob`` objects bound to this test's backend, task app and clock.
+
+    ``job = synth_rl_job()`` uses the test's config (``synth_rl`` marker / ini); pass ``config=``
+    or ``overrides=`` to vary it. Every job is tracked: at teardown, jobs still running online are
+    cancelled, and each job becomes a row in the run report.
+    """
+    from .session import TestJobs
+
+    settings = _synth_test_settings
+    task_app = request.getfixturevalue("synth_task_app") if _wants_task_app(request, settings) else None
+    api_key = settings.api_key.value if settings.api_key else None
+    if settings.is_offline:
+        api_key = synth_backend.api_key.value
+    jobs = TestJobs(
+        test_id=request.node.nodeid,
+        settings=settings,
+        clock=synth_clock,
+        config=synth_rl_config,
+        task_app_url=task_app.url if task_app is not None else None,
+        task_app_api_key=task_app.api_key if task_app is not None else None,
+        api_key=api_key,
+    )
+    try:
+        yield jobs
+    finally:
+        records = jobs.finish(cancel_running=not settings.is_offline)
+        _attach_records(request, records)
+
+
+def _wants_task_app(request: pytest.FixtureRequest, settings: SynthSettings) -> bool:
+    return bool(
+        settings.task_app_url
+        or settings.task_app
+        or request.node.get_closest_marker("synth_task_app")
+        or "synth_task_app" in request.fixturenames
+    )
+
+
+def _attach_records(request: pytest.FixtureRequest, records: list[JobRecord]) -> None:
+    """Put job rows on the test report: travels through xdist to the controller and into JUnit."""
+    for record in records:
+        request.node.user_properties.append((_USER_PROPERTY, json.dumps(record.to_json(), sort_keys=True)))
+        request.node.user_properties.append(("synth_job_id", record.job_id or ""))
+        request.node.user_properties.append(("synth_job_status", record.status or ""))
+        if record.final_reward is not None:
+            request.node.user_properties.append(("synth_final_reward", f"{record.final_reward:.6g}"))
+
+
+@pytest.fixture
+def synth_expect(_synth_test_settings: SynthSettings, synth_clock: Clock) -> Callable[[Any], JobExpectation]:
+    """``synth_expect(job)``: :func:`~pytest_synth_rl.assertions.expect_job` with this run's
+    ``--synth-timeout`` and ``--synth-poll-interval`` on the test's clock."""
+
+    def expect(job: Any) -> JobExpectation:
+        return expect_job(
+            job,
+            clock=synth_clock,
+            interval=_synth_test_settings.poll_interval,
+            timeout=_synth_test_settings.timeout,
+        )
+
+    return expect
+
+
+@pytest.fixture(scope="session")
+def synth_fake_server() -> Iterator[Any]:
+    """A ``FakeSynthBackend`` served on a loopback port (for clients that are not httpx, or
+    subprocesses). Yields a handle with ``.url``, ``.fake`` and ``.api_key``; jobs advance one
+    stage per status poll, so any client finishes without waiting."""
+    from .session import ServedFake
+
+    with ServedFake.start() as served:
+        yield served
+
+
+# -- report ------------------------------------------------------------------------------------
+class SynthReporter:
+    """Collects job rows from test reports (so it works across xdist workers) and prints them."""
+
+    def __init__(self, config: pytest.Config, settings: SynthSettings) -> None:
+        self.config = config
+        self.settings = settings
+        self.report = RunReport(mode=settings.mode, backend=settings.backend_url)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "teardown":
+            return
+        for name, value in report.user_properties:
+            if name == _USER_PROPERTY:
+                self.report.add(JobRecord(**json.loads(str(value))))
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if hasattr(self.config, "workerinput"):  # an xdist worker: the controller reports
+            return
+        settings = self.settings
+        if self.report.records:
+            terminalreporter.write_sep("=", f"synth-rl jobs ({settings.mode}, {settings.backend_url})")
+            terminalreporter.write_line(self.report.render_terminal())
+        if settings.report:
+            path = self.report.write_json(Path(self.config.rootpath) / settings.report)
+            terminalreporter.write_line(f"synth-rl: JSON report written to {path}")
+        summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if summary and self.report.records:
+            self.report.append_github_summary(summary)
+
+
+__all__ = ["MARKERS", "SynthError", "merged_marker"]

@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 
 from ..errors import TaskAppError
-from ..masking import Secret, redact
+from ..masking import Secret, redact, register_secret
 
 __all__ = [
     "HealthReport",
@@ -193,6 +193,7 @@ def check_task_app_health(
 
     *client* lets callers reuse a pool or inject a transport; it is not closed here.
     """
+    register_secret(api_key.value if isinstance(api_key, Secret) else api_key)
     probe = _Probe(url)
     headers = task_app_auth_headers(api_key)
     owned = client is None
@@ -222,6 +223,7 @@ async def async_check_task_app_health(
     client: httpx.AsyncClient | None = None,
 ) -> HealthReport:
     """The same probe as :func:`check_task_app_health`, over ``httpx.AsyncClient``."""
+    register_secret(api_key.value if isinstance(api_key, Secret) else api_key)
     probe = _Probe(url)
     headers = task_app_auth_headers(api_key)
     owned = client is None

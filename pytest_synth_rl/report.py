@@ -1,0 +1,179 @@
+"""The run report: one row per RL job, in the terminal, as JSON, and as a GitHub step summary.
+
+A CI run of RL tests is read by people who were not there: which job did each test start, how did
+it end, how long did it "take" (virtual seconds offline, real seconds online) and where did the
+reward go. :class:`JobRecord` is that row; :class:`RunReport` collects rows (thread-safe, since
+fixtures may finish from several threads) and renders them. Nothing here needs pytest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .masking import redact
+from .render import format_duration, sparkline, table
+
+__all__ = ["JobRecord", "RunReport", "job_record"]
+
+
+@dataclass
+class JobRecord:
+    """How one job went, as far as the test that started it saw."""
+
+    test_id: str
+    job_id: str | None
+    status: str | None
+    backend: str
+    final_reward: float | None = None
+    rewards: list[float] = field(default_factory=list)
+    clock_seconds: float | None = None  # virtual offline, real online
+    wall_seconds: float | None = None
+    error: str | None = None
+    cancelled_by_plugin: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        if data["error"]:
+            data["error"] = redact(data["error"])
+        return data
+
+
+def job_record(
+    test_id: str,
+    job: Any,
+    *,
+    backend: str,
+    rewards: Iterable[float] = (),
+    status_payload: dict[str, Any] | None = None,
+    now_clock: float | None = None,
+    now_wall: float | None = None,
+    cancelled_by_plugin: bool = False,
+) -> JobRecord:
+    """Build a record from an ``RLJob``-like object: its last poll result, else a status payload."""
+    result = getattr(job, "last_result", None)
+    status: str | None = None
+    final_reward: float | None = None
+    error: str | None = None
+    clock_seconds: float | None = None
+    if result is not None:
+        status = result.status
+        final_reward = result.final_reward
+        error = result.error
+    elif status_payload:
+        from .client.results import extract_error, extract_final_reward, job_status
+
+        status = job_status(status_payload) or None
+        final_reward = extract_final_reward(status_payload)
+        error = extract_error(status_payload)
+    submitted_at = getattr(job, "submitted_at", None)
+    if submitted_at is not None and now_clock is not None:
+        clock_seconds = max(0.0, now_clock - submitted_at)
+    submitted_wall = getattr(job, "submitted_wall", None)
+    wall_seconds = max(0.0, now_wall - submitted_wall) if submitted_wall is not None and now_wall else None
+    return JobRecord(
+        test_id=test_id,
+        job_id=getattr(job, "job_id", None),
+        status=status,
+        backend=backend,
+        final_reward=final_reward,
+        rewards=list(rewards),
+        clock_seconds=clock_seconds,
+        wall_seconds=wall_seconds,
+        error=error,
+        cancelled_by_plugin=cancelled_by_plugin,
+    )
+
+
+class RunReport:
+    """Every job of a run, in the order their tests finished."""
+
+    def __init__(self, *, mode: str = "offline", backend: str = "") -> None:
+        self.mode = mode
+        self.backend = backend
+        self._records: list[JobRecord] = []
+        self._lock = threading.Lock()
+
+    def add(self, record: JobRecord) -> None:
+        with self._lock:
+            self._records.append(record)
+
+    def extend(self, records: Iterable[JobRecord]) -> None:
+        with self._lock:
+            self._records.extend(records)
+
+    @property
+    def records(self) -> list[JobRecord]:
+        with self._lock:
+            return list(self._records)
+
+    # -- renderings -------------------------------------------------------------------------
+    def _rows(self) -> list[list[Any]]:
+        time_label = "virtual" if self.mode == "offline" else "clock"
+        rows = []
+        for r in self.records:
+            rows.append(
+                [
+                    r.test_id,
+                    r.job_id or "-",
+                    (r.status or "not submitted")
+                    + (" (cancelled by plugin)" if r.cancelled_by_plugin else ""),
+                    f"{format_duration(r.clock_seconds)} {time_label}"
+                    if r.clock_seconds is not None
+                    else "-",
+                    format_duration(r.wall_seconds),
+                    f"{r.final_reward:.3f}" if r.final_reward is not None else "-",
+                    sparkline(r.rewards, width=20) or "-",
+                ]
+            )
+        return rows
+
+    _HEADERS = ("test", "job", "status", "duration", "wall", "final reward", "reward curve")
+
+    def render_terminal(self) -> str:
+        if not self.records:
+            return "no RL jobs were submitted"
+        return table(self._HEADERS, self._rows())
+
+    def render_markdown(self) -> str:
+        lines = [
+            f"### RL jobs ({self.mode}, {len(self.records)} jobs)",
+            "",
+            "| " + " | ".join(self._HEADERS) + " |",
+            "|" + "---|" * len(self._HEADERS),
+        ]
+        for row in self._rows():
+            cells = [str(c).replace("|", "\\|") for c in row]
+            lines.append("| " + " | ".join(cells) + " |")
+        return "\n".join(lines) + "\n"
+
+    def to_json(self) -> dict[str, Any]:
+        records = self.records
+        counts: dict[str, int] = {}
+        for r in records:
+            counts[r.status or "not submitted"] = counts.get(r.status or "not submitted", 0) + 1
+        return {
+            "version": 1,
+            "mode": self.mode,
+            "backend": self.backend,
+            "summary": {"jobs": len(records), "by_status": counts},
+            "jobs": [r.to_json() for r in records],
+        }
+
+    def write_json(self, path: str | os.PathLike[str]) -> Path:
+        """Write the JSON report atomically (a reader never sees half a file)."""
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        tmp.write_text(redact(json.dumps(self.to_json(), indent=2, sort_keys=True)) + "\n", encoding="utf-8")
+        os.replace(tmp, target)
+        return target
+
+    def append_github_summary(self, path: str | os.PathLike[str]) -> None:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(redact(self.render_markdown()))

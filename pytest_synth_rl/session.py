@@ -1,0 +1,311 @@
+"""Run-level state behind the pytest fixtures, usable without pytest.
+
+A test run needs a few expensive things once (the in-process task apps, the offline fake backend
+with its stub model server) and cheap things per test (a fresh virtual clock, a clean job store,
+the list of jobs the test started). :class:`SynthRun` owns the expensive things for the life of
+one process (so once per xdist worker) and hands out a :class:`TestJobs` per test, which builds
+jobs bound to the right backend, task app and clock, and finishes them at teardown: still-running
+online jobs are cancelled, every job becomes a :class:`~pytest_synth_rl.report.JobRecord`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .assertions import collect_job_history
+from .client import RLJob
+from .client.results import is_terminal, job_status
+from .clock import Clock, RealClock, VirtualClock
+from .errors import ConfigError, ConfigProblem, SynthError
+from .fake import FakeSynthBackend
+from .masking import get_logger
+from .report import JobRecord, job_record
+from .settings import SynthSettings
+from .taskapp import InProcessTaskApp
+
+__all__ = [
+    "ExternalTaskApp",
+    "OnlineBackend",
+    "RLConfigRef",
+    "ServedFake",
+    "SynthRun",
+    "TaskAppSpec",
+    "TestJobs",
+    "job_tags",
+    "new_test_clock",
+]
+
+log = get_logger("pytest_synth_rl.session")
+
+
+def job_tags(test_id: str) -> dict[str, str]:
+    """Tags that let someone find a test's job on the real backend: run, worker, test."""
+    tags = {"source": "pytest-synth-rl", "test": test_id[-200:]}
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run_id:
+        tags["run"] = run_id
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    tags["worker"] = worker or "main"
+    return tags
+
+
+@dataclass(frozen=True)
+class TaskAppSpec:
+    """What task app to serve: a ``pkg.mod:attr`` target or a ``.py`` path, plus options."""
+
+    source: str
+    api_key: str | None = None
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def start(self) -> InProcessTaskApp:
+        kwargs: dict[str, Any] = dict(self.options)
+        if self.api_key:
+            kwargs["api_key"] = self.api_key
+        if self.source.endswith(".py"):
+            app = InProcessTaskApp(task_app_path=self.source, **kwargs)
+        else:
+            app = InProcessTaskApp(target=self.source, **kwargs)
+        return app.start()
+
+
+@dataclass(frozen=True)
+class RLConfigRef:
+    """The RL config a test uses: a TOML path and the overrides applied on top of it."""
+
+    path: Path
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    def load(self) -> dict[str, Any]:
+        """The parsed TOML with overrides applied (not yet validated)."""
+        from .config import load_rl_config
+
+        return load_rl_config(self.path, overrides=dict(self.overrides))
+
+    def build(self, task_url: str | None = None) -> dict[str, Any]:
+        """The job payload this config produces for *task_url*."""
+        from .config import build_rl_payload
+
+        return build_rl_payload(self.path, task_url=task_url, overrides=dict(self.overrides)).payload
+
+
+class SynthRun:
+    """Process-wide state: settings, task app pool, the offline fake backend."""
+
+    def __init__(self, settings: SynthSettings) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._task_apps: dict[TaskAppSpec, InProcessTaskApp] = {}
+        self._fake: FakeSynthBackend | None = None
+
+    # -- task apps -------------------------------------------------------------------------
+    def task_app(self, spec: TaskAppSpec) -> InProcessTaskApp:
+        """The shared, running task app for *spec* (started on first use, kept for the run)."""
+        with self._lock:
+            app = self._task_apps.get(spec)
+            if app is None or not app.is_running:
+                app = spec.start()
+                self._task_apps[spec] = app
+            return app
+
+    # -- the offline backend ---------------------------------------------------------------
+    def fake_backend(self) -> FakeSynthBackend:
+        """The fake (created once; each test resets it onto a fresh clock)."""
+        with self._lock:
+            if self._fake is None:
+                self._fake = FakeSynthBackend(
+                    self.settings.backend_url,
+                    api_key=self.fake_api_key(),
+                    task_app_api_key=(
+                        self.settings.task_app_api_key.value if self.settings.task_app_api_key else None
+                    ),
+                )
+            return self._fake
+
+    def fake_api_key(self) -> str:
+        """Offline, the user's key if set (so the same code paths run), else the fake's default."""
+        from .fake.backend import DEFAULT_API_KEY
+
+        return self.settings.api_key.value if self.settings.api_key else DEFAULT_API_KEY
+
+    def close(self) -> None:
+        """Stop everything this run started. Safe to call twice."""
+        with self._lock:
+            apps, self._task_apps = list(self._task_apps.values()), {}
+            fake, self._fake = self._fake, None
+        for app in apps:
+            try:
+                app.stop()
+            except Exception as exc:  # keep stopping the others; say what went wrong
+                log.warning("stopping task app %s failed: %s", app.url, exc)
+        if fake is not None:
+            fake.close()
+
+
+class TestJobs:
+    """The jobs one test made, and how to build more (what ``synth_rl_job`` returns).
+
+    Call it like a function: ``job = synth_rl_job()`` or ``synth_rl_job(config="other.toml",
+    overrides={"training.batch_size": 2})``.
+    """
+
+    __test__ = False  # not a test class, despite the name
+
+    def __init__(
+        self,
+        *,
+        test_id: str,
+        settings: SynthSettings,
+        clock: Clock,
+        config: RLConfigRef | None,
+        task_app_url: str | None,
+        task_app_api_key: str | None,
+        api_key: str | None,
+    ) -> None:
+        self.test_id = test_id
+        self.settings = settings
+        self.clock = clock
+        self.config = config
+        self.task_app_url = task_app_url
+        self.task_app_api_key = task_app_api_key
+        self.api_key = api_key
+        self.jobs: list[RLJob] = []
+
+    def __call__(
+        self,
+        config: str | os.PathLike[str] | None = None,
+        *,
+        overrides: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> RLJob:
+        """Build an ``RLJob`` bound to this test's backend, task app and clock (not submitted)."""
+        if config is not None:
+            path = Path(config)
+            if not path.is_absolute() and self.config is not None:
+                path = self.config.path.parent / path
+            base_overrides: Mapping[str, Any] = {}
+        elif self.config is not None:
+            path, base_overrides = self.config.path, self.config.overrides
+        else:
+            raise ConfigError(
+                [
+                    ConfigProblem(
+                        key="synth_rl.config",
+                        message="no RL config for this test",
+                        hint="add @pytest.mark.synth_rl(config='path/to/rl.toml'), set the ini option "
+                        "synth_rl_config, or pass synth_rl_job(config=...)",
+                    )
+                ]
+            )
+        merged = {**base_overrides, **(overrides or {})}
+        options: dict[str, Any] = {
+            "backend_url": self.settings.backend_url,
+            "api_key": self.api_key,
+            "task_app_url": self.task_app_url,
+            "task_app_api_key": self.task_app_api_key,
+            "overrides": merged or None,
+            "clock": self.clock,
+            "tags": job_tags(self.test_id),
+        }
+        options.update(kwargs)
+        job = RLJob.from_config(path, **options)
+        self.jobs.append(job)
+        return job
+
+    def finish(self, *, cancel_running: bool) -> list[JobRecord]:
+        """Teardown: cancel jobs still running (online), then describe every submitted job."""
+        records = []
+        for job in self.jobs:
+            if job.job_id is None:
+                job.close()
+                continue
+            cancelled = False
+            status_payload: dict[str, Any] | None = None
+            try:
+                if job.last_result is None:
+                    status_payload = job.get_status()
+                    if cancel_running and not is_terminal(job_status(status_payload)):
+                        job.cancel()
+                        cancelled = True
+                        log.warning("cancelled RL job %s left running by %s", job.job_id, self.test_id)
+                        status_payload = job.get_status()
+                history = collect_job_history(job, job.last_result)
+                rewards = history.rewards
+            except SynthError as exc:
+                log.warning("could not finish RL job %s of %s: %s", job.job_id, self.test_id, exc)
+                rewards = []
+            records.append(
+                job_record(
+                    self.test_id,
+                    job,
+                    backend=self.settings.backend_url,
+                    rewards=rewards,
+                    status_payload=status_payload,
+                    now_clock=self._end_clock(job),
+                    now_wall=self._end_wall(job),
+                    cancelled_by_plugin=cancelled,
+                )
+            )
+            job.close()
+        return records
+
+    def _end_clock(self, job: RLJob) -> float:
+        return job.finished_at if job.finished_at is not None else self.clock.now()
+
+    @staticmethod
+    def _end_wall(job: RLJob) -> float:
+        return job.finished_wall if job.finished_wall is not None else time.perf_counter()
+
+
+def new_test_clock(settings: SynthSettings) -> Clock:
+    """A fresh virtual clock offline; real time online."""
+    return VirtualClock() if settings.is_offline else RealClock()
+
+
+@dataclass(frozen=True)
+class OnlineBackend:
+    """What ``synth_backend`` yields online: the real backend's URL (jobs live there)."""
+
+    url: str
+    is_fake: bool = False
+
+
+@dataclass(frozen=True)
+class ExternalTaskApp:
+    """A task app someone else runs (``--synth-task-app-url``): just its URL and key."""
+
+    url: str
+    api_key: str | None = None
+
+
+@dataclass
+class ServedFake:
+    """A fake backend served on loopback, for clients in other processes or not on httpx.
+
+    Jobs progress per status poll (terminal on the *polls_to_finish*-th), so a client polling at
+    any cadence finishes after a handful of polls, without anyone sharing a clock.
+    """
+
+    fake: FakeSynthBackend
+    url: str
+
+    @property
+    def api_key(self) -> str:
+        return self.fake.api_key.value
+
+    @classmethod
+    @contextlib.contextmanager
+    def start(cls, *, polls_to_finish: int = 5, **options: Any) -> Iterator[ServedFake]:
+        fake = FakeSynthBackend(**options)
+        fake.scenario(polls=polls_to_finish)
+        try:
+            with fake.serve() as url:
+                yield cls(fake=fake, url=url)
+        finally:
+            fake.close()

@@ -1,0 +1,456 @@
+"""Does a task app keep the contract the trainer relies on? One pass over every endpoint.
+
+A health probe proves the app is up; the trainer needs more: that it enforces the key, describes
+its taskset and individual seeds, answers ``/info``, and that a rollout echoes the id it was given
+and reports a numeric reward (what training optimises) and a well-formed trace (what verifiers
+score). Each of those breaks in its own way in real task apps, and the trainer reports them late
+and vaguely, so :func:`check_task_app_contract` checks them all up front, keeps going after a
+failure, and returns a :class:`ContractReport` listing every problem once.
+
+The rollout really runs: a :class:`~pytest_synth_rl.inference.StubInference` is served on
+loopback for the duration of the check and passed as ``policy.config.inference_url``, so the app
+exercises its model-calling path. The request carries both ``run_id`` and
+``trace_correlation_id`` so apps of every rollout schema era accept it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from ..errors import TaskAppError, excerpt
+from ..inference import InferencePolicy, StubInference
+from ..masking import Secret, redact
+from .health import shared_ssl_context, task_app_auth_headers
+
+__all__ = [
+    "ContractCheck",
+    "ContractReport",
+    "TaskAppContractError",
+    "assert_task_app_contract",
+    "check_task_app_contract",
+]
+
+_REJECTED = (400, 401, 403)
+_LEGACY_REWARD_KEYS = ("mean_return", "reward_mean", "outcome_score")
+DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
+
+
+@dataclass(frozen=True)
+class ContractCheck:
+    """One verdict: what was checked, whether it held, what we expected and what we got.
+
+    ``required=False`` marks informational checks: shown in the report, never a problem.
+    """
+
+    name: str
+    passed: bool
+    expected: str
+    got: str
+    required: bool = True
+
+    @property
+    def is_problem(self) -> bool:
+        return self.required and not self.passed
+
+    def render(self) -> str:
+        return f"{self.name}: expected {self.expected}; got {self.got}"
+
+
+@dataclass
+class ContractReport:
+    """All checks of one run, in order; ``ok`` when no required check failed."""
+
+    url: str
+    checks: list[ContractCheck] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def problems(self) -> list[ContractCheck]:
+        return [c for c in self.checks if c.is_problem]
+
+    def check(self, name: str) -> ContractCheck:
+        """The check called *name* (``KeyError`` listing the names if absent)."""
+        for item in self.checks:
+            if item.name == name:
+                return item
+        raise KeyError(f"no check named {name!r}; checks: {[c.name for c in self.checks]}")
+
+    def render(self) -> str:
+        """A plain-text table, one row per check; failed checks also say what was expected."""
+        width = max([len(c.name) for c in self.checks] + [5])
+        status = "ok" if self.ok else f"{len(self.problems)} problem(s)"
+        lines = [f"task app contract: {self.url} ({status})"]
+        for c in self.checks:
+            result = "PASS" if c.passed else ("FAIL" if c.required else "WARN")
+            lines.append(f"  {result}  {c.name.ljust(width)}  {_clip(c.got, 160)}")
+            if not c.passed:
+                lines.append(f"        {' ' * width}  expected: {c.expected}")
+        return redact("\n".join(lines))
+
+    def raise_for_problems(self) -> None:
+        """Raise :class:`TaskAppContractError` listing every failed required check."""
+        if self.problems:
+            raise TaskAppContractError(self)
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+def _clip(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+class TaskAppContractError(TaskAppError, AssertionError):
+    """The task app broke its contract. An ``AssertionError`` too, so pytest shows it as a failure."""
+
+    def __init__(self, report: ContractReport) -> None:
+        self.report = report
+        problems = report.problems
+        listing = "\n".join(f"  - {p.render()}" for p in problems)
+        super().__init__(
+            f"task app at {report.url} breaks the Synth task app contract "
+            f"({len(problems)} problem(s)):\n{listing}",
+            url=report.url,
+            hint="see the contract: GET / (no auth), GET /health, GET /task_info[?seed=N], GET /info, "
+            "POST /rollout; each protected route must reject requests without the key",
+            details={"problems": [p.name for p in problems]},
+        )
+
+
+# -- response inspection ------------------------------------------------------------------------
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _base_url(url: str) -> str:
+    text = (url or "").strip()
+    try:
+        parsed = httpx.URL(text)
+    except (httpx.InvalidURL, TypeError) as exc:
+        raise TaskAppError(
+            f"task app URL {text!r} is not a valid URL ({exc})",
+            url=text,
+            hint="pass the task app base URL, e.g. InProcessTaskApp.url",
+        ) from exc
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise TaskAppError(
+            f"task app URL {text!r} must be an absolute http:// or https:// URL",
+            url=text,
+            hint="pass the task app base URL, e.g. http://127.0.0.1:8114 (InProcessTaskApp.url)",
+        )
+    return text.rstrip("/")
+
+
+def _json(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _status_text(response: httpx.Response, ok_status: int | None = None) -> str:
+    """``HTTP <status>``, plus a body excerpt unless the status is the expected one."""
+    if response.status_code == ok_status:
+        return f"HTTP {response.status_code}"
+    return f"HTTP {response.status_code}: {excerpt(response.text, 160)}"
+
+
+def _looks_like_task_info(value: Any) -> bool:
+    if not isinstance(value, dict):
+        return False
+    task = value.get("task")
+    return isinstance(task, dict) and bool(task.get("id")) and bool(task.get("name"))
+
+
+def _reward_verdict(metrics: Any) -> tuple[bool, str]:
+    if not isinstance(metrics, dict):
+        return False, f"metrics is {type(metrics).__name__}, not an object"
+    if "outcome_reward" in metrics:
+        value = metrics["outcome_reward"]
+        if _is_number(value):
+            return True, f"metrics.outcome_reward = {value!r}"
+        return False, f"metrics.outcome_reward = {value!r} ({type(value).__name__})"
+    for key in _LEGACY_REWARD_KEYS:
+        if key in metrics:
+            value = metrics[key]
+            if _is_number(value):
+                return True, f"legacy metrics.{key} = {value!r}"
+            return False, f"legacy metrics.{key} = {value!r} ({type(value).__name__})"
+    returns = metrics.get("episode_returns")
+    if isinstance(returns, list) and returns and all(_is_number(v) for v in returns):
+        return True, f"legacy metrics.episode_returns = {returns!r}"
+    return False, f"no numeric reward among metrics keys {sorted(metrics)}"
+
+
+def _trajectories_ok(trajectories: Any) -> bool:
+    """The 0.4.0-era shape: a list of objects, each with a ``steps`` list."""
+    return isinstance(trajectories, list) and all(
+        isinstance(t, dict) and isinstance(t.get("steps", []), list) for t in trajectories
+    )
+
+
+def _trace_verdict(body: dict[str, Any]) -> tuple[bool, str]:
+    trace = body.get("trace")
+    trajectories = body.get("trajectories")
+    if trace is None and trajectories is None:
+        return True, "no trace (optional)"
+    if trace is not None:
+        if not isinstance(trace, dict):
+            return False, f"trace is {type(trace).__name__}, not an object"
+        if "event_history" not in trace and "metadata" not in trace:
+            return False, f"trace has neither event_history nor metadata (keys {sorted(trace)})"
+        history, metadata = trace.get("event_history"), trace.get("metadata")
+        if "event_history" in trace and not isinstance(history, list):
+            return False, f"trace.event_history is {type(history).__name__}, not a list"
+        if "metadata" in trace and not isinstance(metadata, dict):
+            return False, f"trace.metadata is {type(metadata).__name__}, not an object"
+    if trajectories is not None and not _trajectories_ok(trajectories):
+        return False, "trajectories is not a list of objects with a steps list"
+    shown = []
+    if isinstance(trace, dict):
+        n = len(trace.get("event_history") or [])
+        shown.append(f"trace with {n} event(s)")
+    if trajectories is not None:
+        shown.append(f"{len(trajectories)} legacy trajectory(ies)")
+    return True, ", ".join(shown)
+
+
+# -- the check ----------------------------------------------------------------------------------
+class _Checker:
+    def __init__(self, client: httpx.Client, base: str, headers: dict[str, str]) -> None:
+        self.client = client
+        self.base = base
+        self.headers = headers
+        self.report = ContractReport(url=redact(base))
+
+    def add(self, name: str, passed: bool, expected: str, got: str, *, required: bool = True) -> None:
+        self.report.checks.append(ContractCheck(name, passed, expected, redact(got), required))
+
+    def get(self, path: str, *, auth: bool = True, params: Any = None) -> httpx.Response | str:
+        try:
+            return self.client.get(self.base + path, headers=self.headers if auth else {}, params=params)
+        except httpx.HTTPError as exc:
+            return f"request failed: {type(exc).__name__}: {exc}"
+
+
+def check_task_app_contract(
+    url: str,
+    api_key: str | Secret | None,
+    *,
+    seed: int = 0,
+    env_name: str | None = None,
+    policy_name: str | None = None,
+    policy: InferencePolicy | None = None,
+    timeout: float = 10.0,
+    model: str = DEFAULT_MODEL,
+) -> ContractReport:
+    """Check the task app at *url* against the contract; never raises for contract breaches.
+
+    ``env_name`` defaults to the taskset's ``env_name`` (or the TaskInfo ``environment``) when
+    the app advertises one. ``policy`` decides what the stub model answers during the rollout
+    (default: the correct answer to the arithmetic example). Raises :class:`TaskAppError` only
+    for a malformed *url*.
+    """
+    base = _base_url(url)
+    headers = task_app_auth_headers(api_key)
+    # Loopback traffic must never go through a proxy configured in the environment.
+    loopback = _is_loopback(httpx.URL(base).host)
+    with httpx.Client(
+        timeout=httpx.Timeout(timeout), verify=shared_ssl_context(), trust_env=not loopback
+    ) as client:
+        checker = _Checker(client, base, headers)
+        root = checker.get("/", auth=False)
+        if isinstance(root, str):
+            checker.add("reachable", False, f"an HTTP server at {redact(base)}", root)
+            return checker.report
+        checker.add(
+            "GET / (no auth)", root.status_code == 200, "HTTP 200 without a key", _status_text(root, 200)
+        )
+        _check_health_and_auth(checker)
+        advertised = _check_task_info(checker, seed)
+        _check_info(checker)
+        _check_rollout(
+            checker,
+            seed=seed,
+            env_name=env_name or advertised or "default",
+            policy_name=policy_name or "contract-check",
+            policy=policy,
+            timeout=timeout,
+            model=model,
+        )
+        return checker.report
+
+
+def _check_health_and_auth(checker: _Checker) -> None:
+    health = checker.get("/health")
+    if isinstance(health, str):
+        checker.add("GET /health", False, "HTTP 200 with the key", health)
+    else:
+        checker.add(
+            "GET /health", health.status_code == 200, "HTTP 200 with the key", _status_text(health, 200)
+        )
+    got: list[str] = []
+    enforced = True
+    for path in ("/health", "/task_info"):
+        response = checker.get(path, auth=False)
+        if isinstance(response, str):
+            got.append(f"{path}: {response}")
+            enforced = False
+            continue
+        got.append(f"{path}=HTTP {response.status_code}")
+        enforced = enforced and response.status_code in _REJECTED
+    checker.add(
+        "auth enforced",
+        enforced,
+        "400/401/403 for /health and /task_info without a key",
+        ", ".join(got),
+    )
+
+
+def _check_task_info(checker: _Checker, seed: int) -> str | None:
+    """Check both /task_info forms; return the env name the app advertises, if any."""
+    advertised: str | None = None
+    plain = checker.get("/task_info")
+    expected = "HTTP 200 with a JSON object holding `taskset`"
+    if isinstance(plain, str):
+        checker.add("GET /task_info", False, expected, plain)
+    else:
+        body = _json(plain)
+        passed = plain.status_code == 200 and isinstance(body, dict) and "taskset" in body
+        got = _status_text(plain, 200 if passed else None)
+        if plain.status_code == 200 and not passed:
+            got = f"HTTP 200 without `taskset`: {excerpt(plain.text, 160)}"
+        checker.add("GET /task_info", passed, expected, got)
+        if passed and isinstance(body["taskset"], dict) and isinstance(body["taskset"].get("env_name"), str):
+            advertised = body["taskset"]["env_name"]
+    seeded = checker.get("/task_info", params={"seed": seed})
+    expected = "HTTP 200 with a TaskInfo (task.id, task.name) or a list of them"
+    name = f"GET /task_info?seed={seed}"
+    if isinstance(seeded, str):
+        checker.add(name, False, expected, seeded)
+        return advertised
+    body = _json(seeded)
+    if seeded.status_code != 200:
+        checker.add(name, False, expected, _status_text(seeded))
+    elif _looks_like_task_info(body):
+        checker.add(name, True, expected, f"TaskInfo {body['task']['id']!r}")
+        if advertised is None and isinstance(body.get("environment"), str):
+            advertised = body["environment"]
+    elif isinstance(body, list) and body and all(_looks_like_task_info(item) for item in body):
+        checker.add(name, True, expected, f"list of {len(body)} TaskInfo")
+    elif isinstance(body, dict) and "taskset" in body:
+        checker.add(name, False, expected, "the taskset description: the seed parameter was ignored")
+    else:
+        checker.add(name, False, expected, f"HTTP 200 without task.id/task.name: {excerpt(seeded.text, 160)}")
+    return advertised
+
+
+def _check_info(checker: _Checker) -> None:
+    info = checker.get("/info")
+    expected = "HTTP 200 with a JSON object"
+    if isinstance(info, str):
+        checker.add("GET /info", False, expected, info)
+        return
+    body = _json(info)
+    passed = info.status_code == 200 and isinstance(body, dict)
+    got = _status_text(info) if not passed else f"HTTP 200, keys {sorted(body)}"
+    checker.add("GET /info", passed, expected, got)
+
+
+def _check_rollout(
+    checker: _Checker,
+    *,
+    seed: int,
+    env_name: str,
+    policy_name: str,
+    policy: Callable[[dict[str, Any]], Any] | None,
+    timeout: float,
+    model: str,
+) -> None:
+    stub = StubInference(policy=policy)
+    token = uuid.uuid4().hex[:12]
+    run_id = f"contract-{token}"
+    correlation_id = f"trace_contract-{token}"
+    with stub.serve() as inference_url:
+        request: dict[str, Any] = {
+            "run_id": run_id,
+            "trace_correlation_id": correlation_id,
+            "env": {"env_name": env_name, "seed": seed, "config": {"seed": seed}},
+            "policy": {
+                "policy_name": policy_name,
+                "config": {"model": model, "inference_url": inference_url},
+            },
+            "ops": ["agent", "env"],
+            "on_done": "reset",
+            "safety": {"max_time_s": timeout, "max_ops": 100000},
+            "mode": "rl",
+            "record": {"return_trace": True, "trace_format": "structured"},
+        }
+        try:
+            response = checker.client.post(checker.base + "/rollout", json=request, headers=checker.headers)
+        except httpx.HTTPError as exc:
+            checker.add("POST /rollout", False, "HTTP 200", f"request failed: {type(exc).__name__}: {exc}")
+            return
+    body = _json(response)
+    if response.status_code != 200 or not isinstance(body, dict):
+        got = _status_text(response) if response.status_code != 200 else "HTTP 200 but not a JSON object"
+        checker.add("POST /rollout", False, "HTTP 200 with a JSON object", got)
+        return
+    checker.add("POST /rollout", True, "HTTP 200 with a JSON object", "HTTP 200")
+
+    echoed = {k: body.get(k) for k in ("trace_correlation_id", "run_id") if body.get(k) is not None}
+    sent = {"trace_correlation_id": correlation_id, "run_id": run_id}
+    matches = [k for k, v in echoed.items() if v == sent[k]]
+    wrong = [f"{k}={v!r}" for k, v in echoed.items() if v != sent[k]]
+    checker.add(
+        "rollout echoes its id",
+        bool(matches) and not wrong,
+        f"trace_correlation_id={correlation_id!r} or run_id={run_id!r}",
+        ", ".join(wrong) if wrong else (", ".join(f"{k} echoed" for k in matches) or "no id in the response"),
+    )
+    passed, got = _reward_verdict(body.get("metrics"))
+    checker.add(
+        "rollout reward is numeric", passed, "numeric metrics.outcome_reward (or a legacy reward)", got
+    )
+    passed, got = _trace_verdict(body)
+    checker.add(
+        "rollout trace shape",
+        passed,
+        "trace {event_history: list, metadata: object} if present",
+        got,
+    )
+    calls = len(stub.requests)
+    checker.add(
+        "rollout called the model",
+        calls > 0,
+        "at least one request to policy.config.inference_url",
+        f"{calls} chat completion request(s)",
+        required=False,
+    )
+
+
+def assert_task_app_contract(url: str, api_key: str | Secret | None, **kwargs: Any) -> ContractReport:
+    """:func:`check_task_app_contract`, raising :class:`TaskAppContractError` on any problem."""
+    report = check_task_app_contract(url, api_key, **kwargs)
+    report.raise_for_problems()
+    return report

@@ -1,0 +1,305 @@
+"""Run a task app inside the test process, served for real over loopback.
+
+:class:`InProcessTaskApp` is the piece users touch: give it the app (or where to find it), enter
+it, and use ``.url`` and ``.api_key`` as the backend would. Compared with the upstream SDK's
+class of the same name it keeps the idea and drops what hurts in tests: no tunnels, no fixed
+default port (port 0), no killing whatever holds a port, no ``"test"`` key fallback, no
+process-wide signal handlers, readiness from the server instead of half-second health polling,
+and loading errors that carry the user's traceback.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import secrets
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import anyio.to_thread
+
+from ..errors import TaskAppError
+from ..masking import mask_secret, register_secret
+from .env_key import KEY_VAR, acquire_env_key, release_env_key
+from .health import HealthReport, check_task_app_health, task_app_auth_headers
+from .loading import resolve_app
+from .server import Lifespan, ServerThread, normalise_loopback_host, url_host
+
+__all__ = ["CONTRACT_ENDPOINTS", "InProcessTaskApp"]
+
+#: The endpoints every task app serves (contract §4.1), listed in error messages.
+CONTRACT_ENDPOINTS: tuple[str, ...] = ("/health", "/task_info", "/info", "/rollout")
+
+
+class InProcessTaskApp:
+    """Serve a task app with uvicorn on 127.0.0.1 in a background thread, for the test's duration.
+
+    Give exactly one of ``app`` (any ASGI app), ``task_app_path`` (a ``.py`` file defining
+    ``app`` or a factory such as ``create_app``), ``target`` (``"pkg.module:attr"``, an app or a
+    zero-argument factory) or ``factory`` (a callable returning the app).
+
+    The key the app enforces is ``api_key`` if given, else ``$ENVIRONMENT_API_KEY``, else a
+    random one generated for this app. While the app runs it is exported as
+    ``ENVIRONMENT_API_KEY`` (the variable task apps read); the previous value is restored on
+    stop. See :mod:`pytest_synth_rl.taskapp.env_key` for several apps running at once.
+
+    Use as ``with``/``async with``, or call :meth:`start`/:meth:`stop` (both idempotent; a
+    stopped app can be started again). Every failure (loading, busy port, non-loopback host,
+    failed startup, missing ``/health``) raises :class:`~pytest_synth_rl.errors.TaskAppError`.
+
+    ``health_path`` is probed once after startup so that an app without the contract's
+    ``/health`` route fails here rather than at job submission; pass ``None`` to serve an ASGI
+    app that is not a task app. ``export_api_key=False`` leaves the environment untouched.
+
+    ``log_level`` is handed to uvicorn, which applies it to its (process-wide) ``uvicorn.*``
+    loggers; logging is otherwise left as configured. ``shutdown_timeout`` bounds how long
+    open requests, and then the app's lifespan shutdown, may take when stopping.
+    """
+
+    def __init__(
+        self,
+        app: Any = None,
+        *,
+        task_app_path: str | Path | None = None,
+        target: str | None = None,
+        factory: Callable[[], Any] | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        api_key: str | None = None,
+        startup_timeout: float = 10.0,
+        log_level: str | int | None = "warning",
+        lifespan: Lifespan = "auto",
+        shutdown_timeout: float = 3.0,
+        health_path: str | None = "/health",
+        export_api_key: bool = True,
+    ) -> None:
+        sources = [
+            n
+            for n, v in (
+                ("app", app),
+                ("task_app_path", task_app_path),
+                ("target", target),
+                ("factory", factory),
+            )
+            if v is not None
+        ]
+        if len(sources) != 1:
+            # Checked here as well as in the loader so that a wrong call fails at construction.
+            resolve_app(app, task_app_path=task_app_path, target=target, factory=factory)
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise TaskAppError(
+                f"port must be an integer between 0 and 65535, got {port!r}",
+                hint="use port=0 (the default) to let the OS pick a free port",
+            )
+        if lifespan not in ("auto", "on", "off"):
+            raise TaskAppError(
+                f"lifespan must be 'auto', 'on' or 'off', got {lifespan!r}",
+                hint="'auto' runs the app's startup/shutdown if it has any; 'on' requires it",
+            )
+        if startup_timeout <= 0:
+            raise TaskAppError(f"startup_timeout must be > 0 seconds, got {startup_timeout!r}")
+        self._source: dict[str, Any] = {
+            "app": app,
+            "task_app_path": task_app_path,
+            "target": target,
+            "factory": factory,
+        }
+        self.host = normalise_loopback_host(host)
+        self.requested_port = port
+        self.startup_timeout = float(startup_timeout)
+        self.log_level = log_level
+        self.lifespan: Lifespan = lifespan
+        self.shutdown_timeout = float(shutdown_timeout)
+        self.health_path = health_path
+        self.export_api_key = export_api_key
+        if api_key:
+            self.api_key_source = "argument"
+            key = api_key
+        elif os.environ.get(KEY_VAR):
+            self.api_key_source = "environment"
+            key = os.environ[KEY_VAR]
+        else:
+            self.api_key_source = "generated"
+            key = secrets.token_hex(32)
+        register_secret(key)
+        self._api_key = key
+        self._server: ServerThread | None = None
+        self._env_token: int | None = None
+        self._url: str | None = None
+        self._port: int | None = None
+        self._last_logs: list[str] = []
+
+    # -- public state -------------------------------------------------------------------------
+    @property
+    def api_key(self) -> str:
+        """The key the app enforces (plain text, to pass on; it is registered for redaction)."""
+        return self._api_key
+
+    @property
+    def is_running(self) -> bool:
+        return self._server is not None and self._server.alive
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>``; raises :class:`TaskAppError` if never started or died."""
+        if self._url is None:
+            raise TaskAppError(
+                "the in-process task app has not been started, so it has no URL yet",
+                hint="use `with InProcessTaskApp(...) as app:` or call app.start() first",
+            )
+        self.ensure_running()
+        return self._url
+
+    @property
+    def port(self) -> int:
+        """The bound port (the OS's pick when ``port=0``)."""
+        if self._port is None:
+            raise TaskAppError(
+                "the in-process task app has not been started, so it has no port yet",
+                hint="use `with InProcessTaskApp(...) as app:` or call app.start() first",
+            )
+        return self._port
+
+    @property
+    def logs(self) -> list[str]:
+        """Log lines emitted from the server thread (uvicorn's and the app's), redacted."""
+        if self._server is not None:
+            return self._server.logs
+        return list(self._last_logs)
+
+    def ensure_running(self) -> None:
+        """Raise :class:`TaskAppError` if the server thread died while it should be serving."""
+        server = self._server
+        if server is not None and server.died:
+            raise TaskAppError(
+                f"the in-process task app at {self._url} stopped unexpectedly: its server thread died\n  "
+                + server.failure_text(),
+                url=self._url,
+                hint="see the server log above; the app (or something it called) stopped the server",
+            )
+
+    def wait_until_stopped(self, timeout: float | None = None) -> bool:
+        """Block until the server thread ends (the app stopped it, or it died); True if it did.
+
+        For serving a task app until something else ends it; tests use it to observe a crash.
+        """
+        server = self._server
+        return True if server is None else server.join(timeout)
+
+    def health(self, *, timeout: float = 10.0) -> HealthReport:
+        """Run the standard ``/health`` + ``/task_info`` probe against this app."""
+        return check_task_app_health(self.url, self._api_key, timeout=timeout)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> InProcessTaskApp:
+        """Load the app, serve it, and wait until it answers; no-op if already running."""
+        if self._server is not None:
+            self.ensure_running()
+            return self
+        app = resolve_app(
+            self._source["app"],
+            task_app_path=self._source["task_app_path"],
+            target=self._source["target"],
+            factory=self._source["factory"],
+        )
+        if self.export_api_key:
+            self._env_token = acquire_env_key(self._api_key)
+        server = ServerThread(
+            app,
+            host=self.host,
+            port=self.requested_port,
+            lifespan=self.lifespan,
+            log_level=self.log_level,
+            shutdown_timeout=self.shutdown_timeout,
+        )
+        try:
+            port = server.start(self.startup_timeout)
+        except BaseException:
+            self._release_env()
+            self._last_logs = server.logs
+            raise
+        self._server = server
+        self._port = port
+        self._url = f"http://{url_host(self.host)}:{port}"
+        try:
+            self._probe_health()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and restore the environment; idempotent and bounded in time."""
+        server, self._server = self._server, None
+        try:
+            if server is not None:
+                server.stop()
+                self._last_logs = server.logs
+        finally:
+            self._release_env()
+
+    def _release_env(self) -> None:
+        token, self._env_token = self._env_token, None
+        if token is not None:
+            release_env_key(token)
+
+    def _probe_health(self) -> None:
+        """One GET of the health route: a 404 means this is not a task app (or a typo'd route)."""
+        if self.health_path is None:
+            return
+        assert self._port is not None
+        # http.client rather than httpx: no SSL context or pool to build for a single request.
+        conn = http.client.HTTPConnection(self.host, self._port, timeout=self.startup_timeout)
+        try:
+            conn.request("GET", self.health_path, headers=task_app_auth_headers(self._api_key))
+            response = conn.getresponse()
+            response.read()
+            status = response.status
+        except OSError as exc:
+            raise TaskAppError(
+                f"the task app at {self._url} started but GET {self.health_path} failed: {exc}",
+                url=self._url,
+            ) from exc
+        finally:
+            conn.close()
+        if status == 404:
+            endpoints = ", ".join(CONTRACT_ENDPOINTS)
+            raise TaskAppError(
+                f"the task app at {self._url} has no {self.health_path} route (GET returned 404); "
+                f"a Synth task app must serve {endpoints}",
+                url=self._url,
+                hint="add the missing routes (see the contract: GET /health, GET /task_info, "
+                "GET /info, POST /rollout), or pass health_path=None to serve a non-task-app",
+                details={"status_code": status},
+            )
+
+    def __enter__(self) -> InProcessTaskApp:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> InProcessTaskApp:
+        # Starting blocks on the server's readiness event: do it off the event loop.
+        await anyio.to_thread.run_sync(self.start)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await anyio.to_thread.run_sync(self.stop)
+
+    def __repr__(self) -> str:
+        where = self._url or f"{url_host(self.host)}:{self.requested_port}"
+        state = "running" if self.is_running else "stopped"
+        return f"InProcessTaskApp({where!r}, api_key={mask_secret(self._api_key)!r}, {state})"

@@ -1,0 +1,342 @@
+"""Turning "the task app" as a user names it into one ASGI application.
+
+Users point us at their task app in one of four ways: the app object itself, a ``.py`` file, an
+import target ``"pkg.module:attr"``, or a factory callable. Each way can fail in its own way
+(missing file, import error, a module that defines no app, a factory that raises), and each
+failure must become a :class:`~pytest_synth_rl.errors.TaskAppError` that names what we looked at
+and carries the user's own traceback, because a bare ``ImportError`` from deep inside importlib
+says nothing about *which* of their files broke.
+
+The loader never starts anything; serving is :mod:`.server`'s job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import itertools
+import sys
+import traceback
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..errors import TaskAppError
+
+__all__ = [
+    "APP_ATTRIBUTE",
+    "FACTORY_NAMES",
+    "ASGIApp",
+    "is_asgi_app",
+    "load_module_from_path",
+    "resolve_app",
+]
+
+#: Any ASGI 3 application: ``await app(scope, receive, send)``.
+ASGIApp = Callable[..., Any]
+
+#: The module attribute holding a ready app, looked up first in a task app file.
+APP_ATTRIBUTE = "app"
+
+#: Zero-argument factories looked up (in this order) when a file has no usable ``app``.
+FACTORY_NAMES: tuple[str, ...] = (
+    "create_app",
+    "build_app",
+    "fastapi_app",
+    "get_app",
+    "app_factory",
+    "configure_app",
+)
+
+_SOURCES_HINT = (
+    "pass exactly one of: app=<ASGI app>, task_app_path='path/to/task_app.py', "
+    "target='package.module:attribute', factory=<zero-argument callable returning an ASGI app>"
+)
+
+# Distinct module names, so two loads of files with the same stem never share sys.modules slots.
+_module_counter = itertools.count(1)
+
+
+def _positional_arity(obj: Any) -> tuple[int, int, bool] | None:
+    """(required positional params, total positional params, has *args) or None if unknowable."""
+    try:
+        signature = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return None
+    required = total = 0
+    var_positional = False
+    for param in signature.parameters.values():
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            var_positional = True
+        elif param.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            total += 1
+            if param.default is inspect.Parameter.empty:
+                required += 1
+        elif param.kind is inspect.Parameter.KEYWORD_ONLY and param.default is inspect.Parameter.empty:
+            # A required keyword-only parameter: callable neither as an app nor as a factory.
+            return (-1, total, var_positional)
+    return (required, total, var_positional)
+
+
+def is_asgi_app(obj: Any) -> bool:
+    """Whether *obj* can be called as ``app(scope, receive, send)``.
+
+    Classes are excluded: an ASGI 2 class (instantiated per connection) is not supported, and a
+    class used as a zero-argument factory is far more common.
+    """
+    if not callable(obj) or inspect.isclass(obj):
+        return False
+    arity = _positional_arity(obj)
+    if arity is None:
+        return True  # a C-level callable: nothing to inspect, trust the caller
+    required, total, var_positional = arity
+    if required < 0:
+        return False
+    return required <= 3 and (total >= 3 or var_positional)
+
+
+def _is_factory(obj: Any) -> bool:
+    """Whether *obj* can be called with no arguments (and is not itself an app)."""
+    if not callable(obj):
+        return False
+    arity = _positional_arity(obj)
+    if arity is None:
+        return False
+    return arity[0] == 0
+
+
+def _describe(obj: Any) -> str:
+    if inspect.isclass(obj):
+        return f"the class {obj.__qualname__}"
+    if inspect.isfunction(obj) or inspect.ismethod(obj):
+        return f"the function {obj.__qualname__}{_signature_text(obj)}"
+    return f"a {type(obj).__qualname__} object"
+
+
+def _signature_text(obj: Any) -> str:
+    try:
+        return str(inspect.signature(obj))
+    except (TypeError, ValueError):
+        return "(...)"
+
+
+def _user_traceback(exc: BaseException) -> str:
+    """The traceback of *exc* without the leading importlib/loader frames that precede user code."""
+    tb = exc.__traceback__
+    this_file = __file__
+    while tb is not None and tb.tb_next is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if filename == this_file or filename.startswith("<frozen importlib"):
+            tb = tb.tb_next
+            continue
+        break
+    return "".join(traceback.format_exception(type(exc), exc, tb)).rstrip()
+
+
+def _call_factory(factory: Callable[[], Any], what: str) -> ASGIApp:
+    """Call a zero-argument factory and check that it produced an ASGI app."""
+    try:
+        result = factory()
+    except Exception as exc:
+        raise TaskAppError(
+            f"{what} raised {type(exc).__name__} while building the task app:\n{_user_traceback(exc)}",
+            hint="fix the error above in the factory; it must return an ASGI app",
+        ) from exc
+    if inspect.isawaitable(result):
+        close = getattr(result, "close", None)
+        if callable(close):
+            close()  # do not leave a never-awaited coroutine behind
+        raise TaskAppError(
+            f"{what} returned an awaitable, not an ASGI app",
+            hint="async factories are not supported: build the app synchronously and return it",
+        )
+    if not is_asgi_app(result):
+        raise TaskAppError(
+            f"{what} returned {_describe(result)}, which is not an ASGI app",
+            hint="the factory must return an ASGI application (FastAPI(), Starlette(), or "
+            "an async callable taking (scope, receive, send))",
+        )
+    return result  # type: ignore[no-any-return]
+
+
+def _app_or_factory(obj: Any, what: str) -> ASGIApp:
+    """*obj* is either the app itself or a zero-argument factory for it."""
+    if is_asgi_app(obj):
+        return obj  # type: ignore[no-any-return]
+    if _is_factory(obj):
+        return _call_factory(obj, what)
+    raise TaskAppError(
+        f"{what} is {_describe(obj)}: neither an ASGI app nor a zero-argument factory",
+        hint="point at an ASGI app (callable as app(scope, receive, send)) or at a function "
+        "that takes no arguments and returns one",
+    )
+
+
+def load_module_from_path(path: str | Path) -> types.ModuleType:
+    """Execute the ``.py`` file at *path* as a fresh, uniquely named module.
+
+    The file's directory is on ``sys.path`` while it executes, so the task app can import its
+    sibling modules the way it would when run as a script. Any exception raised by the module
+    becomes a :class:`TaskAppError` carrying the original traceback.
+    """
+    file = Path(path)
+    if not file.exists():
+        raise TaskAppError(
+            f"task app file {str(file)!r} does not exist",
+            hint=f"check the path (relative paths are resolved from the current directory: {Path.cwd()})",
+        )
+    if not file.is_file():
+        raise TaskAppError(
+            f"task app path {str(file)!r} is not a file",
+            hint="task_app_path must name a .py file that defines the app",
+        )
+    if file.suffix != ".py":
+        raise TaskAppError(
+            f"task app path {str(file)!r} is not a Python file (expected a .py suffix)",
+            hint="task_app_path must name a .py file; to import a module use target='pkg.module:app'",
+        )
+    file = file.resolve()
+    stem = "".join(ch if ch.isalnum() else "_" for ch in file.stem)
+    name = f"_synth_task_app_{stem}_{next(_module_counter)}"
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:  # pragma: no cover - only for exotic loaders
+        raise TaskAppError(f"cannot create an import spec for {str(file)!r}")
+    module = importlib.util.module_from_spec(spec)
+    # Registered before executing: dataclasses and pydantic resolve annotations via sys.modules.
+    sys.modules[name] = module
+    directory = str(file.parent)
+    added_to_path = directory not in sys.path
+    if added_to_path:
+        sys.path.insert(0, directory)
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as exc:
+        sys.modules.pop(name, None)
+        if not isinstance(exc, Exception):
+            raise  # KeyboardInterrupt and friends are not ours to convert
+        raise TaskAppError(
+            f"importing task app file {str(file)!r} raised {type(exc).__name__}:\n{_user_traceback(exc)}",
+            hint="fix the error above in the task app module (it happens at import time)",
+        ) from exc
+    finally:
+        if added_to_path:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(directory)
+    return module
+
+
+def _app_from_module(module: types.ModuleType, where: str) -> ASGIApp:
+    """Find the app in a loaded task app module: ``app`` first, then the known factories."""
+    found: list[str] = []
+    for attribute in (APP_ATTRIBUTE, *FACTORY_NAMES):
+        if not hasattr(module, attribute):
+            continue
+        obj = getattr(module, attribute)
+        what = f"{where}:{attribute}"
+        if attribute == APP_ATTRIBUTE and is_asgi_app(obj):
+            return obj  # type: ignore[no-any-return]
+        if _is_factory(obj) and not is_asgi_app(obj):
+            return _call_factory(obj, what)
+        found.append(f"`{attribute}` is {_describe(obj)}")
+    looked_for = ", ".join(f"`{n}`" for n in (APP_ATTRIBUTE, *FACTORY_NAMES))
+    message = f"task app module {where} defines no usable app: looked for {looked_for}"
+    if found:
+        message += "; found " + "; ".join(found)
+    raise TaskAppError(
+        message,
+        hint="define a module-level `app = FastAPI(...)` (any ASGI app), or a zero-argument "
+        "factory such as `def create_app(): return app`",
+    )
+
+
+def _app_from_target(target: str) -> ASGIApp:
+    """Import ``"pkg.module:attr"`` (``attr`` may be dotted) and return the app it names."""
+    module_name, sep, attr_path = target.partition(":")
+    if not sep or not module_name.strip() or not attr_path.strip():
+        raise TaskAppError(
+            f"target {target!r} is not of the form 'package.module:attribute'",
+            hint="e.g. target='my_tasks.server:app' or target='my_tasks.server:create_app'",
+        )
+    module_name, attr_path = module_name.strip(), attr_path.strip()
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if missing and (missing == module_name or module_name.startswith(missing + ".")):
+            raise TaskAppError(
+                f"cannot import module {module_name!r} for target {target!r}: {exc}",
+                hint="make sure the module is importable from the test run (installed, or its "
+                "directory on sys.path / pytest's pythonpath)",
+            ) from exc
+        raise TaskAppError(
+            f"importing module {module_name!r} for target {target!r} raised "
+            f"{type(exc).__name__}:\n{_user_traceback(exc)}",
+            hint="a module imported by the task app is missing; install it or fix the import",
+        ) from exc
+    except Exception as exc:
+        raise TaskAppError(
+            f"importing module {module_name!r} for target {target!r} raised "
+            f"{type(exc).__name__}:\n{_user_traceback(exc)}",
+            hint="fix the error above in the task app module (it happens at import time)",
+        ) from exc
+    obj: Any = module
+    for part in attr_path.split("."):
+        if not hasattr(obj, part):
+            public = sorted(n for n in vars(module) if not n.startswith("_"))
+            shown = ", ".join(public[:20]) + (" …" if len(public) > 20 else "")
+            raise TaskAppError(
+                f"module {module_name!r} has no attribute {attr_path!r} (target {target!r})",
+                hint=f"it defines: {shown or 'nothing public'}",
+            )
+        obj = getattr(obj, part)
+    return _app_or_factory(obj, f"target {target!r}")
+
+
+def resolve_app(
+    app: Any = None,
+    *,
+    task_app_path: str | Path | None = None,
+    target: str | None = None,
+    factory: Callable[[], Any] | None = None,
+) -> ASGIApp:
+    """Return the ASGI app described by exactly one of the four sources.
+
+    Raises :class:`TaskAppError` when zero or several sources are given, and for every way a
+    source can fail to produce an app.
+    """
+    given = {
+        "app": app is not None,
+        "task_app_path": task_app_path is not None,
+        "target": target is not None,
+        "factory": factory is not None,
+    }
+    chosen = [name for name, present in given.items() if present]
+    if len(chosen) != 1:
+        got = "none" if not chosen else ", ".join(chosen)
+        raise TaskAppError(
+            f"InProcessTaskApp needs exactly one task app source; got {got}",
+            hint=_SOURCES_HINT,
+        )
+    if app is not None:
+        if not is_asgi_app(app):
+            raise TaskAppError(
+                f"app= is {_describe(app)}, which is not an ASGI app",
+                hint="pass the application object itself (e.g. FastAPI()); to build it lazily "
+                "pass factory=<callable> instead",
+            )
+        return app  # type: ignore[no-any-return]
+    if task_app_path is not None:
+        module = load_module_from_path(task_app_path)
+        return _app_from_module(module, repr(str(task_app_path)))
+    if target is not None:
+        return _app_from_target(target)
+    assert factory is not None
+    if not callable(factory):
+        raise TaskAppError(
+            f"factory= is {_describe(factory)}, which is not callable",
+            hint="pass a zero-argument function that returns the ASGI app",
+        )
+    return _call_factory(factory, f"factory {getattr(factory, '__qualname__', repr(factory))}")

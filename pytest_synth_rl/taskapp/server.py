@@ -1,0 +1,459 @@
+"""One ASGI app served by uvicorn on a loopback socket, in a background thread.
+
+Three choices here are about speed and one about honesty:
+
+* **The socket is bound here, with ``IPPROTO_TCP``.** Binding ourselves turns "port busy" into a
+  clear error in the caller's thread instead of a ``sys.exit`` inside the server thread, and
+  lets port 0 work without a race. The protocol number matters: asyncio only turns Nagle's
+  algorithm off (``TCP_NODELAY``) on accepted sockets whose listening socket says
+  ``proto == IPPROTO_TCP``; a socket made with the default ``proto=0`` makes every loopback
+  request wait ~40 ms for a delayed ACK.
+* **Readiness comes from the server**, through a :class:`threading.Event` set when uvicorn's
+  startup returns (successfully or not), never by sleep-polling the port.
+* **Stopping wakes the server at once.** Stock uvicorn notices ``should_exit`` on a 100 ms tick
+  and sleeps another fixed 100 ms while draining; a test suite that starts a task app per test
+  pays that on every test. Our subclass wakes its main loop on request and drains by polling
+  the open connections every few milliseconds, with the same graceful-timeout semantics.
+* **The server's own log lines are kept** (records emitted from the server thread), so a
+  failed startup can be reported with the app's traceback instead of "it did not start".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import errno
+import ipaddress
+import logging
+import math
+import socket
+import threading
+from typing import Any, Literal
+
+import uvicorn
+
+from ..errors import TaskAppError
+from ..masking import get_logger, redact
+
+__all__ = ["LOOPBACK_HOSTS", "Lifespan", "ServerThread", "normalise_loopback_host", "url_host"]
+
+#: uvicorn's lifespan modes: "auto" runs it if the app supports it, "on" requires it.
+Lifespan = Literal["auto", "on", "off"]
+
+log = get_logger(__name__)
+_uvicorn_log = logging.getLogger("uvicorn.error")
+
+#: Host names accepted besides literal loopback addresses.
+LOOPBACK_HOSTS: tuple[str, ...] = ("127.0.0.1", "localhost", "::1")
+
+_MAX_LOG_LINES = 500
+_DRAIN_POLL_S = 0.002
+_TICK_S = 0.1
+_ABORT_WAIT_S = 0.5
+
+
+def normalise_loopback_host(host: str) -> str:
+    """The literal loopback address to bind for *host*; :class:`TaskAppError` for anything else.
+
+    We serve test apps only on loopback: binding ``0.0.0.0`` would expose a test server (and
+    its API key check) to the network.
+    """
+    text = (host or "").strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    if text.lower() == "localhost":
+        return "127.0.0.1"
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        address = None
+    if address is None or not address.is_loopback:
+        raise TaskAppError(
+            f"host {host!r} is not a loopback address; task apps are only served on loopback",
+            hint="use host='127.0.0.1' (the default), 'localhost' or '::1'",
+        )
+    return str(address)
+
+
+def url_host(host: str) -> str:
+    """*host* as it appears in a URL (IPv6 literals in brackets)."""
+    return f"[{host}]" if ":" in host else host
+
+
+class _ThreadLogCapture(logging.Handler):
+    """Keeps the log records emitted from one thread (the server's), formatted and redacted.
+
+    Attached to the root logger and to ``uvicorn`` (whose default logging config stops
+    propagation); a record seen by both is kept once.
+    """
+
+    def __init__(self, limit: int = _MAX_LOG_LINES) -> None:
+        super().__init__(level=logging.NOTSET)
+        self.thread_id: int | None = None
+        self.lines: collections.deque[str] = collections.deque(maxlen=limit)
+        self._last: logging.LogRecord | None = None
+        self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.thread_id is None or record.thread != self.thread_id or record is self._last:
+            return
+        self._last = record
+        try:
+            self.lines.append(redact(self.format(record)))
+        except Exception:  # pragma: no cover - a broken record must not break the server
+            self.handleError(record)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, plus a readiness event and a stop that does not wait for a tick."""
+
+    def __init__(self, config: uvicorn.Config, ready: threading.Event, graceful_timeout: float) -> None:
+        super().__init__(config)
+        self._ready = ready
+        self.graceful_timeout = graceful_timeout
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.main_task: asyncio.Task[Any] | None = None
+        self._wake: asyncio.Event | None = None
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await super().serve(sockets=sockets)
+        finally:
+            # Normally a no-op. When the server is cancelled (a stop that had to be forced) or its
+            # loop was stopped under it (asyncio.run then cancels this task), connections would
+            # otherwise be left open until garbage collection.
+            if self.server_state.connections or self.server_state.tasks:
+                await self._abort_connections()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.main_task = asyncio.current_task()
+        self._wake = asyncio.Event()
+        try:
+            await super().startup(sockets=sockets)
+        finally:
+            self._ready.set()
+
+    async def main_loop(self) -> None:
+        # Same ticks as uvicorn's loop (they refresh the Date header), but a stop request wakes
+        # it immediately instead of at the next 100 ms tick.
+        assert self._wake is not None
+        counter = 0
+        should_exit = await self.on_tick(counter)
+        while not should_exit:
+            counter = (counter + 1) % 864000
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), _TICK_S)
+            should_exit = await self.on_tick(counter)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # uvicorn's shutdown with its fixed 100 ms sleeps replaced by a short poll; the order
+        # (stop accepting, ask connections to close, drain within the graceful timeout, then the
+        # lifespan shutdown) is unchanged. Unlike uvicorn, the app's own shutdown is bounded too.
+        for server in self.servers:
+            server.close()
+        for sock in sockets or []:
+            sock.close()
+        for connection in list(self.server_state.connections):
+            connection.shutdown()
+        try:
+            await asyncio.wait_for(self._drain(), timeout=self.graceful_timeout)
+        except asyncio.TimeoutError:
+            _uvicorn_log.error(
+                "Cancel %s running task(s), timeout graceful shutdown exceeded",
+                len(self.server_state.tasks),
+            )
+            await self._abort_connections()
+        if not self.force_exit:
+            try:
+                await asyncio.wait_for(self.lifespan.shutdown(), timeout=self.graceful_timeout)
+            except asyncio.TimeoutError:
+                _uvicorn_log.error(
+                    "Application shutdown did not finish within %.2gs; abandoned", self.graceful_timeout
+                )
+
+    async def _abort_connections(self) -> None:
+        """Cancel requests still running after the graceful timeout and close their sockets.
+
+        uvicorn only cancels the tasks; their connections then linger until garbage collection
+        (an unclosed-socket ResourceWarning in the test run). We abort the transports too and
+        wait (briefly) until they are gone.
+        """
+        tasks = list(self.server_state.tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=_ABORT_WAIT_S)
+        state = self.server_state
+        for connection in list(state.connections):
+            transport = getattr(connection, "transport", None)
+            if transport is not None:
+                transport.abort()
+        # connection_lost (which closes each socket) runs from the loop: give it its turns.
+        deadline = asyncio.get_running_loop().time() + _ABORT_WAIT_S
+        while state.connections and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(_DRAIN_POLL_S)
+
+    async def _drain(self) -> None:
+        state = self.server_state
+        while (state.connections or state.tasks) and not self.force_exit:
+            await asyncio.sleep(_DRAIN_POLL_S)
+        if not self.force_exit:
+            for server in self.servers:
+                await server.wait_closed()
+
+    def request_exit(self, *, force: bool = False) -> None:
+        """Ask the server to stop (from any thread) and wake its loop."""
+        self.should_exit = True
+        if force:
+            self.force_exit = True
+        self._call_in_loop(self._set_wake)
+
+    def cancel_main_task(self) -> None:
+        """Last resort for a stop that hangs (e.g. an app whose shutdown never returns)."""
+        task = self.main_task
+        if task is not None:
+            self._call_in_loop(task.cancel)
+
+    def _set_wake(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    def _call_in_loop(self, callback: Any) -> None:
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            return
+        # RuntimeError: the loop closed between the check and the call; nothing left to wake.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(callback)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on *host*:*port* (see the module docstring for ``IPPROTO_TCP``)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+            reason = "already in use" if exc.errno == errno.EADDRINUSE else "not available to this user"
+            raise TaskAppError(
+                f"cannot serve the task app on {url_host(host)}:{port}: the port is {reason}",
+                hint="pass port=0 (the default) to let the OS pick a free port; "
+                "pytest-synth-rl never stops other processes to free a port",
+            ) from exc
+        raise TaskAppError(
+            f"cannot bind {url_host(host)}:{port} for the task app: {exc}",
+            hint="check that the loopback interface supports this address "
+            "(IPv6 may be disabled; try host='127.0.0.1')",
+        ) from exc
+    return sock
+
+
+class ServerThread:
+    """Serve *app* with uvicorn on a loopback socket from a daemon thread.
+
+    :meth:`start` returns once the server accepts connections (or raises
+    :class:`TaskAppError` with the server's log lines); :meth:`stop` always returns within a
+    bounded time, escalating from a graceful stop to a forced one to cancelling the loop.
+    """
+
+    def __init__(
+        self,
+        app: Any,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        lifespan: Lifespan = "auto",
+        log_level: str | int | None = "warning",
+        shutdown_timeout: float = 3.0,
+        description: str = "task app",
+    ) -> None:
+        self.app = app
+        self.host = normalise_loopback_host(host)
+        self.requested_port = port
+        self.lifespan = lifespan
+        self.log_level = log_level
+        self.shutdown_timeout = shutdown_timeout
+        self.description = description
+        self.port: int | None = None
+        self.error: BaseException | None = None
+        self._exit: SystemExit | None = None
+        self._ready = threading.Event()
+        self._capture = _ThreadLogCapture()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._sock: socket.socket | None = None
+        self._stopping = False
+
+    # -- state --------------------------------------------------------------------------------
+    @property
+    def logs(self) -> list[str]:
+        """Log lines the server thread emitted (uvicorn's and the app's), oldest first."""
+        return list(self._capture.lines)
+
+    @property
+    def alive(self) -> bool:
+        """True while the server thread runs and has finished starting up."""
+        return (
+            self._thread is not None
+            and self._thread.is_alive()
+            and self._server is not None
+            and self._server.started
+        )
+
+    @property
+    def died(self) -> bool:
+        """True if the thread ended although nobody asked it to stop."""
+        return (
+            self._thread is not None
+            and not self._thread.is_alive()
+            and not self._stopping
+            and self._server is not None
+            and self._server.started
+        )
+
+    def failure_text(self) -> str:
+        """What went wrong in the thread, as text for an error message."""
+        parts: list[str] = []
+        if self.error is not None:
+            parts.append(f"{type(self.error).__name__}: {self.error}")
+        lines = self.logs
+        if lines:
+            parts.append("server log:\n" + "\n".join(f"    {line}" for line in lines[-40:]))
+        return "\n  ".join(parts) if parts else "(the server logged nothing)"
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self, timeout: float) -> int:
+        """Bind, start the thread, wait for readiness; return the bound port."""
+        if self._thread is not None:
+            raise RuntimeError("a ServerThread can only be started once")
+        self._sock = _bind(self.host, self.requested_port)
+        self.port = int(self._sock.getsockname()[1])
+        config = uvicorn.Config(
+            self.app,
+            lifespan=self.lifespan,
+            log_config=None,  # never reconfigure the process's logging
+            log_level=self.log_level,
+            timeout_graceful_shutdown=max(1, math.ceil(self.shutdown_timeout)),
+        )
+        try:
+            config.load()
+        except Exception as exc:
+            self._close_socket()
+            raise TaskAppError(
+                f"uvicorn could not load the {self.description}: {type(exc).__name__}: {exc}",
+                hint="the app must be an ASGI 3 application",
+            ) from exc
+        self._server = _Server(config, self._ready, self.shutdown_timeout)
+        self._thread = threading.Thread(target=self._run, name=f"synth-task-app-{self.port}", daemon=True)
+        self._install_capture()
+        self._thread.start()
+        ready = self._ready.wait(timeout)
+        where = f"http://{url_host(self.host)}:{self.port}"
+        if not ready:
+            self._abort()
+            raise TaskAppError(
+                f"the {self.description} did not start within {timeout:g}s: "
+                "its lifespan startup is still running\n  " + self.failure_text(),
+                url=where,
+                hint="make the app's startup faster or pass a larger startup_timeout",
+            )
+        if not self._server.started:
+            self._thread.join(self.shutdown_timeout)
+            self._stopping = True
+            self._uninstall_capture()
+            self._close_socket()
+            what = "its lifespan startup failed" if self._exit is not None else "the server thread died"
+            raise TaskAppError(
+                f"the {self.description} failed to start: {what}\n  " + self.failure_text(),
+                url=where,
+                hint="fix the error in the app's startup (lifespan / on_startup handlers) shown above",
+                details={"logs": self.logs},
+            )
+        return self.port
+
+    def _run(self) -> None:
+        assert self._server is not None
+        assert self._sock is not None
+        self._capture.thread_id = threading.get_ident()
+        try:
+            self._server.run(sockets=[self._sock])
+        except SystemExit as exc:  # uvicorn exits this way when the lifespan startup fails
+            self._exit = exc
+        except BaseException as exc:
+            self.error = exc
+            if not self._stopping:
+                log.error("the %s server thread died: %s: %s", self.description, type(exc).__name__, exc)
+        finally:
+            self._ready.set()
+            self._close_socket()
+
+    def stop(self) -> None:
+        """Stop serving; idempotent, and bounded by about ``2 * shutdown_timeout + 2`` seconds.
+
+        Open requests get ``shutdown_timeout`` to finish, then the app's lifespan shutdown gets
+        as long again; past that the server is forced, then its task cancelled, and as a last
+        resort the daemon thread is left behind (it dies with the process).
+        """
+        self._stopping = True
+        server, thread = self._server, self._thread
+        try:
+            if server is None or thread is None or not thread.is_alive():
+                return
+            server.request_exit()
+            thread.join(2 * self.shutdown_timeout + 0.5)
+            if thread.is_alive():
+                server.request_exit(force=True)
+                thread.join(0.5)
+            if thread.is_alive():
+                server.cancel_main_task()
+                thread.join(1.0)
+            if thread.is_alive():
+                log.warning(
+                    "the %s on port %s did not stop in time; leaving its daemon thread behind",
+                    self.description,
+                    self.port,
+                )
+        finally:
+            self._uninstall_capture()
+            self._close_socket()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the server thread to end; True if it has (or never started)."""
+        thread = self._thread
+        if thread is None:
+            return True
+        thread.join(timeout)
+        return not thread.is_alive()
+
+    def _abort(self) -> None:
+        """Stop a server whose startup has not finished: nothing to drain, cancel it outright."""
+        self._stopping = True
+        server, thread = self._server, self._thread
+        try:
+            if server is not None and thread is not None:
+                server.request_exit(force=True)
+                server.cancel_main_task()
+                thread.join(1.0)
+        finally:
+            self._uninstall_capture()
+            self._close_socket()
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _install_capture(self) -> None:
+        logging.getLogger().addHandler(self._capture)
+        logging.getLogger("uvicorn").addHandler(self._capture)
+
+    def _uninstall_capture(self) -> None:
+        logging.getLogger().removeHandler(self._capture)
+        logging.getLogger("uvicorn").removeHandler(self._capture)
+
+    def _close_socket(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            sock.close()

@@ -1,0 +1,276 @@
+"""The pytest plugin, tested as users meet it: through pytester runs of small suites."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pytest_synth_rl.session import ServedFake
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+SUITE = """
+import pytest
+
+pytestmark = [pytest.mark.synth_task_app("arithmetic_task_app.py"), pytest.mark.synth_rl(config="arithmetic.toml")]
+
+
+def test_succeeds(synth_rl_job, synth_expect):
+    job = synth_rl_job()
+    job.submit()
+    synth_expect(job).to_succeed(within=7200).to_have_final_reward(at_least=0.1)
+"""
+
+
+@pytest.fixture
+def example_dir(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A pytester directory holding the example task app and its TOML."""
+    for name in ("arithmetic_task_app.py", "arithmetic.toml"):
+        shutil.copy(EXAMPLES / name, pytester.path / name)
+    return pytester
+
+
+def test_markers_and_options_are_registered_and_documented(pytester: pytest.Pytester) -> None:
+    markers = pytester.runpytest("--markers")
+    for name in ("synth_rl(", "synth_task_app(", "synth_scenario(", "synth_online:", "synth_offline:"):
+        markers.stdout.fnmatch_lines([f"*@pytest.mark.{name}*"])
+    helptext = pytester.runpytest("--help")
+    helptext.stdout.fnmatch_lines(
+        ["*--synth-backend=URL|mock*", "*--synth-timeout=SECONDS*", "*--synth-record=MODE*", "*synth_task_app *"]
+    )
+    fixtures = pytester.runpytest("--fixtures")
+    for name in ("synth_settings", "synth_backend", "synth_task_app", "synth_rl_config", "synth_rl_job",
+                 "synth_fake_server", "synth_clock", "synth_expect"):
+        fixtures.stdout.fnmatch_lines([f"{name}*"])
+
+
+def test_report_header_shows_mode_backend_and_masked_keys(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SYNTH_API_KEY", "sk_live_header_secret_0042")
+    pytester.makepyfile("def test_nothing(): pass")
+    result = pytester.runpytest("--synth-timeout=90")
+    result.stdout.fnmatch_lines(
+        [
+            "synth-rl: mode=offline backend=https://api.usesynth.ai (default)",
+            "*timeout=90s poll=10s*",
+            "*SYNTH_API_KEY=sk_l…42*",
+        ]
+    )
+    assert "sk_live_header_secret_0042" not in result.stdout.str()
+
+
+def test_precedence_marker_over_cli_over_env_over_ini(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makeini("[pytest]\nsynth_poll_interval = 7\nsynth_timeout = 100\n")
+    monkeypatch.setenv("SYNTH_TIMEOUT", "200")
+    pytester.makepyfile(
+        """
+        import pytest
+
+        def test_session(synth_settings):
+            assert synth_settings.poll_interval == 7.0
+            assert synth_settings.sources["poll_interval"] == "ini"
+            assert synth_settings.timeout == 300.0
+            assert synth_settings.sources["timeout"] == "cli"
+
+        @pytest.mark.synth_rl(timeout=5)
+        def test_marker(_synth_test_settings):
+            assert _synth_test_settings.timeout == 5.0
+            assert _synth_test_settings.sources["timeout"] == "marker"
+        """
+    )
+    pytester.runpytest("--synth-timeout=300").assert_outcomes(passed=2)
+    pytester.makepyfile(
+        """
+        def test_env(synth_settings):
+            assert synth_settings.timeout == 200.0
+            assert synth_settings.sources["timeout"] == "env:SYNTH_TIMEOUT"
+        """
+    )
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_bad_option_is_one_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_nothing(): pass")
+    result = pytester.runpytest("--synth-timeout=soon", "--synth-record=maybe")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--synth-timeout*soon*", "*record*maybe*"])
+
+
+def test_online_without_api_key_is_one_clear_error(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SYNTH_API_KEY", raising=False)
+    pytester.makepyfile("def test_a(): pass\ndef test_b(): pass")
+    result = pytester.runpytest("--synth-backend=https://backend.invalid")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*needs an API key: set SYNTH_API_KEY*"])
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_online_and_offline_markers_skip_with_reasons(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.synth_online
+        def test_online(): pass
+
+        @pytest.mark.synth_offline
+        def test_offline(): pass
+        """
+    )
+    offline = pytester.runpytest("-rs")
+    offline.assert_outcomes(passed=1, skipped=1)
+    offline.stdout.fnmatch_lines(["*synth_online: needs --synth-backend=URL*"])
+    monkeypatch.setenv("SYNTH_API_KEY", "sk_test_online_marker_key")
+    online = pytester.runpytest("-rs", "--synth-backend=https://backend.invalid", "--collect-only", "-q")
+    assert online.ret == 0
+    ran = pytester.runpytest("-rs", "--synth-backend=https://backend.invalid", "-k", "offline")
+    ran.stdout.fnmatch_lines(["*synth_offline: scripted for the offline fake*"])
+
+
+def test_markers_merge_module_class_function(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+        from pytest_synth_rl.plugin import merged_marker
+
+        pytestmark = pytest.mark.synth_rl(config="a.toml", overrides={"x": 1}, timeout=10)
+
+        @pytest.mark.synth_rl(timeout=20)
+        class TestMerge:
+            @pytest.mark.synth_rl(overrides={"y": 2})
+            def test_function_wins(self, request):
+                _, kwargs = merged_marker(request.node, "synth_rl")
+                assert kwargs == {"config": "a.toml", "overrides": {"y": 2}, "timeout": 20}
+
+            def test_class_over_module(self, request):
+                _, kwargs = merged_marker(request.node, "synth_rl")
+                assert kwargs["timeout"] == 20
+                assert kwargs["overrides"] == {"x": 1}
+        """
+    )
+    pytester.runpytest().assert_outcomes(passed=2)
+
+
+def test_missing_config_and_task_app_give_actionable_errors(example_dir: pytest.Pytester) -> None:
+    example_dir.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.synth_task_app("arithmetic_task_app.py")
+        def test_no_config(synth_rl_job):
+            synth_rl_job()
+
+        @pytest.mark.synth_rl(config="missing.toml")
+        def test_missing_file(synth_rl_job):
+            pass
+
+        @pytest.mark.synth_task_app("nope_app.py")
+        def test_missing_app(synth_task_app):
+            pass
+        """
+    )
+    result = example_dir.runpytest()
+    result.assert_outcomes(failed=1, errors=2)
+    text = result.stdout.str()
+    assert "no RL config for this test" in text
+    assert "@pytest.mark.synth_rl(config='path/to/rl.toml')" in text
+    assert "missing.toml does not exist" in text
+    assert "nope_app.py does not exist" in text
+
+
+def test_scenario_marker_scripts_the_offline_backend(example_dir: pytest.Pytester) -> None:
+    example_dir.makepyfile(
+        SUITE
+        + """
+
+@pytest.mark.synth_scenario(outcome="failed", fail_at_step=2, error="disk full")
+def test_fails(synth_rl_job, synth_expect, synth_backend, synth_clock):
+    job = synth_rl_job()
+    job.submit()
+    synth_expect(job).to_fail(error_contains="disk full")
+    assert synth_backend.job(job.job_id).status == "failed"
+    assert synth_clock.elapsed > 0  # virtual time passed, on this test's own clock
+"""
+    )
+    example_dir.runpytest().assert_outcomes(passed=2)
+
+
+def test_job_table_json_report_and_junit_properties(
+    example_dir: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    summary = example_dir.path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    example_dir.makepyfile(SUITE)
+    result = example_dir.runpytest("--synth-report=out/report.json", "--junitxml=junit.xml")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*synth-rl jobs (offline, https://api.usesynth.ai)*",
+            "*test_succeeds*job_rl_*succeeded*virtual*",
+            "*JSON report written to*report.json*",
+        ]
+    )
+    report = json.loads((example_dir.path / "out" / "report.json").read_text())
+    assert report["mode"] == "offline"
+    assert report["summary"] == {"jobs": 1, "by_status": {"succeeded": 1}}
+    job = report["jobs"][0]
+    assert job["status"] == "succeeded"
+    assert job["clock_seconds"] > 0
+    assert len(job["rewards"]) >= 2
+    junit = (example_dir.path / "junit.xml").read_text()
+    assert 'name="synth_job_status" value="succeeded"' in junit
+    assert 'name="synth_job_id"' in junit
+    markdown = summary.read_text()
+    assert "| test | job | status |" in markdown
+    assert "succeeded" in markdown
+
+
+def test_example_suite_passes_under_xdist(example_dir: pytest.Pytester) -> None:
+    example_dir.makepyfile(
+        test_one=SUITE,
+        test_two=SUITE.replace("def test_succeeds", "def test_succeeds_too"),
+    )
+    result = example_dir.runpytest_subprocess("-n", "2", "-p", "xdist")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*synth-rl jobs*"])
+    rows = [line for line in result.outlines if "succeeded" in line and "virtual" in line]
+    assert sorted(row.split()[0] for row in rows) == ["test_one.py::test_succeeds", "test_two.py::test_succeeds_too"]
+
+
+def test_online_mode_against_the_served_fake(
+    example_dir: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    example_dir.makepyfile(
+        SUITE
+        + """
+
+def test_left_running(synth_rl_job):
+    job = synth_rl_job()
+    job.submit()   # never polled: the plugin must cancel it at teardown
+"""
+    )
+    # A real backend learns the task app's key from the key upload; here both processes share it.
+    monkeypatch.setenv("ENVIRONMENT_API_KEY", "env_key_shared_with_served_fake_01")
+    with ServedFake.start(polls_to_finish=4) as served:
+        monkeypatch.setenv("SYNTH_API_KEY", served.api_key)
+        result = example_dir.runpytest_subprocess(
+            f"--synth-backend={served.url}", "--synth-poll-interval=0.01", "--synth-timeout=60"
+        )
+        result.assert_outcomes(passed=2)
+        result.stdout.fnmatch_lines(
+            ["*synth-rl jobs (online, http://127.0.0.1:*", "*test_left_running*cancelled (cancelled by plugin)*"]
+        )
+        statuses = sorted(job.status for job in served.fake.jobs)
+        assert statuses == ["cancelled", "succeeded"]
+        tags = [job.payload["tags"] for job in served.fake.jobs]
+        assert all(tag["source"] == "pytest-synth-rl" and "::test_" in tag["test"] for tag in tags)
