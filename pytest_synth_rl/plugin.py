@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +181,10 @@ def synth_backend(
 
         yield OnlineBackend(synth_settings.backend_url)
         return
+    if "synth_cassette" in request.fixturenames and _cassette_file(request, synth_settings).is_file():
+        # A recorded session stands in for the backend: the cassette's replayer answers.
+        yield request.getfixturevalue("synth_cassette")
+        return
     fake = _synth_run.fake_backend()
     fake.reset(clock=synth_clock)
     _, scenario = merged_marker(request.node, "synth_scenario")
@@ -255,6 +259,7 @@ def synth_rl_config(request: pytest.FixtureRequest, synth_settings: SynthSetting
 def synth_rl_job(
     request: pytest.FixtureRequest,
     _synth_test_settings: SynthSettings,
+    _synth_run: Any,
     synth_backend: Any,
     synth_clock: Clock,
     synth_rl_config: Any,
@@ -270,8 +275,8 @@ def synth_rl_job(
     settings = _synth_test_settings
     task_app = request.getfixturevalue("synth_task_app") if _wants_task_app(request, settings) else None
     api_key = settings.api_key.value if settings.api_key else None
-    if settings.is_offline:
-        api_key = synth_backend.api_key.value
+    if settings.is_offline:  # the fake's key (a replayed cassette does not check keys)
+        api_key = _synth_run.fake_api_key()
     jobs = TestJobs(
         test_id=request.node.nodeid,
         settings=settings,
@@ -332,6 +337,72 @@ def synth_fake_server() -> Iterator[Any]:
 
     with ServedFake.start() as served:
         yield served
+
+
+# -- regression features: cassettes and baselines ------------------------------------------------
+def _cassette_file(request: pytest.FixtureRequest, settings: SynthSettings) -> Path:
+    from .recording import cassette_path
+
+    return cassette_path(request.config.rootpath / settings.cassette_dir, request.node.nodeid)
+
+
+@pytest.fixture
+def synth_cassette(request: pytest.FixtureRequest, synth_settings: SynthSettings) -> Iterator[Any]:
+    """Record or replay this test's backend traffic in ``<synth_cassette_dir>/<test id>.json``.
+
+    Online with ``--synth-record=once|new|rewrite``: the exchanges with the real backend (or a
+    served fake) are recorded, redacted. Offline, an existing cassette is replayed through respx in
+    recorded order (no API key, no network) and stands in for the fake backend; without one the
+    test runs against the fake as usual. Yields the ``Replayer`` (or ``None`` when not in use).
+    """
+    from .recording import use_cassette
+
+    path = _cassette_file(request, synth_settings)
+    node = request.node.nodeid
+    if synth_settings.is_offline:
+        if not path.is_file():
+            yield None
+            return
+        mode = "none" if synth_settings.record in ("none", "once") else synth_settings.record
+        if mode != "none":
+            raise pytest.UsageError(
+                f"--synth-record={synth_settings.record} needs a backend to record from: add "
+                "--synth-backend=URL (a real backend or a served fake)"
+            )
+        with use_cassette(path, mode="none", test_id=node) as replayer:
+            yield replayer
+        return
+    if synth_settings.record == "none":
+        yield None
+        return
+    with use_cassette(
+        path, mode=synth_settings.record, test_id=node, hosts=[synth_settings.backend_url]
+    ) as replayer:
+        yield replayer
+
+
+@pytest.fixture
+def synth_baseline(request: pytest.FixtureRequest, synth_settings: SynthSettings) -> Callable[..., Any]:
+    """``synth_baseline(result, {"reward.*": Tolerance(abs=0.1)}, final_reward=Tolerance(rel=0.05))``
+
+    Compares a job's metrics with the stored
+    baseline of this test (``<synth_baseline_dir>/<test id>.json``); fails with a table on drift.
+    ``--synth-update-baselines`` writes or refreshes the baseline instead."""
+    from .baselines import BaselineStore, check_baseline
+
+    store = BaselineStore(request.config.rootpath / synth_settings.baseline_dir)
+
+    def check(result_or_metrics: Any, tolerances: Mapping[str, Any] | None = None, **named: Any) -> Any:
+        merged = {**(tolerances or {}), **named}
+        return check_baseline(
+            store,
+            request.node.nodeid,
+            result_or_metrics,
+            tolerances=merged or None,
+            update=synth_settings.update_baselines,
+        )
+
+    return check
 
 
 # -- report ------------------------------------------------------------------------------------
