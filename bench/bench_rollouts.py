@@ -1,0 +1,125 @@
+"""Rollout throughput: the fake driving real rollouts vs raw httpx requests to the same task app.
+
+Ours: an RL job (examples/arithmetic.toml) submitted with ``RLJob`` to the respx-mounted
+``FakeSynthBackend`` with an ``immediate`` scenario; its first status poll runs every training
+and evaluation rollout against the example task app served by ``InProcessTaskApp`` (which calls
+the fake's stub model). Rate = rollouts / wall time of submit + poll.
+
+Baseline: the very same rollout request bodies, POSTed one after another with a plain
+``httpx.Client`` to the same app's ``/rollout`` (nothing mounted, the inference URL pointing at a
+separately served stub model with the same default policy).
+
+Both run interleaved in one process; medians of the repeats. Target: ours >= 70% of the baseline.
+Run alone: ``python bench/bench_rollouts.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench._common import report  # noqa: E402
+from pytest_synth_rl.client import RLJob  # noqa: E402
+from pytest_synth_rl.clock import VirtualClock  # noqa: E402
+from pytest_synth_rl.fake import FakeSynthBackend  # noqa: E402
+from pytest_synth_rl.inference import StubInference  # noqa: E402
+from pytest_synth_rl.taskapp import InProcessTaskApp, task_app_auth_headers  # noqa: E402
+
+CONFIG = ROOT / "examples" / "arithmetic.toml"
+APP = ROOT / "examples" / "arithmetic_task_app.py"
+STEPS = 20
+PER_STEP = 8
+REPEATS = 5
+TARGET = 0.70
+KEY = "bench-rollouts-task-app-key-0123456789"
+
+
+def run_ours(task_url: str) -> tuple[float, int, list[dict[str, Any]]]:
+    """(seconds, rollouts, request bodies) for one job driven through the fake."""
+    clock = VirtualClock()
+    fake = FakeSynthBackend(clock=clock, task_app_api_key=KEY, max_rollouts_per_step=PER_STEP)
+    with fake:
+        fake.scenario(immediate=True, steps=STEPS)
+        job = RLJob.from_config(
+            CONFIG,
+            backend_url=fake.base_url,
+            api_key=fake.api_key,
+            task_app_url=task_url,
+            task_app_api_key=KEY,
+            skip_health_check=True,
+            clock=clock,
+        )
+        fake.inference  # the stub is started lazily by the first rollout, inside the timing  # noqa: B018
+        with job:
+            started = time.perf_counter()
+            job.submit()
+            result = job.poll_until_complete(timeout=60.0, interval=1.0)
+            elapsed = time.perf_counter() - started
+        rollouts = fake.job(result.job_id).rollouts
+        if result.status != "succeeded":
+            raise RuntimeError(f"bench job did not succeed: {result.status}: {fake.job(result.job_id).error}")
+        bodies = [copy.deepcopy(r.request) for r in rollouts]
+    fake.close()
+    return elapsed, len(bodies), bodies
+
+
+def run_baseline(task_url: str, bodies: list[dict[str, Any]], inference_url: str) -> float:
+    encoded = []
+    for body in bodies:
+        patched = copy.deepcopy(body)
+        patched["policy"]["config"]["inference_url"] = inference_url
+        encoded.append(json.dumps(patched).encode())
+    headers = {**task_app_auth_headers(KEY), "Content-Type": "application/json"}
+    with httpx.Client(trust_env=False) as client:
+        client.get(
+            f"{task_url}/health", headers=headers
+        )  # open the connection first, as the fake's client has
+        started = time.perf_counter()
+        for content in encoded:
+            response = client.post(f"{task_url}/rollout", content=content, headers=headers)
+            if response.status_code != 200:
+                raise RuntimeError(f"baseline rollout failed: HTTP {response.status_code}")
+        return time.perf_counter() - started
+
+
+def main() -> list[str]:
+    with (
+        InProcessTaskApp(task_app_path=APP, api_key=KEY) as task_app,
+        StubInference().serve() as inference_url,
+    ):
+        _, count, bodies = run_ours(task_app.url)  # warm-up
+        run_baseline(task_app.url, bodies, inference_url)
+        ours: list[float] = []
+        base: list[float] = []
+        for _ in range(REPEATS):
+            elapsed, count, bodies = run_ours(task_app.url)
+            ours.append(count / elapsed)
+            base.append(count / run_baseline(task_app.url, bodies, inference_url))
+    ours_rate, base_rate = statistics.median(ours), statistics.median(base)
+    ratio = ours_rate / base_rate
+    line = report(
+        f"rollouts: fake-driven job ({count} rollouts) vs raw httpx -> uvicorn /rollout",
+        ours=ours_rate,
+        baseline_name="raw httpx",
+        baseline=base_rate,
+        unit="rollouts/s",
+        ratio=ratio,
+        target_text=f">= {TARGET:.2f}x",
+        met=ratio >= TARGET,
+    )
+    return [line]
+
+
+if __name__ == "__main__":
+    main()

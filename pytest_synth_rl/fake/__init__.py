@@ -1,0 +1,30 @@
+"""Offline mode: a stateful fake of Synth's RL backend on a virtual clock.
+
+``with FakeSynthBackend() as fake:`` mounts it on respx for httpx clients in the test process;
+``with fake.serve() as url:`` serves it on loopback for everything else. Jobs follow
+:class:`Scenario` scripts, run real rollouts against live task apps, and can be inspected and
+pushed through :class:`FakeJob`; :meth:`FakeSynthBackend.fault` injects failures per route.
+"""
+
+from __future__ import annotations
+
+from .backend import DEFAULT_API_KEY, DEFAULT_BASE_URL, FakeRouteError, FakeSynthBackend
+from .faults import Fault
+from .handle import FakeJob
+from .jobs import RolloutRecord
+from .rollouts import extract_reward
+from .scenario import Scenario
+from .wire import RecordedRequest
+
+__all__ = [
+    "DEFAULT_API_KEY",
+    "DEFAULT_BASE_URL",
+    "FakeJob",
+    "FakeRouteError",
+    "FakeSynthBackend",
+    "Fault",
+    "RecordedRequest",
+    "RolloutRecord",
+    "Scenario",
+    "extract_reward",
+]

@@ -1,0 +1,216 @@
+"""Admin routes under ``/_fake/``: script a served fake from another process.
+
+moto's server mode has ``/moto-api/``; this is ours. Everything the Python API offers (scenarios,
+faults, job pushes, the request log, reset, moving a virtual clock) is reachable as JSON, so a
+test can drive a CLI in a subprocess against the served fake and still decide what the backend
+does. No key is required: the server only listens on loopback.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from ..clock import VirtualClock
+from ..errors import ConfigError, SynthError
+from .wire import error_response, json_response
+
+if TYPE_CHECKING:
+    from .backend import FakeSynthBackend
+
+__all__ = ["ADMIN_ROUTES", "handle_admin"]
+
+ADMIN_ROUTES: tuple[str, ...] = (
+    "GET /_fake",
+    "POST /_fake/reset",
+    "GET /_fake/scenario",
+    "POST /_fake/scenario  {scenario fields..., optional 'job': 'next' | <job id>}",
+    "GET /_fake/jobs",
+    "GET /_fake/jobs/{job_id}",
+    "POST /_fake/jobs/{job_id}/advance  {'to': 'running' | <step> | 'end'}",
+    "POST /_fake/jobs/{job_id}/succeed",
+    "POST /_fake/jobs/{job_id}/fail  {'error': '...'}",
+    "POST /_fake/jobs/{job_id}/cancel",
+    "GET /_fake/requests",
+    "GET /_fake/faults",
+    "POST /_fake/faults  {'route', 'status' | 'connect_error' | 'latency', "
+    "'pattern' | 'fail_next' | 'probability', ...}",
+    "DELETE /_fake/faults",
+    "GET /_fake/clock",
+    "POST /_fake/clock/advance  {'seconds': n}",
+)
+
+_SCENARIO_FIELDS = frozenset(
+    {
+        "outcome",
+        "steps",
+        "duration",
+        "polls",
+        "immediate",
+        "queue_time",
+        "fail_at_step",
+        "error",
+        "reward_curve",
+        "eval_every",
+        "labels",
+    }
+)
+_FAULT_FIELDS = frozenset(
+    {
+        "route",
+        "status",
+        "connect_error",
+        "latency",
+        "retry_after",
+        "pattern",
+        "fail_next",
+        "probability",
+        "seed",
+        "cycle",
+    }
+)
+
+
+def _body(request: httpx.Request) -> dict[str, Any]:
+    if not request.content:
+        return {}
+    parsed = json.loads(request.content)
+    if not isinstance(parsed, dict):
+        raise ValueError("the admin request body must be a JSON object")
+    return parsed
+
+
+def _unknown_fields(given: dict[str, Any], allowed: frozenset[str], what: str) -> httpx.Response | None:
+    extra = sorted(set(given) - allowed)
+    if extra:
+        return error_response(
+            422, "unknown_fields", f"unknown {what} fields {extra}; allowed: {sorted(allowed)}"
+        )
+    return None
+
+
+def _job_detail(fake: FakeSynthBackend, job_id: str) -> dict[str, Any]:
+    job = fake.job(job_id)
+    summary = job._record.summary()
+    summary["events"] = job.events
+    summary["metric_points"] = job.metrics
+    summary["rollouts"] = [
+        {
+            "step": r.step,
+            "seed": r.seed,
+            "mode": r.mode,
+            "run_id": r.run_id,
+            "status_code": r.status_code,
+            "reward": r.reward,
+            "error": r.error,
+            "elapsed": r.elapsed,
+        }
+        for r in job.rollouts
+    ]
+    return summary
+
+
+def handle_admin(fake: FakeSynthBackend, request: httpx.Request) -> httpx.Response:
+    """Answer one ``/_fake/...`` request; errors become 4xx JSON naming the problem."""
+    try:
+        return _route(fake, request)
+    except ConfigError as exc:
+        return json_response(
+            422, {"detail": [{"loc": p.key, "msg": p.message, "hint": p.hint} for p in exc.problems]}
+        )
+    except SynthError as exc:
+        return error_response(404, "not_found", str(exc))
+    except ValueError as exc:
+        return error_response(400, "bad_request", f"{exc}")
+
+
+def _route(fake: FakeSynthBackend, request: httpx.Request) -> httpx.Response:
+    parts = [p for p in request.url.path.split("/") if p][1:]  # drop "_fake"
+    method = request.method
+    key = (method, *parts[:1])
+    if not parts and method == "GET":
+        return json_response(200, {"routes": list(ADMIN_ROUTES), "api_base": fake.api_base})
+    if key == ("POST", "reset") and len(parts) == 1:
+        fake.reset()
+        return json_response(200, {"ok": True})
+    if parts[:1] == ["scenario"] and len(parts) == 1:
+        if method == "GET":
+            return json_response(200, fake.default_scenario.describe())
+        if method == "POST":
+            body = _body(request)
+            target = body.pop("job", None)
+            bad = _unknown_fields(body, _SCENARIO_FIELDS, "scenario")
+            if bad is not None:
+                return bad
+            made = fake.scenario(**body) if target is None else fake.scenario_for(str(target), **body)
+            return json_response(200, made.describe())
+    if parts[:1] == ["jobs"]:
+        if len(parts) == 1 and method == "GET":
+            with fake._lock:
+                for record in fake._jobs.values():
+                    fake._lifecycle.sync(record)
+                return json_response(200, {"jobs": [r.summary() for r in fake._jobs.values()]})
+        if len(parts) == 2 and method == "GET":
+            return json_response(200, _job_detail(fake, parts[1]))
+        if len(parts) == 3 and method == "POST":
+            job = fake.job(parts[1])
+            action = parts[2]
+            body = _body(request)
+            if action == "advance":
+                job.advance_to(body.get("to", "end"))
+            elif action == "succeed":
+                job.succeed()
+            elif action == "fail":
+                job.fail(str(body.get("error") or "failed via the admin API"))
+            elif action == "cancel":
+                job.cancel()
+            else:
+                return error_response(
+                    404, "not_found", f"unknown job action {action!r}; use advance, succeed, fail, cancel"
+                )
+            return json_response(200, job.status_payload())
+    if parts[:1] == ["requests"] and method == "GET":
+        return json_response(200, {"requests": [r.to_json() for r in fake.requests]})
+    if parts[:1] == ["faults"] and len(parts) == 1:
+        if method == "GET":
+            return json_response(200, {"faults": [f.to_json() for f in fake.faults]})
+        if method == "DELETE":
+            fake.clear_faults()
+            return json_response(200, {"ok": True})
+        if method == "POST":
+            body = _body(request)
+            bad = _unknown_fields(body, _FAULT_FIELDS, "fault")
+            if bad is not None:
+                return bad
+            fault = fake.fault(**body)
+            return json_response(201, fault.to_json())
+    if parts[:1] == ["clock"]:
+        clock = fake.clock
+        if len(parts) == 1 and method == "GET":
+            return json_response(
+                200, {"now": clock.now(), "time": clock.time(), "virtual": isinstance(clock, VirtualClock)}
+            )
+        if parts[1:] == ["advance"] and method == "POST":
+            if not isinstance(clock, VirtualClock):
+                return error_response(
+                    409, "not_virtual", f"the fake runs on {clock!r}; only a VirtualClock can be advanced"
+                )
+            seconds = _body(request).get("seconds")
+            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
+                return error_response(422, "bad_seconds", f"'seconds' must be a number >= 0, got {seconds!r}")
+            clock.advance(float(seconds))
+            return json_response(200, {"now": clock.now(), "time": clock.time()})
+    return json_response(
+        404,
+        {
+            "detail": {
+                "error": {
+                    "code": "route_not_found",
+                    "message": f"no admin route {method} {request.url.path}",
+                    "routes": list(ADMIN_ROUTES),
+                }
+            }
+        },
+    )

@@ -1,0 +1,305 @@
+"""Handlers for the RL job API (contract §1.2), one function per route.
+
+Each handler takes the backend, the parsed request pieces, and returns an :class:`httpx.Response`;
+the backend has already matched the route, applied faults and checked the key, and holds its lock.
+Bad input always gets a 4xx with a message that names the parameter and what was expected.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from .jobs import TERMINAL, JobRecord
+from .wire import error_response, json_response
+
+if TYPE_CHECKING:
+    from .backend import FakeSynthBackend
+
+__all__ = ["HANDLERS", "Call"]
+
+_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+
+
+class Call:
+    """The request as the handlers need it (path pieces already parsed)."""
+
+    __slots__ = ("fake", "job_id", "request")
+
+    def __init__(self, fake: FakeSynthBackend, request: httpx.Request, job_id: str | None) -> None:
+        self.fake = fake
+        self.request = request
+        self.job_id = job_id
+
+
+class _BadParam(Exception):
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+
+
+def _int_param(call: Call, name: str, default: int, low: int, high: int) -> int:
+    raw = call.request.url.params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = None
+    if value is None or not low <= value <= high:
+        raise _BadParam(
+            json_response(
+                422,
+                {
+                    "detail": [
+                        {
+                            "loc": ["query", name],
+                            "msg": f"must be an integer in {low}..{high}, got {raw!r}",
+                            "hint": f"omit {name} for the default ({default})",
+                        }
+                    ]
+                },
+            )
+        )
+    return value
+
+
+def _job(call: Call) -> JobRecord | httpx.Response:
+    assert call.job_id is not None
+    job = call.fake._jobs.get(call.job_id)
+    if job is None:
+        known = list(call.fake._jobs)[-5:]
+        return error_response(
+            404,
+            "job_not_found",
+            f"no RL job {call.job_id!r} on this backend"
+            + (f"; recent job ids: {', '.join(known)}" if known else "; no jobs were submitted yet")
+            + ". Use the id returned by POST /rl/jobs.",
+        )
+    return job
+
+
+# -- routes ------------------------------------------------------------------------------------
+def submit(call: Call) -> httpx.Response:
+    fake = call.fake
+    raw = call.request.content
+    try:
+        payload = json.loads(raw) if raw else None
+    except (ValueError, UnicodeDecodeError) as exc:
+        return error_response(
+            400,
+            "invalid_json",
+            f"the request body is not valid JSON ({exc}); send the RL job payload as a JSON object "
+            "with Content-Type: application/json",
+        )
+    if not isinstance(payload, dict):
+        got = "an empty body" if payload is None else f"a JSON {type(payload).__name__}"
+        return json_response(
+            422,
+            {
+                "detail": [
+                    {
+                        "loc": "body",
+                        "msg": f"expected the RL job payload as a JSON object, got {got}",
+                        "hint": "build it with build_rl_payload() or RLJob.from_config()",
+                    }
+                ]
+            },
+        )
+    key = call.request.headers.get("idempotency-key")
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    if key is not None:
+        previous = fake._idempotency.get(key)
+        if previous is not None:
+            body_hash, job_id = previous
+            if body_hash != canonical:
+                return error_response(
+                    409,
+                    "idempotency_conflict",
+                    f"Idempotency-Key {key!r} was already used for job {job_id} with a different payload; "
+                    "use a new key for a different job, or resend the identical payload to get the same job",
+                    job_id=job_id,
+                )
+            job = fake._jobs[job_id]
+            call.job_id = job_id
+            fake._lifecycle.sync(job)
+            return json_response(200, job.status_bytes(), [("idempotent-replayed", "true")])
+    problems = fake._validate(payload)
+    if problems:
+        return json_response(
+            422,
+            {
+                "detail": [{"loc": p.key, "msg": p.message, "hint": p.hint} for p in problems],
+            },
+        )
+    job = fake._create_job(payload, key)
+    call.job_id = job.id
+    if key is not None:
+        fake._idempotency[key] = (canonical, job.id)
+    return json_response(201, job.status_bytes())
+
+
+def list_jobs(call: Call) -> httpx.Response:
+    fake = call.fake
+    params = call.request.url.params
+    limit = _int_param(call, "limit", 20, 1, 1000)
+    status = params.get("status")
+    if status is not None and status not in _STATUSES:
+        return json_response(
+            422,
+            {
+                "detail": [
+                    {
+                        "loc": ["query", "status"],
+                        "msg": f"unknown status {status!r}",
+                        "hint": f"use one of {', '.join(_STATUSES)}",
+                    }
+                ]
+            },
+        )
+    model = params.get("model")
+    after = params.get("after")
+    jobs = list(reversed(fake._jobs.values()))  # newest first: insertion order, reversed
+    if after:
+        ids = [j.id for j in jobs]
+        if after not in ids:
+            return json_response(
+                422,
+                {
+                    "detail": [
+                        {
+                            "loc": ["query", "after"],
+                            "msg": f"unknown job id {after!r}",
+                            "hint": "pass the last id of the previous page",
+                        }
+                    ]
+                },
+            )
+        jobs = jobs[ids.index(after) + 1 :]
+    selected: list[dict[str, Any]] = []
+    more = False
+    for job in jobs:
+        fake._lifecycle.sync(job)
+        if status is not None and job.status != status:
+            continue
+        if model is not None and job.model != model:
+            continue
+        if len(selected) == limit:
+            more = True
+            break
+        selected.append(job.status_body())
+    return json_response(
+        200,
+        {
+            "object": "list",
+            "data": selected,
+            "has_more": more,
+            "first_id": selected[0]["id"] if selected else None,
+            "last_id": selected[-1]["id"] if selected else None,
+        },
+    )
+
+
+def status(call: Call) -> httpx.Response:
+    job = _job(call)
+    if isinstance(job, httpx.Response):
+        return job
+    job.polls += 1
+    call.fake._lifecycle.sync(job)
+    return json_response(200, job.status_bytes())
+
+
+def cancel(call: Call) -> httpx.Response:
+    job = _job(call)
+    if isinstance(job, httpx.Response):
+        return job
+    fake = call.fake
+    fake._lifecycle.sync(job)
+    if job.status in TERMINAL:
+        return error_response(
+            409,
+            "job_already_finished",
+            f"job {job.id} already {job.status}; only queued or running jobs can be cancelled",
+            job_status=job.status,
+        )
+    fake._lifecycle.cancel(job, fake.clock.time(), reason="cancel requested via the API")
+    return json_response(200, job.status_bytes())
+
+
+def start(call: Call) -> httpx.Response:
+    # Legacy clients call this; jobs here start on their own, so it only reports the job.
+    job = _job(call)
+    if isinstance(job, httpx.Response):
+        return job
+    call.fake._lifecycle.sync(job)
+    return json_response(200, job.status_bytes())
+
+
+def events(call: Call) -> httpx.Response:
+    job = _job(call)
+    if isinstance(job, httpx.Response):
+        return job
+    since = _int_param(call, "since_seq", 0, -1, 10**12)
+    limit = _int_param(call, "limit", 200, 1, 10_000)
+    call.fake._lifecycle.sync(job)
+    return json_response(200, job.events_page(since, limit))
+
+
+def events_stream(call: Call) -> httpx.Response:
+    # One-shot SSE: every event after since_seq, then the connection ends (clients reconnect
+    # with the last seq, which is what the streamer does on any disconnect).
+    job = _job(call)
+    if isinstance(job, httpx.Response):
+        return job
+    since = _int_param(call, "since_seq", 0, -1, 10**12)
+    call.fake._lifecycle.sync(job)
+    lines = [
+        f"id: {e['seq']}\nevent: {e['type']}\ndata: {json.dumps(e)}\n\n"
+        for e in job.events_page(since, 10**9)["events"]
+    ]
+    return httpx.Response(
+        200,
+        content="".join(lines).encode(),
+        headers=[("content-type", "text/event-stream"), ("cache-control", "no-cache")],
+    )
+
+
+def metrics(call: Call) -> httpx.Response:
+    job = _job(call)
+    if isinstance(job, httpx.Response):
+        return job
+    after = _int_param(call, "after_step", -1, -1, 10**12)
+    limit = _int_param(call, "limit", 200, 1, 10_000)
+    call.fake._lifecycle.sync(job)
+    return json_response(200, job.metrics_page(after, limit, call.request.url.params.get("name")))
+
+
+def timeline(call: Call) -> httpx.Response:
+    job = _job(call)
+    if isinstance(job, httpx.Response):
+        return job
+    call.fake._lifecycle.sync(job)
+    return json_response(200, {"events": job.timeline, "job_id": job.id, "status": job.status})
+
+
+HANDLERS: dict[str, Callable[[Call], httpx.Response]] = {
+    "submit": submit,
+    "list": list_jobs,
+    "status": status,
+    "cancel": cancel,
+    "start": start,
+    "events": events,
+    "events_stream": events_stream,
+    "metrics": metrics,
+    "timeline": timeline,
+}
+
+
+def dispatch(name: str, call: Call) -> httpx.Response:
+    """Run the handler for route *name*, turning bad query parameters into their 422."""
+    try:
+        return HANDLERS[name](call)
+    except _BadParam as bad:
+        return bad.response

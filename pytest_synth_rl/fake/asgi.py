@@ -1,0 +1,100 @@
+"""An ASGI adapter over :meth:`FakeSynthBackend.handle`, so any HTTP client can reach the fake.
+
+The adapter only translates: ASGI scope and body in, :class:`httpx.Request` to the fake, the
+:class:`httpx.Response` back out. One behaviour needs the server's help: an injected connection
+fault must look like a connection failure to the client, not like an HTTP 500, so the adapter
+aborts the socket before any byte of a response is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from ..masking import get_logger
+
+if TYPE_CHECKING:
+    from .backend import FakeSynthBackend
+
+__all__ = ["FakeASGIApp"]
+
+log = get_logger(__name__)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+def _abort_connection(send: Send) -> bool:
+    """Abort the client's TCP connection (uvicorn's protocols keep it on ``send.__self__``)."""
+    owner = getattr(send, "__self__", None)
+    transport = getattr(owner, "transport", None)
+    abort = getattr(transport, "abort", None)
+    if callable(abort):
+        abort()
+        return True
+    return False
+
+
+class FakeASGIApp:
+    """ASGI 3 application serving one :class:`FakeSynthBackend`."""
+
+    def __init__(self, fake: FakeSynthBackend) -> None:
+        self.fake = fake
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                event = await receive()
+                if event["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif event["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        body = await self._read_body(receive)
+        request = self._to_request(scope, body)
+        try:
+            response, _ = self.fake._handle(request)
+        except httpx.ConnectError:
+            if _abort_connection(send):
+                # Let the transport notice it is closed before uvicorn looks at the cycle.
+                for _ in range(3):
+                    await asyncio.sleep(0)
+                return
+            # No socket to abort: start a response and end it early, which clients also see
+            # as a broken connection.
+            await send(
+                {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"100")]}
+            )
+            return
+        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.multi_items()]
+        await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+        await send({"type": "http.response.body", "body": response.content})
+
+    @staticmethod
+    async def _read_body(receive: Receive) -> bytes:
+        chunks: list[bytes] = []
+        while True:
+            event = await receive()
+            if event["type"] == "http.disconnect":
+                break
+            chunks.append(event.get("body", b""))
+            if not event.get("more_body", False):
+                break
+        return b"".join(chunks)
+
+    @staticmethod
+    def _to_request(scope: Scope, body: bytes) -> httpx.Request:
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope.get("headers", [])]
+        host, port = scope.get("server") or ("127.0.0.1", 80)
+        query = scope.get("query_string", b"")
+        raw_path = scope.get("raw_path") or scope.get("path", "/").encode()
+        target = raw_path + (b"?" + query if query else b"")
+        url = httpx.URL(f"{scope.get('scheme', 'http')}://{host}:{port}{target.decode('latin-1')}")
+        return httpx.Request(scope["method"], url, headers=headers, content=body)

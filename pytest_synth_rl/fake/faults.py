@@ -1,0 +1,169 @@
+"""Deterministic fault injection, per route.
+
+A :class:`Fault` says *which* calls to a route fail and *how*:
+
+* which: ``pattern="0110"`` (the n-th matching call fails when character n is ``1``; after the
+  pattern is used up the fault stops, unless ``cycle=True`` repeats it), ``fail_next=N`` (the next
+  N matching calls), ``probability=p`` with ``seed=s`` (a seeded coin per call, reproducible), or
+  none of those (every matching call, until removed).
+* how: an HTTP ``status`` (429 carries ``Retry-After``), ``connect_error=True`` (the client sees a
+  connection failure: :class:`httpx.ConnectError` when mounted on respx, a dropped connection when
+  served), or ``latency=seconds`` (the clock advances during the call, then it succeeds).
+
+Faults are consulted before authentication, as real infrastructure failures would be.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..errors import ConfigError, ConfigProblem
+
+__all__ = ["ROUTE_NAMES", "Fault", "FaultKind"]
+
+FaultKind = Literal["status", "connect", "latency"]
+
+#: Route names a fault can target ("*" targets every API route).
+ROUTE_NAMES: tuple[str, ...] = (
+    "submit",
+    "list",
+    "status",
+    "cancel",
+    "start",
+    "events",
+    "events_stream",
+    "metrics",
+    "timeline",
+    "*",
+)
+
+
+@dataclass
+class Fault:
+    """One injected failure rule. Create it with :meth:`FakeSynthBackend.fault`."""
+
+    route: str
+    kind: FaultKind = "status"
+    status: int = 503
+    latency: float = 0.0
+    retry_after: float | None = None
+    pattern: str | None = None
+    fail_next: int | None = None
+    probability: float | None = None
+    seed: int = 0
+    cycle: bool = False
+    #: How many calls this fault has seen and how many it failed.
+    seen: int = 0
+    injected: int = 0
+    active: bool = True
+    _rng: random.Random = field(init=False, repr=False)
+    _lock: threading.Lock = field(init=False, repr=False, default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        problems: list[ConfigProblem] = []
+        if self.route not in ROUTE_NAMES:
+            problems.append(
+                ConfigProblem(
+                    "fault.route",
+                    f"unknown route {self.route!r}",
+                    f"use one of {', '.join(ROUTE_NAMES)}",
+                )
+            )
+        selectors = [
+            n
+            for n, v in (
+                ("pattern", self.pattern),
+                ("fail_next", self.fail_next),
+                ("probability", self.probability),
+            )
+            if v is not None
+        ]
+        if len(selectors) > 1:
+            problems.append(
+                ConfigProblem("fault", f"choose one of pattern/fail_next/probability, got {selectors}", "")
+            )
+        if self.pattern is not None and (not self.pattern or set(self.pattern) - {"0", "1"}):
+            problems.append(
+                ConfigProblem(
+                    "fault.pattern", f"must be a non-empty string of 0/1, got {self.pattern!r}", "e.g. '0110'"
+                )
+            )
+        if self.fail_next is not None and (isinstance(self.fail_next, bool) or self.fail_next < 1):
+            problems.append(ConfigProblem("fault.fail_next", f"must be >= 1, got {self.fail_next!r}", ""))
+        if self.probability is not None and not 0.0 <= self.probability <= 1.0:
+            problems.append(
+                ConfigProblem("fault.probability", f"must be in [0, 1], got {self.probability!r}", "")
+            )
+        if self.kind == "status" and not 400 <= self.status <= 599:
+            problems.append(
+                ConfigProblem(
+                    "fault.status", f"must be an HTTP error status 400-599, got {self.status!r}", ""
+                )
+            )
+        if self.kind == "latency" and not self.latency > 0:
+            problems.append(ConfigProblem("fault.latency", f"must be > 0 seconds, got {self.latency!r}", ""))
+        if problems:
+            raise ConfigError(problems)
+        self._rng = random.Random(self.seed)
+        if self.kind == "status" and self.status == 429 and self.retry_after is None:
+            self.retry_after = 1.0
+
+    def matches(self, route: str | None) -> bool:
+        return self.active and route is not None and (self.route == "*" or self.route == route)
+
+    def should_fail(self) -> bool:
+        """Consume one matching call; True if this call is to fail."""
+        with self._lock:
+            index = self.seen
+            self.seen += 1
+            fail = self._decide(index)
+            if fail:
+                self.injected += 1
+            return fail
+
+    def _decide(self, index: int) -> bool:
+        if self.pattern is not None:
+            if index >= len(self.pattern) and not self.cycle:
+                self.active = False
+                return False
+            return self.pattern[index % len(self.pattern)] == "1"
+        if self.fail_next is not None:
+            if self.injected >= self.fail_next:
+                self.active = False
+                return False
+            return True
+        if self.probability is not None:
+            return self._rng.random() < self.probability
+        return True
+
+    def remove(self) -> None:
+        """Stop injecting this fault."""
+        self.active = False
+
+    def describe(self) -> str:
+        how = {
+            "status": f"HTTP {self.status}",
+            "connect": "connection error",
+            "latency": f"{self.latency:g}s latency",
+        }[self.kind]
+        return f"{how} on route {self.route!r}"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "route": self.route,
+            "kind": self.kind,
+            "status": self.status,
+            "latency": self.latency,
+            "retry_after": self.retry_after,
+            "pattern": self.pattern,
+            "fail_next": self.fail_next,
+            "probability": self.probability,
+            "seed": self.seed,
+            "cycle": self.cycle,
+            "seen": self.seen,
+            "injected": self.injected,
+            "active": self.active,
+        }

@@ -1,0 +1,273 @@
+"""The lifecycle engine: moves a fake job through its scenario, lazily, on any clock.
+
+Nothing here runs on a timer. :meth:`Lifecycle.sync` is called whenever a job is observed (a
+status poll, an events read, a clock tick from a subscribed :class:`VirtualClock`, a look through
+:class:`FakeJob`); it runs every stage whose slot is due and stops. Stage timestamps are the
+*scheduled* times (submit time + slot position), so a job observed late still reports the same
+history as one watched closely; a poll-driven or forced stage is stamped with the current time.
+
+A training step either reads its reward from the scenario's curve or runs real rollouts against
+the job's task app (see :mod:`.rollouts`); a failed rollout fails the job with the evidence.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..clock import Clock
+from ..masking import redact
+from .jobs import JobRecord
+from .rollouts import RolloutDriver, RolloutFailure, RolloutSpec
+from .scenario import Stage
+
+__all__ = ["Lifecycle", "Target"]
+
+_EPS = 1e-9
+DEFAULT_ERROR = "training failed (scripted by the FakeSynthBackend scenario)"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a forced advance stops: after ``start``, after step ``step``, or at ``end``."""
+
+    kind: Literal["start", "step", "end"]
+    step: int = 0
+
+    def reached(self, job: JobRecord) -> bool:
+        if job.terminal:
+            return True
+        if self.kind == "start":
+            return job.started
+        if self.kind == "step":
+            return job.steps_done >= self.step
+        return False
+
+
+class Lifecycle:
+    """Runs due stages for jobs. Not thread-safe by itself: the backend holds its lock."""
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], Clock],
+        driver: RolloutDriver,
+        max_rollouts_per_step: int,
+        before_batch: Callable[[JobRecord, int], None],
+    ) -> None:
+        self._clock = clock
+        self.driver = driver
+        self.max_rollouts_per_step = max_rollouts_per_step
+        self._before_batch = before_batch
+
+    # -- when ---------------------------------------------------------------------------------
+    def position(self, job: JobRecord) -> float:
+        mode = job.scenario.mode
+        if mode == "immediate":
+            return math.inf
+        if mode == "polls":
+            return float(job.polls)
+        return self._clock().now() - job.created_now
+
+    def _stamp(self, job: JobRecord, stage: Stage, forced: bool) -> float:
+        if forced or job.scenario.mode != "duration":
+            return self._clock().time()
+        return job.created_time + job.scenario.slot_position(stage.slot)
+
+    def next_due(self, job: JobRecord) -> float | None:
+        """Clock ``now()`` at which the next stage of a duration-mode job is due (None otherwise)."""
+        if job.terminal or job.scenario.mode != "duration":
+            return None
+        return job.created_now + self._next(job)[1]
+
+    @staticmethod
+    def _next(job: JobRecord) -> tuple[Stage, float]:
+        # Memoised per state version: a job polled 720 times between two steps asks this 720 times.
+        cached = job.next_cache
+        if cached is not None and cached[0] == job.version:
+            return cached[1], cached[2]
+        stage = job.scenario.next_stage(job.started, job.steps_done, job.outcome_override)
+        position = job.scenario.slot_position(stage.slot)
+        job.next_cache = (job.version, stage, position)
+        return stage, position
+
+    # -- advancing ------------------------------------------------------------------------------
+    def sync(self, job: JobRecord, target: Target | None = None) -> None:
+        """Run every due stage of *job* (or, with *target*, every stage up to it, now)."""
+        while not job.terminal:
+            if target is not None and target.reached(job):
+                return
+            stage, position = self._next(job)
+            if target is None and position > self.position(job) + _EPS:
+                return
+            self._run(job, stage, self._stamp(job, stage, forced=target is not None))
+
+    def _run(self, job: JobRecord, stage: Stage, ts: float) -> None:
+        try:
+            if stage.kind == "start":
+                self._start(job, ts)
+            elif stage.kind == "step":
+                self._step(job, stage.step, ts)
+            else:
+                self._end(job, stage.outcome, ts)
+        except RolloutFailure as failure:
+            record = failure.record
+            self.fail(
+                job,
+                str(failure),
+                ts,
+                data={
+                    "step": record.step,
+                    "seed": record.seed,
+                    "run_id": record.run_id,
+                    "trace_correlation_id": record.request.get("trace_correlation_id"),
+                    "url": record.url,
+                    "mode": record.mode,
+                },
+            )
+        except Exception as exc:  # a user callable (reward curve, policy) broke: fail, say why
+            self.fail(job, redact(f"{stage.kind} stage raised {type(exc).__name__}: {exc}"), ts)
+
+    def _start(self, job: JobRecord, ts: float) -> None:
+        job.started = True
+        job.started_at = ts
+        job.set_phase(ts, "running")
+        job.add_event(
+            ts,
+            "rl.train.started",
+            f"Training started: {job.scenario.steps} steps on {job.model}",
+            {"total_steps": job.scenario.steps, "model": job.model, "rollouts": job.use_rollouts},
+        )
+        if job.use_rollouts and not job.endpoint.startswith(("http://", "https://")):
+            self.fail(
+                job,
+                f"cannot run rollouts: data.endpoint_base_url is {job.endpoint!r}, not an http(s) URL "
+                "(hint: pass task_app_url= to the job, or script rewards with "
+                "fake.scenario(reward_curve=...))",
+                ts,
+            )
+
+    def _step(self, job: JobRecord, step: int, ts: float) -> None:
+        if job.use_rollouts:
+            seeds = self._train_seeds(job, step)
+            rewards = self._batch(job, step, seeds, "rl")
+            reward = round(sum(rewards) / len(rewards), 6)
+        else:
+            reward = round(job.scenario.scripted_reward(step), 6)
+        loss = round(max(0.01, 1.0 - reward) * 2.0 / math.sqrt(step + 1), 6)
+        job.steps_done = step
+        job.rewards.append(reward)
+        job.losses.append(loss)
+        job.add_event(
+            ts,
+            "rl.train.step",
+            f"step {step}/{job.scenario.steps}: reward={reward:.4f} loss={loss:.4f}",
+            {"step": step, "total_steps": job.scenario.steps, "reward": reward, "loss": loss},
+        )
+        job.add_point(ts, "train.reward", step, reward)
+        job.add_point(ts, "train.loss", step, loss)
+        every = self._eval_every(job)
+        if every and step % every == 0:
+            self._evaluate(job, step, ts)
+
+    def _end(self, job: JobRecord, outcome: str, ts: float) -> None:
+        if outcome == "succeeded":
+            if job.steps_done and job.steps_done not in job.eval_means:
+                self._evaluate(job, job.steps_done, ts)
+            if job.terminal:  # the final evaluation's rollouts failed
+                return
+            job.final_reward = job.eval_means.get(job.steps_done)
+            job.finished_at = ts
+            job.set_phase(ts, "succeeded")
+            job.add_event(
+                ts,
+                "rl.train.completed",
+                f"Training completed: final_reward={job.final_reward}",
+                {"final_reward": job.final_reward, "model_id": job.model_id, "steps": job.steps_done},
+            )
+        elif outcome == "failed":
+            self.fail(job, job.scenario.error or DEFAULT_ERROR, ts, data={"step": job.steps_done + 1})
+        else:
+            self.cancel(job, ts, reason="cancelled by the scenario")
+
+    # -- terminal transitions (also used by the API and FakeJob) ----------------------------
+    def fail(self, job: JobRecord, error: str, ts: float, *, data: dict[str, Any] | None = None) -> None:
+        if job.terminal:
+            return
+        job.error = error
+        job.final_reward = job.rewards[-1] if job.rewards else None
+        job.finished_at = ts
+        job.set_phase(ts, "failed")
+        job.add_event(ts, "rl.train.failed", error, {"error": error, **(data or {})}, level="error")
+
+    def cancel(self, job: JobRecord, ts: float, *, reason: str) -> None:
+        if job.terminal:
+            return
+        job.final_reward = job.rewards[-1] if job.rewards else None
+        job.finished_at = ts
+        job.set_phase(ts, "cancelled")
+        job.add_event(ts, "rl.job.cancelled", f"Job cancelled: {reason}", {"step": job.steps_done}, "warning")
+
+    # -- rewards ------------------------------------------------------------------------------
+    def _evaluate(self, job: JobRecord, step: int, ts: float) -> None:
+        if job.use_rollouts:
+            seeds = self._eval_seeds(job)
+            rewards = self._batch(job, step, seeds, "eval")
+        else:
+            seeds = self._eval_seeds(job)
+            rewards = [job.scenario.scripted_reward(step)]
+        mean = round(sum(rewards) / len(rewards), 6)
+        job.eval_means[step] = mean
+        job.checkpoints.append({"step": step, "path": f"fake://checkpoints/{job.id}/step-{step:05d}"})
+        job.add_event(
+            ts,
+            "rl.eval.summary",
+            f"eval at step {step}: mean_reward={mean:.4f} over {len(seeds)} seeds",
+            {"step": step, "mean_reward": mean, "seeds": seeds, "rewards": [round(r, 6) for r in rewards]},
+        )
+        job.add_point(ts, "eval.reward", step, mean)
+
+    def _batch(self, job: JobRecord, step: int, seeds: list[int], mode: str) -> list[float]:
+        spec = RolloutSpec.from_config(job.config, job.model)
+        self._before_batch(job, step)
+        rewards: list[float] = []
+        for index, seed in enumerate(seeds):
+            try:
+                record = self.driver.run(
+                    job.endpoint, spec, job_id=job.id, step=step, seed=seed, mode=mode, index=index
+                )
+            except RolloutFailure as failure:
+                job.rollouts.append(failure.record)
+                raise
+            job.rollouts.append(record)
+            assert record.reward is not None
+            rewards.append(record.reward)
+        return rewards
+
+    def _batch_size(self, job: JobRecord) -> int:
+        rollout = job.config.get("rollout")
+        size = rollout.get("episodes_per_batch") if isinstance(rollout, dict) else None
+        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+            size = 1
+        return max(1, min(size, self.max_rollouts_per_step))
+
+    def _train_seeds(self, job: JobRecord, step: int) -> list[int]:
+        size = self._batch_size(job)
+        return [(step - 1) * size + i for i in range(size)]
+
+    def _eval_seeds(self, job: JobRecord) -> list[int]:
+        evaluation = job.config.get("evaluation")
+        seeds = evaluation.get("seeds") if isinstance(evaluation, dict) else None
+        if isinstance(seeds, list) and seeds and all(isinstance(s, int) for s in seeds):
+            return list(seeds[: self.max_rollouts_per_step])
+        return list(range(self._batch_size(job)))
+
+    @staticmethod
+    def _eval_every(job: JobRecord) -> int | None:
+        if job.scenario.eval_every is not None:
+            return job.scenario.eval_every
+        evaluation = job.config.get("evaluation")
+        every = evaluation.get("every_n_iters") if isinstance(evaluation, dict) else None
+        return every if isinstance(every, int) and not isinstance(every, bool) and every > 0 else None

@@ -1,0 +1,267 @@
+"""Real rollouts: the fake backend calls the task app's ``/rollout`` the way the trainer would.
+
+This is what makes offline mode honest: a job whose task app is broken fails here, with the
+same kind of evidence the hosted trainer would give (URL, step, seed, ids, what was wrong),
+instead of "succeeding" on scripted numbers.
+
+Requests carry both ``run_id`` and ``trace_correlation_id`` (and ``ops``) so that task apps of
+every schema era accept them (contract §4.4); responses may answer in any era too: the reward is
+``metrics.outcome_reward``, else the legacy ``mean_return`` / ``reward_mean`` / mean of
+``episode_returns`` / ``outcome_score``.
+
+One :class:`httpx.Client` is reused for every call (connection reuse matters: rollouts run
+synchronously inside clock advancement). It ignores proxy environment variables: the task app is
+on loopback and the calls must stay there.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import httpx
+
+from ..errors import excerpt
+from ..masking import Secret, redact
+from ..taskapp.health import shared_ssl_context, task_app_auth_headers
+from .jobs import RolloutRecord
+
+__all__ = ["RolloutDriver", "RolloutFailure", "RolloutSpec", "extract_reward"]
+
+#: Legacy metric keys, in the order they are tried after ``outcome_reward``.
+_REWARD_KEYS: tuple[str, ...] = (
+    "outcome_reward",
+    "mean_return",
+    "reward_mean",
+    "episode_returns",
+    "outcome_score",
+)
+
+
+class RolloutFailure(Exception):
+    """A rollout the job cannot survive; ``str()`` is the job's error message."""
+
+    def __init__(self, message: str, record: RolloutRecord) -> None:
+        super().__init__(message)
+        self.record = record
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def extract_reward(metrics: Any) -> float:
+    """The scalar reward in a rollout response's ``metrics``; ``ValueError`` says what is wrong."""
+    if not isinstance(metrics, Mapping):
+        raise ValueError(f"'metrics' must be an object, got {type(metrics).__name__}")
+    for key in _REWARD_KEYS:
+        if key not in metrics or metrics[key] is None:
+            continue
+        raw = metrics[key]
+        if key == "episode_returns":
+            if not isinstance(raw, Sequence) or isinstance(raw, str) or not raw:
+                raise ValueError(
+                    f"metrics.episode_returns must be a non-empty list of numbers, got {raw!r:.80}"
+                )
+            values = [_number(v) for v in raw]
+            if any(v is None for v in values):
+                raise ValueError(f"metrics.episode_returns must contain only numbers, got {raw!r:.80}")
+            return sum(v for v in values if v is not None) / len(values)
+        number = _number(raw)
+        if number is None:
+            raise ValueError(f"metrics.{key} is {raw!r:.80} ({type(raw).__name__}); expected a finite number")
+        return number
+    raise ValueError(
+        "'metrics' has no reward: expected metrics.outcome_reward (or a legacy mean_return, "
+        f"reward_mean, episode_returns, outcome_score); got keys {sorted(metrics)[:12]}"
+    )
+
+
+@dataclass(frozen=True)
+class RolloutSpec:
+    """What the fake needs from the job's config to build rollout requests."""
+
+    env_name: str
+    policy_name: str
+    model: str
+    max_turns: int
+    env_config: dict[str, Any]
+    policy_config: dict[str, Any]
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], model: str) -> RolloutSpec:
+        rollout = config.get("rollout")
+        rollout = rollout if isinstance(rollout, Mapping) else {}
+        max_turns = rollout.get("max_turns")
+        return cls(
+            env_name=str(rollout.get("env_name") or ""),
+            policy_name=str(rollout.get("policy_name") or ""),
+            model=model,
+            max_turns=max_turns if isinstance(max_turns, int) and max_turns > 0 else 1,
+            env_config=dict(rollout.get("env_config") or {}),
+            policy_config=dict(rollout.get("policy_config") or {}),
+        )
+
+
+class RolloutDriver:
+    """Posts rollouts to task apps, validates the answers, and turns them into rewards."""
+
+    def __init__(
+        self,
+        *,
+        api_key: Callable[[], str | Secret | None],
+        inference_url: Callable[[], str],
+        timeout: float = 30.0,
+    ) -> None:
+        self._api_key = api_key
+        self._inference_url = inference_url
+        self.timeout = timeout
+        self._client: httpx.Client | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def client(self) -> httpx.Client:
+        with self._lock:
+            if self._client is None:
+                self._client = httpx.Client(
+                    timeout=self.timeout,
+                    trust_env=False,
+                    verify=shared_ssl_context(),
+                    limits=httpx.Limits(max_keepalive_connections=8),
+                )
+            return self._client
+
+    def close(self) -> None:
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    def build_request(
+        self, spec: RolloutSpec, *, job_id: str, step: int, seed: int, mode: str, index: int
+    ) -> dict[str, Any]:
+        run_id = f"{job_id}-{mode}-s{step}-{index}"
+        policy_config = dict(spec.policy_config)
+        policy_config["model"] = spec.model
+        policy_config["inference_url"] = self._inference_url()
+        return {
+            "run_id": run_id,
+            "trace_correlation_id": f"trace-{run_id}",
+            "env": {"env_name": spec.env_name, "seed": seed, "config": dict(spec.env_config)},
+            "policy": {"policy_name": spec.policy_name, "config": policy_config},
+            "mode": mode,
+            "ops": ["agent", "env"] * spec.max_turns,
+            "record": {"return_trace": False, "trace_format": "compact"},
+            "on_done": "reset",
+            "safety": {"max_time_s": self.timeout},
+            "training_session_id": job_id,
+        }
+
+    def run(
+        self, base_url: str, spec: RolloutSpec, *, job_id: str, step: int, seed: int, mode: str, index: int
+    ) -> RolloutRecord:
+        """One rollout; raises :class:`RolloutFailure` (with the record) if it is unusable."""
+        body = self.build_request(spec, job_id=job_id, step=step, seed=seed, mode=mode, index=index)
+        url = base_url.rstrip("/") + "/rollout"
+        record = RolloutRecord(step=step, seed=seed, mode=mode, run_id=body["run_id"], url=url, request=body)
+        key = self._api_key()
+        headers = task_app_auth_headers(key)
+        started = time.perf_counter()
+        try:
+            response = self.client.post(
+                url,
+                content=json.dumps(body).encode(),
+                headers={**headers, "Content-Type": "application/json"},
+            )
+        except httpx.TimeoutException as exc:
+            record.elapsed = time.perf_counter() - started
+            self._fail(
+                record,
+                f"timed out after {self.timeout:g}s ({type(exc).__name__})",
+                "make the rollout faster or raise FakeSynthBackend(rollout_timeout=...)",
+            )
+        except httpx.ConnectError as exc:
+            record.elapsed = time.perf_counter() - started
+            self._fail(
+                record,
+                f"task app unreachable: {exc}",
+                "start the task app (e.g. InProcessTaskApp) before submitting, and check the job's "
+                "data.endpoint_base_url",
+            )
+        except httpx.HTTPError as exc:
+            record.elapsed = time.perf_counter() - started
+            self._fail(record, f"{type(exc).__name__}: {exc}", "check the task app's server log")
+        record.elapsed = time.perf_counter() - started
+        record.status_code = response.status_code
+        if not 200 <= response.status_code < 300:
+            self._fail(
+                record,
+                f"HTTP {response.status_code}: {excerpt(response.content, 300)}",
+                "the task app's /rollout must answer 200 with a RolloutResponse; see its server log",
+            )
+        try:
+            parsed = response.json()
+        except ValueError:
+            self._fail(
+                record,
+                f"response is not JSON: {excerpt(response.content, 200)}",
+                "return a JSON RolloutResponse object",
+            )
+        record.response = parsed
+        if not isinstance(parsed, dict):
+            self._fail(
+                record,
+                f"response must be a JSON object, got {type(parsed).__name__}",
+                "return a RolloutResponse object",
+            )
+        self._check_echo(record, body, parsed)
+        if "metrics" not in parsed:
+            self._fail(
+                record,
+                f"response has no 'metrics' (keys: {sorted(parsed)[:12]})",
+                "include metrics.outcome_reward in the RolloutResponse",
+            )
+        try:
+            record.reward = extract_reward(parsed["metrics"])
+        except ValueError as exc:
+            self._fail(record, str(exc), "set metrics.outcome_reward to a float")
+        return record
+
+    def _check_echo(self, record: RolloutRecord, sent: Mapping[str, Any], got: Mapping[str, Any]) -> None:
+        expected = {sent["run_id"], sent["trace_correlation_id"]}
+        echoed = False
+        for key in ("trace_correlation_id", "run_id"):
+            value = got.get(key)
+            if value is None:
+                continue
+            if value not in expected:
+                self._fail(
+                    record,
+                    f"id echo mismatch: response {key}={value!r:.80}, expected {sent[key]!r}",
+                    "echo the request's run_id / trace_correlation_id unchanged",
+                )
+            echoed = True
+        if not echoed:
+            self._fail(
+                record,
+                "response echoes neither run_id nor trace_correlation_id",
+                "echo the request's trace_correlation_id (0.4.12) or run_id (older apps)",
+            )
+
+    @staticmethod
+    def _fail(record: RolloutRecord, what: str, hint: str) -> NoReturn:
+        ids = f"seed {record.seed}, run_id {record.run_id}, trace_correlation_id trace-{record.run_id}"
+        message = redact(
+            f"task app rollout failed at step {record.step} ({record.mode}; {ids}): POST {record.url}: {what}"
+            f" (hint: {hint})"
+        )
+        record.error = message
+        raise RolloutFailure(message, record)

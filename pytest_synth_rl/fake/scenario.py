@@ -1,0 +1,264 @@
+"""Scripted job lifecycles: what a fake job does, and when.
+
+A :class:`Scenario` is a small, declarative script (the state-manager idea from moto): the
+outcome, how many training steps, how the job moves through time, and where its rewards come
+from. The fake never runs a timer; it *derives* the job's stage from the clock (or the poll count)
+whenever someone looks, so a two-hour scenario costs nothing until it is observed.
+
+Every job walks the same stage list: ``start`` (slot 0), ``step 1 .. steps`` (slots 1..steps),
+then ``end`` (slot ``steps + 1``). A failure or cancellation with ``fail_at_step=k`` ends the job
+in slot ``k`` instead of running step ``k``. How a slot maps to time depends on the mode:
+
+* ``duration`` (default): slots are spread evenly over ``duration`` virtual seconds that begin
+  after ``queue_time``; the job ends exactly ``queue_time + duration`` seconds after submission.
+* ``polls=N``: slots are spread evenly over status polls; the job is terminal on its N-th status
+  poll. With ``N = steps + 2`` every poll advances exactly one stage.
+* ``immediate=True``: the first observation after submission runs the whole job.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..errors import ConfigError, ConfigProblem
+
+__all__ = [
+    "OUTCOMES",
+    "RewardCurve",
+    "Scenario",
+    "Stage",
+    "default_reward_curve",
+]
+
+Outcome = Literal["succeeded", "failed", "cancelled"]
+OUTCOMES: tuple[str, ...] = ("succeeded", "failed", "cancelled")
+
+#: A reward source: a function of the (1-based) step, a list indexed by ``step - 1``, or the
+#: literal ``"rollouts"`` (rewards come from real ``/rollout`` calls to the task app).
+RewardCurve = Callable[[int], float] | Sequence[float] | Literal["rollouts"]
+
+#: Default virtual length of a job. Short on purpose: a client polling every 10 s needs 30 polls,
+#: which keeps a suite of hundreds of offline job tests fast. Ask for ``duration=7200`` to model a
+#: real two-hour run.
+DEFAULT_DURATION = 300.0
+
+
+def default_reward_curve(step: int, steps: int) -> float:
+    """A smooth, rising, deterministic curve in (0.2, 0.9): what a healthy run looks like."""
+    return round(0.9 - 0.7 * math.exp(-3.0 * step / max(1, steps)), 6)
+
+
+def _problem(key: str, message: str, hint: str) -> ConfigProblem:
+    return ConfigProblem(key=f"Scenario.{key}", message=message, hint=hint)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """The next thing a job will do: ``kind`` is ``start``, ``step`` or ``end``."""
+
+    kind: Literal["start", "step", "end"]
+    slot: int
+    step: int = 0
+    outcome: str = "succeeded"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """How one fake job behaves. Build it with :meth:`FakeSynthBackend.scenario` or directly.
+
+    Invalid combinations raise :class:`~pytest_synth_rl.errors.ConfigError` naming the field.
+    """
+
+    outcome: Outcome = "succeeded"
+    steps: int = 10
+    duration: float | None = None
+    polls: int | None = None
+    immediate: bool = False
+    queue_time: float = 0.0
+    fail_at_step: int | None = None
+    error: str | None = None
+    reward_curve: RewardCurve | None = None
+    eval_every: int | None = None
+    #: Free-form labels, shown in the admin job listing; never interpreted.
+    labels: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        problems: list[ConfigProblem] = []
+        if self.outcome not in OUTCOMES:
+            problems.append(
+                _problem("outcome", f"unknown outcome {self.outcome!r}", f"use one of {', '.join(OUTCOMES)}")
+            )
+        if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
+            problems.append(_problem("steps", f"must be an int >= 1, got {self.steps!r}", "e.g. steps=10"))
+        modes = [name for name, on in self._mode_flags().items() if on]
+        if len(modes) > 1:
+            problems.append(
+                _problem(
+                    "duration",
+                    f"choose one timing mode, got {' and '.join(modes)}",
+                    "pass only one of duration=, polls=, immediate=True",
+                )
+            )
+        if self.duration is not None and not (
+            isinstance(self.duration, (int, float)) and self.duration > 0 and math.isfinite(self.duration)
+        ):
+            problems.append(
+                _problem("duration", f"must be a positive number of seconds, got {self.duration!r}", "")
+            )
+        if self.polls is not None and (
+            isinstance(self.polls, bool) or not isinstance(self.polls, int) or self.polls < 1
+        ):
+            problems.append(
+                _problem(
+                    "polls", f"must be an int >= 1, got {self.polls!r}", "polls=N ends the job on poll N"
+                )
+            )
+        if not isinstance(self.queue_time, (int, float)) or self.queue_time < 0:
+            problems.append(_problem("queue_time", f"must be >= 0 seconds, got {self.queue_time!r}", ""))
+        if self.fail_at_step is not None:
+            if self.outcome == "succeeded":
+                problems.append(
+                    _problem(
+                        "fail_at_step",
+                        "only applies when outcome is 'failed' or 'cancelled'",
+                        "add outcome='failed'",
+                    )
+                )
+            steps_ok = isinstance(self.steps, int) and not isinstance(self.steps, bool)
+            if (
+                isinstance(self.fail_at_step, bool)
+                or not isinstance(self.fail_at_step, int)
+                or self.fail_at_step < 1
+                or (steps_ok and self.fail_at_step > self.steps)
+            ):
+                problems.append(
+                    _problem(
+                        "fail_at_step",
+                        f"must be an int in 1..steps ({self.steps}), got {self.fail_at_step!r}",
+                        "",
+                    )
+                )
+        if self.eval_every is not None and (
+            isinstance(self.eval_every, bool) or not isinstance(self.eval_every, int) or self.eval_every < 1
+        ):
+            problems.append(_problem("eval_every", f"must be an int >= 1, got {self.eval_every!r}", ""))
+        problems.extend(self._check_curve())
+        if problems:
+            raise ConfigError(problems, hint="see the Scenario docstring in pytest_synth_rl.fake")
+
+    def _mode_flags(self) -> dict[str, bool]:
+        return {
+            "duration=": self.duration is not None,
+            "polls=": self.polls is not None,
+            "immediate=True": bool(self.immediate),
+        }
+
+    def _check_curve(self) -> list[ConfigProblem]:
+        curve = self.reward_curve
+        if curve is None or callable(curve):
+            return []
+        if isinstance(curve, str):
+            if curve != "rollouts":
+                return [
+                    _problem(
+                        "reward_curve", f"unknown curve {curve!r}", "use 'rollouts', a list or a callable"
+                    )
+                ]
+            return []
+        if isinstance(curve, Sequence):
+            if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in curve):
+                return [_problem("reward_curve", "list entries must be numbers", "e.g. [0.1, 0.4, 0.8]")]
+            if isinstance(self.steps, int) and len(curve) < self.steps:
+                return [
+                    _problem(
+                        "reward_curve",
+                        f"has {len(curve)} values but the job runs {self.steps} steps",
+                        "give one reward per step, or lower steps=",
+                    )
+                ]
+            return []
+        return [_problem("reward_curve", f"unsupported type {type(curve).__name__}", "")]
+
+    # -- derived schedule -------------------------------------------------------------------
+    @property
+    def mode(self) -> Literal["duration", "polls", "immediate"]:
+        if self.immediate:
+            return "immediate"
+        if self.polls is not None:
+            return "polls"
+        return "duration"
+
+    @property
+    def total_duration(self) -> float:
+        return float(self.duration if self.duration is not None else DEFAULT_DURATION)
+
+    @property
+    def uses_rollouts(self) -> bool | None:
+        """True if forced to real rollouts, False if scripted rewards, None if the fake decides."""
+        if self.reward_curve is None:
+            return None
+        return self.reward_curve == "rollouts"
+
+    def slot_position(self, slot: int) -> float:
+        """Where slot *slot* lies on this scenario's axis (seconds since submit, or poll number)."""
+        last = self.steps + 1
+        if self.mode == "immediate":
+            return 0.0
+        if self.mode == "polls":
+            assert self.polls is not None
+            return 1.0 + slot * (self.polls - 1) / last
+        return float(self.queue_time) + slot * self.total_duration / last
+
+    def next_stage(self, started: bool, steps_done: int, outcome: str | None = None) -> Stage:
+        """The stage after *steps_done* completed steps (``outcome`` overrides the scripted one)."""
+        final = outcome or self.outcome
+        if not started:
+            return Stage("start", 0, outcome=final)
+        if (
+            final != "succeeded"
+            and outcome is None
+            and self.fail_at_step is not None
+            and steps_done + 1 >= self.fail_at_step
+        ):
+            return Stage("end", self.fail_at_step, step=steps_done, outcome=final)
+        if steps_done < self.steps:
+            return Stage("step", steps_done + 1, step=steps_done + 1, outcome=final)
+        return Stage("end", self.steps + 1, step=steps_done, outcome=final)
+
+    def scripted_reward(self, step: int) -> float:
+        """Reward for *step* when it does not come from rollouts."""
+        curve = self.reward_curve
+        if callable(curve):
+            value = curve(step)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"reward_curve({step}) returned {value!r}; expected a float")
+            return float(value)
+        if isinstance(curve, Sequence) and not isinstance(curve, str):
+            return float(curve[step - 1])
+        return default_reward_curve(step, self.steps)
+
+    def describe(self) -> dict[str, object]:
+        """A JSON-friendly summary, for the admin API and reprs."""
+        curve = self.reward_curve
+        return {
+            "outcome": self.outcome,
+            "steps": self.steps,
+            "mode": self.mode,
+            "duration": self.total_duration if self.mode == "duration" else None,
+            "polls": self.polls,
+            "queue_time": self.queue_time,
+            "fail_at_step": self.fail_at_step,
+            "error": self.error,
+            "reward_curve": (
+                "callable"
+                if callable(curve)
+                else list(curve)
+                if isinstance(curve, Sequence) and not isinstance(curve, str)
+                else curve
+            ),
+            "eval_every": self.eval_every,
+            "labels": dict(self.labels),
+        }

@@ -1,0 +1,40 @@
+"""Serving the fake on a loopback port: the ASGI adapter on the task app's uvicorn thread.
+
+Reuses :class:`~pytest_synth_rl.taskapp.server.ServerThread` (port 0, readiness from the server,
+fast stop, TCP_NODELAY) rather than :class:`InProcessTaskApp`, whose task-app key export and
+``/health`` probe mean nothing for a backend.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..taskapp.server import ServerThread, url_host
+from .asgi import FakeASGIApp
+
+if TYPE_CHECKING:
+    from .backend import FakeSynthBackend
+
+__all__ = ["FakeServer"]
+
+
+class FakeServer:
+    """One served fake; :meth:`start` returns its base URL."""
+
+    def __init__(
+        self, fake: FakeSynthBackend, *, host: str = "127.0.0.1", port: int = 0, startup_timeout: float = 15.0
+    ) -> None:
+        self._thread = ServerThread(
+            FakeASGIApp(fake), host=host, port=port, lifespan="off", description="fake Synth backend"
+        )
+        self._timeout = startup_timeout
+        self.url: str | None = None
+
+    def start(self) -> str:
+        port = self._thread.start(self._timeout)
+        self.url = f"http://{url_host(self._thread.host)}:{port}"
+        return self.url
+
+    def stop(self) -> None:
+        self._thread.stop()
+        self.url = None

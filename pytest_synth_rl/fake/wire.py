@@ -1,0 +1,131 @@
+"""HTTP plumbing shared by every fake route: JSON responses, error bodies, the request log.
+
+Error bodies follow the shapes the real service uses (FastAPI style): ``{"detail": {"error":
+{"code", "message"}}}`` for auth and state errors, ``{"detail": [{"loc", "msg", "hint"}]}`` for
+payload validation. Messages always say what to do next.
+
+The request log keeps raw headers out of reprs and masks credentials whenever they are read, so
+a log printed in an assertion message never shows a key.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from ..masking import mask_secret, redact
+
+__all__ = [
+    "JSON_HEADERS",
+    "RecordedRequest",
+    "bytes_response",
+    "error_response",
+    "json_response",
+    "mask_headers",
+]
+
+JSON_HEADERS: list[tuple[str, str]] = [("content-type", "application/json")]
+_SENSITIVE = frozenset({"authorization", "x-api-key", "x-api-keys", "cookie", "proxy-authorization"})
+
+
+def bytes_response(status: int, content: bytes, headers: Sequence[tuple[str, str]] = ()) -> httpx.Response:
+    """A response whose body is already in memory and marked as read.
+
+    ``httpx.Response(content=...)`` runs the body through its decoder pipeline at construction,
+    which costs more than everything else a fake status poll does; a byte stream plus the
+    already-known content gives the same response (``.content``, ``.json()``, ``.read()`` all
+    work, and a client reading it gets exactly these bytes) for a fraction of the cost.
+    """
+    response = httpx.Response(
+        status,
+        headers=[*headers, ("content-length", str(len(content)))],
+        stream=httpx.ByteStream(content),
+    )
+    response._content = content
+    return response
+
+
+def json_response(status: int, body: Any, headers: Sequence[tuple[str, str]] = ()) -> httpx.Response:
+    content = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
+    return bytes_response(status, content, [*JSON_HEADERS, *headers])
+
+
+def error_response(
+    status: int, code: str, message: str, headers: Sequence[tuple[str, str]] = (), **extra: Any
+) -> httpx.Response:
+    error: dict[str, Any] = {"code": code, "message": redact(message)}
+    error.update(extra)
+    return json_response(status, {"detail": {"error": error}}, headers)
+
+
+def _mask_value(name: str, value: str) -> str:
+    if name.lower() not in _SENSITIVE:
+        return redact(value)
+    scheme, sep, token = value.partition(" ")
+    if sep and scheme.lower() in ("bearer", "basic", "token"):
+        return f"{scheme} {mask_secret(token.strip())}"
+    return ", ".join(mask_secret(part.strip()) for part in value.split(","))
+
+
+def mask_headers(headers: Sequence[tuple[str, str]] | Mapping[str, str]) -> dict[str, str]:
+    """Headers with credentials masked (``Bearer sk_t…ey``); safe to print."""
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    return {name: _mask_value(name, value) for name, value in items}
+
+
+@dataclass
+class RecordedRequest:
+    """One request the fake received: what, where, what it answered, and any injected fault.
+
+    ``time`` is the fake clock's epoch time when the request arrived. ``headers`` are masked;
+    ``json`` is the parsed body (None when empty or not JSON).
+    """
+
+    method: str
+    url: str
+    path: str
+    route: str | None
+    time: float
+    status: int | None = None
+    fault: str | None = None
+    job_id: str | None = None
+    error: str | None = None
+    # The request's own headers object (copied only when read, and then masked).
+    _raw_headers: httpx.Headers = field(default_factory=httpx.Headers, repr=False)
+    _body: bytes = field(default=b"", repr=False)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return mask_headers(self._raw_headers.multi_items())
+
+    @property
+    def json(self) -> Any:
+        if not self._body:
+            return None
+        try:
+            return json.loads(self._body)
+        except ValueError:
+            return None
+
+    @property
+    def body_text(self) -> str:
+        return redact(self._body.decode("utf-8", "replace"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "url": redact(self.url),
+            "path": self.path,
+            "route": self.route,
+            "time": self.time,
+            "status": self.status,
+            "fault": self.fault,
+            "job_id": self.job_id,
+            "error": self.error,
+            "headers": self.headers,
+            "json": self.json,
+        }

@@ -1,0 +1,361 @@
+"""Real rollouts: the fake calls live task apps over loopback, and broken ones fail the job."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from test_fake_support import (
+    TASK_KEY,
+    client,
+    example_task_app,
+    no_real_sleep,
+    poll_to_end,
+    rl_payload,
+    submit,
+)
+
+from pytest_synth_rl.clock import VirtualClock
+from pytest_synth_rl.fake import FakeSynthBackend, extract_reward
+from pytest_synth_rl.inference import tool_call
+from pytest_synth_rl.taskapp import InProcessTaskApp
+
+__all__ = ["client", "example_task_app"]  # fixtures
+
+
+@pytest.fixture
+def backend() -> Iterator[FakeSynthBackend]:
+    with FakeSynthBackend(clock=VirtualClock(), task_app_api_key=TASK_KEY) as fake:
+        yield fake
+    fake.close()
+
+
+# -- the happy path against the example app ------------------------------------------------
+def test_two_hour_job_with_real_rollouts_has_a_rising_curve_and_waits_for_nothing(
+    backend: FakeSynthBackend,
+    client: httpx.Client,
+    example_task_app: InProcessTaskApp,
+    monkeypatch: pytest.MonkeyPatch,
+    record_property: Any,
+) -> None:
+    backend.scenario(duration=7200.0, steps=10)
+    started = time.perf_counter()
+    job_id = submit(client, backend, rl_payload(example_task_app.url))
+    with no_real_sleep(monkeypatch) as slept:
+        body, polls = poll_to_end(client, backend, job_id, interval=10.0)
+    record_property("wall_seconds", round(time.perf_counter() - started, 3))  # speed: bench_rollouts
+    assert slept == []
+    assert body["status"] == "succeeded", body.get("error")
+    assert polls == 721
+    job = backend.job(job_id)
+    assert job.uses_rollouts
+    train = [r for r in job.rollouts if r.mode == "rl"]
+    evals = [r for r in job.rollouts if r.mode == "eval"]
+    assert len(train) == 10 * 4  # episodes_per_batch = 4, capped by max_rollouts_per_step = 4
+    assert len(evals) == 4
+    # rewards are the task app's grades, averaged per step
+    for step in range(1, 11):
+        graded = [r.reward for r in train if r.step == step]
+        assert job.rewards[step - 1] == pytest.approx(sum(graded) / 4)  # type: ignore[arg-type]
+    assert set(job.rewards) <= {0.0, 0.25, 0.5, 0.75, 1.0}
+    assert sum(job.rewards[-3:]) > sum(job.rewards[:3])  # the stub model improves as training goes
+    assert body["final_reward"] == pytest.approx(sum(r.reward for r in evals) / 4)  # type: ignore[misc]
+    steps = [e["data"] for e in job.events if e["type"] == "rl.train.step"]
+    assert [s["reward"] for s in steps] == job.rewards
+
+
+def test_rollout_requests_carry_both_ids_env_policy_and_mode(
+    backend: FakeSynthBackend, client: httpx.Client, example_task_app: InProcessTaskApp
+) -> None:
+    backend.scenario(immediate=True, steps=2)
+    job_id = submit(client, backend, rl_payload(example_task_app.url))
+    job = backend.job(job_id)
+    assert job.status == "succeeded"
+    first = job.rollouts[0]
+    request = first.request
+    assert request["run_id"] != request["trace_correlation_id"]
+    assert job_id in request["run_id"]
+    assert request["env"] == {"env_name": "arithmetic", "seed": 0, "config": {}}
+    assert request["policy"]["policy_name"] == "arithmetic-solver"
+    assert request["policy"]["config"]["model"] == "Qwen/Qwen3-0.6B"
+    assert request["policy"]["config"]["inference_url"].startswith("http://127.0.0.1:")
+    assert request["mode"] == "rl"
+    assert first.url == f"{example_task_app.url}/rollout"
+    assert first.response["trace_correlation_id"] == request["trace_correlation_id"]
+    assert first.response["run_id"] == request["run_id"]
+    assert [r.seed for r in job.rollouts if r.step == 2 and r.mode == "rl"] == [4, 5, 6, 7]
+    # the task app really asked the stub model, once per rollout
+    assert len(backend.inference.requests) == len(job.rollouts)
+
+
+def test_wrong_task_app_key_fails_the_job_with_the_apps_answer(
+    client: httpx.Client, example_task_app: InProcessTaskApp
+) -> None:
+    with FakeSynthBackend(clock=VirtualClock(), task_app_api_key="not-the-key-0123456789") as fake:
+        fake.scenario(immediate=True)
+        job = fake.job(submit(client, fake, rl_payload(example_task_app.url)))
+        assert job.status == "failed"
+        assert job.error is not None
+        assert "HTTP 400" in job.error
+        assert "unauthorised" in job.error
+        assert "not-the-key-0123456789" not in job.error
+    fake.close()
+
+
+def test_task_app_key_defaults_to_environment(
+    client: httpx.Client, example_task_app: InProcessTaskApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ENVIRONMENT_API_KEY", TASK_KEY)
+    with FakeSynthBackend(clock=VirtualClock()) as fake:
+        fake.scenario(immediate=True, steps=1)
+        assert fake.job(submit(client, fake, rl_payload(example_task_app.url))).status == "succeeded"
+    fake.close()
+
+
+def test_custom_policy_and_canned_replies_drive_the_rewards(
+    client: httpx.Client, example_task_app: InProcessTaskApp
+) -> None:
+    def always_wrong(request: dict[str, Any]) -> dict[str, Any]:
+        return {"role": "assistant", "tool_calls": [tool_call("submit_answer", {"answer": -99999})]}
+
+    with FakeSynthBackend(clock=VirtualClock(), task_app_api_key=TASK_KEY, policy=always_wrong) as fake:
+        fake.scenario(immediate=True, steps=2)
+        job = fake.job(submit(client, fake, rl_payload(example_task_app.url)))
+        assert job.rewards == [0.0, 0.0]
+        assert job.final_reward == 0.0
+    fake.close()
+    with FakeSynthBackend(clock=VirtualClock(), task_app_api_key=TASK_KEY, replies=["no idea"]) as fake:
+        fake.scenario(immediate=True, steps=1)
+        job = fake.job(submit(client, fake, rl_payload(example_task_app.url)))
+        assert job.status == "succeeded"
+        assert job.rewards == [0.0]
+    fake.close()
+
+
+def test_rollouts_can_be_turned_off_or_forced(
+    client: httpx.Client, example_task_app: InProcessTaskApp, backend: FakeSynthBackend
+) -> None:
+    with FakeSynthBackend(clock=VirtualClock(), rollouts=False) as fake:
+        fake.scenario(immediate=True, steps=2)
+        job = fake.job(submit(client, fake, rl_payload(example_task_app.url)))
+        assert not job.uses_rollouts
+        assert job.rollouts == []
+        assert job.status == "succeeded"
+    fake.close()
+    # A real backend would refuse such a payload (422); with validation off, forcing rollouts
+    # without a task app URL fails the job and says why.
+    with FakeSynthBackend(clock=VirtualClock(), validate=False) as fake:
+        fake.scenario(immediate=True, steps=2, reward_curve="rollouts")
+        forced = fake.job(submit(client, fake, rl_payload("placeholder")))
+        assert forced.status == "failed"
+        assert forced.error is not None
+        assert "data.endpoint_base_url is 'placeholder'" in forced.error
+    fake.close()
+    backend.scenario(immediate=True, steps=2, reward_curve="rollouts")
+    live = backend.job(submit(client, backend, rl_payload(example_task_app.url)))
+    assert live.status == "succeeded"
+    assert len(live.rollouts) == 2 * 4 + 4
+
+
+# -- broken task apps ------------------------------------------------
+def _broken_app(kind: str, release: threading.Event) -> FastAPI:
+    app = FastAPI()
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"healthy": True}
+
+    @app.post("/rollout", response_model=None)
+    async def rollout(request: Request) -> Response | dict[str, Any]:
+        body = await request.json()
+        trace = body["trace_correlation_id"]
+        if kind == "http_500":
+            return JSONResponse({"detail": "kaboom in the env"}, status_code=500)
+        if kind == "wrong_echo":
+            return {"trace_correlation_id": "trace-someone-else", "metrics": {"outcome_reward": 1.0}}
+        if kind == "non_numeric":
+            return {"trace_correlation_id": trace, "metrics": {"outcome_reward": "high"}}
+        if kind == "not_json":
+            return PlainTextResponse("all good")
+        if kind == "no_metrics":
+            return {"trace_correlation_id": trace}
+        if kind == "no_echo":
+            return {"metrics": {"outcome_reward": 1.0}}
+        if kind == "hang":
+            await asyncio.get_running_loop().run_in_executor(None, release.wait)
+            return {"trace_correlation_id": trace, "metrics": {"outcome_reward": 1.0}}
+        if kind == "legacy_040":
+            return {
+                "run_id": body["run_id"],
+                "trajectories": [],
+                "metrics": {"episode_returns": [1.0, 0.0], "mean_return": 0.5, "num_steps": 1},
+            }
+        if kind == "legacy_044":
+            return {"run_id": body["run_id"], "metrics": {"reward_mean": 0.25, "num_steps": 1}}
+        raise AssertionError(kind)
+
+    return app
+
+
+@pytest.fixture
+def broken() -> Iterator[Any]:
+    release = threading.Event()
+    servers: list[InProcessTaskApp] = []
+
+    def serve(kind: str) -> str:
+        server = InProcessTaskApp(_broken_app(kind, release), api_key=TASK_KEY, export_api_key=False)
+        server.start()
+        servers.append(server)
+        return server.url
+
+    yield serve
+    release.set()
+    for server in servers:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    ("kind", "reason"),
+    [
+        ("http_500", 'HTTP 500: {"detail":"kaboom in the env"}'),
+        ("wrong_echo", "id echo mismatch: response trace_correlation_id='trace-someone-else'"),
+        ("non_numeric", "metrics.outcome_reward is 'high' (str); expected a finite number"),
+        ("not_json", "response is not JSON: all good"),
+        ("no_metrics", "response has no 'metrics'"),
+        ("no_echo", "response echoes neither run_id nor trace_correlation_id"),
+    ],
+)
+def test_a_broken_task_app_fails_the_job_with_a_clear_message(
+    backend: FakeSynthBackend, client: httpx.Client, broken: Any, kind: str, reason: str
+) -> None:
+    url = broken(kind)
+    backend.scenario(steps=3, duration=300.0)
+    job_id = submit(client, backend, rl_payload(url))
+    body, _ = poll_to_end(client, backend, job_id)
+    assert body["status"] == "failed"
+    error = body["error"]
+    assert reason in error
+    assert f"POST {url}/rollout" in error
+    assert "at step 1" in error
+    assert "seed 0" in error
+    assert f"run_id {job_id}-rl-s1-0" in error
+    assert "hint:" in error
+    failed = backend.job(job_id).events[-1]
+    assert failed["type"] == "rl.train.failed"
+    assert failed["data"]["url"] == f"{url}/rollout"
+    assert failed["data"]["seed"] == 0
+    assert failed["data"]["step"] == 1
+    assert backend.job(job_id).rollouts[-1].error == error
+
+
+def test_unreachable_task_app_fails_the_job(backend: FakeSynthBackend, client: httpx.Client) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    backend.scenario(immediate=True)
+    job = backend.job(submit(client, backend, rl_payload(url)))
+    assert job.status == "failed"
+    assert job.error is not None
+    assert "task app unreachable" in job.error
+    assert f"{url}/rollout" in job.error
+
+
+def test_task_app_timeout_fails_the_job(client: httpx.Client, broken: Any) -> None:
+    url = broken("hang")
+    with FakeSynthBackend(clock=VirtualClock(), task_app_api_key=TASK_KEY, rollout_timeout=0.2) as fake:
+        fake.scenario(immediate=True)
+        job = fake.job(submit(client, fake, rl_payload(url)))
+        assert job.status == "failed"
+        assert job.error is not None
+        assert "timed out after 0.2s" in job.error
+    fake.close()
+
+
+@pytest.mark.parametrize(("kind", "reward"), [("legacy_040", 0.5), ("legacy_044", 0.25)])
+def test_older_rollout_schema_eras_are_understood(
+    backend: FakeSynthBackend, client: httpx.Client, broken: Any, kind: str, reward: float
+) -> None:
+    backend.scenario(immediate=True, steps=2)
+    job = backend.job(submit(client, backend, rl_payload(broken(kind))))
+    assert job.status == "succeeded", job.error
+    assert job.rewards == [reward, reward]
+
+
+@pytest.mark.parametrize(
+    ("metrics", "expected"),
+    [
+        ({"outcome_reward": 0.75, "reward_mean": 0.0}, 0.75),
+        ({"mean_return": 2, "episode_returns": [1.0]}, 2.0),
+        ({"reward_mean": 0.5}, 0.5),
+        ({"episode_returns": [1, 0, 0, 1]}, 0.5),
+        ({"outcome_score": 0.9}, 0.9),
+        ({"outcome_reward": None, "outcome_score": 0.1}, 0.1),
+    ],
+)
+def test_extract_reward_reads_every_era(metrics: dict[str, Any], expected: float) -> None:
+    assert extract_reward(metrics) == expected
+
+
+@pytest.mark.parametrize(
+    ("metrics", "message"),
+    [
+        ({"outcome_reward": True}, "expected a finite number"),
+        ({"outcome_reward": float("nan")}, "expected a finite number"),
+        ({"episode_returns": []}, "non-empty list"),
+        ({"episode_returns": [1, "x"]}, "only numbers"),
+        ({"details": {}}, "has no reward"),
+        ([1.0], "must be an object"),
+    ],
+)
+def test_extract_reward_explains_what_is_wrong(metrics: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        extract_reward(metrics)
+
+
+def test_stub_model_stops_with_the_fake(client: httpx.Client, example_task_app: InProcessTaskApp) -> None:
+    fake = FakeSynthBackend(clock=VirtualClock(), task_app_api_key=TASK_KEY)
+    with fake:
+        fake.scenario(immediate=True, steps=1)
+        assert fake.job(submit(client, fake, rl_payload(example_task_app.url))).status == "succeeded"
+        url = fake.inference.base_url
+        assert url is not None
+        assert httpx.get(url.removesuffix("/v1") + "/health").status_code == 200
+    assert fake.inference.base_url is None
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(url.removesuffix("/v1") + "/health")
+    fake.close()
+
+
+def test_a_fake_reused_across_tests_keeps_its_stub_and_repeats_its_rewards(
+    client: httpx.Client, example_task_app: InProcessTaskApp
+) -> None:
+    # The plugin's pattern: one fake per session, reset onto each test's clock, mounted per test.
+    fake = FakeSynthBackend(task_app_api_key=TASK_KEY)
+    runs: list[list[float]] = []
+    stub_urls: list[str | None] = []
+    for _ in range(2):
+        clock = VirtualClock()
+        fake.reset(clock=clock)
+        assert fake.clock is clock
+        fake.start()
+        fake.scenario(duration=100.0, steps=3)
+        job_id = submit(client, fake, rl_payload(example_task_app.url))
+        clock.advance(100.0)  # the fake follows the new clock without being polled
+        assert fake._jobs[job_id].status == "succeeded"
+        runs.append(fake.job(job_id).rewards)
+        stub_urls.append(fake.inference.base_url)
+        fake.stop(keep_helpers=True)
+    assert runs[0] == runs[1]  # the same job after a reset gets the same answers from the model
+    assert stub_urls[0] is not None
+    assert stub_urls[0] == stub_urls[1]  # one stub server for both
+    fake.close()
+    assert fake.inference.base_url is None

@@ -1,0 +1,155 @@
+"""Shared helpers for the FakeSynthBackend tests (imported by the other ``test_fake_*`` modules).
+
+The payload is written out by hand after contract §3 rather than built by the config layer, so
+the fake's tests do not depend on the builder: the fake must accept what the real SDK sends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import importlib.util
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import httpx
+import pytest
+
+from pytest_synth_rl.clock import VirtualClock
+from pytest_synth_rl.fake import FakeSynthBackend
+from pytest_synth_rl.taskapp import InProcessTaskApp
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+BASE = "https://api.usesynth.ai"
+API = f"{BASE}/api"
+TASK_KEY = "task-app-key-for-fake-tests-0123456789"
+
+_CONFIG: dict[str, Any] = {
+    "algorithm": {"type": "online", "method": "policy_gradient", "variety": "gspo"},
+    "services": {"task_url": "https://task-app.example.com"},
+    "model": {"base": "Qwen/Qwen3-0.6B", "trainer_mode": "lora", "label": "fake-tests"},
+    "compute": {
+        "gpu_type": "H100",
+        "gpu_count": 1,
+        "topology": {"reference_placement": "none"},
+    },
+    "topology": {"type": "single_node_split", "gpus_for_vllm": 1, "gpus_for_training": 1},
+    "reference": {"placement": "none"},
+    "rollout": {
+        "env_name": "arithmetic",
+        "policy_name": "arithmetic-solver",
+        "max_turns": 1,
+        "episodes_per_batch": 4,
+        "max_concurrent_rollouts": 2,
+    },
+    "training": {
+        "num_epochs": 1,
+        "iterations_per_epoch": 1,
+        "max_turns": 1,
+        "batch_size": 2,
+        "group_size": 2,
+        "learning_rate": 5e-6,
+    },
+}
+
+
+def rl_payload(task_url: str = "https://task-app.example.com", **config_updates: Any) -> dict[str, Any]:
+    """A valid RL job payload (contract §3) pointing at *task_url*; sections can be replaced."""
+    config = copy.deepcopy(_CONFIG)
+    config["services"]["task_url"] = task_url
+    for section, value in config_updates.items():
+        if value is None:
+            config.pop(section, None)
+        else:
+            config[section] = value
+    return {
+        "job_type": "rl",
+        "compute": copy.deepcopy(config["compute"]),
+        "data": {"endpoint_base_url": task_url, "config": config, "base_model": "Qwen/Qwen3-0.6B"},
+        "tags": {"source": "train-cli"},
+        "metadata": {"backend_base_url": API},
+    }
+
+
+def auth(fake: FakeSynthBackend) -> dict[str, str]:
+    return {"Authorization": f"Bearer {fake.api_key.value}"}
+
+
+def submit(client: httpx.Client, fake: FakeSynthBackend, payload: dict[str, Any] | None = None) -> str:
+    response = client.post(f"{API}/rl/jobs", json=payload or rl_payload(), headers=auth(fake))
+    assert response.status_code == 201, response.text
+    job_id = response.json()["id"]
+    assert isinstance(job_id, str)
+    return job_id
+
+
+def poll_to_end(
+    client: httpx.Client, fake: FakeSynthBackend, job_id: str, interval: float = 10.0, limit: int = 10_000
+) -> tuple[dict[str, Any], int]:
+    """Poll the status route, sleeping *interval* virtual seconds, until terminal."""
+    clock = fake.clock
+    assert isinstance(clock, VirtualClock)
+    for polls in range(1, limit + 1):
+        body = client.get(f"{API}/rl/jobs/{job_id}", headers=auth(fake)).json()
+        if body["status"] in ("succeeded", "failed", "cancelled"):
+            return body, polls
+        clock.sleep(interval)
+    raise AssertionError(f"job {job_id} did not finish within {limit} polls")
+
+
+@contextlib.contextmanager
+def no_real_sleep(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[float]]:
+    """Record any ``time.sleep`` made while the block runs (an offline job must make none).
+
+    Wall-clock speed is a benchmark's business (bench/); what a test can assert is the reason a
+    two-hour job is fast: nothing in it waits for real.
+    """
+    slept: list[float] = []
+    with monkeypatch.context() as patch:
+        patch.setattr(time, "sleep", slept.append)
+        yield slept
+
+
+def load_example() -> ModuleType:
+    """The example task app module (examples/ is not a package)."""
+    name = "fake_tests_arithmetic_task_app"
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, EXAMPLES / "arithmetic_task_app.py")
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeSynthBackend]:
+    with FakeSynthBackend(clock=VirtualClock(), task_app_api_key=TASK_KEY) as backend:
+        yield backend
+    backend.close()
+
+
+@pytest.fixture
+def client() -> Iterator[httpx.Client]:
+    with httpx.Client() as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def example_task_app() -> Iterator[InProcessTaskApp]:
+    app = load_example().create_app(api_key=TASK_KEY)
+    with InProcessTaskApp(app, api_key=TASK_KEY, export_api_key=False) as served:
+        yield served
+
+
+def test_payload_helper_is_what_the_fake_accepts(fake: FakeSynthBackend, client: httpx.Client) -> None:
+    # The helper itself must produce a payload the fake's validator accepts, or every other
+    # test in these modules would be testing the 422 path by accident.
+    response = client.post(f"{API}/rl/jobs", json=rl_payload(), headers=auth(fake))
+    assert response.status_code == 201, response.text
