@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .assertions import collect_job_history
-from .client import RLJob
+from .client import AsyncRLJob, RLJob
 from .client.results import is_terminal, job_status
 from .clock import Clock, RealClock, VirtualClock
 from .errors import ConfigError, ConfigProblem, SynthError
@@ -176,6 +176,7 @@ class TestJobs:
         self.task_app_api_key = task_app_api_key
         self.api_key = api_key
         self.jobs: list[RLJob] = []
+        self.async_jobs: list[AsyncRLJob] = []
 
     def __call__(
         self,
@@ -185,6 +186,30 @@ class TestJobs:
         **kwargs: Any,
     ) -> RLJob:
         """Build an ``RLJob`` bound to this test's backend, task app and clock (not submitted)."""
+        path, options = self._options(config, overrides, kwargs)
+        job = RLJob.from_config(path, **options)
+        self.jobs.append(job)
+        return job
+
+    def async_job(
+        self,
+        config: str | os.PathLike[str] | None = None,
+        *,
+        overrides: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> AsyncRLJob:
+        """The same as calling this object, for an ``AsyncRLJob`` (use it with ``async with``)."""
+        path, options = self._options(config, overrides, kwargs)
+        job = AsyncRLJob.from_config(path, **options)
+        self.async_jobs.append(job)
+        return job
+
+    def _options(
+        self,
+        config: str | os.PathLike[str] | None,
+        overrides: Mapping[str, Any] | None,
+        kwargs: Mapping[str, Any],
+    ) -> tuple[Path, dict[str, Any]]:
         if config is not None:
             path = Path(config)
             if not path.is_absolute() and self.config is not None:
@@ -214,52 +239,59 @@ class TestJobs:
             "tags": job_tags(self.test_id),
         }
         options.update(kwargs)
-        job = RLJob.from_config(path, **options)
-        self.jobs.append(job)
-        return job
+        return path, options
 
     def finish(self, *, cancel_running: bool) -> list[JobRecord]:
-        """Teardown: cancel jobs still running (online), then describe every submitted job."""
+        """Teardown: cancel jobs still running (online), then describe every submitted job.
+
+        Async jobs are finished through a synchronous handle on the same job id, since teardown
+        runs outside the test's event loop.
+        """
         records = []
         for job in self.jobs:
-            if job.job_id is None:
-                job.close()
-                continue
-            cancelled = False
-            status_payload: dict[str, Any] | None = None
-            try:
-                if job.last_result is None:
-                    status_payload = job.get_status()
-                    if cancel_running and not is_terminal(job_status(status_payload)):
-                        job.cancel()
-                        cancelled = True
-                        log.warning("cancelled RL job %s left running by %s", job.job_id, self.test_id)
-                        status_payload = job.get_status()
-                history = collect_job_history(job, job.last_result)
-                rewards = history.rewards
-            except SynthError as exc:
-                log.warning("could not finish RL job %s of %s: %s", job.job_id, self.test_id, exc)
-                rewards = []
-            records.append(
-                job_record(
-                    self.test_id,
-                    job,
-                    backend=self.settings.backend_url,
-                    rewards=rewards,
-                    status_payload=status_payload,
-                    now_clock=self._end_clock(job),
-                    now_wall=self._end_wall(job),
-                    cancelled_by_plugin=cancelled,
-                )
-            )
+            if job.job_id is not None:
+                records.append(self._finish_one(job, job, cancel_running))
             job.close()
+        for ajob in self.async_jobs:
+            if ajob.job_id is None:
+                continue
+            with RLJob.from_job_id(
+                ajob.job_id, backend_url=self.settings.backend_url, api_key=self.api_key, clock=self.clock
+            ) as handle:
+                records.append(self._finish_one(handle, ajob, cancel_running))
         return records
 
-    def _end_clock(self, job: RLJob) -> float:
+    def _finish_one(self, handle: RLJob, job: Any, cancel_running: bool) -> JobRecord:
+        cancelled = False
+        status_payload: dict[str, Any] | None = None
+        rewards: list[float] = []
+        try:
+            if job.last_result is None:
+                status_payload = handle.get_status()
+                if cancel_running and not is_terminal(job_status(status_payload)):
+                    handle.cancel()
+                    cancelled = True
+                    log.warning("cancelled RL job %s left running by %s", job.job_id, self.test_id)
+                    status_payload = handle.get_status()
+            rewards = collect_job_history(handle, job.last_result).rewards
+        except SynthError as exc:
+            log.warning("could not finish RL job %s of %s: %s", job.job_id, self.test_id, exc)
+        return job_record(
+            self.test_id,
+            job,
+            backend=self.settings.backend_url,
+            rewards=rewards,
+            status_payload=status_payload,
+            now_clock=self._end_clock(job),
+            now_wall=self._end_wall(job),
+            cancelled_by_plugin=cancelled,
+        )
+
+    def _end_clock(self, job: RLJob | AsyncRLJob) -> float:
         return job.finished_at if job.finished_at is not None else self.clock.now()
 
     @staticmethod
-    def _end_wall(job: RLJob) -> float:
+    def _end_wall(job: RLJob | AsyncRLJob) -> float:
         return job.finished_wall if job.finished_wall is not None else time.perf_counter()
 
 

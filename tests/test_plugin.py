@@ -15,7 +15,10 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SUITE = """
 import pytest
 
-pytestmark = [pytest.mark.synth_task_app("arithmetic_task_app.py"), pytest.mark.synth_rl(config="arithmetic.toml")]
+pytestmark = [
+    pytest.mark.synth_task_app("arithmetic_task_app.py"),
+    pytest.mark.synth_rl(config="arithmetic.toml"),
+]
 
 
 def test_succeeds(synth_rl_job, synth_expect):
@@ -39,11 +42,24 @@ def test_markers_and_options_are_registered_and_documented(pytester: pytest.Pyte
         markers.stdout.fnmatch_lines([f"*@pytest.mark.{name}*"])
     helptext = pytester.runpytest("--help")
     helptext.stdout.fnmatch_lines(
-        ["*--synth-backend=URL|mock*", "*--synth-timeout=SECONDS*", "*--synth-record=MODE*", "*synth_task_app *"]
+        [
+            "*--synth-backend=URL|mock*",
+            "*--synth-timeout=SECONDS*",
+            "*--synth-record=MODE*",
+            "*synth_task_app *",
+        ]
     )
     fixtures = pytester.runpytest("--fixtures")
-    for name in ("synth_settings", "synth_backend", "synth_task_app", "synth_rl_config", "synth_rl_job",
-                 "synth_fake_server", "synth_clock", "synth_expect"):
+    for name in (
+        "synth_settings",
+        "synth_backend",
+        "synth_task_app",
+        "synth_rl_config",
+        "synth_rl_job",
+        "synth_fake_server",
+        "synth_clock",
+        "synth_expect",
+    ):
         fixtures.stdout.fnmatch_lines([f"{name}*"])
 
 
@@ -244,7 +260,10 @@ def test_example_suite_passes_under_xdist(example_dir: pytest.Pytester) -> None:
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*synth-rl jobs*"])
     rows = [line for line in result.outlines if "succeeded" in line and "virtual" in line]
-    assert sorted(row.split()[0] for row in rows) == ["test_one.py::test_succeeds", "test_two.py::test_succeeds_too"]
+    assert sorted(row.split()[0] for row in rows) == [
+        "test_one.py::test_succeeds",
+        "test_two.py::test_succeeds_too",
+    ]
 
 
 def test_online_mode_against_the_served_fake(
@@ -268,9 +287,44 @@ def test_left_running(synth_rl_job):
         )
         result.assert_outcomes(passed=2)
         result.stdout.fnmatch_lines(
-            ["*synth-rl jobs (online, http://127.0.0.1:*", "*test_left_running*cancelled (cancelled by plugin)*"]
+            [
+                "*synth-rl jobs (online, http://127.0.0.1:*",
+                "*test_left_running*cancelled (cancelled by plugin)*",
+            ]
         )
         statuses = sorted(job.status for job in served.fake.jobs)
         assert statuses == ["cancelled", "succeeded"]
         tags = [job.payload["tags"] for job in served.fake.jobs]
         assert all(tag["source"] == "pytest-synth-rl" and "::test_" in tag["test"] for tag in tags)
+
+
+def test_async_jobs_under_pytest_asyncio_and_anyio(example_dir: pytest.Pytester) -> None:
+    example_dir.makepyfile(
+        """
+        import pytest
+
+        pytestmark = [
+            pytest.mark.synth_task_app("arithmetic_task_app.py"),
+            pytest.mark.synth_rl(config="arithmetic.toml"),
+        ]
+
+        async def run(synth_rl_job):
+            async with synth_rl_job.async_job() as job:
+                await job.submit()
+                result = await job.poll_until_complete(timeout=7200, interval=10)
+            assert result.succeeded, result.error
+            assert len(result.history) > 2
+
+        @pytest.mark.asyncio
+        async def test_with_pytest_asyncio(synth_rl_job, synth_clock):
+            await run(synth_rl_job)
+            assert synth_clock.elapsed >= 10  # virtual time, advanced by the async polls
+
+        @pytest.mark.anyio
+        async def test_with_anyio(synth_rl_job):
+            await run(synth_rl_job)
+        """
+    )
+    result = example_dir.runpytest("-p", "asyncio", "-p", "anyio")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*test_with_pytest_asyncio*succeeded*", "*test_with_anyio*succeeded*"])

@@ -17,7 +17,10 @@ TASK_KEY = "env_key_cassette_secret_77"
 SUITE = """
 import pytest
 
-pytestmark = [pytest.mark.synth_task_app("arithmetic_task_app.py"), pytest.mark.synth_rl(config="arithmetic.toml")]
+pytestmark = [
+    pytest.mark.synth_task_app("arithmetic_task_app.py"),
+    pytest.mark.synth_rl(config="arithmetic.toml"),
+]
 
 
 def test_recorded(synth_cassette, synth_rl_job, synth_expect):
@@ -36,7 +39,7 @@ def example_dir(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def _outcome(result: pytest.RunResult) -> list[str]:
-    return [line.split("OUTCOME", 1)[1].split() for line in result.outlines if "OUTCOME" in line][0]
+    return next(line.split("OUTCOME", 1)[1].split() for line in result.outlines if "OUTCOME" in line)
 
 
 def test_record_against_served_fake_then_replay_offline_without_key(
@@ -78,7 +81,10 @@ BASELINE_SUITE = """
 import pytest
 from pytest_synth_rl import Tolerance
 
-pytestmark = [pytest.mark.synth_task_app("arithmetic_task_app.py"), pytest.mark.synth_rl(config="arithmetic.toml")]
+pytestmark = [
+    pytest.mark.synth_task_app("arithmetic_task_app.py"),
+    pytest.mark.synth_rl(config="arithmetic.toml"),
+]
 
 
 def test_reward_is_stable(synth_rl_job, synth_expect, synth_baseline, synth_backend):

@@ -1,0 +1,29 @@
+"""The README's Quickstart stays true: two commands, and CI runs the same test command."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _quickstart_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"^## Quickstart\n.*?^```bash\n(.*?)^```", text, re.S | re.M)
+    assert match, "README.md needs a '## Quickstart' section with a ```bash block"
+    return [line for line in match.group(1).splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_quickstart_has_exactly_two_commands_main_job_then_tests() -> None:
+    commands = _quickstart_commands()
+    assert len(commands) == 2
+    assert commands[0].endswith("pytest examples")
+    assert "pip install" in commands[0]
+    assert "pip install" in commands[1]
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    test_command = _quickstart_commands()[1].split("&&")[-1].strip()
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert test_command in ci.splitlines()
