@@ -190,8 +190,11 @@ def synth_backend(
     _, scenario = merged_marker(request.node, "synth_scenario")
     if scenario:
         fake.scenario(**scenario)
-    with fake:
+    fake.start()
+    try:
         yield fake
+    finally:
+        fake.stop(keep_helpers=True)  # the stub model server lives for the run (closed by SynthRun)
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import importlib.util
 import json
+import signal
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -195,7 +196,16 @@ max_concurrent_rollouts = 2
 def test_upstream_sdk_rljob_submits_and_polls_to_success(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from synth_ai.sdk.api.train.rl import RLJob  # type: ignore[import-not-found,unused-ignore]
+    # Importing the SDK's RLJob imports its in-process module, which replaces the SIGINT/SIGTERM
+    # handlers with ones that do not stop the process (contract §5); put ours back. It also
+    # opens a queue database, which goes to the test's tmp_path instead of the home directory.
+    monkeypatch.setenv("EXPERIMENT_QUEUE_DB_PATH", str(tmp_path / "experiment_queue.db"))
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        from synth_ai.sdk.api.train.rl import RLJob  # type: ignore[import-not-found,unused-ignore]
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
 
     config = tmp_path / "rl.toml"
     config.write_text(_SDK_CONFIG)
