@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from .clock import Clock, RealClock
+from .masking import redact
 from .render import format_duration, reward_curve_line, status_timeline
 
 __all__ = [
@@ -80,8 +81,10 @@ def eventually(
     if len(attempts) > len(shown):
         lines.insert(0, f"  … {len(attempts) - len(shown)} earlier attempts")
     raise EventuallyTimeout(
-        f"{what} did not pass within {format_duration(timeout)} ({len(attempts)} attempts, "
-        f"every {format_duration(interval)}):\n" + "\n".join(lines)
+        redact(
+            f"{what} did not pass within {format_duration(timeout)} ({len(attempts)} attempts, "
+            f"every {format_duration(interval)}):\n" + "\n".join(lines)
+        )
     )
 
 
@@ -220,7 +223,9 @@ class JobExpectation:
     # -- helpers ------------------------------------------------------------------------------
     def _fail(self, summary: str) -> AssertionError:
         history = collect_job_history(self.job, self.result)
-        return AssertionError(f"{summary}\n{history.render()}")
+        # The history quotes the backend's own words (job errors, event messages), which may echo
+        # a key back; an assertion message ends up in terminal output, JUnit XML and CI logs.
+        return AssertionError(redact(f"{summary}\n{history.render()}"))
 
     def _poll_kwargs(self, within: float | None) -> dict[str, Any]:
         kwargs: dict[str, Any] = {}

@@ -76,7 +76,10 @@ _FAULT_FIELDS = frozenset(
 def _body(request: httpx.Request) -> dict[str, Any]:
     if not request.content:
         return {}
-    parsed = json.loads(request.content)
+    try:
+        parsed = json.loads(request.content)
+    except RecursionError:  # nested deeper than the parser can go: a bad body, not a crash
+        raise ValueError("the admin request body is nested too deeply to parse") from None
     if not isinstance(parsed, dict):
         raise ValueError("the admin request body must be a JSON object")
     return parsed
@@ -124,6 +127,14 @@ def handle_admin(fake: FakeSynthBackend, request: httpx.Request) -> httpx.Respon
         return error_response(404, "not_found", str(exc))
     except ValueError as exc:
         return error_response(400, "bad_request", f"{exc}")
+    except (TypeError, OverflowError) as exc:
+        # A field of the wrong JSON type (``"probability": []``) fails deep inside the scenario or
+        # fault constructor; it is still the caller's bad input, so it gets a 400, not a crash.
+        return error_response(
+            400,
+            "bad_request",
+            f"a field in the request body has the wrong type or size ({exc}); see GET /_fake for the routes",
+        )
 
 
 def _route(fake: FakeSynthBackend, request: httpx.Request) -> httpx.Response:

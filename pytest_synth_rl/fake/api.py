@@ -87,7 +87,9 @@ def submit(call: Call) -> httpx.Response:
     raw = call.request.content
     try:
         payload = json.loads(raw) if raw else None
-    except (ValueError, UnicodeDecodeError) as exc:
+    # RecursionError: a body nested deeper than the interpreter's recursion limit (``[[[...]]]``)
+    # is as unusable as malformed JSON and must get the same 400, not escape as a crash.
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         return error_response(
             400,
             "invalid_json",

@@ -108,7 +108,7 @@ class RecordedRequest:
             return None
         try:
             return json.loads(self._body)
-        except ValueError:
+        except (ValueError, RecursionError):  # over-deep nesting: as unreadable as bad JSON
             return None
 
     @property
