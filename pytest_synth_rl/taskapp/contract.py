@@ -27,7 +27,7 @@ import httpx
 from ..errors import TaskAppError, excerpt
 from ..inference import InferencePolicy, StubInference
 from ..masking import Secret, redact
-from .health import shared_ssl_context, task_app_auth_headers
+from .health import _base_url, _json_or_none, shared_ssl_context, task_app_auth_headers
 
 __all__ = [
     "ContractCheck",
@@ -136,32 +136,6 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
-
-
-def _base_url(url: str) -> str:
-    text = (url or "").strip()
-    try:
-        parsed = httpx.URL(text)
-    except (httpx.InvalidURL, TypeError) as exc:
-        raise TaskAppError(
-            f"task app URL {text!r} is not a valid URL ({exc})",
-            url=text,
-            hint="pass the task app base URL, e.g. InProcessTaskApp.url",
-        ) from exc
-    if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise TaskAppError(
-            f"task app URL {text!r} must be an absolute http:// or https:// URL",
-            url=text,
-            hint="pass the task app base URL, e.g. http://127.0.0.1:8114 (InProcessTaskApp.url)",
-        )
-    return text.rstrip("/")
-
-
-def _json(response: httpx.Response) -> Any:
-    try:
-        return response.json()
-    except ValueError:
-        return None
 
 
 def _is_number(value: Any) -> bool:
@@ -335,7 +309,7 @@ def _check_task_info(checker: _Checker, seed: int) -> str | None:
     if isinstance(plain, str):
         checker.add("GET /task_info", False, expected, plain)
     else:
-        body = _json(plain)
+        body = _json_or_none(plain)
         passed = plain.status_code == 200 and isinstance(body, dict) and "taskset" in body
         got = _status_text(plain, 200 if passed else None)
         if plain.status_code == 200 and not passed:
@@ -349,7 +323,7 @@ def _check_task_info(checker: _Checker, seed: int) -> str | None:
     if isinstance(seeded, str):
         checker.add(name, False, expected, seeded)
         return advertised
-    body = _json(seeded)
+    body = _json_or_none(seeded)
     if seeded.status_code != 200:
         checker.add(name, False, expected, _status_text(seeded))
     elif _looks_like_task_info(body):
@@ -371,7 +345,7 @@ def _check_info(checker: _Checker) -> None:
     if isinstance(info, str):
         checker.add("GET /info", False, expected, info)
         return
-    body = _json(info)
+    body = _json_or_none(info)
     passed = info.status_code == 200 and isinstance(body, dict)
     got = _status_text(info) if not passed else f"HTTP 200, keys {sorted(body)}"
     checker.add("GET /info", passed, expected, got)
@@ -411,7 +385,7 @@ def _check_rollout(
         except httpx.HTTPError as exc:
             checker.add("POST /rollout", False, "HTTP 200", f"request failed: {type(exc).__name__}: {exc}")
             return
-    body = _json(response)
+    body = _json_or_none(response)
     if response.status_code != 200 or not isinstance(body, dict):
         got = _status_text(response) if response.status_code != 200 else "HTTP 200 but not a JSON object"
         checker.add("POST /rollout", False, "HTTP 200 with a JSON object", got)
