@@ -26,8 +26,10 @@ import random
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
+
+from .asgi_support import Receive, Scope, Send, read_body, serve_lifespan
 
 __all__ = [
     "SUBMIT_ANSWER_TOOL",
@@ -54,11 +56,6 @@ _QUESTION = re.compile(r"(-?\d+)\s*([-+*×x])\s*(-?\d+)")
 _CHAT_PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
 _MODELS_PATHS = frozenset({"/v1/models", "/models"})
 _MAX_BODY_BYTES = 8 * 1024 * 1024
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
 
 
 # -- request helpers ------------------------------------------------------------------------
@@ -358,13 +355,8 @@ class StubInference:
     # -- ASGI ---------------------------------------------------------------------------------
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                event = await receive()
-                if event["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif event["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            await serve_lifespan(receive, send)
+            return
         if scope["type"] != "http":
             return
         path = scope.get("path", "/").rstrip("/") or "/"
@@ -377,7 +369,7 @@ class StubInference:
                     _error_body(f"use POST for {path}", "method_not_allowed", "invalid_request_error"),
                 )
                 return
-            raw = await self._read_body(receive)
+            raw = await read_body(receive, _MAX_BODY_BYTES)
             status, payload = self._handle(raw)
             try:
                 encoded = _encode(payload)
@@ -428,22 +420,6 @@ class StubInference:
             return 200, self._complete(body)
         except _RequestError as exc:
             return exc.status, _error_body(str(exc), exc.code, exc.error_type)
-
-    @staticmethod
-    async def _read_body(receive: Receive) -> bytes:
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            event = await receive()
-            if event["type"] == "http.disconnect":
-                break
-            chunk = event.get("body", b"")
-            size += len(chunk)
-            if size <= _MAX_BODY_BYTES:
-                chunks.append(chunk)
-            if not event.get("more_body", False):
-                break
-        return b"".join(chunks)
 
     @classmethod
     async def _respond(cls, send: Send, status: int, payload: Mapping[str, Any]) -> None:

@@ -200,6 +200,19 @@ class RetryLoop:
                 return min(advised, self.policy.max_retry_after)
         return self.policy.backoff(len(self.attempts) - 1)
 
+    def settle(self, outcome: httpx.Response | Exception, error_cls: type[BackendError]) -> Sent | float:
+        """Record *outcome*; return the final :class:`Sent`, or the seconds to wait before retrying.
+
+        The one place that decides how a logical request ends; ``send`` and ``async_send`` only
+        differ in how they do I/O. Raises *error_cls* when the final outcome is a transport error.
+        """
+        wait = self.next_wait(outcome)
+        if wait is not None:
+            return wait
+        if isinstance(outcome, Exception):
+            raise self.give_up(outcome, error_cls) from outcome
+        return Sent(outcome, self.attempts, self.exhausted, self.stop_reason)
+
     def give_up(self, exc: Exception, error_cls: type[BackendError]) -> BackendError:
         """The error for a request that never got a usable response."""
         count = len(self.attempts)
@@ -233,14 +246,12 @@ def send(
             outcome = client.send(request)
         except httpx.TransportError as exc:
             outcome = exc
-        wait = loop.next_wait(outcome)
-        if wait is None:
-            if isinstance(outcome, Exception):
-                raise loop.give_up(outcome, error_cls) from outcome
-            return Sent(outcome, loop.attempts, loop.exhausted, loop.stop_reason)
+        step = loop.settle(outcome, error_cls)
+        if isinstance(step, Sent):
+            return step
         if isinstance(outcome, httpx.Response):
             outcome.close()
-        clock.sleep(wait)
+        clock.sleep(step)
 
 
 async def async_send(
@@ -259,11 +270,9 @@ async def async_send(
             outcome = await client.send(request)
         except httpx.TransportError as exc:
             outcome = exc
-        wait = loop.next_wait(outcome)
-        if wait is None:
-            if isinstance(outcome, Exception):
-                raise loop.give_up(outcome, error_cls) from outcome
-            return Sent(outcome, loop.attempts, loop.exhausted, loop.stop_reason)
+        step = loop.settle(outcome, error_cls)
+        if isinstance(step, Sent):
+            return step
         if isinstance(outcome, httpx.Response):
             await outcome.aclose()
-        await clock.async_sleep(wait)
+        await clock.async_sleep(step)

@@ -9,11 +9,11 @@ aborts the socket before any byte of a response is written.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import httpx
 
+from ..asgi_support import Receive, Scope, Send, read_body, serve_lifespan
 from ..masking import get_logger
 
 if TYPE_CHECKING:
@@ -22,11 +22,6 @@ if TYPE_CHECKING:
 __all__ = ["FakeASGIApp"]
 
 log = get_logger(__name__)
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
 
 
 def _abort_connection(send: Send) -> bool:
@@ -48,16 +43,11 @@ class FakeASGIApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                event = await receive()
-                if event["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif event["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            await serve_lifespan(receive, send)
+            return
         if scope["type"] != "http":
             return
-        body = await self._read_body(receive)
+        body = await read_body(receive)
         request = self._to_request(scope, body)
         try:
             response, _ = self.fake._handle(request)
@@ -76,18 +66,6 @@ class FakeASGIApp:
         headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.multi_items()]
         await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
         await send({"type": "http.response.body", "body": response.content})
-
-    @staticmethod
-    async def _read_body(receive: Receive) -> bytes:
-        chunks: list[bytes] = []
-        while True:
-            event = await receive()
-            if event["type"] == "http.disconnect":
-                break
-            chunks.append(event.get("body", b""))
-            if not event.get("more_body", False):
-                break
-        return b"".join(chunks)
 
     @staticmethod
     def _to_request(scope: Scope, body: bytes) -> httpx.Request:
