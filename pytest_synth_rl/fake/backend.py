@@ -13,7 +13,6 @@ job store are all inspectable, because a fake you cannot see into is a fake you 
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import os
 import threading
 import weakref
@@ -29,6 +28,7 @@ from ..clock import Clock, ScaledClock, VirtualClock
 from ..config.urls import normalize_backend_url
 from ..errors import ConfigError, ConfigProblem, SynthError
 from ..inference import ArithmeticPolicy, InferencePolicy, InferenceReply, StubInference
+from ..loopback import is_loopback_url
 from ..masking import Secret, get_logger, mask_secret, register_secret
 from . import api
 from .faults import Fault, FaultKind
@@ -79,19 +79,6 @@ def _api_root(base_url: str) -> tuple[str, str]:
         )
     api_base = normalize_backend_url(text)
     return api_base, urlsplit(api_base).path
-
-
-def _is_loopback_url(url: str) -> bool:
-    try:
-        host = urlsplit(url).hostname or ""
-    except ValueError:
-        return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _progress_accuracy(step: int) -> float:
@@ -349,7 +336,7 @@ class FakeSynthBackend:
         if forced is not None:
             use_rollouts = forced
         elif self.rollouts == "auto":
-            use_rollouts = _is_loopback_url(endpoint)
+            use_rollouts = is_loopback_url(endpoint)
         else:
             use_rollouts = bool(self.rollouts) and endpoint.startswith(("http://", "https://"))
         now, ts = self._clock.now(), self._clock.time()

@@ -22,7 +22,6 @@ router leaves).
 
 from __future__ import annotations
 
-import ipaddress
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -30,23 +29,15 @@ import respx
 from respx.mocks import Mocker
 from respx.models import AllMockedAssertionError, PassThrough
 
+from ..loopback import is_loopback_host
+
 if TYPE_CHECKING:
     from .backend import FakeSynthBackend
 
-__all__ = ["RespxMount", "is_loopback_host"]
+__all__ = ["RespxMount"]
 
-_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 # respx wants the route a pass-through came from; ours come from routing logic, not a route.
 _PASS_ROUTE = respx.Route()
-
-
-def is_loopback_host(host: str) -> bool:
-    if host in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _explicitly_routed(mocker: type[Mocker] | None, request: httpx.Request, skip: object) -> bool:

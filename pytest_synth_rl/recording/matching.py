@@ -20,7 +20,6 @@ value it had.
 from __future__ import annotations
 
 import difflib
-import ipaddress
 import json
 import re
 from collections.abc import Collection, Iterable
@@ -35,7 +34,6 @@ __all__ = [
     "DEFAULT_IGNORED_FIELDS",
     "RequestKey",
     "describe_difference",
-    "is_loopback",
     "nearest",
     "origin_of",
     "request_key",
@@ -49,16 +47,6 @@ DEFAULT_IGNORED_FIELDS: frozenset[str] = frozenset({"idempotency_key", "request_
 
 _LOOPBACK_URL = re.compile(r"(https?://)(?:127\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost|\[::1\])(?::\d+)?")
 _LOOPBACK_TOKEN = r"\1<loopback>"
-
-
-def is_loopback(host: str) -> bool:
-    host = host.strip("[]").lower()
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def origin_of(url: str) -> str:

@@ -38,12 +38,12 @@ import httpx
 import respx
 
 from ..errors import SynthError
+from ..loopback import is_loopback_host
 from .cassette import Cassette, Interaction, RecordedResponse, header_items
 from .matching import (
     DEFAULT_IGNORED_FIELDS,
     RequestKey,
     describe_difference,
-    is_loopback,
     nearest,
     origin_of,
     request_key,
@@ -178,14 +178,14 @@ class Replayer:
             return origin in self._hosts
         with self._lock:
             known = origin in self._origins
-        return known or not is_loopback(url.host)
+        return known or not is_loopback_host(url.host)
 
     def handle(self, request: httpx.Request) -> httpx.Response | httpx.Request:
         """The respx side effect: a response, or the request itself to let it pass through."""
         if _FORWARDING.get():
             return request
         if not self.in_scope(request.url):
-            if is_loopback(request.url.host):
+            if is_loopback_host(request.url.host):
                 return request
             raise self._blocked(request)
         request.read()

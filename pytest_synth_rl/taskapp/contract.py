@@ -15,7 +15,6 @@ exercises its model-calling path. The request carries both ``run_id`` and
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import uuid
 from collections.abc import Callable
@@ -26,6 +25,7 @@ import httpx
 
 from ..errors import TaskAppError, excerpt
 from ..inference import InferencePolicy, StubInference
+from ..loopback import is_loopback_host
 from ..masking import Secret, redact
 from .health import _base_url, _json_or_none, shared_ssl_context, task_app_auth_headers
 
@@ -129,15 +129,6 @@ class TaskAppContractError(TaskAppError, AssertionError):
 
 
 # -- response inspection ------------------------------------------------------------------------
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -248,7 +239,7 @@ def check_task_app_contract(
     base = _base_url(url)
     headers = task_app_auth_headers(api_key)
     # Loopback traffic must never go through a proxy configured in the environment.
-    loopback = _is_loopback(httpx.URL(base).host)
+    loopback = is_loopback_host(httpx.URL(base).host)
     with httpx.Client(
         timeout=httpx.Timeout(timeout), verify=shared_ssl_context(), trust_env=not loopback
     ) as client:
