@@ -29,12 +29,14 @@ __all__ = [
     "collect_job_history",
     "eventually",
     "expect_job",
+    "job_rewards",
     "reward_curve",
 ]
 
 T = TypeVar("T")
 
 _LAST_EVENTS = 8
+_EVENT_PAGE = 200
 _REWARD_METRIC_NAMES = ("train.reward", "reward", "train.mean_reward")
 
 
@@ -150,11 +152,13 @@ def _all_events(job: _Job) -> list[Mapping[str, Any]]:
     events: list[Mapping[str, Any]] = []
     since = 0
     for _ in range(50):  # bounded: a backend that never advances its cursor cannot loop us forever
-        page = job.events(since_seq=since, limit=200)
+        page = job.events(since_seq=since, limit=_EVENT_PAGE)
         batch = list(getattr(page, "events", None) or [])
         if not batch:
             break
         events.extend(batch)
+        if len(batch) < _EVENT_PAGE:  # a short page is the last one: no need to ask for an empty one
+            break
         next_seq = getattr(page, "next_seq", None)
         last = batch[-1].get("seq")
         cursor = next_seq if isinstance(next_seq, int) else last
@@ -162,6 +166,13 @@ def _all_events(job: _Job) -> list[Mapping[str, Any]]:
             break
         since = cursor
     return events
+
+
+def job_rewards(job: _Job) -> list[float]:
+    """The job's reward curve, asking the backend as little as possible: metric points first,
+    the (longer) event log only when the metrics carry no reward."""
+    rewards = reward_curve(job.metrics(after_step=-1, limit=10_000))
+    return rewards or reward_curve(events=_all_events(job))
 
 
 def reward_curve(

@@ -16,12 +16,26 @@ from typing import Any
 import pytest
 
 from .assertions import JobExpectation, expect_job
+from .baselines import BaselineStore, check_baseline
 from .clock import Clock
 from .errors import ConfigError, ConfigProblem, SynthError
+from .recording import cassette_path, use_cassette
 from .report import JobRecord, RunReport
+from .session import (
+    ExternalTaskApp,
+    OnlineBackend,
+    RLConfigRef,
+    ServedFake,
+    SynthRun,
+    TaskAppSpec,
+    TestJobs,
+    new_test_clock,
+)
 from .settings import OPTIONS, SynthSettings, resolve_settings
+from .taskapp import InProcessTaskApp
 
 _SETTINGS_KEY = pytest.StashKey[SynthSettings]()
+_RUN_KEY = pytest.StashKey[SynthRun]()
 _USER_PROPERTY = "synth_rl_job"
 
 MARKERS = {
@@ -144,14 +158,26 @@ def synth_settings(pytestconfig: pytest.Config) -> SynthSettings:
 
 
 @pytest.fixture(scope="session")
-def _synth_run(synth_settings: SynthSettings) -> Iterator[Any]:
-    from .session import SynthRun
-
+def _synth_run(pytestconfig: pytest.Config, synth_settings: SynthSettings) -> Iterator[SynthRun]:
     run = SynthRun(synth_settings)
+    pytestconfig.stash[_RUN_KEY] = run
     try:
         yield run
     finally:
+        del pytestconfig.stash[_RUN_KEY]
         run.close()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Unmount the offline fake before a test that does not use it.
+
+    ``synth_backend`` leaves the fake mounted after its test, so a run of fake-backed tests pays
+    respx's patching once instead of per test; any other test gets httpx back untouched.
+    """
+    run = item.config.stash.get(_RUN_KEY, None)
+    if run is not None and "synth_backend" not in getattr(item, "fixturenames", ()):
+        run.park_fake()
 
 
 @pytest.fixture
@@ -164,25 +190,22 @@ def _synth_test_settings(request: pytest.FixtureRequest, synth_settings: SynthSe
 @pytest.fixture
 def synth_clock(synth_settings: SynthSettings) -> Clock:
     """This test's clock: a fresh ``VirtualClock`` offline (sleeps are instant), real time online."""
-    from .session import new_test_clock
-
     return new_test_clock(synth_settings)
 
 
 @pytest.fixture
 def synth_backend(
-    request: pytest.FixtureRequest, _synth_run: Any, synth_clock: Clock, synth_settings: SynthSettings
+    request: pytest.FixtureRequest, _synth_run: SynthRun, synth_clock: Clock, synth_settings: SynthSettings
 ) -> Iterator[Any]:
     """Offline: the ``FakeSynthBackend``, reset onto this test's clock and mounted on respx for the
     test (script it with ``.scenario(...)``, inspect ``.jobs`` / ``.requests``). Online: a handle
     with the real backend's ``url``."""
     if not synth_settings.is_offline:
-        from .session import OnlineBackend
-
         yield OnlineBackend(synth_settings.backend_url)
         return
     if "synth_cassette" in request.fixturenames and _cassette_file(request, synth_settings).is_file():
         # A recorded session stands in for the backend: the cassette's replayer answers.
+        _synth_run.park_fake()
         yield request.getfixturevalue("synth_cassette")
         return
     fake = _synth_run.fake_backend()
@@ -190,16 +213,13 @@ def synth_backend(
     _, scenario = merged_marker(request.node, "synth_scenario")
     if scenario:
         fake.scenario(**scenario)
-    fake.start()
-    try:
-        yield fake
-    finally:
-        fake.stop(keep_helpers=True)  # the stub model server lives for the run (closed by SynthRun)
+    fake.start()  # stays mounted after the test: see pytest_runtest_setup; SynthRun closes it
+    yield fake
 
 
 @pytest.fixture
 def synth_task_app(
-    request: pytest.FixtureRequest, _synth_run: Any, synth_settings: SynthSettings
+    request: pytest.FixtureRequest, _synth_run: SynthRun, synth_settings: SynthSettings
 ) -> Iterator[Any]:
     """The task app under test, served in-process on a free loopback port.
 
@@ -208,8 +228,6 @@ def synth_task_app(
     ``scope="test"`` (marker) or ini ``synth_task_app_scope = test`` each test gets its own.
     With ``--synth-task-app-url`` no app is started: the handle points at that URL.
     """
-    from .session import ExternalTaskApp, TaskAppSpec
-
     if synth_settings.task_app_url:
         key = synth_settings.task_app_api_key.value if synth_settings.task_app_api_key else None
         yield ExternalTaskApp(synth_settings.task_app_url, key)
@@ -249,8 +267,6 @@ def synth_task_app(
 def synth_rl_config(request: pytest.FixtureRequest, synth_settings: SynthSettings) -> Any:
     """The test's RL config (``RLConfigRef``: ``.path``, ``.overrides``, ``.load()``, ``.build()``),
     from ``@pytest.mark.synth_rl(config=..., overrides=...)`` or the ini option ``synth_rl_config``."""
-    from .session import RLConfigRef
-
     _, kwargs = merged_marker(request.node, "synth_rl")
     raw = kwargs.get("config") or synth_settings.config
     if not raw:
@@ -262,7 +278,7 @@ def synth_rl_config(request: pytest.FixtureRequest, synth_settings: SynthSetting
 def synth_rl_job(
     request: pytest.FixtureRequest,
     _synth_test_settings: SynthSettings,
-    _synth_run: Any,
+    _synth_run: SynthRun,
     synth_backend: Any,
     synth_clock: Clock,
     synth_rl_config: Any,
@@ -273,13 +289,12 @@ def synth_rl_job(
     or ``overrides=`` to vary it. Every job is tracked: at teardown, jobs still running online are
     cancelled, and each job becomes a row in the run report.
     """
-    from .session import TestJobs
-
     settings = _synth_test_settings
     task_app = request.getfixturevalue("synth_task_app") if _wants_task_app(request, settings) else None
     api_key = settings.api_key.value if settings.api_key else None
     if settings.is_offline:  # the fake's key (a replayed cassette does not check keys)
         api_key = _synth_run.fake_api_key()
+    known_healthy = isinstance(task_app, InProcessTaskApp) and _synth_run.task_app_known_healthy(task_app)
     jobs = TestJobs(
         test_id=request.node.nodeid,
         settings=settings,
@@ -288,6 +303,8 @@ def synth_rl_job(
         task_app_url=task_app.url if task_app is not None else None,
         task_app_api_key=task_app.api_key if task_app is not None else None,
         api_key=api_key,
+        skip_health_check=known_healthy,
+        http_client=_synth_run.http_client(),
     )
     try:
         yield jobs
@@ -336,16 +353,12 @@ def synth_fake_server() -> Iterator[Any]:
     """A ``FakeSynthBackend`` served on a loopback port (for clients that are not httpx, or
     subprocesses). Yields a handle with ``.url``, ``.fake`` and ``.api_key``; jobs advance one
     stage per status poll, so any client finishes without waiting."""
-    from .session import ServedFake
-
     with ServedFake.start() as served:
         yield served
 
 
 # -- regression features: cassettes and baselines ------------------------------------------------
 def _cassette_file(request: pytest.FixtureRequest, settings: SynthSettings) -> Path:
-    from .recording import cassette_path
-
     return cassette_path(request.config.rootpath / settings.cassette_dir, request.node.nodeid)
 
 
@@ -358,8 +371,6 @@ def synth_cassette(request: pytest.FixtureRequest, synth_settings: SynthSettings
     recorded order (no API key, no network) and stands in for the fake backend; without one the
     test runs against the fake as usual. Yields the ``Replayer`` (or ``None`` when not in use).
     """
-    from .recording import use_cassette
-
     path = _cassette_file(request, synth_settings)
     node = request.node.nodeid
     if synth_settings.is_offline:
@@ -391,8 +402,6 @@ def synth_baseline(request: pytest.FixtureRequest, synth_settings: SynthSettings
     Compares a job's metrics with the stored
     baseline of this test (``<synth_baseline_dir>/<test id>.json``); fails with a table on drift.
     ``--synth-update-baselines`` writes or refreshes the baseline instead."""
-    from .baselines import BaselineStore, check_baseline
-
     store = BaselineStore(request.config.rootpath / synth_settings.baseline_dir)
 
     def check(result_or_metrics: Any, tolerances: Mapping[str, Any] | None = None, **named: Any) -> Any:

@@ -19,8 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .assertions import collect_job_history
+import httpx
+
+from .assertions import job_rewards
 from .client import AsyncRLJob, RLJob
+from .client.base import DEFAULT_REQUEST_TIMEOUT
 from .client.results import is_terminal, job_status
 from .clock import Clock, RealClock, VirtualClock
 from .errors import ConfigError, ConfigProblem, SynthError
@@ -28,7 +31,8 @@ from .fake import FakeSynthBackend
 from .masking import get_logger
 from .report import JobRecord, job_record
 from .settings import SynthSettings
-from .taskapp import InProcessTaskApp
+from .taskapp import InProcessTaskApp, check_task_app_health
+from .taskapp.health import shared_ssl_context
 
 __all__ = [
     "ExternalTaskApp",
@@ -102,7 +106,9 @@ class SynthRun:
         self.settings = settings
         self._lock = threading.Lock()
         self._task_apps: dict[TaskAppSpec, InProcessTaskApp] = {}
+        self._healthy: set[str] = set()
         self._fake: FakeSynthBackend | None = None
+        self._http: httpx.Client | None = None
 
     # -- task apps -------------------------------------------------------------------------
     def task_app(self, spec: TaskAppSpec) -> InProcessTaskApp:
@@ -113,6 +119,31 @@ class SynthRun:
                 app = spec.start()
                 self._task_apps[spec] = app
             return app
+
+    def http_client(self) -> httpx.Client:
+        """One HTTP client for every synchronous job of the run: building a client per job costs
+        more than the job's requests offline, and online it keeps connections to the backend warm."""
+        with self._lock:
+            if self._http is None:
+                self._http = httpx.Client(timeout=DEFAULT_REQUEST_TIMEOUT, verify=shared_ssl_context())
+            return self._http
+
+    def task_app_known_healthy(self, app: InProcessTaskApp) -> bool:
+        """Whether *app* passed the pre-submit health probe (run here once per app, not per job).
+
+        An in-process app is ours and cannot move; probing it before every submit would cost two
+        requests per job for nothing. Jobs of an app that is not known healthy probe as usual, so
+        a failing probe still raises the client's own ``TaskAppError``.
+        """
+        key = f"{app.url} {id(app)}"
+        with self._lock:
+            if key in self._healthy:
+                return True
+        if not check_task_app_health(app.url, app.api_key).ok:
+            return False
+        with self._lock:
+            self._healthy.add(key)
+        return True
 
     # -- the offline backend ---------------------------------------------------------------
     def fake_backend(self) -> FakeSynthBackend:
@@ -128,6 +159,13 @@ class SynthRun:
                 )
             return self._fake
 
+    def park_fake(self) -> None:
+        """Unmount the fake (if mounted), keeping its stub model server for the next test."""
+        with self._lock:
+            fake = self._fake
+        if fake is not None and fake.mounted:
+            fake.stop(keep_helpers=True)
+
     def fake_api_key(self) -> str:
         """Offline, the user's key if set (so the same code paths run), else the fake's default."""
         from .fake.backend import DEFAULT_API_KEY
@@ -139,6 +177,9 @@ class SynthRun:
         with self._lock:
             apps, self._task_apps = list(self._task_apps.values()), {}
             fake, self._fake = self._fake, None
+            http, self._http = self._http, None
+        if http is not None:
+            http.close()
         for app in apps:
             try:
                 app.stop()
@@ -167,8 +208,12 @@ class TestJobs:
         task_app_url: str | None,
         task_app_api_key: str | None,
         api_key: str | None,
+        skip_health_check: bool = False,
+        http_client: httpx.Client | None = None,
     ) -> None:
         self.test_id = test_id
+        self.skip_health_check = skip_health_check
+        self.http_client = http_client
         self.settings = settings
         self.clock = clock
         self.config = config
@@ -187,6 +232,8 @@ class TestJobs:
     ) -> RLJob:
         """Build an ``RLJob`` bound to this test's backend, task app and clock (not submitted)."""
         path, options = self._options(config, overrides, kwargs)
+        if self.http_client is not None and not {"http_client", "transport"} & kwargs.keys():
+            options["http_client"] = self.http_client
         job = RLJob.from_config(path, **options)
         self.jobs.append(job)
         return job
@@ -237,6 +284,9 @@ class TestJobs:
             "overrides": merged or None,
             "clock": self.clock,
             "tags": job_tags(self.test_id),
+            # The run probed its own task app once; a job pointed elsewhere probes as usual.
+            "skip_health_check": self.skip_health_check
+            and not {"task_app_url", "task_app_api_key"} & kwargs.keys(),
         }
         options.update(kwargs)
         return path, options
@@ -273,7 +323,7 @@ class TestJobs:
                     cancelled = True
                     log.warning("cancelled RL job %s left running by %s", job.job_id, self.test_id)
                     status_payload = handle.get_status()
-            rewards = collect_job_history(handle, job.last_result).rewards
+            rewards = job_rewards(handle)
         except SynthError as exc:
             log.warning("could not finish RL job %s of %s: %s", job.job_id, self.test_id, exc)
         return job_record(

@@ -11,6 +11,7 @@ from test_fake_support import API, auth, client, fake, no_real_sleep, poll_to_en
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import ConfigError, SynthError
 from pytest_synth_rl.fake import FakeSynthBackend, Scenario
+from pytest_synth_rl.fake.scenario import DEFAULT_DURATION
 
 __all__ = ["client", "fake"]  # fixtures
 
@@ -101,7 +102,7 @@ def test_clock_advance_alone_moves_jobs(fake: FakeSynthBackend, client: httpx.Cl
     # The fake subscribes to the VirtualClock: a job progresses without being polled.
     job_id = submit(client, fake)
     before = len(fake._jobs[job_id].events)
-    _clock(fake).advance(150.0)
+    _clock(fake).advance(DEFAULT_DURATION / 2)  # half-way through the default job
     record = fake._jobs[job_id]  # the raw record, read without the handle's own sync
     assert len(record.events) > before
     assert record.status == "running"

@@ -11,6 +11,7 @@ from test_fake_support import API, auth, client, fake, poll_to_end, rl_payload, 
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import ConfigError
 from pytest_synth_rl.fake import DEFAULT_API_KEY, FakeRouteError, FakeSynthBackend
+from pytest_synth_rl.fake.scenario import DEFAULT_DURATION
 
 __all__ = ["client", "fake"]  # fixtures
 
@@ -149,7 +150,7 @@ def test_status_of_a_finished_job_has_the_documented_fields(
     assert body["metrics"]["reward"] is not None
     assert "error" not in body
     finished = datetime.fromisoformat(body["finished_at"]) - datetime.fromisoformat(body["created_at"])
-    assert finished.total_seconds() == 300.0
+    assert finished.total_seconds() == DEFAULT_DURATION
 
 
 def test_unknown_job_is_a_404_naming_known_ids(fake: FakeSynthBackend, client: httpx.Client) -> None:
@@ -189,7 +190,7 @@ def test_cancel_stops_a_running_job_and_refuses_a_finished_one(
     fake: FakeSynthBackend, client: httpx.Client
 ) -> None:
     job_id = submit(client, fake)
-    fake.clock.sleep(100)
+    fake.clock.sleep(DEFAULT_DURATION / 3)  # a third of the way through the default job
     cancelled = client.post(f"{API}/rl/jobs/{job_id}/cancel", json={}, headers=auth(fake))
     assert cancelled.status_code == 200
     assert cancelled.json()["status"] == "cancelled"

@@ -328,3 +328,31 @@ def test_async_jobs_under_pytest_asyncio_and_anyio(example_dir: pytest.Pytester)
     result = example_dir.runpytest("-p", "asyncio", "-p", "anyio")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*test_with_pytest_asyncio*succeeded*", "*test_with_anyio*succeeded*"])
+
+
+def test_the_fake_is_unmounted_before_tests_that_do_not_use_it(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import httpx
+        from respx.mocks import Mocker
+
+        def _routers():
+            return sum(len(m.routers) for m in Mocker.registry.values())
+
+        def test_first_uses_the_fake(synth_backend):
+            assert synth_backend.mounted
+            assert _routers() == 2
+
+        def test_then_plain_httpx(tmp_path):
+            assert _routers() == 0  # nothing of ours intercepts this test's traffic
+            assert not hasattr(httpx.Client._transport_for_url, "mock_calls")
+
+        def test_fake_again(synth_backend):
+            assert synth_backend.mounted
+            assert synth_backend.jobs == []  # reset for this test
+
+        def test_fake_still_mounted_for_a_neighbour(synth_backend):
+            assert _routers() == 2
+        """
+    )
+    pytester.runpytest().assert_outcomes(passed=4)

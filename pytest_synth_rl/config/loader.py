@@ -8,6 +8,8 @@ parser's "(at line X, column Y)" into a :class:`~pytest_synth_rl.errors.ConfigPr
 
 from __future__ import annotations
 
+import copy
+import functools
 import importlib
 import os
 import re
@@ -62,7 +64,15 @@ def read_toml_file(config_path: str | os.PathLike[str]) -> dict[str, Any]:
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise _file_problem(shown, f"cannot be read: {reason}", "check the file's permissions") from None
-    return parse_toml(data, source=shown)
+    return copy.deepcopy(_parse_file_content(data, shown))
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_file_content(data: bytes, source: str) -> dict[str, Any]:
+    """Parsed TOML by file content: a suite building hundreds of jobs from one config parses it
+    once. Callers get a deep copy, since overrides and validation edit the tree. Errors are not
+    cached (lru_cache does not keep exceptions), so a broken file reports every time."""
+    return parse_toml(data, source=source)
 
 
 def _file_problem(path: str, message: str, hint: str) -> ConfigError:

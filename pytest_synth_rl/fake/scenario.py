@@ -40,10 +40,10 @@ OUTCOMES: tuple[str, ...] = ("succeeded", "failed", "cancelled")
 #: literal ``"rollouts"`` (rewards come from real ``/rollout`` calls to the task app).
 RewardCurve = Callable[[int], float] | Sequence[float] | Literal["rollouts"]
 
-#: Default virtual length of a job. Short on purpose: a client polling every 10 s needs 30 polls,
-#: which keeps a suite of hundreds of offline job tests fast. Ask for ``duration=7200`` to model a
-#: real two-hour run.
-DEFAULT_DURATION = 300.0
+#: Default virtual length of a job. Short on purpose: a client polling at the SDK's 10 s needs 7
+#: polls, which keeps a suite of hundreds of offline job tests fast (virtual time makes the length
+#: cosmetic otherwise). Ask for ``duration=7200`` to model a real two-hour run.
+DEFAULT_DURATION = 60.0
 
 
 def default_reward_curve(step: int, steps: int) -> float:
