@@ -160,11 +160,11 @@ class SynthRun:
             return self._fake
 
     def park_fake(self) -> None:
-        """Unmount the fake (if mounted), keeping its stub model server for the next test."""
+        """Unmount the fake (if mounted)."""
         with self._lock:
             fake = self._fake
         if fake is not None and fake.mounted:
-            fake.stop(keep_helpers=True)
+            fake.stop()
 
     def fake_api_key(self) -> str:
         """Offline, the user's key if set (so the same code paths run), else the fake's default."""

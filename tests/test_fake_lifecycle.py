@@ -101,9 +101,9 @@ def test_immediate_finishes_on_first_observation(fake: FakeSynthBackend, client:
 def test_clock_advance_alone_moves_jobs(fake: FakeSynthBackend, client: httpx.Client) -> None:
     # The fake subscribes to the VirtualClock: a job progresses without being polled.
     job_id = submit(client, fake)
-    before = len(fake._jobs[job_id].events)
+    before = len(fake.store.get(job_id).events)
     _clock(fake).advance(DEFAULT_DURATION / 2)  # half-way through the default job
-    record = fake._jobs[job_id]  # the raw record, read without the handle's own sync
+    record = fake.store.get(job_id)  # the raw record, read without the handle's own sync
     assert len(record.events) > before
     assert record.status == "running"
 

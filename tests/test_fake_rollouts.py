@@ -334,7 +334,7 @@ def test_stub_model_stops_with_the_fake(client: httpx.Client, example_task_app: 
 def test_a_fake_reused_across_tests_keeps_its_stub_and_repeats_its_rewards(
     client: httpx.Client, example_task_app: InProcessTaskApp
 ) -> None:
-    # The plugin's pattern: one fake per session, reset onto each test's clock, mounted per test.
+    # The plugin's pattern: one fake per session, reset onto each test's clock.
     fake = FakeSynthBackend(task_app_api_key=TASK_KEY)
     runs: list[list[float]] = []
     stub_urls: list[str | None] = []
@@ -346,10 +346,9 @@ def test_a_fake_reused_across_tests_keeps_its_stub_and_repeats_its_rewards(
         fake.scenario(duration=100.0, steps=3)
         job_id = submit(client, fake, rl_payload(example_task_app.url))
         clock.advance(100.0)  # the fake follows the new clock without being polled
-        assert fake._jobs[job_id].status == "succeeded"
+        assert fake.store.get(job_id).status == "succeeded"  # the raw record, not synced by reading
         runs.append(fake.job(job_id).rewards)
         stub_urls.append(fake.inference.base_url)
-        fake.stop(keep_helpers=True)
     assert runs[0] == runs[1]  # the same job after a reset gets the same answers from the model
     assert stub_urls[0] is not None
     assert stub_urls[0] == stub_urls[1]  # one stub server for both

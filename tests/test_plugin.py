@@ -341,7 +341,7 @@ def test_the_fake_is_unmounted_before_tests_that_do_not_use_it(pytester: pytest.
 
         def test_first_uses_the_fake(synth_backend):
             assert synth_backend.mounted
-            assert _routers() == 2
+            assert _routers() == 1
 
         def test_then_plain_httpx(tmp_path):
             assert _routers() == 0  # nothing of ours intercepts this test's traffic
@@ -352,7 +352,7 @@ def test_the_fake_is_unmounted_before_tests_that_do_not_use_it(pytester: pytest.
             assert synth_backend.jobs == []  # reset for this test
 
         def test_fake_still_mounted_for_a_neighbour(synth_backend):
-            assert _routers() == 2
+            assert _routers() == 1
         """
     )
     pytester.runpytest().assert_outcomes(passed=4)

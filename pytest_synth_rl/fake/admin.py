@@ -9,16 +9,17 @@ does. No key is required: the server only listens on loopback.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
 from ..clock import VirtualClock
 from ..errors import ConfigError, SynthError
+from .faults import make_fault
+from .handle import FakeJob
+from .scenario import Scenario
+from .store import JobStore
 from .wire import error_response, json_response
-
-if TYPE_CHECKING:
-    from .backend import FakeSynthBackend
 
 __all__ = ["ADMIN_ROUTES", "handle_admin"]
 
@@ -94,9 +95,13 @@ def _unknown_fields(given: dict[str, Any], allowed: frozenset[str], what: str) -
     return None
 
 
-def _job_detail(fake: FakeSynthBackend, job_id: str) -> dict[str, Any]:
-    job = fake.job(job_id)
-    summary = job._record.summary()
+def _job(store: JobStore, job_id: str) -> FakeJob:
+    return FakeJob(store, store.get(job_id))
+
+
+def _job_detail(store: JobStore, job_id: str) -> dict[str, Any]:
+    job = _job(store, job_id)
+    summary = job.summary()
     summary["events"] = job.events
     summary["metric_points"] = job.metrics
     summary["rollouts"] = [
@@ -115,10 +120,10 @@ def _job_detail(fake: FakeSynthBackend, job_id: str) -> dict[str, Any]:
     return summary
 
 
-def handle_admin(fake: FakeSynthBackend, request: httpx.Request) -> httpx.Response:
+def handle_admin(store: JobStore, request: httpx.Request, api_base: str) -> httpx.Response:
     """Answer one ``/_fake/...`` request; errors become 4xx JSON naming the problem."""
     try:
-        return _route(fake, request)
+        return _route(store, request, api_base)
     except ConfigError as exc:
         return json_response(
             422, {"detail": [{"loc": p.key, "msg": p.message, "hint": p.hint} for p in exc.problems]}
@@ -137,36 +142,39 @@ def handle_admin(fake: FakeSynthBackend, request: httpx.Request) -> httpx.Respon
         )
 
 
-def _route(fake: FakeSynthBackend, request: httpx.Request) -> httpx.Response:
+def _route(store: JobStore, request: httpx.Request, api_base: str) -> httpx.Response:
     parts = [p for p in request.url.path.split("/") if p][1:]  # drop "_fake"
     method = request.method
     key = (method, *parts[:1])
     if not parts and method == "GET":
-        return json_response(200, {"routes": list(ADMIN_ROUTES), "api_base": fake.api_base})
+        return json_response(200, {"routes": list(ADMIN_ROUTES), "api_base": api_base})
     if key == ("POST", "reset") and len(parts) == 1:
-        fake.reset()
+        store.reset()
         return json_response(200, {"ok": True})
     if parts[:1] == ["scenario"] and len(parts) == 1:
         if method == "GET":
-            return json_response(200, fake.default_scenario.describe())
+            return json_response(200, store.default_scenario.describe())
         if method == "POST":
             body = _body(request)
             target = body.pop("job", None)
             bad = _unknown_fields(body, _SCENARIO_FIELDS, "scenario")
             if bad is not None:
                 return bad
-            made = fake.scenario(**body) if target is None else fake.scenario_for(str(target), **body)
+            made = Scenario(**body)
+            if target is None:
+                store.set_default(made)
+            else:
+                store.script(str(target), made)
             return json_response(200, made.describe())
     if parts[:1] == ["jobs"]:
         if len(parts) == 1 and method == "GET":
-            with fake._lock:
-                for record in fake._jobs.values():
-                    fake._lifecycle.sync(record)
-                return json_response(200, {"jobs": [r.summary() for r in fake._jobs.values()]})
+            with store.lock:
+                records = [store.sync(record) for record in store.records()]
+                return json_response(200, {"jobs": [r.summary() for r in records]})
         if len(parts) == 2 and method == "GET":
-            return json_response(200, _job_detail(fake, parts[1]))
+            return json_response(200, _job_detail(store, parts[1]))
         if len(parts) == 3 and method == "POST":
-            job = fake.job(parts[1])
+            job = _job(store, parts[1])
             action = parts[2]
             body = _body(request)
             if action == "advance":
@@ -183,22 +191,22 @@ def _route(fake: FakeSynthBackend, request: httpx.Request) -> httpx.Response:
                 )
             return json_response(200, job.status_payload())
     if parts[:1] == ["requests"] and method == "GET":
-        return json_response(200, {"requests": [r.to_json() for r in fake.requests]})
+        return json_response(200, {"requests": [r.to_json() for r in store.requests]})
     if parts[:1] == ["faults"] and len(parts) == 1:
         if method == "GET":
-            return json_response(200, {"faults": [f.to_json() for f in fake.faults]})
+            return json_response(200, {"faults": [f.to_json() for f in store.faults]})
         if method == "DELETE":
-            fake.clear_faults()
+            store.clear_faults()
             return json_response(200, {"ok": True})
         if method == "POST":
             body = _body(request)
             bad = _unknown_fields(body, _FAULT_FIELDS, "fault")
             if bad is not None:
                 return bad
-            fault = fake.fault(**body)
+            fault = store.add_fault(make_fault(**body))
             return json_response(201, fault.to_json())
     if parts[:1] == ["clock"]:
-        clock = fake.clock
+        clock = store.clock
         if len(parts) == 1 and method == "GET":
             return json_response(
                 200, {"now": clock.now(), "time": clock.time(), "virtual": isinstance(clock, VirtualClock)}

@@ -1,7 +1,8 @@
 """Handlers for the RL job API (contract §1.2), one function per route.
 
-Each handler takes the backend, the parsed request pieces, and returns an :class:`httpx.Response`;
-the backend has already matched the route, applied faults and checked the key, and holds its lock.
+Each handler takes the job store and the parsed request pieces and returns an
+:class:`httpx.Response`; the request handler has already matched the route, applied faults and
+checked the key, and holds the store's lock.
 Bad input always gets a 4xx with a message that names the parameter and what was expected.
 """
 
@@ -9,15 +10,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
 from .jobs import TERMINAL, JobRecord
+from .store import IdempotencyConflict, JobStore
 from .wire import error_response, json_response
-
-if TYPE_CHECKING:
-    from .backend import FakeSynthBackend
 
 __all__ = ["HANDLERS", "Call"]
 
@@ -27,10 +26,10 @@ _STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
 class Call:
     """The request as the handlers need it (path pieces already parsed)."""
 
-    __slots__ = ("fake", "job_id", "request")
+    __slots__ = ("job_id", "request", "store")
 
-    def __init__(self, fake: FakeSynthBackend, request: httpx.Request, job_id: str | None) -> None:
-        self.fake = fake
+    def __init__(self, store: JobStore, request: httpx.Request, job_id: str | None) -> None:
+        self.store = store
         self.request = request
         self.job_id = job_id
 
@@ -68,9 +67,9 @@ def _int_param(call: Call, name: str, default: int, low: int, high: int) -> int:
 
 def _job(call: Call) -> JobRecord | httpx.Response:
     assert call.job_id is not None
-    job = call.fake._jobs.get(call.job_id)
+    job = call.store.find(call.job_id)
     if job is None:
-        known = list(call.fake._jobs)[-5:]
+        known = call.store.recent_ids()
         return error_response(
             404,
             "job_not_found",
@@ -83,7 +82,7 @@ def _job(call: Call) -> JobRecord | httpx.Response:
 
 # -- routes ------------------------------------------------------------------------------------
 def submit(call: Call) -> httpx.Response:
-    fake = call.fake
+    store = call.store
     raw = call.request.content
     try:
         payload = json.loads(raw) if raw else None
@@ -111,24 +110,22 @@ def submit(call: Call) -> httpx.Response:
             },
         )
     key = call.request.headers.get("idempotency-key")
-    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     if key is not None:
-        previous = fake._idempotency.get(key)
-        if previous is not None:
-            body_hash, job_id = previous
-            if body_hash != canonical:
-                return error_response(
-                    409,
-                    "idempotency_conflict",
-                    f"Idempotency-Key {key!r} was already used for job {job_id} with a different payload; "
-                    "use a new key for a different job, or resend the identical payload to get the same job",
-                    job_id=job_id,
-                )
-            job = fake._jobs[job_id]
-            call.job_id = job_id
-            fake._lifecycle.sync(job)
-            return json_response(200, job.status_bytes(), [("idempotent-replayed", "true")])
-    problems = fake._validate(payload)
+        try:
+            replayed = store.replay(key, payload)
+        except IdempotencyConflict as conflict:
+            return error_response(
+                409,
+                "idempotency_conflict",
+                f"Idempotency-Key {key!r} was already used for job {conflict.job_id} with a different "
+                "payload; use a new key for a different job, or resend the identical payload to get the "
+                "same job",
+                job_id=conflict.job_id,
+            )
+        if replayed is not None:
+            call.job_id = replayed.id
+            return json_response(200, replayed.status_bytes(), [("idempotent-replayed", "true")])
+    problems = store.validate(payload)
     if problems:
         return json_response(
             422,
@@ -136,15 +133,12 @@ def submit(call: Call) -> httpx.Response:
                 "detail": [{"loc": p.key, "msg": p.message, "hint": p.hint} for p in problems],
             },
         )
-    job = fake._create_job(payload, key)
+    job = store.create(payload, key)
     call.job_id = job.id
-    if key is not None:
-        fake._idempotency[key] = (canonical, job.id)
     return json_response(201, job.status_bytes())
 
 
 def list_jobs(call: Call) -> httpx.Response:
-    fake = call.fake
     params = call.request.url.params
     limit = _int_param(call, "limit", 20, 1, 1000)
     status = params.get("status")
@@ -163,7 +157,7 @@ def list_jobs(call: Call) -> httpx.Response:
         )
     model = params.get("model")
     after = params.get("after")
-    jobs = list(reversed(fake._jobs.values()))  # newest first: insertion order, reversed
+    jobs = list(reversed(call.store.records()))  # newest first: insertion order, reversed
     if after:
         ids = [j.id for j in jobs]
         if after not in ids:
@@ -183,7 +177,7 @@ def list_jobs(call: Call) -> httpx.Response:
     selected: list[dict[str, Any]] = []
     more = False
     for job in jobs:
-        fake._lifecycle.sync(job)
+        call.store.sync(job)
         if status is not None and job.status != status:
             continue
         if model is not None and job.model != model:
@@ -209,7 +203,7 @@ def status(call: Call) -> httpx.Response:
     if isinstance(job, httpx.Response):
         return job
     job.polls += 1
-    call.fake._lifecycle.sync(job)
+    call.store.sync(job)
     return json_response(200, job.status_bytes())
 
 
@@ -217,8 +211,7 @@ def cancel(call: Call) -> httpx.Response:
     job = _job(call)
     if isinstance(job, httpx.Response):
         return job
-    fake = call.fake
-    fake._lifecycle.sync(job)
+    call.store.sync(job)
     if job.status in TERMINAL:
         return error_response(
             409,
@@ -226,7 +219,7 @@ def cancel(call: Call) -> httpx.Response:
             f"job {job.id} already {job.status}; only queued or running jobs can be cancelled",
             job_status=job.status,
         )
-    fake._lifecycle.cancel(job, fake.clock.time(), reason="cancel requested via the API")
+    call.store.cancel(job, reason="cancel requested via the API")
     return json_response(200, job.status_bytes())
 
 
@@ -235,7 +228,7 @@ def start(call: Call) -> httpx.Response:
     job = _job(call)
     if isinstance(job, httpx.Response):
         return job
-    call.fake._lifecycle.sync(job)
+    call.store.sync(job)
     return json_response(200, job.status_bytes())
 
 
@@ -245,7 +238,7 @@ def events(call: Call) -> httpx.Response:
         return job
     since = _int_param(call, "since_seq", 0, -1, 10**12)
     limit = _int_param(call, "limit", 200, 1, 10_000)
-    call.fake._lifecycle.sync(job)
+    call.store.sync(job)
     return json_response(200, job.events_page(since, limit))
 
 
@@ -256,7 +249,7 @@ def events_stream(call: Call) -> httpx.Response:
     if isinstance(job, httpx.Response):
         return job
     since = _int_param(call, "since_seq", 0, -1, 10**12)
-    call.fake._lifecycle.sync(job)
+    call.store.sync(job)
     lines = [
         f"id: {e['seq']}\nevent: {e['type']}\ndata: {json.dumps(e)}\n\n"
         for e in job.events_page(since, 10**9)["events"]
@@ -274,7 +267,7 @@ def metrics(call: Call) -> httpx.Response:
         return job
     after = _int_param(call, "after_step", -1, -1, 10**12)
     limit = _int_param(call, "limit", 200, 1, 10_000)
-    call.fake._lifecycle.sync(job)
+    call.store.sync(job)
     return json_response(200, job.metrics_page(after, limit, call.request.url.params.get("name")))
 
 
@@ -282,7 +275,7 @@ def timeline(call: Call) -> httpx.Response:
     job = _job(call)
     if isinstance(job, httpx.Response):
         return job
-    call.fake._lifecycle.sync(job)
+    call.store.sync(job)
     return json_response(200, {"events": job.timeline, "job_id": job.id, "status": job.status})
 
 

@@ -1,6 +1,6 @@
-"""An ASGI adapter over :meth:`FakeSynthBackend.handle`, so any HTTP client can reach the fake.
+"""An ASGI adapter over a request handler, so any HTTP client can reach the fake backend.
 
-The adapter only translates: ASGI scope and body in, :class:`httpx.Request` to the fake, the
+The adapter only translates: ASGI scope and body in, :class:`httpx.Request` to the handler, the
 :class:`httpx.Response` back out. One behaviour needs the server's help: an injected connection
 fault must look like a connection failure to the client, not like an HTTP 500, so the adapter
 aborts the socket before any byte of a response is written.
@@ -9,19 +9,13 @@ aborts the socket before any byte of a response is written.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import httpx
 
 from ..asgi_support import Receive, Scope, Send, read_body, serve_lifespan
-from ..masking import get_logger
-
-if TYPE_CHECKING:
-    from .backend import FakeSynthBackend
 
 __all__ = ["FakeASGIApp"]
-
-log = get_logger(__name__)
 
 
 def _abort_connection(send: Send) -> bool:
@@ -36,10 +30,10 @@ def _abort_connection(send: Send) -> bool:
 
 
 class FakeASGIApp:
-    """ASGI 3 application serving one :class:`FakeSynthBackend`."""
+    """ASGI 3 application serving one ``httpx.Request -> httpx.Response`` handler."""
 
-    def __init__(self, fake: FakeSynthBackend) -> None:
-        self.fake = fake
+    def __init__(self, handler: Callable[[httpx.Request], httpx.Response]) -> None:
+        self.handler = handler
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -50,7 +44,7 @@ class FakeASGIApp:
         body = await read_body(receive)
         request = self._to_request(scope, body)
         try:
-            response, _ = self.fake._handle(request)
+            response = self.handler(request)
         except httpx.ConnectError:
             if _abort_connection(send):
                 # Let the transport notice it is closed before uvicorn looks at the cycle.

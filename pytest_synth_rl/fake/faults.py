@@ -22,7 +22,7 @@ from typing import Literal
 
 from ..errors import ConfigError, ConfigProblem
 
-__all__ = ["ROUTE_NAMES", "Fault", "FaultKind"]
+__all__ = ["ROUTE_NAMES", "Fault", "FaultKind", "make_fault"]
 
 FaultKind = Literal["status", "connect", "latency"]
 
@@ -167,3 +167,37 @@ class Fault:
             "injected": self.injected,
             "active": self.active,
         }
+
+
+def make_fault(
+    route: str = "*",
+    *,
+    status: int | None = None,
+    connect_error: bool = False,
+    latency: float | None = None,
+    retry_after: float | None = None,
+    pattern: str | None = None,
+    fail_next: int | None = None,
+    probability: float | None = None,
+    seed: int = 0,
+    cycle: bool = False,
+) -> Fault:
+    """A :class:`Fault` from the keyword form ``FakeSynthBackend.fault`` and the admin API take."""
+    given = {"status": status is not None, "connect": connect_error, "latency": latency is not None}
+    kinds = [kind for kind, on in given.items() if on]
+    if len(kinds) > 1:
+        message = f"choose one fault kind, got {' and '.join(kinds)}"
+        raise ConfigError([ConfigProblem("fault", message, "status=, connect_error=True or latency=")])
+    kind: FaultKind = "connect" if connect_error else "latency" if latency is not None else "status"
+    return Fault(
+        route=route,
+        kind=kind,
+        status=status if status is not None else 503,
+        latency=float(latency or 0.0),
+        retry_after=retry_after,
+        pattern=pattern,
+        fail_next=fail_next,
+        probability=probability,
+        seed=seed,
+        cycle=cycle,
+    )

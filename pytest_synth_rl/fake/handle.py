@@ -8,15 +8,13 @@ copies: a test cannot corrupt the fake's state by mutating what it was given.
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import ConfigError, ConfigProblem
 from .jobs import JobRecord, RolloutRecord
 from .lifecycle import Target
 from .scenario import Scenario
-
-if TYPE_CHECKING:
-    from .backend import FakeSynthBackend
+from .store import JobStore
 
 __all__ = ["FakeJob"]
 
@@ -24,8 +22,8 @@ __all__ = ["FakeJob"]
 class FakeJob:
     """One job in a :class:`FakeSynthBackend` (get it with ``fake.job(id)`` or ``fake.jobs``)."""
 
-    def __init__(self, fake: FakeSynthBackend, record: JobRecord) -> None:
-        self._fake = fake
+    def __init__(self, store: JobStore, record: JobRecord) -> None:
+        self._store = store
         self._record = record
 
     @property
@@ -33,9 +31,7 @@ class FakeJob:
         return self._record.id
 
     def _synced(self) -> JobRecord:
-        with self._fake._lock:
-            self._fake._lifecycle.sync(self._record)
-            return self._record
+        return self._store.sync(self._record)
 
     # -- reading --------------------------------------------------------------------------------
     @property
@@ -44,30 +40,30 @@ class FakeJob:
 
     @property
     def events(self) -> list[dict[str, Any]]:
-        with self._fake._lock:
+        with self._store.lock:
             return copy.deepcopy(self._synced().events)
 
     @property
     def event_types(self) -> list[str]:
-        with self._fake._lock:
+        with self._store.lock:
             return [e["type"] for e in self._synced().events]
 
     @property
     def metrics(self) -> list[dict[str, Any]]:
         """Metric points (``train.reward``, ``train.loss``, ``eval.reward``) in order."""
-        with self._fake._lock:
+        with self._store.lock:
             return copy.deepcopy(self._synced().points)
 
     @property
     def rewards(self) -> list[float]:
         """The per-step training rewards so far (step 1 first)."""
-        with self._fake._lock:
+        with self._store.lock:
             return list(self._synced().rewards)
 
     @property
     def rollouts(self) -> list[RolloutRecord]:
         """Every ``/rollout`` call made for this job (training and evaluation), in order."""
-        with self._fake._lock:
+        with self._store.lock:
             return list(self._synced().rollouts)
 
     @property
@@ -95,9 +91,14 @@ class FakeJob:
     def uses_rollouts(self) -> bool:
         return self._record.use_rollouts
 
+    def summary(self) -> dict[str, Any]:
+        """Status plus lifecycle bookkeeping (scenario, counts, polls), as the admin API lists it."""
+        with self._store.lock:
+            return copy.deepcopy(self._synced().summary())
+
     def status_payload(self) -> dict[str, Any]:
         """The body ``GET /rl/jobs/{id}`` would return now (without counting as a poll)."""
-        with self._fake._lock:
+        with self._store.lock:
             return copy.deepcopy(self._synced().status_body())
 
     # -- pushing ----------------------------------------------------------------------------------
@@ -127,36 +128,22 @@ class FakeJob:
                     )
                 ]
             )
-        with self._fake._lock:
-            self._fake._lifecycle.sync(self._record)
-            self._fake._lifecycle.sync(self._record, made)
+        self._store.advance(self._record, made)
         return self
 
     def succeed(self) -> FakeJob:
         """Finish the job successfully now, running its remaining steps."""
-        with self._fake._lock:
-            self._fake._lifecycle.sync(self._record)
-            self._record.outcome_override = "succeeded"
-            self._record.version += 1  # the plan changed
-            self._fake._lifecycle.sync(self._record, Target("end"))
+        self._store.succeed(self._record)
         return self
 
     def fail(self, message: str = "failed by the test (FakeJob.fail)") -> FakeJob:
         """Fail the job now with *message* as its error."""
-        with self._fake._lock:
-            self._fake._lifecycle.sync(self._record)
-            self._fake._lifecycle.fail(
-                self._record, message, self._fake.clock.time(), data={"step": self._record.steps_done}
-            )
+        self._store.fail(self._record, message)
         return self
 
     def cancel(self) -> FakeJob:
         """Cancel the job now (as ``POST /rl/jobs/{id}/cancel`` would, minus the 409 when done)."""
-        with self._fake._lock:
-            self._fake._lifecycle.sync(self._record)
-            self._fake._lifecycle.cancel(
-                self._record, self._fake.clock.time(), reason="cancelled by the test"
-            )
+        self._store.cancel(self._record, reason="cancelled by the test")
         return self
 
     def __repr__(self) -> str:

@@ -7,25 +7,29 @@ fast stop, TCP_NODELAY) rather than :class:`InProcessTaskApp`, whose task-app ke
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+
+import httpx
 
 from ..taskapp.server import ServerThread, url_host
 from .asgi import FakeASGIApp
-
-if TYPE_CHECKING:
-    from .backend import FakeSynthBackend
 
 __all__ = ["FakeServer"]
 
 
 class FakeServer:
-    """One served fake; :meth:`start` returns its base URL."""
+    """One served request handler; :meth:`start` returns its base URL."""
 
     def __init__(
-        self, fake: FakeSynthBackend, *, host: str = "127.0.0.1", port: int = 0, startup_timeout: float = 15.0
+        self,
+        handler: Callable[[httpx.Request], httpx.Response],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        startup_timeout: float = 15.0,
     ) -> None:
         self._thread = ServerThread(
-            FakeASGIApp(fake), host=host, port=port, lifespan="off", description="fake Synth backend"
+            FakeASGIApp(handler), host=host, port=port, lifespan="off", description="fake Synth backend"
         )
         self._timeout = startup_timeout
         self.url: str | None = None

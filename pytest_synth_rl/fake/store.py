@@ -1,0 +1,387 @@
+"""JobStore: the fake backend's state, behind one lock and a small public interface.
+
+Everything a request or a test can change lives here: jobs (and the idempotency keys that
+created them), the scenarios waiting for the next submissions, the faults, the request log, and
+the lifecycle engine with the helpers it runs rollouts with (the stub model, the rollout
+client). Route handlers, the admin API and :class:`~.handle.FakeJob` work through these methods
+only, so the rules (a job is brought up to date with the clock before anyone reads it; ids and
+keys are unique) are kept in one place.
+
+Methods take :attr:`JobStore.lock` themselves; it is reentrant, and the request handler holds it
+around a whole request so that logging and answering are one step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
+
+from ..clock import Clock, VirtualClock
+from ..errors import ConfigProblem, SynthError
+from ..inference import ArithmeticPolicy, InferencePolicy, InferenceReply, StubInference
+from ..loopback import is_loopback_url
+from ..masking import Secret
+from .faults import Fault
+from .jobs import JobRecord
+from .lifecycle import Lifecycle, Target
+from .rollouts import RolloutDriver
+from .scenario import Scenario
+from .wire import RecordedRequest
+
+__all__ = ["IdempotencyConflict", "JobStore", "RolloutsMode"]
+
+RolloutsMode = Literal["auto"] | bool
+
+
+class IdempotencyConflict(Exception):
+    """An ``Idempotency-Key`` reused with a different payload; ``job_id`` is the key's job."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(job_id)
+        self.job_id = job_id
+
+
+def _progress_accuracy(step: int) -> float:
+    # The default "model" improves as training progresses: step is the percentage of the job done.
+    return min(0.95, 0.15 + 0.8 * step / 100.0)
+
+
+class JobStore:
+    """Jobs, scenarios, faults and the request log of one fake backend, on one clock.
+
+    Public interface, by concern:
+
+    * clock: :attr:`clock`, :meth:`use_clock`; jobs follow a subscribed ``VirtualClock`` as it
+      advances, without being polled.
+    * scenarios: :attr:`default_scenario`, :meth:`set_default`, :meth:`script`.
+    * jobs: :meth:`find`, :meth:`get`, :meth:`latest`, :meth:`records`, :meth:`recent_ids`,
+      :meth:`validate`, :meth:`replay`, :meth:`create`.
+    * moving jobs: :meth:`sync`, :meth:`advance`, :meth:`succeed`, :meth:`fail`, :meth:`cancel`.
+    * faults and the request log: :attr:`faults`, :meth:`add_fault`, :meth:`clear_faults`,
+      :meth:`log`, :attr:`requests`.
+    * lifetime: :meth:`reset`, :meth:`clear_jobs`, :meth:`stop_helpers`, :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        validate: bool = True,
+        rollouts: RolloutsMode = "auto",
+        task_app_key: Secret | None = None,
+        policy: InferencePolicy | None = None,
+        replies: Sequence[InferenceReply] | None = None,
+        max_rollouts_per_step: int = 4,
+        rollout_timeout: float = 30.0,
+    ) -> None:
+        self.lock = threading.RLock()
+        self.validate_payloads = validate
+        self.rollouts: RolloutsMode = rollouts
+        self._clock = clock
+        self._jobs: OrderedDict[str, JobRecord] = OrderedDict()
+        self._active: dict[str, JobRecord] = {}
+        self._idempotency: dict[str, tuple[str, str]] = {}
+        self._faults: list[Fault] = []
+        self._requests: list[RecordedRequest] = []
+        self._default = Scenario()
+        self._next: list[Scenario] = []
+        self._counter = 0
+        self._task_app_key = task_app_key
+        self._own_policy = policy is None and replies is None
+        self._policy_given = policy is not None
+        self.inference = StubInference(
+            policy=ArithmeticPolicy(_progress_accuracy) if self._own_policy else policy, replies=replies
+        )
+        self._stub_stack: contextlib.ExitStack | None = None
+        self._stub_url: str | None = None
+        self._driver = RolloutDriver(
+            api_key=self._rollout_key, inference_url=self._inference_url, timeout=rollout_timeout
+        )
+        self._lifecycle = Lifecycle(
+            clock=lambda: self._clock,
+            driver=self._driver,
+            max_rollouts_per_step=max_rollouts_per_step,
+            before_batch=self._before_batch,
+        )
+        self._unsubscribe: Callable[[], None] | None = None
+        self._subscribe()
+
+    # -- clock ------------------------------------------------------------------------------------
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    def use_clock(self, clock: Clock) -> Clock:
+        """Run jobs on *clock* from now on; returns the previous clock."""
+        previous = self._clock
+        if clock is not previous:
+            self._detach()
+            with self.lock:
+                self._clock = clock
+            self._subscribe()
+        return previous
+
+    def _subscribe(self) -> None:
+        if not isinstance(self._clock, VirtualClock):
+            return
+        ref = weakref.ref(self)
+
+        def on_advance(before: float, after: float) -> None:
+            store = ref()
+            if store is not None:
+                store._on_clock(after)
+
+        self._unsubscribe = self._clock.subscribe(on_advance)
+
+    def _detach(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    def _on_clock(self, now: float) -> None:
+        # Cheap when nothing is due: one comparison per active job.
+        if not self._active:
+            return
+        with self.lock:
+            for job in list(self._active.values()):
+                due = self._lifecycle.next_due(job)
+                if job.scenario.mode == "immediate" or (due is not None and due <= now + 1e-9):
+                    self._lifecycle.sync(job)
+                if job.terminal:
+                    self._active.pop(job.id, None)
+
+    # -- scenarios --------------------------------------------------------------------------------
+    @property
+    def default_scenario(self) -> Scenario:
+        return self._default
+
+    def set_default(self, scenario: Scenario) -> None:
+        with self.lock:
+            self._default = scenario
+
+    def script(self, target: str, scenario: Scenario) -> None:
+        """Script ``"next"`` (the next submission; calls queue up) or the existing job *target*.
+
+        An existing job follows the new script from its current stage on.
+        """
+        with self.lock:
+            if target == "next":
+                self._next.append(scenario)
+                return
+            hint = "use scenario_for('next', ...) before submitting, or an id from fake.jobs"
+            job = self.get(target, hint=hint)
+            self._lifecycle.sync(job)
+            job.scenario = scenario
+            job.touch(job.updated_time)
+            if not job.terminal:
+                self._active[job.id] = job
+
+    # -- jobs -------------------------------------------------------------------------------------
+    def find(self, job_id: str) -> JobRecord | None:
+        with self.lock:
+            return self._jobs.get(job_id)
+
+    def get(self, job_id: str, hint: str = "use the id returned by submit(), or fake.jobs") -> JobRecord:
+        """The job *job_id*; :class:`SynthError` naming recent ids if there is none."""
+        job = self.find(job_id)
+        if job is None:
+            raise SynthError(
+                f"no job {job_id!r} on this FakeSynthBackend (jobs: {self.recent_ids()})", hint=hint
+            )
+        return job
+
+    def latest(self) -> JobRecord:
+        with self.lock:
+            if not self._jobs:
+                raise SynthError(
+                    "no job was submitted to this FakeSynthBackend yet",
+                    hint="submit a job first (POST /rl/jobs)",
+                )
+            return self._jobs[next(reversed(self._jobs))]
+
+    def records(self) -> list[JobRecord]:
+        """Every job, oldest first (not synced: call :meth:`sync` before reading state)."""
+        with self.lock:
+            return list(self._jobs.values())
+
+    def recent_ids(self, count: int = 5) -> list[str]:
+        with self.lock:
+            return list(self._jobs)[-count:]
+
+    def validate(self, payload: Mapping[str, Any]) -> list[ConfigProblem]:
+        """Problems with a submitted payload (none when validation is off)."""
+        if not self.validate_payloads:
+            return []
+        from ..config import validate_rl_payload  # the config layer, not needed until a submit
+
+        return list(validate_rl_payload(payload))
+
+    def replay(self, key: str, payload: Mapping[str, Any]) -> JobRecord | None:
+        """The job *key* already created (synced), None if the key is new.
+
+        Raises :class:`IdempotencyConflict` when the key was used for a different payload.
+        """
+        with self.lock:
+            previous = self._idempotency.get(key)
+            if previous is None:
+                return None
+            canonical, job_id = previous
+            if canonical != _canonical(payload):
+                raise IdempotencyConflict(job_id)
+            job = self._jobs[job_id]
+            self._lifecycle.sync(job)
+            return job
+
+    def create(self, payload: dict[str, Any], idempotency_key: str | None = None) -> JobRecord:
+        """A new queued job for *payload*, on the next queued scenario or the default one."""
+        with self.lock:
+            self._counter += 1
+            job_id = f"job_rl_{self._counter:06d}"
+            scenario = self._next.pop(0) if self._next else self._default
+            endpoint = str((payload.get("data") or {}).get("endpoint_base_url") or "")
+            forced = scenario.uses_rollouts
+            if forced is not None:
+                use_rollouts = forced
+            elif self.rollouts == "auto":
+                use_rollouts = is_loopback_url(endpoint)
+            else:
+                use_rollouts = bool(self.rollouts) and endpoint.startswith(("http://", "https://"))
+            now, ts = self._clock.now(), self._clock.time()
+            job = JobRecord(
+                id=job_id,
+                payload=payload,
+                scenario=scenario,
+                created_now=now,
+                created_time=ts,
+                use_rollouts=use_rollouts,
+                idempotency_key=idempotency_key,
+                updated_time=ts,
+            )
+            job.set_phase(ts, "queued")
+            created = f"RL job {job_id} created for {job.model}"
+            job.add_event(ts, "rl.job.created", created, {"model": job.model})
+            self._jobs[job_id] = job
+            self._active[job_id] = job
+            if idempotency_key is not None:
+                self._idempotency[idempotency_key] = (_canonical(payload), job_id)
+            return job
+
+    # -- moving jobs ------------------------------------------------------------------------------
+    def sync(self, job: JobRecord) -> JobRecord:
+        """Run the stages of *job* that are due by now; returns the job."""
+        with self.lock:
+            self._lifecycle.sync(job)
+            return job
+
+    def advance(self, job: JobRecord, target: Target) -> None:
+        """Run *job*'s stages now, up to *target*, stamped with the current time."""
+        with self.lock:
+            self._lifecycle.sync(job)
+            self._lifecycle.sync(job, target)
+
+    def succeed(self, job: JobRecord) -> None:
+        """Finish *job* successfully now, running its remaining steps."""
+        with self.lock:
+            self._lifecycle.sync(job)
+            job.outcome_override = "succeeded"
+            job.version += 1  # the plan changed
+            self._lifecycle.sync(job, Target("end"))
+
+    def fail(self, job: JobRecord, message: str) -> None:
+        with self.lock:
+            self._lifecycle.sync(job)
+            self._lifecycle.fail(job, message, self._clock.time(), data={"step": job.steps_done})
+
+    def cancel(self, job: JobRecord, reason: str) -> None:
+        """Cancel *job* now (a job already finished stays as it is)."""
+        with self.lock:
+            self._lifecycle.sync(job)
+            self._lifecycle.cancel(job, self._clock.time(), reason=reason)
+
+    # -- faults and the request log ---------------------------------------------------------------
+    @property
+    def faults(self) -> list[Fault]:
+        with self.lock:
+            return list(self._faults)
+
+    def add_fault(self, fault: Fault) -> Fault:
+        with self.lock:
+            self._faults.append(fault)
+        return fault
+
+    def clear_faults(self) -> None:
+        with self.lock:
+            for fault in self._faults:
+                fault.remove()
+            self._faults.clear()
+
+    def log(self, request: RecordedRequest) -> None:
+        with self.lock:
+            self._requests.append(request)
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        with self.lock:
+            return list(self._requests)
+
+    # -- lifetime ---------------------------------------------------------------------------------
+    def clear_jobs(self) -> None:
+        with self.lock:
+            self._jobs.clear()
+            self._active.clear()
+            self._idempotency.clear()
+
+    def reset(self) -> None:
+        """Forget jobs, the request log, scenarios and faults, and give the stub model a fresh start."""
+        with self.lock:
+            self.clear_jobs()
+            self._requests.clear()
+            self._next.clear()
+            self._default = Scenario()
+        self.clear_faults()
+        self.inference.clear()
+        if self._own_policy:
+            # A fresh default model: its answers depend on what it was asked before, and a test
+            # must not see different rewards depending on which tests ran first.
+            self.inference.policy = ArithmeticPolicy(_progress_accuracy)
+
+    def stop_helpers(self) -> None:
+        """Stop the stub model server and the rollout client (both restart when needed)."""
+        with self.lock:
+            stack, self._stub_stack = self._stub_stack, None
+            self._stub_url = None
+        if stack is not None:
+            stack.close()
+        self._driver.close()
+
+    def close(self) -> None:
+        self.stop_helpers()
+        self._detach()
+
+    # -- rollout helpers --------------------------------------------------------------------------
+    def _rollout_key(self) -> str | Secret | None:
+        return self._task_app_key or os.environ.get("ENVIRONMENT_API_KEY")
+
+    def _inference_url(self) -> str:
+        with self.lock:
+            if self._stub_url is None:
+                stack = contextlib.ExitStack()
+                self._stub_url = stack.enter_context(self.inference.serve())
+                self._stub_stack = stack
+            return self._stub_url
+
+    def _before_batch(self, job: JobRecord, step: int) -> None:
+        policy = self.inference.policy
+        if hasattr(policy, "step"):
+            percent = round(100 * step / max(1, job.scenario.steps))
+            policy.step = step if self._policy_given else percent
+
+
+def _canonical(payload: Mapping[str, Any]) -> str:
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"))
