@@ -130,12 +130,12 @@ class JobStore:
     def _subscribe(self) -> None:
         if not isinstance(self._clock, VirtualClock):
             return
-        ref = weakref.ref(self)
+        ref = weakref.WeakMethod(self._on_clock)
 
         def on_advance(before: float, after: float) -> None:
-            store = ref()
-            if store is not None:
-                store._on_clock(after)
+            on_clock = ref()
+            if on_clock is not None:
+                on_clock(after)
 
         self._unsubscribe = self._clock.subscribe(on_advance)
 
