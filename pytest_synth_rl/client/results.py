@@ -1,10 +1,10 @@
 """What a job *is* once we have read it: status vocabulary, poll history, final results.
 
 The backend's status vocabulary is loose (``succeeded`` or ``completed``, ``failed`` or
-``error``, ``cancelled`` or ``canceled``, any case, under ``status`` or ``state``). The upstream SDK compared the raw string
-case-sensitively in one place and lower-cased in another, so some finished jobs were polled until
-timeout. Every status decision in this package goes through :func:`job_status` and the
-:data:`TERMINAL_STATUSES` table here, and nowhere else.
+``error``, ``cancelled`` or ``canceled``, any case, under ``status`` or ``state``). The upstream
+SDK compared the raw string case-sensitively in one place and lower-cased in another, so some
+finished jobs were polled until timeout. Every status decision in this package goes through
+:func:`job_status` and the :data:`TERMINAL_STATUSES` table here, and nowhere else.
 """
 
 from __future__ import annotations
