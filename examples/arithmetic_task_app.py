@@ -7,8 +7,9 @@ as the reference target for pytest-synth-rl's tests and as a template:
   so the same seed always asks the same question;
 * ``POST /rollout`` asks the model behind ``policy.config.inference_url`` (an OpenAI-compatible
   ``/chat/completions``) to answer through a ``submit_answer`` tool, grades the answer, and
-  returns the rollout response: the echoed ``trace_correlation_id`` (and ``run_id``),
-  ``metrics.outcome_reward`` 1.0/0.0, ``event_rewards``, ``details`` and a v3-shaped ``trace``;
+  returns the rollout response: the echoed ``trace_correlation_id`` and ``run_id``, the reward
+  under both ``metrics`` and ``reward_info`` (``outcome_reward`` 1.0/0.0, ``event_rewards``,
+  ``details``) so every SDK era from 0.4.4 to 0.5.0 accepts it, and a v3-shaped ``trace``;
 * every route except ``/`` checks ``ENVIRONMENT_API_KEY`` the way Synth task apps do.
 
 Run it alone with ``uvicorn arithmetic_task_app:app --port 8114`` (after exporting
@@ -446,8 +447,11 @@ def create_app(*, api_key: str | None = None, require_api_key: bool = True) -> F
             },
             "inference_url": inference_url,
         }
-        if body.run_id:
-            response["run_id"] = body.run_id
+        # Both ids and both reward keys (the same object): the response then validates under
+        # every rollout schema from synth-ai 0.4.4 (run_id + metrics) through 0.4.12
+        # (trace_correlation_id + metrics) to 0.5.0 (trace_correlation_id + reward_info).
+        response["run_id"] = body.run_id or correlation_id
+        response["reward_info"] = response["metrics"]
         return response
 
     return app

@@ -17,6 +17,7 @@ from .baselines import (
 )
 from .client import (
     AsyncRLJob,
+    EnvKeyUpload,
     EventPage,
     JobResult,
     PollRecord,
@@ -24,8 +25,13 @@ from .client import (
     RLJob,
     RLJobConfig,
     SynthCallbackWarning,
+    TaskAppVerification,
     async_list_rl_jobs,
+    async_upload_environment_api_key,
+    async_verify_task_app,
     list_rl_jobs,
+    upload_environment_api_key,
+    verify_task_app,
 )
 from .clock import Clock, RealClock, ScaledClock, VirtualClock
 from .config import (
@@ -44,11 +50,13 @@ from .errors import (
     BackendError,
     ConfigError,
     ConfigProblem,
+    EnvKeyUploadError,
     JobFailedError,
     JobSubmitError,
     JobTimeoutError,
     SynthError,
     TaskAppError,
+    TaskAppVerificationError,
 )
 from .fake import FakeJob, FakeSynthBackend, Scenario
 from .inference import StubInference
@@ -86,6 +94,8 @@ __all__ = [
     "ConfigError",
     "ConfigProblem",
     "ContractReport",
+    "EnvKeyUpload",
+    "EnvKeyUploadError",
     "EventPage",
     "EventuallyTimeout",
     "FakeJob",
@@ -116,11 +126,15 @@ __all__ = [
     "SynthSettings",
     "TaskAppContractError",
     "TaskAppError",
+    "TaskAppVerification",
+    "TaskAppVerificationError",
     "Tolerance",
     "VirtualClock",
     "__version__",
     "assert_task_app_contract",
     "async_list_rl_jobs",
+    "async_upload_environment_api_key",
+    "async_verify_task_app",
     "build_rl_payload",
     "build_rl_payload_from_mapping",
     "check_baseline",
@@ -136,7 +150,9 @@ __all__ = [
     "redact",
     "resolve_settings",
     "summarize_job",
+    "upload_environment_api_key",
     "use_cassette",
     "validate_rl_config",
     "validate_rl_payload",
+    "verify_task_app",
 ]

@@ -276,7 +276,8 @@ class JobExpectation:
         return self
 
     def to_fail(self, within: float | None = None, *, error_contains: str | None = None) -> JobExpectation:
-        """The job ends ``failed``; optionally its error text contains *error_contains*."""
+        """The job ends ``failed`` (or ``error``, any case); optionally its error text contains
+        *error_contains*."""
         self.to_finish(within)
         if not getattr(self.result, "failed", False):
             raise self._fail(f"expected job {self.job.job_id} to fail, but it ended {self.result.status!r}")

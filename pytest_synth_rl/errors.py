@@ -18,11 +18,13 @@ __all__ = [
     "BackendError",
     "ConfigError",
     "ConfigProblem",
+    "EnvKeyUploadError",
     "JobFailedError",
     "JobSubmitError",
     "JobTimeoutError",
     "SynthError",
     "TaskAppError",
+    "TaskAppVerificationError",
 ]
 
 _EXCERPT_LIMIT = 500
@@ -178,6 +180,15 @@ class BackendError(SynthError):
 
 class JobSubmitError(BackendError):
     """Submitting the job failed: rejected payload, auth, or an unusable response."""
+
+
+class EnvKeyUploadError(BackendError):
+    """Handing the task app's key to the backend failed: the key itself, the public key, the upload,
+    or the check that the backend holds it."""
+
+
+class TaskAppVerificationError(BackendError):
+    """The backend could not verify the task app before submission (``POST /rl/verify_task_app``)."""
 
 
 class JobFailedError(SynthError):

@@ -26,7 +26,7 @@ def test_job_status(payload: dict[str, Any], expected: str) -> None:
 
 
 def test_terminal_table() -> None:
-    assert {"succeeded", "completed", "failed", "cancelled", "canceled"} == TERMINAL_STATUSES
+    assert {"succeeded", "completed", "failed", "error", "cancelled", "canceled"} == TERMINAL_STATUSES
     assert is_terminal("CANCELED")
     assert not is_terminal("running")
     assert not is_terminal("")

@@ -40,7 +40,7 @@ def example() -> Any:
 
 
 def rewriting(app: Any, path: str, rewrite: Rewrite, *, when_query: bool | None = None) -> Any:
-    """Wrap *app* so that *path*'s JSON response goes through ``rewrite(status, body)``.
+    """Wrap *app* so that *path*'s successful JSON response goes through ``rewrite(status, body)``.
 
     ``when_query``: only rewrite requests with (True) or without (False) a query string.
     """
@@ -64,6 +64,10 @@ def rewriting(app: Any, path: str, rewrite: Rewrite, *, when_query: bool | None 
                 chunks.append(message.get("body", b""))
 
         await app(scope, receive, capture)
+        if start["status"] != 200:  # e.g. the check's probe without a key: left as the app said
+            await send(start)
+            await send({"type": "http.response.body", "body": b"".join(chunks)})
+            return
         status, body = rewrite(start["status"], json.loads(b"".join(chunks)))
         encoded = json.dumps(body).encode()
         await send(
@@ -105,12 +109,18 @@ def test_example_app_passes_every_check(example: Any) -> None:
         "POST /rollout",
         "rollout echoes its id",
         "rollout reward is numeric",
+        "rollout response era",
         "rollout trace shape",
         "rollout called the model",
     ]
     assert all(check.passed for check in report.checks)
-    assert report.check("rollout reward is numeric").got == "metrics.outcome_reward = 1.0"
+    assert (
+        report.check("rollout reward is numeric").got
+        == "reward_info.outcome_reward = 1.0; metrics.outcome_reward = 1.0"
+    )
+    assert report.eras == ("0.4.4–0.4.11", "0.4.12", "0.5.0")
     assert report.check("rollout called the model").got == "1 chat completion request(s)"
+    assert report.warnings == []
     rendered = report.render()
     assert "(ok)" in rendered
     assert rendered.count("PASS") == len(report.checks)
@@ -127,7 +137,10 @@ def test_policy_argument_drives_the_stub_model(example: Any) -> None:
     # A wrong-answering model is still a contract-abiding rollout: reward 0.0 is numeric.
     report = run_check(example.create_app(), policy=ArithmeticPolicy(accuracy=0.0))
     assert report.ok, report.render()
-    assert report.check("rollout reward is numeric").got == "metrics.outcome_reward = 0.0"
+    assert (
+        report.check("rollout reward is numeric").got
+        == "reward_info.outcome_reward = 0.0; metrics.outcome_reward = 0.0"
+    )
 
 
 # -- failing, one defect at a time ----------------------------------------------------------------
@@ -204,7 +217,7 @@ def test_each_defect_is_the_one_problem_reported(
 def test_app_that_does_not_enforce_auth(example: Any) -> None:
     report = run_check(example.create_app(require_api_key=False))
     assert problem_names(report) == ["auth enforced"], report.render()
-    assert report.check("auth enforced").got == "/health=HTTP 200, /task_info=HTTP 200"
+    assert report.check("auth enforced").got == "/task_info=HTTP 200, /rollout=HTTP 200"
 
 
 def test_rollout_500_skips_the_checks_that_need_its_body(example: Any) -> None:

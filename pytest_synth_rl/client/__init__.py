@@ -9,6 +9,14 @@ never show up in reprs or errors.
 from __future__ import annotations
 
 from .aio import AsyncRLJob, async_list_rl_jobs
+from .env_keys import (
+    ENV_KEY_NAME,
+    MAX_ENV_KEY_BYTES,
+    SEALED_BOX_ALG,
+    EnvKeyUpload,
+    async_upload_environment_api_key,
+    upload_environment_api_key,
+)
 from .jobconfig import DEFAULT_BACKEND_URL, RLJobConfig, resolve_api_key, resolve_backend_url
 from .polling import SynthCallbackWarning
 from .results import (
@@ -24,14 +32,19 @@ from .results import (
 )
 from .retry import RetryPolicy, parse_retry_after
 from .sync import RLJob, list_rl_jobs
+from .task_verify import TaskAppVerification, async_verify_task_app, verify_task_app
 
 __all__ = [
     "CANCELLED_STATUSES",
     "DEFAULT_BACKEND_URL",
+    "ENV_KEY_NAME",
     "FAILURE_STATUSES",
+    "MAX_ENV_KEY_BYTES",
+    "SEALED_BOX_ALG",
     "SUCCESS_STATUSES",
     "TERMINAL_STATUSES",
     "AsyncRLJob",
+    "EnvKeyUpload",
     "EventPage",
     "JobResult",
     "PollRecord",
@@ -39,11 +52,16 @@ __all__ = [
     "RLJobConfig",
     "RetryPolicy",
     "SynthCallbackWarning",
+    "TaskAppVerification",
     "async_list_rl_jobs",
+    "async_upload_environment_api_key",
+    "async_verify_task_app",
     "is_terminal",
     "job_status",
     "list_rl_jobs",
     "parse_retry_after",
     "resolve_api_key",
     "resolve_backend_url",
+    "upload_environment_api_key",
+    "verify_task_app",
 ]

@@ -18,11 +18,15 @@ from ..masking import Secret
 from ..taskapp.health import async_check_task_app_health, shared_ssl_context
 from .base import DEFAULT_REQUEST_TIMEOUT, JobBase
 from .calls import Call
+from .env_keys import EnvKeyUpload
+from .env_keys import async_upload_environment_api_key as _upload
 from .jobconfig import RLJobConfig
 from .polling import Poller
 from .results import EventPage, JobResult
 from .retry import RetryPolicy, async_send
 from .sync import HEALTH_TIMEOUT
+from .task_verify import TaskAppVerification
+from .task_verify import async_verify_task_app as _verify
 
 __all__ = ["AsyncRLJob", "async_list_rl_jobs"]
 
@@ -66,6 +70,18 @@ class AsyncRLJob(JobBase[httpx.AsyncClient, httpx.AsyncBaseTransport]):
                 )
             self._health_verdict(report)
         return self._accept_submission(await self._run(call))
+
+    async def upload_environment_api_key(
+        self, env_key: str | Secret | None = None, *, verify: bool = False
+    ) -> EnvKeyUpload:
+        """Upload the task app's key (default: this job's ``task_app_api_key``) to the backend,
+        sealed; see :func:`~.env_keys.async_upload_environment_api_key`."""
+        return await _upload(env_key=self._upload_key(env_key), verify=verify, **self._oneshot_options())
+
+    async def verify_task_app(self, task_url: str | None = None) -> TaskAppVerification:
+        """Have the backend probe the task app (default: this job's); see
+        :func:`~.task_verify.async_verify_task_app`."""
+        return await _verify(task_url=self._verify_target(task_url), **self._oneshot_options())
 
     async def get_status(self) -> dict[str, Any]:
         return (await self._run(self._status_call()))[0]

@@ -375,6 +375,31 @@ class JobBase(Generic[ClientT, TransportT]):
             params=params,
         )
 
+    # -- before submitting ------------------------------------------------------------------
+    def _upload_key(self, env_key: str | Secret | None) -> str | Secret | None:
+        """The key to upload: the argument, else the job's task app key (``ENVIRONMENT_API_KEY``)."""
+        return env_key if env_key is not None else self._config.task_app_api_key
+
+    def _verify_target(self, task_url: str | None) -> str | None:
+        """The task app to verify: the argument, else the job's task app URL (TOML included)."""
+        if task_url is not None:
+            return task_url
+        if self._config.task_app_url:
+            return self._config.task_app_url
+        if self._config.config_path is not None:
+            return self.build().task_url
+        return None
+
+    def _oneshot_options(self) -> dict[str, Any]:
+        """What the plain upload/verify functions need to run on this job's client and clock."""
+        return {
+            "backend_url": self._config.backend_url,
+            "api_key": self._config.api_key,
+            "http_client": self._http,
+            "clock": self._clock,
+            "retry": self._retry,
+        }
+
     # -- verdicts ----------------------------------------------------------------------------
     def _health_target(self) -> tuple[str, Secret | None]:
         return self.build().task_url, self._config.task_app_api_key

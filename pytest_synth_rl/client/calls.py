@@ -82,6 +82,10 @@ class Call(Generic[T]):
     job_id: str | None = None
     fallback: Call[T] | None = None
     fell_back_from: str | None = None
+    #: For calls outside the job API: what failed (the error's opening words) and how to fix a
+    #: rejection that is not about the API key or rate limits.
+    action: str | None = None
+    fix: str | None = None
 
     def succeeded(self, status_code: int) -> bool:
         if self.ok_statuses is not None:
@@ -213,6 +217,8 @@ def _hint(call: Call[Any], status: int, response: httpx.Response, exhausted: boo
             f"the backend at {base} rejected the API key: check SYNTH_API_KEY (or api_key=) and that the "
             "key belongs to this backend"
         )
+    if call.fix is not None and status < 500 and status != 429:
+        return call.fix
     if status == 404:
         if call.operation == "submit":
             return (
@@ -243,7 +249,7 @@ def error_for(call: Call[Any], sent: Sent) -> BackendError:
     """The error for an unsuccessful answer, with a hint and every attempt made."""
     response = sent.response
     status = response.status_code
-    what = {
+    what = call.action or {
         "submit": "submitting the RL job failed",
         "status": f"reading the status of job {call.job_id!r} failed",
         "cancel": f"cancelling job {call.job_id!r} failed",

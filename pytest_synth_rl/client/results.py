@@ -1,10 +1,10 @@
 """What a job *is* once we have read it: status vocabulary, poll history, final results.
 
-The backend's status vocabulary is loose (``succeeded`` or ``completed``, ``cancelled`` or
-``canceled``, any case, under ``status`` or ``state``). The upstream SDK compared the raw string
-case-sensitively in one place and lower-cased in another, so some finished jobs were polled until
-timeout. Every status decision in this package goes through :func:`job_status` and the
-:data:`TERMINAL_STATUSES` table here, and nowhere else.
+The backend's status vocabulary is loose (``succeeded`` or ``completed``, ``failed`` or
+``error``, ``cancelled`` or ``canceled``, any case, under ``status`` or ``state``). The upstream
+SDK compared the raw string case-sensitively in one place and lower-cased in another, so some
+finished jobs were polled until timeout. Every status decision in this package goes through
+:func:`job_status` and the :data:`TERMINAL_STATUSES` table here, and nowhere else.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ __all__ = [
 ]
 
 SUCCESS_STATUSES: frozenset[str] = frozenset({"succeeded", "completed"})
-FAILURE_STATUSES: frozenset[str] = frozenset({"failed"})
+#: ``error`` is what the SDK's learning constants call a failed job (synth-ai 0.5.0).
+FAILURE_STATUSES: frozenset[str] = frozenset({"failed", "error"})
 CANCELLED_STATUSES: frozenset[str] = frozenset({"cancelled", "canceled"})
 TERMINAL_STATUSES: frozenset[str] = SUCCESS_STATUSES | FAILURE_STATUSES | CANCELLED_STATUSES
 

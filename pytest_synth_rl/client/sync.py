@@ -17,10 +17,14 @@ from ..masking import Secret
 from ..taskapp.health import check_task_app_health, shared_ssl_context
 from .base import DEFAULT_REQUEST_TIMEOUT, JobBase
 from .calls import Call
+from .env_keys import EnvKeyUpload
+from .env_keys import upload_environment_api_key as _upload
 from .jobconfig import RLJobConfig
 from .polling import Poller
 from .results import EventPage, JobResult
 from .retry import RetryPolicy, send
+from .task_verify import TaskAppVerification
+from .task_verify import verify_task_app as _verify
 
 __all__ = ["RLJob", "list_rl_jobs"]
 
@@ -69,6 +73,18 @@ class RLJob(JobBase[httpx.Client, httpx.BaseTransport]):
                 report = check_task_app_health(url, key, timeout=HEALTH_TIMEOUT, client=probe_client)
             self._health_verdict(report)
         return self._accept_submission(self._run(call))
+
+    def upload_environment_api_key(
+        self, env_key: str | Secret | None = None, *, verify: bool = False
+    ) -> EnvKeyUpload:
+        """Upload the task app's key (default: this job's ``task_app_api_key``) to the backend,
+        sealed; see :func:`~.env_keys.upload_environment_api_key`."""
+        return _upload(env_key=self._upload_key(env_key), verify=verify, **self._oneshot_options())
+
+    def verify_task_app(self, task_url: str | None = None) -> TaskAppVerification:
+        """Have the backend probe the task app (default: this job's); see
+        :func:`~.task_verify.verify_task_app`."""
+        return _verify(task_url=self._verify_target(task_url), **self._oneshot_options())
 
     def get_status(self) -> dict[str, Any]:
         """The job's current status payload (``{}`` if the backend answered with non-JSON)."""

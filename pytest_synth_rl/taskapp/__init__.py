@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from .contract import (
+    ROLLOUT_ERAS,
     ContractCheck,
     ContractReport,
     TaskAppContractError,
@@ -28,6 +29,7 @@ from .loading import FACTORY_NAMES, is_asgi_app, resolve_app
 __all__ = [
     "CONTRACT_ENDPOINTS",
     "FACTORY_NAMES",
+    "ROLLOUT_ERAS",
     "ContractCheck",
     "ContractReport",
     "HealthReport",

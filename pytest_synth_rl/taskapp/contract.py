@@ -7,6 +7,13 @@ score). Each of those breaks in its own way in real task apps, and the trainer r
 and vaguely, so :func:`check_task_app_contract` checks them all up front, keeps going after a
 failure, and returns a :class:`ContractReport` listing every problem once.
 
+The check is calibrated on what upstream's own apps do and the trainer accepts (contract §10.6):
+"auth enforced" is judged on ``/task_info`` and ``/rollout`` (demo apps answer ``/health``
+without a key); an empty ``/task_info?seed=N`` list and a rollout that never asks the model are
+*warnings*, shown in the report but never failing it. The rollout reward is read from
+``reward_info`` (0.5.0), ``metrics`` (0.4.x) or both, and the report names every SDK era whose
+response schema the answer satisfies.
+
 The rollout really runs: a :class:`~pytest_synth_rl.inference.StubInference` is served on
 loopback for the duration of the check and passed as ``policy.config.inference_url``, so the app
 exercises its model-calling path. The request carries both ``run_id`` and
@@ -17,7 +24,6 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +36,7 @@ from ..masking import Secret, redact
 from .health import _base_url, _json_or_none, shared_ssl_context, task_app_auth_headers
 
 __all__ = [
+    "ROLLOUT_ERAS",
     "ContractCheck",
     "ContractReport",
     "TaskAppContractError",
@@ -39,6 +46,15 @@ __all__ = [
 
 _REJECTED = (400, 401, 403)
 _LEGACY_REWARD_KEYS = ("mean_return", "reward_mean", "outcome_score")
+_REWARD_KEYS = ("reward_info", "metrics")
+
+#: The rollout response schemas of the SDK releases that submit RL jobs: era label, the id key
+#: it requires, the reward key it requires (contract §4.4 and §10.1).
+ROLLOUT_ERAS: tuple[tuple[str, str, str], ...] = (
+    ("0.4.4–0.4.11", "run_id", "metrics"),
+    ("0.4.12", "trace_correlation_id", "metrics"),
+    ("0.5.0", "trace_correlation_id", "reward_info"),
+)
 DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
 
 
@@ -46,7 +62,8 @@ DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
 class ContractCheck:
     """One verdict: what was checked, whether it held, what we expected and what we got.
 
-    ``required=False`` marks informational checks: shown in the report, never a problem.
+    ``required=False`` marks informational checks: shown in the report (a failed one as a
+    warning), never a problem.
     """
 
     name: str
@@ -59,16 +76,25 @@ class ContractCheck:
     def is_problem(self) -> bool:
         return self.required and not self.passed
 
+    @property
+    def is_warning(self) -> bool:
+        return not self.required and not self.passed
+
     def render(self) -> str:
         return f"{self.name}: expected {self.expected}; got {self.got}"
 
 
 @dataclass
 class ContractReport:
-    """All checks of one run, in order; ``ok`` when no required check failed."""
+    """All checks of one run, in order; ``ok`` when no required check failed.
+
+    ``eras`` names the SDK releases whose rollout response schema the app's answer satisfies
+    (labels from :data:`ROLLOUT_ERAS`; empty when the rollout failed or satisfies none).
+    """
 
     url: str
     checks: list[ContractCheck] = field(default_factory=list)
+    eras: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -77,6 +103,18 @@ class ContractReport:
     @property
     def problems(self) -> list[ContractCheck]:
         return [c for c in self.checks if c.is_problem]
+
+    @property
+    def warnings(self) -> list[ContractCheck]:
+        """Failed informational checks: worth knowing, never a reason to fail."""
+        return [c for c in self.checks if c.is_warning]
+
+    def summary(self) -> str:
+        """``ok``, ``ok, 1 warning(s)``, ``2 problem(s), 1 warning(s)``."""
+        parts = [f"{len(self.problems)} problem(s)" if self.problems else "ok"]
+        if self.warnings:
+            parts.append(f"{len(self.warnings)} warning(s)")
+        return ", ".join(parts)
 
     def check(self, name: str) -> ContractCheck:
         """The check called *name* (``KeyError`` listing the names if absent)."""
@@ -88,8 +126,7 @@ class ContractReport:
     def render(self) -> str:
         """A plain-text table, one row per check; failed checks also say what was expected."""
         width = max([len(c.name) for c in self.checks] + [5])
-        status = "ok" if self.ok else f"{len(self.problems)} problem(s)"
-        lines = [f"task app contract: {self.url} ({status})"]
+        lines = [f"task app contract: {self.url} ({self.summary()})"]
         for c in self.checks:
             result = "PASS" if c.passed else ("FAIL" if c.required else "WARN")
             lines.append(f"  {result}  {c.name.ljust(width)}  {_clip(c.got, 160)}")
@@ -98,7 +135,8 @@ class ContractReport:
         return redact("\n".join(lines))
 
     def raise_for_problems(self) -> None:
-        """Raise :class:`TaskAppContractError` listing every failed required check."""
+        """Raise :class:`TaskAppContractError` listing every failed required check (and, apart,
+        the warnings); warnings alone never raise."""
         if self.problems:
             raise TaskAppContractError(self)
 
@@ -118,13 +156,17 @@ class TaskAppContractError(TaskAppError, AssertionError):
         self.report = report
         problems = report.problems
         listing = "\n".join(f"  - {p.render()}" for p in problems)
+        if report.warnings:
+            listing += "\n  warnings (not failures):\n" + "\n".join(
+                f"  - {w.render()}" for w in report.warnings
+            )
         super().__init__(
             f"task app at {report.url} breaks the Synth task app contract "
             f"({len(problems)} problem(s)):\n{listing}",
             url=report.url,
             hint="see the contract: GET / (no auth), GET /health, GET /task_info[?seed=N], GET /info, "
-            "POST /rollout; each protected route must reject requests without the key",
-            details={"problems": [p.name for p in problems]},
+            "POST /rollout; /task_info and /rollout must reject requests without the key",
+            details={"problems": [p.name for p in problems], "warnings": [w.name for w in report.warnings]},
         )
 
 
@@ -147,24 +189,56 @@ def _looks_like_task_info(value: Any) -> bool:
     return isinstance(task, dict) and bool(task.get("id")) and bool(task.get("name"))
 
 
-def _reward_verdict(metrics: Any) -> tuple[bool, str]:
+def _one_reward_verdict(where: str, metrics: Any) -> tuple[bool, str]:
+    """The reward under one key (*where*); the pre-0.4.12 reward names count only in ``metrics``."""
     if not isinstance(metrics, dict):
-        return False, f"metrics is {type(metrics).__name__}, not an object"
+        return False, f"{where} is {type(metrics).__name__}, not an object"
     if "outcome_reward" in metrics:
         value = metrics["outcome_reward"]
         if _is_number(value):
-            return True, f"metrics.outcome_reward = {value!r}"
-        return False, f"metrics.outcome_reward = {value!r} ({type(value).__name__})"
-    for key in _LEGACY_REWARD_KEYS:
-        if key in metrics:
-            value = metrics[key]
-            if _is_number(value):
-                return True, f"legacy metrics.{key} = {value!r}"
-            return False, f"legacy metrics.{key} = {value!r} ({type(value).__name__})"
-    returns = metrics.get("episode_returns")
-    if isinstance(returns, list) and returns and all(_is_number(v) for v in returns):
-        return True, f"legacy metrics.episode_returns = {returns!r}"
-    return False, f"no numeric reward among metrics keys {sorted(metrics)}"
+            return True, f"{where}.outcome_reward = {value!r}"
+        return False, f"{where}.outcome_reward = {value!r} ({type(value).__name__})"
+    if where == "metrics":
+        for key in _LEGACY_REWARD_KEYS:
+            if key in metrics:
+                value = metrics[key]
+                if _is_number(value):
+                    return True, f"legacy metrics.{key} = {value!r}"
+                return False, f"legacy metrics.{key} = {value!r} ({type(value).__name__})"
+        returns = metrics.get("episode_returns")
+        if isinstance(returns, list) and returns and all(_is_number(v) for v in returns):
+            return True, f"legacy metrics.episode_returns = {returns!r}"
+    return False, f"no numeric reward among {where} keys {sorted(metrics)}"
+
+
+def _reward_verdict(body: dict[str, Any]) -> tuple[bool, str]:
+    """Every reward key present must hold a numeric reward; at least one must be present."""
+    present = [key for key in _REWARD_KEYS if key in body]
+    if not present:
+        return False, f"neither `reward_info` nor `metrics` in the response (keys {sorted(body)})"
+    verdicts = [_one_reward_verdict(key, body[key]) for key in present]
+    return all(ok for ok, _ in verdicts), "; ".join(text for _, text in verdicts)
+
+
+def rollout_eras(body: dict[str, Any]) -> tuple[str, ...]:
+    """The :data:`ROLLOUT_ERAS` labels whose schema *body* satisfies: its id key is a non-empty
+    string and its reward key an object (from 0.4.12 on, with a numeric ``outcome_reward``)."""
+    eras = []
+    for label, id_key, reward_key in ROLLOUT_ERAS:
+        ident, reward = body.get(id_key), body.get(reward_key)
+        if not (isinstance(ident, str) and ident and isinstance(reward, dict)):
+            continue
+        if id_key == "trace_correlation_id" and not _is_number(reward.get("outcome_reward")):
+            continue
+        eras.append(label)
+    return tuple(eras)
+
+
+def _era_text(label: str) -> str:
+    for era, id_key, reward_key in ROLLOUT_ERAS:
+        if era == label:
+            return f"{era} ({id_key} + {reward_key})"
+    return label
 
 
 def _trajectories_ok(trajectories: Any) -> bool:
@@ -217,6 +291,45 @@ class _Checker:
         except httpx.HTTPError as exc:
             return f"request failed: {type(exc).__name__}: {exc}"
 
+    def post(self, path: str, body: Any, *, auth: bool = True) -> httpx.Response | str:
+        try:
+            return self.client.post(self.base + path, json=body, headers=self.headers if auth else {})
+        except httpx.HTTPError as exc:
+            return f"request failed: {type(exc).__name__}: {exc}"
+
+
+@dataclass(frozen=True)
+class _RolloutPlan:
+    """What the check's rollouts ask for; each rollout gets fresh ids from :meth:`request`."""
+
+    seed: int
+    env_name: str
+    policy_name: str
+    model: str
+    inference_url: str
+    timeout: float
+
+    def request(self, tag: str) -> tuple[dict[str, Any], str, str]:
+        """A request every rollout schema era accepts, with its ``run_id`` and correlation id."""
+        token = uuid.uuid4().hex[:12]
+        run_id = f"{tag}-{token}"
+        correlation_id = f"trace_{tag}-{token}"
+        request: dict[str, Any] = {
+            "run_id": run_id,
+            "trace_correlation_id": correlation_id,
+            "env": {"env_name": self.env_name, "seed": self.seed, "config": {"seed": self.seed}},
+            "policy": {
+                "policy_name": self.policy_name,
+                "config": {"model": self.model, "inference_url": self.inference_url},
+            },
+            "ops": ["agent", "env"],
+            "on_done": "reset",
+            "safety": {"max_time_s": self.timeout, "max_ops": 100000},
+            "mode": "rl",
+            "record": {"return_trace": True, "trace_format": "structured"},
+        }
+        return request, run_id, correlation_id
+
 
 def check_task_app_contract(
     url: str,
@@ -251,22 +364,32 @@ def check_task_app_contract(
         checker.add(
             "GET / (no auth)", root.status_code == 200, "HTTP 200 without a key", _status_text(root, 200)
         )
-        _check_health_and_auth(checker)
-        advertised = _check_task_info(checker, seed)
-        _check_info(checker)
-        _check_rollout(
-            checker,
-            seed=seed,
-            env_name=env_name or advertised or "default",
-            policy_name=policy_name or "contract-check",
-            policy=policy,
-            timeout=timeout,
-            model=model,
-        )
+        # The stub model serves every rollout of the check, the unauthenticated probe included
+        # (an app that does not enforce the key runs that one for real).
+        stub = StubInference(policy=policy)
+        with stub.serve() as inference_url:
+            # Read the advertised env name first, so the probe rollout is one the app can run.
+            plain_task_info = checker.get("/task_info")
+            seeded_task_info = checker.get("/task_info", params={"seed": seed})
+            plan = _RolloutPlan(
+                seed=seed,
+                env_name=env_name or _advertised_env(plain_task_info, seeded_task_info) or "default",
+                policy_name=policy_name or "contract-check",
+                model=model,
+                inference_url=inference_url,
+                timeout=timeout,
+            )
+            _check_health_and_auth(checker, plan)
+            _check_task_info(checker, seed, plain_task_info, seeded_task_info)
+            _check_info(checker)
+            _check_rollout(checker, plan, stub)
         return checker.report
 
 
-def _check_health_and_auth(checker: _Checker) -> None:
+def _check_health_and_auth(checker: _Checker, plan: _RolloutPlan) -> None:
+    """``/health`` must answer with the key; the key is *enforced* on ``/task_info`` and
+    ``/rollout``. ``/health`` without a key is not judged: upstream demos answer it with 200
+    ``{"authorized": false}`` and later releases drop auth on it entirely."""
     health = checker.get("/health")
     if isinstance(health, str):
         checker.add("GET /health", False, "HTTP 200 with the key", health)
@@ -274,10 +397,13 @@ def _check_health_and_auth(checker: _Checker) -> None:
         checker.add(
             "GET /health", health.status_code == 200, "HTTP 200 with the key", _status_text(health, 200)
         )
+    probes = {
+        "/task_info": checker.get("/task_info", auth=False),
+        "/rollout": checker.post("/rollout", plan.request("contract-nokey")[0], auth=False),
+    }
     got: list[str] = []
     enforced = True
-    for path in ("/health", "/task_info"):
-        response = checker.get(path, auth=False)
+    for path, response in probes.items():
         if isinstance(response, str):
             got.append(f"{path}: {response}")
             enforced = False
@@ -287,15 +413,32 @@ def _check_health_and_auth(checker: _Checker) -> None:
     checker.add(
         "auth enforced",
         enforced,
-        "400/401/403 for /health and /task_info without a key",
+        "400/401/403 for /task_info and /rollout without a key",
         ", ".join(got),
     )
 
 
-def _check_task_info(checker: _Checker, seed: int) -> str | None:
-    """Check both /task_info forms; return the env name the app advertises, if any."""
-    advertised: str | None = None
-    plain = checker.get("/task_info")
+def _advertised_env(plain: httpx.Response | str, seeded: httpx.Response | str) -> str | None:
+    """The env name the app advertises: ``taskset.env_name`` in ``GET /task_info``, else the
+    seed's TaskInfo ``environment``."""
+    if not isinstance(plain, str) and plain.status_code == 200:
+        body = _json_or_none(plain)
+        taskset = body.get("taskset") if isinstance(body, dict) else None
+        name = taskset.get("env_name") if isinstance(taskset, dict) else None
+        if isinstance(name, str) and name:
+            return name
+    if not isinstance(seeded, str) and seeded.status_code == 200:
+        info = _json_or_none(seeded)
+        environment = info.get("environment") if _looks_like_task_info(info) else None
+        if isinstance(environment, str) and environment:
+            return environment
+    return None
+
+
+def _check_task_info(
+    checker: _Checker, seed: int, plain: httpx.Response | str, seeded: httpx.Response | str
+) -> None:
+    """Check both /task_info forms (answers fetched up front, with the key)."""
     expected = "HTTP 200 with a JSON object holding `taskset`"
     if isinstance(plain, str):
         checker.add("GET /task_info", False, expected, plain)
@@ -306,28 +449,28 @@ def _check_task_info(checker: _Checker, seed: int) -> str | None:
         if plain.status_code == 200 and not passed:
             got = f"HTTP 200 without `taskset`: {excerpt(plain.text, 160)}"
         checker.add("GET /task_info", passed, expected, got)
-        if passed and isinstance(body["taskset"], dict) and isinstance(body["taskset"].get("env_name"), str):
-            advertised = body["taskset"]["env_name"]
-    seeded = checker.get("/task_info", params={"seed": seed})
     expected = "HTTP 200 with a TaskInfo (task.id, task.name) or a list of them"
     name = f"GET /task_info?seed={seed}"
     if isinstance(seeded, str):
         checker.add(name, False, expected, seeded)
-        return advertised
+        return
     body = _json_or_none(seeded)
     if seeded.status_code != 200:
         checker.add(name, False, expected, _status_text(seeded))
     elif _looks_like_task_info(body):
         checker.add(name, True, expected, f"TaskInfo {body['task']['id']!r}")
-        if advertised is None and isinstance(body.get("environment"), str):
-            advertised = body["environment"]
-    elif isinstance(body, list) and body and all(_looks_like_task_info(item) for item in body):
+    elif body == []:
+        # The SDK's own template answers [] when it has no instances, and its validator accepts
+        # any 200: training still runs, but nothing describes the seeds.
+        checker.add(
+            name, False, expected, "HTTP 200 with an empty list: no TaskInfo for this seed", required=False
+        )
+    elif isinstance(body, list) and all(_looks_like_task_info(item) for item in body):
         checker.add(name, True, expected, f"list of {len(body)} TaskInfo")
     elif isinstance(body, dict) and "taskset" in body:
         checker.add(name, False, expected, "the taskset description: the seed parameter was ignored")
     else:
         checker.add(name, False, expected, f"HTTP 200 without task.id/task.name: {excerpt(seeded.text, 160)}")
-    return advertised
 
 
 def _check_info(checker: _Checker) -> None:
@@ -342,40 +485,13 @@ def _check_info(checker: _Checker) -> None:
     checker.add("GET /info", passed, expected, got)
 
 
-def _check_rollout(
-    checker: _Checker,
-    *,
-    seed: int,
-    env_name: str,
-    policy_name: str,
-    policy: Callable[[dict[str, Any]], Any] | None,
-    timeout: float,
-    model: str,
-) -> None:
-    stub = StubInference(policy=policy)
-    token = uuid.uuid4().hex[:12]
-    run_id = f"contract-{token}"
-    correlation_id = f"trace_contract-{token}"
-    with stub.serve() as inference_url:
-        request: dict[str, Any] = {
-            "run_id": run_id,
-            "trace_correlation_id": correlation_id,
-            "env": {"env_name": env_name, "seed": seed, "config": {"seed": seed}},
-            "policy": {
-                "policy_name": policy_name,
-                "config": {"model": model, "inference_url": inference_url},
-            },
-            "ops": ["agent", "env"],
-            "on_done": "reset",
-            "safety": {"max_time_s": timeout, "max_ops": 100000},
-            "mode": "rl",
-            "record": {"return_trace": True, "trace_format": "structured"},
-        }
-        try:
-            response = checker.client.post(checker.base + "/rollout", json=request, headers=checker.headers)
-        except httpx.HTTPError as exc:
-            checker.add("POST /rollout", False, "HTTP 200", f"request failed: {type(exc).__name__}: {exc}")
-            return
+def _check_rollout(checker: _Checker, plan: _RolloutPlan, stub: StubInference) -> None:
+    calls_before = len(stub.requests)
+    request, run_id, correlation_id = plan.request("contract")
+    response = checker.post("/rollout", request)
+    if isinstance(response, str):
+        checker.add("POST /rollout", False, "HTTP 200", response)
+        return
     body = _json_or_none(response)
     if response.status_code != 200 or not isinstance(body, dict):
         got = _status_text(response) if response.status_code != 200 else "HTTP 200 but not a JSON object"
@@ -393,9 +509,24 @@ def _check_rollout(
         f"trace_correlation_id={correlation_id!r} or run_id={run_id!r}",
         ", ".join(wrong) if wrong else (", ".join(f"{k} echoed" for k in matches) or "no id in the response"),
     )
-    passed, got = _reward_verdict(body.get("metrics"))
+    passed, got = _reward_verdict(body)
     checker.add(
-        "rollout reward is numeric", passed, "numeric metrics.outcome_reward (or a legacy reward)", got
+        "rollout reward is numeric",
+        passed,
+        "a numeric outcome_reward under `reward_info` (0.5.0) or `metrics` (0.4.x), or both",
+        got,
+    )
+    eras = rollout_eras(body)
+    checker.report.eras = eras
+    checker.add(
+        "rollout response era",
+        bool(eras),
+        "the response schema of at least one SDK era: "
+        + ", ".join(_era_text(label) for label, _, _ in ROLLOUT_ERAS),
+        ("satisfies " + ", ".join(_era_text(label) for label in eras))
+        if eras
+        else "satisfies none of the eras 0.4.4 to 0.5.0",
+        required=False,
     )
     passed, got = _trace_verdict(body)
     checker.add(
@@ -404,7 +535,7 @@ def _check_rollout(
         "trace {event_history: list, metadata: object} if present",
         got,
     )
-    calls = len(stub.requests)
+    calls = len(stub.requests) - calls_before
     checker.add(
         "rollout called the model",
         calls > 0,
