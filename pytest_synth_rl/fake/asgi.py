@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from ..asgi_support import Receive, Scope, Send, read_body, serve_lifespan
 from ..masking import get_logger
+from ..support.asgi import Receive, Scope, Send, read_body, serve_lifespan
 
 if TYPE_CHECKING:
     from .backend import FakeSynthBackend

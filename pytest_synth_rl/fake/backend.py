@@ -28,8 +28,8 @@ from ..clock import Clock, ScaledClock, VirtualClock
 from ..config.urls import normalize_backend_url
 from ..errors import ConfigError, ConfigProblem, SynthError
 from ..inference import ArithmeticPolicy, InferencePolicy, InferenceReply, StubInference
-from ..loopback import is_loopback_url
 from ..masking import Secret, get_logger, mask_secret, register_secret
+from ..support.loopback import is_loopback_url
 from . import api
 from .faults import Fault, FaultKind
 from .handle import FakeJob

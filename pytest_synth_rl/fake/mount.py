@@ -29,7 +29,7 @@ import respx
 from respx.mocks import Mocker
 from respx.models import AllMockedAssertionError, PassThrough
 
-from ..loopback import is_loopback_host
+from ..support.loopback import is_loopback_host
 
 if TYPE_CHECKING:
     from .backend import FakeSynthBackend

@@ -25,9 +25,10 @@ import httpx
 
 from ..errors import TaskAppError, excerpt
 from ..inference import InferencePolicy, StubInference
-from ..loopback import is_loopback_host
 from ..masking import Secret, redact
-from .health import _base_url, _json_or_none, shared_ssl_context, task_app_auth_headers
+from ..support.loopback import is_loopback_host
+from ..support.tls import shared_ssl_context
+from .health import json_or_none, task_app_auth_headers, task_app_base_url
 
 __all__ = [
     "ContractCheck",
@@ -236,7 +237,7 @@ def check_task_app_contract(
     (default: the correct answer to the arithmetic example). Raises :class:`TaskAppError` only
     for a malformed *url*.
     """
-    base = _base_url(url)
+    base = task_app_base_url(url)
     headers = task_app_auth_headers(api_key)
     # Loopback traffic must never go through a proxy configured in the environment.
     loopback = is_loopback_host(httpx.URL(base).host)
@@ -300,7 +301,7 @@ def _check_task_info(checker: _Checker, seed: int) -> str | None:
     if isinstance(plain, str):
         checker.add("GET /task_info", False, expected, plain)
     else:
-        body = _json_or_none(plain)
+        body = json_or_none(plain)
         passed = plain.status_code == 200 and isinstance(body, dict) and "taskset" in body
         got = _status_text(plain, 200 if passed else None)
         if plain.status_code == 200 and not passed:
@@ -314,7 +315,7 @@ def _check_task_info(checker: _Checker, seed: int) -> str | None:
     if isinstance(seeded, str):
         checker.add(name, False, expected, seeded)
         return advertised
-    body = _json_or_none(seeded)
+    body = json_or_none(seeded)
     if seeded.status_code != 200:
         checker.add(name, False, expected, _status_text(seeded))
     elif _looks_like_task_info(body):
@@ -336,7 +337,7 @@ def _check_info(checker: _Checker) -> None:
     if isinstance(info, str):
         checker.add("GET /info", False, expected, info)
         return
-    body = _json_or_none(info)
+    body = json_or_none(info)
     passed = info.status_code == 200 and isinstance(body, dict)
     got = _status_text(info) if not passed else f"HTTP 200, keys {sorted(body)}"
     checker.add("GET /info", passed, expected, got)
@@ -376,7 +377,7 @@ def _check_rollout(
         except httpx.HTTPError as exc:
             checker.add("POST /rollout", False, "HTTP 200", f"request failed: {type(exc).__name__}: {exc}")
             return
-    body = _json_or_none(response)
+    body = json_or_none(response)
     if response.status_code != 200 or not isinstance(body, dict):
         got = _status_text(response) if response.status_code != 200 else "HTTP 200 but not a JSON object"
         checker.add("POST /rollout", False, "HTTP 200 with a JSON object", got)
