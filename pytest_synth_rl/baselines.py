@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .errors import SynthError
-from .recording.storage import atomic_write_text, safe_file_stem, shell_quote
 from .render import table
+from .support.files import atomic_write_text, safe_file_stem, shell_quote
 
 __all__ = [
     "DEFAULT_TOLERANCE",
@@ -441,7 +441,7 @@ class Baseline:
 class BaselineStore:
     """A directory of baselines, one JSON file per test id.
 
-    File names come from :func:`~pytest_synth_rl.recording.storage.safe_file_stem` (readable node
+    File names come from :func:`~pytest_synth_rl.support.files.safe_file_stem` (readable node
     id + short hash), contents are sorted, indented and newline-terminated so they diff well in
     review. Writes are atomic, so concurrent xdist workers never leave a torn file.
     """

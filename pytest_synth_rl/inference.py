@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from .asgi_support import Receive, Scope, Send, read_body, serve_lifespan
+from .support.asgi import Receive, Scope, Send, read_body, serve_lifespan
 
 __all__ = [
     "SUBMIT_ANSWER_TOOL",
@@ -447,12 +447,9 @@ class StubInference:
         Pass that URL as ``policy.config.inference_url``; task apps append
         ``/chat/completions``. No API key is needed, and the environment is not touched.
         """
-        from .taskapp.in_process import InProcessTaskApp  # deferred: taskapp imports this module
+        from .support.serving import serve_asgi  # uvicorn loads only when a stub is served
 
-        server = InProcessTaskApp(
-            self, host=host, port=port, health_path=None, export_api_key=False, lifespan="on"
-        )
-        with server:
+        with serve_asgi(self, host=host, port=port, lifespan="on", description="stub model") as server:
             self.base_url = f"{server.url}/v1"
             try:
                 yield self.base_url

@@ -31,8 +31,8 @@ from .fake import FakeSynthBackend
 from .masking import get_logger
 from .report import JobRecord, job_record
 from .settings import SynthSettings
+from .support.tls import shared_ssl_context
 from .taskapp import InProcessTaskApp, check_task_app_health
-from .taskapp.health import shared_ssl_context
 
 __all__ = [
     "ExternalTaskApp",

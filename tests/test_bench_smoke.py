@@ -94,6 +94,7 @@ def test_only_selects_benchmarks_and_rejects_unknown_names(capsys: pytest.Captur
     assert "invalid choice: 'nope'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_plugin_overhead_runs_generated_suites_and_prints_a_target_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -4,17 +4,16 @@ loopback server runner for real task-app-shaped apps."""
 from __future__ import annotations
 
 import socket
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 
 from pytest_synth_rl.client import AsyncRLJob, RetryPolicy, RLJob
 from pytest_synth_rl.clock import VirtualClock
+from pytest_synth_rl.support.serving import serve_asgi
 
 API_KEY = "sk_test_client_key_0123456789abcdef"
 TASK_KEY = "env_task_key_0123456789abcdef"
@@ -115,37 +114,11 @@ def attach(job_id: str = "job-1", **overrides: Any) -> RLJob:
     return RLJob.from_job_id(job_id, **kwargs)
 
 
-class _ReadyServer(uvicorn.Server):
-    """uvicorn that sets an event once it accepts connections (no polling for readiness)."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.ready = threading.Event()
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets=sockets)
-        self.ready.set()
-
-
 @contextmanager
 def serve_app(app: Any) -> Iterator[str]:
-    """Serve an ASGI app on a free loopback port in a thread; yields its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = _ReadyServer(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        if not server.ready.wait(10):
-            raise RuntimeError("test server did not start within 10 s")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+    """Serve an ASGI app on a free loopback port (the package's own server); yields its base URL."""
+    with serve_asgi(app, lifespan="off", description="test server") as server:
+        yield server.url
 
 
 def free_port() -> int:

@@ -6,15 +6,13 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from test_fake_support import EXAMPLES, TASK_KEY, example_task_app, no_real_sleep
+from test_fake_support import EXAMPLES, TASK_KEY, no_real_sleep
 
 from pytest_synth_rl.client import AsyncRLJob, RetryPolicy, RLJob
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import JobFailedError
 from pytest_synth_rl.fake import FakeSynthBackend
 from pytest_synth_rl.taskapp import InProcessTaskApp
-
-__all__ = ["example_task_app"]  # fixture
 
 ARITHMETIC = EXAMPLES / "arithmetic.toml"
 

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from test_fake_support import API, auth, client, fake, submit
+from test_fake_support import API, auth, submit
 
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import ConfigError
 from pytest_synth_rl.fake import FakeSynthBackend
-
-__all__ = ["client", "fake"]  # fixtures
 
 
 def _codes(client: httpx.Client, fake: FakeSynthBackend, n: int, url: str | None = None) -> list[int]:

@@ -6,14 +6,12 @@ from datetime import datetime
 
 import httpx
 import pytest
-from test_fake_support import API, auth, client, fake, no_real_sleep, poll_to_end, rl_payload, submit
+from test_fake_support import API, auth, no_real_sleep, poll_to_end, rl_payload, submit
 
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import ConfigError, SynthError
 from pytest_synth_rl.fake import FakeSynthBackend, Scenario
 from pytest_synth_rl.fake.scenario import DEFAULT_DURATION
-
-__all__ = ["client", "fake"]  # fixtures
 
 
 def _status(client: httpx.Client, fake: FakeSynthBackend, job_id: str) -> str:

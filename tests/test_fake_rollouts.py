@@ -12,22 +12,12 @@ import httpx
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from test_fake_support import (
-    TASK_KEY,
-    client,
-    example_task_app,
-    no_real_sleep,
-    poll_to_end,
-    rl_payload,
-    submit,
-)
+from test_fake_support import TASK_KEY, no_real_sleep, poll_to_end, rl_payload, submit
 
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.fake import FakeSynthBackend, extract_reward
 from pytest_synth_rl.inference import tool_call
 from pytest_synth_rl.taskapp import InProcessTaskApp
-
-__all__ = ["client", "example_task_app"]  # fixtures
 
 
 @pytest.fixture

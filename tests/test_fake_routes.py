@@ -6,14 +6,12 @@ from datetime import datetime
 
 import httpx
 import pytest
-from test_fake_support import API, auth, client, fake, poll_to_end, rl_payload, submit
+from test_fake_support import API, auth, poll_to_end, rl_payload, submit
 
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import ConfigError
 from pytest_synth_rl.fake import DEFAULT_API_KEY, FakeRouteError, FakeSynthBackend
 from pytest_synth_rl.fake.scenario import DEFAULT_DURATION
-
-__all__ = ["client", "fake"]  # fixtures
 
 
 # -- auth ------------------------------------------------

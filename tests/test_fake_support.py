@@ -1,4 +1,5 @@
-"""Shared helpers for the FakeSynthBackend tests (imported by the other ``test_fake_*`` modules).
+"""Shared helpers for the FakeSynthBackend tests (imported by the other ``test_fake_*`` modules;
+their fixtures live in ``conftest.py``).
 
 The payload is written out by hand after contract §3 rather than built by the config layer, so
 the fake's tests do not depend on the builder: the fake must accept what the real SDK sends.
@@ -21,7 +22,6 @@ import pytest
 
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.fake import FakeSynthBackend
-from pytest_synth_rl.taskapp import InProcessTaskApp
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 BASE = "https://api.usesynth.ai"
@@ -126,26 +126,6 @@ def load_example() -> ModuleType:
         sys.modules[name] = module
         spec.loader.exec_module(module)
     return module
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeSynthBackend]:
-    with FakeSynthBackend(clock=VirtualClock(), task_app_api_key=TASK_KEY) as backend:
-        yield backend
-    backend.close()
-
-
-@pytest.fixture
-def client() -> Iterator[httpx.Client]:
-    with httpx.Client() as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def example_task_app() -> Iterator[InProcessTaskApp]:
-    app = load_example().create_app(api_key=TASK_KEY)
-    with InProcessTaskApp(app, api_key=TASK_KEY, export_api_key=False) as served:
-        yield served
 
 
 def test_payload_helper_is_what_the_fake_accepts(fake: FakeSynthBackend, client: httpx.Client) -> None:

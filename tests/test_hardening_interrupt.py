@@ -88,6 +88,7 @@ def _wait_for(condition: Callable[[], bool], timeout: float, proc: subprocess.Po
     return False
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child needs POSIX signals")
 def test_ctrl_c_during_a_poll_cancels_the_online_job_and_stops_task_apps(
     pytester: pytest.Pytester,

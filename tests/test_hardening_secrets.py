@@ -223,6 +223,7 @@ def test_offline_run_leaks_no_secret_anywhere(secret_env: pytest.Pytester) -> No
         assert _leaks(text) == [], name
 
 
+@pytest.mark.slow
 def test_online_run_and_its_cassettes_leak_no_secret(secret_env: pytest.Pytester) -> None:
     with ServedFake.start(polls_to_finish=3, api_key=SYNTH_KEY, task_app_api_key=ENV_KEY) as served:
         # Online, the backend's own job error carries the echoed key (markers script only the fake).

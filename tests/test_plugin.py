@@ -266,6 +266,7 @@ def test_example_suite_passes_under_xdist(example_dir: pytest.Pytester) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_online_mode_against_the_served_fake(
     example_dir: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

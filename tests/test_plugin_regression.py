@@ -42,6 +42,7 @@ def _outcome(result: pytest.RunResult) -> list[str]:
     return next(line.split("OUTCOME", 1)[1].split() for line in result.outlines if "OUTCOME" in line)
 
 
+@pytest.mark.slow
 def test_record_against_served_fake_then_replay_offline_without_key(
     example_dir: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

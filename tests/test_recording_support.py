@@ -10,19 +10,17 @@ from __future__ import annotations
 import gzip
 import json
 import threading
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qsl
 
 import httpx
-import uvicorn
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
+from pytest_synth_rl.support.asgi import Receive, Scope, Send
+from pytest_synth_rl.support.serving import ServerThread
+
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 #: Statuses a job reports on successive polls; the last one repeats.
@@ -126,41 +124,19 @@ async def _respond(
     await send({"type": "http.response.body", "body": data})
 
 
-class _Server(uvicorn.Server):
-    """uvicorn that signals readiness through an event instead of being polled."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.ready = threading.Event()
-
-    async def startup(self, sockets: Any = None) -> None:
-        await super().startup(sockets=sockets)
-        self.ready.set()
-
-
 class LoopbackServer:
-    """Serve an ASGI app on 127.0.0.1 with an OS-assigned port, in a thread."""
+    """Serve an ASGI app on 127.0.0.1 with an OS-assigned port (the package's own server)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
         self.url = ""
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
+        self._server = ServerThread(
+            app, lifespan="off", log_level="error", description="recording test server"
+        )
 
     def __enter__(self) -> LoopbackServer:
-        config = uvicorn.Config(
-            self.app, host="127.0.0.1", port=0, log_level="error", lifespan="off", access_log=False
-        )
-        server = _Server(config)
-        thread = threading.Thread(target=server.run, name="recording-test-server", daemon=True)
-        thread.start()
-        if not server.ready.wait(timeout=15) or not server.servers:
-            server.should_exit = True
-            thread.join(timeout=5)
-            raise RuntimeError("loopback test server did not start")
-        port = server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-        self._server, self._thread = server, thread
+        self._server.start(timeout=15)
+        self.url = self._server.url
         return self
 
     def __exit__(
@@ -169,10 +145,7 @@ class LoopbackServer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        assert self._server is not None
-        assert self._thread is not None
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
+        self._server.stop()
 
 
 def poll_job(client: httpx.Client, base: str, *, max_polls: int = 10) -> list[str]:

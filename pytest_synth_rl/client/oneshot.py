@@ -14,7 +14,7 @@ from typing import TypeVar
 import httpx
 
 from ..clock import Clock
-from ..taskapp.health import shared_ssl_context
+from ..support.tls import shared_ssl_context
 from .calls import Call
 from .retry import RetryPolicy, async_send, send
 

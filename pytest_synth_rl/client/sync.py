@@ -14,7 +14,8 @@ import httpx
 
 from ..clock import Clock
 from ..masking import Secret
-from ..taskapp.health import check_task_app_health, shared_ssl_context
+from ..support.tls import shared_ssl_context
+from ..taskapp.health import check_task_app_health
 from .base import DEFAULT_REQUEST_TIMEOUT, JobBase
 from .calls import Call
 from .env_keys import EnvKeyUpload

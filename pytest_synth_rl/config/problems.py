@@ -74,10 +74,14 @@ class ProblemList:
 
     def extend(self, other: ProblemList, prefix: Sequence[object] = ()) -> None:
         """Add *other*'s problems, with their keys moved under *prefix* (e.g. ``data.config``)."""
-        for path, problem in zip(other._paths, other._problems, strict=True):
+        for path, problem in other.located():
             self.add(
                 (*prefix, *path), problem.message, problem.hint, line=problem.line, column=problem.column
             )
+
+    def located(self) -> list[tuple[tuple[object, ...], ConfigProblem]]:
+        """Each problem with the key path it was recorded at, in order."""
+        return list(zip(self._paths, self._problems, strict=True))
 
     def __bool__(self) -> bool:
         return bool(self._problems)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import httpx
 
-from ..asgi_support import Receive, Scope, Send, read_body, serve_lifespan
+from ..support.asgi import Receive, Scope, Send, read_body, serve_lifespan
 
 __all__ = ["FakeASGIApp"]
 

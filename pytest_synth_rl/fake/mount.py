@@ -23,7 +23,7 @@ import httpx
 import respx
 from respx.models import AllMockedAssertionError
 
-from ..loopback import is_loopback_host
+from ..support.loopback import is_loopback_host
 
 __all__ = ["mount", "unmount"]
 

@@ -28,7 +28,8 @@ import httpx
 
 from ..errors import excerpt
 from ..masking import Secret, redact
-from ..taskapp.health import shared_ssl_context, task_app_auth_headers
+from ..support.tls import shared_ssl_context
+from ..taskapp.health import task_app_auth_headers
 from .jobs import RolloutRecord
 
 __all__ = ["RolloutDriver", "RolloutFailure", "RolloutSpec", "extract_reward"]

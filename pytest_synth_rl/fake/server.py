@@ -1,6 +1,6 @@
 """Serving the fake on a loopback port: the ASGI adapter on the task app's uvicorn thread.
 
-Reuses :class:`~pytest_synth_rl.taskapp.server.ServerThread` (port 0, readiness from the server,
+Reuses :class:`~pytest_synth_rl.support.serving.ServerThread` (port 0, readiness from the server,
 fast stop, TCP_NODELAY) rather than :class:`InProcessTaskApp`, whose task-app key export and
 ``/health`` probe mean nothing for a backend.
 """
@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import httpx
 
-from ..taskapp.server import ServerThread, url_host
+from ..support.serving import ServerThread
 from .asgi import FakeASGIApp
 
 __all__ = ["FakeServer"]
@@ -35,8 +35,8 @@ class FakeServer:
         self.url: str | None = None
 
     def start(self) -> str:
-        port = self._thread.start(self._timeout)
-        self.url = f"http://{url_host(self._thread.host)}:{port}"
+        self._thread.start(self._timeout)
+        self.url = self._thread.url
         return self.url
 
     def stop(self) -> None:

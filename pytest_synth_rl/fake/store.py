@@ -25,8 +25,8 @@ from typing import Any, Literal
 from ..clock import Clock, VirtualClock
 from ..errors import ConfigProblem, SynthError
 from ..inference import ArithmeticPolicy, InferencePolicy, InferenceReply, StubInference
-from ..loopback import is_loopback_url
 from ..masking import Secret
+from ..support.loopback import is_loopback_url
 from .faults import Fault
 from .jobs import JobRecord
 from .lifecycle import Lifecycle, Target

@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SynthError
+from ..support.files import atomic_write_text, safe_file_stem
 from .redaction import SecretLeakError, find_leaks
-from .storage import atomic_write_text, safe_file_stem
 
 __all__ = [
     "FORMAT_VERSION",

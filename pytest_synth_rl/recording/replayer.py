@@ -38,7 +38,8 @@ import httpx
 import respx
 
 from ..errors import SynthError
-from ..loopback import is_loopback_host
+from ..support.files import shell_quote
+from ..support.loopback import is_loopback_host
 from .cassette import Cassette, Interaction, RecordedResponse, header_items
 from .matching import (
     DEFAULT_IGNORED_FIELDS,
@@ -51,7 +52,6 @@ from .matching import (
 from .modes import RecordMode
 from .recorder import Recorder, capture_request, rebuild_response
 from .redaction import Redactor
-from .storage import shell_quote
 
 __all__ = ["CassetteMismatchError", "Replayer", "use_cassette"]
 

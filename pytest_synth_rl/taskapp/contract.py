@@ -31,9 +31,10 @@ import httpx
 
 from ..errors import TaskAppError, excerpt
 from ..inference import InferencePolicy, StubInference
-from ..loopback import is_loopback_host
 from ..masking import Secret, redact
-from .health import _base_url, _json_or_none, shared_ssl_context, task_app_auth_headers
+from ..support.loopback import is_loopback_host
+from ..support.tls import shared_ssl_context
+from .health import json_or_none, task_app_auth_headers, task_app_base_url
 
 __all__ = [
     "ROLLOUT_ERAS",
@@ -349,7 +350,7 @@ def check_task_app_contract(
     (default: the correct answer to the arithmetic example). Raises :class:`TaskAppError` only
     for a malformed *url*.
     """
-    base = _base_url(url)
+    base = task_app_base_url(url)
     headers = task_app_auth_headers(api_key)
     # Loopback traffic must never go through a proxy configured in the environment.
     loopback = is_loopback_host(httpx.URL(base).host)
@@ -422,13 +423,13 @@ def _advertised_env(plain: httpx.Response | str, seeded: httpx.Response | str) -
     """The env name the app advertises: ``taskset.env_name`` in ``GET /task_info``, else the
     seed's TaskInfo ``environment``."""
     if not isinstance(plain, str) and plain.status_code == 200:
-        body = _json_or_none(plain)
+        body = json_or_none(plain)
         taskset = body.get("taskset") if isinstance(body, dict) else None
         name = taskset.get("env_name") if isinstance(taskset, dict) else None
         if isinstance(name, str) and name:
             return name
     if not isinstance(seeded, str) and seeded.status_code == 200:
-        info = _json_or_none(seeded)
+        info = json_or_none(seeded)
         environment = info.get("environment") if _looks_like_task_info(info) else None
         if isinstance(environment, str) and environment:
             return environment
@@ -443,7 +444,7 @@ def _check_task_info(
     if isinstance(plain, str):
         checker.add("GET /task_info", False, expected, plain)
     else:
-        body = _json_or_none(plain)
+        body = json_or_none(plain)
         passed = plain.status_code == 200 and isinstance(body, dict) and "taskset" in body
         got = _status_text(plain, 200 if passed else None)
         if plain.status_code == 200 and not passed:
@@ -454,7 +455,7 @@ def _check_task_info(
     if isinstance(seeded, str):
         checker.add(name, False, expected, seeded)
         return
-    body = _json_or_none(seeded)
+    body = json_or_none(seeded)
     if seeded.status_code != 200:
         checker.add(name, False, expected, _status_text(seeded))
     elif _looks_like_task_info(body):
@@ -479,7 +480,7 @@ def _check_info(checker: _Checker) -> None:
     if isinstance(info, str):
         checker.add("GET /info", False, expected, info)
         return
-    body = _json_or_none(info)
+    body = json_or_none(info)
     passed = info.status_code == 200 and isinstance(body, dict)
     got = _status_text(info) if not passed else f"HTTP 200, keys {sorted(body)}"
     checker.add("GET /info", passed, expected, got)
@@ -492,7 +493,7 @@ def _check_rollout(checker: _Checker, plan: _RolloutPlan, stub: StubInference) -
     if isinstance(response, str):
         checker.add("POST /rollout", False, "HTTP 200", response)
         return
-    body = _json_or_none(response)
+    body = json_or_none(response)
     if response.status_code != 200 or not isinstance(body, dict):
         got = _status_text(response) if response.status_code != 200 else "HTTP 200 but not a JSON object"
         checker.add("POST /rollout", False, "HTTP 200 with a JSON object", got)

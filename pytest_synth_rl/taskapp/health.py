@@ -17,8 +17,6 @@ The sync and async probes share everything except the two ``GET`` calls.
 
 from __future__ import annotations
 
-import ssl
-import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,36 +24,20 @@ import httpx
 
 from ..errors import TaskAppError
 from ..masking import Secret, redact, register_secret
+from ..support.tls import shared_ssl_context
 
 __all__ = [
     "HealthReport",
     "async_check_task_app_health",
     "check_task_app_health",
-    "shared_ssl_context",
+    "json_or_none",
     "task_app_auth_headers",
+    "task_app_base_url",
 ]
 
 _HEALTH = "/health"
 _TASK_INFO = "/task_info"
 _PATHS = (_HEALTH, _TASK_INFO)
-
-
-_ssl_lock = threading.Lock()
-_ssl_context: ssl.SSLContext | None = None
-
-
-def shared_ssl_context() -> ssl.SSLContext:
-    """One verifying SSL context per process, for every short-lived client we create.
-
-    httpx builds (and loads the CA bundle into) a fresh context for each client, about 20 ms;
-    a probe before every submission and a client per job would pay that each time. A context is
-    safe to share between clients and threads.
-    """
-    global _ssl_context
-    with _ssl_lock:
-        if _ssl_context is None:
-            _ssl_context = httpx.create_ssl_context()
-        return _ssl_context
 
 
 def _key_value(api_key: str | Secret | None) -> str:
@@ -91,7 +73,7 @@ class HealthReport:
     url: str = ""
 
 
-def _base_url(url: str) -> str:
+def task_app_base_url(url: str) -> str:
     """Validate and normalise the task app base URL; a malformed one is the caller's bug."""
     text = (url or "").strip()
     try:
@@ -111,7 +93,7 @@ def _base_url(url: str) -> str:
     return text.rstrip("/")
 
 
-def _json_or_none(response: httpx.Response) -> Any:
+def json_or_none(response: httpx.Response) -> Any:
     try:
         return response.json()
     except ValueError:
@@ -124,7 +106,7 @@ def _health_ok(response: httpx.Response) -> bool:
         return True
     if response.status_code not in (401, 403):
         return False
-    body = _json_or_none(response)
+    body = json_or_none(response)
     if not isinstance(body, dict):
         return False
     if "expected_api_key_prefix" in body:
@@ -147,7 +129,7 @@ class _Probe:
     """
 
     def __init__(self, url: str) -> None:
-        self.base = _base_url(url)
+        self.base = task_app_base_url(url)
         self.statuses: dict[str, int | None] = {_HEALTH: None, _TASK_INFO: None}
         self.parts: list[str] = []
         self.health_ok = False

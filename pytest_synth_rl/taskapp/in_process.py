@@ -22,10 +22,11 @@ import anyio.to_thread
 
 from ..errors import TaskAppError
 from ..masking import mask_secret, register_secret
+from ..support.loopback import normalise_loopback_host, url_host
+from ..support.serving import Lifespan, ServerThread
 from .env_key import KEY_VAR, acquire_env_key, release_env_key
 from .health import HealthReport, check_task_app_health, task_app_auth_headers
 from .loading import resolve_app
-from .server import Lifespan, ServerThread, normalise_loopback_host, url_host
 
 __all__ = ["CONTRACT_ENDPOINTS", "InProcessTaskApp"]
 

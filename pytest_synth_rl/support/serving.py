@@ -1,5 +1,8 @@
 """One ASGI app served by uvicorn on a loopback socket, in a background thread.
 
+The one way the plugin serves anything: task apps, the served fake backend, the stub model, and
+the test suite's own small servers all run on :class:`ServerThread` (or :func:`serve_asgi`).
+
 Three choices here are about speed and one about honesty:
 
 * **The socket is bound here, with ``IPPROTO_TCP``.** Binding ourselves turns "port busy" into a
@@ -24,19 +27,20 @@ import asyncio
 import collections
 import contextlib
 import errno
-import ipaddress
 import logging
 import math
 import socket
 import threading
+from collections.abc import Iterator
 from typing import Any, Literal
 
 import uvicorn
 
 from ..errors import TaskAppError
 from ..masking import get_logger, redact
+from .loopback import normalise_loopback_host, url_host
 
-__all__ = ["LOOPBACK_HOSTS", "Lifespan", "ServerThread", "normalise_loopback_host", "url_host"]
+__all__ = ["Lifespan", "ServerThread", "serve_asgi"]
 
 #: uvicorn's lifespan modes: "auto" runs it if the app supports it, "on" requires it.
 Lifespan = Literal["auto", "on", "off"]
@@ -44,41 +48,10 @@ Lifespan = Literal["auto", "on", "off"]
 log = get_logger(__name__)
 _uvicorn_log = logging.getLogger("uvicorn.error")
 
-#: Host names accepted besides literal loopback addresses.
-LOOPBACK_HOSTS: tuple[str, ...] = ("127.0.0.1", "localhost", "::1")
-
 _MAX_LOG_LINES = 500
 _DRAIN_POLL_S = 0.002
 _TICK_S = 0.1
 _ABORT_WAIT_S = 0.5
-
-
-def normalise_loopback_host(host: str) -> str:
-    """The literal loopback address to bind for *host*; :class:`TaskAppError` for anything else.
-
-    We serve test apps only on loopback: binding ``0.0.0.0`` would expose a test server (and
-    its API key check) to the network.
-    """
-    text = (host or "").strip()
-    if text.startswith("[") and text.endswith("]"):
-        text = text[1:-1]
-    if text.lower() == "localhost":
-        return "127.0.0.1"
-    try:
-        address = ipaddress.ip_address(text)
-    except ValueError:
-        address = None
-    if address is None or not address.is_loopback:
-        raise TaskAppError(
-            f"host {host!r} is not a loopback address; task apps are only served on loopback",
-            hint="use host='127.0.0.1' (the default), 'localhost' or '::1'",
-        )
-    return str(address)
-
-
-def url_host(host: str) -> str:
-    """*host* as it appears in a URL (IPv6 literals in brackets)."""
-    return f"[{host}]" if ":" in host else host
 
 
 class _ThreadLogCapture(logging.Handler):
@@ -229,7 +202,7 @@ class _Server(uvicorn.Server):
             loop.call_soon_threadsafe(callback)
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def _bind(host: str, port: int, description: str) -> socket.socket:
     """A listening TCP socket on *host*:*port* (see the module docstring for ``IPPROTO_TCP``)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
@@ -242,12 +215,12 @@ def _bind(host: str, port: int) -> socket.socket:
         if exc.errno in (errno.EADDRINUSE, errno.EACCES):
             reason = "already in use" if exc.errno == errno.EADDRINUSE else "not available to this user"
             raise TaskAppError(
-                f"cannot serve the task app on {url_host(host)}:{port}: the port is {reason}",
+                f"cannot serve the {description} on {url_host(host)}:{port}: the port is {reason}",
                 hint="pass port=0 (the default) to let the OS pick a free port; "
                 "pytest-synth-rl never stops other processes to free a port",
             ) from exc
         raise TaskAppError(
-            f"cannot bind {url_host(host)}:{port} for the task app: {exc}",
+            f"cannot bind {url_host(host)}:{port} for the {description}: {exc}",
             hint="check that the loopback interface supports this address "
             "(IPv6 may be disabled; try host='127.0.0.1')",
         ) from exc
@@ -317,6 +290,13 @@ class ServerThread:
             and self._server.started
         )
 
+    @property
+    def url(self) -> str:
+        """``http://<host>:<port>`` of the running server."""
+        if self.port is None:
+            raise RuntimeError(f"the {self.description} has not been started, so it has no URL yet")
+        return f"http://{url_host(self.host)}:{self.port}"
+
     def failure_text(self) -> str:
         """What went wrong in the thread, as text for an error message."""
         parts: list[str] = []
@@ -332,7 +312,7 @@ class ServerThread:
         """Bind, start the thread, wait for readiness; return the bound port."""
         if self._thread is not None:
             raise RuntimeError("a ServerThread can only be started once")
-        self._sock = _bind(self.host, self.requested_port)
+        self._sock = _bind(self.host, self.requested_port, self.description)
         self.port = int(self._sock.getsockname()[1])
         config = uvicorn.Config(
             self.app,
@@ -350,7 +330,9 @@ class ServerThread:
                 hint="the app must be an ASGI 3 application",
             ) from exc
         self._server = _Server(config, self._ready, self.shutdown_timeout)
-        self._thread = threading.Thread(target=self._run, name=f"synth-task-app-{self.port}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"synth-{self.description.replace(' ', '-')}-{self.port}", daemon=True
+        )
         self._install_capture()
         self._thread.start()
         ready = self._ready.wait(timeout)
@@ -457,3 +439,25 @@ class ServerThread:
         sock, self._sock = self._sock, None
         if sock is not None:
             sock.close()
+
+
+@contextlib.contextmanager
+def serve_asgi(
+    app: Any,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    lifespan: Lifespan = "auto",
+    log_level: str | int | None = "warning",
+    startup_timeout: float = 15.0,
+    description: str = "ASGI app",
+) -> Iterator[ServerThread]:
+    """Serve *app* for the ``with`` block; the yielded server has ``.url`` and ``.logs``."""
+    server = ServerThread(
+        app, host=host, port=port, lifespan=lifespan, log_level=log_level, description=description
+    )
+    server.start(startup_timeout)
+    try:
+        yield server
+    finally:
+        server.stop()
