@@ -27,9 +27,10 @@ import httpx
 from ..clock import Clock, ScaledClock, VirtualClock
 from ..config.urls import normalize_backend_url
 from ..errors import ConfigError, ConfigProblem, SynthError
-from ..inference import ArithmeticPolicy, InferencePolicy, InferenceReply, StubInference
+from ..inference import StubInference
 from ..loopback import is_loopback_url
 from ..masking import Secret, get_logger, mask_secret, register_secret
+from ..policies import ArithmeticPolicy, Policy, PolicyReply, Progress, RolloutIdentity, linear
 from . import api
 from .faults import Fault, FaultKind
 from .handle import FakeJob
@@ -81,9 +82,10 @@ def _api_root(base_url: str) -> tuple[str, str]:
     return api_base, urlsplit(api_base).path
 
 
-def _progress_accuracy(step: int) -> float:
-    # The default "model" improves as training progresses: step is the percentage of the job done.
-    return min(0.95, 0.15 + 0.8 * step / 100.0)
+def default_policy() -> Policy:
+    """The built-in model: solves the arithmetic example, right 15% of the time at the start of
+    training rising linearly to 95% at the end, so rewards from real rollouts rise."""
+    return ArithmeticPolicy(linear(0.15, 0.95))
 
 
 def _check_settings(
@@ -153,8 +155,8 @@ class FakeSynthBackend:
         api_key: str | Secret = DEFAULT_API_KEY,
         clock: Clock | None = None,
         task_app_api_key: str | Secret | None = None,
-        policy: InferencePolicy | None = None,
-        replies: Sequence[InferenceReply] | None = None,
+        policy: Policy | None = None,
+        replies: Sequence[PolicyReply] | None = None,
         rollouts: RolloutsMode = "auto",
         max_rollouts_per_step: int = 4,
         rollout_timeout: float = 30.0,
@@ -184,9 +186,7 @@ class FakeSynthBackend:
         self._counter = 0
         self._policy_obj = policy
         self._stub = StubInference(
-            policy=policy
-            if policy is not None or replies is not None
-            else ArithmeticPolicy(_progress_accuracy),
+            policy=policy if policy is not None or replies is not None else default_policy(),
             replies=replies,
         )
         self._stub_stack: contextlib.ExitStack | None = None
@@ -198,7 +198,6 @@ class FakeSynthBackend:
             clock=lambda: self._clock,
             driver=self._driver,
             max_rollouts_per_step=max_rollouts_per_step,
-            before_batch=self._before_batch,
         )
         self._mount: RespxMount | None = None
         self._unsubscribe: Callable[[], None] | None = None
@@ -367,19 +366,26 @@ class FakeSynthBackend:
     def _rollout_key(self) -> str | Secret | None:
         return self._task_app_key or os.environ.get("ENVIRONMENT_API_KEY")
 
-    def _inference_url(self) -> str:
+    def _inference_url(self, rollout: RolloutIdentity, progress: Progress) -> str:
+        """The rollout's own inference URL on the stub model (served on first use)."""
         with self._lock:
             if self._stub_url is None:
                 stack = contextlib.ExitStack()
                 self._stub_url = stack.enter_context(self._stub.serve())
                 self._stub_stack = stack
-            return self._stub_url
+        return self._stub.route(rollout, progress)
 
-    def _before_batch(self, job: JobRecord, step: int) -> None:
-        policy = self._stub.policy
-        if hasattr(policy, "step"):
-            percent = round(100 * step / max(1, job.scenario.steps))
-            policy.step = percent if self._policy_obj is None else step
+    def use_policy(self, policy: Policy | None) -> None:
+        """Answer model calls with *policy* from now on; None restores this fake's own (the
+        constructor's ``policy=``/``replies=``, else a fresh built-in :func:`default_policy`)."""
+        if policy is not None:
+            self._stub.policy = policy
+        elif self._policy_obj is not None:
+            self._stub.policy = self._policy_obj
+        elif self._stub.replies is not None:
+            self._stub.policy = StubInference(replies=self._stub.replies).policy
+        else:
+            self._stub.policy = default_policy()
 
     # -- faults ---------------------------------------------------------------------------------
     def fault(
@@ -488,10 +494,9 @@ class FakeSynthBackend:
                 fault.remove()
             self._faults.clear()
         self._stub.clear()
-        if self._policy_obj is None and self._stub.replies is None:
-            # A fresh default model: its answers depend on what it was asked before, and a test
-            # must not see different rewards depending on which tests ran first.
-            self._stub.policy = ArithmeticPolicy(_progress_accuracy)
+        # This fake's own model again, fresh: a test must not see another test's policy, nor
+        # rewards that depend on which tests ran first.
+        self.use_policy(None)
 
     # -- the request handler ----------------------------------------------------------------------
     def handle(self, request: httpx.Request) -> httpx.Response:

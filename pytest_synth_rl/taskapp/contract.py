@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -348,7 +347,7 @@ def _check_rollout(
     seed: int,
     env_name: str,
     policy_name: str,
-    policy: Callable[[dict[str, Any]], Any] | None,
+    policy: InferencePolicy | None,
     timeout: float,
     model: str,
 ) -> None:
