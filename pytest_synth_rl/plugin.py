@@ -228,7 +228,8 @@ def _test_policy(request: pytest.FixtureRequest) -> Policy | None:
                 )
             ]
         )
-    return policy
+    chosen: Policy | None = policy
+    return chosen
 
 
 @pytest.fixture
