@@ -31,6 +31,7 @@ BENCHMARKS: dict[str, str] = {
     "taskapp": "bench.bench_taskapp",
     "lifecycle": "bench.bench_lifecycle",
     "rollouts": "bench.bench_rollouts",
+    "concurrency": "bench.bench_concurrency",
     "plugin_overhead": "bench.bench_plugin_overhead",
     "xdist": "bench.bench_xdist",
 }

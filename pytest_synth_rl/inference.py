@@ -1,20 +1,27 @@
-"""A stand-in for the model: an OpenAI-compatible ``/v1/chat/completions`` endpoint.
+"""A stand-in for the model: an OpenAI-compatible chat-completions endpoint, routed like Synth's.
 
-During a rollout the task app calls ``{policy.config.inference_url}/chat/completions``; in
-production that URL is the trainer's vLLM server. Offline we hand the task app this stub instead,
-so a rollout really runs end to end (task app → HTTP → model reply → grading) without a GPU,
-while the test decides what the "model" answers:
+During a rollout the task app calls the chat-completions URL built from
+``policy.config.inference_url``; in production that is the trainer's inference server. Offline
+we hand the task app this stub instead, so a rollout really runs end to end (task app → HTTP →
+model reply → grading) without a GPU, while a *policy* (see :mod:`pytest_synth_rl.policies`)
+decides what the "model" answers.
 
-* ``StubInference()`` answers the arithmetic example correctly, through its ``submit_answer``
-  tool (see :class:`ArithmeticPolicy`);
-* ``StubInference(policy=fn)`` calls ``fn(request_body)`` for each request; ``fn`` returns the
-  assistant message (a dict, possibly with ``tool_calls``) or just its text;
-* ``StubInference(replies=[...])`` serves canned replies in order, repeating the last one.
+Routing follows Synth (contract §10.2): each rollout gets its own URL,
+``http://127.0.0.1:<port>/<correlation id>`` (the id is a ``trace_…`` path segment), from
+:meth:`StubInference.route`. The stub answers POST on every path that ends in
+``/chat/completions`` below it, with or without ``/v1``, with ``trace_``/``cid_``/``eval_``
+segments or a ``?cid=`` / ``trace_correlation_id`` / ``trace`` query, reads the correlation id,
+gives the policy that rollout's identity and training progress, and records the call under it
+(:meth:`StubInference.calls`). Unknown paths get a 404 that lists what it serves.
 
-It is a plain ASGI app (no web framework; the runtime dependencies stay pytest, httpx, respx,
-uvicorn), records every request body in :attr:`StubInference.requests`, and is served on loopback
-with :meth:`StubInference.serve`. :meth:`StubInference.complete` is the same logic without HTTP,
-for callers that already hold the request body.
+* ``StubInference()`` answers the arithmetic example correctly (an :class:`ArithmeticPolicy`);
+* ``StubInference(policy=fn)`` calls ``fn(ChatRequest)`` for each call (see
+  :class:`~pytest_synth_rl.policies.Policy`);
+* ``StubInference(replies=[...])`` serves canned replies (a :class:`ScriptedPolicy`).
+
+It is a plain ASGI app (no web framework), records every request body in
+:attr:`StubInference.requests`, and is served on loopback with :meth:`StubInference.serve`.
+:meth:`StubInference.complete` is the same logic without HTTP.
 """
 
 from __future__ import annotations
@@ -22,13 +29,32 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import random
-import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qs
 
+from .policies import (
+    SUBMIT_ANSWER_TOOL,
+    ArithmeticPolicy,
+    ChatRequest,
+    Policy,
+    PolicyError,
+    PolicyReply,
+    Progress,
+    Reply,
+    RolloutIdentity,
+    ScriptedPolicy,
+    ToolCall,
+    last_user_text,
+    offered_tools,
+    parse_arithmetic,
+    solve_arithmetic,
+    tool_call,
+)
 from .support.asgi import Receive, Scope, Send, read_body, serve_lifespan
 
 __all__ = [
@@ -36,6 +62,7 @@ __all__ = [
     "ArithmeticPolicy",
     "InferencePolicy",
     "InferenceReply",
+    "ModelCall",
     "StubInference",
     "last_user_text",
     "offered_tools",
@@ -44,150 +71,51 @@ __all__ = [
     "tool_call",
 ]
 
-#: What a policy returns: the assistant message (dict) or its text content (str).
-InferenceReply = dict[str, Any] | str
-#: A policy maps the chat-completions request body to the assistant's reply.
-InferencePolicy = Callable[[dict[str, Any]], InferenceReply]
+#: What a policy returns (kept as an alias of :data:`~pytest_synth_rl.policies.PolicyReply`).
+InferenceReply = PolicyReply
+#: A policy (kept as an alias of :class:`~pytest_synth_rl.policies.Policy`).
+InferencePolicy = Policy
 
-#: The tool the arithmetic example app offers; the default policy answers through it.
-SUBMIT_ANSWER_TOOL = "submit_answer"
-
-_QUESTION = re.compile(r"(-?\d+)\s*([-+*×x])\s*(-?\d+)")
-_CHAT_PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
+_CHAT_SUFFIX = "/chat/completions"
+_ID_PREFIXES = ("trace_", "cid_", "eval_")
+_ID_QUERY_KEYS = ("cid", "trace_correlation_id", "trace")
 _MODELS_PATHS = frozenset({"/v1/models", "/models"})
 _MAX_BODY_BYTES = 8 * 1024 * 1024
+#: Rollout routes and per-rollout call lists kept at most (oldest dropped first).
+_MAX_ROUTES = 10_000
+_SERVED = (
+    "POST [/v1][/trace_<id>|/cid_<id>|/eval_<id>][/v1]/chat/completions[?cid=<id>], "
+    "GET /v1/models, GET /health"
+)
 
 
-# -- request helpers ------------------------------------------------------------------------
-def _content_text(content: Any) -> str:
-    """Message content as text: a string, or the text parts of a multi-part content list."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [p.get("text", "") for p in content if isinstance(p, Mapping) and p.get("type") == "text"]
-        return "\n".join(str(p) for p in parts)
-    return ""
+@dataclass(frozen=True)
+class ModelCall:
+    """One chat-completions call the stub answered (or refused), and the rollout it belonged to."""
+
+    correlation_id: str | None
+    path: str
+    request: dict[str, Any]
+    status: int
+    response: dict[str, Any]
+    progress: Progress
+    rollout: RolloutIdentity
 
 
-def last_user_text(request: Mapping[str, Any]) -> str:
-    """The text of the last ``user`` message in a chat-completions request ("" if none)."""
-    messages = request.get("messages")
-    if not isinstance(messages, list):
-        return ""
-    for message in reversed(messages):
-        if isinstance(message, Mapping) and message.get("role") == "user":
-            return _content_text(message.get("content"))
-    return ""
-
-
-def offered_tools(request: Mapping[str, Any]) -> list[str]:
-    """Names of the tools (or legacy ``functions``) the request offers."""
-    names: list[str] = []
-    for tool in request.get("tools") or []:
-        if isinstance(tool, Mapping):
-            function = tool.get("function")
-            if isinstance(function, Mapping) and isinstance(function.get("name"), str):
-                names.append(function["name"])
-    for function in request.get("functions") or []:
-        if isinstance(function, Mapping) and isinstance(function.get("name"), str):
-            names.append(function["name"])
-    return names
-
-
-def parse_arithmetic(text: str) -> tuple[int, str, int] | None:
-    """The last ``a <op> b`` in *text* (op one of ``+ - *``; ``×``/``x`` read as ``*``)."""
-    matches = _QUESTION.findall(text)
-    if not matches:
-        return None
-    left, op, right = matches[-1]
-    return int(left), "*" if op in ("×", "x") else op, int(right)
-
-
-def solve_arithmetic(left: int, op: str, right: int) -> int:
-    """The exact answer to ``left op right``."""
-    if op == "+":
-        return left + right
-    if op == "-":
-        return left - right
-    if op == "*":
-        return left * right
-    raise ValueError(f"unsupported operator {op!r}; expected one of + - *")
-
-
-def tool_call(name: str, arguments: Mapping[str, Any] | str, *, call_id: str | None = None) -> dict[str, Any]:
-    """One OpenAI tool call; *arguments* may be a dict (it is JSON-encoded as the API does)."""
-    encoded = arguments if isinstance(arguments, str) else json.dumps(dict(arguments))
-    return {
-        "id": call_id or f"call_{name}",
-        "type": "function",
-        "function": {"name": name, "arguments": encoded},
-    }
-
-
-# -- the arithmetic policy ------------------------------------------------------------------
-class ArithmeticPolicy:
-    """Answers the arithmetic example's question, correct with a chosen probability.
-
-    ``accuracy`` is a probability in [0, 1], or a function of :attr:`step` returning one, so a
-    fake trainer can make the "model" improve: set ``policy.step = n`` before the rollouts of
-    training step *n* (e.g. ``ArithmeticPolicy(accuracy=lambda step: min(1.0, 0.2 + 0.1 * step))``).
-
-    Whether an answer is right is deterministic: it depends only on ``seed``, ``step``, the
-    question text and how many times that question was already asked at that step, so re-running
-    the same rollouts reproduces the same rewards, and a question asked twice in a group can get
-    different outcomes. A wrong answer is the right one plus a small non-zero offset.
-
-    If the request offers the ``submit_answer`` tool the answer is a call to it with
-    ``{"answer": <int>}``; otherwise it is the number as text.
-    """
-
-    def __init__(
-        self, accuracy: float | Callable[[int], float] = 1.0, *, seed: int = 0, step: int = 0
-    ) -> None:
-        if not callable(accuracy):
-            self._check_probability(accuracy)
-        self.accuracy = accuracy
-        self.seed = seed
-        #: The training step the next answers belong to; set it as training progresses.
-        self.step = step
-        self._asked: dict[tuple[int, str], int] = {}
-        self._lock = threading.Lock()
-
-    @staticmethod
-    def _check_probability(value: float) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-            raise ValueError(f"accuracy must be a probability in [0, 1], got {value!r}")
-        return float(value)
-
-    def __repr__(self) -> str:
-        accuracy = "<function>" if callable(self.accuracy) else f"{self.accuracy:g}"
-        return f"ArithmeticPolicy(accuracy={accuracy}, seed={self.seed}, step={self.step})"
-
-    def accuracy_at(self, step: int) -> float:
-        """The probability of a correct answer at *step*."""
-        value = self.accuracy(step) if callable(self.accuracy) else self.accuracy
-        return self._check_probability(value)
-
-    def __call__(self, request: dict[str, Any]) -> InferenceReply:
-        question = last_user_text(request)
-        parsed = parse_arithmetic(question)
-        if parsed is None:
-            return "I could not find an arithmetic question to answer."
-        correct = solve_arithmetic(*parsed)
-        step = self.step
-        with self._lock:
-            occurrence = self._asked.get((step, question), 0)
-            self._asked[(step, question)] = occurrence + 1
-        rng = random.Random(f"{self.seed}|{step}|{question}|{occurrence}")
-        right = rng.random() < self.accuracy_at(step)
-        answer = correct if right else correct + rng.choice((-3, -2, -1, 1, 2, 3))
-        if SUBMIT_ANSWER_TOOL in offered_tools(request):
-            return {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [tool_call(SUBMIT_ANSWER_TOOL, {"answer": answer})],
-            }
-        return str(answer)
+def _correlation_id(path: str, query: str) -> tuple[bool, str | None]:
+    """``(served, correlation id)`` for a chat-completions *path* (without the suffix) and *query*."""
+    cid: str | None = None
+    for segment in (s for s in path.split("/") if s):
+        if segment.startswith(_ID_PREFIXES):
+            cid = segment
+        elif segment != "v1":
+            return False, None
+    params = parse_qs(query)
+    for key in _ID_QUERY_KEYS:
+        values = params.get(key)
+        if values and values[0]:
+            return True, values[0]
+    return True, cid
 
 
 # -- the stub -------------------------------------------------------------------------------
@@ -216,17 +144,18 @@ def _words(value: Any) -> int:
 
 
 class StubInference:
-    """An OpenAI-compatible chat-completions server whose answers the test controls.
+    """An OpenAI-compatible chat-completions server whose answers a policy decides.
 
-    Give at most one of *policy* (``fn(request_body) -> message dict | str``) and *replies*
-    (served in order, the last one repeating). With neither, an :class:`ArithmeticPolicy` answers
-    correctly. :attr:`requests` holds every well-formed request body received, in order.
+    Give at most one of *policy* (a :class:`~pytest_synth_rl.policies.Policy`) and *replies*
+    (canned answers, a :class:`~pytest_synth_rl.policies.ScriptedPolicy`). With neither, an
+    :class:`ArithmeticPolicy` answers correctly. :attr:`requests` holds every well-formed request
+    body received, in order; :meth:`calls` the calls of one rollout.
     """
 
     def __init__(
         self,
-        policy: InferencePolicy | None = None,
-        replies: Sequence[InferenceReply] | None = None,
+        policy: Policy | None = None,
+        replies: Sequence[PolicyReply] | None = None,
         *,
         model: str = "stub-model",
     ) -> None:
@@ -234,31 +163,69 @@ class StubInference:
             raise ValueError("give StubInference either policy= or replies=, not both")
         if replies is not None and len(replies) == 0:
             raise ValueError("replies= must hold at least one reply (the last one repeats)")
-        self.policy: InferencePolicy = policy if policy is not None else ArithmeticPolicy()
-        self.replies: list[InferenceReply] | None = list(replies) if replies is not None else None
+        self.replies: list[PolicyReply] | None = list(replies) if replies is not None else None
+        self.policy: Policy = (
+            policy
+            if policy is not None
+            else ScriptedPolicy(*self.replies)
+            if self.replies is not None
+            else ArithmeticPolicy()
+        )
         self.model = model
+        #: Training progress given to calls that no routed rollout claims (direct use).
+        self.progress = Progress()
         #: Every chat-completions request body received, in arrival order.
         self.requests: list[dict[str, Any]] = []
         #: The base URL (``http://127.0.0.1:<port>/v1``) while :meth:`serve` is active.
         self.base_url: str | None = None
+        self._root_url: str | None = None
+        self._routes: OrderedDict[str, tuple[RolloutIdentity, Progress]] = OrderedDict()
+        self._calls: OrderedDict[str | None, list[ModelCall]] = OrderedDict()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
 
+    # -- routing rollouts -----------------------------------------------------------------------
+    def route(self, rollout: RolloutIdentity, progress: Progress) -> str:
+        """Register one rollout; returns its inference URL (``http://127.0.0.1:<port>/<cid>``).
+
+        Calls that carry the rollout's correlation id (path segment or query) are answered with
+        this identity and progress. Needs :meth:`serve` to be active.
+        """
+        cid = rollout.correlation_id
+        if not cid or "/" in cid or "?" in cid:
+            raise ValueError(f"a routed rollout needs a correlation id without '/' or '?', got {cid!r}")
+        with self._lock:
+            if self._root_url is None:
+                raise RuntimeError("StubInference.route() needs the stub to be served (use serve())")
+            self._routes[cid] = (rollout, progress)
+            self._routes.move_to_end(cid)
+            while len(self._routes) > _MAX_ROUTES:
+                self._routes.popitem(last=False)
+            return f"{self._root_url}/{cid}"
+
+    def calls(self, correlation_id: str | None = None) -> list[ModelCall]:
+        """The model calls of one rollout (by correlation id), in order; None: calls without one."""
+        with self._lock:
+            return list(self._calls.get(correlation_id, ()))
+
     # -- plain-Python use ---------------------------------------------------------------------
-    def complete(self, request: Mapping[str, Any]) -> dict[str, Any]:
+    def complete(self, request: Mapping[str, Any], *, correlation_id: str | None = None) -> dict[str, Any]:
         """Answer one chat-completions *request* body; returns the ``chat.completion`` object.
 
-        Raises :class:`ValueError` if the body is not a chat-completions request.
+        Raises :class:`ValueError` if the body is not a chat-completions request or the policy
+        answers with an error.
         """
         try:
-            return self._complete(request)
+            return self._complete(request, correlation_id, "")
         except _RequestError as exc:
             raise ValueError(str(exc)) from exc
 
     def clear(self) -> None:
-        """Forget recorded requests and restart canned replies from the first."""
+        """Forget recorded requests, calls and routes."""
         with self._lock:
             self.requests.clear()
+            self._calls.clear()
+            self._routes.clear()
 
     @property
     def last_request(self) -> dict[str, Any] | None:
@@ -266,7 +233,25 @@ class StubInference:
         with self._lock:
             return self.requests[-1] if self.requests else None
 
-    def _complete(self, request: Mapping[str, Any]) -> dict[str, Any]:
+    def _record(
+        self,
+        cid: str | None,
+        path: str,
+        body: dict[str, Any],
+        status: int,
+        response: dict[str, Any],
+        chat: ChatRequest,
+    ) -> None:
+        call = ModelCall(cid, path, body, status, response, chat.progress, chat.rollout)
+        with self._lock:
+            calls = self._calls.get(cid)
+            if calls is None:
+                calls = self._calls[cid] = []
+                while len(self._calls) > _MAX_ROUTES:
+                    self._calls.popitem(last=False)
+            calls.append(call)
+
+    def _complete(self, request: Mapping[str, Any], cid: str | None, path: str) -> dict[str, Any]:
         if not isinstance(request, Mapping):
             raise _RequestError(400, "the request body must be a JSON object", "invalid_body")
         messages = request.get("messages")
@@ -280,14 +265,18 @@ class StubInference:
             )
         body = dict(request)
         with self._lock:
-            index = len(self.requests)
             self.requests.append(body)
             number = next(self._ids)
-        if self.replies is not None:
-            reply = self.replies[min(index, len(self.replies) - 1)]
+            routed = self._routes.get(cid) if cid is not None else None
+            turn = len(self._calls.get(cid, ()))
+        if routed is not None:
+            identity, progress = routed
         else:
+            identity, progress = RolloutIdentity(correlation_id=cid), self.progress
+        chat = ChatRequest(body, identity, progress, turn)
+        try:
             try:
-                reply = self.policy(body)
+                reply = self.policy(chat)
             except Exception as exc:
                 raise _RequestError(
                     500,
@@ -295,11 +284,16 @@ class StubInference:
                     "policy_error",
                     "server_error",
                 ) from exc
-        message = self._as_message(reply)
+            if isinstance(reply, PolicyError):
+                raise _RequestError(reply.status, reply.message, reply.code, "server_error")
+            message = self._as_message(reply)
+        except _RequestError as exc:
+            self._record(cid, path, body, exc.status, _error_body(str(exc), exc.code, exc.error_type), chat)
+            raise
         model = request.get("model") if isinstance(request.get("model"), str) else self.model
         prompt_tokens = _words(messages)
         completion_tokens = _words(message.get("content")) + _words(message.get("tool_calls"))
-        return {
+        completion = {
             "id": f"chatcmpl-stub-{number}",
             "object": "chat.completion",
             "created": int(time.time()),
@@ -318,15 +312,22 @@ class StubInference:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
+        self._record(cid, path, body, 200, completion, chat)
+        return completion
 
     @staticmethod
     def _as_message(reply: Any) -> dict[str, Any]:
         if isinstance(reply, str):
             return {"role": "assistant", "content": reply}
+        if isinstance(reply, ToolCall):
+            reply = Reply(tool_calls=(reply,))
+        if isinstance(reply, Reply):
+            return reply.to_message()
         if not isinstance(reply, Mapping):
             raise _RequestError(
                 500,
-                f"the stub's policy returned {type(reply).__name__}; expected a message dict or a string",
+                f"the stub's policy returned {type(reply).__name__}; expected a str, Reply, ToolCall, "
+                "PolicyError or a message dict",
                 "policy_error",
                 "server_error",
             )
@@ -337,6 +338,8 @@ class StubInference:
         if calls:
             normalised = []
             for i, call in enumerate(calls):
+                if isinstance(call, ToolCall):
+                    call = call.to_wire(i)
                 if isinstance(call, Mapping) and "function" not in call and "name" in call:
                     call = tool_call(str(call["name"]), call.get("arguments", {}))
                 call = dict(call)
@@ -361,7 +364,12 @@ class StubInference:
             return
         path = scope.get("path", "/").rstrip("/") or "/"
         method = scope.get("method", "GET")
-        if path in _CHAT_PATHS:
+        served, cid = (
+            _correlation_id(path[: -len(_CHAT_SUFFIX)], scope.get("query_string", b"").decode("latin-1"))
+            if path.endswith(_CHAT_SUFFIX)
+            else (False, None)
+        )
+        if served:
             if method != "POST":
                 await self._respond(
                     send,
@@ -370,7 +378,7 @@ class StubInference:
                 )
                 return
             raw = await read_body(receive, _MAX_BODY_BYTES)
-            status, payload = self._handle(raw)
+            status, payload = self._handle(raw, cid, path)
             try:
                 encoded = _encode(payload)
             except (TypeError, ValueError) as exc:
@@ -403,13 +411,13 @@ class StubInference:
                 send,
                 404,
                 _error_body(
-                    f"no route {method} {path}; the stub serves POST /v1/chat/completions",
+                    f"no route {method} {path}; the stub serves {_SERVED}",
                     "not_found",
                     "invalid_request_error",
                 ),
             )
 
-    def _handle(self, raw: bytes) -> tuple[int, dict[str, Any]]:
+    def _handle(self, raw: bytes, cid: str | None = None, path: str = "") -> tuple[int, dict[str, Any]]:
         try:
             try:
                 body = json.loads(raw)
@@ -417,7 +425,7 @@ class StubInference:
                 raise _RequestError(
                     400, f"the request body is not valid JSON: {exc}", "invalid_json"
                 ) from exc
-            return 200, self._complete(body)
+            return 200, self._complete(body, cid, path)
         except _RequestError as exc:
             return exc.status, _error_body(str(exc), exc.code, exc.error_type)
 
@@ -450,11 +458,15 @@ class StubInference:
         from .support.serving import serve_asgi  # uvicorn loads only when a stub is served
 
         with serve_asgi(self, host=host, port=port, lifespan="on", description="stub model") as server:
+            with self._lock:
+                self._root_url = server.url
             self.base_url = f"{server.url}/v1"
             try:
                 yield self.base_url
             finally:
                 self.base_url = None
+                with self._lock:
+                    self._root_url = None
 
     def __repr__(self) -> str:
         source = f"replies={len(self.replies)}" if self.replies is not None else f"policy={self.policy!r}"

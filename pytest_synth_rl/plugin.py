@@ -19,6 +19,7 @@ from .assertions import JobExpectation, expect_job
 from .baselines import BaselineStore, check_baseline
 from .clock import Clock
 from .errors import ConfigError, ConfigProblem, SynthError
+from .policies import Policy
 from .recording import cassette_path, use_cassette
 from .report import JobRecord, RunReport
 from .session import (
@@ -39,8 +40,9 @@ _RUN_KEY = pytest.StashKey[SynthRun]()
 _USER_PROPERTY = "synth_rl_job"
 
 MARKERS = {
-    "synth_rl": "(config=None, overrides=None, timeout=None, poll_interval=None): the RL TOML "
-    "config of this test (path relative to the test file), dotted-key overrides, and per-test settings.",
+    "synth_rl": "(config=None, overrides=None, timeout=None, poll_interval=None, policy=None): the RL "
+    "TOML config of this test (path relative to the test file), dotted-key overrides, per-test "
+    "settings, and the offline model's policy for this test (overrides the synth_policy fixture).",
     "synth_task_app": "(target_or_path, *, api_key=None, scope='session'): the task app "
     "to serve in-process ('pkg.module:attr' or a .py path); scope='test' starts a fresh one.",
     "synth_scenario": "(**scenario): the offline lifecycle for jobs of this test "
@@ -194,6 +196,43 @@ def synth_clock(synth_settings: SynthSettings) -> Clock:
 
 
 @pytest.fixture
+def synth_policy() -> Policy | None:
+    """The policy the offline fake's stand-in model answers with; None = the built-in one.
+
+    Override it in ``conftest.py`` to plug in your team's model stand-in for every test below it
+    (``synth_rl(policy=...)`` overrides it for one test)::
+
+        @pytest.fixture
+        def synth_policy():
+            return LearningPolicy(solve=my_reference_solver)
+    """
+    return None
+
+
+def _test_policy(request: pytest.FixtureRequest) -> Policy | None:
+    _, kwargs = merged_marker(request.node, "synth_rl")
+    policy = kwargs.get("policy")
+    if policy is None:
+        policy = request.getfixturevalue("synth_policy")
+        where = "the synth_policy fixture"
+    else:
+        where = "synth_rl(policy=...)"
+    if policy is not None and not callable(policy):
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    key=where,
+                    message=f"must be a policy (a callable taking the chat request), got {policy!r:.80}",
+                    hint="e.g. LearningPolicy(solve=...), ScriptedPolicy('42'), ReplayPolicy('calls.jsonl'); "
+                    "None for the built-in policy",
+                )
+            ]
+        )
+    chosen: Policy | None = policy
+    return chosen
+
+
+@pytest.fixture
 def synth_backend(
     request: pytest.FixtureRequest, _synth_run: SynthRun, synth_clock: Clock, synth_settings: SynthSettings
 ) -> Iterator[Any]:
@@ -210,6 +249,7 @@ def synth_backend(
         return
     fake = _synth_run.fake_backend()
     fake.reset(clock=synth_clock)
+    fake.use_policy(_test_policy(request))
     _, scenario = merged_marker(request.node, "synth_scenario")
     if scenario:
         fake.scenario(**scenario)

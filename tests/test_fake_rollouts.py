@@ -239,7 +239,7 @@ def test_a_broken_task_app_fails_the_job_with_a_clear_message(
     assert failed["data"]["url"] == f"{url}/rollout"
     assert failed["data"]["seed"] == 0
     assert failed["data"]["step"] == 1
-    assert backend.job(job_id).rollouts[-1].error == error
+    assert backend.job(job_id).rollouts[0].error == error  # seed order: the first failed seed
 
 
 def test_unreachable_task_app_fails_the_job(backend: FakeSynthBackend, client: httpx.Client) -> None:

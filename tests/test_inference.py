@@ -18,6 +18,7 @@ from pytest_synth_rl.inference import (
     solve_arithmetic,
     tool_call,
 )
+from pytest_synth_rl.policies import Progress
 
 TOOLS = [{"type": "function", "function": {"name": SUBMIT_ANSWER_TOOL, "parameters": {"type": "object"}}}]
 
@@ -177,11 +178,11 @@ def test_accuracy_is_deterministic_and_close_to_the_requested_rate() -> None:
 
 
 def test_accuracy_rising_with_step_gives_an_improving_reward_curve() -> None:
-    policy = ArithmeticPolicy(accuracy=lambda step: min(1.0, 0.1 + 0.2 * step), seed=3)
+    policy = ArithmeticPolicy(accuracy=lambda fraction: min(1.0, 0.1 + 0.8 * fraction), seed=3)
     stub = StubInference(policy=policy)
     rates = []
     for step in range(5):
-        policy.step = step
+        stub.progress = Progress(step=step, steps=4)
         correct = 0
         for a in range(200):
             answer = submitted_answer(stub.complete(chat(f"What is {a} * 3?")))
@@ -288,7 +289,10 @@ def test_unknown_route_and_wrong_method() -> None:
         assert httpx.get(base_url + "/chat/completions").status_code == 405
         missing = httpx.post(base_url + "/embeddings", json={})
     assert missing.status_code == 404
-    assert "POST /v1/chat/completions" in missing.json()["error"]["message"]
+    assert (
+        "the stub serves POST [/v1][/trace_<id>|/cid_<id>|/eval_<id>][/v1]/chat/completions"
+        in missing.json()["error"]["message"]
+    )
 
 
 def test_complete_rejects_non_chat_bodies() -> None:

@@ -26,8 +26,9 @@ import respx
 from ..clock import Clock, ScaledClock, VirtualClock
 from ..config.urls import normalize_backend_url
 from ..errors import ConfigError, ConfigProblem, SynthError
-from ..inference import InferencePolicy, InferenceReply, StubInference
+from ..inference import StubInference
 from ..masking import Secret, mask_secret, register_secret
+from ..policies import Policy, PolicyReply
 from .faults import Fault, make_fault
 from .handle import FakeJob
 from .handler import FakeRouteError, RequestHandler
@@ -130,8 +131,8 @@ class FakeSynthBackend:
         api_key: str | Secret = DEFAULT_API_KEY,
         clock: Clock | None = None,
         task_app_api_key: str | Secret | None = None,
-        policy: InferencePolicy | None = None,
-        replies: Sequence[InferenceReply] | None = None,
+        policy: Policy | None = None,
+        replies: Sequence[PolicyReply] | None = None,
         rollouts: RolloutsMode = "auto",
         max_rollouts_per_step: int = 4,
         rollout_timeout: float = 30.0,
@@ -304,6 +305,10 @@ class FakeSynthBackend:
         if clock is not None:
             self.store.use_clock(clock)
         self.store.reset()
+
+    def use_policy(self, policy: Policy | None) -> None:
+        """Answer model calls with *policy* from now on (``None``: this fake's own policy again)."""
+        self.store.use_policy(policy)
 
     # -- mounting (respx) -----------------------------------------------------------------------
     def start(self) -> FakeSynthBackend:

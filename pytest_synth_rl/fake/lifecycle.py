@@ -55,12 +55,10 @@ class Lifecycle:
         clock: Callable[[], Clock],
         driver: RolloutDriver,
         max_rollouts_per_step: int,
-        before_batch: Callable[[JobRecord, int], None],
     ) -> None:
         self._clock = clock
         self.driver = driver
         self.max_rollouts_per_step = max_rollouts_per_step
-        self._before_batch = before_batch
 
     # -- when ---------------------------------------------------------------------------------
     def position(self, job: JobRecord) -> float:
@@ -230,18 +228,17 @@ class Lifecycle:
         job.add_point(ts, "eval.reward", step, mean)
 
     def _batch(self, job: JobRecord, step: int, seeds: list[int], mode: str) -> list[float]:
+        """Rewards of one rollout per seed, in seed order (concurrent up to the config's
+        ``rollout.max_concurrent_rollouts``); the first failed seed fails the job."""
         spec = RolloutSpec.from_config(job.config, job.model)
-        self._before_batch(job, step)
+        records, failure = self.driver.run_batch(
+            job.endpoint, spec, job_id=job.id, step=step, steps=job.scenario.steps, seeds=seeds, mode=mode
+        )
+        job.rollouts.extend(records)
+        if failure is not None:
+            raise failure
         rewards: list[float] = []
-        for index, seed in enumerate(seeds):
-            try:
-                record = self.driver.run(
-                    job.endpoint, spec, job_id=job.id, step=step, seed=seed, mode=mode, index=index
-                )
-            except RolloutFailure as failure:
-                job.rollouts.append(failure.record)
-                raise
-            job.rollouts.append(record)
+        for record in records:
             assert record.reward is not None
             rewards.append(record.reward)
         return rewards

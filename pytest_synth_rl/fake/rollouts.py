@@ -9,6 +9,15 @@ every schema era accept them (contract §4.4); responses may answer in any era t
 ``metrics.outcome_reward``, else the legacy ``mean_return`` / ``reward_mean`` / mean of
 ``episode_returns`` / ``outcome_score``.
 
+Each rollout gets its own inference URL carrying its correlation id (``trace_<run id>``), so the
+stand-in model knows which rollout, seed and training step every model call belongs to.
+
+A batch runs up to ``concurrency`` rollouts at once (the config's
+``rollout.max_concurrent_rollouts``), as the real trainer does; results come back in seed order
+whatever order they finished in, so the same seeds fold into the same rewards at any concurrency.
+When a rollout fails in a concurrent batch it is retried alone: if it then passes, the failure is
+reported as the task app not being safe under concurrency.
+
 One :class:`httpx.Client` is reused for every call (connection reuse matters: rollouts run
 synchronously inside clock advancement). It ignores proxy environment variables: the task app is
 on loopback and the calls must stay there.
@@ -21,6 +30,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -28,11 +38,24 @@ import httpx
 
 from ..errors import excerpt
 from ..masking import Secret, redact
+from ..policies import Progress, RolloutIdentity
 from ..support.tls import shared_ssl_context
 from ..taskapp.health import task_app_auth_headers
 from .jobs import RolloutRecord
 
-__all__ = ["RolloutDriver", "RolloutFailure", "RolloutSpec", "extract_reward"]
+__all__ = [
+    "DEFAULT_MAX_CONCURRENT_ROLLOUTS",
+    "RolloutDriver",
+    "RolloutFailure",
+    "RolloutSpec",
+    "extract_reward",
+]
+
+#: Rollouts in flight at once when the config has no ``rollout.max_concurrent_rollouts`` (the
+#: 0.4.x builder requires the key, so this only applies to hand-made payloads).
+DEFAULT_MAX_CONCURRENT_ROLLOUTS = 4
+#: Upper bound on rollouts in flight at once, whatever the config says (threads are bounded).
+MAX_CONCURRENCY = 32
 
 #: Legacy metric keys, in the order they are tried after ``outcome_reward``.
 _REWARD_KEYS: tuple[str, ...] = (
@@ -96,12 +119,16 @@ class RolloutSpec:
     max_turns: int
     env_config: dict[str, Any]
     policy_config: dict[str, Any]
+    concurrency: int = DEFAULT_MAX_CONCURRENT_ROLLOUTS
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], model: str) -> RolloutSpec:
         rollout = config.get("rollout")
         rollout = rollout if isinstance(rollout, Mapping) else {}
         max_turns = rollout.get("max_turns")
+        concurrency = rollout.get("max_concurrent_rollouts")
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            concurrency = DEFAULT_MAX_CONCURRENT_ROLLOUTS
         return cls(
             env_name=str(rollout.get("env_name") or ""),
             policy_name=str(rollout.get("policy_name") or ""),
@@ -109,6 +136,7 @@ class RolloutSpec:
             max_turns=max_turns if isinstance(max_turns, int) and max_turns > 0 else 1,
             env_config=dict(rollout.get("env_config") or {}),
             policy_config=dict(rollout.get("policy_config") or {}),
+            concurrency=min(concurrency, MAX_CONCURRENCY),
         )
 
 
@@ -119,13 +147,14 @@ class RolloutDriver:
         self,
         *,
         api_key: Callable[[], str | Secret | None],
-        inference_url: Callable[[], str],
+        inference_url: Callable[[RolloutIdentity, Progress], str],
         timeout: float = 30.0,
     ) -> None:
         self._api_key = api_key
         self._inference_url = inference_url
         self.timeout = timeout
         self._client: httpx.Client | None = None
+        self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
     @property
@@ -136,26 +165,43 @@ class RolloutDriver:
                     timeout=self.timeout,
                     trust_env=False,
                     verify=shared_ssl_context(),
-                    limits=httpx.Limits(max_keepalive_connections=8),
+                    limits=httpx.Limits(max_keepalive_connections=MAX_CONCURRENCY),
                 )
             return self._client
 
     def close(self) -> None:
         with self._lock:
             client, self._client = self._client, None
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
         if client is not None:
             client.close()
 
     def build_request(
-        self, spec: RolloutSpec, *, job_id: str, step: int, seed: int, mode: str, index: int
+        self,
+        spec: RolloutSpec,
+        *,
+        job_id: str,
+        step: int,
+        seed: int,
+        mode: str,
+        index: int,
+        steps: int | None = None,
     ) -> dict[str, Any]:
+        """The ``/rollout`` body; routes the rollout on the stand-in model (its own inference URL)."""
         run_id = f"{job_id}-{mode}-s{step}-{index}"
+        correlation_id = f"trace_{run_id}"
+        identity = RolloutIdentity(
+            correlation_id=correlation_id, seed=seed, env_name=spec.env_name, mode=mode, run_id=run_id
+        )
+        progress = Progress(step=step, steps=max(step, steps if steps is not None else step))
         policy_config = dict(spec.policy_config)
         policy_config["model"] = spec.model
-        policy_config["inference_url"] = self._inference_url()
+        policy_config["inference_url"] = self._inference_url(identity, progress)
         return {
             "run_id": run_id,
-            "trace_correlation_id": f"trace-{run_id}",
+            "trace_correlation_id": correlation_id,
             "env": {"env_name": spec.env_name, "seed": seed, "config": dict(spec.env_config)},
             "policy": {"policy_name": spec.policy_name, "config": policy_config},
             "mode": mode,
@@ -166,11 +212,117 @@ class RolloutDriver:
             "training_session_id": job_id,
         }
 
+    def run_batch(
+        self,
+        base_url: str,
+        spec: RolloutSpec,
+        *,
+        job_id: str,
+        step: int,
+        steps: int,
+        seeds: Sequence[int],
+        mode: str,
+    ) -> tuple[list[RolloutRecord], RolloutFailure | None]:
+        """Run one rollout per seed, up to ``spec.concurrency`` at once.
+
+        Returns the records in seed order and the failure of the first failed seed (None if all
+        passed). After a failure no further rollouts start; those in flight finish.
+        """
+        bodies = [
+            self.build_request(spec, job_id=job_id, step=step, seed=seed, mode=mode, index=index, steps=steps)
+            for index, seed in enumerate(seeds)
+        ]
+        results: list[RolloutRecord | RolloutFailure | None] = [None] * len(bodies)
+        workers = min(spec.concurrency, len(bodies))
+        if workers <= 1:
+            for index, body in enumerate(bodies):
+                results[index] = self._attempt(base_url, body, step, mode)
+                if isinstance(results[index], RolloutFailure):
+                    break
+        else:
+            self._run_concurrently(base_url, bodies, step, mode, workers, results)
+        records: list[RolloutRecord] = []
+        failure: RolloutFailure | None = None
+        for result in results:
+            if result is None:
+                continue
+            if isinstance(result, RolloutFailure):
+                records.append(result.record)
+                failure = failure or result
+            else:
+                records.append(result)
+        if failure is not None and workers > 1:
+            failure = self._diagnose(base_url, failure, step, mode, workers)
+        return records, failure
+
+    def _attempt(
+        self, base_url: str, body: dict[str, Any], step: int, mode: str
+    ) -> RolloutRecord | RolloutFailure:
+        try:
+            return self.send(base_url, body, step=step, mode=mode)
+        except RolloutFailure as failure:
+            return failure
+
+    def _run_concurrently(
+        self,
+        base_url: str,
+        bodies: list[dict[str, Any]],
+        step: int,
+        mode: str,
+        workers: int,
+        results: list[RolloutRecord | RolloutFailure | None],
+    ) -> None:
+        indexes = iter(range(len(bodies)))
+        lock = threading.Lock()
+        failed = threading.Event()
+
+        def work() -> None:
+            while not failed.is_set():
+                with lock:
+                    index = next(indexes, None)
+                if index is None:
+                    return
+                result = self._attempt(base_url, bodies[index], step, mode)
+                results[index] = result
+                if isinstance(result, RolloutFailure):
+                    failed.set()
+
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(MAX_CONCURRENCY, thread_name_prefix="synth-rollout")
+            pool = self._pool
+        for future in [pool.submit(work) for _ in range(workers)]:
+            future.result()
+
+    def _diagnose(
+        self, base_url: str, failure: RolloutFailure, step: int, mode: str, workers: int
+    ) -> RolloutFailure:
+        """Retry a rollout that failed among concurrent ones alone: passing alone means the task
+        app breaks under concurrency, which is what the report must say."""
+        alone = self._attempt(base_url, failure.record.request, step, mode)
+        if isinstance(alone, RolloutFailure):
+            return failure
+        record = failure.record
+        message = redact(
+            f"{failure} -- with {workers} rollouts in flight at once it failed, but the same rollout "
+            f"passes when run alone: the task app is not safe under concurrency (the real trainer also "
+            f"runs up to rollout.max_concurrent_rollouts = {workers} rollouts at once; keep per-rollout "
+            "state local to the /rollout request instead of in module or app globals; set "
+            "rollout.max_concurrent_rollouts = 1 to confirm)"
+        )
+        record.error = message
+        return RolloutFailure(message, record)
+
     def run(
         self, base_url: str, spec: RolloutSpec, *, job_id: str, step: int, seed: int, mode: str, index: int
     ) -> RolloutRecord:
         """One rollout; raises :class:`RolloutFailure` (with the record) if it is unusable."""
         body = self.build_request(spec, job_id=job_id, step=step, seed=seed, mode=mode, index=index)
+        return self.send(base_url, body, step=step, mode=mode)
+
+    def send(self, base_url: str, body: dict[str, Any], *, step: int, mode: str) -> RolloutRecord:
+        """POST one built rollout *body*; raises :class:`RolloutFailure` if it is unusable."""
+        seed = int(body["env"]["seed"])
         url = base_url.rstrip("/") + "/rollout"
         record = RolloutRecord(step=step, seed=seed, mode=mode, run_id=body["run_id"], url=url, request=body)
         key = self._api_key()
@@ -259,7 +411,8 @@ class RolloutDriver:
 
     @staticmethod
     def _fail(record: RolloutRecord, what: str, hint: str) -> NoReturn:
-        ids = f"seed {record.seed}, run_id {record.run_id}, trace_correlation_id trace-{record.run_id}"
+        cid = record.request.get("trace_correlation_id")
+        ids = f"seed {record.seed}, run_id {record.run_id}, trace_correlation_id {cid}"
         message = redact(
             f"task app rollout failed at step {record.step} ({record.mode}; {ids}): POST {record.url}: {what}"
             f" (hint: {hint})"

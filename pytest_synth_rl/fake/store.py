@@ -24,8 +24,9 @@ from typing import Any, Literal
 
 from ..clock import Clock, VirtualClock
 from ..errors import ConfigProblem, SynthError
-from ..inference import ArithmeticPolicy, InferencePolicy, InferenceReply, StubInference
+from ..inference import StubInference
 from ..masking import Secret
+from ..policies import ArithmeticPolicy, Policy, PolicyReply, Progress, RolloutIdentity, linear
 from ..support.loopback import is_loopback_url
 from .faults import Fault
 from .jobs import JobRecord
@@ -47,9 +48,10 @@ class IdempotencyConflict(Exception):
         self.job_id = job_id
 
 
-def _progress_accuracy(step: int) -> float:
-    # The default "model" improves as training progresses: step is the percentage of the job done.
-    return min(0.95, 0.15 + 0.8 * step / 100.0)
+def default_policy() -> Policy:
+    """The built-in model: solves the arithmetic example, right 15% of the time at the start of
+    training rising linearly to 95% at the end, so rewards from real rollouts rise."""
+    return ArithmeticPolicy(linear(0.15, 0.95))
 
 
 class JobStore:
@@ -75,8 +77,8 @@ class JobStore:
         validate: bool = True,
         rollouts: RolloutsMode = "auto",
         task_app_key: Secret | None = None,
-        policy: InferencePolicy | None = None,
-        replies: Sequence[InferenceReply] | None = None,
+        policy: Policy | None = None,
+        replies: Sequence[PolicyReply] | None = None,
         max_rollouts_per_step: int = 4,
         rollout_timeout: float = 30.0,
     ) -> None:
@@ -93,10 +95,9 @@ class JobStore:
         self._next: list[Scenario] = []
         self._counter = 0
         self._task_app_key = task_app_key
-        self._own_policy = policy is None and replies is None
-        self._policy_given = policy is not None
+        self._policy = policy
         self.inference = StubInference(
-            policy=ArithmeticPolicy(_progress_accuracy) if self._own_policy else policy, replies=replies
+            policy=policy if policy is not None or replies is not None else default_policy(), replies=replies
         )
         self._stub_stack: contextlib.ExitStack | None = None
         self._stub_url: str | None = None
@@ -107,7 +108,6 @@ class JobStore:
             clock=lambda: self._clock,
             driver=self._driver,
             max_rollouts_per_step=max_rollouts_per_step,
-            before_batch=self._before_batch,
         )
         self._unsubscribe: Callable[[], None] | None = None
         self._subscribe()
@@ -346,10 +346,21 @@ class JobStore:
             self._default = Scenario()
         self.clear_faults()
         self.inference.clear()
-        if self._own_policy:
-            # A fresh default model: its answers depend on what it was asked before, and a test
-            # must not see different rewards depending on which tests ran first.
-            self.inference.policy = ArithmeticPolicy(_progress_accuracy)
+        # This fake's own model again, fresh: a test must not see another test's policy, nor
+        # rewards that depend on which tests ran first.
+        self.use_policy(None)
+
+    def use_policy(self, policy: Policy | None) -> None:
+        """Answer model calls with *policy* from now on; None restores this store's own (the
+        constructor's ``policy=``/``replies=``, else a fresh built-in :func:`default_policy`)."""
+        if policy is not None:
+            self.inference.policy = policy
+        elif self._policy is not None:
+            self.inference.policy = self._policy
+        elif self.inference.replies is not None:
+            self.inference.policy = StubInference(replies=self.inference.replies).policy
+        else:
+            self.inference.policy = default_policy()
 
     def stop_helpers(self) -> None:
         """Stop the stub model server and the rollout client (both restart when needed)."""
@@ -368,19 +379,14 @@ class JobStore:
     def _rollout_key(self) -> str | Secret | None:
         return self._task_app_key or os.environ.get("ENVIRONMENT_API_KEY")
 
-    def _inference_url(self) -> str:
+    def _inference_url(self, rollout: RolloutIdentity, progress: Progress) -> str:
+        """The rollout's own inference URL on the stub model (served on first use)."""
         with self.lock:
             if self._stub_url is None:
                 stack = contextlib.ExitStack()
                 self._stub_url = stack.enter_context(self.inference.serve())
                 self._stub_stack = stack
-            return self._stub_url
-
-    def _before_batch(self, job: JobRecord, step: int) -> None:
-        policy = self.inference.policy
-        if hasattr(policy, "step"):
-            percent = round(100 * step / max(1, job.scenario.steps))
-            policy.step = step if self._policy_given else percent
+        return self.inference.route(rollout, progress)
 
 
 def _canonical(payload: Mapping[str, Any]) -> str:

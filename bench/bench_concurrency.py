@@ -1,0 +1,155 @@
+"""Concurrent rollouts and the cost of a real-rollout job test.
+
+1. Rollout rate at ``rollout.max_concurrent_rollouts = 4`` vs ``= 1`` for a task app whose
+   ``/rollout`` awaits 10 ms (an environment step) after its model call: a job of 5 steps x 8
+   rollouts through the respx-mounted fake with an ``immediate`` scenario. Target >= 3x.
+2. One real-rollout job with the default example config (``examples/arithmetic.toml``, the fake's
+   default scenario polled every 10 virtual seconds, as ``synth_rl_job`` + ``synth_expect`` run
+   it), in ms, against the 100 ms budget (ratio = ours / budget; target <= 1.0x).
+
+Medians of the repeats, in one process. Run alone: ``python bench/bench_concurrency.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fastapi import FastAPI, Request
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench._common import report  # noqa: E402
+from pytest_synth_rl.client import RLJob  # noqa: E402
+from pytest_synth_rl.clock import VirtualClock  # noqa: E402
+from pytest_synth_rl.fake import FakeSynthBackend  # noqa: E402
+from pytest_synth_rl.taskapp import InProcessTaskApp  # noqa: E402
+
+CONFIG = ROOT / "examples" / "arithmetic.toml"
+APP = ROOT / "examples" / "arithmetic_task_app.py"
+KEY = "bench-concurrency-task-app-key-0123456789"
+REPEATS = 5
+JOB_REPEATS = 15
+BUDGET_MS = 100.0
+
+
+def _slow_app() -> FastAPI:
+    app = FastAPI()
+    http: dict[str, httpx.AsyncClient] = {}
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"healthy": True}
+
+    @app.post("/rollout")
+    async def rollout(request: Request) -> dict[str, Any]:
+        body = await request.json()
+        client = http.setdefault("client", httpx.AsyncClient(trust_env=False))
+        url = body["policy"]["config"]["inference_url"] + "/chat/completions"
+        reply = await client.post(url, json={"messages": [{"role": "user", "content": "What is 1 + 2?"}]})
+        reply.raise_for_status()
+        await asyncio.sleep(0.010)  # the environment step
+        return {"trace_correlation_id": body["trace_correlation_id"], "metrics": {"outcome_reward": 1.0}}
+
+    return app
+
+
+def _job(fake: FakeSynthBackend, clock: VirtualClock, task_url: str, overrides: dict[str, Any]) -> RLJob:
+    return RLJob.from_config(
+        CONFIG,
+        backend_url=fake.base_url,
+        api_key=fake.api_key,
+        task_app_url=task_url,
+        task_app_api_key=KEY,
+        skip_health_check=True,
+        clock=clock,
+        overrides=overrides,
+    )
+
+
+def rollout_rate(task_url: str, concurrency: int) -> float:
+    clock = VirtualClock()
+    fake = FakeSynthBackend(clock=clock, task_app_api_key=KEY, max_rollouts_per_step=8)
+    overrides = {"rollout.max_concurrent_rollouts": concurrency, "rollout.episodes_per_batch": 8}
+    with fake:
+        fake.scenario(immediate=True, steps=5, eval_every=100)
+        fake.inference  # noqa: B018
+        with _job(fake, clock, task_url, overrides) as job:
+            started = time.perf_counter()
+            job.submit()
+            result = job.poll_until_complete(timeout=60.0, interval=1.0)
+            elapsed = time.perf_counter() - started
+        record = fake.job(result.job_id)
+        if result.status != "succeeded":
+            raise RuntimeError(f"bench job failed: {record.error}")
+        count = len(record.rollouts)
+    fake.close()
+    return count / elapsed
+
+
+def job_test_ms(fake: FakeSynthBackend, task_url: str) -> float:
+    clock = VirtualClock()
+    fake.reset(clock=clock)
+    fake.start()
+    with _job(fake, clock, task_url, {}) as job:
+        started = time.perf_counter()
+        job.submit()
+        result = job.poll_until_complete(timeout=7200.0, interval=10.0)
+        elapsed = time.perf_counter() - started
+    fake.stop(keep_helpers=True)
+    if result.status != "succeeded":
+        raise RuntimeError(f"bench job failed: {fake.job(result.job_id).error}")
+    return elapsed * 1000.0
+
+
+def main() -> list[str]:
+    lines = []
+    with InProcessTaskApp(_slow_app(), api_key=KEY, export_api_key=False) as slow:
+        rollout_rate(slow.url, 4)  # warm-up
+        serial, concurrent = [], []
+        for _ in range(REPEATS):
+            serial.append(rollout_rate(slow.url, 1))
+            concurrent.append(rollout_rate(slow.url, 4))
+    ours, base = statistics.median(concurrent), statistics.median(serial)
+    lines.append(
+        report(
+            "concurrent rollouts: max_concurrent_rollouts=4 vs 1, /rollout awaiting 10 ms",
+            ours=ours,
+            baseline_name="serial",
+            baseline=base,
+            unit="rollouts/s",
+            ratio=ours / base,
+            target_text=">= 3.00x",
+            met=ours / base >= 3.0,
+        )
+    )
+    fake = FakeSynthBackend(task_app_api_key=KEY)
+    with InProcessTaskApp(task_app_path=APP, api_key=KEY) as app:
+        job_test_ms(fake, app.url)  # warm-up: the stub model server starts once per run
+        times = [job_test_ms(fake, app.url) for _ in range(JOB_REPEATS)]
+    fake.close()
+    ms = statistics.median(times)
+    lines.append(
+        report(
+            "real-rollout job test (examples/arithmetic.toml, default scenario)",
+            ours=ms,
+            baseline_name="budget",
+            baseline=BUDGET_MS,
+            unit="ms",
+            ratio=ms / BUDGET_MS,
+            target_text="<= 1.00x",
+            met=ms <= BUDGET_MS,
+        )
+    )
+    return lines
+
+
+if __name__ == "__main__":
+    main()

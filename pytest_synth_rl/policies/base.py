@@ -1,0 +1,248 @@
+"""The policy protocol: what the stand-in model sees, and what it may answer.
+
+Offline, the task app's ``/rollout`` asks a model for its move; the fake backend answers with a
+*policy*. A policy is any callable ``policy(request: ChatRequest) -> PolicyReply``:
+
+* :class:`ChatRequest` is the chat-completions request (``messages``, ``tools``, ``model``,
+  sampling options) plus the rollout it belongs to (:class:`RolloutIdentity`: seed, env name,
+  correlation id, mode) and the training progress (:class:`Progress`: step 1..N, steps N, fraction
+  done 0..1: one meaning everywhere). It is also a read-only mapping over the raw request body,
+  so ``request["messages"]`` works as it would on the JSON.
+* A :data:`PolicyReply` is text (``str``), a :class:`Reply` (text and/or tool calls), a
+  :class:`ToolCall`, a :class:`PolicyError` (the model endpoint answers an HTTP error), or an
+  OpenAI assistant message ``dict``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "ChatRequest",
+    "Policy",
+    "PolicyError",
+    "PolicyReply",
+    "Progress",
+    "Reply",
+    "RolloutIdentity",
+    "ToolCall",
+    "answer_with",
+    "as_chat_request",
+    "last_user_text",
+    "offered_tools",
+    "tool_call",
+]
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far training is: ``step`` of ``steps`` (1-based) and ``fraction`` = step / steps.
+
+    Outside a training job (a stub used directly, or a call no rollout was routed for) it is
+    ``Progress(0, 0)``: step 0, fraction 0.0.
+    """
+
+    step: int = 0
+    steps: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("step", "steps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"Progress.{name} must be an int >= 0, got {value!r}")
+        if self.step > self.steps:
+            raise ValueError(f"Progress.step ({self.step}) must not exceed Progress.steps ({self.steps})")
+
+    @property
+    def fraction(self) -> float:
+        """The fraction of training done, in [0, 1] (0.0 outside a job)."""
+        return self.step / self.steps if self.steps else 0.0
+
+
+@dataclass(frozen=True)
+class RolloutIdentity:
+    """Which rollout a model call belongs to (all None for a call outside any rollout)."""
+
+    correlation_id: str | None = None
+    seed: int | None = None
+    env_name: str | None = None
+    #: ``"rl"`` for training rollouts, ``"eval"`` for evaluation ones.
+    mode: str | None = None
+    run_id: str | None = None
+
+
+def _content_text(content: Any) -> str:
+    """Message content as text: a string, or the text parts of a multi-part content list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text", "") for p in content if isinstance(p, Mapping) and p.get("type") == "text"]
+        return "\n".join(str(p) for p in parts)
+    return ""
+
+
+def last_user_text(request: Mapping[str, Any]) -> str:
+    """The text of the last ``user`` message in a chat-completions request ("" if none)."""
+    messages = request.get("messages")
+    if not isinstance(messages, list):
+        return ""
+    for message in reversed(messages):
+        if isinstance(message, Mapping) and message.get("role") == "user":
+            return _content_text(message.get("content"))
+    return ""
+
+
+def offered_tools(request: Mapping[str, Any]) -> list[str]:
+    """Names of the tools (or legacy ``functions``) the request offers."""
+    names: list[str] = []
+    for tool in request.get("tools") or []:
+        if isinstance(tool, Mapping):
+            function = tool.get("function")
+            if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+                names.append(function["name"])
+    for function in request.get("functions") or []:
+        if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+            names.append(function["name"])
+    return names
+
+
+_SAMPLING_KEYS = (
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "max_completion_tokens",
+    "stop",
+    "seed",
+    "n",
+    "presence_penalty",
+    "frequency_penalty",
+    "tool_choice",
+)
+
+
+@dataclass(frozen=True)
+class ChatRequest(Mapping[str, Any]):
+    """One chat-completions call as a policy sees it (also a read-only mapping over ``body``)."""
+
+    body: Mapping[str, Any]
+    rollout: RolloutIdentity = field(default_factory=RolloutIdentity)
+    progress: Progress = field(default_factory=Progress)
+    #: 0 for the rollout's first model call, 1 for its second... (counted per correlation id;
+    #: calls without one count as one sequence, restarted by ``StubInference.clear()``).
+    turn: int = 0
+
+    def __getitem__(self, key: str) -> Any:
+        return self.body[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.body)
+
+    def __len__(self) -> int:
+        return len(self.body)
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        messages = self.body.get("messages")
+        return [dict(m) for m in messages if isinstance(m, Mapping)] if isinstance(messages, list) else []
+
+    @property
+    def tools(self) -> list[str]:
+        """Names of the offered tools."""
+        return offered_tools(self.body)
+
+    @property
+    def model(self) -> str | None:
+        model = self.body.get("model")
+        return model if isinstance(model, str) else None
+
+    @property
+    def sampling(self) -> dict[str, Any]:
+        """The sampling options present in the request (temperature, top_p, max_tokens...)."""
+        return {key: self.body[key] for key in _SAMPLING_KEYS if key in self.body}
+
+    @property
+    def prompt(self) -> str:
+        """The text of the last user message ("" if none)."""
+        return last_user_text(self.body)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call the model makes; *arguments* is JSON-encoded on the wire if it is a dict."""
+
+    name: str
+    arguments: Mapping[str, Any] | str = field(default_factory=dict)
+    id: str | None = None
+
+    def to_wire(self, index: int = 0) -> dict[str, Any]:
+        return tool_call(self.name, self.arguments, call_id=self.id or f"call_{index}")
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The assistant's answer: text, tool calls, or both."""
+
+    text: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+
+    @classmethod
+    def tool(cls, name: str, /, **arguments: Any) -> Reply:
+        """A reply that is exactly one call of tool *name* with *arguments*."""
+        return cls(tool_calls=(ToolCall(name, arguments),))
+
+    def to_message(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": self.text}
+        if self.tool_calls:
+            message["tool_calls"] = [call.to_wire(i) for i, call in enumerate(self.tool_calls)]
+        return message
+
+
+@dataclass(frozen=True)
+class PolicyError:
+    """Make the model endpoint answer an HTTP error (e.g. 429 or 503) instead of a completion."""
+
+    message: str
+    status: int = 500
+    code: str = "policy_error"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.status, bool) or not isinstance(self.status, int) or not 400 <= self.status <= 599:
+            raise ValueError(f"PolicyError.status must be an HTTP error status 400..599, got {self.status!r}")
+
+
+#: What a policy may return.
+PolicyReply = str | Reply | ToolCall | PolicyError | Mapping[str, Any]
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Answers one chat-completions call of a rollout."""
+
+    def __call__(self, request: ChatRequest, /) -> PolicyReply: ...
+
+
+def as_chat_request(request: Mapping[str, Any]) -> ChatRequest:
+    """*request* as a :class:`ChatRequest` (a bare body dict: outside any rollout, progress 0)."""
+    return request if isinstance(request, ChatRequest) else ChatRequest(request)
+
+
+def tool_call(name: str, arguments: Mapping[str, Any] | str, *, call_id: str | None = None) -> dict[str, Any]:
+    """One OpenAI tool call on the wire; *arguments* may be a dict (it is JSON-encoded as the API does)."""
+    encoded = arguments if isinstance(arguments, str) else json.dumps(dict(arguments))
+    return {
+        "id": call_id or f"call_{name}",
+        "type": "function",
+        "function": {"name": name, "arguments": encoded},
+    }
+
+
+def answer_with(
+    request: Mapping[str, Any], value: Any, *, tool: str = "submit_answer", argument: str = "answer"
+) -> Reply:
+    """*value* as a call of *tool* (``{argument: value}``) if the request offers it, else as text."""
+    if tool in offered_tools(request):
+        return Reply(tool_calls=(ToolCall(tool, {argument: value}),))
+    return Reply(text=str(value))
