@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from ..clock import VirtualClock
-from ..errors import ConfigError, SynthError
+from ..errors import ConfigError, SynthError, SynthUsageError
 from .wire import error_response, json_response
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ def handle_admin(fake: FakeSynthBackend, request: httpx.Request) -> httpx.Respon
     """Answer one ``/_fake/...`` request; errors become 4xx JSON naming the problem."""
     try:
         return _route(fake, request)
-    except ConfigError as exc:
+    except (ConfigError, SynthUsageError) as exc:
         return json_response(
             422, {"detail": [{"loc": p.key, "msg": p.message, "hint": p.hint} for p in exc.problems]}
         )
