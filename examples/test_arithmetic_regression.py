@@ -28,7 +28,9 @@ def test_task_app_honours_the_trainer_contract(synth_task_app: TaskAppHandle) ->
     report.raise_for_problems()
 
 
-def test_training_succeeds_and_the_reward_improves(synth_rl_job: SynthJobFactory, synth_expect: ExpectJob) -> None:
+def test_training_succeeds_and_the_reward_improves(
+    synth_rl_job: SynthJobFactory, synth_expect: ExpectJob
+) -> None:
     job = synth_rl_job()
     job.submit()
     (
@@ -49,7 +51,9 @@ def test_a_shrunk_config_still_trains(synth_rl_job: SynthJobFactory, synth_expec
 
 @pytest.mark.synth_offline
 @pytest.mark.synth_scenario(outcome="failed", fail_at_step=3, error="CUDA out of memory on rank 0")
-def test_a_failed_run_reports_the_backend_error(synth_rl_job: SynthJobFactory, synth_expect: ExpectJob) -> None:
+def test_a_failed_run_reports_the_backend_error(
+    synth_rl_job: SynthJobFactory, synth_expect: ExpectJob
+) -> None:
     job = synth_rl_job()
     job.submit()
     synth_expect(job).to_fail(within=TWO_HOURS, error_contains="CUDA out of memory")

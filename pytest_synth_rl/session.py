@@ -3,7 +3,7 @@
 A test run needs a few expensive things once (the in-process task apps, the offline fake backend
 with its stub model server) and cheap things per test (a fresh virtual clock, a clean job store,
 the list of jobs the test started). :class:`SynthRun` owns the expensive things for the life of
-one process (so once per xdist worker) and hands out a :class:`TestJobs` per test, which builds
+one process (so once per xdist worker) and hands out a :class:`SynthJobFactory` per test, which builds
 jobs bound to the right backend, task app and clock, and finishes them at teardown: still-running
 online jobs are cancelled, every job becomes a :class:`~pytest_synth_rl.report.JobRecord`.
 """

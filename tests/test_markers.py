@@ -94,8 +94,9 @@ def test_valid_markers_parse_into_the_spec(pytester: pytest.Pytester) -> None:
             spec = parse_test_spec(request.node)
             assert spec.policy is policy
             assert spec.rl.settings_overrides() == {"poll_interval": 2.0}
-            assert (spec.task_app.source, spec.task_app.scope, spec.task_app.api_key) == ("pkg.mod:app", "test", "k")
-            assert (spec.scenario.outcome, spec.scenario.steps, spec.scenario.fail_at_step) == ("failed", 3, 2)
+            app, scenario = spec.task_app, spec.scenario
+            assert (app.source, app.scope, app.api_key) == ("pkg.mod:app", "test", "k")
+            assert (scenario.outcome, scenario.steps, scenario.fail_at_step) == ("failed", 3, 2)
             assert spec.offline and not spec.online
         """
     )
