@@ -359,3 +359,15 @@ def test_the_fake_is_mounted_only_in_tests_that_use_it(pytester: pytest.Pytester
         """
     )
     pytester.runpytest().assert_outcomes(passed=4)
+
+
+def test_recording_offline_is_rejected_at_configure_time(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_nothing(): pass")
+    result = pytester.runpytest("--synth-record=new")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*--synth-record=new needs a backend to record from: add --synth-backend=URL "
+            "(a real backend or a served fake)*"
+        ]
+    )
