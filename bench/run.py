@@ -34,6 +34,7 @@ BENCHMARKS: dict[str, str] = {
     "concurrency": "bench.bench_concurrency",
     "plugin_overhead": "bench.bench_plugin_overhead",
     "xdist": "bench.bench_xdist",
+    "import": "bench.bench_import",
 }
 
 #: A target line as ``bench._common.report`` prints it.

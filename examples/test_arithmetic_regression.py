@@ -11,11 +11,9 @@ Online (``--synth-backend=URL``) the same tests run against a real backend.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from pytest_synth_rl import check_task_app_contract
+from pytest_synth_rl import ExpectJob, SynthJobFactory, TaskAppHandle, check_task_app_contract
 
 pytestmark = [
     pytest.mark.synth_task_app("arithmetic_task_app.py"),
@@ -25,12 +23,14 @@ pytestmark = [
 TWO_HOURS = 2 * 3600
 
 
-def test_task_app_honours_the_trainer_contract(synth_task_app: Any) -> None:
+def test_task_app_honours_the_trainer_contract(synth_task_app: TaskAppHandle) -> None:
     report = check_task_app_contract(synth_task_app.url, synth_task_app.api_key)
     report.raise_for_problems()
 
 
-def test_training_succeeds_and_the_reward_improves(synth_rl_job: Any, synth_expect: Any) -> None:
+def test_training_succeeds_and_the_reward_improves(
+    synth_rl_job: SynthJobFactory, synth_expect: ExpectJob
+) -> None:
     job = synth_rl_job()
     job.submit()
     (
@@ -42,7 +42,7 @@ def test_training_succeeds_and_the_reward_improves(synth_rl_job: Any, synth_expe
     )
 
 
-def test_a_shrunk_config_still_trains(synth_rl_job: Any, synth_expect: Any) -> None:
+def test_a_shrunk_config_still_trains(synth_rl_job: SynthJobFactory, synth_expect: ExpectJob) -> None:
     job = synth_rl_job(overrides={"training.batch_size": 2, "rollout.episodes_per_batch": 2})
     assert job.payload["data"]["config"]["training"]["batch_size"] == 2
     job.submit()
@@ -51,13 +51,15 @@ def test_a_shrunk_config_still_trains(synth_rl_job: Any, synth_expect: Any) -> N
 
 @pytest.mark.synth_offline
 @pytest.mark.synth_scenario(outcome="failed", fail_at_step=3, error="CUDA out of memory on rank 0")
-def test_a_failed_run_reports_the_backend_error(synth_rl_job: Any, synth_expect: Any) -> None:
+def test_a_failed_run_reports_the_backend_error(
+    synth_rl_job: SynthJobFactory, synth_expect: ExpectJob
+) -> None:
     job = synth_rl_job()
     job.submit()
     synth_expect(job).to_fail(within=TWO_HOURS, error_contains="CUDA out of memory")
 
 
-def test_a_running_job_can_be_cancelled(synth_rl_job: Any, synth_expect: Any) -> None:
+def test_a_running_job_can_be_cancelled(synth_rl_job: SynthJobFactory, synth_expect: ExpectJob) -> None:
     job = synth_rl_job()
     job.submit()
     synth_expect(job).to_reach_status("running", within=TWO_HOURS)

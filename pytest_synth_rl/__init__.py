@@ -1,182 +1,130 @@
 """pytest-synth-rl: put Synth RL training jobs under test.
 
 Every capability is a plain library first (usable without pytest); :mod:`pytest_synth_rl.plugin`
-wires them into fixtures, options and markers.
+wires them into fixtures, options and markers. The names below are what a test or a conftest
+writes; everything else is importable from its module. They load on first access, so the plugin's
+import at pytest start stays cheap.
 """
 
 from __future__ import annotations
 
-from .assertions import EventuallyTimeout, JobExpectation, eventually, expect_job
-from .baselines import (
-    BaselineMismatch,
-    BaselineMissing,
-    BaselineStore,
-    Tolerance,
-    check_baseline,
-    summarize_job,
-)
-from .client import (
-    AsyncRLJob,
-    EnvKeyUpload,
-    EventPage,
-    JobResult,
-    PollRecord,
-    RetryPolicy,
-    RLJob,
-    RLJobConfig,
-    SynthCallbackWarning,
-    TaskAppVerification,
-    async_list_rl_jobs,
-    async_upload_environment_api_key,
-    async_verify_task_app,
-    list_rl_jobs,
-    upload_environment_api_key,
-    verify_task_app,
-)
-from .clock import Clock, RealClock, ScaledClock, VirtualClock
-from .config import (
-    EXPERIMENTAL_MODELS,
-    SUPPORTED_RL_MODELS,
-    RLBuildResult,
-    build_rl_payload,
-    build_rl_payload_from_mapping,
-    collect_config_problems,
-    load_rl_config,
-    normalize_backend_url,
-    validate_rl_config,
-    validate_rl_payload,
-)
-from .errors import (
-    BackendError,
-    ConfigError,
-    ConfigProblem,
-    EnvKeyUploadError,
-    JobFailedError,
-    JobSubmitError,
-    JobTimeoutError,
-    SynthError,
-    TaskAppError,
-    TaskAppVerificationError,
-)
-from .fake import FakeJob, FakeSynthBackend, Scenario
-from .inference import StubInference
-from .masking import Secret, mask_secret, redact
-from .policies import (
-    ChatRequest,
-    LearningPolicy,
-    Policy,
-    PolicyError,
-    Progress,
-    ReplayPolicy,
-    Reply,
-    RolloutIdentity,
-    ScriptedPolicy,
-    ToolCall,
-    linear,
-)
-from .recording import (
-    CassetteMismatchError,
-    RecordingTransport,
-    Replayer,
-    SecretLeakError,
-    use_cassette,
-)
-from .report import JobRecord, RunReport
-from .settings import SynthSettings, resolve_settings
-from .taskapp import (
-    ContractReport,
-    InProcessTaskApp,
-    TaskAppContractError,
-    assert_task_app_contract,
-    check_task_app_contract,
-    check_task_app_health,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .assertions import JobExpectation, eventually, expect_job
+    from .baselines import Tolerance
+    from .client import AsyncRLJob, JobResult, RLJob
+    from .clock import Clock, VirtualClock
+    from .errors import ConfigError, JobFailedError, JobTimeoutError, SynthError, SynthUsageError
+    from .fake import FakeSynthBackend, Scenario
+    from .masking import Secret
+    from .policies import ChatRequest, LearningPolicy, Policy, ReplayPolicy, Reply, ScriptedPolicy, linear
+    from .recording import Cassette, Replayer
+    from .session import (
+        BaselineCheck,
+        ExpectJob,
+        RLConfigRef,
+        ServedFake,
+        SynthBackend,
+        SynthJobFactory,
+        TaskAppHandle,
+    )
+    from .settings import SynthSettings
+    from .taskapp import InProcessTaskApp, check_task_app_contract
 
 __version__ = "0.1.0"
 
+_HOMES = {
+    "JobExpectation": "assertions",
+    "eventually": "assertions",
+    "expect_job": "assertions",
+    "Tolerance": "baselines",
+    "AsyncRLJob": "client",
+    "JobResult": "client",
+    "RLJob": "client",
+    "Clock": "clock",
+    "VirtualClock": "clock",
+    "ConfigError": "errors",
+    "JobFailedError": "errors",
+    "JobTimeoutError": "errors",
+    "SynthError": "errors",
+    "SynthUsageError": "errors",
+    "FakeSynthBackend": "fake",
+    "Scenario": "fake",
+    "Secret": "masking",
+    "ChatRequest": "policies",
+    "LearningPolicy": "policies",
+    "Reply": "policies",
+    "linear": "policies",
+    "Policy": "policies",
+    "ReplayPolicy": "policies",
+    "ScriptedPolicy": "policies",
+    "Cassette": "recording",
+    "Replayer": "recording",
+    "BaselineCheck": "session",
+    "ExpectJob": "session",
+    "RLConfigRef": "session",
+    "ServedFake": "session",
+    "SynthBackend": "session",
+    "SynthJobFactory": "session",
+    "TaskAppHandle": "session",
+    "SynthSettings": "settings",
+    "InProcessTaskApp": "taskapp",
+    "check_task_app_contract": "taskapp",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name from its module on first access (PEP 562)."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'pytest_synth_rl' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOMES])
+
+
 __all__ = [
-    "EXPERIMENTAL_MODELS",
-    "SUPPORTED_RL_MODELS",
     "AsyncRLJob",
-    "BackendError",
-    "BaselineMismatch",
-    "BaselineMissing",
-    "BaselineStore",
-    "CassetteMismatchError",
+    "BaselineCheck",
+    "Cassette",
     "ChatRequest",
     "Clock",
     "ConfigError",
-    "ConfigProblem",
-    "ContractReport",
-    "EnvKeyUpload",
-    "EnvKeyUploadError",
-    "EventPage",
-    "EventuallyTimeout",
-    "FakeJob",
+    "ExpectJob",
     "FakeSynthBackend",
     "InProcessTaskApp",
     "JobExpectation",
     "JobFailedError",
-    "JobRecord",
     "JobResult",
-    "JobSubmitError",
     "JobTimeoutError",
     "LearningPolicy",
     "Policy",
-    "PolicyError",
-    "PollRecord",
-    "Progress",
-    "RLBuildResult",
+    "RLConfigRef",
     "RLJob",
-    "RLJobConfig",
-    "RealClock",
-    "RecordingTransport",
     "ReplayPolicy",
     "Replayer",
     "Reply",
-    "RetryPolicy",
-    "RolloutIdentity",
-    "RunReport",
-    "ScaledClock",
     "Scenario",
     "ScriptedPolicy",
     "Secret",
-    "SecretLeakError",
-    "StubInference",
-    "SynthCallbackWarning",
+    "ServedFake",
+    "SynthBackend",
     "SynthError",
+    "SynthJobFactory",
     "SynthSettings",
-    "TaskAppContractError",
-    "TaskAppError",
-    "TaskAppVerification",
-    "TaskAppVerificationError",
+    "SynthUsageError",
+    "TaskAppHandle",
     "Tolerance",
-    "ToolCall",
     "VirtualClock",
     "__version__",
-    "assert_task_app_contract",
-    "async_list_rl_jobs",
-    "async_upload_environment_api_key",
-    "async_verify_task_app",
-    "build_rl_payload",
-    "build_rl_payload_from_mapping",
-    "check_baseline",
     "check_task_app_contract",
-    "check_task_app_health",
-    "collect_config_problems",
     "eventually",
     "expect_job",
     "linear",
-    "list_rl_jobs",
-    "load_rl_config",
-    "mask_secret",
-    "normalize_backend_url",
-    "redact",
-    "resolve_settings",
-    "summarize_job",
-    "upload_environment_api_key",
-    "use_cassette",
-    "validate_rl_config",
-    "validate_rl_payload",
-    "verify_task_app",
 ]

@@ -22,7 +22,9 @@ __all__ = [
     "JobFailedError",
     "JobSubmitError",
     "JobTimeoutError",
+    "MarkerError",
     "SynthError",
+    "SynthUsageError",
     "TaskAppError",
     "TaskAppVerificationError",
 ]
@@ -109,6 +111,50 @@ class ConfigError(SynthError, ValueError):
     def keys(self) -> list[str]:
         """The dotted key paths of every problem, for assertions."""
         return [p.key for p in self.problems]
+
+
+class SynthUsageError(SynthError, ValueError):
+    """An argument or setting the caller wrote is wrong (not the RL config itself).
+
+    Fault, scenario, retry-policy and job arguments, command-line options, ini keys and markers
+    land here, so ``ConfigError`` keeps meaning "the RL TOML or its payload is invalid". Like
+    ``ConfigError`` it lists every problem with the argument it concerns and a hint.
+    """
+
+    def __init__(
+        self,
+        problems: Sequence[ConfigProblem] | str,
+        *,
+        subject: str = "arguments",
+        hint: str | None = None,
+    ) -> None:
+        if isinstance(problems, str):
+            problems = [ConfigProblem(key="", message=problems, hint=hint)]
+            hint = None
+        self.problems: list[ConfigProblem] = list(problems)
+        self.subject = subject
+        if len(self.problems) == 1:
+            message = f"invalid {subject}: {self.problems[0].render()}"
+        else:
+            lines = "\n".join(f"  - {p.render()}" for p in self.problems)
+            message = f"{len(self.problems)} problems with {subject}:\n{lines}"
+        super().__init__(message, hint=hint)
+
+    @property
+    def keys(self) -> list[str]:
+        """The argument names of every problem, for assertions."""
+        return [p.key for p in self.problems]
+
+
+class MarkerError(SynthUsageError):
+    """A ``synth_*`` marker on a test was written wrong: names the marker, the test and the fix."""
+
+    def __init__(self, marker: str, test_id: str, problem: str, *, hint: str, argument: str = "") -> None:
+        self.marker = marker
+        self.test_id = test_id
+        self.problems = [ConfigProblem(key=argument or marker, message=problem, hint=hint)]
+        self.subject = f"@pytest.mark.{marker}"
+        SynthError.__init__(self, f"@pytest.mark.{marker} on {test_id}: {problem}", hint=hint)
 
 
 class TaskAppError(SynthError):

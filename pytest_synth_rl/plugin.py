@@ -1,100 +1,83 @@
 """pytest wiring for pytest-synth-rl: options, markers, fixtures, report header and summary.
 
-Kept thin on purpose: every capability is a plain library (settings, session, fake, taskapp,
-client, assertions, report, recording, baselines); this module only maps pytest's concepts onto
-them.
+Kept thin on purpose: every capability is a plain library (settings, markers, session, fake,
+taskapp, recording); this module only maps pytest's concepts onto them. It imports only what
+option parsing and markers need; the rest loads when a synth fixture first runs, so a pytest run
+that never touches the plugin does not pay for it.
 """
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
-from .assertions import JobExpectation, expect_job
-from .baselines import BaselineStore, check_baseline
-from .clock import Clock
-from .errors import ConfigError, ConfigProblem, SynthError
-from .policies import Policy
-from .recording import cassette_path, use_cassette
-from .report import JobRecord, RunReport
-from .session import (
-    ExternalTaskApp,
-    OnlineBackend,
-    RLConfigRef,
-    ServedFake,
-    SynthRun,
-    TaskAppSpec,
-    TestJobs,
-    new_test_clock,
-)
+from .errors import ConfigProblem, MarkerError, SynthUsageError
+from .markers import MARKERS, SynthTestSpec, parse_test_spec
 from .settings import OPTIONS, SynthSettings, resolve_settings
-from .taskapp import InProcessTaskApp
+from .summary import RunSummary, job_properties
+
+if TYPE_CHECKING:
+    import httpx
+
+    from .clock import Clock
+    from .fake import FakeSynthBackend
+    from .policies import Policy
+    from .recording import Replayer
+    from .session import (
+        BaselineCheck,
+        ExpectJob,
+        RLConfigRef,
+        ServedFake,
+        SynthBackend,
+        SynthJobFactory,
+        SynthRun,
+        TaskAppHandle,
+    )
 
 _SETTINGS_KEY = pytest.StashKey[SynthSettings]()
-_RUN_KEY = pytest.StashKey[SynthRun]()
-_USER_PROPERTY = "synth_rl_job"
-
-MARKERS = {
-    "synth_rl": "(config=None, overrides=None, timeout=None, poll_interval=None, policy=None): the RL "
-    "TOML config of this test (path relative to the test file), dotted-key overrides, per-test "
-    "settings, and the offline model's policy for this test (overrides the synth_policy fixture).",
-    "synth_task_app": "(target_or_path, *, api_key=None, scope='session'): the task app "
-    "to serve in-process ('pkg.module:attr' or a .py path); scope='test' starts a fresh one.",
-    "synth_scenario": "(**scenario): the offline lifecycle for jobs of this test "
-    "(outcome=, steps=, duration=, polls=, fail_at_step=, error=, reward_curve=...); ignored online.",
-    "synth_online": ": needs a real backend (--synth-backend=URL); skipped offline.",
-    "synth_offline": ": only meaningful against the offline fake; skipped online.",
-}
+_SPEC_KEY = pytest.StashKey[SynthTestSpec]()
 
 
-# -- options -----------------------------------------------------------------------------------
+# -- options and configuration -------------------------------------------------------------------
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("synth-rl", "RL jobs under test (pytest-synth-rl)")
     for spec in OPTIONS:
         if spec.flag:
-            if spec.is_flag:
-                group.addoption(
-                    spec.flag, action="store_true", default=None, dest=f"synth_{spec.name}", help=spec.help
-                )
-            else:
-                group.addoption(
-                    spec.flag,
-                    action="store",
-                    default=None,
-                    dest=f"synth_{spec.name}",
-                    metavar=spec.metavar,
-                    help=spec.help,
-                )
+            action = "store_true" if spec.is_flag else "store"
+            extra = {} if spec.is_flag else {"metavar": spec.metavar}
+            group.addoption(
+                spec.flag, action=action, default=None, dest=f"synth_{spec.name}", help=spec.help, **extra
+            )
         if spec.ini:
             parser.addini(spec.ini, spec.help, default=None)
-
-
-def _settings_from_config(config: pytest.Config) -> SynthSettings:
-    cli = {spec.name: config.getoption(f"synth_{spec.name}") for spec in OPTIONS if spec.flag}
-    ini = {spec.name: config.getini(spec.ini) for spec in OPTIONS if spec.ini}
-    return resolve_settings(cli=cli, env=os.environ, ini=ini)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     for name, description in MARKERS.items():
         config.addinivalue_line("markers", f"{name}{description}")
+    cli = {spec.name: config.getoption(f"synth_{spec.name}") for spec in OPTIONS if spec.flag}
+    ini = {spec.name: config.getini(spec.ini) for spec in OPTIONS if spec.ini}
     try:
-        settings = _settings_from_config(config)
-    except ConfigError as exc:
+        settings = resolve_settings(cli=cli, env=os.environ, ini=ini)
+    except SynthUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     if not settings.is_offline and settings.api_key is None:
         raise pytest.UsageError(
             f"--synth-backend={settings.backend_url} runs RL jobs against a real backend, which needs an "
             "API key: set SYNTH_API_KEY (or run offline with --synth-backend=mock)."
         )
+    if settings.is_offline and settings.record in ("new", "rewrite"):
+        raise pytest.UsageError(
+            f"--synth-record={settings.record} needs a backend to record from: add "
+            "--synth-backend=URL (a real backend or a served fake)"
+        )
     config.stash[_SETTINGS_KEY] = settings
-    config.pluginmanager.register(SynthReporter(config, settings), "synth-rl-reporter")
+    config.pluginmanager.register(RunSummary(config, settings), "synth-rl-summary")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -119,37 +102,38 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # -- markers -----------------------------------------------------------------------------------
-def merged_marker(node: pytest.Item, name: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """A marker's arguments merged module < class < function (closest positional args win)."""
-    markers = list(node.iter_markers(name))  # closest first
-    kwargs: dict[str, Any] = {}
-    args: tuple[Any, ...] = ()
-    for marker in reversed(markers):
-        kwargs.update(marker.kwargs)
-        if marker.args:
-            args = marker.args
-    return args, kwargs
+def _spec(item: pytest.Item) -> SynthTestSpec:
+    """The test's parsed markers (parsed once, on first use)."""
+    __tracebackhide__ = True
+    spec = item.stash.get(_SPEC_KEY, None)
+    if spec is None:
+        spec = item.stash[_SPEC_KEY] = parse_test_spec(item)
+    return spec
 
 
-def _resolve_path(request: pytest.FixtureRequest, raw: str | os.PathLike[str], what: str) -> Path:
-    """A path from a marker or ini: relative to the test file, else to the rootdir."""
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Validate a test's ``synth_*`` markers before its fixtures run, even if it uses none."""
+    __tracebackhide__ = True
+    if any(marker.name in MARKERS for marker in item.iter_markers()):
+        _spec(item)
+
+
+def _resolve_path(request: pytest.FixtureRequest, raw: str | os.PathLike[str], marker: str | None) -> Path:
+    """A path from a marker (relative to the test file) or ini (relative to the rootdir)."""
+    __tracebackhide__ = True
     path = Path(raw)
-    if path.is_absolute():
-        candidates = [path]
-    else:
-        candidates = [Path(request.node.path).parent / path, request.config.rootpath / path]
+    candidates = (
+        [path] if path.is_absolute() else [request.node.path.parent / path, request.config.rootpath / path]
+    )
     for candidate in candidates:
         if candidate.exists():
             return candidate
-    raise ConfigError(
-        [
-            ConfigProblem(
-                key=what,
-                message=f"{raw!s} does not exist (looked in: {', '.join(str(c) for c in candidates)})",
-                hint="give a path relative to the test file or the rootdir",
-            )
-        ]
-    )
+    problem = f"{raw!s} does not exist (looked in: {', '.join(str(c) for c in candidates)})"
+    hint = "give a path relative to the test file or the rootdir"
+    if marker is not None:
+        raise MarkerError(marker, request.node.nodeid, problem, hint=hint)
+    raise SynthUsageError([ConfigProblem(key="ini", message=problem, hint=hint)], subject="ini option")
 
 
 # -- fixtures ----------------------------------------------------------------------------------
@@ -160,44 +144,38 @@ def synth_settings(pytestconfig: pytest.Config) -> SynthSettings:
 
 
 @pytest.fixture(scope="session")
-def _synth_run(pytestconfig: pytest.Config, synth_settings: SynthSettings) -> Iterator[SynthRun]:
+def _synth_run(synth_settings: SynthSettings) -> Iterator[SynthRun]:
+    from .session import SynthRun
+
     run = SynthRun(synth_settings)
-    pytestconfig.stash[_RUN_KEY] = run
     try:
         yield run
     finally:
-        del pytestconfig.stash[_RUN_KEY]
         run.close()
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Unmount the offline fake before a test that does not use it.
-
-    ``synth_backend`` leaves the fake mounted after its test, so a run of fake-backed tests pays
-    respx's patching once instead of per test; any other test gets httpx back untouched.
-    """
-    run = item.config.stash.get(_RUN_KEY, None)
-    if run is not None and "synth_backend" not in getattr(item, "fixturenames", ()):
-        run.park_fake()
+@pytest.fixture
+def _synth_spec(request: pytest.FixtureRequest) -> SynthTestSpec:
+    return _spec(request.node)
 
 
 @pytest.fixture
-def _synth_test_settings(request: pytest.FixtureRequest, synth_settings: SynthSettings) -> SynthSettings:
-    _, kwargs = merged_marker(request.node, "synth_rl")
-    overrides = {k: v for k, v in kwargs.items() if k in ("timeout", "poll_interval") and v is not None}
+def _synth_test_settings(_synth_spec: SynthTestSpec, synth_settings: SynthSettings) -> SynthSettings:
+    overrides = _synth_spec.rl.settings_overrides()
     return synth_settings.with_overrides(overrides) if overrides else synth_settings
 
 
 @pytest.fixture
 def synth_clock(synth_settings: SynthSettings) -> Clock:
     """This test's clock: a fresh ``VirtualClock`` offline (sleeps are instant), real time online."""
+    from .session import new_test_clock
+
     return new_test_clock(synth_settings)
 
 
 @pytest.fixture
 def synth_policy() -> Policy | None:
-    """The policy the offline fake's stand-in model answers with; None = the built-in one.
+    """The policy the offline fake's stand-in model answers with; ``None``: the built-in one.
 
     Override it in ``conftest.py`` to plug in your team's model stand-in for every test below it
     (``synth_rl(policy=...)`` overrides it for one test)::
@@ -209,58 +187,65 @@ def synth_policy() -> Policy | None:
     return None
 
 
-def _test_policy(request: pytest.FixtureRequest) -> Policy | None:
-    _, kwargs = merged_marker(request.node, "synth_rl")
-    policy = kwargs.get("policy")
-    if policy is None:
-        policy = request.getfixturevalue("synth_policy")
-        where = "the synth_policy fixture"
-    else:
-        where = "synth_rl(policy=...)"
-    if policy is not None and not callable(policy):
-        raise ConfigError(
+@pytest.fixture
+def _synth_fake(
+    _synth_run: SynthRun,
+    synth_clock: Clock,
+    _synth_spec: SynthTestSpec,
+    synth_settings: SynthSettings,
+    synth_policy: Policy | None,
+) -> FakeSynthBackend:
+    """The run's fake, reset onto this test's clock, scripted by its ``synth_scenario`` and answering
+    with its policy (``synth_rl(policy=...)``, else the ``synth_policy`` fixture)."""
+    __tracebackhide__ = True
+    if not synth_settings.is_offline:
+        pytest.skip(f"synth_fake: the offline fake is not used against {synth_settings.backend_url}")
+    if synth_policy is not None and not callable(synth_policy):
+        raise SynthUsageError(
             [
                 ConfigProblem(
-                    key=where,
-                    message=f"must be a policy (a callable taking the chat request), got {policy!r:.80}",
-                    hint="e.g. LearningPolicy(solve=...), ScriptedPolicy('42'), ReplayPolicy('calls.jsonl'); "
-                    "None for the built-in policy",
+                    "synth_policy",
+                    f"the synth_policy fixture returned {synth_policy!r:.80}, not a policy",
+                    "return a callable taking the chat request, e.g. LearningPolicy(solve=...), "
+                    "or None for the built-in policy",
                 )
             ]
         )
-    chosen: Policy | None = policy
-    return chosen
+    fake = _synth_run.fake_backend()
+    fake.reset(clock=synth_clock)
+    spec_policy = _synth_spec.policy
+    fake.use_policy(spec_policy if spec_policy is not None else synth_policy)  # type: ignore[arg-type]
+    if _synth_spec.scenario is not None:
+        fake.scenario(_synth_spec.scenario)
+    return fake
 
 
 @pytest.fixture
-def synth_backend(
-    request: pytest.FixtureRequest, _synth_run: SynthRun, synth_clock: Clock, synth_settings: SynthSettings
-) -> Iterator[Any]:
-    """Offline: the ``FakeSynthBackend``, reset onto this test's clock and mounted on respx for the
-    test (script it with ``.scenario(...)``, inspect ``.jobs`` / ``.requests``). Online: a handle
-    with the real backend's ``url``."""
-    if not synth_settings.is_offline:
-        yield OnlineBackend(synth_settings.backend_url)
-        return
-    if "synth_cassette" in request.fixturenames and _cassette_file(request, synth_settings).is_file():
-        # A recorded session stands in for the backend: the cassette's replayer answers.
-        _synth_run.park_fake()
-        yield request.getfixturevalue("synth_cassette")
-        return
-    fake = _synth_run.fake_backend()
-    fake.reset(clock=synth_clock)
-    fake.use_policy(_test_policy(request))
-    _, scenario = merged_marker(request.node, "synth_scenario")
-    if scenario:
-        fake.scenario(**scenario)
-    fake.start()  # stays mounted after the test: see pytest_runtest_setup; SynthRun closes it
-    yield fake
+def synth_fake(_synth_fake: FakeSynthBackend) -> Iterator[FakeSynthBackend]:
+    """Offline only: the ``FakeSynthBackend`` of this test, reset onto its clock and mounted on
+    respx for the test so your own httpx code reaches it (``.scenario()``, ``.job(id)``,
+    ``.jobs``, ``.fault()``, ``.requests``). Tests using it are skipped online."""
+    with _synth_fake:
+        yield _synth_fake
+
+
+@pytest.fixture
+def synth_backend(_synth_run: SynthRun, synth_settings: SynthSettings) -> SynthBackend:
+    """Where this test's jobs go, in either mode: ``.url``, ``.mode``, ``.api_key`` (masked)."""
+    from .masking import Secret
+    from .session import SynthBackend
+
+    key = Secret(_synth_run.fake_api_key()) if synth_settings.is_offline else synth_settings.api_key
+    return SynthBackend(url=synth_settings.backend_url, mode=synth_settings.mode, api_key=key)
 
 
 @pytest.fixture
 def synth_task_app(
-    request: pytest.FixtureRequest, _synth_run: SynthRun, synth_settings: SynthSettings
-) -> Iterator[Any]:
+    request: pytest.FixtureRequest,
+    _synth_run: SynthRun,
+    _synth_spec: SynthTestSpec,
+    synth_settings: SynthSettings,
+) -> Iterator[TaskAppHandle]:
     """The task app under test, served in-process on a free loopback port.
 
     Chosen by ``@pytest.mark.synth_task_app("pkg.mod:app")`` (or a ``.py`` path), else the ini
@@ -268,14 +253,16 @@ def synth_task_app(
     ``scope="test"`` (marker) or ini ``synth_task_app_scope = test`` each test gets its own.
     With ``--synth-task-app-url`` no app is started: the handle points at that URL.
     """
+    from .session import ExternalTaskApp, TaskAppSpec
+
+    task_key = synth_settings.task_app_api_key.value if synth_settings.task_app_api_key else None
     if synth_settings.task_app_url:
-        key = synth_settings.task_app_api_key.value if synth_settings.task_app_api_key else None
-        yield ExternalTaskApp(synth_settings.task_app_url, key)
+        yield ExternalTaskApp(synth_settings.task_app_url, task_key)
         return
-    args, kwargs = merged_marker(request.node, "synth_task_app")
-    source = args[0] if args else kwargs.pop("target", None) or synth_settings.task_app
+    marker = _synth_spec.task_app
+    source = marker.source if marker else synth_settings.task_app
     if not source:
-        raise ConfigError(
+        raise SynthUsageError(
             [
                 ConfigProblem(
                     key="synth_task_app",
@@ -285,15 +272,10 @@ def synth_task_app(
                 )
             ]
         )
-    scope = kwargs.pop("scope", synth_settings.task_app_scope)
-    source = str(source)
     if source.endswith(".py"):
-        source = str(_resolve_path(request, source, "synth_task_app"))
-    api_key = kwargs.pop("api_key", None) or (
-        synth_settings.task_app_api_key.value if synth_settings.task_app_api_key else None
-    )
-    spec = TaskAppSpec(source=source, api_key=api_key, options=tuple(sorted(kwargs.items())))
-    if scope == "test":
+        source = str(_resolve_path(request, source, "synth_task_app" if marker else None))
+    spec = TaskAppSpec(source=source, api_key=(marker.api_key if marker else None) or task_key)
+    if ((marker.scope if marker else None) or synth_settings.task_app_scope) == "test":
         app = spec.start()
         try:
             yield app
@@ -304,14 +286,18 @@ def synth_task_app(
 
 
 @pytest.fixture
-def synth_rl_config(request: pytest.FixtureRequest, synth_settings: SynthSettings) -> Any:
+def synth_rl_config(
+    request: pytest.FixtureRequest, _synth_spec: SynthTestSpec, synth_settings: SynthSettings
+) -> RLConfigRef | None:
     """The test's RL config (``RLConfigRef``: ``.path``, ``.overrides``, ``.load()``, ``.build()``),
     from ``@pytest.mark.synth_rl(config=..., overrides=...)`` or the ini option ``synth_rl_config``."""
-    _, kwargs = merged_marker(request.node, "synth_rl")
-    raw = kwargs.get("config") or synth_settings.config
+    from .session import RLConfigRef
+
+    raw = _synth_spec.rl.config or synth_settings.config
     if not raw:
         return None
-    return RLConfigRef(_resolve_path(request, raw, "synth_rl.config"), dict(kwargs.get("overrides") or {}))
+    path = _resolve_path(request, raw, "synth_rl" if _synth_spec.rl.config else None)
+    return RLConfigRef(path, dict(_synth_spec.rl.overrides))
 
 
 @pytest.fixture
@@ -319,23 +305,37 @@ def synth_rl_job(
     request: pytest.FixtureRequest,
     _synth_test_settings: SynthSettings,
     _synth_run: SynthRun,
-    synth_backend: Any,
     synth_clock: Clock,
-    synth_rl_config: Any,
-) -> Iterator[Any]:
+    synth_rl_config: RLConfigRef | None,
+) -> Iterator[SynthJobFactory]:
     """A factory of ``RLJob`` objects bound to this test's backend, task app and clock.
 
     ``job = synth_rl_job()`` uses the test's config (``synth_rl`` marker / ini); pass ``config=``
-    or ``overrides=`` to vary it. Every job is tracked: at teardown, jobs still running online are
-    cancelled, and each job becomes a row in the run report.
+    or ``overrides=`` to vary it. Offline, jobs reach the fake (or a replayed cassette) through
+    their own transport, with no global patching. Every job is tracked: at teardown, jobs still
+    running online are cancelled, and each job becomes a row in the run report.
     """
+    from .session import SynthJobFactory, replay_transport
+    from .taskapp import InProcessTaskApp
+
     settings = _synth_test_settings
-    task_app = request.getfixturevalue("synth_task_app") if _wants_task_app(request, settings) else None
+    wants_app = settings.task_app_url or settings.task_app or "synth_task_app" in request.fixturenames
+    task_app = (
+        request.getfixturevalue("synth_task_app") if wants_app or _spec(request.node).task_app else None
+    )
     api_key = settings.api_key.value if settings.api_key else None
-    if settings.is_offline:  # the fake's key (a replayed cassette does not check keys)
-        api_key = _synth_run.fake_api_key()
+    http_client: httpx.Client | None = _synth_run.http_client()
+    transport: httpx.MockTransport | None = None
+    if settings.is_offline:
+        api_key = _synth_run.fake_api_key()  # a replayed cassette does not check keys
+        replayer = _replayer(request, settings)
+        if replayer is not None:
+            http_client, transport = None, replay_transport(replayer)
+        else:
+            request.getfixturevalue("_synth_fake")
+            http_client, transport = _synth_run.fake_http_client(), _synth_run.fake_transport()
     known_healthy = isinstance(task_app, InProcessTaskApp) and _synth_run.task_app_known_healthy(task_app)
-    jobs = TestJobs(
+    jobs = SynthJobFactory(
         test_id=request.node.nodeid,
         settings=settings,
         clock=synth_clock,
@@ -344,148 +344,88 @@ def synth_rl_job(
         task_app_api_key=task_app.api_key if task_app is not None else None,
         api_key=api_key,
         skip_health_check=known_healthy,
-        http_client=_synth_run.http_client(),
+        http_client=http_client,
+        transport=transport,
     )
     try:
         yield jobs
     finally:
         records = jobs.finish(cancel_running=not settings.is_offline)
-        _attach_records(request, records)
-
-
-def _wants_task_app(request: pytest.FixtureRequest, settings: SynthSettings) -> bool:
-    return bool(
-        settings.task_app_url
-        or settings.task_app
-        or request.node.get_closest_marker("synth_task_app")
-        or "synth_task_app" in request.fixturenames
-    )
-
-
-def _attach_records(request: pytest.FixtureRequest, records: list[JobRecord]) -> None:
-    """Put job rows on the test report: travels through xdist to the controller and into JUnit."""
-    for record in records:
-        request.node.user_properties.append((_USER_PROPERTY, json.dumps(record.to_json(), sort_keys=True)))
-        request.node.user_properties.append(("synth_job_id", record.job_id or ""))
-        request.node.user_properties.append(("synth_job_status", record.status or ""))
-        if record.final_reward is not None:
-            request.node.user_properties.append(("synth_final_reward", f"{record.final_reward:.6g}"))
+        request.node.user_properties.extend(job_properties(records))
 
 
 @pytest.fixture
-def synth_expect(_synth_test_settings: SynthSettings, synth_clock: Clock) -> Callable[[Any], JobExpectation]:
-    """``synth_expect(job)``: :func:`~pytest_synth_rl.assertions.expect_job` with this run's
+def synth_expect(_synth_test_settings: SynthSettings, synth_clock: Clock) -> ExpectJob:
+    """``synth_expect(job)``: :func:`~pytest_synth_rl.assertions.expect_job` with this test's
     ``--synth-timeout`` and ``--synth-poll-interval`` on the test's clock."""
+    from .session import ExpectJob
 
-    def expect(job: Any) -> JobExpectation:
-        return expect_job(
-            job,
-            clock=synth_clock,
-            interval=_synth_test_settings.poll_interval,
-            timeout=_synth_test_settings.timeout,
-        )
-
-    return expect
+    return ExpectJob(synth_clock, _synth_test_settings.poll_interval, _synth_test_settings.timeout)
 
 
 @pytest.fixture(scope="session")
-def synth_fake_server() -> Iterator[Any]:
+def synth_fake_server() -> Iterator[ServedFake]:
     """A ``FakeSynthBackend`` served on a loopback port (for clients that are not httpx, or
     subprocesses). Yields a handle with ``.url``, ``.fake`` and ``.api_key``; jobs advance one
     stage per status poll, so any client finishes without waiting."""
+    from .session import ServedFake
+
     with ServedFake.start() as served:
         yield served
 
 
 # -- regression features: cassettes and baselines ------------------------------------------------
 def _cassette_file(request: pytest.FixtureRequest, settings: SynthSettings) -> Path:
+    from .recording import cassette_path
+
     return cassette_path(request.config.rootpath / settings.cassette_dir, request.node.nodeid)
 
 
+def _replayer(request: pytest.FixtureRequest, settings: SynthSettings) -> Replayer | None:
+    """The test's cassette replayer, when it asks for one and a cassette exists."""
+    if "synth_cassette" in request.fixturenames and _cassette_file(request, settings).is_file():
+        replayer: Replayer | None = request.getfixturevalue("synth_cassette")
+        return replayer
+    return None
+
+
 @pytest.fixture
-def synth_cassette(request: pytest.FixtureRequest, synth_settings: SynthSettings) -> Iterator[Any]:
+def synth_cassette(
+    request: pytest.FixtureRequest, synth_settings: SynthSettings
+) -> Iterator[Replayer | None]:
     """Record or replay this test's backend traffic in ``<synth_cassette_dir>/<test id>.json``.
 
     Online with ``--synth-record=once|new|rewrite``: the exchanges with the real backend (or a
-    served fake) are recorded, redacted. Offline, an existing cassette is replayed through respx in
-    recorded order (no API key, no network) and stands in for the fake backend; without one the
-    test runs against the fake as usual. Yields the ``Replayer`` (or ``None`` when not in use).
+    served fake) are recorded, redacted. Offline, an existing cassette is replayed in recorded
+    order (no API key, no network) and stands in for the fake backend; without one the test runs
+    against the fake as usual. Yields the ``Replayer`` (or ``None`` when not in use).
     """
+    from .recording import use_cassette
+
     path = _cassette_file(request, synth_settings)
     node = request.node.nodeid
-    if synth_settings.is_offline:
-        if not path.is_file():
-            yield None
-            return
-        mode = "none" if synth_settings.record in ("none", "once") else synth_settings.record
-        if mode != "none":
-            raise pytest.UsageError(
-                f"--synth-record={synth_settings.record} needs a backend to record from: add "
-                "--synth-backend=URL (a real backend or a served fake)"
-            )
+    if synth_settings.is_offline and not path.is_file():
+        yield None
+    elif synth_settings.is_offline:
         with use_cassette(path, mode="none", test_id=node) as replayer:
             yield replayer
-        return
-    if synth_settings.record == "none":
+    elif synth_settings.record == "none":
         yield None
-        return
-    with use_cassette(
-        path, mode=synth_settings.record, test_id=node, hosts=[synth_settings.backend_url]
-    ) as replayer:
-        yield replayer
+    else:
+        hosts = [synth_settings.backend_url]
+        with use_cassette(path, mode=synth_settings.record, test_id=node, hosts=hosts) as replayer:
+            yield replayer
 
 
 @pytest.fixture
-def synth_baseline(request: pytest.FixtureRequest, synth_settings: SynthSettings) -> Callable[..., Any]:
+def synth_baseline(request: pytest.FixtureRequest, synth_settings: SynthSettings) -> BaselineCheck:
     """``synth_baseline(result, {"reward.*": Tolerance(abs=0.1)}, final_reward=Tolerance(rel=0.05))``
 
-    Compares a job's metrics with the stored
-    baseline of this test (``<synth_baseline_dir>/<test id>.json``); fails with a table on drift.
+    Compares a job's metrics with the stored baseline of this test
+    (``<synth_baseline_dir>/<test id>.json``); fails with a table on drift.
     ``--synth-update-baselines`` writes or refreshes the baseline instead."""
+    from .baselines import BaselineStore
+    from .session import BaselineCheck
+
     store = BaselineStore(request.config.rootpath / synth_settings.baseline_dir)
-
-    def check(result_or_metrics: Any, tolerances: Mapping[str, Any] | None = None, **named: Any) -> Any:
-        merged = {**(tolerances or {}), **named}
-        return check_baseline(
-            store,
-            request.node.nodeid,
-            result_or_metrics,
-            tolerances=merged or None,
-            update=synth_settings.update_baselines,
-        )
-
-    return check
-
-
-# -- report ------------------------------------------------------------------------------------
-class SynthReporter:
-    """Collects job rows from test reports (so it works across xdist workers) and prints them."""
-
-    def __init__(self, config: pytest.Config, settings: SynthSettings) -> None:
-        self.config = config
-        self.settings = settings
-        self.report = RunReport(mode=settings.mode, backend=settings.backend_url)
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when != "teardown":
-            return
-        for name, value in report.user_properties:
-            if name == _USER_PROPERTY:
-                self.report.add(JobRecord(**json.loads(str(value))))
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if hasattr(self.config, "workerinput"):  # an xdist worker: the controller reports
-            return
-        settings = self.settings
-        if self.report.records:
-            terminalreporter.write_sep("=", f"synth-rl jobs ({settings.mode}, {settings.backend_url})")
-            terminalreporter.write_line(self.report.render_terminal())
-        if settings.report:
-            path = self.report.write_json(Path(self.config.rootpath) / settings.report)
-            terminalreporter.write_line(f"synth-rl: JSON report written to {path}")
-        summary = os.environ.get("GITHUB_STEP_SUMMARY")
-        if summary and self.report.records:
-            self.report.append_github_summary(summary)
-
-
-__all__ = ["MARKERS", "SynthError", "merged_marker"]
+    return BaselineCheck(store, request.node.nodeid, update=synth_settings.update_baselines)

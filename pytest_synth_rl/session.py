@@ -3,7 +3,7 @@
 A test run needs a few expensive things once (the in-process task apps, the offline fake backend
 with its stub model server) and cheap things per test (a fresh virtual clock, a clean job store,
 the list of jobs the test started). :class:`SynthRun` owns the expensive things for the life of
-one process (so once per xdist worker) and hands out a :class:`TestJobs` per test, which builds
+one process (so once per xdist worker) and hands out a :class:`SynthJobFactory` per test, which builds
 jobs bound to the right backend, task app and clock, and finishes them at teardown: still-running
 online jobs are cancelled, every job becomes a :class:`~pytest_synth_rl.report.JobRecord`.
 """
@@ -17,33 +17,39 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Protocol
 
 import httpx
 
-from .assertions import job_rewards
+from .assertions import JobExpectation, expect_job, job_rewards
+from .baselines import BaselineComparison, BaselineStore, Tolerance, check_baseline
 from .client import AsyncRLJob, RLJob
 from .client.base import DEFAULT_REQUEST_TIMEOUT
 from .client.results import is_terminal, job_status
 from .clock import Clock, RealClock, VirtualClock
-from .errors import ConfigError, ConfigProblem, SynthError
+from .errors import ConfigProblem, SynthError, SynthUsageError
 from .fake import FakeSynthBackend
-from .masking import get_logger
+from .masking import Secret, get_logger
+from .recording import Replayer
 from .report import JobRecord, job_record
 from .settings import SynthSettings
 from .support.tls import shared_ssl_context
 from .taskapp import InProcessTaskApp, check_task_app_health
 
 __all__ = [
+    "BaselineCheck",
+    "ExpectJob",
     "ExternalTaskApp",
-    "OnlineBackend",
     "RLConfigRef",
     "ServedFake",
+    "SynthBackend",
+    "SynthJobFactory",
     "SynthRun",
+    "TaskAppHandle",
     "TaskAppSpec",
-    "TestJobs",
     "job_tags",
     "new_test_clock",
+    "replay_transport",
 ]
 
 log = get_logger("pytest_synth_rl.session")
@@ -109,6 +115,7 @@ class SynthRun:
         self._healthy: set[str] = set()
         self._fake: FakeSynthBackend | None = None
         self._http: httpx.Client | None = None
+        self._fake_http: httpx.Client | None = None
 
     # -- task apps -------------------------------------------------------------------------
     def task_app(self, spec: TaskAppSpec) -> InProcessTaskApp:
@@ -159,12 +166,18 @@ class SynthRun:
                 )
             return self._fake
 
-    def park_fake(self) -> None:
-        """Unmount the fake (if mounted)."""
+    def fake_transport(self) -> httpx.MockTransport:
+        """The fake as a transport (``httpx.MockTransport(fake.handle)``): the plugin's own jobs,
+        sync or async, reach the fake without patching httpx for anyone else."""
+        return httpx.MockTransport(self.fake_backend().handle)
+
+    def fake_http_client(self) -> httpx.Client:
+        """One client on :meth:`fake_transport` shared by every synchronous offline job."""
+        transport = self.fake_transport()
         with self._lock:
-            fake = self._fake
-        if fake is not None and fake.mounted:
-            fake.stop()
+            if self._fake_http is None:
+                self._fake_http = httpx.Client(transport=transport, timeout=DEFAULT_REQUEST_TIMEOUT)
+            return self._fake_http
 
     def fake_api_key(self) -> str:
         """Offline, the user's key if set (so the same code paths run), else the fake's default."""
@@ -177,9 +190,11 @@ class SynthRun:
         with self._lock:
             apps, self._task_apps = list(self._task_apps.values()), {}
             fake, self._fake = self._fake, None
-            http, self._http = self._http, None
-        if http is not None:
-            http.close()
+            clients = [self._http, self._fake_http]
+            self._http = self._fake_http = None
+        for http in clients:
+            if http is not None:
+                http.close()
         for app in apps:
             try:
                 app.stop()
@@ -189,14 +204,12 @@ class SynthRun:
             fake.close()
 
 
-class TestJobs:
+class SynthJobFactory:
     """The jobs one test made, and how to build more (what ``synth_rl_job`` returns).
 
     Call it like a function: ``job = synth_rl_job()`` or ``synth_rl_job(config="other.toml",
     overrides={"training.batch_size": 2})``.
     """
-
-    __test__ = False  # not a test class, despite the name
 
     def __init__(
         self,
@@ -210,8 +223,10 @@ class TestJobs:
         api_key: str | None,
         skip_health_check: bool = False,
         http_client: httpx.Client | None = None,
+        transport: httpx.MockTransport | None = None,
     ) -> None:
         self.test_id = test_id
+        self.transport = transport
         self.skip_health_check = skip_health_check
         self.http_client = http_client
         self.settings = settings
@@ -232,8 +247,11 @@ class TestJobs:
     ) -> RLJob:
         """Build an ``RLJob`` bound to this test's backend, task app and clock (not submitted)."""
         path, options = self._options(config, overrides, kwargs)
-        if self.http_client is not None and not {"http_client", "transport"} & kwargs.keys():
-            options["http_client"] = self.http_client
+        if not {"http_client", "transport"} & kwargs.keys():
+            if self.http_client is not None:
+                options["http_client"] = self.http_client
+            elif self.transport is not None:
+                options["transport"] = self.transport
         job = RLJob.from_config(path, **options)
         self.jobs.append(job)
         return job
@@ -247,6 +265,8 @@ class TestJobs:
     ) -> AsyncRLJob:
         """The same as calling this object, for an ``AsyncRLJob`` (use it with ``async with``)."""
         path, options = self._options(config, overrides, kwargs)
+        if self.transport is not None and not {"http_client", "transport"} & kwargs.keys():
+            options["transport"] = self.transport
         job = AsyncRLJob.from_config(path, **options)
         self.async_jobs.append(job)
         return job
@@ -265,7 +285,7 @@ class TestJobs:
         elif self.config is not None:
             path, base_overrides = self.config.path, self.config.overrides
         else:
-            raise ConfigError(
+            raise SynthUsageError(
                 [
                     ConfigProblem(
                         key="synth_rl.config",
@@ -306,7 +326,11 @@ class TestJobs:
             if ajob.job_id is None:
                 continue
             with RLJob.from_job_id(
-                ajob.job_id, backend_url=self.settings.backend_url, api_key=self.api_key, clock=self.clock
+                ajob.job_id,
+                backend_url=self.settings.backend_url,
+                api_key=self.api_key,
+                clock=self.clock,
+                transport=self.transport,
             ) as handle:
                 records.append(self._finish_one(handle, ajob, cancel_running))
         return records
@@ -351,11 +375,30 @@ def new_test_clock(settings: SynthSettings) -> Clock:
 
 
 @dataclass(frozen=True)
-class OnlineBackend:
-    """What ``synth_backend`` yields online: the real backend's URL (jobs live there)."""
+class SynthBackend:
+    """What ``synth_backend`` yields in either mode: where jobs go and with which key.
+
+    Offline ``url`` is the hosted backend's address, answered by the fake; use ``synth_fake``
+    to script or inspect the fake itself.
+    """
 
     url: str
-    is_fake: bool = False
+    mode: Literal["offline", "online"]
+    api_key: Secret | None = None
+
+    @property
+    def is_offline(self) -> bool:
+        return self.mode == "offline"
+
+
+class TaskAppHandle(Protocol):
+    """What ``synth_task_app`` yields: a running task app's URL and the key it enforces."""
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def api_key(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -364,6 +407,49 @@ class ExternalTaskApp:
 
     url: str
     api_key: str | None = None
+
+
+@dataclass(frozen=True)
+class ExpectJob:
+    """``synth_expect(job)``: :func:`~pytest_synth_rl.assertions.expect_job` with the test's
+    poll interval and timeout on the test's clock."""
+
+    clock: Clock
+    interval: float
+    timeout: float
+
+    def __call__(self, job: RLJob) -> JobExpectation:
+        return expect_job(job, clock=self.clock, interval=self.interval, timeout=self.timeout)
+
+
+@dataclass(frozen=True)
+class BaselineCheck:
+    """``synth_baseline(result, {"reward.*": Tolerance(abs=0.1)}, final_reward=Tolerance(rel=0.05))``:
+    compare a job's metrics with this test's stored baseline, or refresh it when *update*."""
+
+    store: BaselineStore
+    test_id: str
+    update: bool = False
+
+    def __call__(
+        self, result_or_metrics: Any, tolerances: Mapping[str, Tolerance] | None = None, **named: Tolerance
+    ) -> BaselineComparison:
+        merged = {**(tolerances or {}), **named}
+        return check_baseline(
+            self.store, self.test_id, result_or_metrics, tolerances=merged or None, update=self.update
+        )
+
+
+def replay_transport(replayer: Replayer) -> httpx.MockTransport:
+    """A transport answering from *replayer*'s cassette: the plugin's jobs replay without respx."""
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        answer = replayer.handle(request)
+        if isinstance(answer, httpx.Request):  # pass-through is for loopback, never the backend
+            raise SynthError(f"{request.method} {request.url} is not a backend request a cassette can answer")
+        return answer
+
+    return httpx.MockTransport(handle)
 
 
 @dataclass

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from .errors import ConfigError, ConfigProblem
+from .errors import ConfigProblem, SynthUsageError
 from .masking import Secret
 
 __all__ = [
@@ -228,7 +228,7 @@ class SynthSettings:
         for name, raw in overrides.items():
             spec = _BY_NAME.get(name)
             if spec is None:
-                raise ConfigError(
+                raise SynthUsageError(
                     [
                         ConfigProblem(
                             key=name,
@@ -273,9 +273,11 @@ def _parse(spec: OptionSpec, raw: Any, source: str) -> Any:
             "ini": f"ini option {spec.ini}",
             "marker": f"marker argument {spec.name}",
         }.get(source, source)
-        raise ConfigError([ConfigProblem(key=spec.name, message=f"{where}: {exc}", hint=spec.help)]) from None
+        raise SynthUsageError(
+            [ConfigProblem(key=spec.name, message=f"{where}: {exc}", hint=spec.help)]
+        ) from None
     if spec.choices and value not in spec.choices:
-        raise ConfigError(
+        raise SynthUsageError(
             [
                 ConfigProblem(
                     key=spec.name,
@@ -320,14 +322,18 @@ def resolve_settings(
             source, raw = layers[0]
             try:
                 values[spec.name] = _parse(spec, raw, source)
-            except ConfigError as exc:
+            except SynthUsageError as exc:
                 problems.extend(exc.problems)
                 continue
         else:
             source, values[spec.name] = "default", spec.default
         sources[spec.name] = source
     if problems:
-        raise ConfigError(problems, hint="fix the option, environment variable or ini key named above")
+        raise SynthUsageError(
+            problems,
+            subject="pytest-synth-rl settings",
+            hint="fix the option, environment variable or ini key named above",
+        )
     api_key = env.get("SYNTH_API_KEY", "").strip()
     task_key = env.get("ENVIRONMENT_API_KEY", "").strip()
     return SynthSettings(

@@ -13,7 +13,7 @@ from test_client_support import API, attach, clear_client_env
 
 from pytest_synth_rl.client import JobResult, RLJob, SynthCallbackWarning
 from pytest_synth_rl.clock import VirtualClock
-from pytest_synth_rl.errors import ConfigError, JobFailedError, JobTimeoutError, SynthError
+from pytest_synth_rl.errors import JobFailedError, JobTimeoutError, SynthError, SynthUsageError
 
 STATUS_URL = f"{API}/rl/jobs/job-1"
 
@@ -133,7 +133,7 @@ def test_zero_timeout_polls_once(router: respx.MockRouter, job: RLJob) -> None:
 
 @pytest.mark.parametrize(("timeout", "interval", "key"), [(-1, 10, "timeout"), (10, 0, "interval")])
 def test_bad_poll_arguments(job: RLJob, timeout: float, interval: float, key: str) -> None:
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(SynthUsageError) as info:
         job.poll_until_complete(timeout=timeout, interval=interval)
     assert info.value.keys == [f"poll_until_complete.{key}"]
 

@@ -12,7 +12,7 @@ import respx
 from pytest_synth_rl.client import RetryPolicy, parse_retry_after
 from pytest_synth_rl.client.retry import Sent, send
 from pytest_synth_rl.clock import VirtualClock
-from pytest_synth_rl.errors import BackendError, ConfigError, JobSubmitError
+from pytest_synth_rl.errors import BackendError, JobSubmitError, SynthUsageError
 
 URL = "https://api.usesynth.ai/api/rl/jobs/job-1"
 KEY = "sk_retry_secret_0123456789abcdef"
@@ -220,6 +220,6 @@ def test_parse_retry_after_dates() -> None:
     ],
 )
 def test_policy_validation(kwargs: dict[str, float], key: str) -> None:
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(SynthUsageError) as info:
         RetryPolicy(**kwargs)  # type: ignore[arg-type]
     assert info.value.keys == [key]

@@ -29,7 +29,14 @@ from test_client_support import (
 
 from pytest_synth_rl.client import RetryPolicy, RLJob
 from pytest_synth_rl.clock import VirtualClock
-from pytest_synth_rl.errors import BackendError, ConfigError, JobSubmitError, SynthError, TaskAppError
+from pytest_synth_rl.errors import (
+    BackendError,
+    ConfigError,
+    JobSubmitError,
+    SynthError,
+    SynthUsageError,
+    TaskAppError,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -198,7 +205,7 @@ def test_tags_merge_into_payload_tags(config_path: Path) -> None:
 
 
 def test_bad_tags_are_config_errors(config_path: Path) -> None:
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(SynthUsageError) as info:
         make_job(config_path, tags={"n": 1})
     assert info.value.keys == ["tags"]
 
@@ -228,8 +235,8 @@ def test_missing_config_file_names_the_path(tmp_path: Path) -> None:
     assert "does not exist" in str(info.value)
 
 
-def test_missing_api_key_is_config_error(config_path: Path) -> None:
-    with pytest.raises(ConfigError) as info:
+def test_missing_api_key_is_usage_error(config_path: Path) -> None:
+    with pytest.raises(SynthUsageError) as info:
         RLJob.from_config(config_path, **job_kwargs(api_key=None))
     assert info.value.keys == ["api_key"]
     assert "SYNTH_API_KEY" in str(info.value)
@@ -272,11 +279,11 @@ def test_arguments_beat_environment(config_path: Path, monkeypatch: pytest.Monke
 
 @pytest.mark.parametrize("bad", ["api.usesynth.ai", "ftp://x.example", "http://"])
 def test_bad_backend_url(config_path: Path, bad: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(SynthUsageError) as info:
         RLJob.from_config(config_path, **job_kwargs(backend_url=bad))
     assert info.value.keys == ["backend_url"]
     monkeypatch.setenv("BACKEND_BASE_URL", bad)
-    with pytest.raises(ConfigError) as env_info:
+    with pytest.raises(SynthUsageError) as env_info:
         RLJob.from_config(config_path, **job_kwargs(backend_url=None))
     assert env_info.value.keys == ["BACKEND_BASE_URL"]
 

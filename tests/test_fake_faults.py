@@ -7,7 +7,7 @@ import pytest
 from test_fake_support import API, auth, submit
 
 from pytest_synth_rl.clock import VirtualClock
-from pytest_synth_rl.errors import ConfigError
+from pytest_synth_rl.errors import SynthUsageError
 from pytest_synth_rl.fake import FakeSynthBackend
 
 
@@ -125,6 +125,6 @@ def test_removed_and_cleared_faults_stop(fake: FakeSynthBackend, client: httpx.C
     ],
 )
 def test_bad_fault_specs_name_the_field(fake: FakeSynthBackend, kwargs: dict[str, object], key: str) -> None:
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(SynthUsageError) as caught:
         fake.fault(**kwargs)  # type: ignore[arg-type]
     assert key in caught.value.keys

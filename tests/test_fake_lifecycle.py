@@ -9,7 +9,7 @@ import pytest
 from test_fake_support import API, auth, no_real_sleep, poll_to_end, rl_payload, submit
 
 from pytest_synth_rl.clock import VirtualClock
-from pytest_synth_rl.errors import ConfigError, SynthError
+from pytest_synth_rl.errors import SynthError, SynthUsageError
 from pytest_synth_rl.fake import FakeSynthBackend, Scenario
 from pytest_synth_rl.fake.scenario import DEFAULT_DURATION
 
@@ -229,7 +229,7 @@ def test_fake_job_pushes(fake: FakeSynthBackend, client: httpx.Client) -> None:
     assert fake.job(a).advance_to("end").status == "succeeded"
     assert _status(client, fake, c) == "failed"
     assert fake.job().id == d  # the most recent by default
-    with pytest.raises(ConfigError, match=r"advance_to"):
+    with pytest.raises(SynthUsageError, match=r"advance_to"):
         fake.job(a).advance_to("sideways")
 
 
@@ -286,13 +286,13 @@ def test_reset_clears_jobs_log_scenarios_and_faults(fake: FakeSynthBackend, clie
     ],
 )
 def test_bad_scenarios_name_the_field(fields: dict[str, object], key: str) -> None:
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(SynthUsageError) as caught:
         Scenario(**fields)  # type: ignore[arg-type]
     assert key in caught.value.keys
 
 
 def test_scenario_and_fields_together_is_an_error(fake: FakeSynthBackend) -> None:
-    with pytest.raises(ConfigError, match="either a Scenario or keyword fields"):
+    with pytest.raises(SynthUsageError, match="either a Scenario or keyword fields"):
         fake.scenario(Scenario(), steps=3)
 
 

@@ -9,7 +9,7 @@ import pytest
 from test_fake_support import API, auth, poll_to_end, rl_payload, submit
 
 from pytest_synth_rl.clock import VirtualClock
-from pytest_synth_rl.errors import ConfigError
+from pytest_synth_rl.errors import SynthUsageError
 from pytest_synth_rl.fake import DEFAULT_API_KEY, FakeRouteError, FakeSynthBackend
 from pytest_synth_rl.fake.scenario import DEFAULT_DURATION
 
@@ -342,7 +342,7 @@ def test_request_log_records_route_status_body_and_time(fake: FakeSynthBackend, 
 
 
 def test_bad_settings_are_reported_together() -> None:
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(SynthUsageError) as caught:
         FakeSynthBackend(
             api_key="",
             rollouts="sometimes",  # type: ignore[arg-type]
@@ -358,5 +358,5 @@ def test_bad_settings_are_reported_together() -> None:
         "FakeSynthBackend.rollout_timeout",
         "FakeSynthBackend.policy",
     ]
-    with pytest.raises(ConfigError, match="must be an http\\(s\\) URL"):
+    with pytest.raises(SynthUsageError, match="must be an http\\(s\\) URL"):
         FakeSynthBackend("api.usesynth.ai")

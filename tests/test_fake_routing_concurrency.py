@@ -17,7 +17,6 @@ from pytest_synth_rl.fake import FakeSynthBackend
 from pytest_synth_rl.policies import ChatRequest, LearningPolicy, Progress, RolloutIdentity, linear
 from pytest_synth_rl.taskapp import InProcessTaskApp
 
-
 ROLLOUT = {"env_name": "arithmetic", "policy_name": "p", "max_turns": 1, "episodes_per_batch": 4}
 
 

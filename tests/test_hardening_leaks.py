@@ -25,11 +25,11 @@ pytestmark = [
 ]
 
 
-def test_job_with_real_rollouts(synth_rl_job, synth_expect, synth_backend):
+def test_job_with_real_rollouts(synth_rl_job, synth_expect, synth_fake):
     job = synth_rl_job()
     job.submit()
     synth_expect(job).to_succeed(within=7200)
-    assert synth_backend.job(job.job_id).rollouts  # the fake really drove /rollout
+    assert synth_fake.job(job.job_id).rollouts  # the fake really drove /rollout
 
 
 @pytest.mark.synth_task_app("arithmetic_task_app.py", scope="test")

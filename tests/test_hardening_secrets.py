@@ -105,10 +105,10 @@ def test_backend_rejects_the_key(synth_rl_job):
 
 
 @pytest.mark.synth_offline
-def test_backend_outage_exhausts_retries(synth_rl_job, synth_backend):
+def test_backend_outage_exhausts_retries(synth_rl_job, synth_fake):
     job = synth_rl_job()
     job.submit()
-    synth_backend.fault("status", status=503)
+    synth_fake.fault("status", status=503)
     job.get_status()
 
 
@@ -151,12 +151,12 @@ def _listening_addresses():
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc (Linux)")
 def test_everything_listens_on_loopback_only(
-    synth_task_app, synth_backend, synth_fake_server, synth_rl_job, synth_expect
+    synth_task_app, synth_fake, synth_fake_server, synth_rl_job, synth_expect
 ):
     job = synth_rl_job()
     job.submit()
     synth_expect(job).to_succeed(within=7200)  # real rollouts: the stub model server is up
-    urls = [synth_task_app.url, synth_fake_server.url, synth_backend.inference.base_url]
+    urls = [synth_task_app.url, synth_fake_server.url, synth_fake.inference.base_url]
     assert all(urlsplit(u).hostname == "127.0.0.1" for u in urls), urls
     ports = {{urlsplit(u).port for u in urls}}
     listening = _listening_addresses()

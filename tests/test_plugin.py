@@ -53,6 +53,7 @@ def test_markers_and_options_are_registered_and_documented(pytester: pytest.Pyte
     for name in (
         "synth_settings",
         "synth_backend",
+        "synth_fake",
         "synth_task_app",
         "synth_rl_config",
         "synth_rl_job",
@@ -157,7 +158,7 @@ def test_markers_merge_module_class_function(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """
         import pytest
-        from pytest_synth_rl.plugin import merged_marker
+        from pytest_synth_rl.markers import parse_test_spec
 
         pytestmark = pytest.mark.synth_rl(config="a.toml", overrides={"x": 1}, timeout=10)
 
@@ -165,13 +166,13 @@ def test_markers_merge_module_class_function(pytester: pytest.Pytester) -> None:
         class TestMerge:
             @pytest.mark.synth_rl(overrides={"y": 2})
             def test_function_wins(self, request):
-                _, kwargs = merged_marker(request.node, "synth_rl")
-                assert kwargs == {"config": "a.toml", "overrides": {"y": 2}, "timeout": 20}
+                rl = parse_test_spec(request.node).rl
+                assert (rl.config, rl.overrides, rl.timeout) == ("a.toml", {"y": 2}, 20)
 
             def test_class_over_module(self, request):
-                _, kwargs = merged_marker(request.node, "synth_rl")
-                assert kwargs["timeout"] == 20
-                assert kwargs["overrides"] == {"x": 1}
+                rl = parse_test_spec(request.node).rl
+                assert rl.timeout == 20
+                assert rl.overrides == {"x": 1}
         """
     )
     pytester.runpytest().assert_outcomes(passed=2)
@@ -210,11 +211,11 @@ def test_scenario_marker_scripts_the_offline_backend(example_dir: pytest.Pyteste
         + """
 
 @pytest.mark.synth_scenario(outcome="failed", fail_at_step=2, error="disk full")
-def test_fails(synth_rl_job, synth_expect, synth_backend, synth_clock):
+def test_fails(synth_rl_job, synth_expect, synth_fake, synth_clock):
     job = synth_rl_job()
     job.submit()
     synth_expect(job).to_fail(error_contains="disk full")
-    assert synth_backend.job(job.job_id).status == "failed"
+    assert synth_fake.job(job.job_id).status == "failed"
     assert synth_clock.elapsed > 0  # virtual time passed, on this test's own clock
 """
     )
@@ -326,12 +327,12 @@ def test_async_jobs_under_pytest_asyncio_and_anyio(example_dir: pytest.Pytester)
             await run(synth_rl_job)
         """
     )
-    result = example_dir.runpytest("-p", "asyncio", "-p", "anyio")
+    result = example_dir.runpytest("-p", "asyncio", "-p", "anyio", "-p", "no:randomly")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*test_with_pytest_asyncio*succeeded*", "*test_with_anyio*succeeded*"])
 
 
-def test_the_fake_is_unmounted_before_tests_that_do_not_use_it(pytester: pytest.Pytester) -> None:
+def test_the_fake_is_mounted_only_in_tests_that_use_it(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """
         import httpx
@@ -340,20 +341,34 @@ def test_the_fake_is_unmounted_before_tests_that_do_not_use_it(pytester: pytest.
         def _routers():
             return sum(len(m.routers) for m in Mocker.registry.values())
 
-        def test_first_uses_the_fake(synth_backend):
-            assert synth_backend.mounted
+        def test_first_uses_the_fake(synth_fake):
+            assert synth_fake.mounted
             assert _routers() == 1
 
         def test_then_plain_httpx(tmp_path):
             assert _routers() == 0  # nothing of ours intercepts this test's traffic
             assert not hasattr(httpx.Client._transport_for_url, "mock_calls")
 
-        def test_fake_again(synth_backend):
-            assert synth_backend.mounted
-            assert synth_backend.jobs == []  # reset for this test
+        def test_fake_again(synth_fake):
+            assert synth_fake.mounted
+            assert synth_fake.jobs == []  # reset for this test
 
-        def test_fake_still_mounted_for_a_neighbour(synth_backend):
-            assert _routers() == 1
+        def test_jobs_alone_patch_nothing(synth_rl_job, synth_backend):
+            assert _routers() == 0  # the plugin's jobs get the fake as their transport
+            assert synth_backend.mode == "offline"
+            assert synth_backend.url == "https://api.usesynth.ai"
         """
     )
     pytester.runpytest().assert_outcomes(passed=4)
+
+
+def test_recording_offline_is_rejected_at_configure_time(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_nothing(): pass")
+    result = pytester.runpytest("--synth-record=new")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*--synth-record=new needs a backend to record from: add --synth-backend=URL "
+            "(a real backend or a served fake)*"
+        ]
+    )

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pytest_synth_rl.clock import VirtualClock
-from pytest_synth_rl.session import SynthRun, TestJobs
+from pytest_synth_rl.session import SynthJobFactory, SynthRun
 from pytest_synth_rl.settings import resolve_settings
 from pytest_synth_rl.taskapp import InProcessTaskApp
 
@@ -66,7 +66,7 @@ def test_an_unhealthy_app_is_not_cached_and_probes_again(run: SynthRun) -> None:
 
 def test_jobs_pointed_elsewhere_probe_as_usual() -> None:
     settings = resolve_settings(cli={}, env={}, ini={})
-    jobs = TestJobs(
+    jobs = SynthJobFactory(
         test_id="t",
         settings=settings,
         clock=VirtualClock(),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_synth_rl.errors import ConfigError
+from pytest_synth_rl.errors import SynthUsageError
 from pytest_synth_rl.settings import DEFAULT_BACKEND_URL, OPTIONS, resolve_settings
 
 
@@ -74,7 +74,7 @@ def test_marker_overrides_beat_the_command_line() -> None:
 
 
 def test_every_bad_value_is_reported_at_once_with_where_it_came_from() -> None:
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(SynthUsageError) as info:
         resolve_settings(
             cli={"timeout": "soon"},
             env={"SYNTH_POLL_INTERVAL": "-1"},
@@ -89,7 +89,7 @@ def test_every_bad_value_is_reported_at_once_with_where_it_came_from() -> None:
 
 def test_unknown_marker_setting_names_the_known_ones() -> None:
     settings = resolve_settings(cli={}, env={}, ini={})
-    with pytest.raises(ConfigError, match=r"known settings: .*timeout"):
+    with pytest.raises(SynthUsageError, match=r"known settings: .*timeout"):
         settings.with_overrides({"timeuot": 3})
 
 

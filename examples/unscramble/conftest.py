@@ -22,7 +22,8 @@ _BY_LETTERS = {"".join(sorted(word)): word for word in WORDS}
 
 
 def _letters(request: ChatRequest) -> str:
-    return request.prompt.removeprefix("Letters:").strip()
+    prompt: str = request.prompt
+    return prompt.removeprefix("Letters:").strip()
 
 
 def solve(request: ChatRequest) -> str | None:

@@ -7,19 +7,16 @@ so "the reward improves" is a statement about this app's grading. Online
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
 from pytest_synth_rl import (
+    ExpectJob,
     FakeSynthBackend,
-    InProcessTaskApp,
-    JobExpectation,
-    RLJob,
     ScriptedPolicy,
+    SynthJobFactory,
+    TaskAppHandle,
     check_task_app_contract,
 )
-from pytest_synth_rl.session import TestJobs
 
 pytestmark = [
     pytest.mark.synth_task_app("unscramble_task_app.py"),
@@ -27,14 +24,15 @@ pytestmark = [
 ]
 
 TWO_HOURS = 2 * 3600
-Expect = Callable[[RLJob], JobExpectation]
 
 
-def test_task_app_honours_the_trainer_contract(synth_task_app: InProcessTaskApp) -> None:
+def test_task_app_honours_the_trainer_contract(synth_task_app: TaskAppHandle) -> None:
     check_task_app_contract(synth_task_app.url, synth_task_app.api_key).raise_for_problems()
 
 
-def test_training_succeeds_and_the_reward_improves(synth_rl_job: TestJobs, synth_expect: Expect) -> None:
+def test_training_succeeds_and_the_reward_improves(
+    synth_rl_job: SynthJobFactory, synth_expect: ExpectJob
+) -> None:
     job = synth_rl_job()
     job.submit()
     (
@@ -46,14 +44,16 @@ def test_training_succeeds_and_the_reward_improves(synth_rl_job: TestJobs, synth
 
 
 @pytest.mark.synth_offline
-def test_rewards_come_from_the_apps_grading(synth_rl_job: TestJobs, synth_backend: FakeSynthBackend) -> None:
+def test_rewards_come_from_the_apps_grading(
+    synth_rl_job: SynthJobFactory, synth_fake: FakeSynthBackend
+) -> None:
     job = synth_rl_job()
     job.submit()
     job.poll_until_complete(timeout=TWO_HOURS)
-    rollouts = synth_backend.job(job.job_id).rollouts
+    rollouts = synth_fake.job(job.job_id).rollouts
     assert rollouts
     for rollout in rollouts:
-        calls = synth_backend.inference.calls(rollout.request["trace_correlation_id"])
+        calls = synth_fake.inference.calls(rollout.request["trace_correlation_id"])
         assert len(calls) == 1  # one model call per rollout, routed by its correlation id
         answer = calls[0].response["choices"][0]["message"]["content"]
         assert rollout.response["details"]["answer"] == answer
@@ -62,7 +62,9 @@ def test_rewards_come_from_the_apps_grading(synth_rl_job: TestJobs, synth_backen
 
 @pytest.mark.synth_offline
 @pytest.mark.synth_rl(policy=ScriptedPolicy("no idea"))
-def test_a_model_that_never_answers_right_earns_nothing(synth_rl_job: TestJobs, synth_expect: Expect) -> None:
+def test_a_model_that_never_answers_right_earns_nothing(
+    synth_rl_job: SynthJobFactory, synth_expect: ExpectJob
+) -> None:
     job = synth_rl_job()
     job.submit()
     synth_expect(job).to_succeed(within=TWO_HOURS).to_have_final_reward(at_most=0.0)

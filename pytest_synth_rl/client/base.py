@@ -107,7 +107,7 @@ class JobBase(Generic[ClientT, TransportT]):
         """A new job from an RL TOML config; the payload is built (and validated) right away.
 
         Resolution: ``backend_url`` -> ``BACKEND_BASE_URL`` -> ``SYNTH_BACKEND_URL`` -> the public
-        service; ``api_key`` -> ``SYNTH_API_KEY`` (else :class:`ConfigError`); ``task_app_url`` ->
+        service; ``api_key`` -> ``SYNTH_API_KEY`` (else :class:`SynthUsageError`); ``task_app_url`` ->
         ``TASK_APP_URL`` -> the TOML's ``[services].task_url``; ``task_app_api_key`` ->
         ``ENVIRONMENT_API_KEY``. ``tags`` are merged into the payload's top-level ``tags``
         (which otherwise stays exactly what the upstream SDK sends).

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from ..config import normalize_backend_url
-from ..errors import ConfigError, ConfigProblem
+from ..errors import ConfigError, ConfigProblem, SynthUsageError
 from ..masking import Secret
 
 __all__ = [
@@ -62,7 +62,7 @@ def resolve_backend_url(backend_url: str | None = None) -> str:
     except httpx.InvalidURL:
         valid = False
     if not valid:
-        raise ConfigError(
+        raise SynthUsageError(
             [
                 ConfigProblem(
                     key=source,
@@ -82,7 +82,7 @@ def resolve_api_key(api_key: str | Secret | None = None) -> Secret:
         api_key = None
     value = _blank_to_none(api_key) or _env("SYNTH_API_KEY")
     if value is None:
-        raise ConfigError(
+        raise SynthUsageError(
             [
                 ConfigProblem(
                     key="api_key",
@@ -167,7 +167,7 @@ class RLJobConfig:
         if tags is not None:
             bad = [k for k, v in tags.items() if not isinstance(k, str) or not isinstance(v, str)]
             if bad:
-                raise ConfigError(
+                raise SynthUsageError(
                     [
                         ConfigProblem(
                             key="tags",

@@ -20,7 +20,7 @@ import warnings
 from typing import Any
 
 from ..clock import Clock
-from ..errors import ConfigError, ConfigProblem, JobFailedError, JobTimeoutError
+from ..errors import ConfigProblem, JobFailedError, JobTimeoutError, SynthUsageError
 from .results import JobResult, PollRecord, is_terminal, job_status
 
 __all__ = ["Poller", "SynthCallbackWarning", "summarize_history"]
@@ -38,7 +38,7 @@ def _check_number(name: str, value: float, *, allow_zero: bool) -> float:
     ok = ok and (value >= 0 if allow_zero else value > 0)
     if not ok:
         bound = ">= 0" if allow_zero else "> 0"
-        raise ConfigError(
+        raise SynthUsageError(
             [
                 ConfigProblem(
                     key=f"poll_until_complete.{name}",

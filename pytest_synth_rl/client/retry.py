@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from ..clock import Clock
-from ..errors import Attempt, BackendError, ConfigError, ConfigProblem
+from ..errors import Attempt, BackendError, ConfigProblem, SynthUsageError
 from ..masking import get_logger
 
 __all__ = ["RetryLoop", "RetryPolicy", "Sent", "async_send", "parse_retry_after", "send"]
@@ -38,8 +38,8 @@ RETRYABLE_ERRORS: tuple[type[Exception], ...] = (
 )
 
 
-def _problem(key: str, message: str) -> ConfigError:
-    return ConfigError(
+def _problem(key: str, message: str) -> SynthUsageError:
+    return SynthUsageError(
         [ConfigProblem(key=f"RetryPolicy.{key}", message=message, hint="see RetryPolicy docs")]
     )
 

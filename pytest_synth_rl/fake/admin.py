@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from ..clock import VirtualClock
-from ..errors import ConfigError, SynthError
+from ..errors import ConfigError, SynthError, SynthUsageError
 from .faults import make_fault
 from .handle import FakeJob
 from .scenario import Scenario
@@ -124,7 +124,7 @@ def handle_admin(store: JobStore, request: httpx.Request, api_base: str) -> http
     """Answer one ``/_fake/...`` request; errors become 4xx JSON naming the problem."""
     try:
         return _route(store, request, api_base)
-    except ConfigError as exc:
+    except (ConfigError, SynthUsageError) as exc:
         return json_response(
             422, {"detail": [{"loc": p.key, "msg": p.message, "hint": p.hint} for p in exc.problems]}
         )

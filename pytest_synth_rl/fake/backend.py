@@ -25,7 +25,7 @@ import respx
 
 from ..clock import Clock, ScaledClock, VirtualClock
 from ..config.urls import normalize_backend_url
-from ..errors import ConfigError, ConfigProblem, SynthError
+from ..errors import ConfigProblem, SynthError, SynthUsageError
 from ..inference import StubInference
 from ..masking import Secret, mask_secret, register_secret
 from ..policies import Policy, PolicyReply
@@ -50,7 +50,7 @@ def _api_root(base_url: str) -> tuple[str, str]:
     text = (base_url or "").strip().rstrip("/")
     parts = urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ConfigError(
+        raise SynthUsageError(
             [
                 ConfigProblem(
                     "FakeSynthBackend.base_url",
@@ -96,7 +96,7 @@ def _check_settings(
     if policy is not None and replies is not None:
         bad("policy", "give either policy= (a callable) or replies= (canned answers), not both")
     if problems:
-        raise ConfigError(problems, hint="see the FakeSynthBackend docstring")
+        raise SynthUsageError(problems, hint="see the FakeSynthBackend docstring")
 
 
 class FakeSynthBackend:
@@ -201,7 +201,7 @@ class FakeSynthBackend:
     @staticmethod
     def _make_scenario(scenario: Scenario | None, fields: Mapping[str, Any]) -> Scenario:
         if scenario is not None and fields:
-            raise ConfigError(
+            raise SynthUsageError(
                 [ConfigProblem("scenario", "pass either a Scenario or keyword fields, not both", "")]
             )
         return scenario if scenario is not None else Scenario(**fields)

@@ -20,7 +20,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..errors import ConfigError, ConfigProblem
+from ..errors import ConfigProblem, SynthUsageError
 
 __all__ = ["ROUTE_NAMES", "Fault", "FaultKind", "make_fault"]
 
@@ -106,7 +106,7 @@ class Fault:
         if self.kind == "latency" and not self.latency > 0:
             problems.append(ConfigProblem("fault.latency", f"must be > 0 seconds, got {self.latency!r}", ""))
         if problems:
-            raise ConfigError(problems)
+            raise SynthUsageError(problems)
         self._rng = random.Random(self.seed)
         if self.kind == "status" and self.status == 429 and self.retry_after is None:
             self.retry_after = 1.0
@@ -187,7 +187,7 @@ def make_fault(
     kinds = [kind for kind, on in given.items() if on]
     if len(kinds) > 1:
         message = f"choose one fault kind, got {' and '.join(kinds)}"
-        raise ConfigError([ConfigProblem("fault", message, "status=, connect_error=True or latency=")])
+        raise SynthUsageError([ConfigProblem("fault", message, "status=, connect_error=True or latency=")])
     kind: FaultKind = "connect" if connect_error else "latency" if latency is not None else "status"
     return Fault(
         route=route,

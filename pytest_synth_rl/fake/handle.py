@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ..errors import ConfigError, ConfigProblem
+from ..errors import ConfigProblem, SynthUsageError
 from .jobs import JobRecord, RolloutRecord
 from .lifecycle import Target
 from .scenario import Scenario
@@ -119,7 +119,7 @@ class FakeJob:
         ):
             made = Target("step", target)
         else:
-            raise ConfigError(
+            raise SynthUsageError(
                 [
                     ConfigProblem(
                         "FakeJob.advance_to",

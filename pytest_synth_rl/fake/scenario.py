@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..errors import ConfigError, ConfigProblem
+from ..errors import ConfigProblem, SynthUsageError
 
 __all__ = [
     "OUTCOMES",
@@ -69,7 +69,7 @@ class Stage:
 class Scenario:
     """How one fake job behaves. Build it with :meth:`FakeSynthBackend.scenario` or directly.
 
-    Invalid combinations raise :class:`~pytest_synth_rl.errors.ConfigError` naming the field.
+    Invalid combinations raise :class:`~pytest_synth_rl.errors.SynthUsageError` naming the field.
     """
 
     outcome: Outcome = "succeeded"
@@ -147,7 +147,7 @@ class Scenario:
             problems.append(_problem("eval_every", f"must be an int >= 1, got {self.eval_every!r}", ""))
         problems.extend(self._check_curve())
         if problems:
-            raise ConfigError(problems, hint="see the Scenario docstring in pytest_synth_rl.fake")
+            raise SynthUsageError(problems, hint="see the Scenario docstring in pytest_synth_rl.fake")
 
     def _mode_flags(self) -> dict[str, bool]:
         return {

@@ -1,0 +1,125 @@
+"""Every misuse of a ``synth_*`` marker fails its test with one MarkerError naming the marker,
+the test and the fix, with the plugin's frames hidden."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def _run(pytester: pytest.Pytester, body: str) -> str:
+    pytester.makepyfile(test_marks="import pytest\n\n" + body)
+    result = pytester.runpytest("-p", "no:randomly")
+    result.assert_outcomes(errors=1)
+    text = result.stdout.str()
+    assert "MarkerError" in text
+    assert "raise MarkerError" not in text  # plugin frames hidden
+    return text
+
+
+def test_misspelled_synth_rl_argument_suggests_the_right_one(pytester: pytest.Pytester) -> None:
+    text = _run(
+        pytester,
+        "@pytest.mark.synth_rl(config='rl.toml', timout=5)\ndef test_it(synth_rl_config):\n    pass\n",
+    )
+    assert "@pytest.mark.synth_rl on test_marks.py::test_it: unknown argument timout=" in text
+    assert "did you mean timeout=?" in text
+
+
+def test_misspelled_scenario_field_suggests_the_right_one(pytester: pytest.Pytester) -> None:
+    text = _run(pytester, "@pytest.mark.synth_scenario(outcom='failed')\ndef test_it():\n    pass\n")
+    assert "@pytest.mark.synth_scenario on test_marks.py::test_it: unknown argument outcom=" in text
+    assert "did you mean outcome=?" in text
+    assert "TypeError" not in text
+
+
+def test_bad_scenario_value_names_the_field(pytester: pytest.Pytester) -> None:
+    text = _run(pytester, "@pytest.mark.synth_scenario(outcome='exploded')\ndef test_it():\n    pass\n")
+    assert "@pytest.mark.synth_scenario on test_marks.py::test_it: outcome:" in text
+    assert "'exploded'" in text
+
+
+def test_config_of_the_wrong_type_is_named(pytester: pytest.Pytester) -> None:
+    text = _run(pytester, "@pytest.mark.synth_rl(config=123)\ndef test_it(synth_rl_config):\n    pass\n")
+    assert "@pytest.mark.synth_rl on test_marks.py::test_it: config=123 is not a path" in text
+    assert "pass the RL TOML path as a string, relative to the test file" in text
+    assert "TypeError" not in text
+
+
+def test_positional_synth_rl_argument_is_rejected(pytester: pytest.Pytester) -> None:
+    text = _run(pytester, "@pytest.mark.synth_rl('rl.toml')\ndef test_it():\n    pass\n")
+    assert "@pytest.mark.synth_rl on test_marks.py::test_it: unexpected positional argument 'rl.toml'" in text
+    assert "write it as synth_rl(config='rl.toml'" in text
+
+
+def test_unknown_task_app_scope_is_rejected(pytester: pytest.Pytester) -> None:
+    text = _run(
+        pytester,
+        "@pytest.mark.synth_task_app('app.py', scope='forever')\ndef test_it():\n    pass\n",
+    )
+    assert (
+        "@pytest.mark.synth_task_app on test_marks.py::test_it: scope='forever' is not a task app scope"
+        in text
+    )
+    assert "scope is 'session' (shared, the default) or 'test' (a fresh app per test)" in text
+
+
+def test_close_task_app_scope_gets_a_suggestion(pytester: pytest.Pytester) -> None:
+    text = _run(pytester, "@pytest.mark.synth_task_app('app.py', scope='tests')\ndef test_it():\n    pass\n")
+    assert "did you mean scope='test'?" in text
+
+
+def test_flag_markers_take_no_arguments(pytester: pytest.Pytester) -> None:
+    text = _run(pytester, "@pytest.mark.synth_offline(True)\ndef test_it():\n    pass\n")
+    assert "@pytest.mark.synth_offline on test_marks.py::test_it: unexpected positional argument True" in text
+
+
+def test_non_positive_timeout_is_rejected(pytester: pytest.Pytester) -> None:
+    text = _run(pytester, "@pytest.mark.synth_rl(timeout=0)\ndef test_it():\n    pass\n")
+    assert "timeout=0 is not a positive number of seconds" in text
+
+
+def test_valid_markers_parse_into_the_spec(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+        from pytest_synth_rl.markers import parse_test_spec
+
+        def policy(request):
+            return "42"
+
+        @pytest.mark.synth_rl(config="rl.toml", poll_interval=2, policy=policy)
+        @pytest.mark.synth_task_app("pkg.mod:app", scope="test", api_key="k")
+        @pytest.mark.synth_scenario(outcome="failed", steps=3, fail_at_step=2)
+        @pytest.mark.synth_offline
+        def test_it(request):
+            spec = parse_test_spec(request.node)
+            assert spec.policy is policy
+            assert spec.rl.settings_overrides() == {"poll_interval": 2.0}
+            app, scenario = spec.task_app, spec.scenario
+            assert (app.source, app.scope, app.api_key) == ("pkg.mod:app", "test", "k")
+            assert (scenario.outcome, scenario.steps, scenario.fail_at_step) == ("failed", 3, 2)
+            assert spec.offline and not spec.online
+        """
+    )
+    pytester.runpytest("-p", "no:randomly").assert_outcomes(passed=1)
+
+
+def test_a_policy_that_is_not_callable_is_a_marker_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.synth_rl(policy="42")
+        def test_it(synth_rl_job):
+            pass
+        """
+    )
+    result = pytester.runpytest("-p", "no:randomly")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*MarkerError: @pytest.mark.synth_rl on test_a_policy_that_is_not_callable_is_a_marker_error.py"
+            "::test_it: policy='42' is not a policy (a callable taking the chat request)*",
+            "*ScriptedPolicy('42')*",
+        ]
+    )
