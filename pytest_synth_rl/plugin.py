@@ -19,6 +19,7 @@ from .assertions import JobExpectation, expect_job
 from .baselines import BaselineStore, check_baseline
 from .clock import Clock
 from .errors import ConfigError, ConfigProblem, SynthError
+from .plugin_views import register_views
 from .recording import cassette_path, use_cassette
 from .report import JobRecord, RunReport
 from .session import (
@@ -93,6 +94,7 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     config.stash[_SETTINGS_KEY] = settings
     config.pluginmanager.register(SynthReporter(config, settings), "synth-rl-reporter")
+    register_views(config, settings)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -19,7 +19,10 @@ from typing import Any
 from .masking import redact
 from .render import format_duration, sparkline, table
 
-__all__ = ["JobRecord", "RunReport", "job_record"]
+__all__ = ["JOB_PROPERTY", "JobRecord", "RunReport", "job_record", "status_runs"]
+
+#: The ``user_properties`` name under which a test report carries one job row (as JSON).
+JOB_PROPERTY = "synth_rl_job"
 
 
 @dataclass
@@ -36,6 +39,8 @@ class JobRecord:
     wall_seconds: float | None = None
     error: str | None = None
     cancelled_by_plugin: bool = False
+    #: The statuses the polls saw: ``[status, first_seconds, last_seconds]`` runs.
+    timeline: list[list[Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -61,10 +66,12 @@ def job_record(
     final_reward: float | None = None
     error: str | None = None
     clock_seconds: float | None = None
+    timeline: list[list[Any]] = []
     if result is not None:
         status = result.status
         final_reward = result.final_reward
         error = result.error
+        timeline = status_runs((r.status, r.elapsed) for r in getattr(result, "history", ()))
     elif status_payload:
         from .client.results import extract_error, extract_final_reward, job_status
 
@@ -87,7 +94,19 @@ def job_record(
         wall_seconds=wall_seconds,
         error=error,
         cancelled_by_plugin=cancelled_by_plugin,
+        timeline=timeline,
     )
+
+
+def status_runs(samples: Iterable[tuple[str, float]]) -> list[list[Any]]:
+    """``(status, elapsed)`` polls collapsed into ``[status, first, last]`` runs."""
+    runs: list[list[Any]] = []
+    for status, elapsed in samples:
+        if runs and runs[-1][0] == status:
+            runs[-1][2] = elapsed
+        else:
+            runs.append([status, elapsed, elapsed])
+    return runs
 
 
 class RunReport:

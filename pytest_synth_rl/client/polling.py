@@ -17,13 +17,14 @@ from __future__ import annotations
 import math
 import traceback
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from ..clock import Clock
 from ..errors import ConfigError, ConfigProblem, JobFailedError, JobTimeoutError
 from .results import JobResult, PollRecord, is_terminal, job_status
 
-__all__ = ["Poller", "SynthCallbackWarning", "summarize_history"]
+__all__ = ["PollObserver", "Poller", "SynthCallbackWarning", "observe_polls", "summarize_history"]
 
 # Float noise from summing many virtual sleeps must not buy an extra poll past the deadline.
 _EPSILON = 1e-9
@@ -31,6 +32,26 @@ _EPSILON = 1e-9
 
 class SynthCallbackWarning(UserWarning):
     """A user callback (such as ``on_status``) raised; the plugin carried on without it."""
+
+
+#: Called as ``observer(poller, record)`` after every status poll of every job in the process.
+PollObserver = Callable[["Poller", PollRecord], None]
+_observers: list[PollObserver] = []
+
+
+def observe_polls(observer: PollObserver) -> Callable[[], None]:
+    """Watch every poll of every job (a progress display); returns the function that stops it.
+
+    Process-wide on purpose: a progress line must see jobs made by user code too, not only the
+    fixture's. An observer that raises is reported like a failing ``on_status`` callback.
+    """
+    _observers.append(observer)
+
+    def stop() -> None:
+        if observer in _observers:
+            _observers.remove(observer)
+
+    return stop
 
 
 def _check_number(name: str, value: float, *, allow_zero: bool) -> float:
@@ -101,6 +122,11 @@ class Poller:
         )
         self.history.append(entry)
         self.note = note
+        for observer in tuple(_observers):
+            try:
+                observer(self, entry)
+            except Exception as exc:
+                self.callback_failed(exc)
         return entry
 
     def callback_failed(self, exc: BaseException) -> None:
