@@ -38,28 +38,28 @@ class ProgressPlugin:
     def __init__(self, config: pytest.Config, settings: SynthSettings) -> None:
         self.config = config
         self.xdist_worker = hasattr(config, "workerinput")
-        terminal = config.pluginmanager.getplugin("terminalreporter")
-        mode = choose_mode(
-            settings.progress,
-            xdist_worker=self.xdist_worker,
-            quiet=config.get_verbosity() < 0,
-            isatty=bool(terminal is not None and terminal.isatty()),
-        )
+        self.settings = settings
         self.test_id = ""
         self._live = False
         self.reporter: ProgressReporter | None = None
+
+    def pytest_sessionstart(self) -> None:
+        """Choose the display once the terminal reporter exists (it knows whether it is a TTY)."""
+        terminal = self.config.pluginmanager.getplugin("terminalreporter")
+        mode = choose_mode(
+            self.settings.progress,
+            xdist_worker=self.xdist_worker,
+            quiet=self.config.get_verbosity() < 0,
+            isatty=bool(terminal is not None and terminal.isatty()),
+        )
         if mode is not None:
             self.reporter = ProgressReporter(
                 mode,
-                interval=settings.heartbeat_interval,
+                interval=self.settings.heartbeat_interval,
                 write_line=self._write_line,
                 rewrite=self._rewrite,
                 label=lambda: self.test_id,
-            )
-
-    def pytest_sessionstart(self) -> None:
-        if self.reporter is not None:
-            self.reporter.start()
+            ).start()
 
     def pytest_unconfigure(self) -> None:
         if self.reporter is not None:
@@ -67,7 +67,8 @@ class ProgressPlugin:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
-        self.test_id = item.nodeid
+        worker = getattr(self.config, "workerinput", {}).get("workerid")
+        self.test_id = f"[{worker}] {item.nodeid}" if worker else item.nodeid
         try:
             return (yield)
         finally:
@@ -93,15 +94,20 @@ class ProgressPlugin:
                 sys.stderr.write(text + "\n")
                 sys.stderr.flush()
             else:
-                writer = self.config.get_terminal_writer()
-                writer.line(text)
-                writer.flush()
+                terminal: Any = self.config.pluginmanager.getplugin("terminalreporter")
+                terminal.write_line(text)
+                terminal.flush()
 
     def _rewrite(self, text: str, final: bool) -> None:
-        writer = self.config.get_terminal_writer()
-        width = max(20, writer.fullwidth - 1)
-        with self._uncaptured():
-            writer.write(("\r" if self._live else "\n") + text[:width].ljust(width), flush=True)
+        terminal: Any = self.config.pluginmanager.getplugin("terminalreporter")
+        with self._uncaptured():  # the terminal's width is only known with capturing suspended
+            width = max(20, self._width() - 1)
+            if not self._live:
+                terminal.ensure_newline()  # start below pytest's own progress output
+            terminal.write("\r" + text[:width].ljust(width), flush=True)
             self._live = not final
             if final:
-                writer.write("\n", flush=True)
+                terminal.write("\n", flush=True)
+
+    def _width(self) -> int:
+        return int(self.config.get_terminal_writer().fullwidth)
