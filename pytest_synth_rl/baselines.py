@@ -656,7 +656,8 @@ def check_baseline(
     if update:
         kept = dict(existing.tolerances) if existing else {}
         kept.update(_validated_tolerances(tolerances))
-        curve = [] if isinstance(metrics, Mapping) else _reward_curve(getattr(metrics, "history", ()))[0]
+        history = getattr(metrics, "history", None)  # a job result, not a plain metrics mapping
+        curve = _reward_curve(history)[0] if history is not None else []
         path = store.save(test_id, values, kept, reward_curve=curve)
         before: Baseline | Mapping[str, float] = existing if existing is not None else {}
         comparison = compare(values, before, tolerances, default, test_id=test_id)

@@ -162,7 +162,10 @@ def test_bad_progress_option_is_a_usage_error(pytester: pytest.Pytester) -> None
 SUITE = """
 import pytest
 
-pytestmark = [pytest.mark.synth_task_app("arithmetic_task_app.py"), pytest.mark.synth_rl(config="arithmetic.toml")]
+pytestmark = [
+    pytest.mark.synth_task_app("arithmetic_task_app.py"),
+    pytest.mark.synth_rl(config="arithmetic.toml"),
+]
 
 
 def test_trains(synth_rl_job, synth_expect):
