@@ -18,7 +18,9 @@ __all__ = ["STATUS_COLORS", "reward_chart_svg"]
 WIDTH, HEIGHT = 480, 230
 LEFT, RIGHT, TOP, BOTTOM = 56, 464, 30, 160  # the plot area
 BAND_TOP, BAND_HEIGHT = 196, 14  # the status timeline
-REWARD_COLOR, BASELINE_COLOR, FAILURE_COLOR = "#1f6feb", "#8b949e", "#d1242f"
+REWARD_COLOR, BASELINE_COLOR, FAILURE_COLOR = "#1f6feb", "#a5b1bd", "#d1242f"
+#: The baseline is a wide pale band under the reward curve, so it stays visible where they agree.
+BASELINE_STYLE = ' stroke-width="6" stroke-opacity="0.7" stroke-linecap="round"'
 STATUS_COLORS = {
     "queued": "#afb8c1",
     "pending": "#afb8c1",
@@ -74,12 +76,12 @@ def reward_chart_svg(
         f'<text class="x-max" x="{RIGHT}" y="{BOTTOM + 14}" text-anchor="middle">{steps}</text>',
         f'<text x="{(LEFT + RIGHT) / 2}" y="{BOTTOM + 14}" text-anchor="middle" fill="#57606a">step</text>',
     ]
-    legend = [("reward", REWARD_COLOR, "")]
+    legend = [("reward", REWARD_COLOR, ' stroke-width="2"')]
     if baseline:
-        legend.append(("baseline", BASELINE_COLOR, ' stroke-dasharray="5 3"'))
-        parts.append(_polyline("baseline", baseline, BASELINE_COLOR, x, y, ' stroke-dasharray="5 3"'))
+        legend.append(("baseline", BASELINE_COLOR, BASELINE_STYLE))
+        parts.append(_polyline("baseline", baseline, BASELINE_COLOR, x, y, BASELINE_STYLE))
     if rewards:
-        parts.append(_polyline("reward", rewards, REWARD_COLOR, x, y, ""))
+        parts.append(_polyline("reward", rewards, REWARD_COLOR, x, y, ' stroke-width="2"'))
     else:
         parts.append(
             f'<text x="{(LEFT + RIGHT) / 2}" y="{(TOP + BOTTOM) / 2}" text-anchor="middle" '
@@ -94,7 +96,7 @@ def reward_chart_svg(
             f'y="{cy - 8:.1f}" text-anchor="end" fill="{FAILURE_COLOR}">failed after step {index + 1}'
             "</text></g>"
         )
-        legend.append(("failure", FAILURE_COLOR, ""))
+        legend.append(("failure", FAILURE_COLOR, ' stroke-width="2"'))
     parts.extend(_legend(legend))
     parts.extend(_timeline(timeline))
     if title:
@@ -103,21 +105,21 @@ def reward_chart_svg(
     return "".join(parts)
 
 
-def _polyline(name: str, values: list[float], color: str, x: Any, y: Any, dash: str) -> str:
+def _polyline(name: str, values: list[float], color: str, x: Any, y: Any, style: str) -> str:
     points = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
     data = " ".join(repr(v) for v in values)
     return (
         f'<polyline class="{name}" data-values="{data}" points="{points}" fill="none" '
-        f'stroke="{color}" stroke-width="2"{dash}/>'
+        f'stroke="{color}"{style}/>'
     )
 
 
 def _legend(items: list[tuple[str, str, str]]) -> list[str]:
     out = ['<g class="legend">']
     left = LEFT
-    for name, color, dash in items:
+    for name, color, style in items:
         out.append(
-            f'<line x1="{left}" y1="14" x2="{left + 18}" y2="14" stroke="{color}" stroke-width="2"{dash}/>'
+            f'<line x1="{left}" y1="14" x2="{left + 18}" y2="14" stroke="{color}"{style}/>'
             f'<text x="{left + 22}" y="18">{name}</text>'
         )
         left += 30 + 7 * len(name)
