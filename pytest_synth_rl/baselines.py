@@ -389,14 +389,18 @@ class Baseline:
     metrics: dict[str, float]
     tolerances: dict[str, Tolerance] = field(default_factory=dict)
     path: Path | None = None
+    #: The reward curve of the run that wrote the baseline: drawn next to later runs' curves.
+    reward_curve: list[float] = field(default_factory=list)
 
     def to_json(self) -> str:
-        document = {
+        document: dict[str, Any] = {
             "version": FORMAT_VERSION,
             "test_id": self.test_id,
             "metrics": self.metrics,
             "tolerances": {name: tol.to_json() for name, tol in self.tolerances.items()},
         }
+        if self.reward_curve:
+            document["reward_curve"] = self.reward_curve
         return json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
     @classmethod
@@ -430,11 +434,15 @@ class Baseline:
             str(name): Tolerance.from_json(value, where=f"baseline file {path}, tolerances.{name}")
             for name, value in raw_tolerances.items()
         }
+        curve = data.get("reward_curve") or []
+        if not isinstance(curve, list) or any(_as_number(v) is None for v in curve):
+            raise BaselineError(f'baseline file {path}: "reward_curve" must be a list of numbers', hint=fix)
         return cls(
             test_id=str(data.get("test_id", "")),
             metrics=metrics,
             tolerances=tolerances,
             path=path,
+            reward_curve=[float(v) for v in curve],
         )
 
 
@@ -474,12 +482,14 @@ class BaselineStore:
         test_id: str,
         metrics: Mapping[str, float],
         tolerances: Mapping[str, Tolerance] | None = None,
+        reward_curve: Sequence[float] = (),
     ) -> Path:
         """Write (or replace) the baseline of *test_id* atomically; returns its path."""
         baseline = Baseline(
             test_id=test_id,
             metrics=_validated_metrics(metrics),
             tolerances=_validated_tolerances(tolerances),
+            reward_curve=[float(v) for v in reward_curve],
         )
         return atomic_write_text(self.path_for(test_id), baseline.to_json())
 
@@ -646,7 +656,9 @@ def check_baseline(
     if update:
         kept = dict(existing.tolerances) if existing else {}
         kept.update(_validated_tolerances(tolerances))
-        path = store.save(test_id, values, kept)
+        history = getattr(metrics, "history", None)  # a job result, not a plain metrics mapping
+        curve = _reward_curve(history)[0] if history is not None else []
+        path = store.save(test_id, values, kept, reward_curve=curve)
         before: Baseline | Mapping[str, float] = existing if existing is not None else {}
         comparison = compare(values, before, tolerances, default, test_id=test_id)
         return BaselineComparison(rows=comparison.rows, test_id=test_id, path=path, updated=True)

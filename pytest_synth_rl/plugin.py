@@ -17,6 +17,7 @@ import pytest
 
 from .errors import ConfigProblem, MarkerError, SynthUsageError
 from .markers import MARKERS, SynthTestSpec, parse_test_spec
+from .plugin_views import register_views
 from .settings import OPTIONS, SynthSettings, resolve_settings
 from .summary import RunSummary, job_properties
 
@@ -78,6 +79,7 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     config.stash[_SETTINGS_KEY] = settings
     config.pluginmanager.register(RunSummary(config, settings), "synth-rl-summary")
+    register_views(config, settings)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

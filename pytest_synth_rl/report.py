@@ -19,7 +19,10 @@ from typing import Any
 from .masking import redact
 from .render import format_duration, sparkline, table
 
-__all__ = ["JobRecord", "RunReport", "job_record"]
+__all__ = ["JOB_PROPERTY", "JobRecord", "RunReport", "job_record", "mermaid_chart", "status_runs"]
+
+#: The ``user_properties`` name under which a test report carries one job row (as JSON).
+JOB_PROPERTY = "synth_rl_job"
 
 
 @dataclass
@@ -36,6 +39,8 @@ class JobRecord:
     wall_seconds: float | None = None
     error: str | None = None
     cancelled_by_plugin: bool = False
+    #: The statuses the polls saw: ``[status, first_seconds, last_seconds]`` runs.
+    timeline: list[list[Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -61,10 +66,12 @@ def job_record(
     final_reward: float | None = None
     error: str | None = None
     clock_seconds: float | None = None
+    timeline: list[list[Any]] = []
     if result is not None:
         status = result.status
         final_reward = result.final_reward
         error = result.error
+        timeline = status_runs((r.status, r.elapsed) for r in getattr(result, "history", ()))
     elif status_payload:
         from .client.results import extract_error, extract_final_reward, job_status
 
@@ -87,6 +94,50 @@ def job_record(
         wall_seconds=wall_seconds,
         error=error,
         cancelled_by_plugin=cancelled_by_plugin,
+        timeline=timeline,
+    )
+
+
+def status_runs(samples: Iterable[tuple[str, float]]) -> list[list[Any]]:
+    """``(status, elapsed)`` polls collapsed into ``[status, first, last]`` runs."""
+    runs: list[list[Any]] = []
+    for status, elapsed in samples:
+        if runs and runs[-1][0] == status:
+            runs[-1][2] = elapsed
+        else:
+            runs.append([status, elapsed, elapsed])
+    return runs
+
+
+#: GitHub's Mermaid renders long x axes unreadably; longer curves are sampled evenly for the chart.
+MAX_CHART_POINTS = 100
+
+
+def _quoted(text: str) -> str:
+    return '"' + text.replace('"', "'").replace("\n", " ") + '"'
+
+
+def mermaid_chart(record: JobRecord, max_points: int = MAX_CHART_POINTS) -> str:
+    """A Mermaid ``xychart-beta`` block of the job's reward per step (GitHub renders it)."""
+    rewards = record.rewards
+    steps = list(range(1, len(rewards) + 1))
+    if len(rewards) > max_points:
+        picks = sorted({round(i * (len(rewards) - 1) / (max_points - 1)) for i in range(max_points)})
+        steps, rewards = [steps[i] for i in picks], [rewards[i] for i in picks]
+    low, high = min(rewards), max(rewards)
+    if high - low < 1e-12:
+        low, high = low - 0.5, high + 0.5
+    title = f"{record.test_id} ({record.job_id or '-'}, {record.status or 'not submitted'})"
+    return "\n".join(
+        [
+            "```mermaid",
+            "xychart-beta",
+            f"    title {_quoted(title)}",
+            f"    x-axis {_quoted('step')} [{', '.join(str(s) for s in steps)}]",
+            f"    y-axis {_quoted('reward')} {low:.4g} --> {high:.4g}",
+            f"    line [{', '.join(f'{r:.4g}' for r in rewards)}]",
+            "```",
+        ]
     )
 
 
@@ -150,7 +201,30 @@ class RunReport:
         for row in self._rows():
             cells = [str(c).replace("|", "\\|") for c in row]
             lines.append("| " + " | ".join(cells) + " |")
-        return "\n".join(lines) + "\n"
+        charts = [mermaid_chart(r) for r in self.records if r.rewards]
+        if charts:
+            lines.extend(["", "#### Reward curves", ""])
+            for chart in charts:
+                lines.extend([chart, ""])
+        return "\n".join(lines).rstrip("\n") + "\n"
+
+    @classmethod
+    def from_json(cls, data: Any, *, where: str = "report") -> RunReport:
+        """A report read back from :meth:`to_json` output; :class:`ValueError` names what is wrong."""
+        if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
+            raise ValueError(f'{where}: expected a JSON object with a "jobs" list (a --synth-report file)')
+        if data.get("version") != 1:
+            raise ValueError(f"{where}: report format version {data.get('version')!r}; this reads version 1")
+        report = cls(mode=str(data.get("mode", "offline")), backend=str(data.get("backend", "")))
+        known = set(JobRecord.__dataclass_fields__)
+        for index, job in enumerate(data["jobs"]):
+            if not isinstance(job, dict) or "test_id" not in job:
+                raise ValueError(f"{where}: jobs[{index}] is not a job row (no test_id)")
+            unknown = sorted(set(job) - known)
+            if unknown:
+                raise ValueError(f"{where}: jobs[{index}] has unknown keys {', '.join(unknown)}")
+            report.add(JobRecord(**{"job_id": None, "status": None, "backend": "", **job}))
+        return report
 
     def to_json(self) -> dict[str, Any]:
         records = self.records

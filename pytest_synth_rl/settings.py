@@ -10,6 +10,7 @@ Usable without pytest: ``resolve_settings(cli={}, env=os.environ, ini={})``.
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -30,6 +31,7 @@ __all__ = [
 #: The hosted backend; offline, the fake is mounted on this host so URLs look the same.
 DEFAULT_BACKEND_URL = "https://api.usesynth.ai"
 RECORD_MODES = ("none", "once", "new", "rewrite")
+PROGRESS_MODES = ("auto", "line", "heartbeat", "off")
 _MOCK_WORDS = {"", "mock", "fake", "offline"}
 
 
@@ -63,6 +65,15 @@ def _record_mode(raw: Any) -> str:
     text = aliases.get(text, text)
     if text not in RECORD_MODES:
         raise ValueError(f"record mode must be one of {', '.join(RECORD_MODES)}, got {raw!r}")
+    return text
+
+
+def _progress_mode(raw: Any) -> str:
+    text = str(raw).strip().lower()
+    if text not in PROGRESS_MODES:
+        near = difflib.get_close_matches(text, PROGRESS_MODES, n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise ValueError(f"progress must be one of {', '.join(PROGRESS_MODES)}, got {raw!r}{hint}")
     return text
 
 
@@ -182,6 +193,27 @@ OPTIONS: tuple[OptionSpec, ...] = (
         ini="synth_baseline_dir",
         default="tests/baselines",
     ),
+    OptionSpec(
+        "progress",
+        "Progress of jobs waited on in real time: auto (default: a live line on a terminal, else "
+        "heartbeats), line, heartbeat or off. Never printed on the offline virtual clock.",
+        flag="--synth-progress",
+        env=("SYNTH_PROGRESS",),
+        ini="synth_progress",
+        default="auto",
+        parse=_progress_mode,
+        metavar="auto|line|heartbeat|off",
+    ),
+    OptionSpec(
+        "heartbeat_interval",
+        "Seconds between heartbeat lines of a job waited on (CI logs, -q, xdist). Default 60.",
+        flag="--synth-heartbeat-interval",
+        env=("SYNTH_HEARTBEAT_INTERVAL",),
+        ini="synth_heartbeat_interval",
+        default=60.0,
+        parse=_positive_float("synth heartbeat interval"),
+        metavar="SECONDS",
+    ),
 )
 
 _BY_NAME = {spec.name: spec for spec in OPTIONS}
@@ -203,6 +235,8 @@ class SynthSettings:
     cassette_dir: str = "tests/cassettes"
     update_baselines: bool = False
     baseline_dir: str = "tests/baselines"
+    progress: str = "auto"
+    heartbeat_interval: float = 60.0
     api_key: Secret | None = None
     task_app_api_key: Secret | None = None
     #: Where each value came from: "marker", "cli", "env:NAME", "ini", "default".

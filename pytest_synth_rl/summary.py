@@ -13,15 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .report import JOB_PROPERTY
 from .settings import SynthSettings
 
 if TYPE_CHECKING:
     from .report import JobRecord, RunReport
 
 __all__ = ["JOB_PROPERTY", "RunSummary", "job_properties"]
-
-#: The user property carrying one job row (JSON) on a test report.
-JOB_PROPERTY = "synth_rl_job"
 
 
 def job_properties(records: list[JobRecord]) -> list[tuple[str, str]]:

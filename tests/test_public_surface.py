@@ -16,15 +16,21 @@ STARTUP_MODULES = {
     "pytest_synth_rl.markers",
     "pytest_synth_rl.masking",
     "pytest_synth_rl.plugin",
+    "pytest_synth_rl.plugin_views",
+    "pytest_synth_rl.progress",
+    "pytest_synth_rl.render",
+    "pytest_synth_rl.report",
     "pytest_synth_rl.settings",
     "pytest_synth_rl.summary",
+    "pytest_synth_rl.support",
+    "pytest_synth_rl.support.poll_watch",
 }
 
 
 def test_loading_the_plugin_imports_only_options_and_markers() -> None:
     code = (
         "import sys, pytest_synth_rl.plugin\n"
-        "print(sorted(m for m in sys.modules if m.startswith('pytest_synth_rl') or m == 'uvicorn'))"
+        "print(sorted(m for m in sys.modules if m.startswith('pytest_synth_rl') or m in ('uvicorn', 'httpx')))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120

@@ -21,9 +21,10 @@ from typing import Any
 
 from ..clock import Clock
 from ..errors import ConfigProblem, JobFailedError, JobTimeoutError, SynthUsageError
+from ..support.poll_watch import PollObserver, observe_polls, poll_observers
 from .results import JobResult, PollRecord, is_terminal, job_status
 
-__all__ = ["Poller", "SynthCallbackWarning", "summarize_history"]
+__all__ = ["PollObserver", "Poller", "SynthCallbackWarning", "observe_polls", "summarize_history"]
 
 # Float noise from summing many virtual sleeps must not buy an extra poll past the deadline.
 _EPSILON = 1e-9
@@ -101,6 +102,11 @@ class Poller:
         )
         self.history.append(entry)
         self.note = note
+        for observer in poll_observers():
+            try:
+                observer(self, entry)
+            except Exception as exc:
+                self.callback_failed(exc)
         return entry
 
     def callback_failed(self, exc: BaseException) -> None:

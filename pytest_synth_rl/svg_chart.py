@@ -1,0 +1,161 @@
+"""A job's reward curve as a small inline SVG, for HTML reports.
+
+People read an RL run as a curve. This draws one in plain markup (no plotting library): axes with
+min/max labels, the reward curve, the baseline curve it was compared with, the point where the
+job failed, and a band of the statuses the job went through. Every value drawn is also kept as a
+``data-values`` attribute, so a reader (or a test) can get the numbers back exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+from xml.sax.saxutils import escape, quoteattr
+
+__all__ = ["STATUS_COLORS", "reward_chart_svg"]
+
+WIDTH, HEIGHT = 480, 230
+LEFT, RIGHT, TOP, BOTTOM = 56, 464, 30, 160  # the plot area
+BAND_TOP, BAND_HEIGHT = 196, 14  # the status timeline
+REWARD_COLOR, BASELINE_COLOR, FAILURE_COLOR = "#1f6feb", "#a5b1bd", "#d1242f"
+#: The baseline is a wide pale band under the reward curve, so it stays visible where they agree.
+BASELINE_STYLE = ' stroke-width="6" stroke-opacity="0.7" stroke-linecap="round"'
+STATUS_COLORS = {
+    "queued": "#afb8c1",
+    "pending": "#afb8c1",
+    "running": "#54aeff",
+    "succeeded": "#2da44e",
+    "failed": "#d1242f",
+    "cancelled": "#bf8700",
+}
+
+
+def _num(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def _finite(values: Sequence[float]) -> list[float]:
+    return [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+
+
+def reward_chart_svg(
+    rewards: Sequence[float],
+    *,
+    baseline: Sequence[float] = (),
+    failed: bool = False,
+    timeline: Sequence[Sequence[Any]] = (),
+    title: str = "",
+) -> str:
+    """The SVG markup (one ``<svg>`` element) of a reward curve; *timeline* holds
+    ``(status, first_seconds, last_seconds)`` runs of the job's polls."""
+    rewards, baseline = _finite(rewards), _finite(baseline)
+    values = rewards + baseline
+    low, high = (min(values), max(values)) if values else (0.0, 1.0)
+    if high - low < 1e-12:
+        low, high = low - 0.5, high + 0.5
+    steps = max(len(rewards), len(baseline), 2)
+
+    def x(index: int) -> float:  # index 0 is step 1
+        return LEFT + (RIGHT - LEFT) * index / (steps - 1)
+
+    def y(value: float) -> float:
+        return BOTTOM - (BOTTOM - TOP) * (value - low) / (high - low)
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="synth-reward-chart" width="{WIDTH}" '
+        f'height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="11" '
+        f'role="img" aria-label={quoteattr("reward curve " + title)}>',
+        f'<rect width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>',
+        f'<line class="axis" x1="{LEFT}" y1="{BOTTOM}" x2="{RIGHT}" y2="{BOTTOM}" stroke="#57606a"/>',
+        f'<line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{BOTTOM}" stroke="#57606a"/>',
+        f'<text class="y-max" x="{LEFT - 4}" y="{TOP + 4}" text-anchor="end">{_num(high)}</text>',
+        f'<text class="y-min" x="{LEFT - 4}" y="{BOTTOM}" text-anchor="end">{_num(low)}</text>',
+        f'<text x="{LEFT - 4}" y="{(TOP + BOTTOM) / 2 + 4}" text-anchor="end" fill="#57606a">reward</text>',
+        f'<text class="x-min" x="{LEFT}" y="{BOTTOM + 14}" text-anchor="middle">1</text>',
+        f'<text class="x-max" x="{RIGHT}" y="{BOTTOM + 14}" text-anchor="middle">{steps}</text>',
+        f'<text x="{(LEFT + RIGHT) / 2}" y="{BOTTOM + 14}" text-anchor="middle" fill="#57606a">step</text>',
+    ]
+    legend = [("reward", REWARD_COLOR, ' stroke-width="2"')]
+    if baseline:
+        legend.append(("baseline", BASELINE_COLOR, BASELINE_STYLE))
+        parts.append(_polyline("baseline", baseline, BASELINE_COLOR, x, y, BASELINE_STYLE))
+    if rewards:
+        parts.append(_polyline("reward", rewards, REWARD_COLOR, x, y, ' stroke-width="2"'))
+    else:
+        parts.append(
+            f'<text x="{(LEFT + RIGHT) / 2}" y="{(TOP + BOTTOM) / 2}" text-anchor="middle" '
+            'fill="#57606a">no rewards reported</text>'
+        )
+    if failed:
+        index = max(len(rewards) - 1, 0)
+        cx, cy = x(index), y(rewards[-1]) if rewards else (TOP + BOTTOM) / 2
+        parts.append(
+            f'<g class="failure" data-step="{index + 1}"><circle cx="{cx:.1f}" cy="{cy:.1f}" r="5" '
+            f'fill="none" stroke="{FAILURE_COLOR}" stroke-width="2"/><text x="{cx - 8:.1f}" '
+            f'y="{cy - 8:.1f}" text-anchor="end" fill="{FAILURE_COLOR}">failed after step {index + 1}'
+            "</text></g>"
+        )
+        legend.append(("failure", FAILURE_COLOR, ' stroke-width="2"'))
+    parts.extend(_legend(legend))
+    parts.extend(_timeline(timeline))
+    if title:
+        parts.insert(1, f"<title>{escape(title)}</title>")
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _polyline(name: str, values: list[float], color: str, x: Any, y: Any, style: str) -> str:
+    points = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
+    data = " ".join(repr(v) for v in values)
+    return (
+        f'<polyline class="{name}" data-values="{data}" points="{points}" fill="none" '
+        f'stroke="{color}"{style}/>'
+    )
+
+
+def _legend(items: list[tuple[str, str, str]]) -> list[str]:
+    out = ['<g class="legend">']
+    left = LEFT
+    for name, color, style in items:
+        out.append(
+            f'<line x1="{left}" y1="14" x2="{left + 18}" y2="14" stroke="{color}"{style}/>'
+            f'<text x="{left + 22}" y="18">{name}</text>'
+        )
+        left += 30 + 7 * len(name)
+    out.append("</g>")
+    return out
+
+
+def _timeline(runs: Sequence[Sequence[Any]]) -> list[str]:
+    """Status runs as a band: each run lasts until the next one begins."""
+    if not runs:
+        return []
+    starts = [float(run[1]) for run in runs]
+    end = max(float(runs[-1][2]), starts[-1])
+    span = end - starts[0]
+    out = [
+        f'<g class="timeline"><text x="{LEFT - 4}" y="{BAND_TOP + 11}" text-anchor="end" '
+        'fill="#57606a">status</text>'
+    ]
+    count = len(runs)
+    for i, run in enumerate(runs):
+        status = str(run[0])
+        begin = starts[i]
+        finish = starts[i + 1] if i + 1 < count else end
+        if span > 0:
+            left = LEFT + (RIGHT - LEFT) * (begin - starts[0]) / span
+            width = (RIGHT - LEFT) * (finish - begin) / span
+        else:
+            left, width = LEFT + (RIGHT - LEFT) * i / count, (RIGHT - LEFT) / count
+        width = max(width, 3.0)
+        color = STATUS_COLORS.get(status, "#8c959f")
+        label = escape(status) if width > 7 * len(status) else ""
+        out.append(
+            f'<g class="status" data-status={quoteattr(status)}><title>{escape(status)} '
+            f"{_num(begin)}s-{_num(float(run[2]))}s</title>"
+            f'<rect x="{left:.1f}" y="{BAND_TOP}" width="{width:.1f}" height="{BAND_HEIGHT}" fill="{color}"/>'
+            f'<text x="{left + 3:.1f}" y="{BAND_TOP + 11}" fill="#ffffff">{label}</text></g>'
+        )
+    out.append("</g>")
+    return out
