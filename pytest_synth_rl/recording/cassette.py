@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SynthError
-from .redaction import SecretLeakError, find_leaks
+from .redaction import Redactor, SecretLeakError, find_leaks
 from .storage import atomic_write_text, safe_file_stem
 
 __all__ = [
@@ -132,13 +132,23 @@ def header_items(headers: Mapping[str, str | list[str]]) -> list[tuple[str, str]
     return items
 
 
-@dataclass
+@dataclass(repr=False)
 class RecordedRequest:
     method: str
     url: str
     headers: Headers = field(default_factory=dict)
     body: Any = None
     body_encoding: str | None = None
+
+    def __repr__(self) -> str:
+        # A record built by hand or read from an old file may hold a raw ``?api_key=...`` URL;
+        # its repr goes into tracebacks and ``-l`` output, so it is always shown redacted.
+        redactor = Redactor()
+        return (
+            f"RecordedRequest(method={self.method!r}, url={redactor.url(self.url)!r}, "
+            f"headers={redactor.headers_of(header_items(self.headers))!r}, "
+            f"body={redactor.json(self.body)!r}, body_encoding={self.body_encoding!r})"
+        )
 
     def content(self) -> bytes:
         return decode_body(self.body, self.body_encoding, self.headers)
