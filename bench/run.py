@@ -33,6 +33,7 @@ BENCHMARKS: dict[str, str] = {
     "rollouts": "bench.bench_rollouts",
     "plugin_overhead": "bench.bench_plugin_overhead",
     "xdist": "bench.bench_xdist",
+    "faults": "bench.bench_faults",
 }
 
 #: A target line as ``bench._common.report`` prints it.
