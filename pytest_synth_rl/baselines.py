@@ -42,7 +42,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .errors import SynthError
-from .recording.storage import atomic_write_text, safe_file_stem, shell_quote
+from .recording.storage import (
+    UnreadableDocument,
+    atomic_write_text,
+    parse_json_document,
+    safe_file_stem,
+    shell_quote,
+)
 from .render import table
 
 __all__ = [
@@ -400,16 +406,12 @@ class Baseline:
         return json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
     @classmethod
-    def from_json(cls, text: str, *, path: Path) -> Baseline:
+    def from_json(cls, text: str | bytes, *, path: Path) -> Baseline:
         fix = "fix the file by hand, or delete it and re-run with --synth-update-baselines"
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise BaselineError(
-                f"baseline file {path} is not valid JSON (line {error.lineno}, column {error.colno}: "
-                f"{error.msg})",
-                hint=fix,
-            ) from None
+            data = parse_json_document(text)
+        except UnreadableDocument as error:
+            raise BaselineError(f"baseline file {path} {error}", hint=fix) from None
         if not isinstance(data, dict) or not isinstance(data.get("metrics"), dict):
             raise BaselineError(f'baseline file {path}: expected an object with a "metrics" object', hint=fix)
         version = data.get("version", FORMAT_VERSION)
@@ -462,7 +464,7 @@ class BaselineStore:
         """The stored baseline of *test_id*, or ``None`` if it was never written."""
         path = self.path_for(test_id)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_bytes()
         except FileNotFoundError:
             return None
         except OSError as error:
