@@ -34,6 +34,7 @@ BENCHMARKS: dict[str, str] = {
     "plugin_overhead": "bench.bench_plugin_overhead",
     "xdist": "bench.bench_xdist",
     "faults": "bench.bench_faults",
+    "taskapp_leak": "bench.bench_taskapp_leak",
 }
 
 #: A target line as ``bench._common.report`` prints it.
