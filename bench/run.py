@@ -35,6 +35,8 @@ BENCHMARKS: dict[str, str] = {
     "plugin_overhead": "bench.bench_plugin_overhead",
     "xdist": "bench.bench_xdist",
     "import": "bench.bench_import",
+    "faults": "bench.bench_faults",
+    "taskapp_leak": "bench.bench_taskapp_leak",
 }
 
 #: A target line as ``bench._common.report`` prints it.

@@ -192,9 +192,15 @@ def reward_curve(
     return rewards
 
 
-def collect_job_history(job: _Job, result: Any = None) -> JobHistory:
-    """Gather a job's history from a poll result (if any) plus its events and metrics."""
+def collect_job_history(job: _Job, result: Any = None, polls: Sequence[Any] = ()) -> JobHistory:
+    """Gather a job's history from a poll result (if any) plus its events and metrics.
+
+    *polls* are the poll records of a wait that ended without a result (a timeout carries them
+    in ``JobTimeoutError.history``), so the message still shows every status that was seen.
+    """
     history = JobHistory(job_id=job.job_id)
+    for record in polls:
+        history.statuses.append((float(record.elapsed), str(record.status)))
     if result is not None:
         for record in getattr(result, "history", None) or []:
             history.statuses.append((float(record.elapsed), str(record.status)))
@@ -232,8 +238,8 @@ class JobExpectation:
         self.result: Any = None
 
     # -- helpers ------------------------------------------------------------------------------
-    def _fail(self, summary: str) -> AssertionError:
-        history = collect_job_history(self.job, self.result)
+    def _fail(self, summary: str, polls: Sequence[Any] = ()) -> AssertionError:
+        history = collect_job_history(self.job, self.result, polls)
         # The history quotes the backend's own words (job errors, event messages), which may echo
         # a key back; an assertion message ends up in terminal output, JUnit XML and CI logs.
         return AssertionError(redact(f"{summary}\n{history.render()}"))
@@ -263,7 +269,8 @@ class JobExpectation:
             limit = within if within is not None else self.timeout
             raise self._fail(
                 f"expected job {self.job.job_id} to finish within {format_duration(limit)}, "
-                f"but it was still {exc.last_status!r}"
+                f"but it was still {exc.last_status!r} after {len(exc.history)} polls",
+                exc.history,
             ) from None
         return self
 

@@ -43,7 +43,13 @@ from typing import Any, Literal
 
 from .errors import SynthError
 from .render import table
-from .support.files import atomic_write_text, safe_file_stem, shell_quote
+from .support.files import (
+    UnreadableDocument,
+    atomic_write_text,
+    parse_json_document,
+    safe_file_stem,
+    shell_quote,
+)
 
 __all__ = [
     "DEFAULT_TOLERANCE",
@@ -404,16 +410,12 @@ class Baseline:
         return json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
     @classmethod
-    def from_json(cls, text: str, *, path: Path) -> Baseline:
+    def from_json(cls, text: str | bytes, *, path: Path) -> Baseline:
         fix = "fix the file by hand, or delete it and re-run with --synth-update-baselines"
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise BaselineError(
-                f"baseline file {path} is not valid JSON (line {error.lineno}, column {error.colno}: "
-                f"{error.msg})",
-                hint=fix,
-            ) from None
+            data = parse_json_document(text)
+        except UnreadableDocument as error:
+            raise BaselineError(f"baseline file {path} {error}", hint=fix) from None
         if not isinstance(data, dict) or not isinstance(data.get("metrics"), dict):
             raise BaselineError(f'baseline file {path}: expected an object with a "metrics" object', hint=fix)
         version = data.get("version", FORMAT_VERSION)
@@ -470,7 +472,7 @@ class BaselineStore:
         """The stored baseline of *test_id*, or ``None`` if it was never written."""
         path = self.path_for(test_id)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_bytes()
         except FileNotFoundError:
             return None
         except OSError as error:

@@ -13,6 +13,8 @@ import os
 import threading
 from collections.abc import Iterable
 
+from .secret_forms import scrub
+
 __all__ = [
     "SECRET_ENV_VARS",
     "Secret",
@@ -78,12 +80,15 @@ def known_secrets(extra: Iterable[str | None] = ()) -> list[str]:
 
 
 def redact(text: str, extra: Iterable[str | None] = ()) -> str:
-    """Replace every known secret in *text* by its masked form."""
+    """Replace every known secret in *text* by its masked form.
+
+    Encoded spellings count too: percent-encoded, JSON ``\\u``-escaped, and base64'd (alone or
+    inside a larger blob such as a Basic auth pair); see :mod:`pytest_synth_rl.secret_forms`.
+    """
     if not text:
         return text
     for secret in known_secrets(extra):
-        if secret in text:
-            text = text.replace(secret, mask_secret(secret))
+        text = scrub(text, secret, mask_secret(secret))
     return text
 
 

@@ -32,7 +32,7 @@ from pytest_synth_rl.client import (
 )
 from pytest_synth_rl.client.aio import AsyncRLJob
 from pytest_synth_rl.clock import VirtualClock
-from pytest_synth_rl.errors import BackendError, ConfigError, EnvKeyUploadError, TaskAppVerificationError
+from pytest_synth_rl.errors import BackendError, EnvKeyUploadError, SynthUsageError, TaskAppVerificationError
 from pytest_synth_rl.masking import Secret
 
 
@@ -168,7 +168,7 @@ def test_key_comes_from_the_environment_and_backend_url_gets_api(monkeypatch: py
 
 
 def test_missing_key_is_a_config_error() -> None:
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(SynthUsageError) as info:
         upload_environment_api_key(BACKEND, API_KEY, transport=httpx.MockTransport(KeyStoreBackend()))
     assert info.value.keys == ["env_key"]
     assert "ENVIRONMENT_API_KEY is not set" in str(info.value)
@@ -329,7 +329,10 @@ def test_job_uploads_its_task_app_key(tmp_path: Path) -> None:
 
 
 def test_attached_job_without_a_task_key_says_so() -> None:
-    with attach("job-1", transport=httpx.MockTransport(KeyStoreBackend())) as job, pytest.raises(ConfigError):
+    with (
+        attach("job-1", transport=httpx.MockTransport(KeyStoreBackend())) as job,
+        pytest.raises(SynthUsageError),
+    ):
         job.upload_environment_api_key()
 
 
@@ -391,7 +394,7 @@ def test_verify_task_app_retries_503() -> None:
 
 
 def test_verify_task_app_needs_a_url() -> None:
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(SynthUsageError) as info:
         verify_task_app(BACKEND, API_KEY, transport=httpx.MockTransport(KeyStoreBackend()))
     assert info.value.keys == ["task_url"]
 

@@ -283,7 +283,7 @@ def test_status_retry_budget_exhausted_lists_every_attempt(router: respx.MockRou
     route = router.get(STATUS_URL).respond(502, text="bad gateway")
     with attach("job-1", retry=RetryPolicy(jitter=False, max_attempts=5)) as job:
         with pytest.raises(BackendError) as info:
-            job.poll_until_complete(timeout=100, interval=10)
+            job.poll_until_complete(timeout=100, interval=10, max_failed_polls=1)
         assert _clock(job).sleeps == [0.5, 1.0, 2.0, 4.0]
     assert route.call_count == 5
     err = info.value

@@ -29,7 +29,7 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def problems_for(overrides: dict[str, Any], **kwargs: Any) -> list[ConfigProblem]:
     kwargs.setdefault("task_url", TASK_URL)
     with pytest.raises(ConfigError) as info:
-        build_rl_payload(MINIMAL, overrides=overrides, **kwargs)
+        build_rl_payload(MINIMAL, overrides=overrides, allow_new_keys=True, **kwargs)
     assert info.value.path == str(MINIMAL)
     return info.value.problems
 

@@ -30,7 +30,8 @@ STARTUP_MODULES = {
 def test_loading_the_plugin_imports_only_options_and_markers() -> None:
     code = (
         "import sys, pytest_synth_rl.plugin\n"
-        "print(sorted(m for m in sys.modules if m.startswith('pytest_synth_rl') or m in ('uvicorn', 'httpx')))"
+        "heavy = ('uvicorn', 'httpx')\n"
+        "print(sorted(m for m in sys.modules if m.startswith('pytest_synth_rl') or m in heavy))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120

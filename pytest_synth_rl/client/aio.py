@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import httpx
 
 from ..clock import Clock
+from ..errors import BackendError
 from ..masking import Secret
 from ..support.tls import shared_ssl_context
 from ..taskapp.health import async_check_task_app_health
@@ -22,7 +23,7 @@ from .calls import Call
 from .env_keys import EnvKeyUpload
 from .env_keys import async_upload_environment_api_key as _upload
 from .jobconfig import RLJobConfig
-from .polling import Poller
+from .polling import DEFAULT_MAX_FAILED_POLLS, Poller
 from .results import EventPage, JobResult
 from .retry import RetryPolicy, async_send
 from .sync import HEALTH_TIMEOUT
@@ -93,15 +94,26 @@ class AsyncRLJob(JobBase[httpx.AsyncClient, httpx.AsyncBaseTransport]):
         interval: float = 10.0,
         on_status: Callable[[dict[str, Any]], object] | None = None,
         raise_on_failure: bool = False,
+        *,
+        max_failed_polls: int = DEFAULT_MAX_FAILED_POLLS,
     ) -> JobResult:
         """As :meth:`RLJob.poll_until_complete`; ``on_status`` may also be an async function."""
         job_id = self._require_job_id("poll the job")
         poller = Poller(
-            job_id, timeout=timeout, interval=interval, clock=self._clock, raise_on_failure=raise_on_failure
+            job_id,
+            timeout=timeout,
+            interval=interval,
+            clock=self._clock,
+            raise_on_failure=raise_on_failure,
+            max_failed_polls=max_failed_polls,
         )
         status_call = self._status_call()
         while True:
-            payload, note = await self._run(status_call)
+            try:
+                payload, note = await self._run(status_call)
+            except BackendError as exc:
+                await self._clock.async_sleep(poller.poll_failed(exc))
+                continue
             poller.record(payload, note)
             if on_status is not None:
                 try:

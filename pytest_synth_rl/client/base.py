@@ -103,6 +103,7 @@ class JobBase(Generic[ClientT, TransportT]):
         retry: RetryPolicy | None = None,
         tags: Mapping[str, str] | None = None,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        allow_new_keys: bool = False,
     ) -> J:
         """A new job from an RL TOML config; the payload is built (and validated) right away.
 
@@ -110,7 +111,8 @@ class JobBase(Generic[ClientT, TransportT]):
         service; ``api_key`` -> ``SYNTH_API_KEY`` (else :class:`SynthUsageError`); ``task_app_url`` ->
         ``TASK_APP_URL`` -> the TOML's ``[services].task_url``; ``task_app_api_key`` ->
         ``ENVIRONMENT_API_KEY``. ``tags`` are merged into the payload's top-level ``tags``
-        (which otherwise stays exactly what the upstream SDK sends).
+        (which otherwise stays exactly what the upstream SDK sends). ``overrides`` may only add
+        keys the config or the RL schema knows, unless ``allow_new_keys=True``.
         """
         config = RLJobConfig.resolve(
             config_path,
@@ -122,6 +124,7 @@ class JobBase(Generic[ClientT, TransportT]):
             overrides=overrides,
             idempotency_key=idempotency_key,
             tags=tags,
+            allow_new_keys=allow_new_keys,
         )
         job = cls(
             config,
@@ -224,6 +227,7 @@ class JobBase(Generic[ClientT, TransportT]):
             idempotency=config.idempotency_key,
             allow_experimental=config.allow_experimental,
             backend_url=config.backend_url,
+            allow_new_keys=config.allow_new_keys,
         )
         if config.tags:
             existing = build.payload.get("tags")

@@ -31,7 +31,7 @@ from nacl.public import PublicKey, SealedBox
 
 from ..clock import Clock, RealClock
 from ..config import normalize_backend_url
-from ..errors import ConfigError, ConfigProblem, EnvKeyUploadError
+from ..errors import ConfigProblem, EnvKeyUploadError, SynthUsageError
 from ..masking import Secret
 from .calls import Call, read_object
 from .jobconfig import resolve_api_key, resolve_backend_url
@@ -181,7 +181,7 @@ def _resolve_env_key(env_key: str | Secret | None) -> Secret:
     value = env_key.value if isinstance(env_key, Secret) else env_key
     value = (value or "").strip() or os.environ.get(ENV_KEY_NAME, "").strip()
     if not value:
-        raise ConfigError(
+        raise SynthUsageError(
             [
                 ConfigProblem(
                     key="env_key",

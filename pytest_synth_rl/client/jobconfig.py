@@ -119,6 +119,7 @@ class RLJobConfig:
     overrides: Mapping[str, Any] | None = None
     idempotency_key: str | None = None
     tags: Mapping[str, str] | None = None
+    allow_new_keys: bool = False
     api_base: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -141,6 +142,7 @@ class RLJobConfig:
         overrides: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
         tags: Mapping[str, str] | None = None,
+        allow_new_keys: bool = False,
     ) -> RLJobConfig:
         """Apply the resolution rules: arguments first, then ``BACKEND_BASE_URL`` /
         ``SYNTH_BACKEND_URL``, ``SYNTH_API_KEY``, ``TASK_APP_URL``, ``ENVIRONMENT_API_KEY``.
@@ -186,4 +188,5 @@ class RLJobConfig:
             overrides=dict(overrides) if overrides is not None else None,
             idempotency_key=_blank_to_none(idempotency_key),
             tags=dict(tags) if tags is not None else None,
+            allow_new_keys=allow_new_keys,
         )

@@ -7,7 +7,13 @@ terminal, and swallowed callback errors into a log. Here a :class:`Poller` owns 
   lands exactly on the deadline and the total wait is exactly ``timeout`` on the clock;
 - a terminal status in any spelling ends polling (see :mod:`.results`);
 - a callback that raises is reported as a :class:`SynthCallbackWarning` with its traceback, and
-  polling goes on, because a broken progress printer must not fail a training run.
+  polling goes on, because a broken progress printer must not fail a training run;
+- a poll whose own retries were exhausted on a transient failure (connection error, 408, 429,
+  5xx) does not end the wait: a job with hours left must not be abandoned over one bad minute.
+  The wait goes on until its timeout, or until the *failure budget* is spent: ``max_failed_polls``
+  consecutive polls (default 5) each failed after all their retries. Then the error says how many
+  polls failed and lists every attempt they made. A non-transient answer (401, 404, ...) still
+  ends the wait at once, because waiting will not fix it.
 
 The poller does no I/O; the sync and async jobs call it between their own requests.
 """
@@ -20,11 +26,29 @@ import warnings
 from typing import Any
 
 from ..clock import Clock
-from ..errors import ConfigProblem, JobFailedError, JobTimeoutError, SynthUsageError
+from ..errors import (
+    Attempt,
+    BackendError,
+    ConfigProblem,
+    JobFailedError,
+    JobTimeoutError,
+    SynthUsageError,
+)
 from ..support.poll_watch import PollObserver, observe_polls, poll_observers
 from .results import JobResult, PollRecord, is_terminal, job_status
 
-__all__ = ["PollObserver", "Poller", "SynthCallbackWarning", "observe_polls", "summarize_history"]
+__all__ = [
+    "DEFAULT_MAX_FAILED_POLLS",
+    "PollObserver",
+    "Poller",
+    "SynthCallbackWarning",
+    "is_transient",
+    "observe_polls",
+    "summarize_history",
+]
+
+#: Consecutive failed polls (each after all its retries) that end a wait before its timeout.
+DEFAULT_MAX_FAILED_POLLS = 5
 
 # Float noise from summing many virtual sleeps must not buy an extra poll past the deadline.
 _EPSILON = 1e-9
@@ -70,6 +94,12 @@ def summarize_history(history: list[PollRecord], limit: int = 5) -> str:
     return prefix + " -> ".join(parts)
 
 
+def is_transient(exc: BackendError) -> bool:
+    """Whether a failed request may succeed if asked again later (no answer, 408, 429 or 5xx)."""
+    code = exc.status_code
+    return code is None or code in (408, 429) or code >= 500
+
+
 class Poller:
     """State and rules of one ``poll_until_complete`` call."""
 
@@ -81,8 +111,24 @@ class Poller:
         interval: float,
         clock: Clock,
         raise_on_failure: bool = False,
+        max_failed_polls: int = DEFAULT_MAX_FAILED_POLLS,
     ) -> None:
+        if type(max_failed_polls) is not int or max_failed_polls < 1:
+            raise SynthUsageError(
+                [
+                    ConfigProblem(
+                        key="poll_until_complete.max_failed_polls",
+                        message=f"must be an integer >= 1, got {max_failed_polls!r}",
+                        hint="e.g. poll_until_complete(max_failed_polls=5)",
+                    )
+                ]
+            )
         self.job_id = job_id
+        self.max_failed_polls = max_failed_polls
+        #: The errors of the current run of consecutive failed polls.
+        self.failures: list[BackendError] = []
+        #: How many polls failed over the whole wait.
+        self.failed_polls = 0
         self.timeout = _check_number("timeout", timeout, allow_zero=True)
         self.interval = _check_number("interval", interval, allow_zero=False)
         self.clock = clock
@@ -107,7 +153,38 @@ class Poller:
                 observer(self, entry)
             except Exception as exc:
                 self.callback_failed(exc)
+        self.failures.clear()
         return entry
+
+    def poll_failed(self, exc: BackendError) -> float:
+        """Account for a poll that failed after its retries; the seconds to wait before the next.
+
+        Re-raises *exc* when it is not transient, raises :class:`BackendError` when the failure
+        budget is spent, and :class:`JobTimeoutError` when the deadline has passed.
+        """
+        if not is_transient(exc):
+            raise exc
+        self.failures.append(exc)
+        self.failed_polls += 1
+        if len(self.failures) >= self.max_failed_polls:
+            attempts: list[Attempt] = [a for failure in self.failures for a in failure.attempts]
+            first_line = str(exc.message).splitlines()[0]
+            raise BackendError(
+                f"polling RL job {self.job_id} failed: {len(self.failures)} consecutive poll(s) failed "
+                f"after their retries (failure budget max_failed_polls={self.max_failed_polls}); "
+                f"last: {first_line}",
+                method=exc.method,
+                url=exc.url,
+                status_code=exc.status_code,
+                response_text=exc.response_excerpt,
+                attempts=attempts,
+                hint="the backend kept failing; check its status, or raise "
+                "poll_until_complete(max_failed_polls=...) to wait through longer outages",
+            ) from exc
+        remaining = self.deadline - self.clock.now()
+        if remaining <= _EPSILON:
+            raise self._timeout() from exc
+        return min(self.interval, remaining)
 
     def callback_failed(self, exc: BaseException) -> None:
         """Report a callback error without stopping the poll loop."""
@@ -152,6 +229,10 @@ class Poller:
     def _timeout(self) -> JobTimeoutError:
         last = self.history[-1].status if self.history else None
         note = f"; the last answer was unreadable: {self.note}" if self.note else ""
+        if self.failed_polls:
+            last_error = str(self.failures[-1].message if self.failures else "").splitlines()
+            tail = f", the last one in a row: {last_error[0]}" if last_error else ""
+            note += f"; {self.failed_polls} poll(s) failed after their retries{tail}"
         return JobTimeoutError(
             f"RL job {self.job_id} did not finish within {self.timeout:g}s on {self.clock!r}: "
             f"{len(self.history)} polls every {self.interval:g}s; statuses: "

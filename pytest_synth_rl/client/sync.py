@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import httpx
 
 from ..clock import Clock
+from ..errors import BackendError
 from ..masking import Secret
 from ..support.tls import shared_ssl_context
 from ..taskapp.health import check_task_app_health
@@ -21,7 +22,7 @@ from .calls import Call
 from .env_keys import EnvKeyUpload
 from .env_keys import upload_environment_api_key as _upload
 from .jobconfig import RLJobConfig
-from .polling import Poller
+from .polling import DEFAULT_MAX_FAILED_POLLS, Poller
 from .results import EventPage, JobResult
 from .retry import RetryPolicy, send
 from .task_verify import TaskAppVerification
@@ -97,19 +98,32 @@ class RLJob(JobBase[httpx.Client, httpx.BaseTransport]):
         interval: float = 10.0,
         on_status: Callable[[dict[str, Any]], object] | None = None,
         raise_on_failure: bool = False,
+        *,
+        max_failed_polls: int = DEFAULT_MAX_FAILED_POLLS,
     ) -> JobResult:
         """Poll until the job is terminal; ``timeout`` and ``interval`` are clock seconds, honoured exactly.
 
         Raises :class:`JobTimeoutError` after the poll at the deadline, and
-        :class:`JobFailedError` for a failed/cancelled job if ``raise_on_failure``.
+        :class:`JobFailedError` for a failed/cancelled job if ``raise_on_failure``. A poll that
+        fails after all its retries on a transient error does not end the wait; ``max_failed_polls``
+        such polls in a row do (:class:`BackendError` listing every attempt).
         """
         job_id = self._require_job_id("poll the job")
         poller = Poller(
-            job_id, timeout=timeout, interval=interval, clock=self._clock, raise_on_failure=raise_on_failure
+            job_id,
+            timeout=timeout,
+            interval=interval,
+            clock=self._clock,
+            raise_on_failure=raise_on_failure,
+            max_failed_polls=max_failed_polls,
         )
         status_call = self._status_call()
         while True:
-            payload, note = self._run(status_call)
+            try:
+                payload, note = self._run(status_call)
+            except BackendError as exc:
+                self._clock.sleep(poller.poll_failed(exc))
+                continue
             poller.record(payload, note)
             if on_status is not None:
                 try:

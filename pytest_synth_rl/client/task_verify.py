@@ -18,7 +18,7 @@ import httpx
 
 from ..clock import Clock, RealClock
 from ..config import normalize_backend_url
-from ..errors import ConfigError, ConfigProblem, TaskAppVerificationError
+from ..errors import ConfigProblem, SynthUsageError, TaskAppVerificationError
 from ..masking import Secret, mask_secret
 from .calls import Call, read_object
 from .jobconfig import resolve_api_key, resolve_backend_url
@@ -102,7 +102,7 @@ def verify_task_app_call(api_base: str, api_key: Secret, task_url: str) -> Call[
 def _resolve_task_url(task_url: str | None) -> str:
     value = (task_url or "").strip() or os.environ.get("TASK_APP_URL", "").strip()
     if not value:
-        raise ConfigError(
+        raise SynthUsageError(
             [
                 ConfigProblem(
                     key="task_url",

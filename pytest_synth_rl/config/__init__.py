@@ -9,6 +9,7 @@ and returns the ``POST /api/rl/jobs`` body the SDK would send. The pieces are us
 
 from __future__ import annotations
 
+from .known_keys import SynthConfigWarning
 from .loader import load_rl_config, parse_toml, read_toml_file
 from .models import (
     EXPERIMENTAL_MODELS,
@@ -30,6 +31,7 @@ __all__ = [
     "SPECIAL_KEYS",
     "SUPPORTED_RL_MODELS",
     "RLBuildResult",
+    "SynthConfigWarning",
     "apply_overrides",
     "build_rl_payload",
     "build_rl_payload_from_mapping",

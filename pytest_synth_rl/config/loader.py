@@ -153,7 +153,10 @@ def _syntax_problem(exc: Exception, text: str) -> ConfigProblem:
 
 
 def load_rl_config(
-    config_path: str | os.PathLike[str], *, overrides: Mapping[str, Any] | None = None
+    config_path: str | os.PathLike[str],
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    allow_new_keys: bool = False,
 ) -> dict[str, Any]:
     """The parsed TOML with non-special *overrides* applied; not validated yet.
 
@@ -162,4 +165,4 @@ def load_rl_config(
     """
     path = config_source(config_path)
     parsed = read_toml_file(path)
-    return apply_overrides(parsed, overrides, source=str(path))
+    return apply_overrides(parsed, overrides, source=str(path), allow_new_keys=allow_new_keys)

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..errors import ConfigError, ConfigProblem
 from .coerce import describe
+from .known_keys import check_override_keys
 from .problems import format_key
 from .tree import plain_copy
 
@@ -137,14 +138,44 @@ def split_overrides(
 
 
 def apply_overrides(
-    config: Mapping[str, Any], overrides: Mapping[str, Any] | None, *, source: str | None = None
+    config: Mapping[str, Any],
+    overrides: Mapping[str, Any] | None,
+    *,
+    source: str | None = None,
+    allow_new_keys: bool = False,
 ) -> dict[str, Any]:
-    """Return a copy of *config* with the non-special overrides applied (special keys skipped)."""
+    """Return a copy of *config* with the non-special overrides applied (special keys skipped).
+
+    An override that would add a key neither the config nor the RL schema has
+    (``{"training.batch_sise": 2}``) raises :class:`ConfigError` with a "did you mean", unless
+    *allow_new_keys* is true. Keys inside free-form tables (``tags``, ``rollout.env_config`` ...)
+    and removals (``None``) are always allowed.
+    """
     _, edits = split_overrides(overrides, source=source)
+    parsed = [(parse_dotted_key(key, source=source), key, value) for key, value in edits]
+    if not allow_new_keys:
+        check_override_keys(config, _added_paths(parsed), source=source)
     result: dict[str, Any] = plain_copy(config)
-    for key, value in edits:
-        _apply(result, parse_dotted_key(key, source=source), value, key, source)
+    for path, key, value in parsed:
+        _apply(result, path, value, key, source)
     return result
+
+
+def _added_paths(parsed: list[tuple[tuple[str, ...], str, Any]]) -> list[tuple[tuple[str, ...], str]]:
+    """Every key path the edits write (nested mappings expanded to their leaves)."""
+    out: list[tuple[tuple[str, ...], str]] = []
+
+    def leaves(path: tuple[str, ...], value: Any, origin: str) -> None:
+        if isinstance(value, Mapping) and value:
+            for key, item in value.items():
+                leaves((*path, str(key)), item, origin)
+        else:
+            out.append((path, origin))
+
+    for path, origin, value in parsed:
+        if value is not None:
+            leaves(path, value, origin)
+    return out
 
 
 def _apply(

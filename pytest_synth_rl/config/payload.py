@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import ConfigError, ConfigProblem
 from .coerce import describe
+from .known_keys import warn_unknown_keys
 from .loader import config_source, read_toml_file
 from .overrides import apply_overrides, split_overrides
 from .tree import plain_copy
@@ -44,13 +45,16 @@ def build_rl_payload(
     idempotency: str | None = None,
     allow_experimental: bool | None = None,
     backend_url: str | None = None,
+    allow_new_keys: bool = False,
 ) -> RLBuildResult:
     """Read the TOML file at *config_path*, validate it and build the RL job payload.
 
     Task URL precedence: ``overrides["task_url"]`` > *task_url* (or env ``TASK_APP_URL`` when
     *task_url* is empty) > ``[services].task_url``; blank counts as missing. *backend_url* (or
     ``overrides["backend"]``; the argument wins) adds ``metadata.backend_base_url``.
-    Raises :class:`~pytest_synth_rl.errors.ConfigError` listing every problem.
+    Raises :class:`~pytest_synth_rl.errors.ConfigError` listing every problem; an override that
+    adds a key the config and schema do not have is one, unless *allow_new_keys*. Unknown TOML
+    keys are forwarded unchanged (as the SDK does) with a :class:`SynthConfigWarning`.
     """
     path = config_source(config_path)
     return _build(
@@ -61,6 +65,7 @@ def build_rl_payload(
         idempotency=idempotency,
         allow_experimental=allow_experimental,
         backend_url=backend_url,
+        allow_new_keys=allow_new_keys,
     )
 
 
@@ -73,6 +78,7 @@ def build_rl_payload_from_mapping(
     allow_experimental: bool | None = None,
     backend_url: str | None = None,
     source: str = "<mapping>",
+    allow_new_keys: bool = False,
 ) -> RLBuildResult:
     """Like :func:`build_rl_payload` for a config already parsed into a mapping.
 
@@ -97,6 +103,7 @@ def build_rl_payload_from_mapping(
         idempotency=idempotency,
         allow_experimental=allow_experimental,
         backend_url=backend_url,
+        allow_new_keys=allow_new_keys,
     )
 
 
@@ -123,11 +130,13 @@ def _build(
     idempotency: str | None,
     allow_experimental: bool | None,
     backend_url: str | None,
+    allow_new_keys: bool,
 ) -> RLBuildResult:
     for name, value in (("task_url", task_url), ("backend_url", backend_url), ("idempotency", idempotency)):
         _check_text_argument(name, value, source)
     sdk, _ = split_overrides(overrides, source=source)
-    config = apply_overrides(raw, overrides, source=source)
+    config = apply_overrides(raw, overrides, source=source, allow_new_keys=allow_new_keys)
+    warn_unknown_keys(config, source=source, stacklevel=4)
     checked = check_rl_config(config, allow_experimental=allow_experimental, model_override=sdk.model)
     problems = checked.problems
     services = checked.config.get("services")

@@ -9,13 +9,14 @@ keeps the first problem per key and drops problems *inside* a key that is alread
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 
 from ..errors import ConfigProblem
 
-__all__ = ["KeyPath", "ProblemList", "format_key"]
+__all__ = ["KeyPath", "ProblemList", "format_key", "found_instead"]
 
 #: A location in the config: table keys (str) and array indexes (int).
 KeyPath = tuple[str | int, ...]
@@ -35,6 +36,14 @@ def format_key(path: Sequence[object]) -> str:
             text = json.dumps(text, ensure_ascii=False)
         out = f"{out}.{text}" if out else text
     return out
+
+
+def found_instead(name: str, present: Iterable[object], known: Collection[str]) -> str:
+    """For a missing key *name*: ``"; found 'batch_sise'; did you mean 'batch_size'?"`` when one
+    of the *present* keys that is not *known* looks like a misspelling of it, else ``""``."""
+    strangers = [key for key in present if isinstance(key, str) and key not in known]
+    close = difflib.get_close_matches(name, strangers, n=1, cutoff=0.75)
+    return f"; found {close[0]!r}; did you mean {name!r}?" if close else ""
 
 
 class ProblemList:
@@ -82,6 +91,13 @@ class ProblemList:
     def located(self) -> list[tuple[tuple[object, ...], ConfigProblem]]:
         """Each problem with the key path it was recorded at, in order."""
         return list(zip(self._paths, self._problems, strict=True))
+
+    def revise(self, change: Callable[[KeyPath, ConfigProblem], ConfigProblem]) -> None:
+        """Replace every problem by ``change(path, problem)`` (to add context found later)."""
+        self._problems = [
+            change(path, problem)  # type: ignore[arg-type]
+            for path, problem in zip(self._paths, self._problems, strict=True)
+        ]
 
     def __bool__(self) -> bool:
         return bool(self._problems)

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from ..errors import ConfigError, ConfigProblem
 from .coerce import describe
+from .known_keys import point_at_near_misses
 from .models import ModelRejected, ResolvedModel, resolve_rl_model
 from .problems import KeyPath, ProblemList
 from .rules import check_algorithm_triple, inject_defaults, precheck
@@ -73,6 +74,7 @@ def check_rl_config(
         if isinstance(algorithm, Mapping):
             check_algorithm_triple(algorithm, ("algorithm",), problems)
         _check_json_values(normalized, (), problems)
+        point_at_near_misses(config, problems)
     except RecursionError:
         problems.add((), "is nested too deeply to validate", "flatten the config")
         return ConfigCheck({}, problems)

@@ -18,7 +18,7 @@ from .fields import Field, Section, check_section
 from .problems import KeyPath, ProblemList
 from .rules import truthy
 
-__all__ = ["check_reward_sections"]
+__all__ = ["VERIFIER_OPTIONS_KEYS", "check_reward_sections"]
 
 _PROVIDERS = re.compile(r"openai|groq|gemini")
 _RUBRIC_REMOVED = ("api_base", "api_key_env", "event", "model", "outcome")
@@ -86,6 +86,9 @@ _OPTIONS = Section(
     },
     after=_some_track,
 )
+
+#: The keys [verifier.options] may hold (the 0.5 era added some the typed schema lacks).
+VERIFIER_OPTIONS_KEYS: frozenset[str] = frozenset(_OPTIONS.fields)
 
 _RUBRIC_ENABLED = Section({"enabled": Field("bool", default=False, nullable=False, example="enabled = true")})
 

@@ -15,19 +15,22 @@ from .cassette import (
     RecordedResponse,
     cassette_path,
 )
-from .matching import RequestKey, request_key
+from .matching import DEFAULT_IGNORED_PATHS, DEFAULT_MATCH_ON, MatchConfig, RequestKey, request_key
 from .modes import RecordMode, RecordModeError
 from .recorder import AsyncRecordingTransport, Recorder, RecordingTransport
 from .redaction import REDACTED, Redactor, SecretLeakError, find_leaks
 from .replayer import CassetteMismatchError, Replayer, use_cassette
 
 __all__ = [
+    "DEFAULT_IGNORED_PATHS",
+    "DEFAULT_MATCH_ON",
     "REDACTED",
     "AsyncRecordingTransport",
     "Cassette",
     "CassetteError",
     "CassetteMismatchError",
     "Interaction",
+    "MatchConfig",
     "RecordMode",
     "RecordModeError",
     "RecordedRequest",

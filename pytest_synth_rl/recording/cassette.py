@@ -31,16 +31,18 @@ wrong on replay, are not stored: ``content-length`` (bodies are re-serialised), 
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..errors import SynthError
-from ..support.files import atomic_write_text, safe_file_stem
-from .redaction import SecretLeakError, find_leaks
+from ..support.files import UnreadableDocument, atomic_write_text, parse_json_document, safe_file_stem
+from .redaction import Redactor, SecretLeakError, find_leaks
 
 __all__ = [
     "FORMAT_VERSION",
@@ -132,13 +134,23 @@ def header_items(headers: Mapping[str, str | list[str]]) -> list[tuple[str, str]
     return items
 
 
-@dataclass
+@dataclass(repr=False)
 class RecordedRequest:
     method: str
     url: str
     headers: Headers = field(default_factory=dict)
     body: Any = None
     body_encoding: str | None = None
+
+    def __repr__(self) -> str:
+        # A record built by hand or read from an old file may hold a raw ``?api_key=...`` URL;
+        # its repr goes into tracebacks and ``-l`` output, so it is always shown redacted.
+        redactor = Redactor()
+        return (
+            f"RecordedRequest(method={self.method!r}, url={redactor.url(self.url)!r}, "
+            f"headers={redactor.headers_of(header_items(self.headers))!r}, "
+            f"body={redactor.json(self.body)!r}, body_encoding={self.body_encoding!r})"
+        )
 
     def content(self) -> bytes:
         return decode_body(self.body, self.body_encoding, self.headers)
@@ -197,7 +209,7 @@ class Interaction:
             raise CassetteError(f"{where}.request.url: expected a URL string, got {url!r}")
         if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
             raise CassetteError(f"{where}.response.status: expected an HTTP status 100-599, got {status!r}")
-        return cls(
+        interaction = cls(
             request=RecordedRequest(
                 method=method.upper(),
                 url=url,
@@ -212,6 +224,33 @@ class Interaction:
                 body_encoding=_encoding(response.get("body_encoding"), f"{where}.response"),
             ),
         )
+        _check_url(url, f"{where}.request.url")
+        for side, part in (("request", request), ("response", response)):
+            _check_body(part, f"{where}.{side}")
+        return interaction
+
+
+def _check_url(url: str, where: str) -> None:
+    """A URL that cannot be matched or sent is reported now, not as a raw error on replay."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - parsing the port is the check
+    except ValueError as error:
+        raise CassetteError(f"{where}: {url!r} is not a valid URL ({error})") from None
+    if not parts.scheme or not parts.netloc:
+        raise CassetteError(f"{where}: {url!r} is not an absolute http(s) URL")
+
+
+def _check_body(part: Mapping[str, Any], where: str) -> None:
+    if part.get("body_encoding") != "base64" or part.get("body") is None:
+        return
+    body = part.get("body")
+    try:
+        base64.b64decode(body if isinstance(body, str) else "\0", validate=True)
+    except (binascii.Error, ValueError) as error:
+        raise CassetteError(
+            f"{where}.body: body_encoding is base64 but the body is not valid base64 ({error})"
+        ) from None
 
 
 def _section(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
@@ -287,13 +326,13 @@ class Cassette:
         return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
     @classmethod
-    def from_json(cls, text: str, *, path: str | os.PathLike[str] | None = None) -> Cassette:
+    def from_json(cls, text: str | bytes, *, path: str | os.PathLike[str] | None = None) -> Cassette:
         where = str(path) if path is not None else "cassette"
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as error:
+            data = parse_json_document(text)
+        except UnreadableDocument as error:
             raise CassetteError(
-                f"{where} is not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})",
+                f"{where} {error}",
                 hint="fix the file, or delete it and re-record with --synth-record=rewrite",
             ) from None
         if not isinstance(data, Mapping) or not isinstance(data.get("interactions"), list):
@@ -319,7 +358,7 @@ class Cassette:
     def load(cls, path: str | os.PathLike[str]) -> Cassette:
         """Read a cassette file; :class:`CassetteError` if it is missing or malformed."""
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            text = Path(path).read_bytes()
         except FileNotFoundError:
             raise CassetteError(
                 f"cassette {path} does not exist", hint="record it with --synth-record=once"
@@ -330,9 +369,19 @@ class Cassette:
 
     @classmethod
     def load_or_new(cls, path: str | os.PathLike[str], *, test_id: str | None = None) -> Cassette:
-        """The cassette at *path*, or an empty one (``existed=False``) if there is no file."""
+        """The cassette at *path*, or an empty one (``existed=False``) if there is no file.
+
+        A cassette recorded for another test (a copied or renamed file) is refused: replaying
+        someone else's exchanges would make this test pass or fail for the wrong reasons.
+        """
         if Path(path).is_file():
             cassette = cls.load(path)
+            if cassette.test_id and test_id and cassette.test_id != test_id:
+                raise CassetteError(
+                    f"cassette {path} was recorded for test {cassette.test_id!r}, not for {test_id!r}",
+                    hint="delete it and re-record this test with --synth-record=rewrite, or move it "
+                    "back to the test it belongs to",
+                )
             cassette.test_id = cassette.test_id or test_id
             return cassette
         return cls(path, test_id=test_id, existed=False)

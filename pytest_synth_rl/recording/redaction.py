@@ -9,7 +9,8 @@ by three independent rules, any one of which suffices:
 2. query parameters and JSON fields, at any depth, whose *name* looks like a credential
    (``api_key``, ``accessToken``, ``client-secret``, ``password`` ...), when their value is text;
 3. any occurrence of a *known secret value* (``masking.known_secrets()``: registered keys, the
-   secret environment variables, plus secrets passed explicitly), wherever it appears.
+   secret environment variables, plus secrets passed explicitly), wherever it appears, also
+   percent-encoded, JSON ``\\u``-escaped or base64'd (see :mod:`pytest_synth_rl.secret_forms`).
 
 Then, because rules can be wrong, :func:`find_leaks` scans the bytes actually written; a cassette
 that still contains a known secret is refused with :class:`SecretLeakError`.
@@ -22,10 +23,11 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import quote, quote_plus, unquote_plus, urlsplit, urlunsplit
+from urllib.parse import quote, unquote_plus, urlsplit, urlunsplit
 
 from ..errors import SynthError
 from ..masking import known_secrets, mask_secret
+from ..secret_forms import contains, scrub
 
 __all__ = [
     "REDACTED",
@@ -113,19 +115,17 @@ class Redactor:
 
     # -- text ----------------------------------------------------------------------------------
     def text(self, value: str, secrets: list[str] | None = None) -> str:
-        """Replace every known secret in *value*, including its URL-encoded forms."""
+        """Replace every known secret in *value*, in every recognized encoded form."""
         for secret in self.secrets() if secrets is None else secrets:
-            if secret in value:
-                value = value.replace(secret, self.placeholder)
-            for encoded in {quote(secret, safe=""), quote_plus(secret)} - {secret}:
-                if encoded in value:
-                    value = value.replace(encoded, self.placeholder)
+            value = scrub(value, secret, self.placeholder)
         return value
 
     def raw_bytes(self, value: bytes) -> bytes:
-        """Replace every known secret in a body that is not text."""
+        """Replace every known secret in a body that is not text (raw, or in an ASCII form)."""
         for secret in self.secrets():
             value = value.replace(secret.encode("utf-8"), self.placeholder.encode("ascii"))
+            # latin-1 maps bytes to characters one to one, so ASCII forms are found in place.
+            value = scrub(value.decode("latin-1"), secret, self.placeholder).encode("latin-1")
         return value
 
     # -- headers -------------------------------------------------------------------------------
@@ -218,11 +218,6 @@ class Redactor:
         return value
 
 
-def _forms(secret: str) -> set[str]:
-    """The ways a secret may be spelled inside a JSON file: raw, JSON-escaped, URL-encoded."""
-    return {secret, json.dumps(secret)[1:-1], quote(secret, safe=""), quote_plus(secret)}
-
-
 def _b64(text: str) -> bytes | None:
     try:
         return base64.b64decode(text, validate=True)
@@ -244,20 +239,35 @@ def _embedded_blobs(document: Any) -> Iterable[bytes]:
             yield from _embedded_blobs(item)
 
 
+def _texts(document: Any) -> Iterable[str]:
+    """Every string of a JSON document, unescaped: a text body that itself holds escaped JSON
+    is escaped twice in the file, and only its decoded form shows the single escaping."""
+    if isinstance(document, str):
+        yield document
+    elif isinstance(document, Mapping):
+        for key, value in document.items():
+            yield str(key)
+            yield from _texts(value)
+    elif isinstance(document, list):
+        for item in document:
+            yield from _texts(item)
+
+
 def find_leaks(data: bytes, secrets: Iterable[str | None] = ()) -> list[str]:
     """Masked forms of every known secret (plus *secrets*) present in *data*.
 
-    Looks for each secret raw, JSON-escaped and URL-encoded, and inside base64 bodies.
+    Looks for each secret raw, JSON-escaped (also ``\\u``), percent-encoded and base64'd, in the
+    file, in each of its decoded strings, and inside decoded base64 bodies.
     """
-    blobs = [data]
+    blobs = [data.decode("utf-8", "surrogateescape")]
     try:
         document = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         document = None  # not a cassette document: scanning the raw bytes is all we can do
-    blobs.extend(_embedded_blobs(document))
+    blobs.extend(blob.decode("utf-8", "surrogateescape") for blob in _embedded_blobs(document))
+    blobs.extend(_texts(document))
     found = []
     for secret in known_secrets(secrets):
-        needles = {form.encode("utf-8") for form in _forms(secret)}
-        if any(needle in blob for blob in blobs for needle in needles):
+        if any(contains(blob, secret) for blob in blobs):
             found.append(mask_secret(secret))
     return found

@@ -43,6 +43,9 @@ from ..support.loopback import is_loopback_host
 from .cassette import Cassette, Interaction, RecordedResponse, header_items
 from .matching import (
     DEFAULT_IGNORED_FIELDS,
+    DEFAULT_IGNORED_PATHS,
+    DEFAULT_MATCH_ON,
+    MatchConfig,
     RequestKey,
     describe_difference,
     nearest,
@@ -102,6 +105,8 @@ class Replayer:
         forward: httpx.BaseTransport | None = None,
         test_id: str | None = None,
         secrets: Iterable[str | None] = (),
+        match_on: Iterable[str] = DEFAULT_MATCH_ON,
+        ignore: Iterable[str] = DEFAULT_IGNORED_PATHS,
     ) -> None:
         self.cassette = cassette
         self.mode = RecordMode.parse(mode)
@@ -109,6 +114,9 @@ class Replayer:
         self._secrets = tuple(secrets)
         self.redactor = redactor or Redactor(self._secrets)
         self.ignore_fields = frozenset(ignore_fields)
+        self.match = MatchConfig(
+            match_on=tuple(match_on), ignore=tuple(ignore), ignore_fields=self.ignore_fields
+        )
         self._hosts = {origin_of(h) for h in hosts} if hosts is not None else None
         existed = cassette.existed
         self.replays = self.mode in (RecordMode.NONE, RecordMode.NEW) or (
@@ -123,7 +131,7 @@ class Replayer:
         self._queues: dict[RequestKey, list[Interaction]] = {}
         if self.replays:
             for interaction in cassette.interactions:
-                key = request_key(interaction.request, self.ignore_fields)
+                key = request_key(interaction.request, match=self.match)
                 self._queues.setdefault(key, []).append(interaction)
         self._cursor: dict[RequestKey, int] = {}
         self._origins = {origin_of(i.request.url) for i in cassette.interactions}
@@ -190,7 +198,7 @@ class Replayer:
             raise self._blocked(request)
         request.read()
         live = capture_request(request, self.redactor)
-        key = request_key(live, self.ignore_fields)
+        key = request_key(live, match=self.match)
         if self.replays:
             interaction = self._next(key)
             if interaction is not None:
@@ -330,8 +338,8 @@ def use_cassette(
     """A :class:`Replayer` for the cassette file at *path*, ready to use as a context manager.
 
     In ``rewrite`` mode the old file is not even parsed (a broken cassette is what rewrite is for).
-    Other options (``hosts``, ``redactor``, ``ignore_fields``, ``forward``, ``secrets``) go to
-    :class:`Replayer`.
+    Other options (``hosts``, ``redactor``, ``ignore_fields``, ``forward``, ``secrets``,
+    ``match_on``, ``ignore``) go to :class:`Replayer`.
     """
     parsed = RecordMode.parse(mode)
     if parsed is RecordMode.REWRITE:

@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-__all__ = ["atomic_write_text", "safe_file_stem", "shell_quote"]
+__all__ = ["UnreadableDocument", "atomic_write_text", "parse_json_document", "safe_file_stem", "shell_quote"]
 
 # Readable characters kept in file names; everything else becomes "_". Brackets stay because
 # parametrised node ids ("test_x[qwen-0.6b]") are the part people look for.
@@ -95,3 +97,32 @@ def shell_quote(argument: str) -> str:
     """
     escaped = re.sub(r'(["$`\\])', r"\\\1", argument)
     return f'"{escaped}"'
+
+
+class UnreadableDocument(ValueError):
+    """A stored JSON file that cannot be read; the message says what is wrong, not which file."""
+
+
+def parse_json_document(data: bytes | str) -> Any:
+    """Parse a stored JSON file, turning every way it can be broken into :class:`UnreadableDocument`.
+
+    Files get truncated, hand-edited, saved in another encoding or replaced by something else;
+    the caller adds the file name, so the user learns which file is broken and how.
+    """
+    if isinstance(data, bytes):
+        raw = data
+        try:
+            data = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            bad = raw[error.start : error.start + 1]
+            raise UnreadableDocument(
+                f"is not UTF-8 text (byte 0x{bad.hex()} at offset {error.start})"
+            ) from None
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError as error:
+        raise UnreadableDocument(
+            f"is not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"
+        ) from None
+    except RecursionError:
+        raise UnreadableDocument("is nested too deeply to be a valid file") from None

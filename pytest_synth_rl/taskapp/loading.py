@@ -18,6 +18,7 @@ import importlib.util
 import inspect
 import itertools
 import sys
+import threading
 import traceback
 import types
 from collections.abc import Callable
@@ -58,6 +59,13 @@ _SOURCES_HINT = (
 
 # Distinct module names, so two loads of files with the same stem never share sys.modules slots.
 _module_counter = itertools.count(1)
+
+# One loaded module per task app file, keyed by its resolved path; reused while the file is
+# unchanged (same mtime and size), exactly as an import target is reused through sys.modules.
+# Executing the file again for every start would leave a module (and the app it built) behind
+# each time: about 1 MB per start/stop cycle.
+_loaded: dict[Path, tuple[tuple[int, int], types.ModuleType]] = {}
+_loaded_lock = threading.Lock()
 
 
 def _positional_arity(obj: Any) -> tuple[int, int, bool] | None:
@@ -176,11 +184,14 @@ def _app_or_factory(obj: Any, what: str) -> ASGIApp:
 
 
 def load_module_from_path(path: str | Path) -> types.ModuleType:
-    """Execute the ``.py`` file at *path* as a fresh, uniquely named module.
+    """The ``.py`` file at *path* as a uniquely named module, executed once per file version.
 
-    The file's directory is on ``sys.path`` while it executes, so the task app can import its
+    Loading the same unchanged file again returns the module already loaded (like ``import``),
+    so starting and stopping a task app many times keeps memory and ``sys.modules`` flat; a file
+    that changed on disk (mtime or size) is executed afresh and replaces the old module. The
+    file's directory is on ``sys.path`` while it executes, so the task app can import its
     sibling modules the way it would when run as a script. Any exception raised by the module
-    becomes a :class:`TaskAppError` carrying the original traceback.
+    becomes a :class:`TaskAppError` carrying the original traceback (and is not remembered).
     """
     file = Path(path)
     if not file.exists():
@@ -199,6 +210,20 @@ def load_module_from_path(path: str | Path) -> types.ModuleType:
             hint="task_app_path must name a .py file; to import a module use target='pkg.module:app'",
         )
     file = file.resolve()
+    stat = file.stat()
+    version = (stat.st_mtime_ns, stat.st_size)
+    with _loaded_lock:
+        known = _loaded.get(file)
+        if known is not None and known[0] == version and sys.modules.get(known[1].__name__) is known[1]:
+            return known[1]
+        module = _execute(file)
+        if known is not None:
+            sys.modules.pop(known[1].__name__, None)
+        _loaded[file] = (version, module)
+        return module
+
+
+def _execute(file: Path) -> types.ModuleType:
     stem = "".join(ch if ch.isalnum() else "_" for ch in file.stem)
     name = f"_synth_task_app_{stem}_{next(_module_counter)}"
     spec = importlib.util.spec_from_file_location(name, file)

@@ -1,0 +1,73 @@
+"""Memory over many start/stop cycles of a task app loaded from a ``.py`` path.
+
+Ours: process RSS (from ``/proc/self/statm``) after 300 ``InProcessTaskApp(task_app_path=...)``
+start/stop cycles of the example arithmetic task app, against the RSS after the first 10 cycles
+(imports, first server and SSL state warmed up). The number of task app modules in
+``sys.modules`` is printed with it. Target: the 300 cycles end within 1.10x the warmed-up RSS.
+
+Run alone: ``python bench/bench_taskapp_leak.py``.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench._common import report  # noqa: E402
+from pytest_synth_rl.taskapp import InProcessTaskApp  # noqa: E402
+
+TASK_APP = ROOT / "examples" / "arithmetic_task_app.py"
+WARM_UP = 10
+CYCLES = 300
+TARGET = 1.10
+KEY = "bench-taskapp-leak-key-0c1d"
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm", encoding="ascii") as handle:
+        resident_pages = int(handle.read().split()[1])
+    return resident_pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def task_app_modules() -> int:
+    return sum(1 for name in list(sys.modules) if name.startswith("_synth_task_app_"))
+
+
+def cycle(times: int) -> None:
+    for _ in range(times):
+        with InProcessTaskApp(task_app_path=TASK_APP, api_key=KEY, export_api_key=False):
+            pass
+
+
+def main(cycles: int = CYCLES) -> list[str]:
+    cycle(WARM_UP)
+    gc.collect()
+    before = rss_mb()
+    modules_before = task_app_modules()
+    cycle(cycles)
+    gc.collect()
+    after = rss_mb()
+    modules_after = task_app_modules()
+    ratio = after / before
+    line = report(
+        f"RSS after {cycles} .py task app start/stop cycles (task app modules in sys.modules: "
+        f"{modules_before} -> {modules_after})",
+        ours=after,
+        baseline_name=f"RSS after {WARM_UP} warm-up cycles",
+        baseline=before,
+        unit="MB",
+        ratio=ratio,
+        target_text=f"<= {TARGET:g}x",
+        met=ratio <= TARGET,
+    )
+    return [line]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""A known secret is found and removed in its encoded disguises, not only verbatim."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from urllib.parse import quote, quote_plus
+
+import pytest
+
+from pytest_synth_rl.masking import redact
+from pytest_synth_rl.recording import (
+    REDACTED,
+    Cassette,
+    Interaction,
+    RecordedRequest,
+    RecordedResponse,
+    Redactor,
+    SecretLeakError,
+    find_leaks,
+)
+from pytest_synth_rl.secret_forms import base64_cores, contains, scrub
+
+KEY = "sk_live_Q7+x/Zp9Kw"  # has base64-special characters, so std and urlsafe forms differ
+MASKED = "sk_l…Kw"
+
+
+def _unicode_escaped(text: str) -> str:
+    return "".join(f"\\u{ord(char):04x}" for char in text)
+
+
+def _b64_forms(blob: bytes) -> list[str]:
+    standard = base64.b64encode(blob).decode()
+    urlsafe = base64.urlsafe_b64encode(blob).decode()
+    return [standard, standard.rstrip("="), urlsafe, urlsafe.rstrip("=")]
+
+
+# Prefixes of 0, 1, 2 and 3 bytes put the secret at every alignment of a base64 group.
+BLOBS = [f"{user}:{KEY}".encode() for user in ("", "u", "us", "use")] + [
+    KEY.encode(),
+    f'{{"k": "{KEY}", "n": 1}}'.encode(),
+]
+ENCODED = [form for blob in BLOBS for form in _b64_forms(blob)]
+
+
+@pytest.mark.parametrize("encoded", ENCODED)
+def test_redact_replaces_a_whole_base64_token_that_carries_the_secret(encoded: str) -> None:
+    assert redact(f"Authorization: Basic {encoded} (sent)", [KEY]) == f"Authorization: Basic {MASKED} (sent)"
+    assert Redactor([KEY]).text(f"x={encoded};") == f"x={REDACTED};"
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        quote(KEY, safe=""),
+        quote(KEY, safe="").replace("%2B", "%2b").replace("%2F", "%2f"),
+        quote_plus(KEY),
+        _unicode_escaped(KEY),
+        _unicode_escaped(KEY).upper().replace("\\U", "\\u"),
+        json.dumps(KEY)[1:-1].replace("/", "\\/"),
+        "sk_live_" + _unicode_escaped("Q7") + "%2Bx/Zp9Kw",  # mixed escapes
+    ],
+)
+def test_redact_removes_percent_encoded_and_json_escaped_forms(form: str) -> None:
+    assert redact(f"[{form}]", [KEY]) == f"[{MASKED}]"
+    assert Redactor([KEY]).text(f"[{form}]") == f"[{REDACTED}]"
+
+
+def test_unrelated_base64_and_text_are_left_alone() -> None:
+    other = base64.b64encode(b"user:another-password").decode()
+    text = f"Basic {other} and sk_live_Q7+x/Zp9K (one character short)"
+    assert redact(text, [KEY]) == text
+    assert not contains(text, KEY)
+
+
+def test_base64_cores_cover_three_alignments_in_both_alphabets() -> None:
+    # b64("abcdef") = "YWJjZGVm"; after one filler byte "AGFiY2RlZg==", after two "AABhYmNkZWY=".
+    assert [core for core, _ in base64_cores("abcdef")] == ["YWJjZGVm", "FiY2RlZ", "hYmNkZW"]
+    assert [core for core, _ in base64_cores("ab?>?>")] == [
+        "YWI/Pj8+",
+        "YWI_Pj8-",
+        "FiPz4/P",
+        "FiPz4_P",
+        "hYj8+Pz",
+        "hYj8-Pz",
+    ]
+
+
+def test_scrub_merges_overlapping_matches_into_one_placeholder() -> None:
+    token = base64.b64encode(f"{KEY}{KEY}".encode()).decode()
+    assert scrub(f"<{token}>", KEY, "#") == "<#>"
+
+
+def test_raw_bytes_bodies_lose_base64_forms_too() -> None:
+    body = b"\xff\x00" + base64.b64encode(f"me:{KEY}".encode()) + b"\xfe"
+    assert Redactor([KEY]).raw_bytes(body) == b"\xff\x00" + REDACTED.encode() + b"\xfe"
+
+
+@pytest.mark.parametrize(
+    "disguise",
+    [
+        base64.b64encode(f"user:{KEY}".encode()).decode(),
+        base64.urlsafe_b64encode(f"us:{KEY}".encode()).decode().rstrip("="),
+        quote(KEY, safe=""),
+        _unicode_escaped(KEY),
+    ],
+)
+def test_leak_scan_refuses_a_cassette_holding_an_encoded_secret(tmp_path: Path, disguise: str) -> None:
+    # Built by hand, bypassing redaction, as a buggy rule would leave it.
+    leaky = Interaction(
+        request=RecordedRequest("POST", "http://127.0.0.1/x", body={"note": disguise}),
+        response=RecordedResponse(200),
+    )
+    raw = json.dumps({"note": disguise}, ensure_ascii=True).encode()
+    assert find_leaks(raw, [KEY]) == [MASKED]
+    with pytest.raises(SecretLeakError) as caught:
+        Cassette(tmp_path / "c.json", [leaky]).save(secrets=[KEY])
+    assert f"1 secret(s) after redaction ({MASKED})" in str(caught.value)
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_recorded_request_repr_masks_sensitive_query_values_and_headers() -> None:
+    request = RecordedRequest(
+        "GET",
+        "http://127.0.0.1:8000/api/jobs?api_key=plainvalue123&limit=5&accessToken=abc",
+        headers={"authorization": "Bearer plainvalue123", "accept": "application/json"},
+        body={"password": "hunter2222", "n": 1},
+    )
+    assert repr(request) == (
+        "RecordedRequest(method='GET', "
+        "url='http://127.0.0.1:8000/api/jobs?api_key=<redacted>&limit=5&accessToken=<redacted>', "
+        "headers={'authorization': 'Bearer <redacted>', 'accept': 'application/json'}, "
+        "body={'password': '<redacted>', 'n': 1}, body_encoding=None)"
+    )
+    assert request.url.endswith("api_key=plainvalue123&limit=5&accessToken=abc")  # data unchanged
