@@ -18,7 +18,7 @@ import pytest
 from pytest_synth_rl.assertions import expect_job
 from pytest_synth_rl.client import RetryPolicy, RLJob
 from pytest_synth_rl.clock import VirtualClock
-from pytest_synth_rl.errors import BackendError, ConfigError, JobTimeoutError
+from pytest_synth_rl.errors import BackendError, JobTimeoutError, SynthUsageError
 from pytest_synth_rl.fake import FakeSynthBackend
 from pytest_synth_rl.taskapp import InProcessTaskApp
 
@@ -132,7 +132,7 @@ def test_the_failure_budget_must_be_a_positive_integer(fake: FakeSynthBackend) -
     with _job(fake, fake.clock) as job:  # type: ignore[arg-type]
         job.submit()
         with pytest.raises(
-            ConfigError, match=r"poll_until_complete.max_failed_polls: must be an integer >= 1, got 0"
+            SynthUsageError, match=r"poll_until_complete.max_failed_polls: must be an integer >= 1, got 0"
         ):
             job.poll_until_complete(max_failed_polls=0)
 
