@@ -11,10 +11,11 @@ online jobs are cancelled, every job becomes a :class:`~pytest_synth_rl.report.J
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,13 +23,13 @@ from typing import Any
 import httpx
 
 from .assertions import job_rewards
-from .client import AsyncRLJob, RLJob
+from .client import AsyncRLJob, RLJob, upload_environment_api_key, verify_task_app
 from .client.base import DEFAULT_REQUEST_TIMEOUT
 from .client.results import is_terminal, job_status
 from .clock import Clock, RealClock, VirtualClock
 from .errors import ConfigError, ConfigProblem, SynthError
 from .fake import FakeSynthBackend
-from .masking import get_logger
+from .masking import Secret, get_logger
 from .report import JobRecord, job_record
 from .settings import SynthSettings
 from .support.tls import shared_ssl_context
@@ -109,6 +110,7 @@ class SynthRun:
         self._healthy: set[str] = set()
         self._fake: FakeSynthBackend | None = None
         self._http: httpx.Client | None = None
+        self._prepared: set[tuple[str, ...]] = set()
 
     # -- task apps -------------------------------------------------------------------------
     def task_app(self, spec: TaskAppSpec) -> InProcessTaskApp:
@@ -144,6 +146,38 @@ class SynthRun:
         with self._lock:
             self._healthy.add(key)
         return True
+
+    # -- online: what the CLI does before submitting ------------------------------------------
+    def prepare_submit(self, api_key: str | None, task_app_url: str | None, task_app_key: str | None) -> None:
+        """Online, before a job of this run is submitted: upload the task app's key to the
+        backend (once per run per backend and key; the backend sends it to the task app on
+        rollouts, contract §10.5), and with ``--synth-verify-task-app`` have the backend verify
+        the task app (once per task app). Failures raise the client's errors, which name the
+        URL and the fix."""
+        if self.settings.is_offline:
+            return
+        backend = self.settings.backend_url
+        if task_app_key:
+            digest = hashlib.sha256(task_app_key.encode()).hexdigest()
+            self._once(
+                ("upload", backend, digest),
+                lambda: upload_environment_api_key(
+                    backend, api_key, task_app_key, http_client=self.http_client()
+                ),
+            )
+        if self.settings.verify_task_app and task_app_url:
+            self._once(
+                ("verify", backend, task_app_url),
+                lambda: verify_task_app(backend, api_key, task_app_url, http_client=self.http_client()),
+            )
+
+    def _once(self, mark: tuple[str, ...], action: Callable[[], object]) -> None:
+        with self._lock:
+            if mark in self._prepared:
+                return
+        action()  # outside the lock: a network call; a failure leaves the mark unset (retried)
+        with self._lock:
+            self._prepared.add(mark)
 
     # -- the offline backend ---------------------------------------------------------------
     def fake_backend(self) -> FakeSynthBackend:
@@ -210,8 +244,10 @@ class TestJobs:
         api_key: str | None,
         skip_health_check: bool = False,
         http_client: httpx.Client | None = None,
+        prepare_submit: Callable[[str | None, str | None, str | None], None] | None = None,
     ) -> None:
         self.test_id = test_id
+        self.prepare_submit = prepare_submit
         self.skip_health_check = skip_health_check
         self.http_client = http_client
         self.settings = settings
@@ -289,6 +325,13 @@ class TestJobs:
             and not {"task_app_url", "task_app_api_key"} & kwargs.keys(),
         }
         options.update(kwargs)
+        if self.prepare_submit is not None:
+            task_key = options.get("task_app_api_key")
+            self.prepare_submit(
+                self.api_key,
+                options.get("task_app_url"),
+                task_key.value if isinstance(task_key, Secret) else task_key,
+            )
         return path, options
 
     def finish(self, *, cancel_running: bool) -> list[JobRecord]:
@@ -370,8 +413,11 @@ class ExternalTaskApp:
 class ServedFake:
     """A fake backend served on loopback, for clients in other processes or not on httpx.
 
-    Jobs progress per status poll (terminal on the *polls_to_finish*-th), so a client polling at
-    any cadence finishes after a handful of polls, without anyone sharing a clock.
+    Jobs move the way ``FakeSynthBackend.serve()`` moves them by default: one stage each time a
+    client looks at a job (status, events, metrics, a tick of the live event stream), so a
+    client polling at any cadence, or only reading the stream, sees its job finish without
+    anyone sharing a clock. *polls_to_finish* scripts ``Scenario(polls=N)`` instead (terminal on
+    the N-th status poll).
     """
 
     fake: FakeSynthBackend
@@ -383,9 +429,10 @@ class ServedFake:
 
     @classmethod
     @contextlib.contextmanager
-    def start(cls, *, polls_to_finish: int = 5, **options: Any) -> Iterator[ServedFake]:
+    def start(cls, *, polls_to_finish: int | None = None, **options: Any) -> Iterator[ServedFake]:
         fake = FakeSynthBackend(**options)
-        fake.scenario(polls=polls_to_finish)
+        if polls_to_finish is not None:
+            fake.scenario(polls=polls_to_finish)
         try:
             with fake.serve() as url:
                 yield cls(fake=fake, url=url)
