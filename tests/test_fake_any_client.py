@@ -13,7 +13,7 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from nacl.public import PrivateKey, PublicKey, SealedBox
-from test_fake_support import API, TASK_KEY, auth, poll_to_end, rl_payload, submit
+from test_fake_support import API, auth, poll_to_end, rl_payload, submit
 
 from pytest_synth_rl.client import upload_environment_api_key, verify_task_app
 from pytest_synth_rl.clock import VirtualClock
