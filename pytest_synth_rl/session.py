@@ -11,7 +11,6 @@ online jobs are cancelled, every job becomes a :class:`~pytest_synth_rl.report.J
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import threading
 import time
@@ -29,7 +28,7 @@ from .client.results import is_terminal, job_status
 from .clock import Clock, RealClock, VirtualClock
 from .errors import ConfigError, ConfigProblem, SynthError
 from .fake import FakeSynthBackend
-from .masking import Secret, get_logger
+from .masking import get_logger
 from .report import JobRecord, job_record
 from .settings import SynthSettings
 from .support.tls import shared_ssl_context
@@ -150,7 +149,7 @@ class SynthRun:
     # -- online: what the CLI does before submitting ------------------------------------------
     def prepare_submit(self, api_key: str | None, task_app_url: str | None, task_app_key: str | None) -> None:
         """Online, before a job of this run is submitted: upload the task app's key to the
-        backend (once per run per backend and key; the backend sends it to the task app on
+        backend (once per run per backend; the backend sends it to the task app on
         rollouts, contract §10.5), and with ``--synth-verify-task-app`` have the backend verify
         the task app (once per task app). Failures raise the client's errors, which name the
         URL and the fix."""
@@ -158,9 +157,8 @@ class SynthRun:
             return
         backend = self.settings.backend_url
         if task_app_key:
-            digest = hashlib.sha256(task_app_key.encode()).hexdigest()
             self._once(
-                ("upload", backend, digest),
+                ("upload", backend),
                 lambda: upload_environment_api_key(
                     backend, api_key, task_app_key, http_client=self.http_client()
                 ),
@@ -326,12 +324,9 @@ class TestJobs:
         }
         options.update(kwargs)
         if self.prepare_submit is not None:
-            task_key = options.get("task_app_api_key")
-            self.prepare_submit(
-                self.api_key,
-                options.get("task_app_url"),
-                task_key.value if isinstance(task_key, Secret) else task_key,
-            )
+            # The run's task app key, not a per-job override: the backend holds one key, and a
+            # test trying a wrong key must not take the right one away from the others.
+            self.prepare_submit(self.api_key, options.get("task_app_url"), self.task_app_api_key)
         return path, options
 
     def finish(self, *, cancel_running: bool) -> list[JobRecord]:
