@@ -348,6 +348,7 @@ def synth_rl_job(
         skip_health_check=known_healthy,
         http_client=http_client,
         transport=transport,
+        prepare_submit=None if settings.is_offline else _synth_run.prepare_submit,
     )
     try:
         yield jobs
@@ -368,8 +369,9 @@ def synth_expect(_synth_test_settings: SynthSettings, synth_clock: Clock) -> Exp
 @pytest.fixture(scope="session")
 def synth_fake_server() -> Iterator[ServedFake]:
     """A ``FakeSynthBackend`` served on a loopback port (for clients that are not httpx, or
-    subprocesses). Yields a handle with ``.url``, ``.fake`` and ``.api_key``; jobs advance one
-    stage per status poll, so any client finishes without waiting."""
+    subprocesses). Yields a handle with ``.url``, ``.fake`` and ``.api_key``; like
+    ``FakeSynthBackend.serve()``, jobs advance one stage each time a client looks at them, so any
+    client finishes without waiting."""
     from .session import ServedFake
 
     with ServedFake.start() as served:

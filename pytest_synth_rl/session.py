@@ -14,7 +14,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -23,7 +23,7 @@ import httpx
 
 from .assertions import JobExpectation, expect_job, job_rewards
 from .baselines import BaselineComparison, BaselineStore, Tolerance, check_baseline
-from .client import AsyncRLJob, RLJob
+from .client import AsyncRLJob, RLJob, upload_environment_api_key, verify_task_app
 from .client.base import DEFAULT_REQUEST_TIMEOUT
 from .client.results import is_terminal, job_status
 from .clock import Clock, RealClock, VirtualClock
@@ -116,6 +116,7 @@ class SynthRun:
         self._fake: FakeSynthBackend | None = None
         self._http: httpx.Client | None = None
         self._fake_http: httpx.Client | None = None
+        self._prepared: set[tuple[str, ...]] = set()
 
     # -- task apps -------------------------------------------------------------------------
     def task_app(self, spec: TaskAppSpec) -> InProcessTaskApp:
@@ -151,6 +152,37 @@ class SynthRun:
         with self._lock:
             self._healthy.add(key)
         return True
+
+    # -- online: what the CLI does before submitting ------------------------------------------
+    def prepare_submit(self, api_key: str | None, task_app_url: str | None, task_app_key: str | None) -> None:
+        """Online, before a job of this run is submitted: upload the task app's key to the
+        backend (once per run per backend; the backend sends it to the task app on
+        rollouts, contract §10.5), and with ``--synth-verify-task-app`` have the backend verify
+        the task app (once per task app). Failures raise the client's errors, which name the
+        URL and the fix."""
+        if self.settings.is_offline:
+            return
+        backend = self.settings.backend_url
+        if task_app_key:
+            self._once(
+                ("upload", backend),
+                lambda: upload_environment_api_key(
+                    backend, api_key, task_app_key, http_client=self.http_client()
+                ),
+            )
+        if self.settings.verify_task_app and task_app_url:
+            self._once(
+                ("verify", backend, task_app_url),
+                lambda: verify_task_app(backend, api_key, task_app_url, http_client=self.http_client()),
+            )
+
+    def _once(self, mark: tuple[str, ...], action: Callable[[], object]) -> None:
+        with self._lock:
+            if mark in self._prepared:
+                return
+        action()  # outside the lock: a network call; a failure leaves the mark unset (retried)
+        with self._lock:
+            self._prepared.add(mark)
 
     # -- the offline backend ---------------------------------------------------------------
     def fake_backend(self) -> FakeSynthBackend:
@@ -224,9 +256,11 @@ class SynthJobFactory:
         skip_health_check: bool = False,
         http_client: httpx.Client | None = None,
         transport: httpx.MockTransport | None = None,
+        prepare_submit: Callable[[str | None, str | None, str | None], None] | None = None,
     ) -> None:
         self.test_id = test_id
         self.transport = transport
+        self.prepare_submit = prepare_submit
         self.skip_health_check = skip_health_check
         self.http_client = http_client
         self.settings = settings
@@ -309,6 +343,10 @@ class SynthJobFactory:
             and not {"task_app_url", "task_app_api_key"} & kwargs.keys(),
         }
         options.update(kwargs)
+        if self.prepare_submit is not None:
+            # The run's task app key, not a per-job override: the backend holds one key, and a
+            # test trying a wrong key must not take the right one away from the others.
+            self.prepare_submit(self.api_key, options.get("task_app_url"), self.task_app_api_key)
         return path, options
 
     def finish(self, *, cancel_running: bool) -> list[JobRecord]:
@@ -456,8 +494,11 @@ def replay_transport(replayer: Replayer) -> httpx.MockTransport:
 class ServedFake:
     """A fake backend served on loopback, for clients in other processes or not on httpx.
 
-    Jobs progress per status poll (terminal on the *polls_to_finish*-th), so a client polling at
-    any cadence finishes after a handful of polls, without anyone sharing a clock.
+    Jobs move the way ``FakeSynthBackend.serve()`` moves them by default: one stage each time a
+    client looks at a job (status, events, metrics, a tick of the live event stream), so a
+    client polling at any cadence, or only reading the stream, sees its job finish without
+    anyone sharing a clock. *polls_to_finish* scripts ``Scenario(polls=N)`` instead (terminal on
+    the N-th status poll).
     """
 
     fake: FakeSynthBackend
@@ -469,9 +510,10 @@ class ServedFake:
 
     @classmethod
     @contextlib.contextmanager
-    def start(cls, *, polls_to_finish: int = 5, **options: Any) -> Iterator[ServedFake]:
+    def start(cls, *, polls_to_finish: int | None = None, **options: Any) -> Iterator[ServedFake]:
         fake = FakeSynthBackend(**options)
-        fake.scenario(polls=polls_to_finish)
+        if polls_to_finish is not None:
+            fake.scenario(polls=polls_to_finish)
         try:
             with fake.serve() as url:
                 yield cls(fake=fake, url=url)

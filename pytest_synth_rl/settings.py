@@ -155,6 +155,17 @@ OPTIONS: tuple[OptionSpec, ...] = (
         metavar="SECONDS",
     ),
     OptionSpec(
+        "verify_task_app",
+        "Online, have the backend verify the task app (POST /api/rl/verify_task_app) before a run's "
+        "first submit to it, as the synth-ai CLI does.",
+        flag="--synth-verify-task-app",
+        env=("SYNTH_VERIFY_TASK_APP",),
+        ini="synth_verify_task_app",
+        default=False,
+        parse=_flag,
+        is_flag=True,
+    ),
+    OptionSpec(
         "report",
         "Write a JSON report of every RL job in the run to this path.",
         flag="--synth-report",
@@ -230,6 +241,7 @@ class SynthSettings:
     config: str | None = None
     timeout: float = 7200.0
     poll_interval: float = 10.0
+    verify_task_app: bool = False
     report: str | None = None
     record: str = "none"
     cassette_dir: str = "tests/cassettes"

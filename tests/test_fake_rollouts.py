@@ -215,7 +215,7 @@ def broken() -> Iterator[Any]:
         ("wrong_echo", "id echo mismatch: response trace_correlation_id='trace-someone-else'"),
         ("non_numeric", "metrics.outcome_reward is 'high' (str); expected a finite number"),
         ("not_json", "response is not JSON: all good"),
-        ("no_metrics", "response has no 'metrics'"),
+        ("no_metrics", "response has neither 'reward_info' nor 'metrics'"),
         ("no_echo", "response echoes neither run_id nor trace_correlation_id"),
     ],
 )

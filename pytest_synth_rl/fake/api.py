@@ -14,13 +14,14 @@ from typing import Any
 
 import httpx
 
-from .jobs import TERMINAL, JobRecord
-from .store import IdempotencyConflict, JobStore
+from .jobs import TERMINAL, JobRecord, iso
+from .store import SEALED_BOX_ALG, EnvKeyRejected, IdempotencyConflict, JobStore
+from .stream import EventStream
 from .wire import error_response, json_response
 
 __all__ = ["HANDLERS", "Call"]
 
-_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "error")
 
 
 class Call:
@@ -203,7 +204,12 @@ def status(call: Call) -> httpx.Response:
     if isinstance(job, httpx.Response):
         return job
     job.polls += 1
-    call.store.sync(job)
+    call.store.observe(job)
+    stalled = call.store.stall_reason(job)
+    if stalled is not None:
+        body = job.status_body()
+        body["hint"] = stalled
+        return json_response(200, body)
     return json_response(200, job.status_bytes())
 
 
@@ -238,25 +244,19 @@ def events(call: Call) -> httpx.Response:
         return job
     since = _int_param(call, "since_seq", 0, -1, 10**12)
     limit = _int_param(call, "limit", 200, 1, 10_000)
-    call.store.sync(job)
+    call.store.observe(job)
     return json_response(200, job.events_page(since, limit))
 
 
 def events_stream(call: Call) -> httpx.Response:
-    # One-shot SSE: every event after since_seq, then the connection ends (clients reconnect
-    # with the last seq, which is what the streamer does on any disconnect).
+    # Live SSE: open until the job is terminal, ending with its terminal event (see .stream).
     job = _job(call)
     if isinstance(job, httpx.Response):
         return job
     since = _int_param(call, "since_seq", 0, -1, 10**12)
-    call.store.sync(job)
-    lines = [
-        f"id: {e['seq']}\nevent: {e['type']}\ndata: {json.dumps(e)}\n\n"
-        for e in job.events_page(since, 10**9)["events"]
-    ]
     return httpx.Response(
         200,
-        content="".join(lines).encode(),
+        stream=EventStream(call.store, job, since),
         headers=[("content-type", "text/event-stream"), ("cache-control", "no-cache")],
     )
 
@@ -267,7 +267,7 @@ def metrics(call: Call) -> httpx.Response:
         return job
     after = _int_param(call, "after_step", -1, -1, 10**12)
     limit = _int_param(call, "limit", 200, 1, 10_000)
-    call.store.sync(job)
+    call.store.observe(job)
     return json_response(200, job.metrics_page(after, limit, call.request.url.params.get("name")))
 
 
@@ -275,8 +275,66 @@ def timeline(call: Call) -> httpx.Response:
     job = _job(call)
     if isinstance(job, httpx.Response):
         return job
-    call.store.sync(job)
+    call.store.observe(job)
     return json_response(200, {"events": job.timeline, "job_id": job.id, "status": job.status})
+
+
+# -- the task app's key and pre-submit verification (contract §10.3, §10.5) ----------------------
+def _json_object(call: Call, what: str) -> dict[str, Any] | httpx.Response:
+    try:
+        body = json.loads(call.request.content) if call.request.content else None
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        return error_response(400, "invalid_json", f"the request body is not valid JSON ({exc}); send {what}")
+    if not isinstance(body, dict):
+        return error_response(400, "invalid_body", f"expected a JSON object: {what}")
+    return body
+
+
+def public_key(call: Call) -> httpx.Response:
+    return json_response(200, {"public_key": call.store.public_key_b64, "alg": SEALED_BOX_ALG})
+
+
+def env_keys(call: Call) -> httpx.Response:
+    body = _json_object(call, '{"name": "ENVIRONMENT_API_KEY", "ciphertext_b64": <sealed box, base64>}')
+    if isinstance(body, httpx.Response):
+        return body
+    try:
+        call.store.store_env_key(body.get("name"), body.get("ciphertext_b64"))
+    except EnvKeyRejected as exc:
+        return error_response(400, "invalid_env_key", f"environment key upload rejected: {exc}")
+    return json_response(
+        200,
+        {
+            "id": "envkey_environment_api_key",
+            "name": "ENVIRONMENT_API_KEY",
+            "updated_at": iso(call.store.clock.time()),
+        },
+    )
+
+
+def env_keys_verify(call: Call) -> httpx.Response:
+    return json_response(200, {"present": call.store.has_env_key})
+
+
+def verify_task_app(call: Call) -> httpx.Response:
+    body = _json_object(call, '{"endpoint_base_url": "<task app URL>"}')
+    if isinstance(body, httpx.Response):
+        return body
+    url = body.get("endpoint_base_url")
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        return json_response(
+            422,
+            {
+                "detail": [
+                    {
+                        "loc": ["body", "endpoint_base_url"],
+                        "msg": f"must be the task app's http(s) base URL, got {url!r:.80}",
+                        "hint": "send the same URL the job's data.endpoint_base_url will carry",
+                    }
+                ]
+            },
+        )
+    return json_response(200, call.store.verify_task_app(url.rstrip("/")))
 
 
 HANDLERS: dict[str, Callable[[Call], httpx.Response]] = {
@@ -289,6 +347,10 @@ HANDLERS: dict[str, Callable[[Call], httpx.Response]] = {
     "events_stream": events_stream,
     "metrics": metrics,
     "timeline": timeline,
+    "public_key": public_key,
+    "env_keys": env_keys,
+    "env_keys_verify": env_keys_verify,
+    "verify_task_app": verify_task_app,
 }
 
 

@@ -35,7 +35,7 @@ from .handler import FakeRouteError, RequestHandler
 from .mount import mount, unmount
 from .scenario import Scenario
 from .server import FakeServer
-from .store import JobStore, RolloutsMode
+from .store import PACING_MODES, JobStore, Pacing, RolloutsMode
 from .wire import RecordedRequest
 
 __all__ = ["DEFAULT_API_KEY", "DEFAULT_BASE_URL", "FakeRouteError", "FakeSynthBackend"]
@@ -346,14 +346,45 @@ class FakeSynthBackend:
 
     # -- serving (loopback) -----------------------------------------------------------------------
     @contextlib.contextmanager
-    def serve(self, *, host: str = "127.0.0.1", port: int = 0, speed: float | None = None) -> Iterator[str]:
+    def serve(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        speed: float | None = None,
+        pacing: Pacing | None = None,
+    ) -> Iterator[str]:
         """Serve this fake over HTTP on loopback; yields the base URL (``http://127.0.0.1:<port>``).
 
-        ``speed`` replaces the clock with ``ScaledClock(speed)`` (real time, sped up) while
-        serving, for clients in other processes; only allowed before any job exists. Without it
-        the fake keeps its clock: with a virtual clock, use ``polls=``/``immediate=`` scenarios
-        or advance time via ``POST /_fake/clock/advance``.
+        A served fake finishes jobs for any client by default. Its clients (``curl``, the
+        upstream SDK with its fixed 5 s poll, a CLI that only reads the event stream, a
+        subprocess) cannot advance a virtual clock, so while serving, jobs on a virtual clock
+        move by **observation**: every look at a job (a status poll, an events, metrics or
+        timeline read, a tick of the live event stream) runs its next stage. A default job
+        (10 steps) is terminal on its 12th look, whatever the client's cadence, and the same
+        run gives the same history on a loaded machine as on an idle one.
+
+        Alternatives:
+
+        * ``speed=N`` replaces the clock with ``ScaledClock(N)`` (real time, N times faster) while
+          serving; only allowed before any job exists. Jobs then move with time whether anyone
+          looks or not (a 60 s job takes 60/N real seconds).
+        * ``pacing="clock"`` keeps a virtual clock that only moves when advanced
+          (``POST /_fake/clock/advance`` or ``fake.clock.advance``); a job polled without
+          moving says so in a ``hint`` field of its status body after a few polls.
+        * Scenario timing always wins: ``Scenario(polls=N)`` ends a job on its N-th status
+          poll, ``Scenario(immediate=True)`` on the first look.
         """
+        if pacing is not None and pacing not in PACING_MODES:
+            raise SynthUsageError(
+                [
+                    ConfigProblem(
+                        "FakeSynthBackend.serve.pacing",
+                        f"must be one of {', '.join(PACING_MODES)}, got {pacing!r}",
+                        "omit it for the default: 'observed' on a virtual clock",
+                    )
+                ]
+            )
         previous: Clock | None = None
         if speed is not None:
             if self.store.records():
@@ -362,11 +393,17 @@ class FakeSynthBackend:
                     hint="call reset() first, or create the fake with clock=ScaledClock(speed)",
                 )
             previous = self.store.use_clock(ScaledClock(speed))
+        previous_pacing = self.store.pacing
+        if pacing is not None:
+            self.store.pacing = pacing
+        elif speed is None and isinstance(self.store.clock, VirtualClock):
+            self.store.pacing = "observed"
         server = FakeServer(self.handle, host=host, port=port)
         try:
             yield server.start()
         finally:
             server.stop()
+            self.store.pacing = previous_pacing
             if previous is not None:
                 self.store.clear_jobs()
                 self.store.use_clock(previous)

@@ -91,6 +91,8 @@ class RequestHandler:
                 message = f"{request.method} is not allowed on {path}; use {allowed}"
                 return error_response(405, "method_not_allowed", message, [("allow", allowed)]), True
             record.route = name = found.route.name
+            if name == "env_keys":
+                record.forget_body()
             injected = self._apply_faults(name, request, record)
             if injected is not None:
                 record.status = injected.status_code

@@ -17,7 +17,7 @@ from .scenario import Scenario, Stage
 
 __all__ = ["TERMINAL", "JobRecord", "RolloutRecord", "iso"]
 
-TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
+TERMINAL = frozenset({"succeeded", "failed", "cancelled", "error"})
 
 
 def iso(ts: float) -> str:
@@ -61,6 +61,10 @@ class JobRecord:
     started: bool = False
     steps_done: int = 0
     polls: int = 0
+    #: Status polls in a row that found the job and the clock exactly as the poll before did.
+    stalled_polls: int = 0
+    #: ``(version, clock now)`` at the last status poll, to tell a stalled job from a slow one.
+    last_poll: tuple[int, float] | None = field(default=None, repr=False)
     outcome_override: str | None = None
     error: str | None = None
     final_reward: float | None = None
@@ -174,7 +178,7 @@ class JobRecord:
             if self.status == "succeeded":
                 body["model_id"] = self.model_id
                 body["checkpoints"] = list(self.checkpoints)
-            if self.status == "failed":
+            if self.status in ("failed", "error"):
                 body["error"] = self.error
         return body
 

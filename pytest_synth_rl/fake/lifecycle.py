@@ -185,19 +185,28 @@ class Lifecycle:
                 f"Training completed: final_reward={job.final_reward}",
                 {"final_reward": job.final_reward, "model_id": job.model_id, "steps": job.steps_done},
             )
-        elif outcome == "failed":
-            self.fail(job, job.scenario.error or DEFAULT_ERROR, ts, data={"step": job.steps_done + 1})
+        elif outcome in ("failed", "error"):
+            data = {"step": job.steps_done + 1}
+            self.fail(job, job.scenario.error or DEFAULT_ERROR, ts, data=data, status=outcome)
         else:
             self.cancel(job, ts, reason="cancelled by the scenario")
 
     # -- terminal transitions (also used by the API and FakeJob) ----------------------------
-    def fail(self, job: JobRecord, error: str, ts: float, *, data: dict[str, Any] | None = None) -> None:
+    def fail(
+        self,
+        job: JobRecord,
+        error: str,
+        ts: float,
+        *,
+        data: dict[str, Any] | None = None,
+        status: str = "failed",
+    ) -> None:
         if job.terminal:
             return
         job.error = error
         job.final_reward = job.rewards[-1] if job.rewards else None
         job.finished_at = ts
-        job.set_phase(ts, "failed")
+        job.set_phase(ts, status)
         job.add_event(ts, "rl.train.failed", error, {"error": error, **(data or {})}, level="error")
 
     def cancel(self, job: JobRecord, ts: float, *, reason: str) -> None:

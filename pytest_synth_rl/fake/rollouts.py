@@ -6,8 +6,8 @@ instead of "succeeding" on scripted numbers.
 
 Requests carry both ``run_id`` and ``trace_correlation_id`` (and ``ops``) so that task apps of
 every schema era accept them (contract §4.4); responses may answer in any era too: the reward is
-``metrics.outcome_reward``, else the legacy ``mean_return`` / ``reward_mean`` / mean of
-``episode_returns`` / ``outcome_score``.
+``reward_info.outcome_reward`` (0.5.0) or ``metrics.outcome_reward`` (0.4.x), else the legacy
+``mean_return`` / ``reward_mean`` / mean of ``episode_returns`` / ``outcome_score``.
 
 Each rollout gets its own inference URL carrying its correlation id (``trace_<run id>``), so the
 stand-in model knows which rollout, seed and training step every model call belongs to.
@@ -67,6 +67,24 @@ _REWARD_KEYS: tuple[str, ...] = (
 )
 
 
+def _status_hint(response: httpx.Response) -> str:
+    """What to do about a /rollout answer that is not 2xx, by status."""
+    if response.status_code in (400, 401, 403):
+        return (
+            "the task app rejected the environment key the fake sent (ENVIRONMENT_API_KEY; SDK task apps "
+            "answer 400 to a wrong key): upload the task app's key with RLJob.upload_environment_api_key() "
+            "(POST /api/v1/env-keys; the plugin uploads it before a run's first submit), or create the "
+            "fake with task_app_api_key="
+        )
+    if response.status_code == 422 and b"invalid_rollout_response" in response.content:
+        return (
+            "contract failure: the task app's own RolloutResponse model rejected what its rollout "
+            "returned (invalid_rollout_response); return reward_info (0.5.0) / metrics (0.4.x) with "
+            "outcome_reward and echo trace_correlation_id"
+        )
+    return "the task app's /rollout must answer 200 with a RolloutResponse; see its server log"
+
+
 class RolloutFailure(Exception):
     """A rollout the job cannot survive; ``str()`` is the job's error message."""
 
@@ -82,10 +100,13 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def extract_reward(metrics: Any) -> float:
-    """The scalar reward in a rollout response's ``metrics``; ``ValueError`` says what is wrong."""
+def extract_reward(metrics: Any, field: str = "metrics") -> float:
+    """The scalar reward in a rollout response's *field* (``metrics`` or, from 0.5.0, ``reward_info``).
+
+    ``ValueError`` says what is wrong.
+    """
     if not isinstance(metrics, Mapping):
-        raise ValueError(f"'metrics' must be an object, got {type(metrics).__name__}")
+        raise ValueError(f"'{field}' must be an object, got {type(metrics).__name__}")
     for key in _REWARD_KEYS:
         if key not in metrics or metrics[key] is None:
             continue
@@ -93,18 +114,18 @@ def extract_reward(metrics: Any) -> float:
         if key == "episode_returns":
             if not isinstance(raw, Sequence) or isinstance(raw, str) or not raw:
                 raise ValueError(
-                    f"metrics.episode_returns must be a non-empty list of numbers, got {raw!r:.80}"
+                    f"{field}.episode_returns must be a non-empty list of numbers, got {raw!r:.80}"
                 )
             values = [_number(v) for v in raw]
             if any(v is None for v in values):
-                raise ValueError(f"metrics.episode_returns must contain only numbers, got {raw!r:.80}")
+                raise ValueError(f"{field}.episode_returns must contain only numbers, got {raw!r:.80}")
             return sum(v for v in values if v is not None) / len(values)
         number = _number(raw)
         if number is None:
-            raise ValueError(f"metrics.{key} is {raw!r:.80} ({type(raw).__name__}); expected a finite number")
+            raise ValueError(f"{field}.{key} is {raw!r:.80} ({type(raw).__name__}); expected a finite number")
         return number
     raise ValueError(
-        "'metrics' has no reward: expected metrics.outcome_reward (or a legacy mean_return, "
+        f"'{field}' has no reward: expected {field}.outcome_reward (or a legacy mean_return, "
         f"reward_mean, episode_returns, outcome_score); got keys {sorted(metrics)[:12]}"
     )
 
@@ -358,7 +379,7 @@ class RolloutDriver:
             self._fail(
                 record,
                 f"HTTP {response.status_code}: {excerpt(response.content, 300)}",
-                "the task app's /rollout must answer 200 with a RolloutResponse; see its server log",
+                _status_hint(response),
             )
         try:
             parsed = response.json()
@@ -376,16 +397,19 @@ class RolloutDriver:
                 "return a RolloutResponse object",
             )
         self._check_echo(record, body, parsed)
-        if "metrics" not in parsed:
+        # 0.5.0 answers under reward_info, 0.4.x under metrics; an app serving every era sends both.
+        field = next((k for k in ("reward_info", "metrics") if parsed.get(k) is not None), None)
+        if field is None:
             self._fail(
                 record,
-                f"response has no 'metrics' (keys: {sorted(parsed)[:12]})",
-                "include metrics.outcome_reward in the RolloutResponse",
+                f"response has neither 'reward_info' nor 'metrics' (keys: {sorted(parsed)[:12]})",
+                "include reward_info.outcome_reward (synth-ai 0.5.0) or metrics.outcome_reward "
+                "(0.4.x); send the same object under both keys to suit every release",
             )
         try:
-            record.reward = extract_reward(parsed["metrics"])
+            record.reward = extract_reward(parsed[field], field)
         except ValueError as exc:
-            self._fail(record, str(exc), "set metrics.outcome_reward to a float")
+            self._fail(record, str(exc), f"set {field}.outcome_reward to a float")
         return record
 
     def _check_echo(self, record: RolloutRecord, sent: Mapping[str, Any], got: Mapping[str, Any]) -> None:

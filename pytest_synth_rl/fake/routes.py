@@ -49,6 +49,10 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/learning/jobs/{job_id}/timeline", "timeline"),
     Route("GET", "/orchestration/jobs/{job_id}", "status"),
     Route("GET", "/orchestration/jobs/{job_id}/events", "events"),
+    Route("POST", "/rl/verify_task_app", "verify_task_app"),
+    Route("GET", "/v1/crypto/public-key", "public_key"),
+    Route("POST", "/v1/env-keys", "env_keys"),
+    Route("GET", "/v1/env-keys/verify", "env_keys_verify"),
 )
 
 _SEGMENTS: dict[str, tuple[str, ...]] = {r.template: tuple(r.template.strip("/").split("/")) for r in ROUTES}

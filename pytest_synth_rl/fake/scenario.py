@@ -33,8 +33,9 @@ __all__ = [
     "default_reward_curve",
 ]
 
-Outcome = Literal["succeeded", "failed", "cancelled"]
-OUTCOMES: tuple[str, ...] = ("succeeded", "failed", "cancelled")
+Outcome = Literal["succeeded", "failed", "cancelled", "error"]
+#: ``error`` ends the job in the terminal failure status ``error`` (contract §10.4), like ``failed``.
+OUTCOMES: tuple[str, ...] = ("succeeded", "failed", "cancelled", "error")
 
 #: A reward source: a function of the (1-based) step, a list indexed by ``step - 1``, or the
 #: literal ``"rollouts"`` (rewards come from real ``/rollout`` calls to the task app).
@@ -123,7 +124,7 @@ class Scenario:
                 problems.append(
                     _problem(
                         "fail_at_step",
-                        "only applies when outcome is 'failed' or 'cancelled'",
+                        "only applies when outcome is 'failed', 'error' or 'cancelled'",
                         "add outcome='failed'",
                     )
                 )

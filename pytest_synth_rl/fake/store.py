@@ -13,6 +13,8 @@ around a whole request so that logging and answering are one step.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import json
 import os
@@ -22,12 +24,16 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
+from nacl.exceptions import CryptoError
+from nacl.public import PrivateKey, SealedBox
+
 from ..clock import Clock, VirtualClock
 from ..errors import ConfigProblem, SynthError
 from ..inference import StubInference
-from ..masking import Secret
+from ..masking import Secret, mask_secret, register_secret
 from ..policies import ArithmeticPolicy, Policy, PolicyReply, Progress, RolloutIdentity, linear
 from ..support.loopback import is_loopback_url
+from ..taskapp.health import check_task_app_health
 from .faults import Fault
 from .jobs import JobRecord
 from .lifecycle import Lifecycle, Target
@@ -35,9 +41,32 @@ from .rollouts import RolloutDriver
 from .scenario import Scenario
 from .wire import RecordedRequest
 
-__all__ = ["IdempotencyConflict", "JobStore", "RolloutsMode"]
+__all__ = [
+    "MAX_ENV_KEY_BYTES",
+    "PACING_MODES",
+    "SEALED_BOX_ALG",
+    "STALL_POLLS",
+    "EnvKeyRejected",
+    "IdempotencyConflict",
+    "JobStore",
+    "Pacing",
+    "RolloutsMode",
+]
 
 RolloutsMode = Literal["auto"] | bool
+#: How jobs on a virtual clock move: ``"clock"`` when someone advances the clock (tests in the
+#: same process), ``"observed"`` one stage each time a client looks at the job (served fakes).
+Pacing = Literal["clock", "observed"]
+PACING_MODES: tuple[str, ...] = ("clock", "observed")
+#: Status polls that see neither the job nor the clock move before the status body says why.
+STALL_POLLS = 3
+SEALED_BOX_ALG = "libsodium.sealedbox.v1"
+#: The largest environment key the fake accepts (the hosted backend's limit).
+MAX_ENV_KEY_BYTES = 8 * 1024
+
+
+class EnvKeyRejected(ValueError):
+    """An uploaded environment key that cannot be used; ``str()`` says what was wrong."""
 
 
 class IdempotencyConflict(Exception):
@@ -96,6 +125,10 @@ class JobStore:
         self._counter = 0
         self._task_app_key = task_app_key
         self._policy = policy
+        self.pacing: Pacing = "clock"
+        # The fake's own X25519 key pair: clients seal the task app's key to its public half.
+        self._box_key = PrivateKey.generate()
+        self._uploaded_key: Secret | None = None
         self.inference = StubInference(
             policy=policy if policy is not None or replies is not None else default_policy(), replies=replies
         )
@@ -279,6 +312,61 @@ class JobStore:
             self._lifecycle.sync(job)
             return job
 
+    def observe(self, job: JobRecord) -> JobRecord:
+        """A client looked at *job* (a status poll, an events or metrics read, a stream tick).
+
+        The job catches up with the clock; with :attr:`progress` ``"observed"`` a job on the
+        default (duration) timing then also runs its next stage, so clients that cannot move
+        the clock (other processes, a served fake) still see it finish.
+        """
+        with self.lock:
+            self._lifecycle.sync(job)
+            if self.pacing == "observed" and not job.terminal and job.scenario.mode == "duration":
+                stage = job.scenario.next_stage(job.started, job.steps_done, job.outcome_override)
+                if stage.kind == "start":
+                    target = Target("start")
+                elif stage.kind == "step":
+                    target = Target("step", stage.step)
+                else:
+                    target = Target("end")
+                self._lifecycle.sync(job, target)
+            return job
+
+    def next_due(self, job: JobRecord) -> float | None:
+        """Clock ``now()`` at which *job*'s next stage is due (None unless it runs on duration)."""
+        with self.lock:
+            return self._lifecycle.next_due(job)
+
+    def stall_reason(self, job: JobRecord) -> str | None:
+        """Note a status poll of *job* (after :meth:`observe`); why it is stuck, if it is.
+
+        A job on a virtual clock that nothing advances never moves; after :data:`STALL_POLLS`
+        polls that found the job and the clock unchanged, the answer says so instead of
+        letting the client wait out its timeout in silence.
+        """
+        with self.lock:
+            mark = (job.version, self._clock.now())
+            if job.last_poll == mark:
+                job.stalled_polls += 1
+            else:
+                job.stalled_polls = 0
+                job.last_poll = mark
+            if (
+                job.terminal
+                or job.stalled_polls < STALL_POLLS
+                or job.scenario.mode != "duration"
+                or not isinstance(self._clock, VirtualClock)
+            ):
+                return None
+            return (
+                f"job {job.id} has not moved in {job.stalled_polls + 1} status polls: this fake backend "
+                "runs jobs on a virtual clock that nothing advances. Advance it "
+                '(POST /_fake/clock/advance {"seconds": 60}, or fake.clock.advance(60) in-process), '
+                "serve with pacing='observed' (the serve() default: each look at a job moves it one "
+                "stage) or speed=<factor> (real time, sped up), or script the job with "
+                "Scenario(polls=N) or Scenario(immediate=True)"
+            )
+
     def advance(self, job: JobRecord, target: Target) -> None:
         """Run *job*'s stages now, up to *target*, stamped with the current time."""
         with self.lock:
@@ -375,9 +463,129 @@ class JobStore:
         self.stop_helpers()
         self._detach()
 
+    # -- the task app's key, uploaded sealed (contract §10.5) --------------------------------------
+    @property
+    def public_key_b64(self) -> str:
+        """The fake's X25519 public key, base64: clients seal the environment key to it."""
+        return base64.b64encode(bytes(self._box_key.public_key)).decode("ascii")
+
+    def store_env_key(self, name: object, ciphertext_b64: object) -> None:
+        """Open a sealed environment key and keep it for rollouts (it replaces an earlier one).
+
+        Raises :class:`EnvKeyRejected` naming what was wrong; the key itself is never echoed.
+        """
+        if name != "ENVIRONMENT_API_KEY":
+            raise EnvKeyRejected(
+                f"'name' must be \"ENVIRONMENT_API_KEY\", got {name!r:.60}: it is the only key the "
+                "trainer sends to task apps"
+            )
+        if not isinstance(ciphertext_b64, str) or not ciphertext_b64:
+            raise EnvKeyRejected(
+                "'ciphertext_b64' must be a non-empty base64 string (the libsodium sealed box of the key, "
+                "sealed to GET /api/v1/crypto/public-key)"
+            )
+        try:
+            sealed = base64.b64decode(ciphertext_b64, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise EnvKeyRejected(f"'ciphertext_b64' is not valid base64 ({exc})") from None
+        try:
+            plain = SealedBox(self._box_key).decrypt(sealed)
+        except CryptoError:
+            raise EnvKeyRejected(
+                f"'ciphertext_b64' does not open as a sealed box ({SEALED_BOX_ALG}) for this backend's "
+                "public key: seal the key with the public key from GET /api/v1/crypto/public-key of this "
+                "same backend (each fake makes a new key pair)"
+            ) from None
+        if len(plain) > MAX_ENV_KEY_BYTES:
+            raise EnvKeyRejected(
+                f"the key is {len(plain)} bytes; at most {MAX_ENV_KEY_BYTES} bytes are accepted"
+            )
+        try:
+            text = plain.decode("utf-8")
+        except UnicodeDecodeError:
+            raise EnvKeyRejected("the key is not UTF-8 text") from None
+        if not text.strip():
+            raise EnvKeyRejected("the key is empty")
+        register_secret(text)
+        with self.lock:
+            self._uploaded_key = Secret(text)
+
+    @property
+    def has_env_key(self) -> bool:
+        """Whether a client uploaded an environment key."""
+        with self.lock:
+            return self._uploaded_key is not None
+
+    def key_source(self) -> str:
+        """Where the key sent to task apps comes from: ``uploaded``, ``task_app_api_key``,
+        ``env:ENVIRONMENT_API_KEY`` or ``none``."""
+        candidates = self._key_candidates()
+        return candidates[0][0] if candidates else "none"
+
+    def _key_candidates(self) -> list[tuple[str, Secret]]:
+        found: list[tuple[str, Secret]] = []
+        env = os.environ.get("ENVIRONMENT_API_KEY", "").strip()
+        # No lock: rollout threads ask while a batch runs under the store's lock, and reading one
+        # reference is atomic (the upload replaces the Secret, never mutates it).
+        uploaded = self._uploaded_key
+        for source, key in (
+            ("uploaded", uploaded),
+            ("task_app_api_key", self._task_app_key),
+            ("env:ENVIRONMENT_API_KEY", Secret(env) if env else None),
+        ):
+            if key and all(key != seen for _, seen in found):
+                found.append((source, key))
+        return found
+
+    def verify_task_app(self, url: str) -> dict[str, Any]:
+        """Probe the task app at *url* (``/health`` and ``/task_info``) with each key this fake
+        would send it, as the hosted backend does before a CLI submit (contract §10.3).
+
+        Answers ``{any_ok, candidates_first15, attempts}``; keys appear only masked.
+        """
+        candidates = self._key_candidates()
+        masked = [mask_secret(key.value) for _, key in candidates]
+        if not (is_loopback_url(url) or self.rollouts is True):
+            return {
+                "any_ok": False,
+                "endpoint_base_url": url,
+                "candidates_first15": masked,
+                "attempts": [
+                    {
+                        "status": None,
+                        "error": f"not probed: {url!r} is not on loopback and this fake only calls "
+                        "loopback task apps (create it with rollouts=True to allow any http(s) URL)",
+                    }
+                ],
+            }
+        attempts: list[dict[str, Any]] = []
+        tries: list[tuple[str, Secret | None]] = list(candidates) or [("none", None)]
+        for source, key in tries:
+            shown = mask_secret(key.value) if key else "<none>"
+            report = check_task_app_health(url, key, client=self._driver.client)
+            attempts.append(
+                {
+                    "status": report.task_info_status,
+                    "health_status": report.health_status,
+                    "task_info_status": report.task_info_status,
+                    "ok": report.ok,
+                    "key_source": source,
+                    "key_first15": shown,
+                    "detail": report.detail,
+                }
+            )
+        return {
+            "any_ok": any(a["ok"] for a in attempts),
+            "endpoint_base_url": url,
+            "candidates_first15": masked,
+            "attempts": attempts,
+        }
+
     # -- rollout helpers --------------------------------------------------------------------------
     def _rollout_key(self) -> str | Secret | None:
-        return self._task_app_key or os.environ.get("ENVIRONMENT_API_KEY")
+        # An uploaded key wins: it is what the client said the task app expects.
+        candidates = self._key_candidates()
+        return candidates[0][1] if candidates else None
 
     def _inference_url(self, rollout: RolloutIdentity, progress: Progress) -> str:
         """The rollout's own inference URL on the stub model (served on first use)."""

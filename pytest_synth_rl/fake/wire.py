@@ -86,6 +86,10 @@ class RecordedRequest:
     _raw_headers: httpx.Headers = field(default_factory=httpx.Headers, repr=False)
     _body: bytes = field(default=b"", repr=False)
 
+    def forget_body(self) -> None:
+        """Drop the body: a sealed environment key has no business in a log, even sealed."""
+        self._body = b""
+
     @property
     def headers(self) -> dict[str, str]:
         return mask_headers(self._raw_headers.multi_items())

@@ -1,0 +1,103 @@
+"""The live event stream (``GET /rl/jobs/{id}/events/stream``): open until the job is terminal.
+
+The upstream CLI reads this stream once and never reconnects, so the stream must keep going
+while the job runs and end right after the job's terminal event. Each tick observes the job
+(which, on a served fake with observation-driven progress, moves it one stage), sends the events
+that are new, and, when nothing is new, waits for the next stage the way the clock allows: a
+:class:`~pytest_synth_rl.clock.VirtualClock` is advanced to it (in-process, reading the stream
+is what moves time), any other clock is slept on in short slices.
+
+One object serves sync and async readers (``httpx.Client`` and ``httpx.AsyncClient`` over
+respx or a ``MockTransport``); the ASGI adapter pulls it chunk by chunk off its event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+
+from ..clock import VirtualClock
+from .jobs import JobRecord
+from .store import JobStore
+
+__all__ = ["EventStream", "sse_event"]
+
+#: Longest real-time slice slept while a job on a real or scaled clock waits for its next stage.
+_SLICE = 0.25
+#: Real seconds between keep-alive comments while nothing happens.
+_HEARTBEAT = 10.0
+#: Real seconds a stream may go without a new event before it gives up (and says so).
+_IDLE_LIMIT = 600.0
+
+
+def sse_event(event: dict[str, Any]) -> bytes:
+    """One server-sent event for *event* (the ``data:`` line carries the event as JSON)."""
+    return f"id: {event['seq']}\nevent: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
+
+
+class EventStream(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """SSE bytes for one job's events after *since_seq*, until the job is terminal."""
+
+    def __init__(self, store: JobStore, job: JobRecord, since_seq: int) -> None:
+        self._store = store
+        self._job = job
+        self._seq = max(0, since_seq)
+        self._closed = False
+
+    def _tick(self) -> tuple[list[dict[str, Any]], bool, float | None]:
+        store = self._store
+        with store.lock:
+            store.observe(self._job)
+            page: list[dict[str, Any]] = self._job.events_page(self._seq, 10**9)["events"]
+            return page, self._job.terminal, store.next_due(self._job)
+
+    def _wait(self, due: float | None) -> None:
+        clock = self._store.clock
+        if isinstance(clock, VirtualClock) and self._store.pacing == "clock" and due is not None:
+            clock.advance(max(0.0, due - clock.now()))
+            return
+        if due is not None and not isinstance(clock, VirtualClock):
+            speed = float(getattr(clock, "speed", 1.0))
+            time.sleep(min(max((due - clock.now()) / speed, 0.005), _SLICE))
+            return
+        time.sleep(0.05)  # a job that moves only by status polls (or not at all): let them happen
+
+    def __iter__(self) -> Iterator[bytes]:
+        idle_since = last_beat = time.monotonic()
+        while not self._closed:
+            page, terminal, due = self._tick()
+            for event in page:
+                self._seq = int(event["seq"])
+                yield sse_event(event)
+            if terminal:
+                return
+            now = time.monotonic()
+            if page:
+                idle_since = last_beat = now
+                continue
+            if now - idle_since > _IDLE_LIMIT:
+                yield b": no new event for 600 s; closing (the job is still running)\n\n"
+                return
+            if now - last_beat > _HEARTBEAT:
+                last_beat = now
+                yield f": waiting for job {self._job.id} (status {self._job.status})\n\n".encode()
+            self._wait(due)
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        chunks = iter(self)
+        while True:
+            chunk = await asyncio.to_thread(next, chunks, None)
+            if chunk is None:
+                return
+            yield chunk
+
+    def close(self) -> None:
+        self._closed = True
+
+    async def aclose(self) -> None:
+        self._closed = True
