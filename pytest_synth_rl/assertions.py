@@ -232,8 +232,10 @@ class JobExpectation:
         self.result: Any = None
 
     # -- helpers ------------------------------------------------------------------------------
-    def _fail(self, summary: str) -> AssertionError:
+    def _fail(self, summary: str, polls: Sequence[Any] = ()) -> AssertionError:
         history = collect_job_history(self.job, self.result)
+        if polls and not history.statuses:  # a poll that timed out has no result, only its polls
+            history.statuses = [(float(record.elapsed), str(record.status)) for record in polls]
         # The history quotes the backend's own words (job errors, event messages), which may echo
         # a key back; an assertion message ends up in terminal output, JUnit XML and CI logs.
         return AssertionError(redact(f"{summary}\n{history.render()}"))
@@ -260,10 +262,11 @@ class JobExpectation:
         try:
             self.result = self.job.poll_until_complete(**self._poll_kwargs(within))
         except JobTimeoutError as exc:
-            limit = within if within is not None else self.timeout
+            limit = exc.timeout if exc.timeout is not None else within
             raise self._fail(
                 f"expected job {self.job.job_id} to finish within {format_duration(limit)}, "
-                f"but it was still {exc.last_status!r}"
+                f"but it was still {exc.last_status!r}",
+                exc.history,
             ) from None
         return self
 
