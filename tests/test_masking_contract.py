@@ -78,7 +78,7 @@ def test_values_shorter_than_six_characters_are_not_treated_as_secrets() -> None
     assert registered_secrets() >= {"abcdef"}
     assert "abcde" not in registered_secrets()
     assert redact("abcde abcdef") == "abcde …"
-    assert known_secrets(["xyz12", "xyz123", None, ""]) == ["abcdef", "xyz123"]
+    assert known_secrets(["xyz12", "xyz1234", None, ""]) == ["xyz1234", "abcdef"]
 
 
 def test_known_secrets_lists_longest_first_so_a_secret_containing_another_is_replaced_whole() -> None:
@@ -96,11 +96,13 @@ def test_redact_scrubs_extra_secrets_and_every_occurrence() -> None:
 
 
 def test_restoring_a_snapshot_forgets_later_registrations() -> None:
+    register_secret("earlier-secret-1")
     before = registered_secrets()
     register_secret("later-secret-1")
     assert "later-secret-1" in registered_secrets()
     restore_registered_secrets(before)
     assert registered_secrets() == before
+    assert "earlier-secret-1" in registered_secrets()
     assert redact("later-secret-1") == "later-secret-1"
 
 

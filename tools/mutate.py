@@ -258,7 +258,9 @@ def _run_child(code: object | None, name: str, path: Path, tests: Sequence[str],
         os.dup2(devnull, 2)
         if code is not None:
             sys.meta_path.insert(0, _MutantFinder(name, path, code))
-        args = [*tests, "-x", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", "-p", "no:xdist"]
+        # Plain asserts: pytest's rewriting import hook would otherwise load the plugin's own
+        # modules from disk ahead of the mutant.
+        args = [*tests, "-x", "-q", "--assert=plain", "-p", "no:randomly", "-p", "no:cacheprovider", "-p", "no:xdist"]
         os._exit(int(pytest.main(args)))
     deadline = time.monotonic() + timeout
     while True:
