@@ -21,15 +21,20 @@ import argparse
 import ast
 import copy
 import importlib.abc
+import importlib
 import importlib.util
+import json
 import os
 import signal
+import subprocess
 import sys
+import tempfile
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
+from types import FrameType, ModuleType
 
 import pytest  # imported once here so each forked child starts warm
 
@@ -62,6 +67,10 @@ class Mutant:
     index: int
     line: int
     description: str
+    statement_line: int = 0
+
+    def runs_in(self, covered: set[int]) -> bool:
+        return self.line in covered or self.statement_line in covered
 
 
 class _Mutator(ast.NodeTransformer):
@@ -72,6 +81,16 @@ class _Mutator(ast.NodeTransformer):
         self.target = target
         self.found: list[Mutant] = []
         self._scope: list[str] = []
+        self._statement_line = 0
+
+    def visit(self, node: ast.AST) -> ast.AST:
+        if isinstance(node, ast.stmt):
+            outer, self._statement_line = self._statement_line, node.lineno
+            try:
+                return super().visit(node)  # type: ignore[no-any-return]
+            finally:
+                self._statement_line = outer
+        return super().visit(node)  # type: ignore[no-any-return]
 
     # -- bookkeeping -------------------------------------------------------------------------
     def _in_scope(self) -> bool:
@@ -82,7 +101,7 @@ class _Mutator(ast.NodeTransformer):
         if not self._in_scope():
             return False
         index = len(self.found)
-        self.found.append(Mutant(index, getattr(node, "lineno", 0), description))
+        self.found.append(Mutant(index, getattr(node, "lineno", 0), description, self._statement_line))
         return index == self.target
 
     def _scoped(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> ast.AST:
@@ -249,7 +268,58 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _run_child(code: object | None, name: str, path: Path, tests: Sequence[str], timeout: float) -> int:
+def _warm_up(package: str) -> None:
+    """Import, once, every third-party module the package and the pytest plugins pull in, so
+    each forked child only imports the package itself and the tests."""
+    probe = (
+        "import importlib, importlib.metadata, pkgutil, sys\n"
+        f"pkg = importlib.import_module({package!r})\n"
+        "for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.'):\n"
+        "    importlib.import_module(info.name)\n"
+        "for ep in importlib.metadata.entry_points(group='pytest11'):\n"
+        "    try: ep.load()\n"
+        "    except Exception: pass\n"
+        "print('\\n'.join(sys.modules))\n"
+    )
+    listed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
+    for module in listed.stdout.split():
+        if module == package or module.startswith(package + ".") or module == "__main__":
+            continue
+        try:
+            importlib.import_module(module)
+        except Exception:  # noqa: S112 - warming up is best effort
+            continue
+    if package in sys.modules:
+        raise SystemExit(f"warming up imported {package} itself; cannot mutate it in the children")
+
+
+def _trace_lines(path: Path, out: Path) -> None:
+    """In the child: record which lines of *path* run, and write them to *out* at exit."""
+    target = str(path.resolve())
+    lines: set[int] = set()
+
+    def local(frame: FrameType, event: str, arg: object) -> object:
+        if event == "line":
+            lines.add(frame.f_lineno)
+        return local
+
+    def global_(frame: FrameType, event: str, arg: object) -> object:
+        if frame.f_code.co_filename == target:
+            lines.add(frame.f_lineno)
+            return local
+        return None
+
+    sys.settrace(global_)
+    threading.settrace(global_)
+    atexit_hooks.append(lambda: out.write_text(json.dumps(sorted(lines))))
+
+
+atexit_hooks: list[Callable[[], object]] = []
+
+
+def _run_child(
+    code: object | None, name: str, path: Path, tests: Sequence[str], timeout: float, trace: Path | None = None
+) -> int:
     """Fork, run the tests against *code* (None: the real module); return the pytest exit code."""
     pid = os.fork()
     if pid == 0:  # child
@@ -258,10 +328,15 @@ def _run_child(code: object | None, name: str, path: Path, tests: Sequence[str],
         os.dup2(devnull, 2)
         if code is not None:
             sys.meta_path.insert(0, _MutantFinder(name, path, code))
+        if trace is not None:
+            _trace_lines(path, trace)
         # Plain asserts: pytest's rewriting import hook would otherwise load the plugin's own
         # modules from disk ahead of the mutant.
         args = [*tests, "-x", "-q", "--assert=plain", "-p", "no:randomly", "-p", "no:cacheprovider", "-p", "no:xdist"]
-        os._exit(int(pytest.main(args)))
+        status = int(pytest.main(args))
+        for hook in atexit_hooks:
+            hook()
+        os._exit(status)
     deadline = time.monotonic() + timeout
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
@@ -294,12 +369,20 @@ def _main(argv: Sequence[str]) -> int:
         return 0
     name = _module_name(path)
 
-    baseline = _run_child(None, name, path, args.tests, args.timeout)
+    _warm_up(name.split(".")[0])
+    with tempfile.TemporaryDirectory() as scratch:
+        trace = Path(scratch) / "lines.json"
+        baseline = _run_child(None, name, path, args.tests, args.timeout, trace=trace)
+        covered = set(json.loads(trace.read_text())) if trace.exists() else set()
     if baseline != 0:
         print(f"the tests fail on the unmutated module (pytest exit code {baseline}); fix them first")
         return 2
     survivors: list[Mutant] = []
     for m in mutants:
+        if not m.runs_in(covered):  # no test runs this line: nothing can notice the change
+            survivors.append(m)
+            print(f"survived #{m.index} {path}:{m.line}: {m.description} (not run)    | {lines[m.line - 1].strip()}")
+            continue
         code = compile(_mutated(tree, only, m.index), str(path), "exec")
         if _run_child(code, name, path, args.tests, args.timeout) == 0:
             survivors.append(m)
