@@ -10,21 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["get_table", "is_table", "plain_copy"]
+__all__ = ["is_table", "plain_copy"]
 
 
 def is_table(value: object) -> bool:
     """A TOML table / JSON object: any mapping."""
     return isinstance(value, Mapping)
-
-
-def get_table(parent: object, key: str) -> Mapping[str, Any] | None:
-    """``parent[key]`` if *parent* is a table and that value is a table too, else ``None``."""
-    if isinstance(parent, Mapping):
-        value = parent.get(key)
-        if isinstance(value, Mapping):
-            return value
-    return None
 
 
 def plain_copy(value: Any) -> Any:
