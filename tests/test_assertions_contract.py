@@ -156,18 +156,20 @@ def test_eventually_without_a_clock_uses_real_time() -> None:
 
 
 @pytest.mark.parametrize(("timeout", "interval"), [(-1, 1.0), (1, 0), (1, -1.0), (-0.5, 0)])
-def test_eventually_rejects_a_negative_timeout_or_non_positive_interval(timeout: float, interval: float) -> None:
-    with pytest.raises(ValueError) as info:
+def test_eventually_rejects_a_negative_timeout_or_non_positive_interval(
+    timeout: float, interval: float
+) -> None:
+    with pytest.raises(ValueError, match="needs timeout") as info:
         eventually(lambda: True, timeout=timeout, interval=interval, clock=VirtualClock(START))
-    assert str(info.value) == (
-        f"eventually() needs timeout >= 0 and interval > 0, got {timeout}, {interval}"
-    )
+    assert str(info.value) == (f"eventually() needs timeout >= 0 and interval > 0, got {timeout}, {interval}")
 
 
 def test_eventually_masks_secrets_in_its_message() -> None:
     register_secret("sk-leaky-value-123456")
     with pytest.raises(EventuallyTimeout) as info:
-        eventually(lambda: "x" == "y", timeout=0, clock=VirtualClock(START), description="sk-leaky-value-123456")
+        eventually(
+            lambda: "x" == "y", timeout=0, clock=VirtualClock(START), description="sk-leaky-value-123456"
+        )
     assert "sk-leaky-value-123456" not in str(info.value)
     assert str(info.value).startswith("sk-l…56 did not pass")
 
@@ -367,7 +369,10 @@ def test_history_of_a_polled_job_comes_from_the_poll_result() -> None:
     clock = VirtualClock(START)
     backend = Backend(
         clock,
-        statuses=[(0, {"status": "queued"}), (10, {"status": "failed", "error": "OOM", "final_reward": 0.25})],
+        statuses=[
+            (0, {"status": "queued"}),
+            (10, {"status": "failed", "error": "OOM", "final_reward": 0.25}),
+        ],
         events=steps(0.25),
     )
     job = job_for(backend)
@@ -400,7 +405,11 @@ def test_history_survives_a_backend_that_fails_while_explaining_a_failure() -> N
         return httpx.Response(400, json={"detail": "nope"})
 
     job = RLJob.from_job_id(
-        "job-1", backend_url=BACKEND, api_key=KEY, clock=VirtualClock(START), transport=httpx.MockTransport(broken)
+        "job-1",
+        backend_url=BACKEND,
+        api_key=KEY,
+        clock=VirtualClock(START),
+        transport=httpx.MockTransport(broken),
     )
     history = collect_job_history(job)
     assert (history.final_status, history.events, history.rewards) == ("?", [], [])
@@ -411,7 +420,10 @@ def test_history_of_an_unsubmitted_job_asks_nothing(tmp_path: Path) -> None:
     job = make_job(write_config(tmp_path), transport=httpx.MockTransport(backend), clock=backend.clock)
     history = collect_job_history(job)
     assert (history.job_id, history.final_status, history.events, history.rewards) == (None, None, [], [])
-    with pytest.raises(AssertionError, match=r"^expected events \['a'\] in order; 'a' is missing after position 0\. Seen: \[\]"):
+    with pytest.raises(
+        AssertionError,
+        match=r"^expected events \['a'\] in order; 'a' is missing after position 0\. Seen: \[\]",
+    ):
         expect_job(job).to_emit_events(["a"])
     assert backend.requests == []
 
@@ -493,7 +505,9 @@ def test_to_succeed_fails_with_the_status_the_job_ended_in_and_its_history() -> 
 
 def test_failure_messages_mask_secrets_the_backend_echoes() -> None:
     register_secret("sk-echoed-secret-98765")
-    backend = Backend(VirtualClock(START), statuses=[(0, {"status": "failed", "error": "bad key sk-echoed-secret-98765"})])
+    backend = Backend(
+        VirtualClock(START), statuses=[(0, {"status": "failed", "error": "bad key sk-echoed-secret-98765"})]
+    )
     with pytest.raises(AssertionError) as info:
         expect_job(job_for(backend)).to_succeed()
     assert "sk-echoed-secret-98765" not in str(info.value)
@@ -575,14 +589,18 @@ def finished_with(reward: float | None) -> RLJob:
     return job_for(Backend(VirtualClock(START), statuses=[(0, final)]))
 
 
-@pytest.mark.parametrize(("at_least", "at_most"), [(0.5, None), (None, 0.5), (0.5, 0.5), (0.25, 0.75), (None, None)])
+@pytest.mark.parametrize(
+    ("at_least", "at_most"), [(0.5, None), (None, 0.5), (0.5, 0.5), (0.25, 0.75), (None, None)]
+)
 def test_final_reward_bounds_are_inclusive(at_least: float | None, at_most: float | None) -> None:
     expectation = expect_job(finished_with(0.5))
     assert expectation.to_have_final_reward(at_least=at_least, at_most=at_most) is expectation
 
 
 def test_final_reward_below_at_least() -> None:
-    with pytest.raises(AssertionError, match=r"^expected final reward >= 0\.6, got 0\.5000\njob job-1: status succeeded"):
+    with pytest.raises(
+        AssertionError, match=r"^expected final reward >= 0\.6, got 0\.5000\njob job-1: status succeeded"
+    ):
         expect_job(finished_with(0.5)).to_have_final_reward(at_least=0.6)
 
 
@@ -592,13 +610,17 @@ def test_final_reward_above_at_most() -> None:
 
 
 def test_final_reward_missing() -> None:
-    with pytest.raises(AssertionError, match=r"^expected job job-1 to report a final reward, but it has none\n"):
+    with pytest.raises(
+        AssertionError, match=r"^expected job job-1 to report a final reward, but it has none\n"
+    ):
         expect_job(finished_with(None)).to_have_final_reward(at_least=0)
 
 
 def test_final_reward_reuses_the_finished_result() -> None:
     backend = Backend(VirtualClock(START), statuses=[(0, {"status": "succeeded", "final_reward": 0.5})])
-    expect_job(job_for(backend)).to_succeed().to_have_final_reward(at_least=0.5).to_have_final_reward(at_most=1)
+    expect_job(job_for(backend)).to_succeed().to_have_final_reward(at_least=0.5).to_have_final_reward(
+        at_most=1
+    )
     assert len(backend.paths()) == 1
 
 
@@ -609,7 +631,7 @@ def curve_job(*rewards: float) -> tuple[RLJob, Backend]:
 
 
 def test_improvement_is_last_minus_first_and_the_boundary_passes() -> None:
-    job, backend = curve_job(0.25, 0.0, 0.75)
+    job, _ = curve_job(0.25, 0.0, 0.75)
     expectation = expect_job(job)
     assert expectation.to_improve_reward(by=0.5) is expectation
     assert expect_job(curve_job(0.25, 0.25)[0]).to_improve_reward() is not None

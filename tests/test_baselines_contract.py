@@ -22,7 +22,7 @@ from pytest_synth_rl.baselines import (
 # -- Tolerance ----------------------------------------------------------------------------------
 def test_defaults_are_exact_and_two_sided() -> None:
     assert Tolerance() == Tolerance(abs=0.0, rel=0.0, direction="two_sided")
-    assert DEFAULT_TOLERANCE == Tolerance(abs=1e-9, rel=1e-9)
+    assert Tolerance(abs=1e-9, rel=1e-9) == DEFAULT_TOLERANCE
 
 
 def test_allowed_is_the_larger_of_abs_and_rel_of_the_base() -> None:
@@ -96,7 +96,8 @@ def test_render(tol: Tolerance, shown: str) -> None:
         ({"rel": "0.1"}, "Tolerance(rel='0.1') is invalid: expected a number >= 0"),
         (
             {"direction": "up"},
-            "Tolerance(direction='up') is invalid: expected one of two_sided, higher_is_better, lower_is_better",
+            "Tolerance(direction='up') is invalid: expected one of "
+            "two_sided, higher_is_better, lower_is_better",
         ),
     ],
 )
@@ -142,7 +143,10 @@ def test_tolerance_json_shape() -> None:
     ("data", "message"),
     [
         ([0.05], 'f.json: expected a tolerance object like {"abs": 0.05}, got [0.05]'),
-        ({"abs": 1, "relative": 2, "x": 0}, "f.json: unknown tolerance keys ['relative', 'x']; expected abs, rel, direction"),
+        (
+            {"abs": 1, "relative": 2, "x": 0},
+            "f.json: unknown tolerance keys ['relative', 'x']; expected abs, rel, direction",
+        ),
         ({"abs": -1}, "f.json: Tolerance(abs=-1) is invalid: expected a number >= 0"),
     ],
 )
@@ -159,7 +163,9 @@ def test_relative_and_directional_tolerances_survive_a_baseline_file(tmp_path: P
         "elapsed_s": Tolerance(abs=5, rel=0.2, direction="lower_is_better"),
         "steps": Tolerance(),
     }
-    path = store.save("tests/test_x.py::test_y", {"reward.mean": 0.5, "elapsed_s": 100, "steps": 3}, tolerances)
+    path = store.save(
+        "tests/test_x.py::test_y", {"reward.mean": 0.5, "elapsed_s": 100, "steps": 3}, tolerances
+    )
     loaded = store.load("tests/test_x.py::test_y")
     assert loaded is not None
     assert loaded.tolerances == tolerances
@@ -196,7 +202,10 @@ def test_new_metrics_do_not_fail_but_missing_ones_do() -> None:
 
 
 def test_delta_is_now_minus_baseline_and_none_when_either_is_absent() -> None:
-    rows = {r.metric: r for r in compare({"up": 3.0, "down": 1.0, "new": 1.0}, {"up": 1.0, "down": 3.0, "gone": 1.0}).rows}
+    rows = {
+        r.metric: r
+        for r in compare({"up": 3.0, "down": 1.0, "new": 1.0}, {"up": 1.0, "down": 3.0, "gone": 1.0}).rows
+    }
     assert rows["up"].delta == 2.0
     assert rows["down"].delta == -2.0
     assert rows["new"].delta is None

@@ -132,8 +132,12 @@ def test_each_step_reports_its_reward_and_a_loss_that_falls_with_reward_and_step
         "step 3/4: reward=1.0000 loss=0.0100",
         "step 4/4: reward=0.9950 loss=0.0089",
     ]
-    points = [(p["name"], p["step"], p["value"]) for p in job.metrics if p["name"] in ("train.loss", "train.reward")]
-    assert [p for p in points if p[0] == "train.loss"] == [("train.loss", i + 1, v) for i, v in enumerate(expected)]
+    points = [
+        (p["name"], p["step"], p["value"]) for p in job.metrics if p["name"] in ("train.loss", "train.reward")
+    ]
+    assert [p for p in points if p[0] == "train.loss"] == [
+        ("train.loss", i + 1, v) for i, v in enumerate(expected)
+    ]
     assert [p[2] for p in points if p[0] == "train.reward"] == [0.2, 0.5, 1.0, 0.995]
 
 
@@ -148,7 +152,9 @@ def test_a_succeeded_job_reports_the_final_evaluation_as_its_final_reward(
     fake.scenario(immediate=True, steps=3, reward_curve=[0.1, 0.2, 0.3])
     job = fake.job(submit(client, fake))
     assert job.final_reward == 0.3
-    assert data_of(job, "rl.eval.summary") == [{"step": 3, "mean_reward": 0.3, "seeds": [0, 1, 2, 3], "rewards": [0.3]}]
+    assert data_of(job, "rl.eval.summary") == [
+        {"step": 3, "mean_reward": 0.3, "seeds": [0, 1, 2, 3], "rewards": [0.3]}
+    ]
     [completed] = [e for e in job.events if e["type"] == "rl.train.completed"]
     assert completed["message"] == "Training completed: final_reward=0.3"
     assert completed["data"] == {"final_reward": 0.3, "model_id": completed["data"]["model_id"], "steps": 3}
@@ -174,7 +180,9 @@ def test_a_cancelled_job_keeps_its_last_reward(fake: FakeSynthBackend, client: h
     assert status(client, fake, job.id)["final_reward"] == 0.3
 
 
-def test_a_job_cancelled_before_any_step_has_no_final_reward(fake: FakeSynthBackend, client: httpx.Client) -> None:
+def test_a_job_cancelled_before_any_step_has_no_final_reward(
+    fake: FakeSynthBackend, client: httpx.Client
+) -> None:
     fake.scenario(duration=300.0, steps=3)
     job = fake.job(submit(client, fake)).cancel()
     assert (job.status, job.final_reward) == ("cancelled", None)
@@ -220,7 +228,7 @@ def test_every_n_iters_one_evaluates_after_every_step(fake: FakeSynthBackend, cl
         (2, 0.5, [5, 6, 7]),
         (3, 0.75, [5, 6, 7]),
     ]
-    assert [e["message"] for e in job.events if e["type"] == "rl.eval.summary"][0] == (
+    assert next(e["message"] for e in job.events if e["type"] == "rl.eval.summary") == (
         "eval at step 1: mean_reward=0.2500 over 3 seeds"
     )
     assert [c["step"] for c in job.status_payload()["checkpoints"]] == [1, 2, 3]
@@ -258,7 +266,9 @@ def test_evaluation_seeds_come_from_the_config_or_the_batch(
     lenient: FakeSynthBackend, client: httpx.Client, evaluation: dict[str, Any], seeds: list[int]
 ) -> None:
     lenient.scenario(immediate=True, steps=1)
-    job = lenient.job(submit(client, lenient, rl_payload(evaluation={"instances": 2, "every_n_iters": 1, **evaluation})))
+    job = lenient.job(
+        submit(client, lenient, rl_payload(evaluation={"instances": 2, "every_n_iters": 1, **evaluation}))
+    )
     assert data_of(job, "rl.eval.summary")[0]["seeds"] == seeds
 
 
@@ -310,7 +320,8 @@ def test_rollouts_need_an_http_task_app_url(client: httpx.Client) -> None:
         job = fake.job(submit(client, fake, rl_payload("grpc://task-app.example.com")))
         assert job.status == "failed"
         assert job.error == (
-            "cannot run rollouts: data.endpoint_base_url is 'grpc://task-app.example.com', not an http(s) URL "
+            "cannot run rollouts: data.endpoint_base_url is 'grpc://task-app.example.com', "
+            "not an http(s) URL "
             "(hint: pass task_app_url= to the job, or script rewards with fake.scenario(reward_curve=...))"
         )
         assert job.rewards == []

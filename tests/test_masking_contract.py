@@ -170,4 +170,3 @@ def test_get_logger_installs_one_redacting_filter() -> None:
     again = get_logger("pytest_synth_rl.masking_contract")
     assert logger is again
     assert sum(isinstance(f, RedactingFilter) for f in logger.filters) == 1
-

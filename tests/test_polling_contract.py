@@ -65,7 +65,8 @@ def test_bad_timeout_or_interval_is_a_config_error_naming_the_argument(
 def test_zero_timeout_and_integer_arguments_are_accepted_as_floats() -> None:
     p, _ = poller(timeout=0, interval=1)
     assert (p.timeout, p.interval) == (0.0, 1.0)
-    assert isinstance(p.timeout, float) and isinstance(p.interval, float)
+    assert isinstance(p.timeout, float)
+    assert isinstance(p.interval, float)
     assert p.deadline == START
 
 
@@ -146,8 +147,10 @@ def test_timeout_with_no_answer_and_an_unreadable_last_answer() -> None:
     p.record({}, note="HTML where JSON was expected")
     with pytest.raises(JobTimeoutError) as info:
         p.next_wait()
-    assert str(info.value).splitlines()[0].endswith(
-        "statuses: <no status> (0s); the last answer was unreadable: HTML where JSON was expected"
+    assert (
+        str(info.value)
+        .splitlines()[0]
+        .endswith("statuses: <no status> (0s); the last answer was unreadable: HTML where JSON was expected")
     )
 
 
@@ -166,11 +169,12 @@ def test_summary_collapses_runs_and_formats_seconds_compactly() -> None:
 
 def test_summary_shows_the_last_runs_only() -> None:
     history = records(*[(float(i), f"s{i % 2}") for i in range(7)])
-    assert summarize_history(history) == (
-        "... -> s0 (2s) -> s1 (3s) -> s0 (4s) -> s1 (5s) -> s0 (6s)"
-    )
+    assert summarize_history(history) == ("... -> s0 (2s) -> s1 (3s) -> s0 (4s) -> s1 (5s) -> s0 (6s)")
     assert summarize_history(history, limit=2) == "... -> s1 (5s) -> s0 (6s)"
-    assert summarize_history(history, limit=7) == "s0 (0s) -> s1 (1s) -> s0 (2s) -> s1 (3s) -> s0 (4s) -> s1 (5s) -> s0 (6s)"
+    assert (
+        summarize_history(history, limit=7)
+        == "s0 (0s) -> s1 (1s) -> s0 (2s) -> s1 (3s) -> s0 (4s) -> s1 (5s) -> s0 (6s)"
+    )
 
 
 # -- callbacks and the result ----------------------------------------------------------------
@@ -195,12 +199,16 @@ def test_a_failing_callback_becomes_a_warning_with_its_traceback() -> None:
 
 def test_finish_builds_the_result_from_the_last_answer() -> None:
     p, clock = poller()
-    drive(p, clock, ["queued", "running"] + ["succeeded"])
+    drive(p, clock, ["queued", "running", "succeeded"])
     p.history[-1].payload["final_reward"] = 0.5
     result = p.finish()
     assert isinstance(result, JobResult)
     assert (result.job_id, result.status, result.final_reward, result.polls, result.elapsed) == (
-        "job-1", "succeeded", 0.5, 3, 20.0
+        "job-1",
+        "succeeded",
+        0.5,
+        3,
+        20.0,
     )
 
 
@@ -208,7 +216,10 @@ def test_finish_builds_the_result_from_the_last_answer() -> None:
     ("payload", "message"),
     [
         ({"status": "failed", "error": "OOM"}, "RL job job-1 failed (status 'failed'): OOM"),
-        ({"status": "canceled"}, "RL job job-1 cancelled (status 'canceled'): the backend gave no error text"),
+        (
+            {"status": "canceled"},
+            "RL job job-1 cancelled (status 'canceled'): the backend gave no error text",
+        ),
     ],
 )
 def test_raise_on_failure(payload: dict[str, Any], message: str) -> None:
@@ -217,7 +228,11 @@ def test_raise_on_failure(payload: dict[str, Any], message: str) -> None:
     with pytest.raises(JobFailedError) as info:
         p.finish()
     assert str(info.value).splitlines()[0] == message
-    assert (info.value.job_id, info.value.status, info.value.result.status) == ("job-1", payload["status"], payload["status"])
+    assert (info.value.job_id, info.value.status, info.value.result.status) == (
+        "job-1",
+        payload["status"],
+        payload["status"],
+    )
     assert info.value.error == payload.get("error")
 
     quiet, _ = poller()

@@ -53,7 +53,9 @@ class Script:
 
 
 def run(
-    outcomes: Sequence[Outcome], policy: RetryPolicy | None = None, error_cls: type[BackendError] = BackendError
+    outcomes: Sequence[Outcome],
+    policy: RetryPolicy | None = None,
+    error_cls: type[BackendError] = BackendError,
 ) -> tuple[Sent, Script]:
     clock = VirtualClock(START)
     script = Script(clock, outcomes)
@@ -106,7 +108,10 @@ def test_boundary_values_are_accepted(kwargs: dict[str, float]) -> None:
         ({"max_attempts": 0}, "RetryPolicy.max_attempts: must be >= 1, got 0"),
         ({"backoff_base": -0.1}, "RetryPolicy.backoff_base: must be a finite number >= 0, got -0.1"),
         ({"backoff_max": float("nan")}, "RetryPolicy.backoff_max: must be a finite number >= 0, got nan"),
-        ({"max_retry_after": float("inf")}, "RetryPolicy.max_retry_after: must be a finite number >= 0, got inf"),
+        (
+            {"max_retry_after": float("inf")},
+            "RetryPolicy.max_retry_after: must be a finite number >= 0, got inf",
+        ),
         ({"total_budget": "10"}, "RetryPolicy.total_budget: must be a finite number >= 0, got '10'"),
         ({"backoff_multiplier": 0.99}, "RetryPolicy.backoff_multiplier: must be >= 1, got 0.99"),
     ],
@@ -122,8 +127,20 @@ def test_bad_values_name_the_field_and_the_value(kwargs: dict[str, object], mess
 
 @pytest.mark.parametrize(
     ("status", "retried"),
-    [(200, False), (404, False), (428, False), (429, True), (430, False), (499, False), (500, True),
-     (501, False), (502, True), (503, True), (599, True), (600, False)],
+    [
+        (200, False),
+        (404, False),
+        (428, False),
+        (429, True),
+        (430, False),
+        (499, False),
+        (500, True),
+        (501, False),
+        (502, True),
+        (503, True),
+        (599, True),
+        (600, False),
+    ],
 )
 def test_which_statuses_are_transient(status: int, retried: bool) -> None:
     assert RetryPolicy().retries_status(status) is retried
@@ -142,7 +159,11 @@ def test_other_errors_are_not(error: Exception) -> None:
 def test_backoff_grows_by_the_multiplier_up_to_the_cap() -> None:
     policy = RetryPolicy(jitter=False)
     assert [policy.backoff(n) for n in range(8)] == [0.5, 1, 2, 4, 8, 16, 30, 30]
-    assert [RetryPolicy(jitter=False, backoff_base=3, backoff_multiplier=1).backoff(n) for n in range(3)] == [3, 3, 3]
+    assert [RetryPolicy(jitter=False, backoff_base=3, backoff_multiplier=1).backoff(n) for n in range(3)] == [
+        3,
+        3,
+        3,
+    ]
 
 
 def test_jittered_backoff_is_a_seeded_uniform_draw_below_the_cap() -> None:
@@ -151,14 +172,25 @@ def test_jittered_backoff_is_a_seeded_uniform_draw_below_the_cap() -> None:
     reference = random.Random(11)
     assert draws == [reference.uniform(0.0, cap) for cap in [0.5, 1, 2, 4, 8, 16, 30, 30]]
     assert len(set(draws)) == 8
-    assert all(0 <= d <= cap for d, cap in zip(draws, [0.5, 1, 2, 4, 8, 16, 30, 30]))
+    assert all(0 <= d <= cap for d, cap in zip(draws, [0.5, 1, 2, 4, 8, 16, 30, 30], strict=True))
 
 
 # -- Retry-After ---------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("value", "seconds"),
-    [(None, None), ("", None), ("   ", None), ("5", 5.0), (" 2.5 ", 2.5), ("0", 0.0), ("-3", 0.0),
-     ("nan", None), ("inf", None), ("soon", None), ("Mon, 99 Foo 2024 00:00:00 GMT", None)],
+    [
+        (None, None),
+        ("", None),
+        ("   ", None),
+        ("5", 5.0),
+        (" 2.5 ", 2.5),
+        ("0", 0.0),
+        ("-3", 0.0),
+        ("nan", None),
+        ("inf", None),
+        ("soon", None),
+        ("Mon, 99 Foo 2024 00:00:00 GMT", None),
+    ],
 )
 def test_parse_retry_after_seconds(value: str | None, seconds: float | None) -> None:
     assert parse_retry_after(value, 1_700_000_000.0) == seconds
@@ -196,7 +228,7 @@ def test_retry_after_date_uses_the_clocks_epoch() -> None:
 
 
 def test_retry_after_on_other_statuses_or_unreadable_falls_back_to_backoff() -> None:
-    sent, script = run(
+    _, script = run(
         [
             httpx.Response(500, headers={"Retry-After": "20"}),
             httpx.Response(429, headers={"Retry-After": "later"}),
@@ -227,7 +259,7 @@ def test_one_attempt_means_no_retry() -> None:
 
 
 def test_a_final_answer_is_not_exhaustion() -> None:
-    sent, script = run([httpx.Response(404)])
+    sent, _ = run([httpx.Response(404)])
     assert (sent.response.status_code, sent.exhausted, sent.stop_reason) == (404, False, "")
     assert len(sent.attempts) == 1
 
@@ -248,7 +280,9 @@ def test_a_zero_budget_never_waits() -> None:
 
 def test_retry_loop_measures_spent_time_from_its_start_on_a_late_clock() -> None:
     clock = VirtualClock(1e6)
-    loop = RetryLoop(RetryPolicy(jitter=False, backoff_base=10, backoff_multiplier=1, total_budget=25), clock, "GET", URL)
+    loop = RetryLoop(
+        RetryPolicy(jitter=False, backoff_base=10, backoff_multiplier=1, total_budget=25), clock, "GET", URL
+    )
     assert loop.next_wait(httpx.Response(500)) == 10
     clock.sleep(10)
     assert loop.next_wait(httpx.Response(500)) == 10
@@ -260,14 +294,20 @@ def test_retry_loop_measures_spent_time_from_its_start_on_a_late_clock() -> None
 # -- transport errors and the report -------------------------------------------------------
 def test_transport_errors_are_retried_then_reported_with_every_attempt() -> None:
     with pytest.raises(BackendError) as info:
-        run([httpx.ConnectError("refused"), httpx.ReadTimeout(""), httpx.ConnectError("refused")],
-            RetryPolicy(jitter=False, max_attempts=3))
+        run(
+            [httpx.ConnectError("refused"), httpx.ReadTimeout(""), httpx.ConnectError("refused")],
+            RetryPolicy(jitter=False, max_attempts=3),
+        )
     error = info.value
     assert str(error).splitlines()[0] == (
         f"could not reach the backend: GET {URL} failed after 3 attempts: ConnectError: refused; "
         "retry limit RetryPolicy.max_attempts=3 reached"
     )
-    assert [a.error for a in error.attempts] == ["ConnectError: refused", "ReadTimeout", "ConnectError: refused"]
+    assert [a.error for a in error.attempts] == [
+        "ConnectError: refused",
+        "ReadTimeout",
+        "ConnectError: refused",
+    ]
     assert [a.waited for a in error.attempts] == [0.5, 1.0, 0.0]
     assert isinstance(error.__cause__, httpx.ConnectError)
 
@@ -282,14 +322,17 @@ def test_an_error_that_is_not_transient_is_reported_at_once_without_a_reason() -
 
 
 def test_a_transport_error_then_a_response_returns_the_response() -> None:
-    sent, script = run([httpx.ConnectError("x"), httpx.Response(200, json={"ok": True})])
+    sent, _ = run([httpx.ConnectError("x"), httpx.Response(200, json={"ok": True})])
     assert sent.response.json() == {"ok": True}
     assert [(a.status_code, a.error) for a in sent.attempts] == [(None, "ConnectError: x"), (200, None)]
 
 
 def test_each_retry_is_logged_with_the_attempt_number(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="pytest_synth_rl.client"):
-        run([httpx.Response(503), httpx.ConnectError("down"), httpx.Response(200)], RetryPolicy(jitter=False, max_attempts=4))
+        run(
+            [httpx.Response(503), httpx.ConnectError("down"), httpx.Response(200)],
+            RetryPolicy(jitter=False, max_attempts=4),
+        )
     assert [r.getMessage() for r in caplog.records] == [
         f"GET {URL} -> HTTP 503; retrying in 0.50s (attempt 2 of 4)",
         f"GET {URL} -> ConnectError: down; retrying in 1.00s (attempt 3 of 4)",
@@ -318,7 +361,9 @@ class TrackedBody(httpx.SyncByteStream, httpx.AsyncByteStream):
 
 def test_sync_send_closes_every_retried_response_before_sending_again() -> None:
     closed: list[int] = []
-    bodies = [lambda i=i: httpx.Response(503 if i < 2 else 200, stream=TrackedBody(closed, i)) for i in range(3)]
+    bodies = [
+        lambda i=i: httpx.Response(503 if i < 2 else 200, stream=TrackedBody(closed, i)) for i in range(3)
+    ]
     clock = VirtualClock(START)
     seen_closed: list[list[int]] = []
     script = Script(clock, bodies)

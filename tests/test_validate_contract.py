@@ -33,12 +33,14 @@ def test_a_valid_config_is_normalized_with_its_model_chosen() -> None:
     check = check_rl_config(config())
     assert rendered(check) == []
     assert check.model_field == "base_model"
-    assert check.model is not None and check.model.payload_id == "Qwen/Qwen3-0.6B"
+    assert check.model is not None
+    assert check.model.payload_id == "Qwen/Qwen3-0.6B"
     assert check.config["compute"]["topology"]["reference_placement"] == "none"
 
 
 @pytest.mark.parametrize(
-    ("value", "shown"), [([1, 2], "an array of 2 item(s)"), (None, "nothing"), ("rl.toml", "'rl.toml' (string)")]
+    ("value", "shown"),
+    [([1, 2], "an array of 2 item(s)"), (None, "nothing"), ("rl.toml", "'rl.toml' (string)")],
 )
 def test_something_that_is_not_a_table_is_one_problem(value: object, shown: str) -> None:
     check = check_rl_config(value)
@@ -75,14 +77,16 @@ def test_values_json_cannot_carry_are_named_where_they_are() -> None:
         ok=[1, "a", True, None, {"k": 2.5}],
     )
     assert rendered(check_rl_config(bad)) == [
-        'training.when: is a TOML date/time (2024-01-02); expected a value JSON can carry '
+        "training.when: is a TOML date/time (2024-01-02); expected a value JSON can carry "
         '(hint: quote it as a string: "2024-01-02")',
-        'training.at: is a TOML date/time (01:02:00); expected a value JSON can carry '
+        "training.at: is a TOML date/time (01:02:00); expected a value JSON can carry "
         '(hint: quote it as a string: "01:02:00")',
-        'training.stamp: is a TOML date/time (2024-01-02T03:04:05); expected a value JSON can carry '
+        "training.stamp: is a TOML date/time (2024-01-02T03:04:05); expected a value JSON can carry "
         '(hint: quote it as a string: "2024-01-02T03:04:05")',
-        "training.xs[1]: is inf; expected a finite number (JSON cannot carry inf or nan) (hint: use a finite value)",
-        "training.n: is nan; expected a finite number (JSON cannot carry inf or nan) (hint: use a finite value)",
+        "training.xs[1]: is inf; expected a finite number (JSON cannot carry inf or nan) "
+        "(hint: use a finite value)",
+        "training.n: is nan; expected a finite number (JSON cannot carry inf or nan) "
+        "(hint: use a finite value)",
         "training.raw: expected a JSON value (string, number, boolean, array, table), got b'x' (bytes) "
         "(hint: use plain TOML/JSON values in configs and overrides)",
     ]
@@ -132,7 +136,8 @@ def test_a_fine_tuned_source_selects_the_model_field() -> None:
     check = check_rl_config(config(model={**model, "source": " ft:Qwen/Qwen3-0.6B:abc "}))
     assert rendered(check) == []
     assert check.model_field == "model"
-    assert check.model is not None and check.model.payload_id == "ft:Qwen/Qwen3-0.6B:abc"
+    assert check.model is not None
+    assert check.model.payload_id == "ft:Qwen/Qwen3-0.6B:abc"
 
 
 def test_a_model_problem_found_earlier_is_not_reported_twice() -> None:
@@ -198,6 +203,8 @@ def test_validate_passes_the_model_override_through() -> None:
 
 def test_collect_config_problems_never_raises_and_passes_options_through() -> None:
     assert collect_config_problems(config()) == []
-    assert [p.key for p in collect_config_problems(config(), model_override="Nope/Model")] == ["overrides.model"]
+    assert [p.key for p in collect_config_problems(config(), model_override="Nope/Model")] == [
+        "overrides.model"
+    ]
     assert [p.key for p in collect_config_problems(config(model=None))] == ["model"]
     assert collect_config_problems(config(model=None), model_override="ft:Qwen/Qwen3-0.6B:j") == []

@@ -7,7 +7,8 @@ imports the mutated module in place of the real one. A mutant the tests still pa
 "survived": the behavior it changes is not pinned down.
 
     python tools/mutate.py pytest_synth_rl/masking.py tests/test_masking.py tests/test_masking_contract.py
-    python tools/mutate.py pytest_synth_rl/baselines.py tests/test_baselines_contract.py --only Tolerance,compare
+    python tools/mutate.py pytest_synth_rl/baselines.py tests/test_baselines_contract.py \
+        --only Tolerance,compare
 
 Runs one mutant at a time (shared machines), stops each child at its first failing test, and
 prints the score and every surviving mutant with its line. ``--only`` restricts mutation to
@@ -20,8 +21,8 @@ from __future__ import annotations
 import argparse
 import ast
 import copy
-import importlib.abc
 import importlib
+import importlib.abc
 import importlib.util
 import json
 import os
@@ -220,15 +221,17 @@ class _Mutator(ast.NodeTransformer):
 
     def visit_Constant(self, node: ast.Constant) -> ast.AST:
         value = node.value
+        replacement: object
         if isinstance(value, bool):
-            if self._site(node, f"{value} -> {not value}"):
-                return ast.Constant(not value)
+            description, replacement = f"{value} -> {not value}", not value
         elif isinstance(value, (int, float)):
-            if self._site(node, f"{value!r} -> {value + 1!r}"):
-                return ast.Constant(value + 1)
+            description, replacement = f"{value!r} -> {value + 1!r}", value + 1
         elif isinstance(value, str):
-            if self._site(node, f"string {value!r} altered"):
-                return ast.Constant("XX" + value + "XX")
+            description, replacement = f"string {value!r} altered", "XX" + value + "XX"
+        else:
+            return node
+        if self._site(node, description):
+            return ast.Constant(replacement)
         return node
 
 
@@ -258,7 +261,7 @@ class _MutantFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return None
 
     def exec_module(self, module: ModuleType) -> None:
-        exec(self.code, module.__dict__)  # noqa: S102 - running the mutant is the point
+        exec(self.code, module.__dict__)
 
 
 def _module_name(path: Path) -> str:
@@ -287,7 +290,7 @@ def _warm_up(package: str) -> None:
             continue
         try:
             importlib.import_module(module)
-        except Exception:  # noqa: S112 - warming up is best effort
+        except Exception:
             continue
     if package in sys.modules:
         raise SystemExit(f"warming up imported {package} itself; cannot mutate it in the children")
@@ -318,7 +321,12 @@ atexit_hooks: list[Callable[[], object]] = []
 
 
 def _run_child(
-    code: object | None, name: str, path: Path, tests: Sequence[str], timeout: float, trace: Path | None = None
+    code: object | None,
+    name: str,
+    path: Path,
+    tests: Sequence[str],
+    timeout: float,
+    trace: Path | None = None,
 ) -> int:
     """Fork, run the tests against *code* (None: the real module); return the pytest exit code."""
     pid = os.fork()
@@ -332,7 +340,18 @@ def _run_child(
             _trace_lines(path, trace)
         # Plain asserts: pytest's rewriting import hook would otherwise load the plugin's own
         # modules from disk ahead of the mutant.
-        args = [*tests, "-x", "-q", "--assert=plain", "-p", "no:randomly", "-p", "no:cacheprovider", "-p", "no:xdist"]
+        args = [
+            *tests,
+            "-x",
+            "-q",
+            "--assert=plain",
+            "-p",
+            "no:randomly",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:xdist",
+        ]
         status = int(pytest.main(args))
         for hook in atexit_hooks:
             hook()
@@ -381,7 +400,10 @@ def _main(argv: Sequence[str]) -> int:
     for m in mutants:
         if not m.runs_in(covered):  # no test runs this line: nothing can notice the change
             survivors.append(m)
-            print(f"survived #{m.index} {path}:{m.line}: {m.description} (not run)    | {lines[m.line - 1].strip()}")
+            print(
+                f"survived #{m.index} {path}:{m.line}: {m.description} (not run)"
+                f"    | {lines[m.line - 1].strip()}"
+            )
             continue
         code = compile(_mutated(tree, only, m.index), str(path), "exec")
         if _run_child(code, name, path, args.tests, args.timeout) == 0:
