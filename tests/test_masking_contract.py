@@ -21,9 +21,11 @@ from pytest_synth_rl.masking import (
 
 
 @pytest.fixture(autouse=True)
-def _no_secret_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def _no_known_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Start from nothing known; the suite's registry fixture puts the old secrets back after."""
     for name in SECRET_ENV_VARS:
         monkeypatch.delenv(name, raising=False)
+    restore_registered_secrets(())
 
 
 def test_the_secret_environment_variables_are_the_ones_the_backend_and_task_apps_read() -> None:

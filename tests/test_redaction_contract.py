@@ -8,7 +8,7 @@ import json
 import pytest
 
 from pytest_synth_rl.errors import SynthError
-from pytest_synth_rl.masking import SECRET_ENV_VARS, register_secret
+from pytest_synth_rl.masking import SECRET_ENV_VARS, register_secret, restore_registered_secrets
 from pytest_synth_rl.recording.redaction import (
     REDACTED,
     SENSITIVE_HEADERS,
@@ -22,9 +22,11 @@ SECRET = "sk-redaction-secret-0123456789"
 
 
 @pytest.fixture(autouse=True)
-def _no_secret_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def _no_known_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Start from nothing known; the suite's registry fixture puts the old secrets back after."""
     for name in SECRET_ENV_VARS:
         monkeypatch.delenv(name, raising=False)
+    restore_registered_secrets(())
 
 
 def test_placeholder_and_credential_headers() -> None:
