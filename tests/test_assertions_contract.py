@@ -244,7 +244,11 @@ def test_history_render_shows_status_error_timeline_curve_reward_and_events() ->
     history = JobHistory(
         job_id="job-1",
         statuses=[(0.0, "queued"), (10.0, "running"), (20.0, "failed")],
-        events=[event(1, "rl.job.started", "started"), {"type": "rl.job.failed"}],
+        events=[
+            event(1, "rl.job.started", "started"),
+            {"type": "rl.job.failed"},
+            {"seq": 3, "message": "odd"},
+        ],
         rewards=[0.25, 0.5],
         final_status="failed",
         final_reward=0.5,
@@ -256,9 +260,10 @@ def test_history_render_shows_status_error_timeline_curve_reward_and_events() ->
         "  statuses: queued x1 (0s) -> running x1 (10.0s) -> failed x1 (20.0s)\n"
         "  reward curve: first 0.250 -> last 0.500 (max 0.500, n=2) ▁█\n"
         "  final reward: 0.5000\n"
-        "  last 2 of 2 events:\n"
+        "  last 3 of 3 events:\n"
         "    #1 rl.job.started started\n"
-        "    #? rl.job.failed"
+        "    #? rl.job.failed\n"
+        "    #3 ? odd"
     )
 
 
