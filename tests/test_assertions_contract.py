@@ -387,6 +387,8 @@ def test_history_of_a_polled_job_comes_from_the_poll_result() -> None:
     assert (history.final_status, history.final_reward, history.error) == ("failed", 0.25, "OOM")
     assert history.rewards == [0.25]
     assert history.job_id == "job-1"
+    metric_reads = [params for _, path, params in backend.requests if path.endswith("/metrics")]
+    assert metric_reads == [{"after_step": "-1", "limit": "10000"}]  # every point, in one read
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@ spelling ends it, and a timeout explains what was seen. Clocks start late on pur
 
 from __future__ import annotations
 
+import traceback
 import warnings
 from typing import Any
 
@@ -244,3 +245,32 @@ def test_raise_on_failure_lets_success_through() -> None:
     p, _ = poller(raise_on_failure=True)
     p.record({"status": "succeeded"})
     assert p.finish().succeeded
+
+
+def test_the_callback_warning_carries_the_whole_traceback_verbatim() -> None:
+    p, _ = poller()
+    try:
+        raise KeyError("k")
+    except KeyError as exc:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            p.callback_failed(exc)
+        formatted = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    assert str(caught[0].message) == (
+        f"on_status callback raised KeyError: 'k' (poll 0 of job job-1); polling continues.\n{formatted}"
+    )
+
+
+def test_the_deadline_itself_counts_as_reached() -> None:
+    clock = VirtualClock()  # at 0, "time left" is exactly the timeout, with no float noise
+    p = Poller("job-1", timeout=1e-9, interval=1, clock=clock)
+    with pytest.raises(JobTimeoutError):
+        p.next_wait()
+
+
+def test_a_failed_job_error_points_at_the_event_log() -> None:
+    p, _ = poller(raise_on_failure=True)
+    p.record({"status": "failed"})
+    with pytest.raises(JobFailedError) as info:
+        p.finish()
+    assert info.value.hint == "see job.events() for the backend's log of the run"

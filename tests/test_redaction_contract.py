@@ -258,3 +258,9 @@ def test_a_redacted_document_has_no_leaks() -> None:
         "response": {"body": redactor.json({"echo": SECRET})},
     }
     assert find_leaks(json.dumps(document).encode(), [SECRET]) == []
+
+
+def test_query_uses_the_secrets_it_is_given() -> None:
+    redactor = Redactor([SECRET])
+    assert redactor.query(f"q={SECRET}", secrets=[]) == f"q={SECRET}"
+    assert redactor.query("q=other-secret-1", secrets=["other-secret-1"]) == "q=<redacted>"
