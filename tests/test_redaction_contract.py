@@ -264,3 +264,11 @@ def test_query_uses_the_secrets_it_is_given() -> None:
     redactor = Redactor([SECRET])
     assert redactor.query(f"q={SECRET}", secrets=[]) == f"q={SECRET}"
     assert redactor.query("q=other-secret-1", secrets=["other-secret-1"]) == "q=<redacted>"
+
+
+def test_a_truncated_escaped_secret_is_not_a_leak() -> None:
+    secret = 'se"cret/va lue+1'
+    escaped = json.dumps(secret)[1:-1]  # se\"cret/va lue+1
+    assert find_leaks(escaped.encode(), [secret]) == ['se"c…+1']
+    assert find_leaks(escaped[1:].encode(), [secret]) == []
+    assert find_leaks(escaped[:-1].encode(), [secret]) == []
