@@ -270,3 +270,20 @@ def test_a_stored_baseline_brings_its_test_id_and_path(tmp_path: Path) -> None:
 def test_compare_refuses_a_tolerance_that_is_not_a_tolerance() -> None:
     with pytest.raises(BaselineError, match=r"tolerance for 'a' must be a Tolerance, got 0\.1"):
         compare({"a": 1.0}, {"a": 1.0}, tolerances={"a": 0.1})  # type: ignore[dict-item]
+
+
+def test_exactly_on_the_boundary_passes_in_every_direction() -> None:
+    edge = 0.5 + 1e-12  # the tolerance plus its float-rounding slack, as a float
+    assert Tolerance(abs=0.5).accepts(0.0, edge) is True
+    assert Tolerance(abs=0.5).accepts(0.0, -edge) is True
+    assert Tolerance(abs=0.5, direction="higher_is_better").accepts(0.0, -edge) is True
+    assert Tolerance(abs=0.5, direction="lower_is_better").accepts(0.0, edge) is True
+
+
+def test_invalid_tolerances_say_how_to_fix_them() -> None:
+    with pytest.raises(BaselineError) as info:
+        Tolerance(abs=-1)
+    assert info.value.hint == "pass e.g. Tolerance(abs=0.05) or Tolerance(rel=0.1) (10%)"
+    with pytest.raises(BaselineError) as info:
+        Tolerance(direction="up")  # type: ignore[arg-type]
+    assert info.value.hint == 'use direction="higher_is_better" for rewards, "lower_is_better" for durations'

@@ -425,3 +425,24 @@ def test_async_send_reports_transport_failures_like_send() -> None:
     with pytest.raises(JobSubmitError, match=r"failed after 2 attempts: ConnectError: down; retry limit"):
         asyncio.run(main())
     assert clock.sleeps == [0.5]
+
+
+def test_the_policy_shows_its_settings_but_not_its_random_state() -> None:
+    assert repr(RetryPolicy(seed=3)) == (
+        "RetryPolicy(max_attempts=6, backoff_base=0.5, backoff_multiplier=2.0, backoff_max=30.0, "
+        "max_retry_after=60.0, total_budget=180.0, jitter=True, seed=3)"
+    )
+
+
+def test_a_sent_response_is_final_unless_said_otherwise() -> None:
+    sent = Sent(httpx.Response(200), [])
+    assert (sent.exhausted, sent.stop_reason) == (False, "")
+
+
+def test_giving_up_says_what_to_check() -> None:
+    with pytest.raises(BackendError) as info:
+        run([httpx.ConnectError("refused")], RetryPolicy.never())
+    assert info.value.hint == (
+        "check that the backend URL (backend_url= / BACKEND_BASE_URL) is right and reachable; "
+        "transient errors were retried per the job's RetryPolicy"
+    )
