@@ -208,3 +208,31 @@ def test_collect_config_problems_never_raises_and_passes_options_through() -> No
     ]
     assert [p.key for p in collect_config_problems(config(model=None))] == ["model"]
     assert collect_config_problems(config(model=None), model_override="ft:Qwen/Qwen3-0.6B:j") == []
+
+
+def test_the_builders_algorithm_rule_runs() -> None:
+    bad = config()
+    bad["algorithm"]["variety"] = "ppo"
+    [problem] = check_rl_config(bad).problems
+    assert problem.key == "algorithm.variety"
+    assert problem.message == (
+        "expected \"gspo\" (the payload builder supports only this RL algorithm), got 'ppo' (string)"
+    )
+
+
+def test_the_reward_section_rules_run() -> None:
+    [problem] = check_rl_config(config(rubric={"enabled": True, "weights": {"env": 2.0}})).problems
+    assert problem.key == "rubric.enabled"
+
+
+def test_a_rejected_fine_tuned_source_is_reported_at_model_source() -> None:
+    model = {k: v for k, v in config()["model"].items() if k != "base"}
+    [problem] = check_rl_config(config(model={**model, "source": "ft:Nope/Model:x"})).problems
+    assert problem.key == "model.source"
+    assert problem.message == "'ft:Nope/Model:x' is not a supported model"
+
+
+def test_a_check_cannot_be_changed_after_the_fact() -> None:
+    check = check_rl_config(config())
+    with pytest.raises(AttributeError):
+        check.model = None  # type: ignore[misc]
