@@ -266,7 +266,7 @@ class JobExpectation:
         try:
             self.result = self.job.poll_until_complete(**self._poll_kwargs(within))
         except JobTimeoutError as exc:
-            limit = within if within is not None else self.timeout
+            limit = exc.timeout if exc.timeout is not None else within
             raise self._fail(
                 f"expected job {self.job.job_id} to finish within {format_duration(limit)}, "
                 f"but it was still {exc.last_status!r} after {len(exc.history)} polls",

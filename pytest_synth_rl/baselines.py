@@ -177,7 +177,10 @@ class Tolerance:
             return False
         # ``0.75 - 0.8`` is ``-0.05000000000000004``: without a little slack a value exactly on the
         # boundary the user wrote (abs=0.05) would fail on float rounding.
-        limit = self.allowed(base) + _ROUNDING * max(1.0, abs(base), abs(now))
+        # The slack scales with the finite values only: an infinite one would make it infinite
+        # and let ``inf`` pass against ``-inf``.
+        scale = max([1.0] + [abs(v) for v in (base, now) if math.isfinite(v)])
+        limit = self.allowed(base) + _ROUNDING * scale
         if self.direction == "higher_is_better":
             return delta >= -limit
         if self.direction == "lower_is_better":

@@ -22,6 +22,8 @@ __all__ = [
     "mask_secret",
     "redact",
     "register_secret",
+    "registered_secrets",
+    "restore_registered_secrets",
 ]
 
 #: Environment variables whose values are treated as secrets wherever they appear.
@@ -59,6 +61,23 @@ def register_secret(value: str | None) -> None:
     if value and len(value) >= _MIN_REDACT_LEN:
         with _lock:
             _registered.add(value)
+
+
+def registered_secrets() -> frozenset[str]:
+    """The secrets registered so far; pass them to :func:`restore_registered_secrets` later.
+
+    Lets a test suite keep each test's secrets to that test, so no test passes because a
+    neighbor happened to register the key it forgot to.
+    """
+    with _lock:
+        return frozenset(_registered)
+
+
+def restore_registered_secrets(snapshot: Iterable[str]) -> None:
+    """Make the registered secrets exactly *snapshot* again (see :func:`registered_secrets`)."""
+    with _lock:
+        _registered.clear()
+        _registered.update(snapshot)
 
 
 def known_secrets(extra: Iterable[str | None] = ()) -> list[str]:

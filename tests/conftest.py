@@ -11,6 +11,7 @@ from test_fake_support import TASK_KEY, load_example
 
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.fake import FakeSynthBackend
+from pytest_synth_rl.masking import registered_secrets, restore_registered_secrets
 from pytest_synth_rl.taskapp import InProcessTaskApp
 
 
@@ -34,3 +35,11 @@ def example_task_app() -> Iterator[InProcessTaskApp]:
     app = load_example().create_app(api_key=TASK_KEY)
     with InProcessTaskApp(app, api_key=TASK_KEY, export_api_key=False) as served:
         yield served
+
+
+@pytest.fixture(autouse=True)
+def _isolated_secret_registry() -> Iterator[None]:
+    """Restore the masking registry after each test, so no test passes thanks to a neighbor."""
+    snapshot = registered_secrets()
+    yield
+    restore_registered_secrets(snapshot)

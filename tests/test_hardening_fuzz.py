@@ -274,6 +274,20 @@ def test_cancel_start_and_idempotent_submit_tolerate_junk(
             assert again.json()["id"] == first.json()["id"]
 
 
+def _junk(body: bytes) -> bytes:
+    """*body*, made sure to be junk: a JSON object gets a key no admin route accepts, and an
+    empty body (which means "no options", a valid request) becomes text that is not JSON."""
+    if not body.strip():
+        return body + b"not json"
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError):
+        return body
+    if isinstance(value, dict):
+        return json.dumps({**value, "not_an_option": 1}).encode()
+    return body
+
+
 @FUZZ
 @given(
     path=st.sampled_from(
@@ -305,11 +319,14 @@ def test_cancel_start_and_idempotent_submit_tolerate_junk(
             json_values,
             max_size=4,
         ).map(lambda d: json.dumps(d).encode()),
-    ),
+    ).map(lambda body: _junk(body)),
 )
 def test_admin_routes_answer_junk_with_4xx(fuzzed: Fuzzed, path: str, body: bytes) -> None:
     target = path.replace("{job}", fuzzed.job_id)
     try:
-        fuzzed.send("POST", f"{BASE}/_fake{target}", content=body)
+        response = fuzzed.send("POST", f"{BASE}/_fake{target}", content=body)
+        assert 400 <= response.status_code < 500, (
+            f"POST /_fake{target} accepted junk {body[:120]!r}: {response.status_code} {response.text[:300]}"
+        )
     finally:
         fuzzed.fake.clear_faults()  # a fault the fuzzer managed to add must not leak into other examples

@@ -86,6 +86,15 @@ def _body(request: httpx.Request) -> dict[str, Any]:
     return parsed
 
 
+#: What each job action reads from its body; anything else is a typo to report.
+_JOB_ACTION_FIELDS: dict[str, frozenset[str]] = {
+    "advance": frozenset({"to"}),
+    "succeed": frozenset(),
+    "fail": frozenset({"error"}),
+    "cancel": frozenset(),
+}
+
+
 def _unknown_fields(given: dict[str, Any], allowed: frozenset[str], what: str) -> httpx.Response | None:
     extra = sorted(set(given) - allowed)
     if extra:
@@ -177,6 +186,9 @@ def _route(store: JobStore, request: httpx.Request, api_base: str) -> httpx.Resp
             job = _job(store, parts[1])
             action = parts[2]
             body = _body(request)
+            bad = _unknown_fields(body, _JOB_ACTION_FIELDS.get(action, frozenset()), f"{action}")
+            if bad is not None and action in _JOB_ACTION_FIELDS:
+                return bad
             if action == "advance":
                 job.advance_to(body.get("to", "end"))
             elif action == "succeed":
@@ -216,7 +228,11 @@ def _route(store: JobStore, request: httpx.Request, api_base: str) -> httpx.Resp
                 return error_response(
                     409, "not_virtual", f"the fake runs on {clock!r}; only a VirtualClock can be advanced"
                 )
-            seconds = _body(request).get("seconds")
+            body = _body(request)
+            bad = _unknown_fields(body, frozenset({"seconds"}), "clock advance")
+            if bad is not None:
+                return bad
+            seconds = body.get("seconds")
             if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
                 return error_response(422, "bad_seconds", f"'seconds' must be a number >= 0, got {seconds!r}")
             clock.advance(float(seconds))

@@ -171,7 +171,7 @@ class Redactor:
         for pair in query.split("&") if query else []:
             raw_name, sep, raw_value = pair.partition("=")
             if sep and is_sensitive_name(unquote_plus(raw_name)):
-                out.append(f"{raw_name}={self.placeholder}")
+                out.append(f"{self.text(raw_name, secrets)}={self.placeholder}")
                 continue
             value = unquote_plus(raw_value)
             cleaned = self.text(value, secrets)

@@ -1,0 +1,174 @@
+"""The masking contract: what is a secret, how it is shown, and that it never leaks into text."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from pytest_synth_rl.masking import (
+    SECRET_ENV_VARS,
+    RedactingFilter,
+    Secret,
+    get_logger,
+    known_secrets,
+    mask_secret,
+    redact,
+    register_secret,
+    registered_secrets,
+    restore_registered_secrets,
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_known_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Start from nothing known; the suite's registry fixture puts the old secrets back after."""
+    for name in SECRET_ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+    restore_registered_secrets(())
+
+
+def test_the_secret_environment_variables_are_the_ones_the_backend_and_task_apps_read() -> None:
+    assert set(SECRET_ENV_VARS) == {
+        "SYNTH_API_KEY",
+        "ENVIRONMENT_API_KEY",
+        "DEV_ENVIRONMENT_API_KEY",
+        "ENVIRONMENT_API_KEY_ALIASES",
+        "OPENAI_API_KEY",
+        "GROQ_API_KEY",
+    }
+
+
+@pytest.mark.parametrize("name", SECRET_ENV_VARS)
+def test_each_secret_environment_variable_is_scrubbed(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    monkeypatch.setenv(name, "envsecret-0123456789")
+    assert known_secrets() == ["envsecret-0123456789"]
+    assert redact("key=envsecret-0123456789.") == "key=envs…89."
+
+
+def test_an_alias_list_is_scrubbed_whole_and_part_by_part(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENVIRONMENT_API_KEY_ALIASES", "alias-one-111, alias-two-2222,abc")
+    assert known_secrets() == ["alias-one-111, alias-two-2222,abc", "alias-two-2222", "alias-one-111"]
+    assert redact("a alias-one-111 b alias-two-2222") == "a alia…11 b alia…22"
+
+
+def test_a_value_without_commas_is_not_split(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SYNTH_API_KEY", "sk-one two-three")
+    assert known_secrets() == ["sk-one two-three"]
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (None, "<none>"),
+        ("", "<none>"),
+        ("a", "…"),
+        ("123456789", "…"),
+        ("1234567890", "1234…90"),
+        ("sk_live_0123456789abcd23", "sk_l…23"),
+    ],
+)
+def test_mask_secret_reveals_only_a_prefix_and_suffix_of_long_values(value: str | None, shown: str) -> None:
+    assert mask_secret(value) == shown
+
+
+def test_values_shorter_than_six_characters_are_not_treated_as_secrets() -> None:
+    register_secret("abcde")
+    register_secret("abcdef")
+    register_secret(None)
+    register_secret("")
+    assert registered_secrets() >= {"abcdef"}
+    assert "abcde" not in registered_secrets()
+    assert redact("abcde abcdef") == "abcde …"
+    assert known_secrets(["xyz12", "xyz1234", None, ""]) == ["xyz1234", "abcdef"]
+
+
+def test_known_secrets_lists_longest_first_so_a_secret_containing_another_is_replaced_whole() -> None:
+    register_secret("abcdefgh")
+    register_secret("abcdefgh-ijklmnop")
+    register_secret("abcdefgh-ij")
+    assert known_secrets() == ["abcdefgh-ijklmnop", "abcdefgh-ij", "abcdefgh"]
+    assert redact("x abcdefgh-ijklmnop y abcdefgh") == "x abcd…op y …"
+
+
+def test_redact_scrubs_extra_secrets_and_every_occurrence() -> None:
+    assert redact("t0ken-12345 and t0ken-12345", extra=["t0ken-12345"]) == "t0ke…45 and t0ke…45"
+    assert redact("") == ""
+    assert redact("nothing to hide", extra=["t0ken-12345"]) == "nothing to hide"
+
+
+def test_restoring_a_snapshot_forgets_later_registrations() -> None:
+    register_secret("earlier-secret-1")
+    before = registered_secrets()
+    register_secret("later-secret-1")
+    assert "later-secret-1" in registered_secrets()
+    restore_registered_secrets(before)
+    assert registered_secrets() == before
+    assert "earlier-secret-1" in registered_secrets()
+    assert redact("later-secret-1") == "later-secret-1"
+
+
+def test_secrets_registered_by_a_test_do_not_reach_the_next_one_first() -> None:
+    register_secret("neighbor-secret-1")
+
+
+def test_secrets_registered_by_a_test_do_not_reach_the_next_one_second() -> None:
+    # Runs in either order: whichever runs second must not see the other's secret.
+    assert "neighbor-secret-1" not in registered_secrets()
+    register_secret("neighbor-secret-1")
+
+
+def test_secret_hides_its_value_in_repr_and_str_and_registers_it() -> None:
+    key = Secret("sk_live_0123456789abcd23")
+    assert repr(key) == "Secret('sk_l…23')"
+    assert str(key) == "Secret('sk_l…23')"
+    assert f"{key}" == "Secret('sk_l…23')"
+    assert key.value == "sk_live_0123456789abcd23"
+    assert key.masked == "sk_l…23"
+    assert "sk_live_0123456789abcd23" in registered_secrets()
+    assert redact("Bearer sk_live_0123456789abcd23") == "Bearer sk_l…23"
+
+
+def test_secret_truthiness_equality_and_hash_follow_the_value() -> None:
+    assert bool(Secret("")) is False
+    assert bool(Secret("k")) is True
+    assert Secret("same-value-1") == Secret("same-value-1")
+    assert Secret("same-value-1") != Secret("other-value-1")
+    assert Secret("same-value-1") != "same-value-1"
+    assert Secret("same-value-1").__eq__("same-value-1") is NotImplemented
+    assert hash(Secret("same-value-1")) == hash("same-value-1")
+    assert len({Secret("same-value-1"), Secret("same-value-1")}) == 1
+
+
+def _record(msg: str, *args: object) -> logging.LogRecord:
+    return logging.LogRecord("pytest_synth_rl.t", logging.INFO, __file__, 1, msg, args, None)
+
+
+def test_the_logging_filter_masks_secrets_passed_as_format_arguments() -> None:
+    register_secret("logged-secret-99")
+    record = _record("calling with %s", "logged-secret-99")
+    assert RedactingFilter().filter(record) is True
+    assert record.msg == "calling with logg…99"
+    assert record.args is None
+    assert record.getMessage() == "calling with logg…99"
+
+
+def test_the_logging_filter_leaves_clean_records_alone() -> None:
+    record = _record("count %d", 3)
+    assert RedactingFilter().filter(record) is True
+    assert record.msg == "count %d"
+    assert record.args == (3,)
+
+
+def test_the_logging_filter_keeps_records_whose_format_is_broken() -> None:
+    record = _record("needs %d", "text")
+    assert RedactingFilter().filter(record) is True
+    assert record.msg == "needs %d"
+    assert record.args == ("text",)
+
+
+def test_get_logger_installs_one_redacting_filter() -> None:
+    logger = get_logger("pytest_synth_rl.masking_contract")
+    again = get_logger("pytest_synth_rl.masking_contract")
+    assert logger is again
+    assert sum(isinstance(f, RedactingFilter) for f in logger.filters) == 1

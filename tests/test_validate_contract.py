@@ -1,0 +1,238 @@
+"""Validating a whole RL config: never stops early, never raises in check mode, names each problem."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+from typing import Any
+
+import pytest
+from test_fake_support import rl_payload
+
+from pytest_synth_rl.config.validate import (
+    ConfigCheck,
+    check_rl_config,
+    collect_config_problems,
+    validate_rl_config,
+)
+from pytest_synth_rl.errors import ConfigError
+
+
+def config(**sections: Any) -> dict[str, Any]:
+    base = copy.deepcopy(rl_payload()["data"]["config"])
+    for name, value in sections.items():
+        base[name] = value
+    return base
+
+
+def rendered(check: ConfigCheck) -> list[str]:
+    return [p.render() for p in check.problems]
+
+
+def test_a_valid_config_is_normalized_with_its_model_chosen() -> None:
+    check = check_rl_config(config())
+    assert rendered(check) == []
+    assert check.model_field == "base_model"
+    assert check.model is not None
+    assert check.model.payload_id == "Qwen/Qwen3-0.6B"
+    assert check.config["compute"]["topology"]["reference_placement"] == "none"
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [([1, 2], "an array of 2 item(s)"), (None, "nothing"), ("rl.toml", "'rl.toml' (string)")],
+)
+def test_something_that_is_not_a_table_is_one_problem(value: object, shown: str) -> None:
+    check = check_rl_config(value)
+    assert rendered(check) == [
+        f"<config>: expected a table of sections, got {shown} (hint: the RL config must be a TOML table)"
+    ]
+    assert (check.config, check.model, check.model_field) == ({}, None, None)
+
+
+def test_a_config_nested_too_deeply_is_a_problem_not_a_crash() -> None:
+    deep: dict[str, Any] = {}
+    cursor = deep
+    for _ in range(5_000):
+        cursor["a"] = {}
+        cursor = cursor["a"]
+    bad = config()
+    bad["training"]["deep"] = deep
+    check = check_rl_config(bad)
+    assert rendered(check) == ["<config>: is nested too deeply to validate (hint: flatten the config)"]
+    assert check.config == {}
+    with pytest.raises(ConfigError, match="is nested too deeply"):
+        validate_rl_config(bad)
+
+
+def test_values_json_cannot_carry_are_named_where_they_are() -> None:
+    bad = config()
+    bad["training"].update(
+        when=dt.date(2024, 1, 2),
+        at=dt.time(1, 2),
+        stamp=dt.datetime(2024, 1, 2, 3, 4, 5),
+        xs=[1.0, float("inf")],
+        n=float("nan"),
+        raw=b"x",
+        ok=[1, "a", True, None, {"k": 2.5}],
+    )
+    assert rendered(check_rl_config(bad)) == [
+        "training.when: is a TOML date/time (2024-01-02); expected a value JSON can carry "
+        '(hint: quote it as a string: "2024-01-02")',
+        "training.at: is a TOML date/time (01:02:00); expected a value JSON can carry "
+        '(hint: quote it as a string: "01:02:00")',
+        "training.stamp: is a TOML date/time (2024-01-02T03:04:05); expected a value JSON can carry "
+        '(hint: quote it as a string: "2024-01-02T03:04:05")',
+        "training.xs[1]: is inf; expected a finite number (JSON cannot carry inf or nan) "
+        "(hint: use a finite value)",
+        "training.n: is nan; expected a finite number (JSON cannot carry inf or nan) "
+        "(hint: use a finite value)",
+        "training.raw: expected a JSON value (string, number, boolean, array, table), got b'x' (bytes) "
+        "(hint: use plain TOML/JSON values in configs and overrides)",
+    ]
+
+
+def test_json_problems_and_model_problems_are_reported_together() -> None:
+    bad = config()
+    bad["training"]["n"] = float("-inf")
+    bad["model"]["base"] = "Nope/Model"
+    keys = [p.key for p in check_rl_config(bad).problems]
+    assert keys == ["training.n", "model.base"]
+
+
+# -- the model rule ----------------------------------------------------------------------------
+def test_a_missing_model_table_is_explained() -> None:
+    check = check_rl_config(config(model=None))
+    assert rendered(check) == [
+        "model: missing; the payload builder needs a [model] table with base or source "
+        "([policy].model_name is not used to pick the trained model) "
+        '(hint: add [model] with base = "Qwen/Qwen3-0.6B", trainer_mode = "lora", label = "…", '
+        'or pass overrides={"model": "<model id>"})'
+    ]
+    assert check.model is None
+    assert check.config["algorithm"]["variety"] == "gspo"
+
+
+def test_both_base_and_source_is_one_problem() -> None:
+    model = {**config()["model"], "source": "ft:Qwen/Qwen3-0.6B:abc"}
+    check = check_rl_config(config(model=model))
+    assert rendered(check) == [
+        "model.base: both base and source are set; expected exactly one "
+        '(hint: keep `base = "Qwen/Qwen3-0.6B"` for a base model or `source = "ft:…"` for a fine-tuned one)'
+    ]
+    assert (check.model, check.model_field) == (None, None)
+
+
+def test_a_blank_base_is_one_problem() -> None:
+    model = {**config()["model"], "base": "  "}
+    assert rendered(check_rl_config(config(model=model))) == [
+        "model.base: is blank; expected exactly one of base (a base model id) or source (a fine-tuned id) "
+        '(hint: keep `base = "Qwen/Qwen3-0.6B"` for a base model or `source = "ft:…"` for a fine-tuned one)'
+    ]
+
+
+def test_a_fine_tuned_source_selects_the_model_field() -> None:
+    model = {k: v for k, v in config()["model"].items() if k != "base"}
+    check = check_rl_config(config(model={**model, "source": " ft:Qwen/Qwen3-0.6B:abc "}))
+    assert rendered(check) == []
+    assert check.model_field == "model"
+    assert check.model is not None
+    assert check.model.payload_id == "ft:Qwen/Qwen3-0.6B:abc"
+
+
+def test_a_model_problem_found_earlier_is_not_reported_twice() -> None:
+    model = {**config()["model"], "base": 5}
+    check = check_rl_config(config(model=model))
+    assert [p.key for p in check.problems] == ["model.base"]
+    assert check.model is None
+
+
+def test_an_unknown_model_is_rejected_where_it_was_written() -> None:
+    model = {**config()["model"], "base": "Nope/Model"}
+    [problem] = check_rl_config(config(model=model)).problems
+    assert problem.key == "model.base"
+    assert problem.message == "'Nope/Model' is not a supported model"
+
+
+def test_a_model_override_forces_source_mode_and_blank_overrides_are_ignored() -> None:
+    check = check_rl_config(config(), model_override="ft:Qwen/Qwen3-0.6B:j")
+    assert (check.model_field, check.model and check.model.payload_id) == ("model", "ft:Qwen/Qwen3-0.6B:j")
+    assert check_rl_config(config(), model_override="   ").model_field == "base_model"
+    assert check_rl_config(config(), model_override=None).model_field == "base_model"
+    bad = check_rl_config(config(), model_override="Nope/Model")
+    assert [p.key for p in bad.problems] == ["overrides.model"]
+    assert check_rl_config(config(model=None), model_override="ft:Qwen/Qwen3-0.6B:j").model_field == "model"
+
+
+def test_select_model_false_skips_the_builders_choice() -> None:
+    check = check_rl_config(config(model=None), select_model=False)
+    assert (check.model, check.model_field) == (None, None)
+    assert check.config["training"]["batch_size"] == 2
+
+
+def test_experimental_models_need_permission_in_every_entry_point(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SDK_EXPERIMENTAL", raising=False)
+    model = {**config()["model"], "base": "Qwen/Qwen3-4B-Thinking-2507"}
+    experimental = config(model=model)
+    assert [p.key for p in check_rl_config(experimental).problems] == ["model.base"]
+    assert rendered(check_rl_config(experimental, allow_experimental=True)) == []
+    assert collect_config_problems(experimental, allow_experimental=True) == []
+    assert [p.key for p in collect_config_problems(experimental)] == ["model.base"]
+    validate_rl_config(experimental, allow_experimental=True)
+    with pytest.raises(ConfigError):
+        validate_rl_config(experimental, allow_experimental=False)
+
+
+# -- raising and collecting --------------------------------------------------------------------
+def test_validate_returns_the_normalized_config_or_raises_with_every_problem_and_the_path() -> None:
+    assert validate_rl_config(config()) == check_rl_config(config()).config
+    bad = config(model=None)
+    bad["training"]["n"] = float("nan")
+    with pytest.raises(ConfigError) as info:
+        validate_rl_config(bad, path="rl.toml")
+    assert info.value.path == "rl.toml"
+    assert info.value.keys == ["training.n", "model"]
+    assert str(info.value).startswith("RL config rl.toml has 2 problems:\n  - training.n: is nan")
+
+
+def test_validate_passes_the_model_override_through() -> None:
+    with pytest.raises(ConfigError, match=r"overrides\.model"):
+        validate_rl_config(config(), model_override="Nope/Model")
+    validate_rl_config(config(model=None), model_override="ft:Qwen/Qwen3-0.6B:j")
+
+
+def test_collect_config_problems_never_raises_and_passes_options_through() -> None:
+    assert collect_config_problems(config()) == []
+    assert [p.key for p in collect_config_problems(config(), model_override="Nope/Model")] == [
+        "overrides.model"
+    ]
+    assert [p.key for p in collect_config_problems(config(model=None))] == ["model"]
+    assert collect_config_problems(config(model=None), model_override="ft:Qwen/Qwen3-0.6B:j") == []
+
+
+def test_the_builders_algorithm_rule_runs() -> None:
+    bad = config()
+    bad["algorithm"]["variety"] = "ppo"
+    [problem] = check_rl_config(bad).problems
+    assert problem.key == "algorithm.variety"
+    assert problem.message == (
+        "expected \"gspo\" (the payload builder supports only this RL algorithm), got 'ppo' (string)"
+    )
+
+
+def test_the_reward_section_rules_run() -> None:
+    [problem] = check_rl_config(config(rubric={"enabled": True, "weights": {"env": 2.0}})).problems
+    assert problem.key == "rubric.enabled"
+
+
+def test_a_rejected_fine_tuned_source_is_reported_at_model_source() -> None:
+    model = {k: v for k, v in config()["model"].items() if k != "base"}
+    [problem] = check_rl_config(config(model={**model, "source": "ft:Nope/Model:x"})).problems
+    assert problem.key == "model.source"
+    assert problem.message == "'ft:Nope/Model:x' is not a supported model"
+
+
+def test_a_check_cannot_be_changed_after_the_fact() -> None:
+    check = check_rl_config(config())
+    with pytest.raises(AttributeError):
+        check.model = None  # type: ignore[misc]
