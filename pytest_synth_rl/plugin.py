@@ -234,10 +234,9 @@ def synth_fake(_synth_fake: FakeSynthBackend) -> Iterator[FakeSynthBackend]:
 @pytest.fixture
 def synth_backend(_synth_run: SynthRun, synth_settings: SynthSettings) -> SynthBackend:
     """Where this test's jobs go, in either mode: ``.url``, ``.mode``, ``.api_key`` (masked)."""
-    from .masking import Secret
     from .session import SynthBackend
 
-    key = Secret(_synth_run.fake_api_key()) if synth_settings.is_offline else synth_settings.api_key
+    key = _synth_run.fake_api_key() if synth_settings.is_offline else synth_settings.api_key
     return SynthBackend(url=synth_settings.backend_url, mode=synth_settings.mode, api_key=key)
 
 
@@ -257,7 +256,8 @@ def synth_task_app(
     """
     from .session import ExternalTaskApp, TaskAppSpec
 
-    task_key = synth_settings.task_app_api_key.value if synth_settings.task_app_api_key else None
+    __tracebackhide__ = True
+    task_key = synth_settings.task_app_api_key
     if synth_settings.task_app_url:
         yield ExternalTaskApp(synth_settings.task_app_url, task_key)
         return
@@ -325,7 +325,7 @@ def synth_rl_job(
     task_app = (
         request.getfixturevalue("synth_task_app") if wants_app or _spec(request.node).task_app else None
     )
-    api_key = settings.api_key.value if settings.api_key else None
+    api_key = settings.api_key
     http_client: httpx.Client | None = _synth_run.http_client()
     transport: httpx.MockTransport | None = None
     if settings.is_offline:

@@ -20,6 +20,7 @@ STARTUP_MODULES = {
     "pytest_synth_rl.progress",
     "pytest_synth_rl.render",
     "pytest_synth_rl.report",
+    "pytest_synth_rl.secret_forms",
     "pytest_synth_rl.settings",
     "pytest_synth_rl.summary",
     "pytest_synth_rl.support",
