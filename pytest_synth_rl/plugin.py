@@ -236,6 +236,8 @@ def synth_backend(_synth_run: SynthRun, synth_settings: SynthSettings) -> SynthB
     """Where this test's jobs go, in either mode: ``.url``, ``.mode``, ``.api_key`` (masked)."""
     from .session import SynthBackend
 
+    __tracebackhide__ = True
+    _synth_run.require_backend()
     key = _synth_run.fake_api_key() if synth_settings.is_offline else synth_settings.api_key
     return SynthBackend(url=synth_settings.backend_url, mode=synth_settings.mode, api_key=key)
 
@@ -320,7 +322,9 @@ def synth_rl_job(
     from .session import SynthJobFactory, replay_transport
     from .taskapp import InProcessTaskApp
 
+    __tracebackhide__ = True
     settings = _synth_test_settings
+    _synth_run.require_backend()
     wants_app = settings.task_app_url or settings.task_app or "synth_task_app" in request.fixturenames
     task_app = (
         request.getfixturevalue("synth_task_app") if wants_app or _spec(request.node).task_app else None

@@ -27,7 +27,7 @@ from .client import AsyncRLJob, RLJob
 from .client.base import DEFAULT_REQUEST_TIMEOUT
 from .client.results import is_terminal, job_status
 from .clock import Clock, RealClock, VirtualClock
-from .errors import ConfigProblem, SynthError, SynthUsageError
+from .errors import BackendUnreachableError, ConfigProblem, SynthError, SynthUsageError
 from .fake import FakeSynthBackend
 from .masking import Secret, get_logger, secret_or_none
 from .recording import Replayer
@@ -120,6 +120,34 @@ class SynthRun:
         self._fake: FakeSynthBackend | None = None
         self._http: httpx.Client | None = None
         self._fake_http: httpx.Client | None = None
+        self._backend_verdict: BackendUnreachableError | None = None
+        self._backend_probed = False
+
+    # -- the online backend ----------------------------------------------------------------
+    def require_backend(self) -> None:
+        """Online: raise :class:`BackendUnreachableError` if nothing answers at the backend URL.
+
+        Probed once per run (per xdist worker) and the verdict kept: the first test needing the
+        backend pays for a few seconds at most, and every later one fails at once with the same
+        message instead of spending its own retry budget. Offline this does nothing.
+        """
+        __tracebackhide__ = True
+        if self.settings.is_offline:
+            return
+        with self._lock:
+            if not self._backend_probed:
+                from .client.reachability import probe_backend
+
+                url = self.settings.backend_url
+                problem = probe_backend(url)
+                if problem is not None:
+                    self._backend_verdict = BackendUnreachableError(
+                        self.settings.origin("backend"), url, problem
+                    )
+                self._backend_probed = True
+            verdict = self._backend_verdict
+        if verdict is not None:
+            raise BackendUnreachableError(verdict.setting, verdict.url, verdict.problem)
 
     # -- task apps -------------------------------------------------------------------------
     def task_app(self, spec: TaskAppSpec) -> InProcessTaskApp:
