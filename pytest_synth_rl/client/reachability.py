@@ -41,14 +41,15 @@ def probe_backend(
         port = parts.port
     except ValueError as exc:
         return f"its port is not a number ({exc})"
-    problem = "no attempt was made"
+    failure = "no attempt was made"
     for attempt in range(len(delays) + 1):
         if attempt:
             sleep(delays[attempt - 1])
         problem = _get_root(parts.scheme, parts.hostname, port, timeout)
         if problem is None:
             return None
-    return f"{problem} ({len(delays) + 1} attempts)"
+        failure = problem
+    return f"{failure} ({len(delays) + 1} attempts)"
 
 
 def _get_root(scheme: str, host: str, port: int | None, timeout: float) -> str | None:
