@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .errors import ConfigProblem, MarkerError, SynthUsageError
+from .interrupts import TerminationAsInterrupt
 from .markers import MARKERS, SynthTestSpec, parse_test_spec
 from .plugin_views import register_views
 from .settings import OPTIONS, SynthSettings, resolve_settings
@@ -80,6 +81,27 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_SETTINGS_KEY] = settings
     config.pluginmanager.register(RunSummary(config, settings), "synth-rl-summary")
     register_views(config, settings)
+
+
+_TERM_KEY = pytest.StashKey[TerminationAsInterrupt]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Online, or with a JSON report to write, SIGTERM ends the run like Ctrl-C (see
+    :mod:`~pytest_synth_rl.interrupts`): jobs are cancelled and reported, not left running."""
+    settings = session.config.stash.get(_SETTINGS_KEY, None)
+    if settings is not None and (not settings.is_offline or settings.report):
+        handler = TerminationAsInterrupt()
+        if handler.install():
+            session.config.stash[_TERM_KEY] = handler
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    handler = session.config.stash.get(_TERM_KEY, None)
+    if handler is not None:
+        handler.restore()
+        del session.config.stash[_TERM_KEY]
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -358,6 +380,9 @@ def synth_rl_job(
     finally:
         records = jobs.finish(cancel_running=not settings.is_offline)
         request.node.user_properties.extend(job_properties(records))
+        summary = request.config.pluginmanager.get_plugin("synth-rl-summary")
+        if isinstance(summary, RunSummary):
+            summary.hold(request.node.nodeid, records)
 
 
 @pytest.fixture
