@@ -420,9 +420,54 @@ def _replayer(request: pytest.FixtureRequest, settings: SynthSettings) -> Replay
     return None
 
 
+#: What ``synth_cassette_config`` may set (passed on to ``use_cassette``).
+CASSETTE_CONFIG_KEYS: tuple[str, ...] = ("match_on", "ignore")
+
+
+@pytest.fixture
+def synth_cassette_config() -> dict[str, object]:
+    """How cassettes match requests; override it in ``conftest.py`` (like ``vcr_config``)::
+
+        @pytest.fixture
+        def synth_cassette_config():
+            return {"ignore": ("json.metadata.team",)}
+
+    Keys: ``match_on`` (what a request is matched on) and ``ignore`` (body paths left out, on
+    top of the per-run tags run, worker and test, which are always ignored). See ``MatchConfig``.
+    """
+    return {}
+
+
+def _cassette_options(config: object) -> dict[str, object]:
+    __tracebackhide__ = True
+    import difflib
+
+    if not isinstance(config, dict):
+        problem = f"the synth_cassette_config fixture returned {type(config).__name__}, not a dict"
+        raise SynthUsageError(
+            [ConfigProblem("synth_cassette_config", problem, "return a dict such as {'ignore': (...)}")]
+        )
+    problems = []
+    for key in config:
+        if key in CASSETTE_CONFIG_KEYS:
+            continue
+        close = difflib.get_close_matches(str(key), CASSETTE_CONFIG_KEYS, n=1)
+        guess = f"did you mean {close[0]!r}? " if close else ""
+        problems.append(
+            ConfigProblem(
+                f"synth_cassette_config[{key!r}]",
+                f"{key!r} is not a cassette option",
+                f"{guess}known keys: {', '.join(CASSETTE_CONFIG_KEYS)}",
+            )
+        )
+    if problems:
+        raise SynthUsageError(problems, subject="synth_cassette_config")
+    return dict(config)
+
+
 @pytest.fixture
 def synth_cassette(
-    request: pytest.FixtureRequest, synth_settings: SynthSettings
+    request: pytest.FixtureRequest, synth_settings: SynthSettings, synth_cassette_config: dict[str, object]
 ) -> Iterator[Replayer | None]:
     """Record or replay this test's backend traffic in ``<synth_cassette_dir>/<test id>.json``.
 
@@ -433,18 +478,20 @@ def synth_cassette(
     """
     from .recording import use_cassette
 
+    __tracebackhide__ = True
+    options = _cassette_options(synth_cassette_config)
     path = _cassette_file(request, synth_settings)
     node = request.node.nodeid
     if synth_settings.is_offline and not path.is_file():
         yield None
     elif synth_settings.is_offline:
-        with use_cassette(path, mode="none", test_id=node) as replayer:
+        with use_cassette(path, mode="none", test_id=node, **options) as replayer:
             yield replayer
     elif synth_settings.record == "none":
         yield None
     else:
         hosts = [synth_settings.backend_url]
-        with use_cassette(path, mode=synth_settings.record, test_id=node, hosts=hosts) as replayer:
+        with use_cassette(path, mode=synth_settings.record, test_id=node, hosts=hosts, **options) as replayer:
             yield replayer
 
 
