@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -101,7 +102,7 @@ def test_the_sigterm_handler_lives_only_for_the_session_and_respects_sig_ign(
     script = pytester.makepyfile(run_h=SCRIPT.format(before=before))
     result = pytester.runpython(script)
     found = json.loads(next(line for line in result.outlines if line.startswith("RESULT "))[7:])
-    expected = repr(eval(before))
+    expected = repr({"signal.SIG_DFL": signal.SIG_DFL, "signal.SIG_IGN": signal.SIG_IGN}[before])
     assert found == {"exit": 0, "after": expected}
     result.stdout.no_fnmatch_line("*DURING*")  # captured: the test passed
     during = pytester.runpytest("-s", "-p", "no:randomly", "--synth-report=r.json", "test_h.py")
