@@ -16,6 +16,7 @@ from .masking import redact
 __all__ = [
     "Attempt",
     "BackendError",
+    "BackendUnreachableError",
     "ConfigError",
     "ConfigProblem",
     "EnvKeyUploadError",
@@ -222,6 +223,25 @@ class BackendError(SynthError):
                 + "\n".join(f"    {i}. {a.render()}" for i, a in enumerate(self.attempts, 1))
             )
         super().__init__("\n  ".join(parts), hint=hint)
+
+
+class BackendUnreachableError(SynthError):
+    """Nothing answers at the online backend's URL: the run's one probe could not connect.
+
+    ``setting`` is how the user gave the URL (``--synth-backend=...``, an environment variable or
+    the ini key), so the message points at what to fix.
+    """
+
+    def __init__(self, setting: str, url: str, problem: str) -> None:
+        self.setting = setting
+        self.url = url
+        self.problem = problem
+        super().__init__(
+            f"the backend at {url} (from {setting}) is unreachable: {problem}; every test that "
+            "needs the backend fails with this message",
+            hint=f"check the URL and that the backend is running, fix {setting}, or run offline "
+            "without it (--synth-backend=mock)",
+        )
 
 
 class JobSubmitError(BackendError):

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol
 
 from .errors import MarkerError, SynthUsageError
+from .masking import Secret, secret_or_none
 
 if TYPE_CHECKING:
     from .fake.scenario import Scenario
@@ -81,7 +82,7 @@ class TaskAppMarker:
     """``@pytest.mark.synth_task_app(target_or_path, *, api_key=None, scope=...)``."""
 
     source: str
-    api_key: str | None = None
+    api_key: Secret | None = None
     scope: TaskAppScope | None = None
 
 
@@ -218,7 +219,7 @@ def _task_app(node: MarkerNode) -> TaskAppMarker | None:
             f"{guess}scope is 'session' (shared, the default) or 'test' (a fresh app per test)",
             argument="scope",
         )
-    return TaskAppMarker(source=str(reader.args[0]), api_key=api_key or None, scope=scope)
+    return TaskAppMarker(source=str(reader.args[0]), api_key=secret_or_none(api_key), scope=scope)
 
 
 def _scenario(node: MarkerNode) -> Scenario | None:

@@ -16,14 +16,17 @@ from collections.abc import Iterable
 from .secret_forms import scrub
 
 __all__ = [
+    "CREDENTIAL_HEADERS",
     "SECRET_ENV_VARS",
     "Secret",
+    "SecretHeaders",
     "known_secrets",
     "mask_secret",
     "redact",
     "register_secret",
     "registered_secrets",
     "restore_registered_secrets",
+    "secret_or_none",
 ]
 
 #: Environment variables whose values are treated as secrets wherever they appear.
@@ -143,6 +146,43 @@ class Secret:
 
     def __hash__(self) -> int:
         return hash(self._value)
+
+
+def secret_or_none(value: str | Secret | None) -> Secret | None:
+    """*value* as a :class:`Secret` (``None`` and ``""`` stay ``None``): the one place a key
+    given as plain text becomes a masked value, so no field or local holds it in clear."""
+    if value is None or isinstance(value, Secret):
+        return value or None
+    return Secret(value) if value else None
+
+
+#: Headers that carry a credential; :class:`SecretHeaders` masks their values in its repr.
+CREDENTIAL_HEADERS: frozenset[str] = frozenset(
+    {"authorization", "proxy-authorization", "x-api-key", "x-api-keys", "cookie", "set-cookie"}
+)
+
+
+class SecretHeaders(dict[str, str]):
+    """Request headers whose repr masks credentials (``Authorization: Bearer sk_l…23``).
+
+    Still a plain ``dict`` to every HTTP library; only its repr changes, so a traceback's locals
+    (``-l``), an assertion diff or a dataclass repr holding it never shows a key.
+    """
+
+    def __repr__(self) -> str:
+        shown = {name: _masked_header(name, value) for name, value in self.items()}
+        return f"SecretHeaders({shown!r})"
+
+    __str__ = __repr__
+
+
+def _masked_header(name: str, value: str) -> str:
+    if name.lower() not in CREDENTIAL_HEADERS:
+        return redact(value)
+    scheme, _, token = value.partition(" ")
+    if token and scheme.isalpha():
+        return f"{scheme} {mask_secret(token)}"
+    return mask_secret(value)
 
 
 class RedactingFilter(logging.Filter):

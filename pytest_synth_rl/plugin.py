@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .errors import ConfigProblem, MarkerError, SynthUsageError
+from .interrupts import TerminationAsInterrupt
 from .markers import MARKERS, SynthTestSpec, parse_test_spec
 from .plugin_views import register_views
 from .settings import OPTIONS, SynthSettings, resolve_settings
@@ -80,6 +81,27 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_SETTINGS_KEY] = settings
     config.pluginmanager.register(RunSummary(config, settings), "synth-rl-summary")
     register_views(config, settings)
+
+
+_TERM_KEY = pytest.StashKey[TerminationAsInterrupt]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Online, or with a JSON report to write, SIGTERM ends the run like Ctrl-C (see
+    :mod:`~pytest_synth_rl.interrupts`): jobs are cancelled and reported, not left running."""
+    settings = session.config.stash.get(_SETTINGS_KEY, None)
+    if settings is not None and (not settings.is_offline or settings.report):
+        handler = TerminationAsInterrupt()
+        if handler.install():
+            session.config.stash[_TERM_KEY] = handler
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    handler = session.config.stash.get(_TERM_KEY, None)
+    if handler is not None:
+        handler.restore()
+        del session.config.stash[_TERM_KEY]
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -234,10 +256,11 @@ def synth_fake(_synth_fake: FakeSynthBackend) -> Iterator[FakeSynthBackend]:
 @pytest.fixture
 def synth_backend(_synth_run: SynthRun, synth_settings: SynthSettings) -> SynthBackend:
     """Where this test's jobs go, in either mode: ``.url``, ``.mode``, ``.api_key`` (masked)."""
-    from .masking import Secret
     from .session import SynthBackend
 
-    key = Secret(_synth_run.fake_api_key()) if synth_settings.is_offline else synth_settings.api_key
+    __tracebackhide__ = True
+    _synth_run.require_backend()
+    key = _synth_run.fake_api_key() if synth_settings.is_offline else synth_settings.api_key
     return SynthBackend(url=synth_settings.backend_url, mode=synth_settings.mode, api_key=key)
 
 
@@ -257,7 +280,8 @@ def synth_task_app(
     """
     from .session import ExternalTaskApp, TaskAppSpec
 
-    task_key = synth_settings.task_app_api_key.value if synth_settings.task_app_api_key else None
+    __tracebackhide__ = True
+    task_key = synth_settings.task_app_api_key
     if synth_settings.task_app_url:
         yield ExternalTaskApp(synth_settings.task_app_url, task_key)
         return
@@ -320,12 +344,14 @@ def synth_rl_job(
     from .session import SynthJobFactory, replay_transport
     from .taskapp import InProcessTaskApp
 
+    __tracebackhide__ = True
     settings = _synth_test_settings
+    _synth_run.require_backend()
     wants_app = settings.task_app_url or settings.task_app or "synth_task_app" in request.fixturenames
     task_app = (
         request.getfixturevalue("synth_task_app") if wants_app or _spec(request.node).task_app else None
     )
-    api_key = settings.api_key.value if settings.api_key else None
+    api_key = settings.api_key
     http_client: httpx.Client | None = _synth_run.http_client()
     transport: httpx.MockTransport | None = None
     if settings.is_offline:
@@ -355,6 +381,9 @@ def synth_rl_job(
     finally:
         records = jobs.finish(cancel_running=not settings.is_offline)
         request.node.user_properties.extend(job_properties(records))
+        summary = request.config.pluginmanager.get_plugin("synth-rl-summary")
+        if isinstance(summary, RunSummary):
+            summary.hold(request.node.nodeid, records)
 
 
 @pytest.fixture
@@ -393,9 +422,54 @@ def _replayer(request: pytest.FixtureRequest, settings: SynthSettings) -> Replay
     return None
 
 
+#: What ``synth_cassette_config`` may set (passed on to ``use_cassette``).
+CASSETTE_CONFIG_KEYS: tuple[str, ...] = ("match_on", "ignore")
+
+
+@pytest.fixture
+def synth_cassette_config() -> dict[str, object]:
+    """How cassettes match requests; override it in ``conftest.py`` (like ``vcr_config``)::
+
+        @pytest.fixture
+        def synth_cassette_config():
+            return {"ignore": ("json.metadata.team",)}
+
+    Keys: ``match_on`` (what a request is matched on) and ``ignore`` (body paths left out, on
+    top of the per-run tags run, worker and test, which are always ignored). See ``MatchConfig``.
+    """
+    return {}
+
+
+def _cassette_options(config: object) -> dict[str, object]:
+    __tracebackhide__ = True
+    import difflib
+
+    if not isinstance(config, dict):
+        problem = f"the synth_cassette_config fixture returned {type(config).__name__}, not a dict"
+        raise SynthUsageError(
+            [ConfigProblem("synth_cassette_config", problem, "return a dict such as {'ignore': (...)}")]
+        )
+    problems = []
+    for key in config:
+        if key in CASSETTE_CONFIG_KEYS:
+            continue
+        close = difflib.get_close_matches(str(key), CASSETTE_CONFIG_KEYS, n=1)
+        guess = f"did you mean {close[0]!r}? " if close else ""
+        problems.append(
+            ConfigProblem(
+                f"synth_cassette_config[{key!r}]",
+                f"{key!r} is not a cassette option",
+                f"{guess}known keys: {', '.join(CASSETTE_CONFIG_KEYS)}",
+            )
+        )
+    if problems:
+        raise SynthUsageError(problems, subject="synth_cassette_config")
+    return dict(config)
+
+
 @pytest.fixture
 def synth_cassette(
-    request: pytest.FixtureRequest, synth_settings: SynthSettings
+    request: pytest.FixtureRequest, synth_settings: SynthSettings, synth_cassette_config: dict[str, object]
 ) -> Iterator[Replayer | None]:
     """Record or replay this test's backend traffic in ``<synth_cassette_dir>/<test id>.json``.
 
@@ -406,18 +480,20 @@ def synth_cassette(
     """
     from .recording import use_cassette
 
+    __tracebackhide__ = True
+    options = _cassette_options(synth_cassette_config)
     path = _cassette_file(request, synth_settings)
     node = request.node.nodeid
     if synth_settings.is_offline and not path.is_file():
         yield None
     elif synth_settings.is_offline:
-        with use_cassette(path, mode="none", test_id=node) as replayer:
+        with use_cassette(path, mode="none", test_id=node, **options) as replayer:
             yield replayer
     elif synth_settings.record == "none":
         yield None
     else:
         hosts = [synth_settings.backend_url]
-        with use_cassette(path, mode=synth_settings.record, test_id=node, hosts=hosts) as replayer:
+        with use_cassette(path, mode=synth_settings.record, test_id=node, hosts=hosts, **options) as replayer:
             yield replayer
 
 

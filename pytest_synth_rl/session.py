@@ -27,9 +27,9 @@ from .client import AsyncRLJob, RLJob, upload_environment_api_key, verify_task_a
 from .client.base import DEFAULT_REQUEST_TIMEOUT
 from .client.results import is_terminal, job_status
 from .clock import Clock, RealClock, VirtualClock
-from .errors import ConfigProblem, SynthError, SynthUsageError
+from .errors import BackendUnreachableError, ConfigProblem, SynthError, SynthUsageError
 from .fake import FakeSynthBackend
-from .masking import Secret, get_logger
+from .masking import Secret, get_logger, secret_or_none
 from .recording import Replayer
 from .report import JobRecord, job_record
 from .settings import SynthSettings
@@ -71,10 +71,14 @@ class TaskAppSpec:
     """What task app to serve: a ``pkg.mod:attr`` target or a ``.py`` path, plus options."""
 
     source: str
-    api_key: str | None = None
+    api_key: Secret | None = None
     options: tuple[tuple[str, Any], ...] = ()
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "api_key", secret_or_none(self.api_key))
+
     def start(self) -> InProcessTaskApp:
+        __tracebackhide__ = True
         kwargs: dict[str, Any] = dict(self.options)
         if self.api_key:
             kwargs["api_key"] = self.api_key
@@ -117,6 +121,34 @@ class SynthRun:
         self._http: httpx.Client | None = None
         self._fake_http: httpx.Client | None = None
         self._prepared: set[tuple[str, ...]] = set()
+        self._backend_verdict: BackendUnreachableError | None = None
+        self._backend_probed = False
+
+    # -- the online backend ----------------------------------------------------------------
+    def require_backend(self) -> None:
+        """Online: raise :class:`BackendUnreachableError` if nothing answers at the backend URL.
+
+        Probed once per run (per xdist worker) and the verdict kept: the first test needing the
+        backend pays for a few seconds at most, and every later one fails at once with the same
+        message instead of spending its own retry budget. Offline this does nothing.
+        """
+        __tracebackhide__ = True
+        if self.settings.is_offline:
+            return
+        with self._lock:
+            if not self._backend_probed:
+                from .client.reachability import probe_backend
+
+                url = self.settings.backend_url
+                problem = probe_backend(url)
+                if problem is not None:
+                    self._backend_verdict = BackendUnreachableError(
+                        self.settings.origin("backend"), url, problem
+                    )
+                self._backend_probed = True
+            verdict = self._backend_verdict
+        if verdict is not None:
+            raise BackendUnreachableError(verdict.setting, verdict.url, verdict.problem)
 
     # -- task apps -------------------------------------------------------------------------
     def task_app(self, spec: TaskAppSpec) -> InProcessTaskApp:
@@ -154,7 +186,9 @@ class SynthRun:
         return True
 
     # -- online: what the CLI does before submitting ------------------------------------------
-    def prepare_submit(self, api_key: str | None, task_app_url: str | None, task_app_key: str | None) -> None:
+    def prepare_submit(
+        self, api_key: Secret | None, task_app_url: str | None, task_app_key: Secret | None
+    ) -> None:
         """Online, before a job of this run is submitted: upload the task app's key to the
         backend (once per run per backend; the backend sends it to the task app on
         rollouts, contract §10.5), and with ``--synth-verify-task-app`` have the backend verify
@@ -192,9 +226,7 @@ class SynthRun:
                 self._fake = FakeSynthBackend(
                     self.settings.backend_url,
                     api_key=self.fake_api_key(),
-                    task_app_api_key=(
-                        self.settings.task_app_api_key.value if self.settings.task_app_api_key else None
-                    ),
+                    task_app_api_key=self.settings.task_app_api_key,
                 )
             return self._fake
 
@@ -211,11 +243,11 @@ class SynthRun:
                 self._fake_http = httpx.Client(transport=transport, timeout=DEFAULT_REQUEST_TIMEOUT)
             return self._fake_http
 
-    def fake_api_key(self) -> str:
+    def fake_api_key(self) -> Secret:
         """Offline, the user's key if set (so the same code paths run), else the fake's default."""
         from .fake.backend import DEFAULT_API_KEY
 
-        return self.settings.api_key.value if self.settings.api_key else DEFAULT_API_KEY
+        return self.settings.api_key or Secret(DEFAULT_API_KEY)
 
     def close(self) -> None:
         """Stop everything this run started. Safe to call twice."""
@@ -251,12 +283,12 @@ class SynthJobFactory:
         clock: Clock,
         config: RLConfigRef | None,
         task_app_url: str | None,
-        task_app_api_key: str | None,
-        api_key: str | None,
+        task_app_api_key: str | Secret | None,
+        api_key: str | Secret | None,
         skip_health_check: bool = False,
         http_client: httpx.Client | None = None,
         transport: httpx.MockTransport | None = None,
-        prepare_submit: Callable[[str | None, str | None, str | None], None] | None = None,
+        prepare_submit: Callable[[Secret | None, str | None, Secret | None], None] | None = None,
     ) -> None:
         self.test_id = test_id
         self.transport = transport
@@ -267,8 +299,8 @@ class SynthJobFactory:
         self.clock = clock
         self.config = config
         self.task_app_url = task_app_url
-        self.task_app_api_key = task_app_api_key
-        self.api_key = api_key
+        self.task_app_api_key = secret_or_none(task_app_api_key)
+        self.api_key = secret_or_none(api_key)
         self.jobs: list[RLJob] = []
         self.async_jobs: list[AsyncRLJob] = []
 
@@ -436,15 +468,22 @@ class TaskAppHandle(Protocol):
     def url(self) -> str: ...
 
     @property
-    def api_key(self) -> str | None: ...
+    def api_key(self) -> str | Secret | None: ...
 
 
 @dataclass(frozen=True)
 class ExternalTaskApp:
-    """A task app someone else runs (``--synth-task-app-url``): just its URL and key."""
+    """A task app someone else runs (``--synth-task-app-url``): just its URL and key.
+
+    The key is a :class:`~pytest_synth_rl.masking.Secret` (``.value`` is the text): this object
+    is a test argument, printed whenever a test using it fails.
+    """
 
     url: str
-    api_key: str | None = None
+    api_key: Secret | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "api_key", secret_or_none(self.api_key))
 
 
 @dataclass(frozen=True)

@@ -287,6 +287,20 @@ class SynthSettings:
             sources[name] = source
         return replace(self, sources=sources, **changes)
 
+    def origin(self, name: str) -> str:
+        """How the user gave setting *name*, in their own words: ``--synth-backend=URL``,
+        ``SYNTH_BACKEND_URL=URL``, ``ini synth_backend = URL`` (for messages about its value)."""
+        spec = next(spec for spec in OPTIONS if spec.name == name)
+        value = getattr(self, name)
+        source = self.sources.get(name, "default")
+        if source.startswith("env:"):
+            return f"{source[4:]}={value}"
+        if source == "ini" and spec.ini:
+            return f"ini {spec.ini} = {value}"
+        if source == "marker":
+            return f"marker {name}={value}"
+        return f"{spec.flag}={value}" if spec.flag else f"{name}={value}"
+
     def describe(self) -> list[str]:
         """Lines for the pytest report header; keys masked."""
         lines = [f"synth-rl: mode={self.mode} backend={self.backend_url} ({self.sources.get('backend')})"]

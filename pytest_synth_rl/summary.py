@@ -41,6 +41,14 @@ class RunSummary:
         self.config = config
         self.settings = settings
         self._report: RunReport | None = None
+        #: Rows of tests whose teardown report has not arrived: an interrupted test's fixtures
+        #: are torn down at session end, after which no report is made; they are added then.
+        self._unreported: dict[str, list[JobRecord]] = {}
+
+    def hold(self, nodeid: str, records: list[JobRecord]) -> None:
+        """Keep *records* until the test's teardown report carries them (or the run ends)."""
+        if records:
+            self._unreported.setdefault(nodeid, []).extend(records)
 
     @property
     def report(self) -> RunReport:
@@ -53,6 +61,7 @@ class RunSummary:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "teardown":
             return
+        self._unreported.pop(report.nodeid, None)
         for name, value in report.user_properties:
             if name == JOB_PROPERTY:
                 from .report import JobRecord
@@ -63,6 +72,10 @@ class RunSummary:
         if hasattr(self.config, "workerinput"):  # an xdist worker: the controller reports
             return
         settings = self.settings
+        for held in self._unreported.values():
+            for record in held:
+                self.report.add(record)
+        self._unreported.clear()
         records = self._report.records if self._report is not None else []
         if records:
             terminalreporter.write_sep("=", f"synth-rl jobs ({settings.mode}, {settings.backend_url})")

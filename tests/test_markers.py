@@ -96,7 +96,7 @@ def test_valid_markers_parse_into_the_spec(pytester: pytest.Pytester) -> None:
             assert spec.policy is policy
             assert spec.rl.settings_overrides() == {"poll_interval": 2.0}
             app, scenario = spec.task_app, spec.scenario
-            assert (app.source, app.scope, app.api_key) == ("pkg.mod:app", "test", "k")
+            assert (app.source, app.scope, app.api_key.value) == ("pkg.mod:app", "test", "k")
             assert (scenario.outcome, scenario.steps, scenario.fail_at_step) == ("failed", 3, 2)
             assert spec.offline and not spec.online
         """

@@ -13,6 +13,7 @@ import pytest_synth_rl
 STARTUP_MODULES = {
     "pytest_synth_rl",
     "pytest_synth_rl.errors",
+    "pytest_synth_rl.interrupts",
     "pytest_synth_rl.markers",
     "pytest_synth_rl.masking",
     "pytest_synth_rl.plugin",

@@ -20,7 +20,7 @@ import httpx
 from ..clock import Clock, RealClock
 from ..config import RLBuildResult, build_rl_payload
 from ..errors import JobFailedError, JobSubmitError, SynthError, TaskAppError
-from ..masking import Secret, mask_secret
+from ..masking import Secret, SecretHeaders, mask_secret
 from ..taskapp.health import HealthReport
 from .calls import Call, event_page, extract_job_id, json_list, read_body, read_object
 from .jobconfig import RLJobConfig
@@ -251,8 +251,10 @@ class JobBase(Generic[ClientT, TransportT]):
         return self._job_id
 
     # -- calls -------------------------------------------------------------------------------
-    def _auth(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self._config.api_key.value}", "Accept": "application/json"}
+    def _auth(self) -> SecretHeaders:
+        return SecretHeaders(
+            {"Authorization": f"Bearer {self._config.api_key.value}", "Accept": "application/json"}
+        )
 
     def _submit_call(self) -> Call[str]:
         if self._job_id is not None:
@@ -268,7 +270,7 @@ class JobBase(Generic[ClientT, TransportT]):
             method="POST",
             url=url,
             parse=partial(extract_job_id, url=url),
-            headers={**self._auth(), "Idempotency-Key": self._idempotency_key},
+            headers=SecretHeaders({**self._auth(), "Idempotency-Key": self._idempotency_key}),
             json=payload,
             ok_statuses=frozenset({200, 201}),
             error_cls=JobSubmitError,

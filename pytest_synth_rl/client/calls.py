@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 import httpx
 
 from ..errors import BackendError, JobSubmitError, excerpt
-from ..masking import get_logger
+from ..masking import SecretHeaders, get_logger
 from .results import EventPage
 from .retry import Sent
 
@@ -86,6 +86,12 @@ class Call(Generic[T]):
     #: rejection that is not about the API key or rate limits.
     action: str | None = None
     fix: str | None = None
+
+    def __post_init__(self) -> None:
+        # Headers carry the API key: whatever mapping a caller passed, hold it in the type whose
+        # repr masks credentials, so no traceback local or dataclass repr shows the key.
+        if not isinstance(self.headers, SecretHeaders):
+            object.__setattr__(self, "headers", SecretHeaders(self.headers))
 
     def succeeded(self, status_code: int) -> bool:
         if self.ok_statuses is not None:

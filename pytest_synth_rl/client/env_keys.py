@@ -32,7 +32,7 @@ from nacl.public import PublicKey, SealedBox
 from ..clock import Clock, RealClock
 from ..config import normalize_backend_url
 from ..errors import ConfigProblem, EnvKeyUploadError, SynthUsageError
-from ..masking import Secret
+from ..masking import Secret, SecretHeaders
 from .calls import Call, read_object
 from .jobconfig import resolve_api_key, resolve_backend_url
 from .oneshot import DEFAULT_ONESHOT_TIMEOUT, async_client_for, async_run, client_for, run
@@ -71,8 +71,8 @@ class EnvKeyUpload:
 
 
 # -- pure parts: what to send, what answers mean -----------------------------------------------
-def _auth(api_key: Secret) -> dict[str, str]:
-    return {"Authorization": f"Bearer {api_key.value}", "Accept": "application/json"}
+def _auth(api_key: Secret) -> SecretHeaders:
+    return SecretHeaders({"Authorization": f"Bearer {api_key.value}", "Accept": "application/json"})
 
 
 def _unusable(response: httpx.Response, what: str, fix: str) -> EnvKeyUploadError:

@@ -19,7 +19,7 @@ import httpx
 from ..clock import Clock, RealClock
 from ..config import normalize_backend_url
 from ..errors import ConfigProblem, SynthUsageError, TaskAppVerificationError
-from ..masking import Secret, mask_secret
+from ..masking import Secret, SecretHeaders, mask_secret
 from .calls import Call, read_object
 from .jobconfig import resolve_api_key, resolve_backend_url
 from .oneshot import DEFAULT_ONESHOT_TIMEOUT, async_client_for, async_run, client_for, run
@@ -90,7 +90,7 @@ def verify_task_app_call(api_base: str, api_key: Secret, task_url: str) -> Call[
         method="POST",
         url=f"{api_base}/rl/verify_task_app",
         parse=partial(_read_verification, task_url),
-        headers={"Authorization": f"Bearer {api_key.value}", "Accept": "application/json"},
+        headers=SecretHeaders({"Authorization": f"Bearer {api_key.value}", "Accept": "application/json"}),
         json={"endpoint_base_url": task_url},
         error_cls=TaskAppVerificationError,
         action=f"Task app verification failed for {task_url}",

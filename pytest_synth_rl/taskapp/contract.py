@@ -31,7 +31,7 @@ import httpx
 
 from ..errors import TaskAppError, excerpt
 from ..inference import InferencePolicy, StubInference
-from ..masking import Secret, redact
+from ..masking import Secret, SecretHeaders, redact
 from ..support.loopback import is_loopback_host
 from ..support.tls import shared_ssl_context
 from .health import json_or_none, task_app_auth_headers, task_app_base_url
@@ -277,7 +277,7 @@ def _trace_verdict(body: dict[str, Any]) -> tuple[bool, str]:
 
 # -- the check ----------------------------------------------------------------------------------
 class _Checker:
-    def __init__(self, client: httpx.Client, base: str, headers: dict[str, str]) -> None:
+    def __init__(self, client: httpx.Client, base: str, headers: SecretHeaders) -> None:
         self.client = client
         self.base = base
         self.headers = headers

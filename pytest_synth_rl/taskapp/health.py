@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 
 from ..errors import TaskAppError
-from ..masking import Secret, redact, register_secret
+from ..masking import Secret, SecretHeaders, redact, register_secret
 from ..support.tls import shared_ssl_context
 
 __all__ = [
@@ -46,7 +46,7 @@ def _key_value(api_key: str | Secret | None) -> str:
     return api_key or ""
 
 
-def task_app_auth_headers(api_key: str | Secret | None) -> dict[str, str]:
+def task_app_auth_headers(api_key: str | Secret | None) -> SecretHeaders:
     """The three headers a task app reads its key from; empty when there is no key.
 
     Sending all three matches every task app generation: some read only ``X-API-Key``, some
@@ -54,8 +54,8 @@ def task_app_auth_headers(api_key: str | Secret | None) -> dict[str, str]:
     """
     key = _key_value(api_key)
     if not key:
-        return {}
-    return {"X-API-Key": key, "X-API-Keys": key, "Authorization": f"Bearer {key}"}
+        return SecretHeaders()
+    return SecretHeaders({"X-API-Key": key, "X-API-Keys": key, "Authorization": f"Bearer {key}"})
 
 
 @dataclass(frozen=True)

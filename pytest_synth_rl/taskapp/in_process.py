@@ -21,7 +21,7 @@ from typing import Any
 import anyio.to_thread
 
 from ..errors import TaskAppError
-from ..masking import mask_secret, register_secret
+from ..masking import Secret, secret_or_none
 from ..support.loopback import normalise_loopback_host, url_host
 from ..support.serving import Lifespan, ServerThread
 from .env_key import KEY_VAR, acquire_env_key, release_env_key
@@ -68,7 +68,7 @@ class InProcessTaskApp:
         factory: Callable[[], Any] | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
-        api_key: str | None = None,
+        api_key: str | Secret | None = None,
         startup_timeout: float = 10.0,
         log_level: str | int | None = "warning",
         lifespan: Lifespan = "auto",
@@ -115,17 +115,16 @@ class InProcessTaskApp:
         self.shutdown_timeout = float(shutdown_timeout)
         self.health_path = health_path
         self.export_api_key = export_api_key
-        if api_key:
+        given = secret_or_none(api_key)
+        if given:
             self.api_key_source = "argument"
-            key = api_key
+            self._api_key = given
         elif os.environ.get(KEY_VAR):
             self.api_key_source = "environment"
-            key = os.environ[KEY_VAR]
+            self._api_key = Secret(os.environ[KEY_VAR])
         else:
             self.api_key_source = "generated"
-            key = secrets.token_hex(32)
-        register_secret(key)
-        self._api_key = key
+            self._api_key = Secret(secrets.token_hex(32))
         self._server: ServerThread | None = None
         self._env_token: int | None = None
         self._url: str | None = None
@@ -135,7 +134,14 @@ class InProcessTaskApp:
     # -- public state -------------------------------------------------------------------------
     @property
     def api_key(self) -> str:
-        """The key the app enforces (plain text, to pass on; it is registered for redaction)."""
+        """The key the app enforces (plain text, to pass on; it is registered for redaction).
+
+        Held as a :class:`~pytest_synth_rl.masking.Secret`; :attr:`api_key_secret` is that."""
+        return self._api_key.value
+
+    @property
+    def api_key_secret(self) -> Secret:
+        """The key as a masked :class:`~pytest_synth_rl.masking.Secret` (safe to hold and print)."""
         return self._api_key
 
     @property
@@ -196,6 +202,7 @@ class InProcessTaskApp:
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> InProcessTaskApp:
         """Load the app, serve it, and wait until it answers; no-op if already running."""
+        __tracebackhide__ = True
         if self._server is not None:
             self.ensure_running()
             return self
@@ -206,7 +213,7 @@ class InProcessTaskApp:
             factory=self._source["factory"],
         )
         if self.export_api_key:
-            self._env_token = acquire_env_key(self._api_key)
+            self._env_token = acquire_env_key(self._api_key.value)
         server = ServerThread(
             app,
             host=self.host,
@@ -303,4 +310,4 @@ class InProcessTaskApp:
     def __repr__(self) -> str:
         where = self._url or f"{url_host(self.host)}:{self.requested_port}"
         state = "running" if self.is_running else "stopped"
-        return f"InProcessTaskApp({where!r}, api_key={mask_secret(self._api_key)!r}, {state})"
+        return f"InProcessTaskApp({where!r}, api_key={self._api_key.masked!r}, {state})"

@@ -1,0 +1,68 @@
+"""Is the online backend there at all? One cheap probe per run instead of retries per test.
+
+A mistyped ``--synth-backend`` URL (or a backend that is down) would otherwise cost every test
+its full retry budget before failing with a message about whichever request it tried first. A
+socket-level GET of the URL's root answers the one question that matters here: does anything
+speak HTTP at that address. Any HTTP answer, even a 404 or 401, counts as reachable; only a
+failure to connect or to get an answer does not. It bypasses httpx on purpose, so no mock or
+cassette recorder active in the test sees the probe.
+"""
+
+from __future__ import annotations
+
+import http.client
+import time
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+from ..support.tls import shared_ssl_context
+
+__all__ = ["probe_backend"]
+
+#: Delays between attempts: a backend that is still starting gets about a second to answer.
+RETRY_DELAYS: tuple[float, ...] = (0.25, 0.75)
+
+
+def probe_backend(
+    url: str,
+    *,
+    timeout: float = 5.0,
+    delays: tuple[float, ...] = RETRY_DELAYS,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str | None:
+    """``None`` when something answers HTTP at *url*, else why not (the last attempt's error).
+
+    At most ``len(delays) + 1`` attempts of *timeout* seconds each, so the probe is bounded.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"it is not an http(s) URL with a host (scheme {parts.scheme or 'missing'!r})"
+    try:
+        port = parts.port
+    except ValueError as exc:
+        return f"its port is not a number ({exc})"
+    failure = "no attempt was made"
+    for attempt in range(len(delays) + 1):
+        if attempt:
+            sleep(delays[attempt - 1])
+        problem = _get_root(parts.scheme, parts.hostname, port, timeout)
+        if problem is None:
+            return None
+        failure = problem
+    return f"{failure} ({len(delays) + 1} attempts)"
+
+
+def _get_root(scheme: str, host: str, port: int | None, timeout: float) -> str | None:
+    conn: http.client.HTTPConnection
+    if scheme == "https":
+        conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=shared_ssl_context())
+    else:
+        conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        conn.request("GET", "/")
+        conn.getresponse().read(1024)
+    except (OSError, http.client.HTTPException) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        conn.close()
+    return None

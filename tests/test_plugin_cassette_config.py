@@ -1,0 +1,40 @@
+"""The ``synth_cassette_config`` fixture configures cassette matching, strictly."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+SUITE = """
+import pytest
+
+pytestmark = [
+    pytest.mark.synth_task_app("arithmetic_task_app.py"),
+    pytest.mark.synth_rl(config="arithmetic.toml"),
+]
+
+
+@pytest.fixture
+def synth_cassette_config():
+    return {"ignores": ("json.metadata",)}
+
+
+def test_recorded(synth_rl_job, synth_cassette):
+    pass
+"""
+
+
+def test_an_unknown_cassette_config_key_is_rejected_with_a_suggestion(pytester: pytest.Pytester) -> None:
+    for name in ("arithmetic_task_app.py", "arithmetic.toml"):
+        shutil.copy(EXAMPLES / name, pytester.path / name)
+    pytester.makepyfile(test_cfg=SUITE)
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:xdist")
+    result.assert_outcomes(errors=1)
+    assert (
+        "SynthUsageError: invalid synth_cassette_config: synth_cassette_config['ignores']: 'ignores' is "
+        "not a cassette option (hint: did you mean 'ignore'? known keys: match_on, ignore)"
+    ) in result.stdout.str()
