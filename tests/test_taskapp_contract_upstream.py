@@ -59,6 +59,7 @@ def shape_neither(request: dict[str, Any], reward: float) -> dict[str, Any]:
 def task_app(
     *,
     open_health: bool = False,
+    with_root: bool = True,
     seed_answer: Any = None,
     shape: Shape = shape_0_4_12,
 ) -> FastAPI:
@@ -66,9 +67,11 @@ def task_app(
     way upstream's demo does; ``seed_answer`` replaces the TaskInfo for ``?seed=N``."""
     app = FastAPI()
 
-    @app.get("/")
-    async def root() -> dict[str, Any]:
-        return {"status": "ok", "service": "upstream-shape"}
+    if with_root:
+
+        @app.get("/")
+        async def root() -> dict[str, Any]:
+            return {"status": "ok", "service": "upstream-shape"}
 
     @app.get("/health")
     async def health(request: Request) -> Any:
@@ -142,6 +145,15 @@ def test_app_open_on_rollout_fails_auth_and_names_the_route() -> None:
     report = run_check(app)
     assert [p.name for p in report.problems] == ["auth enforced"]
     assert report.check("auth enforced").got == "/task_info=HTTP 400, /rollout=HTTP 200"
+
+
+def test_app_without_a_root_route_is_a_warning_only() -> None:
+    # Teams' own apps often serve only what the trainer calls; the trainer never calls ``/``.
+    report = run_check(task_app(open_health=True, with_root=False))
+    assert report.ok, report.render()
+    assert [w.name for w in report.warnings] == ["GET / (no auth)"]
+    assert report.check("GET / (no auth)").got.startswith("HTTP 404")
+    report.raise_for_problems()
 
 
 # -- empty task list ---------------------------------------------------------------------------
