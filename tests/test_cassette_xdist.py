@@ -18,6 +18,7 @@ import pytest
 
 from pytest_synth_rl.fake import FakeSynthBackend
 from pytest_synth_rl.recording import cassette_path
+from pytest_synth_rl.settings import new_task_app_key, resolve_settings, with_run_task_app_key
 
 pytestmark = pytest.mark.slow
 
@@ -141,7 +142,23 @@ def test_the_offline_fake_alone_does_not_pass_the_suite(suite: pytest.Pytester) 
     """Without cassettes the offline fake succeeds every job, so the replays above really replayed."""
     result = _replay(suite, "0")
     result.assert_outcomes(failed=6)
-    assert "JobExpectationError" in result.stdout.str() or "succeeded" in result.stdout.str()
+    result.stdout.fnmatch_lines(["*expected job job_rl_* to fail, but it ended 'succeeded'*"])
+
+
+def test_workers_share_the_run_task_app_key_unless_the_environment_set_one() -> None:
+    """Under xdist each worker would otherwise generate and upload its own key, replacing the
+    others' on the backend (the record at ``-n 2`` above failed its rollouts that way)."""
+    handed = new_task_app_key()
+    assert len(handed) == 64
+    assert handed != new_task_app_key()
+    settings = resolve_settings(cli={}, env={}, ini={})
+    assert settings.task_app_api_key is None
+    shared = with_run_task_app_key(settings, handed)
+    assert shared.task_app_api_key is not None
+    assert shared.task_app_api_key.value == handed
+    assert with_run_task_app_key(settings, None) is settings
+    given = resolve_settings(cli={}, env={"ENVIRONMENT_API_KEY": "env_key_from_the_user_1234"}, ini={})
+    assert with_run_task_app_key(given, handed) is given
 
 
 def test_a_cassette_of_another_test_is_refused_naming_both(
