@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -19,7 +19,14 @@ from .errors import ConfigProblem, MarkerError, SynthUsageError
 from .interrupts import TerminationAsInterrupt
 from .markers import MARKERS, SynthTestSpec, parse_test_spec
 from .plugin_views import register_views
-from .settings import OPTIONS, SynthSettings, resolve_settings
+from .settings import (
+    OPTIONS,
+    WORKER_TASK_APP_KEY,
+    SynthSettings,
+    new_task_app_key,
+    resolve_settings,
+    with_run_task_app_key,
+)
 from .summary import RunSummary, job_properties
 
 if TYPE_CHECKING:
@@ -78,9 +85,28 @@ def pytest_configure(config: pytest.Config) -> None:
             f"--synth-record={settings.record} needs a backend to record from: add "
             "--synth-backend=URL (a real backend or a served fake)"
         )
+    handed = getattr(config, "workerinput", {}).get(WORKER_TASK_APP_KEY)
+    settings = with_run_task_app_key(settings, handed)
     config.stash[_SETTINGS_KEY] = settings
     config.pluginmanager.register(RunSummary(config, settings), "synth-rl-summary")
     register_views(config, settings)
+
+
+_RUN_TASK_KEY = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist controller: every worker serves its task app with one key generated for the run.
+
+    The backend keeps a single environment key (contract §10.5): workers that each generated
+    and uploaded their own would replace each other's, and the other workers' rollouts would be
+    rejected. With ``ENVIRONMENT_API_KEY`` set, that key is shared already."""
+    settings = node.config.stash[_SETTINGS_KEY]
+    if settings.task_app_api_key is None:
+        node.workerinput[WORKER_TASK_APP_KEY] = node.config.stash.setdefault(
+            _RUN_TASK_KEY, new_task_app_key()
+        )
 
 
 _TERM_KEY = pytest.StashKey[TerminationAsInterrupt]()

@@ -468,7 +468,7 @@ class TaskAppHandle(Protocol):
     def url(self) -> str: ...
 
     @property
-    def api_key(self) -> str | Secret | None: ...
+    def api_key(self) -> Secret | None: ...
 
 
 @dataclass(frozen=True)
@@ -544,8 +544,9 @@ class ServedFake:
     url: str
 
     @property
-    def api_key(self) -> str:
-        return self.fake.api_key.value
+    def api_key(self) -> Secret:
+        """The key the served fake accepts, masked (``.value`` is the text to send)."""
+        return self.fake.api_key
 
     @classmethod
     @contextlib.contextmanager

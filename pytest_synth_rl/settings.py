@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -23,9 +24,12 @@ __all__ = [
     "DEFAULT_BACKEND_URL",
     "OPTIONS",
     "RECORD_MODES",
+    "WORKER_TASK_APP_KEY",
     "OptionSpec",
     "SynthSettings",
+    "new_task_app_key",
     "resolve_settings",
+    "with_run_task_app_key",
 ]
 
 #: The hosted backend; offline, the fake is mounted on this host so URLs look the same.
@@ -402,3 +406,22 @@ def resolve_settings(
         task_app_api_key=Secret(task_key) if task_key else None,
         sources=sources,
     )
+
+
+#: Where an xdist controller hands the run's task-app key to its workers (``workerinput``).
+WORKER_TASK_APP_KEY = "synth_task_app_key"
+
+
+def new_task_app_key() -> str:
+    """A fresh task-app key for a run that was given none (``ENVIRONMENT_API_KEY`` unset)."""
+    return secrets.token_hex(32)
+
+
+def with_run_task_app_key(settings: SynthSettings, key: str | None) -> SynthSettings:
+    """*settings* using the run's shared task-app *key* when the environment gave none.
+
+    Every process of one run (the xdist workers) must serve its task app with the same key,
+    because the backend holds one environment key and sends it on every rollout."""
+    if not key or settings.task_app_api_key is not None:
+        return settings
+    return replace(settings, task_app_api_key=Secret(key))

@@ -110,7 +110,7 @@ def test_ctrl_c_during_a_poll_cancels_the_online_job_and_stops_task_apps(
     pytester.makeconftest(CONFTEST)
     # A job that would need 10 000 polls, 300 s apart: only Ctrl-C ends this run.
     with ServedFake.start(polls_to_finish=10_000, task_app_api_key=ENV_KEY) as served:
-        env = {**os.environ, "SYNTH_API_KEY": served.api_key, "ENVIRONMENT_API_KEY": ENV_KEY}
+        env = {**os.environ, "SYNTH_API_KEY": served.api_key.value, "ENVIRONMENT_API_KEY": ENV_KEY}
         env.pop("PYTEST_XDIST_WORKER", None)
         env.pop("PYTEST_ADDOPTS", None)
         command = [

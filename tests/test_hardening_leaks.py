@@ -40,7 +40,7 @@ def test_a_private_task_app(synth_task_app):
 def test_the_served_fake(synth_fake_server):
     import httpx
 
-    auth = {"Authorization": "Bearer " + synth_fake_server.api_key}
+    auth = {"Authorization": "Bearer " + synth_fake_server.api_key.value}
     response = httpx.get(synth_fake_server.url + "/api/rl/jobs", headers=auth)
     assert response.status_code == 200
 """

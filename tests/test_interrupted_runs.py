@@ -51,7 +51,7 @@ def test_an_interrupted_online_run_cancels_its_job_and_reports_it(
         shutil.copy(EXAMPLES / name, pytester.path / name)
     pytester.makepyfile(test_interrupt=SUITE.replace("{signal}", signal_name))
     with ServedFake.start(polls_to_finish=10_000, task_app_api_key=ENV_KEY) as served:
-        monkeypatch.setenv("SYNTH_API_KEY", served.api_key)
+        monkeypatch.setenv("SYNTH_API_KEY", served.api_key.value)
         monkeypatch.setenv("ENVIRONMENT_API_KEY", ENV_KEY)
         result = pytester.runpytest_subprocess(
             "-p", "no:randomly", "-p", "no:xdist", f"--synth-backend={served.url}",

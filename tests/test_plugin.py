@@ -283,7 +283,7 @@ def test_left_running(synth_rl_job):
     # A real backend learns the task app's key from the key upload; here both processes share it.
     monkeypatch.setenv("ENVIRONMENT_API_KEY", "env_key_shared_with_served_fake_01")
     with ServedFake.start(polls_to_finish=4) as served:
-        monkeypatch.setenv("SYNTH_API_KEY", served.api_key)
+        monkeypatch.setenv("SYNTH_API_KEY", served.api_key.value)
         result = example_dir.runpytest_subprocess(
             f"--synth-backend={served.url}", "--synth-poll-interval=0.01", "--synth-timeout=60"
         )

@@ -199,7 +199,7 @@ def test_heartbeat_of_an_online_wait_reaches_the_output(
     # A served fake moves one stage per poll, and the client polls it on real time.
     with ServedFake.start(polls_to_finish=6) as served:
         served.fake.scenario(polls=6, steps=4, reward_curve=[0.2, 0.35, 0.5, 0.7])
-        monkeypatch.setenv("SYNTH_API_KEY", served.api_key)
+        monkeypatch.setenv("SYNTH_API_KEY", served.api_key.value)
         args = [f"--synth-backend={served.url}", "--synth-poll-interval=0.02", "-q", "-p", "no:randomly"]
         args += ["--synth-heartbeat-interval=0.001", *(["-n", "2"] if xdist else [])]
         result = suite.runpytest_subprocess(*args, timeout=300)

@@ -158,11 +158,11 @@ def test_two_apps_at_once_with_different_keys(example: Any, clean_key_env: None)
 def test_generated_key_is_exported_only_while_running(clean_key_env: None) -> None:
     task_app = InProcessTaskApp(health_app())
     assert task_app.api_key_source == "generated"
-    assert re.fullmatch(r"[0-9a-f]{64}", task_app.api_key)
+    assert re.fullmatch(r"[0-9a-f]{64}", task_app.api_key.value)
     assert "ENVIRONMENT_API_KEY" not in os.environ
     with task_app:
-        assert os.environ["ENVIRONMENT_API_KEY"] == task_app.api_key
-        body = httpx.get(task_app.url + "/health", headers={"X-API-Key": task_app.api_key}).json()
+        assert os.environ["ENVIRONMENT_API_KEY"] == task_app.api_key.value
+        body = httpx.get(task_app.url + "/health", headers={"X-API-Key": task_app.api_key.value}).json()
         assert body["key_matches"] is True
     assert "ENVIRONMENT_API_KEY" not in os.environ
 
@@ -181,7 +181,7 @@ def test_explicit_key_overrides_and_previous_value_is_restored(monkeypatch: pyte
 def test_key_from_environment_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ENVIRONMENT_API_KEY", "env-provided-key-42")
     with InProcessTaskApp(health_app()) as task_app:
-        assert task_app.api_key == "env-provided-key-42"
+        assert task_app.api_key.value == "env-provided-key-42"
         assert task_app.api_key_source == "environment"
     assert os.environ["ENVIRONMENT_API_KEY"] == "env-provided-key-42"
 
@@ -262,7 +262,7 @@ def test_url_before_start_is_a_clear_error() -> None:
 @pytest.mark.asyncio
 async def test_async_with() -> None:
     async with InProcessTaskApp(health_app()) as task_app, httpx.AsyncClient() as client:
-        response = await client.get(task_app.url + "/health", headers={"X-API-Key": task_app.api_key})
+        response = await client.get(task_app.url + "/health", headers={"X-API-Key": task_app.api_key.value})
         assert response.json() == {"ok": True, "key_matches": True}
         port = task_app.port
     assert not task_app.is_running

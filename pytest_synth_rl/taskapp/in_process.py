@@ -133,15 +133,11 @@ class InProcessTaskApp:
 
     # -- public state -------------------------------------------------------------------------
     @property
-    def api_key(self) -> str:
-        """The key the app enforces (plain text, to pass on; it is registered for redaction).
+    def api_key(self) -> Secret:
+        """The key the app enforces, masked in every repr (``.value`` is the text to send).
 
-        Held as a :class:`~pytest_synth_rl.masking.Secret`; :attr:`api_key_secret` is that."""
-        return self._api_key.value
-
-    @property
-    def api_key_secret(self) -> Secret:
-        """The key as a masked :class:`~pytest_synth_rl.masking.Secret` (safe to hold and print)."""
+        A test argument is printed whenever the test fails (``-l`` prints its attributes'
+        values too), so the key is never handed out as plain text."""
         return self._api_key
 
     @property
