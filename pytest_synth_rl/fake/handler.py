@@ -66,6 +66,10 @@ class RequestHandler:
         path = request.url.path
         store = self.store
         if path.startswith(ADMIN_PREFIX + "/") or path == ADMIN_PREFIX:
+            # The admin routes reset the fake, inject faults and read request bodies: the same key
+            # as the API, or any local process could.
+            if not self._authorized(request):
+                return self._unauthorized(), True
             return handle_admin(store, request, self.api_base), True
         with store.lock:
             record = RecordedRequest(

@@ -11,6 +11,7 @@ a log printed in an assertion message never shows a key.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import httpx
 
 from ..masking import mask_secret, redact
+from ..recording.redaction import Redactor
 
 __all__ = [
     "JSON_HEADERS",
@@ -26,6 +28,7 @@ __all__ = [
     "error_response",
     "json_response",
     "mask_headers",
+    "non_finite_field",
 ]
 
 JSON_HEADERS: list[tuple[str, str]] = [("content-type", "application/json")]
@@ -48,6 +51,25 @@ def error_response(
     error: dict[str, Any] = {"code": code, "message": redact(message)}
     error.update(extra)
     return json_response(status, {"detail": {"error": error}}, headers)
+
+
+def non_finite_field(value: Any, path: str = "") -> tuple[str, float] | None:
+    """``(field, number)`` for the first NaN or infinite number in parsed JSON *value*, else None.
+
+    Python's ``json`` accepts ``NaN``, ``Infinity`` and ``1e400`` (which overflows to infinity);
+    a fake that takes them turns its clock or a job's rewards into NaN, and every later answer
+    into a 500. The field is named the way the body spells it (``data.config.x[2]``).
+    """
+    stack: list[tuple[str, Any]] = [(path, value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return where or "(the body)", item
+        if isinstance(item, dict):
+            stack.extend((f"{where}.{key}" if where else str(key), v) for key, v in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend((f"{where}[{i}]", v) for i, v in reversed(list(enumerate(item))))
+    return None
 
 
 def _mask_value(name: str, value: str) -> str:
@@ -119,5 +141,5 @@ class RecordedRequest:
             "job_id": self.job_id,
             "error": self.error,
             "headers": self.headers,
-            "json": self.json,
+            "json": Redactor().json(self.json),
         }

@@ -1,0 +1,219 @@
+"""The served fake under hostile input: every number finite, every size bounded, every admin
+route behind the key, and an answer (not a crash) for whatever a client sends.
+
+Everything here goes through a really served fake (``FakeSynthBackend().serve()``) on loopback.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from nacl.public import PublicKey, SealedBox
+from test_fake_support import TASK_KEY, rl_payload
+
+from pytest_synth_rl.clock import VirtualClock
+from pytest_synth_rl.errors import SynthUsageError
+from pytest_synth_rl.fake import FakeSynthBackend, Scenario
+from pytest_synth_rl.masking import register_secret
+
+KEY = "sk_test_hostile_input_key_0123"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+#: Seconds; only a hang gets near it.
+GENEROUS = 60.0
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[FakeSynthBackend, httpx.Client]]:
+    fake = FakeSynthBackend(api_key=KEY, clock=VirtualClock())
+    with fake.serve() as url, httpx.Client(base_url=url, headers=AUTH, timeout=GENEROUS) as client:
+        yield fake, client
+    fake.close()
+
+
+def error_message(response: httpx.Response) -> str:
+    detail = response.json()["detail"]
+    if isinstance(detail, dict):
+        return str(detail["error"]["message"])
+    return "; ".join(f"{item['loc']}: {item['msg']}" for item in detail)
+
+
+# -- numbers are finite -------------------------------------------------------------------------
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_a_non_finite_clock_advance_is_refused_and_the_fake_stays_healthy(
+    served: tuple[FakeSynthBackend, httpx.Client], number: str
+) -> None:
+    fake, client = served
+    answer = client.post("/_fake/clock/advance", content=f'{{"seconds": {number}}}')
+    assert answer.status_code == 400
+    assert "field 'seconds' must be a finite number" in error_message(answer)
+    assert fake.clock.now() == 0.0
+    created = client.post("/api/rl/jobs", json=rl_payload())
+    assert created.status_code == 201
+    assert client.get(f"/api/rl/jobs/{created.json()['id']}").status_code == 200
+    assert client.get("/_fake/clock").json()["now"] == 0.0
+
+
+def test_a_huge_finite_clock_advance_is_refused(served: tuple[FakeSynthBackend, httpx.Client]) -> None:
+    _, client = served
+    answer = client.post("/_fake/clock/advance", json={"seconds": 1e300})
+    assert answer.status_code == 422
+    assert error_message(answer) == "'seconds' must be a finite number from 0 to 3.16224e+07, got 1e+300"
+
+
+@pytest.mark.parametrize(
+    ("route", "body", "field"),
+    [
+        ("/_fake/scenario", '{"duration": NaN}', "duration"),
+        ("/_fake/scenario", '{"reward_curve": [0.1, Infinity]}', "reward_curve[1]"),
+        ("/_fake/scenario", '{"queue_time": 1e999}', "queue_time"),
+        ("/_fake/faults", '{"route": "status", "latency": Infinity}', "latency"),
+        ("/_fake/faults", '{"route": "status", "probability": NaN}', "probability"),
+        ("/_fake/faults", '{"route": "status", "status": 429, "retry_after": NaN}', "retry_after"),
+    ],
+)
+def test_admin_routes_name_the_non_finite_field(
+    served: tuple[FakeSynthBackend, httpx.Client], route: str, body: str, field: str
+) -> None:
+    fake, client = served
+    answer = client.post(route, content=body)
+    assert answer.status_code == 400
+    assert f"field {field!r} must be a finite number" in error_message(answer)
+    assert fake.faults == []
+
+
+def test_a_submitted_payload_with_nan_is_refused_naming_the_field(
+    served: tuple[FakeSynthBackend, httpx.Client],
+) -> None:
+    fake, client = served
+    payload = rl_payload()
+    payload["data"]["config"]["rollout"]["episodes_per_batch"] = float("nan")
+    answer = client.post("/api/rl/jobs", content=json.dumps(payload))  # Python writes NaN
+    assert answer.status_code == 422
+    assert error_message(answer) == "data.config.rollout.episodes_per_batch: must be a finite number, got nan"
+    assert fake.jobs == []
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (
+            {"latency": float("inf")},
+            "fault.latency: must be a finite number of seconds in (0, 3600], got inf",
+        ),
+        ({"latency": 7200}, "fault.latency: must be a finite number of seconds in (0, 3600], got 7200"),
+        ({"status": 429, "retry_after": float("nan")}, "fault.retry_after: must be a finite number"),
+        ({"probability": float("nan")}, "fault.probability: must be in [0, 1], got nan"),
+        ({"pattern": "01" * 6000}, "fault.pattern: must be a string of 1 to 10000 characters 0/1"),
+    ],
+)
+def test_faults_refuse_non_finite_and_oversized_numbers(fields: dict[str, Any], message: str) -> None:
+    fake = FakeSynthBackend()
+    with pytest.raises(SynthUsageError) as raised:
+        fake.fault("status", **fields)
+    assert message in str(raised.value)
+
+
+def test_a_virtual_clock_refuses_to_move_by_nan() -> None:
+    clock = VirtualClock()
+    with pytest.raises(ValueError, match="finite number of seconds, not nan"):
+        clock.advance(float("nan"))
+    assert clock.now() == 0.0
+
+
+# -- scenario limits ----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("fields", "loc", "message"),
+    [
+        ({"steps": 100_000_000, "immediate": True}, "Scenario.steps", "must be an int from 1 to 10000"),
+        ({"duration": 10**12}, "Scenario.duration", "must be a finite number of seconds in (0, 2.592e+06]"),
+        ({"polls": 10**9}, "Scenario.polls", "must be an int from 1 to 1000000"),
+        ({"queue_time": 10**9}, "Scenario.queue_time", "must be a finite number of seconds from 0"),
+        ({"reward_curve": [0.5] * 20_000}, "Scenario.reward_curve", "has 20000 values; at most 10000"),
+        ({"error": "x" * 20_000, "outcome": "failed"}, "Scenario.error", "at most 10000 characters"),
+        ({"labels": {str(i): "x" for i in range(100)}}, "Scenario.labels", "at most 64 string keys"),
+    ],
+)
+def test_scenario_limits_give_a_422_naming_the_field(
+    served: tuple[FakeSynthBackend, httpx.Client], fields: dict[str, Any], loc: str, message: str
+) -> None:
+    fake, client = served
+    answer = client.post("/_fake/scenario", json=fields)
+    assert answer.status_code == 422
+    problem = answer.json()["detail"][0]
+    assert problem["loc"] == loc
+    assert message in problem["msg"]
+    assert fake.default_scenario == Scenario()
+    with pytest.raises(SynthUsageError, match=loc.replace(".", r"\.")):
+        Scenario(**fields)
+
+
+def test_the_largest_scenario_runs_and_the_fake_answers_after_it(
+    served: tuple[FakeSynthBackend, httpx.Client],
+) -> None:
+    _, client = served
+    assert client.post("/_fake/scenario", json={"steps": 10_000, "immediate": True}).status_code == 200
+    job_id = client.post("/api/rl/jobs", json=rl_payload()).json()["id"]
+    assert client.get(f"/api/rl/jobs/{job_id}").json()["status"] == "succeeded"
+    assert client.get("/_fake/clock").status_code == 200
+
+
+# -- admin routes need the key ------------------------------------------------------------------
+ADMIN_CALLS = [
+    ("GET", "/_fake"),
+    ("POST", "/_fake/reset"),
+    ("GET", "/_fake/scenario"),
+    ("POST", "/_fake/scenario"),
+    ("GET", "/_fake/jobs"),
+    ("GET", "/_fake/requests"),
+    ("GET", "/_fake/faults"),
+    ("POST", "/_fake/faults"),
+    ("DELETE", "/_fake/faults"),
+    ("GET", "/_fake/clock"),
+    ("POST", "/_fake/clock/advance"),
+    ("GET", "/_fake/nowhere"),
+]
+
+
+@pytest.mark.parametrize("credentials", [None, "Bearer wrong-key", f"Basic {KEY}", KEY])
+@pytest.mark.parametrize(("method", "path"), ADMIN_CALLS)
+def test_admin_routes_require_the_fakes_key(
+    served: tuple[FakeSynthBackend, httpx.Client], method: str, path: str, credentials: str | None
+) -> None:
+    fake, client = served
+    fake.scenario(steps=3)
+    headers = {"Authorization": credentials} if credentials else {}
+    with httpx.Client(base_url=str(client.base_url), headers=headers, timeout=GENEROUS) as stranger:
+        answer = stranger.request(method, path, json={"seconds": 5, "route": "*", "steps": 9})
+    assert answer.status_code == 401
+    assert answer.headers["www-authenticate"] == "Bearer"
+    assert "missing or invalid API key" in error_message(answer)
+    assert KEY not in answer.text
+    assert (fake.default_scenario.steps, fake.faults, fake.clock.now()) == (3, [], 0.0)
+
+
+def test_the_request_log_redacts_bodies_and_never_shows_the_env_key_upload(
+    served: tuple[FakeSynthBackend, httpx.Client],
+) -> None:
+    _, client = served
+    payload = rl_payload()
+    payload["data"]["config"]["rollout"]["api_key"] = "sk-live-user-wrote-this-0123"
+    payload["tags"]["note"] = f"the key is {TASK_KEY}"
+    register_secret(TASK_KEY)
+    assert client.post("/api/rl/jobs", json=payload).status_code == 201
+    public = PublicKey(base64.b64decode(client.get("/api/v1/crypto/public-key").json()["public_key"]))
+    sealed = base64.b64encode(SealedBox(public).encrypt(TASK_KEY.encode())).decode()
+    stored = client.post("/api/v1/env-keys", json={"name": "ENVIRONMENT_API_KEY", "ciphertext_b64": sealed})
+    assert stored.status_code == 200
+    logged = client.get("/_fake/requests").json()["requests"]
+    assert [r["route"] for r in logged] == ["submit", "public_key", "env_keys"]
+    text = json.dumps(logged)
+    assert "sk-live-user-wrote-this-0123" not in text
+    assert TASK_KEY not in text
+    assert sealed not in text
+    assert logged[0]["json"]["data"]["config"]["rollout"]["api_key"] == "<redacted>"
+    assert logged[2]["json"] is None
