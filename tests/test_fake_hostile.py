@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -217,3 +218,148 @@ def test_the_request_log_redacts_bodies_and_never_shows_the_env_key_upload(
     assert sealed not in text
     assert logged[0]["json"]["data"]["config"]["rollout"]["api_key"] == "<redacted>"
     assert logged[2]["json"] is None
+
+
+# -- the request log is bounded -----------------------------------------------------------------
+def test_the_request_log_keeps_the_last_requests_with_capped_bodies(
+    served: tuple[FakeSynthBackend, httpx.Client],
+) -> None:
+    fake, client = served
+    big = {"job_type": "rl", "blob": "z" * 100_000}
+    assert client.post("/api/rl/jobs", json=big).status_code == 422  # invalid, but logged
+    first = fake.requests[-1]
+    assert (first.body_truncated, first.body_size > 100_000, first.json) == (True, True, None)
+    assert len(first.body_text) == 64 * 1024
+    for index in range(1100):
+        if index % 2:
+            client.post("/api/rl/jobs", headers={"Authorization": "Bearer wrong"}, content=b"x" * 1000)
+        else:
+            client.post("/api/nowhere", content=b"y" * 1000)
+    logged = fake.requests
+    assert len(logged) == 1000
+    assert first not in logged
+    assert {r.status for r in logged} == {401, 404}
+    assert {r.body_text for r in logged} == {""}  # answered 401/404: kept, but without a body
+    assert {r.body_size for r in logged} == {1000}
+    shown = client.get("/_fake/requests").json()["requests"]
+    assert len(shown) == 1000
+    assert shown[-1]["body_size"] == 1000
+
+
+def test_a_body_over_the_limit_gets_413_and_is_not_kept(
+    served: tuple[FakeSynthBackend, httpx.Client],
+) -> None:
+    fake, client = served
+    answer = client.post("/api/rl/jobs", content=b"[" + b" " * (10 * 2**20) + b"]")
+    assert answer.status_code == 413
+    assert error_message(answer) == (
+        f"the request body is {10 * 2**20 + 2} bytes; this fake backend accepts at most {10 * 2**20} bytes"
+    )
+    assert fake.requests == []
+    assert client.post("/api/rl/jobs", json=rl_payload()).status_code == 201
+
+
+# -- malformed HTTP -----------------------------------------------------------------------------
+def raw_exchange(url: str, data: bytes) -> bytes:
+    """Send *data* on a fresh connection and read until the server closes it."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=GENEROUS) as sock:
+        sock.sendall(data)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def status_of(answer: bytes) -> int:
+    return int(answer.split(b" ", 2)[1])
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"X-Note: caf\xe9",
+        b"X-Note: \xff\xfe\x80",
+        b"Idempotency-Key: \xe2\x98\x83",
+        b"Authorization: Bearer \xe9",
+    ],
+)
+def test_non_ascii_header_bytes_get_an_answer_not_a_500(
+    served: tuple[FakeSynthBackend, httpx.Client], header: bytes
+) -> None:
+    _, client = served
+    url = str(client.base_url)
+    request = b"GET /api/rl/jobs HTTP/1.1\r\nHost: x\r\n" + header + b"\r\nConnection: close\r\n"
+    if not header.startswith(b"Authorization"):
+        request += f"Authorization: Bearer {KEY}\r\n".encode()
+    answer = raw_exchange(url, request + b"\r\n")
+    assert status_of(answer) == (401 if header.startswith(b"Authorization") else 200), answer[:300]
+    assert client.get("/_fake/clock").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "target", [b"http://x/api/rl/jobs", b"http://127.0.0.1/_fake/reset", b"*", b"api/rl/jobs"]
+)
+def test_a_request_target_that_is_not_a_path_gets_400(
+    served: tuple[FakeSynthBackend, httpx.Client], target: bytes
+) -> None:
+    fake, client = served
+    fake.scenario(steps=4)
+    request = b"POST " + target + f" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n".encode()
+    answer = raw_exchange(str(client.base_url), request + b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+    assert status_of(answer) == 400, answer[:300]
+    assert b"is not a path; send an origin-form target such as /api/rl/jobs" in answer
+    assert fake.default_scenario.steps == 4
+    assert client.get("/api/rl/jobs").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("partial", "expected"),
+    [
+        (b"", b""),  # connected, sent nothing: closed
+        (b"GET /api/rl/jo", b"HTTP/1.1 408"),  # half a request line
+        (b"GET /api/rl/jobs HTTP/1.1\r\nHost: x\r\n", b"HTTP/1.1 408"),  # headers never end
+        (  # the headers arrived, half the body never does
+            b'POST /api/rl/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"job',
+            b"HTTP/1.1 408",
+        ),
+    ],
+)
+def test_half_sent_requests_time_out(partial: bytes, expected: bytes) -> None:
+    fake = FakeSynthBackend(api_key=KEY)
+    with fake.serve(read_timeout=0.2) as url:
+        answers = [raw_exchange(url, partial) for _ in range(3)]
+        assert httpx.get(f"{url}/_fake/clock", headers=AUTH, timeout=GENEROUS).status_code == 200
+    fake.close()
+    for answer in answers:
+        assert answer.startswith(expected), answer[:200]
+    if expected:
+        assert b"did not arrive within 0.2s" in answers[0]
+
+
+def test_many_half_sent_requests_are_all_closed() -> None:
+    fake = FakeSynthBackend(api_key=KEY)
+    with fake.serve(read_timeout=0.5) as url:
+        host, port = url.removeprefix("http://").split(":")
+        sockets = [socket.create_connection((host, int(port)), timeout=GENEROUS) for _ in range(200)]
+        try:
+            for sock in sockets:
+                sock.sendall(b"GET /api/rl/jobs HTTP/1.1\r\nHost: x\r\n")
+            closed = 0
+            for sock in sockets:
+                while sock.recv(65536):
+                    pass
+                closed += 1
+            assert closed == 200
+            assert httpx.get(f"{url}/_fake/clock", headers=AUTH, timeout=GENEROUS).status_code == 200
+        finally:
+            for sock in sockets:
+                sock.close()
+    fake.close()
+
+
+def test_serve_rejects_a_bad_read_timeout() -> None:
+    fake = FakeSynthBackend()
+    serving = fake.serve(read_timeout=float("nan"))
+    with pytest.raises(SynthUsageError, match=r"FakeSynthBackend\.serve\.read_timeout: must be a number"):
+        serving.__enter__()

@@ -72,15 +72,7 @@ class RequestHandler:
                 return self._unauthorized(), True
             return handle_admin(store, request, self.api_base), True
         with store.lock:
-            record = RecordedRequest(
-                method=request.method,
-                url=str(request.url),
-                path=path,
-                route=None,
-                time=store.clock.time(),
-                _raw_headers=request.headers,
-                _body=request.content,
-            )
+            record = RecordedRequest.of(request, path=path, time=store.clock.time())
             store.log(record)
             root = self.api_path
             if not (path == root or path.startswith(root + "/")):
@@ -92,6 +84,7 @@ class RequestHandler:
             if found.route is None:
                 allowed = ", ".join(found.allowed)
                 record.status = 405
+                record.forget_body()
                 message = f"{request.method} is not allowed on {path}; use {allowed}"
                 return error_response(405, "method_not_allowed", message, [("allow", allowed)]), True
             record.route = name = found.route.name
@@ -103,6 +96,7 @@ class RequestHandler:
                 return injected, True
             if not self._authorized(request):
                 record.status = 401
+                record.forget_body()  # anyone can send these: they must not fill the log
                 return self._unauthorized(), True
             call = api.Call(store, request, found.job_id)
             response = api.dispatch(name, call)
@@ -113,6 +107,7 @@ class RequestHandler:
     def _unmatched(self, record: RecordedRequest, why: str) -> httpx.Response:
         record.status = 404
         record.error = why
+        record.forget_body()
         return json_response(
             404,
             {

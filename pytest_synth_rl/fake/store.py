@@ -20,7 +20,7 @@ import json
 import os
 import threading
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -44,6 +44,7 @@ from .wire import RecordedRequest
 __all__ = [
     "MAX_ENV_KEY_BYTES",
     "PACING_MODES",
+    "REQUEST_LOG_SIZE",
     "SEALED_BOX_ALG",
     "STALL_POLLS",
     "EnvKeyRejected",
@@ -63,6 +64,9 @@ STALL_POLLS = 3
 SEALED_BOX_ALG = "libsodium.sealedbox.v1"
 #: The largest environment key the fake accepts (the hosted backend's limit).
 MAX_ENV_KEY_BYTES = 8 * 1024
+#: How many requests the log keeps: the most recent ones (each body is capped, see
+#: :data:`~.wire.MAX_LOGGED_BODY`), so a long-lived served fake stays flat in memory.
+REQUEST_LOG_SIZE = 1000
 
 
 class EnvKeyRejected(ValueError):
@@ -119,7 +123,7 @@ class JobStore:
         self._active: dict[str, JobRecord] = {}
         self._idempotency: dict[str, tuple[str, str]] = {}
         self._faults: list[Fault] = []
-        self._requests: list[RecordedRequest] = []
+        self._requests: deque[RecordedRequest] = deque(maxlen=REQUEST_LOG_SIZE)
         self._default = Scenario()
         self._next: list[Scenario] = []
         self._counter = 0
@@ -410,6 +414,7 @@ class JobStore:
             self._faults.clear()
 
     def log(self, request: RecordedRequest) -> None:
+        """Keep *request* in the log; past :data:`REQUEST_LOG_SIZE` the oldest is dropped."""
         with self.lock:
             self._requests.append(request)
 
