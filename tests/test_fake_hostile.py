@@ -6,21 +6,27 @@ Everything here goes through a really served fake (``FakeSynthBackend().serve()`
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import socket
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI, Request
+from hang_guard import finishes
 from nacl.public import PublicKey, SealedBox
 from test_fake_support import TASK_KEY, rl_payload
 
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import SynthUsageError
 from pytest_synth_rl.fake import FakeSynthBackend, Scenario
+from pytest_synth_rl.fake.locking import StoreLock
 from pytest_synth_rl.masking import register_secret
+from pytest_synth_rl.taskapp import InProcessTaskApp
 
 KEY = "sk_test_hostile_input_key_0123"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -363,3 +369,123 @@ def test_serve_rejects_a_bad_read_timeout() -> None:
     serving = fake.serve(read_timeout=float("nan"))
     with pytest.raises(SynthUsageError, match=r"FakeSynthBackend\.serve\.read_timeout: must be a number"):
         serving.__enter__()
+
+
+# -- slow task apps never hold up other clients; stopping is bounded ------------------------------
+@pytest.fixture
+def hanging_task_app() -> Iterator[tuple[str, threading.Event, threading.Event]]:
+    """A task app whose ``/rollout`` waits for *release*; *entered* is set when one arrives."""
+    entered, release = threading.Event(), threading.Event()
+    app = FastAPI()
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"healthy": True}
+
+    @app.post("/rollout")
+    async def rollout(request: Request) -> dict[str, Any]:
+        body = await request.json()
+        entered.set()
+        await asyncio.get_running_loop().run_in_executor(None, release.wait)
+        return {"trace_correlation_id": body["trace_correlation_id"], "metrics": {"outcome_reward": 1.0}}
+
+    server = InProcessTaskApp(app, api_key=TASK_KEY, export_api_key=False)
+    server.start()
+    try:
+        yield server.url, entered, release
+    finally:
+        release.set()
+        server.stop()
+
+
+def test_a_hanging_rollout_does_not_hold_up_other_clients(
+    hanging_task_app: tuple[str, threading.Event, threading.Event],
+) -> None:
+    task_url, entered, release = hanging_task_app
+    fake = FakeSynthBackend(api_key=KEY, task_app_api_key=TASK_KEY, rollout_timeout=3 * GENEROUS)
+    answers: list[httpx.Response] = []
+    with fake.serve() as url, httpx.Client(base_url=url, headers=AUTH, timeout=GENEROUS) as client:
+        other = client.post("/api/rl/jobs", json=rl_payload()).json()["id"]  # scripted rewards
+        fake.next_job(immediate=True)
+        hanging = client.post("/api/rl/jobs", json=rl_payload(task_url)).json()["id"]
+
+        def look_at_the_hanging_job() -> None:
+            with httpx.Client(base_url=url, headers=AUTH, timeout=3 * GENEROUS) as own:
+                answers.append(own.get(f"/api/rl/jobs/{hanging}"))
+
+        stuck = threading.Thread(target=look_at_the_hanging_job)
+        stuck.start()
+        try:
+            assert entered.wait(GENEROUS), "the rollout never reached the task app"
+            # The rollout hangs; everything else answers.
+            listed = client.get("/_fake/jobs").json()["jobs"]
+            assert [(j["id"], j["status"]) for j in listed] == [(other, "running"), (hanging, "running")]
+            assert client.get(f"/api/rl/jobs/{other}").json()["status"] == "running"
+            assert client.get(f"/api/rl/jobs/{hanging}").json()["status"] == "running"  # mid-step
+            assert client.post("/_fake/clock/advance", json={"seconds": 5}).json()["now"] == 5.0
+            third = client.post("/api/rl/jobs", json=rl_payload())
+            assert third.status_code == 201
+            assert client.get("/_fake/requests").status_code == 200
+        finally:
+            release.set()
+            stuck.join(3 * GENEROUS)
+        assert not stuck.is_alive()
+        assert answers[0].json()["status"] == "succeeded"
+    fake.close()
+
+
+def test_leaving_serve_is_bounded_while_a_handler_is_stuck(
+    hanging_task_app: tuple[str, threading.Event, threading.Event],
+) -> None:
+    task_url, entered, release = hanging_task_app
+    fake = FakeSynthBackend(api_key=KEY, task_app_api_key=TASK_KEY, rollout_timeout=3 * GENEROUS)
+    fake.next_job(immediate=True)
+    serving = fake.serve()
+    url = serving.__enter__()
+    job_id = httpx.post(f"{url}/api/rl/jobs", json=rl_payload(task_url), headers=AUTH).json()["id"]
+    outcome: list[BaseException | int] = []
+
+    def poll() -> None:
+        try:
+            outcome.append(
+                httpx.get(f"{url}/api/rl/jobs/{job_id}", headers=AUTH, timeout=3 * GENEROUS).status_code
+            )
+        except httpx.HTTPError as exc:
+            outcome.append(exc)
+
+    stuck = threading.Thread(target=poll, daemon=True)
+    stuck.start()
+    try:
+        assert entered.wait(GENEROUS), "the rollout never reached the task app"
+        finishes(lambda: serving.__exit__(None, None, None))  # returns although the handler is stuck
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"{url}/_fake/clock", headers=AUTH, timeout=GENEROUS)
+    finally:
+        release.set()
+        stuck.join(3 * GENEROUS)
+        fake.close()
+    assert len(outcome) == 1
+
+
+def test_the_store_lock_is_set_aside_and_taken_back_at_its_depth() -> None:
+    lock = StoreLock()
+    seen: list[bool] = []
+
+    def other_thread() -> None:
+        with lock:
+            seen.append(lock.held)
+
+    with lock, lock:
+        with lock.set_aside():
+            assert not lock.held
+            worker = threading.Thread(target=other_thread)
+            worker.start()
+            worker.join(GENEROUS)
+        assert lock.held
+    assert seen == [True]
+    assert not lock.held  # both levels were taken back, and both released
+
+
+def test_releasing_a_store_lock_held_by_nobody_is_an_error() -> None:
+    with pytest.raises(RuntimeError, match="this thread does not hold"):
+        StoreLock().release()

@@ -153,7 +153,8 @@ class RequestHandler:
                 if isinstance(clock, VirtualClock):
                     clock.advance(fault.latency)
                 else:
-                    clock.sleep(fault.latency)
+                    with self.store.lock.set_aside():  # a real wait: other requests go on
+                        clock.sleep(fault.latency)
         for fault in fired:
             if fault.kind == "connect":
                 record.error = "connection error injected"
