@@ -21,7 +21,7 @@ from hang_guard import finishes
 from nacl.public import PublicKey, SealedBox
 from test_fake_support import TASK_KEY, rl_payload
 
-from pytest_synth_rl.clock import VirtualClock
+from pytest_synth_rl.clock import RealClock, VirtualClock
 from pytest_synth_rl.errors import SynthUsageError
 from pytest_synth_rl.fake import FakeSynthBackend, Scenario
 from pytest_synth_rl.fake.locking import StoreLock
@@ -489,3 +489,41 @@ def test_the_store_lock_is_set_aside_and_taken_back_at_its_depth() -> None:
 def test_releasing_a_store_lock_held_by_nobody_is_an_error() -> None:
     with pytest.raises(RuntimeError, match="this thread does not hold"):
         StoreLock().release()
+
+
+class GatedClock(RealClock):
+    """Real time, but ``sleep`` waits for *release* (and says when it started): an injected
+    latency that lasts exactly as long as the test wants."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def sleep(self, seconds: float) -> None:
+        self.entered.set()
+        assert self.release.wait(3 * GENEROUS), "the test never released the latency"
+
+
+def test_a_latency_fault_on_a_real_clock_holds_up_only_its_own_request() -> None:
+    clock = GatedClock()
+    fake = FakeSynthBackend(api_key=KEY, clock=clock)
+    fake.fault("list", latency=30, fail_next=1)
+    answers: list[int] = []
+    with fake.serve() as url, httpx.Client(base_url=url, headers=AUTH, timeout=GENEROUS) as client:
+        job_id = client.post("/api/rl/jobs", json=rl_payload()).json()["id"]
+
+        def slow_list() -> None:
+            with httpx.Client(base_url=url, headers=AUTH, timeout=3 * GENEROUS) as own:
+                answers.append(own.get("/api/rl/jobs").status_code)
+
+        slow = threading.Thread(target=slow_list)
+        slow.start()
+        try:
+            assert clock.entered.wait(GENEROUS), "the latency fault never fired"
+            assert client.get(f"/api/rl/jobs/{job_id}").status_code == 200
+            assert client.get("/_fake/faults").json()["faults"][0]["injected"] == 1
+        finally:
+            clock.release.set()
+            slow.join(3 * GENEROUS)
+    fake.close()
+    assert answers == [200]
