@@ -37,6 +37,7 @@ BENCHMARKS: dict[str, str] = {
     "import": "bench.bench_import",
     "faults": "bench.bench_faults",
     "taskapp_leak": "bench.bench_taskapp_leak",
+    "fake_memory": "bench.bench_fake_memory",
 }
 
 #: A target line as ``bench._common.report`` prints it.

@@ -10,6 +10,7 @@ when time moves. Online, :class:`RealClock` is plain wall-clock time.
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -137,6 +138,8 @@ class VirtualClock:
     # -- moving -------------------------------------------------------------------------------
     def advance(self, seconds: float) -> None:
         """Move time forward by *seconds* (>= 0) and notify listeners."""
+        if not math.isfinite(seconds):
+            raise ValueError(f"virtual time moves by a finite number of seconds, not {seconds!r}")
         if seconds < 0:
             raise ValueError(f"virtual time cannot go backwards (advance by {seconds!r})")
         with self._lock:

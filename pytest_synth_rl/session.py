@@ -537,7 +537,8 @@ class ServedFake:
     client looks at a job (status, events, metrics, a tick of the live event stream), so a
     client polling at any cadence, or only reading the stream, sees its job finish without
     anyone sharing a clock. *polls_to_finish* scripts ``Scenario(polls=N)`` instead (terminal on
-    the N-th status poll).
+    the N-th status poll). Its admin routes (``/_fake/...``) take the same key as the API:
+    ``Authorization: Bearer <api_key>``.
     """
 
     fake: FakeSynthBackend

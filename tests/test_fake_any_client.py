@@ -175,7 +175,7 @@ def test_the_env_key_routes_follow_the_contract(plain: FakeSynthBackend, client:
     assert client.get(f"{API}/v1/env-keys/verify", headers=head).json() == {"present": True}
     # Never shown: not in the request log, the admin API or the fake's repr.
     shown = json.dumps([r.to_json() for r in plain.requests]) + repr(plain) + repr(plain.requests)
-    shown += client.get("https://api.usesynth.ai/_fake/requests").text
+    shown += client.get("https://api.usesynth.ai/_fake/requests", headers=head).text
     assert UPLOADED not in shown
     assert sealed not in shown
     assert plain.store.key_source() == "uploaded"

@@ -44,7 +44,9 @@ def test_a_client_polling_every_second_finishes_its_job(pytester: pytest.Pyteste
                 assert result.status == "succeeded"
                 # One poll a (virtual) second; the job moved one stage per poll: 11 polls.
                 assert clock.elapsed == 10.0
-                admin = httpx.get(url + "/_fake/jobs/" + job.job_id).json()
+                admin = httpx.get(
+                    url + "/_fake/jobs/" + job.job_id, headers={{"Authorization": "Bearer {SYNTH_KEY}"}}
+                ).json()
                 assert admin["polls"] == 11
                 job.close()
         """
@@ -130,7 +132,7 @@ def test_the_example_suite_is_green_online_against_a_fake_in_another_process(
             timeout=HANG_TIMEOUT * 3,
         )
         result.assert_outcomes(passed=4, skipped=1)
-        logged = httpx.get(url + "/_fake/requests").json()
+        logged = httpx.get(url + "/_fake/requests", headers={"Authorization": f"Bearer {SYNTH_KEY}"}).json()
     routes = (
         [r["route"] for r in logged["requests"]] if isinstance(logged, dict) else [r["route"] for r in logged]
     )

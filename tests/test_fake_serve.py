@@ -82,54 +82,52 @@ def test_served_errors_are_http_answers(served: tuple[FakeSynthBackend, str]) ->
 
 def test_admin_routes_script_the_fake_from_outside(served: tuple[FakeSynthBackend, str]) -> None:
     fake, url = served
-    status, index, _ = call("GET", f"{url}/_fake", key=None)
+    status, index, _ = call("GET", f"{url}/_fake")
     assert status == 200
     assert "POST /_fake/reset" in index["routes"]
-    status, scenario, _ = call("POST", f"{url}/_fake/scenario", {"steps": 2, "duration": 20.0}, key=None)
+    status, scenario, _ = call("POST", f"{url}/_fake/scenario", {"steps": 2, "duration": 20.0})
     assert (status, scenario["steps"], scenario["mode"]) == (200, 2, "duration")
-    call("POST", f"{url}/_fake/scenario", {"job": "next", "outcome": "failed", "immediate": True}, key=None)
+    call("POST", f"{url}/_fake/scenario", {"job": "next", "outcome": "failed", "immediate": True})
     first = call("POST", f"{url}/api/rl/jobs", rl_payload())[1]["id"]
     second = call("POST", f"{url}/api/rl/jobs", rl_payload())[1]["id"]
     assert call("GET", f"{url}/api/rl/jobs/{first}")[1]["status"] == "failed"
     assert call("GET", f"{url}/api/rl/jobs/{second}")[1]["status"] == "running"
-    status, moved, _ = call("POST", f"{url}/_fake/clock/advance", {"seconds": 20}, key=None)
+    status, moved, _ = call("POST", f"{url}/_fake/clock/advance", {"seconds": 20})
     assert status == 200
     assert moved["now"] == 20.0
     assert call("GET", f"{url}/api/rl/jobs/{second}")[1]["status"] == "succeeded"
-    _, jobs, _ = call("GET", f"{url}/_fake/jobs", key=None)
+    _, jobs, _ = call("GET", f"{url}/_fake/jobs")
     assert [j["id"] for j in jobs["jobs"]] == [first, second]
-    _, detail, _ = call("GET", f"{url}/_fake/jobs/{second}", key=None)
+    _, detail, _ = call("GET", f"{url}/_fake/jobs/{second}")
     assert detail["events"][-1]["type"] == "rl.train.completed"
-    _, log, _ = call("GET", f"{url}/_fake/requests", key=None)
+    _, log, _ = call("GET", f"{url}/_fake/requests")
     assert log["requests"][0]["route"] == "submit"
     assert log["requests"][0]["headers"]["authorization"] == "Bearer sk_t…ey"
-    status, fault, _ = call(
-        "POST", f"{url}/_fake/faults", {"route": "list", "status": 503, "fail_next": 1}, key=None
-    )
+    status, fault, _ = call("POST", f"{url}/_fake/faults", {"route": "list", "status": 503, "fail_next": 1})
     assert (status, fault["kind"]) == (201, "status")
     assert call("GET", f"{url}/api/rl/jobs")[0] == 503
     assert call("GET", f"{url}/api/rl/jobs")[0] == 200
-    status, pushed, _ = call("POST", f"{url}/_fake/jobs/{second}/fail", {"error": "x"}, key=None)
+    status, pushed, _ = call("POST", f"{url}/_fake/jobs/{second}/fail", {"error": "x"})
     assert status == 200  # already succeeded: failing a finished job changes nothing
     assert pushed["status"] == "succeeded"
-    assert call("POST", f"{url}/_fake/reset", key=None)[0] == 200
+    assert call("POST", f"{url}/_fake/reset")[0] == 200
     assert fake.jobs == []
 
 
 def test_admin_errors_name_the_problem(served: tuple[FakeSynthBackend, str]) -> None:
     _, url = served
-    status, body, _ = call("POST", f"{url}/_fake/scenario", {"steps": 0}, key=None)
+    status, body, _ = call("POST", f"{url}/_fake/scenario", {"steps": 0})
     assert status == 422
     assert body["detail"][0]["loc"] == "Scenario.steps"
-    status, body, _ = call("POST", f"{url}/_fake/scenario", {"speed": 3}, key=None)
+    status, body, _ = call("POST", f"{url}/_fake/scenario", {"speed": 3})
     assert status == 422
     assert "unknown scenario fields ['speed']" in body["detail"]["error"]["message"]
-    status, body, _ = call("GET", f"{url}/_fake/jobs/job_nope", key=None)
+    status, body, _ = call("GET", f"{url}/_fake/jobs/job_nope")
     assert status == 404
-    status, body, _ = call("POST", f"{url}/_fake/faults", {"route": "nowhere"}, key=None)
+    status, body, _ = call("POST", f"{url}/_fake/faults", {"route": "nowhere"})
     assert status == 422
     assert body["detail"][0]["loc"] == "fault.route"
-    status, body, _ = call("GET", f"{url}/_fake/teapot", key=None)
+    status, body, _ = call("GET", f"{url}/_fake/teapot")
     assert status == 404
     assert "GET /_fake/jobs" in body["detail"]["error"]["routes"]
 

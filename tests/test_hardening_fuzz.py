@@ -330,3 +330,129 @@ def test_admin_routes_answer_junk_with_4xx(fuzzed: Fuzzed, path: str, body: byte
         )
     finally:
         fuzzed.fake.clear_faults()  # a fault the fuzzer managed to add must not leak into other examples
+
+
+# -- the served fake: junk over real HTTP ---------------------------------------------------------
+class Served:
+    """The fake served on loopback, a client with its key, and one job to aim job routes at."""
+
+    def __init__(self, fake: FakeSynthBackend, url: str, client: httpx.Client) -> None:
+        self.fake = fake
+        self.url = url
+        self.client = client
+        created = client.post(f"{url}/api/rl/jobs", json=_PAYLOAD)
+        assert created.status_code == 201, created.text
+        self.job_id: str = created.json()["id"]
+
+    def healthy(self) -> None:
+        """A plain follow-up request still works: the junk left nothing broken behind."""
+        clock = self.client.get(f"{self.url}/_fake/clock")
+        assert clock.status_code == 200, clock.text
+        status = self.client.get(f"{self.url}/api/rl/jobs/{self.job_id}")
+        assert status.status_code == 200, status.text
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[Served]:
+    fake = FakeSynthBackend(clock=VirtualClock(), rollouts=False)
+    fake.scenario(steps=3, polls=10**6)  # the target job stays running through every example
+    with fake.serve(read_timeout=30.0) as url:
+        headers = {"Authorization": f"Bearer {fake.api_key.value}"}
+        with httpx.Client(headers=headers, timeout=60.0) as client:
+            yield Served(fake, url, client)
+    fake.close()
+
+
+#: Every route that reads a body, as ``(method, path)``; ``{job}`` is the target job.
+BODY_ROUTES = [
+    ("POST", "/api/rl/jobs"),
+    ("POST", "/api/rl/verify_task_app"),
+    ("POST", "/api/v1/env-keys"),
+    ("POST", "/_fake/scenario"),
+    ("POST", "/_fake/faults"),
+    ("POST", "/_fake/clock/advance"),
+    ("POST", "/_fake/jobs/{job}/advance"),
+    ("POST", "/_fake/jobs/{job}/fail"),
+]
+#: Every other route (the live stream aside: it stays open by design).
+OTHER_ROUTES = [
+    ("GET", "/api/rl/jobs"),
+    ("GET", "/api/rl/jobs/{job}"),
+    ("GET", "/api/rl/jobs/{job}/events"),
+    ("GET", "/api/rl/jobs/{job}/metrics"),
+    ("GET", "/api/rl/jobs/{job}/timeline"),
+    ("GET", "/api/learning/jobs/{job}"),
+    ("GET", "/api/orchestration/jobs/{job}/events"),
+    ("GET", "/api/v1/crypto/public-key"),
+    ("GET", "/api/v1/env-keys/verify"),
+    ("GET", "/_fake"),
+    ("GET", "/_fake/scenario"),
+    ("GET", "/_fake/jobs"),
+    ("GET", "/_fake/jobs/{job}"),
+    ("GET", "/_fake/requests"),
+    ("GET", "/_fake/faults"),
+    ("GET", "/_fake/clock"),
+]
+SERVED_FUZZ = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@SERVED_FUZZ
+@given(route=st.sampled_from(BODY_ROUTES), body=raw_bodies.map(_junk))
+def test_the_served_fake_answers_junk_bodies_on_every_route_with_a_4xx(
+    served: Served, route: tuple[str, str], body: bytes
+) -> None:
+    method, path = route
+    try:
+        response = served.client.request(
+            method, served.url + path.replace("{job}", served.job_id), content=body
+        )
+        assert 400 <= response.status_code < 500, (
+            f"{method} {path} answered junk {body[:120]!r} with {response.status_code}: {response.text[:300]}"
+        )
+        check_answer(response)
+        served.healthy()
+    finally:
+        served.fake.clear_faults()
+
+
+@SERVED_FUZZ
+@given(
+    route=st.sampled_from(BODY_ROUTES + OTHER_ROUTES),
+    method=st.sampled_from(["GET", "POST", "PUT", "DELETE", "PATCH"]),
+    suffix=st.sampled_from(["", "/", "/x", "/%00", "/..", "/%ff%fe", "//"]),
+    query=st.dictionaries(
+        st.sampled_from(["since_seq", "limit", "after_step", "x", ""]), odd_numbers, max_size=3
+    ),
+    header=st.binary(min_size=1, max_size=40).map(
+        lambda raw: bytes(b for b in raw if b >= 0x21 and b != 0x7F)
+    ),
+    body=raw_bodies,
+)
+def test_the_served_fake_never_answers_anything_with_a_500_and_stays_healthy(
+    served: Served,
+    route: tuple[str, str],
+    method: str,
+    suffix: str,
+    query: dict[str, str],
+    header: bytes,
+    body: bytes,
+) -> None:
+    path = route[1].replace("{job}", served.job_id) + suffix
+    assume(not path.endswith("/events/stream"))
+    try:
+        response = served.client.request(
+            method,
+            served.url + path,
+            params=query,
+            content=body,
+            headers=[(b"X-Junk", header.strip() or b"-")],
+        )
+        assert response.status_code < 500, f"{method} {path} -> {response.status_code}: {response.text[:300]}"
+        served.healthy()
+    finally:
+        served.fake.clear_faults()
+        served.fake.scenario(steps=3, polls=10**6)

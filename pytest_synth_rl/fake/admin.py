@@ -3,7 +3,10 @@
 moto's server mode has ``/moto-api/``; this is ours. Everything the Python API offers (scenarios,
 faults, job pushes, the request log, reset, moving a virtual clock) is reachable as JSON, so a
 test can drive a CLI in a subprocess against the served fake and still decide what the backend
-does. No key is required: the server only listens on loopback.
+does. They need the same ``Authorization: Bearer <key>`` as the API: any local process can reach a
+loopback port, and these routes reset the fake, inject faults and read request bodies. Request
+bodies come back redacted (known secrets and credential-named fields), and never the
+environment-key upload.
 """
 
 from __future__ import annotations
@@ -19,9 +22,12 @@ from .faults import make_fault
 from .handle import FakeJob
 from .scenario import Scenario
 from .store import JobStore
-from .wire import error_response, json_response
+from .wire import error_response, json_response, non_finite_field
 
-__all__ = ["ADMIN_ROUTES", "handle_admin"]
+__all__ = ["ADMIN_ROUTES", "MAX_CLOCK_ADVANCE", "handle_admin"]
+
+#: The most one ``POST /_fake/clock/advance`` moves the clock: a year of virtual time.
+MAX_CLOCK_ADVANCE = 366 * 86400.0
 
 ADMIN_ROUTES: tuple[str, ...] = (
     "GET /_fake",
@@ -83,6 +89,13 @@ def _body(request: httpx.Request) -> dict[str, Any]:
         raise ValueError("the admin request body is nested too deeply to parse") from None
     if not isinstance(parsed, dict):
         raise ValueError("the admin request body must be a JSON object")
+    bad = non_finite_field(parsed)
+    if bad is not None:
+        name, number = bad
+        raise ValueError(
+            f"field {name!r} must be a finite number, got {number!r}: NaN and Infinity (and numbers "
+            "too large for a float, like 1e400) are not accepted"
+        )
     return parsed
 
 
@@ -233,8 +246,16 @@ def _route(store: JobStore, request: httpx.Request, api_base: str) -> httpx.Resp
             if bad is not None:
                 return bad
             seconds = body.get("seconds")
-            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
-                return error_response(422, "bad_seconds", f"'seconds' must be a number >= 0, got {seconds!r}")
+            if (
+                isinstance(seconds, bool)
+                or not isinstance(seconds, (int, float))
+                or not 0 <= seconds <= MAX_CLOCK_ADVANCE
+            ):
+                return error_response(
+                    422,
+                    "bad_seconds",
+                    f"'seconds' must be a finite number from 0 to {MAX_CLOCK_ADVANCE:g}, got {seconds!r}",
+                )
             clock.advance(float(seconds))
             return json_response(200, {"now": clock.now(), "time": clock.time()})
     return json_response(

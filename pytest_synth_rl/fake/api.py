@@ -17,7 +17,7 @@ import httpx
 from .jobs import TERMINAL, JobRecord, iso
 from .store import SEALED_BOX_ALG, EnvKeyRejected, IdempotencyConflict, JobStore
 from .stream import EventStream
-from .wire import error_response, json_response
+from .wire import error_response, json_response, non_finite_field
 
 __all__ = ["HANDLERS", "Call"]
 
@@ -106,6 +106,21 @@ def submit(call: Call) -> httpx.Response:
                         "loc": "body",
                         "msg": f"expected the RL job payload as a JSON object, got {got}",
                         "hint": "build it with build_rl_payload() or RLJob.from_config()",
+                    }
+                ]
+            },
+        )
+    bad = non_finite_field(payload)
+    if bad is not None:
+        name, number = bad
+        return json_response(
+            422,
+            {
+                "detail": [
+                    {
+                        "loc": name,
+                        "msg": f"must be a finite number, got {number!r}",
+                        "hint": "NaN, Infinity and numbers too large for a float are not valid JSON numbers",
                     }
                 ]
             },
@@ -287,6 +302,9 @@ def _json_object(call: Call, what: str) -> dict[str, Any] | httpx.Response:
         return error_response(400, "invalid_json", f"the request body is not valid JSON ({exc}); send {what}")
     if not isinstance(body, dict):
         return error_response(400, "invalid_body", f"expected a JSON object: {what}")
+    bad = non_finite_field(body)
+    if bad is not None:
+        return error_response(400, "not_finite", f"field {bad[0]!r} must be a finite number, got {bad[1]!r}")
     return body
 
 

@@ -2,11 +2,18 @@
 
 The adapter only translates: ASGI scope and body in, :class:`httpx.Request` to the handler, the
 :class:`httpx.Response` back out. The handler is blocking (it may run rollouts against a task
-app), so it runs in a worker thread and one slow request never holds up another client. A
-response whose body is a stream (the live event stream) is pulled chunk by chunk, also off the
-event loop, and sent as it comes; a client that hangs up ends the stream.
+app, or sleep out an injected latency on a real clock), so it runs on a worker thread of its own
+and never on the server's event loop: one slow request never holds up another client. The
+workers are daemon threads, at most :data:`MAX_WORKERS` at once, so a handler that never returns
+can neither stop the server from stopping nor the process from exiting. A response whose body
+is a stream (the live event stream) is pulled chunk by chunk, also off the event loop, and sent
+as it comes; a client that hangs up ends the stream.
 
-One behaviour needs the server's help: an injected connection fault must look like a connection
+Hostile input gets an HTTP answer, never a 500 or a socket held open: a body over
+:data:`MAX_BODY_BYTES` gets 413 (read and dropped, never kept), a body not fully received within
+the read timeout gets 408, and a request target that is not a path gets 400.
+
+One behavior needs the server's help: an injected connection fault must look like a connection
 failure to the client, not like an HTTP 500, so the adapter aborts the socket before any byte of
 a response is written.
 """
@@ -14,13 +21,26 @@ a response is written.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import threading
 from collections.abc import Callable
+from typing import TypeVar
 
 import httpx
 
-from ..support.asgi import Receive, Scope, Send, read_body, serve_lifespan
+from ..support.asgi import Receive, Scope, Send, serve_lifespan
 
-__all__ = ["FakeASGIApp"]
+__all__ = ["DEFAULT_READ_TIMEOUT", "MAX_BODY_BYTES", "MAX_WORKERS", "FakeASGIApp"]
+
+T = TypeVar("T")
+
+#: The largest request body the served fake accepts (a job payload is a few kilobytes).
+MAX_BODY_BYTES = 10 * 2**20
+#: Seconds a client has to send a whole request body once its headers arrived.
+DEFAULT_READ_TIMEOUT = 30.0
+#: Requests answered at once; more wait (on the event loop, without blocking it) for a worker.
+MAX_WORKERS = 64
 
 
 def _abort_connection(send: Send) -> bool:
@@ -34,11 +54,83 @@ def _abort_connection(send: Send) -> bool:
     return False
 
 
+class _TooLarge(Exception):
+    pass
+
+
+async def _read_limited(receive: Receive, limit: int) -> bytes:
+    """The whole body; past *limit* bytes the rest is read and dropped, then :class:`_TooLarge`."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        event = await receive()
+        if event["type"] == "http.disconnect":
+            break
+        chunk = event.get("body", b"")
+        size += len(chunk)
+        if size <= limit:
+            chunks.append(chunk)
+        elif chunks:
+            chunks.clear()
+        if not event.get("more_body", False):
+            break
+    if size > limit:
+        raise _TooLarge(size)
+    return b"".join(chunks)
+
+
+async def _plain_answer(send: Send, status: int, code: str, message: str) -> None:
+    """An error answer in the fake's JSON shape, sent straight from the event loop."""
+    body = json.dumps({"detail": {"error": {"code": code, "message": message}}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
 class FakeASGIApp:
     """ASGI 3 application serving one ``httpx.Request -> httpx.Response`` handler."""
 
-    def __init__(self, handler: Callable[[httpx.Request], httpx.Response]) -> None:
+    def __init__(
+        self,
+        handler: Callable[[httpx.Request], httpx.Response],
+        *,
+        read_timeout: float = DEFAULT_READ_TIMEOUT,
+        max_body: int = MAX_BODY_BYTES,
+    ) -> None:
         self.handler = handler
+        self.read_timeout = read_timeout
+        self.max_body = max_body
+        self._slots: asyncio.Semaphore | None = None
+
+    async def _off_loop(self, call: Callable[..., T], *args: object) -> T:
+        """``call(*args)`` on a daemon worker thread; the event loop stays free meanwhile."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(MAX_WORKERS)
+        async with self._slots:
+            loop = asyncio.get_running_loop()
+            done: asyncio.Future[T] = loop.create_future()
+
+            def settle(result: T | None, error: BaseException | None) -> None:
+                if done.cancelled():
+                    return
+                if error is not None:
+                    done.set_exception(error)
+                else:
+                    done.set_result(result)  # type: ignore[arg-type]
+
+            def work() -> None:
+                try:
+                    result = call(*args)
+                except BaseException as exc:
+                    outcome: tuple[T | None, BaseException | None] = (None, exc)
+                else:
+                    outcome = (result, None)
+                # RuntimeError: the loop is gone (the server stopped), so nobody is waiting.
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(settle, *outcome)
+
+            threading.Thread(target=work, name="synth-fake-request", daemon=True).start()
+            return await done
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -46,10 +138,38 @@ class FakeASGIApp:
             return
         if scope["type"] != "http":
             return
-        body = await read_body(receive)
-        request = self._to_request(scope, body)
         try:
-            response = await asyncio.to_thread(self.handler, request)
+            body = await asyncio.wait_for(_read_limited(receive, self.max_body), self.read_timeout)
+        except _TooLarge as exc:
+            await _plain_answer(
+                send,
+                413,
+                "body_too_large",
+                f"the request body is {exc.args[0]} bytes; this fake backend accepts at most "
+                f"{self.max_body} bytes",
+            )
+            return
+        except asyncio.TimeoutError:
+            await _plain_answer(
+                send,
+                408,
+                "request_timeout",
+                f"the request body did not arrive within {self.read_timeout:g}s; send the whole request",
+            )
+            return
+        request = self._to_request(scope, body)
+        if request is None:
+            target = scope.get("raw_path") or b""
+            await _plain_answer(
+                send,
+                400,
+                "bad_request_target",
+                f"the request target {target[:80]!r} is not a path; send an origin-form target "
+                "such as /api/rl/jobs",
+            )
+            return
+        try:
+            response = await self._off_loop(self.handler, request)
         except httpx.ConnectError:
             if _abort_connection(send):
                 # Let the transport notice it is closed before uvicorn looks at the cycle.
@@ -64,16 +184,15 @@ class FakeASGIApp:
             return
         headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.multi_items()]
         try:
-            body = response.content
+            content = response.content
         except httpx.ResponseNotRead:
             await self._stream(response, headers, receive, send)
             return
         await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await send({"type": "http.response.body", "body": content})
 
-    @staticmethod
     async def _stream(
-        response: httpx.Response, headers: list[tuple[bytes, bytes]], receive: Receive, send: Send
+        self, response: httpx.Response, headers: list[tuple[bytes, bytes]], receive: Receive, send: Send
     ) -> None:
         gone = asyncio.Event()
 
@@ -90,7 +209,7 @@ class FakeASGIApp:
         try:
             await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
             while not gone.is_set():
-                chunk = await asyncio.to_thread(next, chunks, None)
+                chunk = await self._off_loop(next, chunks, None)
                 if chunk is None:
                     break
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
@@ -98,14 +217,23 @@ class FakeASGIApp:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             watcher.cancel()
-            await asyncio.to_thread(response.close)
+            await self._off_loop(response.close)
 
     @staticmethod
-    def _to_request(scope: Scope, body: bytes) -> httpx.Request:
-        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope.get("headers", [])]
+    def _to_request(scope: Scope, body: bytes) -> httpx.Request | None:
+        """The handler's request; None when the target is not a path (``*``, absolute-form).
+
+        Headers stay bytes: a value with non-ASCII bytes is the client's business, not a crash.
+        """
+        headers = list(scope.get("headers", []))
         host, port = scope.get("server") or ("127.0.0.1", 80)
         query = scope.get("query_string", b"")
         raw_path = scope.get("raw_path") or scope.get("path", "/").encode()
+        if not raw_path.startswith(b"/"):
+            return None
         target = raw_path + (b"?" + query if query else b"")
-        url = httpx.URL(f"{scope.get('scheme', 'http')}://{host}:{port}{target.decode('latin-1')}")
-        return httpx.Request(scope["method"], url, headers=headers, content=body)
+        try:
+            url = httpx.URL(f"{scope.get('scheme', 'http')}://{host}:{port}{target.decode('latin-1')}")
+            return httpx.Request(scope["method"], url, headers=headers, content=body)
+        except (httpx.InvalidURL, ValueError, UnicodeError):
+            return None

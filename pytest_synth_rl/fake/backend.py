@@ -29,6 +29,7 @@ from ..errors import ConfigProblem, SynthError, SynthUsageError
 from ..inference import StubInference
 from ..masking import Secret, mask_secret, register_secret
 from ..policies import Policy, PolicyReply
+from .asgi import DEFAULT_READ_TIMEOUT
 from .faults import Fault, make_fault
 from .handle import FakeJob
 from .handler import FakeRouteError, RequestHandler
@@ -353,6 +354,7 @@ class FakeSynthBackend:
         port: int = 0,
         speed: float | None = None,
         pacing: Pacing | None = None,
+        read_timeout: float = DEFAULT_READ_TIMEOUT,
     ) -> Iterator[str]:
         """Serve this fake over HTTP on loopback; yields the base URL (``http://127.0.0.1:<port>``).
 
@@ -374,6 +376,10 @@ class FakeSynthBackend:
           moving says so in a ``hint`` field of its status body after a few polls.
         * Scenario timing always wins: ``Scenario(polls=N)`` ends a job on its N-th status
           poll, ``Scenario(immediate=True)`` on the first look.
+
+        Bounded against any client: a request must send its headers, and then its body, within
+        *read_timeout* seconds each (else 408 and the connection closes); a body over 10 MiB gets
+        413; admin routes (``/_fake/...``) need the same key as the API.
         """
         if pacing is not None and pacing not in PACING_MODES:
             raise SynthUsageError(
@@ -398,7 +404,21 @@ class FakeSynthBackend:
             self.store.pacing = pacing
         elif speed is None and isinstance(self.store.clock, VirtualClock):
             self.store.pacing = "observed"
-        server = FakeServer(self.handle, host=host, port=port)
+        if (
+            isinstance(read_timeout, bool)
+            or not isinstance(read_timeout, (int, float))
+            or not 0 < read_timeout <= 3600
+        ):
+            raise SynthUsageError(
+                [
+                    ConfigProblem(
+                        "FakeSynthBackend.serve.read_timeout",
+                        f"must be a number of seconds in (0, 3600], got {read_timeout!r}",
+                        f"omit it for the default {DEFAULT_READ_TIMEOUT:g}",
+                    )
+                ]
+            )
+        server = FakeServer(self.handle, host=host, port=port, read_timeout=read_timeout)
         try:
             yield server.start()
         finally:

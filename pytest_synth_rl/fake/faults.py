@@ -22,7 +22,20 @@ from typing import Literal
 
 from ..errors import ConfigProblem, SynthUsageError
 
-__all__ = ["ROUTE_NAMES", "Fault", "FaultKind", "make_fault"]
+__all__ = ["MAX_LATENCY", "MAX_PATTERN", "MAX_RETRY_AFTER", "ROUTE_NAMES", "Fault", "FaultKind", "make_fault"]
+
+#: Longest injected latency, in (clock) seconds: an hour. On a real clock it is slept.
+MAX_LATENCY = 3600.0
+#: Largest ``Retry-After`` a fault sends, in seconds: a day.
+MAX_RETRY_AFTER = 86400.0
+#: Longest ``pattern`` (characters).
+MAX_PATTERN = 10_000
+
+
+def _number_in(value: object, low: float, high: float) -> bool:
+    """A real number (not a bool) from *low* to *high*; NaN and infinities are neither."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high
+
 
 FaultKind = Literal["status", "connect", "latency"]
 
@@ -85,15 +98,22 @@ class Fault:
             problems.append(
                 ConfigProblem("fault", f"choose one of pattern/fail_next/probability, got {selectors}", "")
             )
-        if self.pattern is not None and (not self.pattern or set(self.pattern) - {"0", "1"}):
+        if self.pattern is not None and (
+            not isinstance(self.pattern, str)
+            or not self.pattern
+            or len(self.pattern) > MAX_PATTERN
+            or set(self.pattern) - {"0", "1"}
+        ):
             problems.append(
                 ConfigProblem(
-                    "fault.pattern", f"must be a non-empty string of 0/1, got {self.pattern!r}", "e.g. '0110'"
+                    "fault.pattern",
+                    f"must be a string of 1 to {MAX_PATTERN} characters 0/1, got {self.pattern!r:.40}",
+                    "e.g. '0110'",
                 )
             )
         if self.fail_next is not None and (isinstance(self.fail_next, bool) or self.fail_next < 1):
             problems.append(ConfigProblem("fault.fail_next", f"must be >= 1, got {self.fail_next!r}", ""))
-        if self.probability is not None and not 0.0 <= self.probability <= 1.0:
+        if self.probability is not None and not _number_in(self.probability, 0.0, 1.0):
             problems.append(
                 ConfigProblem("fault.probability", f"must be in [0, 1], got {self.probability!r}", "")
             )
@@ -103,8 +123,23 @@ class Fault:
                     "fault.status", f"must be an HTTP error status 400-599, got {self.status!r}", ""
                 )
             )
-        if self.kind == "latency" and not self.latency > 0:
-            problems.append(ConfigProblem("fault.latency", f"must be > 0 seconds, got {self.latency!r}", ""))
+        if self.kind == "latency" and not (_number_in(self.latency, 0.0, MAX_LATENCY) and self.latency > 0):
+            problems.append(
+                ConfigProblem(
+                    "fault.latency",
+                    f"must be a finite number of seconds in (0, {MAX_LATENCY:g}], got {self.latency!r:.40}",
+                    "",
+                )
+            )
+        if self.retry_after is not None and not _number_in(self.retry_after, 0.0, MAX_RETRY_AFTER):
+            problems.append(
+                ConfigProblem(
+                    "fault.retry_after",
+                    f"must be a finite number of seconds from 0 to {MAX_RETRY_AFTER:g}, "
+                    f"got {self.retry_after!r:.40}",
+                    "",
+                )
+            )
         if problems:
             raise SynthUsageError(problems)
         self._rng = random.Random(self.seed)

@@ -66,17 +66,13 @@ class RequestHandler:
         path = request.url.path
         store = self.store
         if path.startswith(ADMIN_PREFIX + "/") or path == ADMIN_PREFIX:
+            # The admin routes reset the fake, inject faults and read request bodies: the same key
+            # as the API, or any local process could.
+            if not self._authorized(request):
+                return self._unauthorized(), True
             return handle_admin(store, request, self.api_base), True
         with store.lock:
-            record = RecordedRequest(
-                method=request.method,
-                url=str(request.url),
-                path=path,
-                route=None,
-                time=store.clock.time(),
-                _raw_headers=request.headers,
-                _body=request.content,
-            )
+            record = RecordedRequest.of(request, path=path, time=store.clock.time())
             store.log(record)
             root = self.api_path
             if not (path == root or path.startswith(root + "/")):
@@ -88,6 +84,7 @@ class RequestHandler:
             if found.route is None:
                 allowed = ", ".join(found.allowed)
                 record.status = 405
+                record.forget_body()
                 message = f"{request.method} is not allowed on {path}; use {allowed}"
                 return error_response(405, "method_not_allowed", message, [("allow", allowed)]), True
             record.route = name = found.route.name
@@ -99,6 +96,7 @@ class RequestHandler:
                 return injected, True
             if not self._authorized(request):
                 record.status = 401
+                record.forget_body()  # anyone can send these: they must not fill the log
                 return self._unauthorized(), True
             call = api.Call(store, request, found.job_id)
             response = api.dispatch(name, call)
@@ -109,6 +107,7 @@ class RequestHandler:
     def _unmatched(self, record: RecordedRequest, why: str) -> httpx.Response:
         record.status = 404
         record.error = why
+        record.forget_body()
         return json_response(
             404,
             {
@@ -154,7 +153,8 @@ class RequestHandler:
                 if isinstance(clock, VirtualClock):
                     clock.advance(fault.latency)
                 else:
-                    clock.sleep(fault.latency)
+                    with self.store.lock.set_aside():  # a real wait: other requests go on
+                        clock.sleep(fault.latency)
         for fault in fired:
             if fault.kind == "connect":
                 record.error = "connection error injected"

@@ -65,6 +65,9 @@ class JobRecord:
     stalled_polls: int = 0
     #: ``(version, clock now)`` at the last status poll, to tell a stalled job from a slow one.
     last_poll: tuple[int, float] | None = field(default=None, repr=False)
+    #: The thread running a rollout batch of this job with the store's lock set aside (None when
+    #: no batch runs); nothing else moves the job meanwhile.
+    batch_thread: int | None = field(default=None, repr=False)
     outcome_override: str | None = None
     error: str | None = None
     final_reward: float | None = None

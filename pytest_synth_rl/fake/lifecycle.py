@@ -12,7 +12,9 @@ the job's task app (see :mod:`.rollouts`); a failed rollout fails the job with t
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -47,7 +49,12 @@ class Target:
 
 
 class Lifecycle:
-    """Runs due stages for jobs. Not thread-safe by itself: the backend holds its lock."""
+    """Runs due stages for jobs. Not thread-safe by itself: the backend holds its lock.
+
+    *set_aside* releases that lock around a rollout batch (network I/O of unbounded length);
+    meanwhile the job is marked busy (``batch_thread``) and :meth:`sync` from other threads leaves
+    it as it is, so other jobs and other requests are not held up by one job's task app.
+    """
 
     def __init__(
         self,
@@ -55,8 +62,10 @@ class Lifecycle:
         clock: Callable[[], Clock],
         driver: RolloutDriver,
         max_rollouts_per_step: int,
+        set_aside: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext,
     ) -> None:
         self._clock = clock
+        self._set_aside = set_aside
         self.driver = driver
         self.max_rollouts_per_step = max_rollouts_per_step
 
@@ -93,7 +102,12 @@ class Lifecycle:
 
     # -- advancing ------------------------------------------------------------------------------
     def sync(self, job: JobRecord, target: Target | None = None) -> None:
-        """Run every due stage of *job* (or, with *target*, every stage up to it, now)."""
+        """Run every due stage of *job* (or, with *target*, every stage up to it, now).
+
+        A job whose rollout batch another thread is running is left as it is (it is mid-step).
+        """
+        if job.batch_thread not in (None, threading.get_ident()):
+            return
         while not job.terminal:
             if target is not None and target.reached(job):
                 return
@@ -240,9 +254,20 @@ class Lifecycle:
         """Rewards of one rollout per seed, in seed order (concurrent up to the config's
         ``rollout.max_concurrent_rollouts``); the first failed seed fails the job."""
         spec = RolloutSpec.from_config(job.config, job.model)
-        records, failure = self.driver.run_batch(
-            job.endpoint, spec, job_id=job.id, step=step, steps=job.scenario.steps, seeds=seeds, mode=mode
-        )
+        job.batch_thread = threading.get_ident()
+        try:
+            with self._set_aside():
+                records, failure = self.driver.run_batch(
+                    job.endpoint,
+                    spec,
+                    job_id=job.id,
+                    step=step,
+                    steps=job.scenario.steps,
+                    seeds=seeds,
+                    mode=mode,
+                )
+        finally:
+            job.batch_thread = None
         job.rollouts.extend(records)
         if failure is not None:
             raise failure

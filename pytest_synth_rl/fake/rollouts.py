@@ -195,7 +195,9 @@ class RolloutDriver:
             client, self._client = self._client, None
             pool, self._pool = self._pool, None
         if pool is not None:
-            pool.shutdown(wait=True)
+            # Not waiting: a rollout stuck on a task app must not hold up stopping the fake (it
+            # ends at its timeout, or when the client below closes under it).
+            pool.shutdown(wait=False, cancel_futures=True)
         if client is not None:
             client.close()
 

@@ -19,6 +19,7 @@ in slot ``k`` instead of running step ``k``. How a slot maps to time depends on 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -26,6 +27,11 @@ from typing import Literal
 from ..errors import ConfigProblem, SynthUsageError
 
 __all__ = [
+    "MAX_DURATION",
+    "MAX_ERROR_CHARS",
+    "MAX_LABELS",
+    "MAX_POLLS",
+    "MAX_STEPS",
     "OUTCOMES",
     "RewardCurve",
     "Scenario",
@@ -45,6 +51,22 @@ RewardCurve = Callable[[int], float] | Sequence[float] | Literal["rollouts"]
 #: polls, which keeps a suite of hundreds of offline job tests fast (virtual time makes the length
 #: cosmetic otherwise). Ask for ``duration=7200`` to model a real two-hour run.
 DEFAULT_DURATION = 60.0
+
+# Limits: a scenario is a test's script, and a served fake takes scenarios from any client, so
+# every size is bounded. A job's events, metric points and rollouts grow with its steps; these
+# keep one job under a few megabytes and one admin request well under a second of work.
+#: Most training steps one job runs.
+MAX_STEPS = 10_000
+#: Longest ``duration`` and ``queue_time``, in (virtual) seconds: 30 days.
+MAX_DURATION = 30 * 86400.0
+#: Most status polls ``polls=N`` can spread a job over.
+MAX_POLLS = 1_000_000
+#: Most labels, and the longest label key or value (characters).
+MAX_LABELS = 64
+MAX_LABEL_CHARS = 256
+#: Longest scripted ``error`` message (characters).
+MAX_ERROR_CHARS = 10_000
+_FLOAT_MAX = sys.float_info.max
 
 
 def default_reward_curve(step: int, steps: int) -> float:
@@ -92,8 +114,16 @@ class Scenario:
             problems.append(
                 _problem("outcome", f"unknown outcome {self.outcome!r}", f"use one of {', '.join(OUTCOMES)}")
             )
-        if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
-            problems.append(_problem("steps", f"must be an int >= 1, got {self.steps!r}", "e.g. steps=10"))
+        if (
+            isinstance(self.steps, bool)
+            or not isinstance(self.steps, int)
+            or not 1 <= self.steps <= MAX_STEPS
+        ):
+            problems.append(
+                _problem(
+                    "steps", f"must be an int from 1 to {MAX_STEPS}, got {self.steps!r:.40}", "e.g. steps=10"
+                )
+            )
         modes = [name for name, on in self._mode_flags().items() if on]
         if len(modes) > 1:
             problems.append(
@@ -104,21 +134,47 @@ class Scenario:
                 )
             )
         if self.duration is not None and not (
-            isinstance(self.duration, (int, float)) and self.duration > 0 and math.isfinite(self.duration)
-        ):
-            problems.append(
-                _problem("duration", f"must be a positive number of seconds, got {self.duration!r}", "")
-            )
-        if self.polls is not None and (
-            isinstance(self.polls, bool) or not isinstance(self.polls, int) or self.polls < 1
+            isinstance(self.duration, (int, float))
+            and not isinstance(self.duration, bool)
+            and 0 < self.duration <= MAX_DURATION
         ):
             problems.append(
                 _problem(
-                    "polls", f"must be an int >= 1, got {self.polls!r}", "polls=N ends the job on poll N"
+                    "duration",
+                    f"must be a finite number of seconds in (0, {MAX_DURATION:g}], got {self.duration!r:.40}",
+                    "",
                 )
             )
-        if not isinstance(self.queue_time, (int, float)) or self.queue_time < 0:
-            problems.append(_problem("queue_time", f"must be >= 0 seconds, got {self.queue_time!r}", ""))
+        if self.polls is not None and (
+            isinstance(self.polls, bool)
+            or not isinstance(self.polls, int)
+            or not 1 <= self.polls <= MAX_POLLS
+        ):
+            problems.append(
+                _problem(
+                    "polls",
+                    f"must be an int from 1 to {MAX_POLLS}, got {self.polls!r:.40}",
+                    "polls=N ends the job on poll N",
+                )
+            )
+        if (
+            isinstance(self.queue_time, bool)
+            or not isinstance(self.queue_time, (int, float))
+            or not 0 <= self.queue_time <= MAX_DURATION
+        ):
+            problems.append(
+                _problem(
+                    "queue_time",
+                    f"must be a finite number of seconds from 0 to {MAX_DURATION:g}, "
+                    f"got {self.queue_time!r:.40}",
+                    "",
+                )
+            )
+        if self.error is not None and (not isinstance(self.error, str) or len(self.error) > MAX_ERROR_CHARS):
+            problems.append(
+                _problem("error", f"must be a string of at most {MAX_ERROR_CHARS} characters", "")
+            )
+        problems.extend(self._check_labels())
         if self.fail_at_step is not None:
             if self.outcome == "succeeded":
                 problems.append(
@@ -145,7 +201,7 @@ class Scenario:
         if self.eval_every is not None and (
             isinstance(self.eval_every, bool) or not isinstance(self.eval_every, int) or self.eval_every < 1
         ):
-            problems.append(_problem("eval_every", f"must be an int >= 1, got {self.eval_every!r}", ""))
+            problems.append(_problem("eval_every", f"must be an int >= 1, got {self.eval_every!r:.40}", ""))
         problems.extend(self._check_curve())
         if problems:
             raise SynthUsageError(problems, hint="see the Scenario docstring in pytest_synth_rl.fake")
@@ -156,6 +212,27 @@ class Scenario:
             "polls=": self.polls is not None,
             "immediate=True": bool(self.immediate),
         }
+
+    def _check_labels(self) -> list[ConfigProblem]:
+        labels = self.labels
+        if not isinstance(labels, dict):
+            return [_problem("labels", f"must be a dict of strings, got {type(labels).__name__}", "")]
+        if len(labels) > MAX_LABELS or any(
+            not isinstance(k, str)
+            or not isinstance(v, str)
+            or len(k) > MAX_LABEL_CHARS
+            or len(v) > MAX_LABEL_CHARS
+            for k, v in labels.items()
+        ):
+            return [
+                _problem(
+                    "labels",
+                    f"must be at most {MAX_LABELS} string keys and values of at most {MAX_LABEL_CHARS} "
+                    "characters each",
+                    "",
+                )
+            ]
+        return []
 
     def _check_curve(self) -> list[ConfigProblem]:
         curve = self.reward_curve
@@ -170,8 +247,21 @@ class Scenario:
                 ]
             return []
         if isinstance(curve, Sequence):
-            if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in curve):
-                return [_problem("reward_curve", "list entries must be numbers", "e.g. [0.1, 0.4, 0.8]")]
+            if len(curve) > MAX_STEPS:
+                return [
+                    _problem(
+                        "reward_curve",
+                        f"has {len(curve)} values; at most {MAX_STEPS} (one per step) are accepted",
+                        "give one reward per step",
+                    )
+                ]
+            if any(
+                isinstance(v, bool) or not isinstance(v, (int, float)) or not -_FLOAT_MAX <= v <= _FLOAT_MAX
+                for v in curve
+            ):
+                return [
+                    _problem("reward_curve", "list entries must be finite numbers", "e.g. [0.1, 0.4, 0.8]")
+                ]
             if isinstance(self.steps, int) and len(curve) < self.steps:
                 return [
                     _problem(

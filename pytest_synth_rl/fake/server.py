@@ -12,7 +12,7 @@ from collections.abc import Callable
 import httpx
 
 from ..support.serving import ServerThread
-from .asgi import FakeASGIApp
+from .asgi import DEFAULT_READ_TIMEOUT, FakeASGIApp
 
 __all__ = ["FakeServer"]
 
@@ -27,9 +27,15 @@ class FakeServer:
         host: str = "127.0.0.1",
         port: int = 0,
         startup_timeout: float = 15.0,
+        read_timeout: float = DEFAULT_READ_TIMEOUT,
     ) -> None:
         self._thread = ServerThread(
-            FakeASGIApp(handler), host=host, port=port, lifespan="off", description="fake Synth backend"
+            FakeASGIApp(handler, read_timeout=read_timeout),
+            host=host,
+            port=port,
+            lifespan="off",
+            description="fake Synth backend",
+            read_timeout=read_timeout,
         )
         self._timeout = startup_timeout
         self.url: str | None = None

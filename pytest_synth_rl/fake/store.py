@@ -8,7 +8,10 @@ only, so the rules (a job is brought up to date with the clock before anyone rea
 keys are unique) are kept in one place.
 
 Methods take :attr:`JobStore.lock` themselves; it is reentrant, and the request handler holds it
-around a whole request so that logging and answering are one step.
+around a whole request so that logging and answering are one step. A rollout batch sets the
+lock aside while it waits on the task app (see :mod:`.locking`): other requests and other jobs
+go on, the job itself stays put (readers see it mid-step; writers such as cancel wait for the
+batch, which the rollout timeout bounds).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import json
 import os
 import threading
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -37,6 +40,7 @@ from ..taskapp.health import check_task_app_health
 from .faults import Fault
 from .jobs import JobRecord
 from .lifecycle import Lifecycle, Target
+from .locking import StoreLock
 from .rollouts import RolloutDriver
 from .scenario import Scenario
 from .wire import RecordedRequest
@@ -44,6 +48,7 @@ from .wire import RecordedRequest
 __all__ = [
     "MAX_ENV_KEY_BYTES",
     "PACING_MODES",
+    "REQUEST_LOG_SIZE",
     "SEALED_BOX_ALG",
     "STALL_POLLS",
     "EnvKeyRejected",
@@ -63,6 +68,9 @@ STALL_POLLS = 3
 SEALED_BOX_ALG = "libsodium.sealedbox.v1"
 #: The largest environment key the fake accepts (the hosted backend's limit).
 MAX_ENV_KEY_BYTES = 8 * 1024
+#: How many requests the log keeps: the most recent ones (each body is capped, see
+#: :data:`~.wire.MAX_LOGGED_BODY`), so a long-lived served fake stays flat in memory.
+REQUEST_LOG_SIZE = 1000
 
 
 class EnvKeyRejected(ValueError):
@@ -111,7 +119,7 @@ class JobStore:
         max_rollouts_per_step: int = 4,
         rollout_timeout: float = 30.0,
     ) -> None:
-        self.lock = threading.RLock()
+        self.lock = StoreLock()
         self.validate_payloads = validate
         self.rollouts: RolloutsMode = rollouts
         self._clock = clock
@@ -119,7 +127,7 @@ class JobStore:
         self._active: dict[str, JobRecord] = {}
         self._idempotency: dict[str, tuple[str, str]] = {}
         self._faults: list[Fault] = []
-        self._requests: list[RecordedRequest] = []
+        self._requests: deque[RecordedRequest] = deque(maxlen=REQUEST_LOG_SIZE)
         self._default = Scenario()
         self._next: list[Scenario] = []
         self._counter = 0
@@ -132,6 +140,8 @@ class JobStore:
         self.inference = StubInference(
             policy=policy if policy is not None or replies is not None else default_policy(), replies=replies
         )
+        # The stub model server's own lock: stopping it must never wait on a request in flight.
+        self._helpers_lock = threading.Lock()
         self._stub_stack: contextlib.ExitStack | None = None
         self._stub_url: str | None = None
         self._driver = RolloutDriver(
@@ -141,6 +151,7 @@ class JobStore:
             clock=lambda: self._clock,
             driver=self._driver,
             max_rollouts_per_step=max_rollouts_per_step,
+            set_aside=self.lock.set_aside,
         )
         self._unsubscribe: Callable[[], None] | None = None
         self._subscribe()
@@ -209,6 +220,7 @@ class JobStore:
                 return
             hint = "use scenario_for('next', ...) before submitting, or an id from fake.jobs"
             job = self.get(target, hint=hint)
+            self._idle(job)
             self._lifecycle.sync(job)
             job.scenario = scenario
             job.touch(job.updated_time)
@@ -370,12 +382,14 @@ class JobStore:
     def advance(self, job: JobRecord, target: Target) -> None:
         """Run *job*'s stages now, up to *target*, stamped with the current time."""
         with self.lock:
+            self._idle(job)
             self._lifecycle.sync(job)
             self._lifecycle.sync(job, target)
 
     def succeed(self, job: JobRecord) -> None:
         """Finish *job* successfully now, running its remaining steps."""
         with self.lock:
+            self._idle(job)
             self._lifecycle.sync(job)
             job.outcome_override = "succeeded"
             job.version += 1  # the plan changed
@@ -383,14 +397,21 @@ class JobStore:
 
     def fail(self, job: JobRecord, message: str) -> None:
         with self.lock:
+            self._idle(job)
             self._lifecycle.sync(job)
             self._lifecycle.fail(job, message, self._clock.time(), data={"step": job.steps_done})
 
     def cancel(self, job: JobRecord, reason: str) -> None:
         """Cancel *job* now (a job already finished stays as it is)."""
         with self.lock:
+            self._idle(job)
             self._lifecycle.sync(job)
             self._lifecycle.cancel(job, self._clock.time(), reason=reason)
+
+    def _idle(self, job: JobRecord) -> None:
+        """Wait (with the lock set aside) until no other thread runs a rollout batch of *job*."""
+        me = threading.get_ident()
+        self.lock.wait_until(lambda: job.batch_thread in (None, me))
 
     # -- faults and the request log ---------------------------------------------------------------
     @property
@@ -410,6 +431,7 @@ class JobStore:
             self._faults.clear()
 
     def log(self, request: RecordedRequest) -> None:
+        """Keep *request* in the log; past :data:`REQUEST_LOG_SIZE` the oldest is dropped."""
         with self.lock:
             self._requests.append(request)
 
@@ -452,7 +474,7 @@ class JobStore:
 
     def stop_helpers(self) -> None:
         """Stop the stub model server and the rollout client (both restart when needed)."""
-        with self.lock:
+        with self._helpers_lock:
             stack, self._stub_stack = self._stub_stack, None
             self._stub_url = None
         if stack is not None:
@@ -562,7 +584,8 @@ class JobStore:
         tries: list[tuple[str, Secret | None]] = list(candidates) or [("none", None)]
         for source, key in tries:
             shown = mask_secret(key.value) if key else "<none>"
-            report = check_task_app_health(url, key, client=self._driver.client)
+            with self.lock.set_aside():  # network I/O: other requests go on meanwhile
+                report = check_task_app_health(url, key, client=self._driver.client)
             attempts.append(
                 {
                     "status": report.task_info_status,
@@ -589,7 +612,7 @@ class JobStore:
 
     def _inference_url(self, rollout: RolloutIdentity, progress: Progress) -> str:
         """The rollout's own inference URL on the stub model (served on first use)."""
-        with self.lock:
+        with self._helpers_lock:
             if self._stub_url is None:
                 stack = contextlib.ExitStack()
                 self._stub_url = stack.enter_context(self.inference.serve())

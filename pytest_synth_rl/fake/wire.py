@@ -11,6 +11,7 @@ a log printed in an assertion message never shows a key.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,17 +19,22 @@ from typing import Any
 import httpx
 
 from ..masking import mask_secret, redact
+from ..recording.redaction import Redactor
 
 __all__ = [
     "JSON_HEADERS",
+    "MAX_LOGGED_BODY",
     "RecordedRequest",
     "bytes_response",
     "error_response",
     "json_response",
     "mask_headers",
+    "non_finite_field",
 ]
 
 JSON_HEADERS: list[tuple[str, str]] = [("content-type", "application/json")]
+#: Bytes of a request body the log keeps; the rest is dropped and the record says so.
+MAX_LOGGED_BODY = 64 * 1024
 _SENSITIVE = frozenset({"authorization", "x-api-key", "x-api-keys", "cookie", "proxy-authorization"})
 
 
@@ -48,6 +54,25 @@ def error_response(
     error: dict[str, Any] = {"code": code, "message": redact(message)}
     error.update(extra)
     return json_response(status, {"detail": {"error": error}}, headers)
+
+
+def non_finite_field(value: Any, path: str = "") -> tuple[str, float] | None:
+    """``(field, number)`` for the first NaN or infinite number in parsed JSON *value*, else None.
+
+    Python's ``json`` accepts ``NaN``, ``Infinity`` and ``1e400`` (which overflows to infinity);
+    a fake that takes them turns its clock or a job's rewards into NaN, and every later answer
+    into a 500. The field is named the way the body spells it (``data.config.x[2]``).
+    """
+    stack: list[tuple[str, Any]] = [(path, value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return where or "(the body)", item
+        if isinstance(item, dict):
+            stack.extend((f"{where}.{key}" if where else str(key), v) for key, v in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend((f"{where}[{i}]", v) for i, v in reversed(list(enumerate(item))))
+    return None
 
 
 def _mask_value(name: str, value: str) -> str:
@@ -70,7 +95,9 @@ class RecordedRequest:
     """One request the fake received: what, where, what it answered, and any injected fault.
 
     ``time`` is the fake clock's epoch time when the request arrived. ``headers`` are masked;
-    ``json`` is the parsed body (None when empty or not JSON).
+    ``json`` is the parsed body (None when empty, not JSON, or cut). Only the first
+    :data:`MAX_LOGGED_BODY` bytes of a body are kept (``body_truncated`` says so; ``body_size``
+    is the size received), and requests answered 401, 404 or 405 keep none.
     """
 
     method: str
@@ -82,12 +109,31 @@ class RecordedRequest:
     fault: str | None = None
     job_id: str | None = None
     error: str | None = None
+    body_size: int = 0
+    body_truncated: bool = False
     # The request's own headers object (copied only when read, and then masked).
     _raw_headers: httpx.Headers = field(default_factory=httpx.Headers, repr=False)
     _body: bytes = field(default=b"", repr=False)
 
+    @classmethod
+    def of(cls, request: httpx.Request, *, path: str, time: float) -> RecordedRequest:
+        """The record of *request*, its body cut to :data:`MAX_LOGGED_BODY` bytes."""
+        body = request.content
+        return cls(
+            method=request.method,
+            url=str(request.url),
+            path=path,
+            route=None,
+            time=time,
+            body_size=len(body),
+            body_truncated=len(body) > MAX_LOGGED_BODY,
+            _raw_headers=request.headers,
+            _body=body[:MAX_LOGGED_BODY],
+        )
+
     def forget_body(self) -> None:
-        """Drop the body: a sealed environment key has no business in a log, even sealed."""
+        """Drop the body: a sealed environment key has no business in a log, even sealed, and a
+        request anyone can send (answered 401, 404 or 405) must not fill it."""
         self._body = b""
 
     @property
@@ -96,7 +142,7 @@ class RecordedRequest:
 
     @property
     def json(self) -> Any:
-        if not self._body:
+        if not self._body or self.body_truncated:
             return None
         try:
             return json.loads(self._body)
@@ -119,5 +165,7 @@ class RecordedRequest:
             "job_id": self.job_id,
             "error": self.error,
             "headers": self.headers,
-            "json": self.json,
+            "json": Redactor().json(self.json),
+            "body_size": self.body_size,
+            "body_truncated": self.body_truncated,
         }

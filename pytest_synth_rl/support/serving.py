@@ -39,6 +39,7 @@ import uvicorn
 from ..errors import TaskAppError
 from ..masking import get_logger, redact
 from .loopback import normalise_loopback_host, url_host
+from .read_deadline import header_deadline_protocol
 
 __all__ = ["Lifespan", "ServerThread", "serve_asgi"]
 
@@ -233,6 +234,8 @@ class ServerThread:
     :meth:`start` returns once the server accepts connections (or raises
     :class:`TaskAppError` with the server's log lines); :meth:`stop` always returns within a
     bounded time, escalating from a graceful stop to a forced one to cancelling the loop.
+    With *read_timeout*, a request whose headers have not all arrived that many seconds after
+    the connection opened (or after the previous answer) gets 408 and is closed.
     """
 
     def __init__(
@@ -245,8 +248,10 @@ class ServerThread:
         log_level: str | int | None = "warning",
         shutdown_timeout: float = 3.0,
         description: str = "task app",
+        read_timeout: float | None = None,
     ) -> None:
         self.app = app
+        self.read_timeout = read_timeout
         self.host = normalise_loopback_host(host)
         self.requested_port = port
         self.lifespan = lifespan
@@ -314,12 +319,16 @@ class ServerThread:
             raise RuntimeError("a ServerThread can only be started once")
         self._sock = _bind(self.host, self.requested_port, self.description)
         self.port = int(self._sock.getsockname()[1])
+        http: type[asyncio.Protocol] | str = (
+            header_deadline_protocol(self.read_timeout) if self.read_timeout is not None else "auto"
+        )
         config = uvicorn.Config(
             self.app,
             lifespan=self.lifespan,
             log_config=None,  # never reconfigure the process's logging
             log_level=self.log_level,
             timeout_graceful_shutdown=max(1, math.ceil(self.shutdown_timeout)),
+            http=http,
         )
         try:
             config.load()
