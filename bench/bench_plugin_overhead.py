@@ -53,7 +53,7 @@ from bench._common import report  # noqa: E402
 EXAMPLES = ROOT / "examples"
 TESTS = 500
 PER_MODULE = 50
-TARGET_MS = 5.0
+TARGET_MS = 2.0
 REPEATS = 5
 
 #: Module-level markers per scenario. ``default`` adds none: the fake's own default lifecycle.
