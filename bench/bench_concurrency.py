@@ -5,7 +5,9 @@
    rollouts through the respx-mounted fake with an ``immediate`` scenario. Target >= 3x.
 2. One real-rollout job with the default example config (``examples/arithmetic.toml``, the fake's
    default scenario polled every 10 virtual seconds, as ``synth_rl_job`` + ``synth_expect`` run
-   it), in ms, against the 100 ms budget (ratio = ours / budget; target <= 1.0x).
+   it: the session's fake reset onto a fresh clock, one shared ``MockTransport`` client), in ms,
+   against the 100 ms budget (ratio = ours / budget; target <= 1.0x). The unscripted job runs the
+   config's 1 x 4 steps (4 rollouts each, evaluations of 4 seeds at steps 2 and 4: 24 rollouts).
 
 Medians of the repeats, in one process. Run alone: ``python bench/bench_concurrency.py``.
 """
@@ -65,7 +67,9 @@ def _slow_app() -> FastAPI:
     return app
 
 
-def _job(fake: FakeSynthBackend, clock: VirtualClock, task_url: str, overrides: dict[str, Any]) -> RLJob:
+def _job(
+    fake: FakeSynthBackend, clock: VirtualClock, task_url: str, overrides: dict[str, Any], **options: Any
+) -> RLJob:
     return RLJob.from_config(
         CONFIG,
         backend_url=fake.base_url,
@@ -75,6 +79,7 @@ def _job(fake: FakeSynthBackend, clock: VirtualClock, task_url: str, overrides: 
         skip_health_check=True,
         clock=clock,
         overrides=overrides,
+        **options,
     )
 
 
@@ -104,17 +109,7 @@ def job_test_ms(fake: FakeSynthBackend, http: httpx.Client, task_url: str) -> fl
     clock = VirtualClock()
     fake.reset(clock=clock)
     started = time.perf_counter()
-    job = RLJob.from_config(
-        CONFIG,
-        backend_url=fake.base_url,
-        api_key=fake.api_key,
-        task_app_url=task_url,
-        task_app_api_key=KEY,
-        skip_health_check=True,
-        clock=clock,
-        http_client=http,
-    )
-    with job:
+    with _job(fake, clock, task_url, {}, http_client=http) as job:
         job.submit()
         result = job.poll_until_complete(timeout=7200.0, interval=10.0)
     elapsed = time.perf_counter() - started
