@@ -5,7 +5,9 @@
    rollouts through the respx-mounted fake with an ``immediate`` scenario. Target >= 3x.
 2. One real-rollout job with the default example config (``examples/arithmetic.toml``, the fake's
    default scenario polled every 10 virtual seconds, as ``synth_rl_job`` + ``synth_expect`` run
-   it), in ms, against the 100 ms budget (ratio = ours / budget; target <= 1.0x).
+   it: the session's fake reset onto a fresh clock, one shared ``MockTransport`` client), in ms,
+   against the 100 ms budget (ratio = ours / budget; target <= 1.0x). The unscripted job runs the
+   config's 1 x 4 steps (4 rollouts each, evaluations of 4 seeds at steps 2 and 4: 24 rollouts).
 
 Medians of the repeats, in one process. Run alone: ``python bench/bench_concurrency.py``.
 """
@@ -51,7 +53,11 @@ def _slow_app() -> FastAPI:
     @app.post("/rollout")
     async def rollout(request: Request) -> dict[str, Any]:
         body = await request.json()
-        client = http.setdefault("client", httpx.AsyncClient(trust_env=False))
+        # One client for the app's life: building one per request costs an SSL context each
+        # time (CPU under the GIL), which would serialize the requests this bench overlaps.
+        client = http.get("client")
+        if client is None:
+            client = http["client"] = httpx.AsyncClient(trust_env=False)
         url = body["policy"]["config"]["inference_url"] + "/chat/completions"
         reply = await client.post(url, json={"messages": [{"role": "user", "content": "What is 1 + 2?"}]})
         reply.raise_for_status()
@@ -61,7 +67,9 @@ def _slow_app() -> FastAPI:
     return app
 
 
-def _job(fake: FakeSynthBackend, clock: VirtualClock, task_url: str, overrides: dict[str, Any]) -> RLJob:
+def _job(
+    fake: FakeSynthBackend, clock: VirtualClock, task_url: str, overrides: dict[str, Any], **options: Any
+) -> RLJob:
     return RLJob.from_config(
         CONFIG,
         backend_url=fake.base_url,
@@ -71,6 +79,7 @@ def _job(fake: FakeSynthBackend, clock: VirtualClock, task_url: str, overrides: 
         skip_health_check=True,
         clock=clock,
         overrides=overrides,
+        **options,
     )
 
 
@@ -94,16 +103,16 @@ def rollout_rate(task_url: str, concurrency: int) -> float:
     return count / elapsed
 
 
-def job_test_ms(fake: FakeSynthBackend, task_url: str) -> float:
+def job_test_ms(fake: FakeSynthBackend, http: httpx.Client, task_url: str) -> float:
+    """One job as the plugin runs it: the session's fake reset onto a fresh clock, reached
+    through one shared ``MockTransport`` client (the stub model server stays up)."""
     clock = VirtualClock()
     fake.reset(clock=clock)
-    fake.start()
-    with _job(fake, clock, task_url, {}) as job:
-        started = time.perf_counter()
+    started = time.perf_counter()
+    with _job(fake, clock, task_url, {}, http_client=http) as job:
         job.submit()
         result = job.poll_until_complete(timeout=7200.0, interval=10.0)
-        elapsed = time.perf_counter() - started
-    fake.stop(keep_helpers=True)
+    elapsed = time.perf_counter() - started
     if result.status != "succeeded":
         raise RuntimeError(f"bench job failed: {fake.job(result.job_id).error}")
     return elapsed * 1000.0
@@ -131,9 +140,12 @@ def main() -> list[str]:
         )
     )
     fake = FakeSynthBackend(task_app_api_key=KEY)
-    with InProcessTaskApp(task_app_path=APP, api_key=KEY) as app:
-        job_test_ms(fake, app.url)  # warm-up: the stub model server starts once per run
-        times = [job_test_ms(fake, app.url) for _ in range(JOB_REPEATS)]
+    with (
+        InProcessTaskApp(task_app_path=APP, api_key=KEY) as app,
+        httpx.Client(transport=httpx.MockTransport(fake.handle)) as http,
+    ):
+        job_test_ms(fake, http, app.url)  # warm-up: the stub model server starts once per run
+        times = [job_test_ms(fake, http, app.url) for _ in range(JOB_REPEATS)]
     fake.close()
     ms = statistics.median(times)
     lines.append(

@@ -18,8 +18,9 @@ Job suites come in three scenarios, because the fake's default does real work:
 * ``scripted``: ``synth_scenario(reward_curve=[...])``: the fake's default lifecycle (60 virtual
   seconds, 10 steps, polled every 10 virtual seconds to ``succeeded``) with scripted rewards: the
   cost of the plugin, client and fake alone. The target ("plugin overhead") is measured on it.
-* ``default``: no scenario marker: the same lifecycle, but rewards come from real rollouts
-  against the task app (up to 4 per step plus evaluations). That adds the task app's own work,
+* ``default``: no scenario marker: the same 60 virtual seconds, but rewards come from real
+  rollouts against the task app over the config's own steps (1 epoch x 4 iterations, up to 4
+  rollouts per step plus evaluations). That adds the task app's own work,
   whose driving cost is measured against raw loopback requests in ``bench_rollouts.py``; it is
   printed as an info line.
 * ``immediate``: ``synth_scenario(immediate=True)``: one poll runs the whole job (with rollouts).
@@ -53,7 +54,7 @@ from bench._common import report  # noqa: E402
 EXAMPLES = ROOT / "examples"
 TESTS = 500
 PER_MODULE = 50
-TARGET_MS = 5.0
+TARGET_MS = 2.0
 REPEATS = 5
 
 #: Module-level markers per scenario. ``default`` adds none: the fake's own default lifecycle.

@@ -7,7 +7,7 @@ says *where* (file, key, URL), *what was expected* and *how to fix it*. Messages
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,7 +85,36 @@ class ConfigProblem:
         return text
 
 
-class ConfigError(SynthError, ValueError):
+class _ProblemsError(SynthError, ValueError):
+    """What :class:`ConfigError` and :class:`SynthUsageError` share: *every* problem is listed,
+    each with its key, the message saying how many there are."""
+
+    def __init__(
+        self,
+        problems: Sequence[ConfigProblem] | str,
+        *,
+        hint: str | None,
+        one: str,
+        many: Callable[[int], str],
+    ) -> None:
+        if isinstance(problems, str):
+            problems = [ConfigProblem(key="", message=problems, hint=hint)]
+            hint = None
+        self.problems: list[ConfigProblem] = list(problems)
+        if len(self.problems) == 1:
+            message = f"{one}: {self.problems[0].render()}"
+        else:
+            lines = "\n".join(f"  - {p.render()}" for p in self.problems)
+            message = f"{many(len(self.problems))}:\n{lines}"
+        super().__init__(message, hint=hint)
+
+    @property
+    def keys(self) -> list[str]:
+        """The key of every problem (a dotted TOML path or an argument name), for assertions."""
+        return [p.key for p in self.problems]
+
+
+class ConfigError(_ProblemsError):
     """The RL config (TOML or overrides) is unusable. Lists *every* problem found, not just one."""
 
     def __init__(
@@ -95,26 +124,17 @@ class ConfigError(SynthError, ValueError):
         path: str | None = None,
         hint: str | None = None,
     ) -> None:
-        if isinstance(problems, str):
-            problems = [ConfigProblem(key="", message=problems, hint=hint)]
-            hint = None
-        self.problems: list[ConfigProblem] = list(problems)
         self.path = path
         source = f"RL config {path}" if path else "RL config"
-        if len(self.problems) == 1:
-            message = f"{source} is invalid: {self.problems[0].render()}"
-        else:
-            lines = "\n".join(f"  - {p.render()}" for p in self.problems)
-            message = f"{source} has {len(self.problems)} problems:\n{lines}"
-        super().__init__(message, hint=hint)
-
-    @property
-    def keys(self) -> list[str]:
-        """The dotted key paths of every problem, for assertions."""
-        return [p.key for p in self.problems]
+        super().__init__(
+            problems,
+            hint=hint,
+            one=f"{source} is invalid",
+            many=lambda count: f"{source} has {count} problems",
+        )
 
 
-class SynthUsageError(SynthError, ValueError):
+class SynthUsageError(_ProblemsError):
     """An argument or setting the caller wrote is wrong (not the RL config itself).
 
     Fault, scenario, retry-policy and job arguments, command-line options, ini keys and markers
@@ -129,22 +149,13 @@ class SynthUsageError(SynthError, ValueError):
         subject: str = "arguments",
         hint: str | None = None,
     ) -> None:
-        if isinstance(problems, str):
-            problems = [ConfigProblem(key="", message=problems, hint=hint)]
-            hint = None
-        self.problems: list[ConfigProblem] = list(problems)
         self.subject = subject
-        if len(self.problems) == 1:
-            message = f"invalid {subject}: {self.problems[0].render()}"
-        else:
-            lines = "\n".join(f"  - {p.render()}" for p in self.problems)
-            message = f"{len(self.problems)} problems with {subject}:\n{lines}"
-        super().__init__(message, hint=hint)
-
-    @property
-    def keys(self) -> list[str]:
-        """The argument names of every problem, for assertions."""
-        return [p.key for p in self.problems]
+        super().__init__(
+            problems,
+            hint=hint,
+            one=f"invalid {subject}",
+            many=lambda count: f"{count} problems with {subject}",
+        )
 
 
 class MarkerError(SynthUsageError):

@@ -84,7 +84,9 @@ def test_the_cli_flow_works_against_a_plain_served_fake(
         assert task.get("/health").status_code == 200
         assert task.get("/task_info").status_code == 200
         # 3. submit
-        payload = rl_payload(task_app.url)
+        # An unscripted job runs its config's num_epochs * iterations_per_epoch steps: ask for 10.
+        training = {**rl_payload()["data"]["config"]["training"], "iterations_per_epoch": 10}
+        payload = rl_payload(task_app.url, training=training)
         created = api.post("/rl/jobs", json=payload)
         assert created.status_code == 201
         job_id = created.json()["id"]

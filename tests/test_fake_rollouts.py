@@ -151,6 +151,37 @@ def test_rollouts_can_be_turned_off_or_forced(
     assert len(live.rollouts) == 2 * 4 + 4
 
 
+def test_an_unscripted_rollout_job_runs_its_configs_steps_and_a_scripted_one_its_own(
+    backend: FakeSynthBackend, client: httpx.Client, example_task_app: InProcessTaskApp
+) -> None:
+    training: dict[str, Any] = {
+        **rl_payload()["data"]["config"]["training"],
+        "num_epochs": 2,
+        "iterations_per_epoch": 3,
+    }
+    unscripted = backend.job(submit(client, backend, rl_payload(example_task_app.url, training=training)))
+    poll_to_end(client, backend, unscripted.id, interval=10.0)
+    assert unscripted.status == "succeeded", unscripted.error
+    assert unscripted.scenario.steps == 6  # num_epochs * iterations_per_epoch
+    assert sorted({r.step for r in unscripted.rollouts if r.mode == "rl"}) == [1, 2, 3, 4, 5, 6]
+    # More steps than the default's 10 are capped at 10.
+    long_run = {**training, "num_epochs": 50}
+    capped = backend.job(submit(client, backend, rl_payload(example_task_app.url, training=long_run)))
+    assert capped.scenario.steps == 10
+    # A scenario someone set keeps its own steps, even the default count of 10 ...
+    backend.scenario(outcome="succeeded")
+    scripted = backend.job(submit(client, backend, rl_payload(example_task_app.url, training=training)))
+    assert scripted.scenario.steps == 10
+    # ... and fake.scenario() with no arguments is the plain default again.
+    backend.scenario()
+    reset = backend.job(submit(client, backend, rl_payload(example_task_app.url, training=training)))
+    assert reset.scenario.steps == 6
+    # Scripted rewards (no rollouts) keep the scenario's steps.
+    offline = backend.job(submit(client, backend, rl_payload(training=training)))
+    assert not offline.uses_rollouts
+    assert offline.scenario.steps == 10
+
+
 # -- broken task apps ------------------------------------------------
 def _broken_app(kind: str, release: threading.Event) -> FastAPI:
     app = FastAPI()

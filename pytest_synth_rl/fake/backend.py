@@ -211,10 +211,11 @@ class FakeSynthBackend:
         """Set the default scenario for jobs submitted from now on; returns it.
 
         ``fake.scenario(outcome="failed", fail_at_step=3, error="OOM")``; no arguments resets to
-        the default (succeeds after 10 steps over 60 virtual seconds).
+        the default (succeeds after 10 steps over 60 virtual seconds; a real-rollout job runs its
+        config's ``num_epochs * iterations_per_epoch`` steps instead, when that is fewer).
         """
         made = self._make_scenario(scenario, fields)
-        self.store.set_default(made)
+        self.store.set_default(made, scripted=scenario is not None or bool(fields))
         return made
 
     def scenario_for(self, job: str, scenario: Scenario | None = None, /, **fields: Any) -> Scenario:

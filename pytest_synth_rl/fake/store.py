@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import dataclasses
 import json
 import os
 import threading
@@ -91,6 +92,29 @@ def default_policy() -> Policy:
     return ArithmeticPolicy(linear(0.15, 0.95))
 
 
+def _with_config_steps(scenario: Scenario, payload: Mapping[str, Any]) -> Scenario:
+    """*scenario* running as many steps as the trainer would for *payload*'s config
+    (``training.num_epochs * training.iterations_per_epoch``) when the config says, and never
+    more than the scenario's own count (a long real run still costs at most that offline).
+
+    Used for real-rollout jobs nobody scripted: each step costs real rollouts, and a job that
+    runs the config's own number of steps is both closer to the real trainer and cheaper than
+    the scenario's generic default.
+    """
+    data = payload.get("data")
+    config = data.get("config") if isinstance(data, Mapping) else None
+    training = config.get("training") if isinstance(config, Mapping) else None
+    if not isinstance(training, Mapping):
+        return scenario
+    steps = 1
+    for key in ("num_epochs", "iterations_per_epoch"):
+        count = training.get(key)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            return scenario
+        steps *= count
+    return dataclasses.replace(scenario, steps=min(steps, scenario.steps))
+
+
 class JobStore:
     """Jobs, scenarios, faults and the request log of one fake backend, on one clock.
 
@@ -129,6 +153,7 @@ class JobStore:
         self._faults: list[Fault] = []
         self._requests: deque[RecordedRequest] = deque(maxlen=REQUEST_LOG_SIZE)
         self._default = Scenario()
+        self._default_scripted = False
         self._next: list[Scenario] = []
         self._counter = 0
         self._task_app_key = task_app_key
@@ -205,9 +230,12 @@ class JobStore:
     def default_scenario(self) -> Scenario:
         return self._default
 
-    def set_default(self, scenario: Scenario) -> None:
+    def set_default(self, scenario: Scenario, *, scripted: bool = True) -> None:
+        """Jobs submitted from now on follow *scenario*; ``scripted=False`` marks it as the plain
+        default, whose real-rollout jobs run their config's number of steps."""
         with self.lock:
             self._default = scenario
+            self._default_scripted = scripted
 
     def script(self, target: str, scenario: Scenario) -> None:
         """Script ``"next"`` (the next submission; calls queue up) or the existing job *target*.
@@ -288,6 +316,7 @@ class JobStore:
         with self.lock:
             self._counter += 1
             job_id = f"job_rl_{self._counter:06d}"
+            scripted = bool(self._next) or self._default_scripted
             scenario = self._next.pop(0) if self._next else self._default
             endpoint = str((payload.get("data") or {}).get("endpoint_base_url") or "")
             forced = scenario.uses_rollouts
@@ -297,6 +326,8 @@ class JobStore:
                 use_rollouts = is_loopback_url(endpoint)
             else:
                 use_rollouts = bool(self.rollouts) and endpoint.startswith(("http://", "https://"))
+            if use_rollouts and not scripted:
+                scenario = _with_config_steps(scenario, payload)
             now, ts = self._clock.now(), self._clock.time()
             job = JobRecord(
                 id=job_id,
@@ -454,6 +485,7 @@ class JobStore:
             self._requests.clear()
             self._next.clear()
             self._default = Scenario()
+            self._default_scripted = False
         self.clear_faults()
         self.inference.clear()
         # This fake's own model again, fresh: a test must not see another test's policy, nor
