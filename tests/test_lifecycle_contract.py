@@ -137,6 +137,8 @@ def test_each_step_reports_its_reward_and_a_loss_that_falls_with_reward_and_step
         ("train.loss", i + 1, v) for i, v in enumerate(expected)
     ]
     assert [p[2] for p in points if p[0] == "train.reward"] == [0.2, 0.5, 1.0, 0.995]
+    # The status body reports the latest step's reward and loss.
+    assert status(client, fake, job.id)["metrics"] == {"reward": 0.995, "loss": 0.008944}
 
 
 def test_rewards_are_rounded_to_six_places(fake: FakeSynthBackend, client: httpx.Client) -> None:
