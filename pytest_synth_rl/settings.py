@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 import os
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -63,22 +63,23 @@ def _flag(raw: Any) -> bool:
     raise ValueError(f"expected a boolean (true/false/1/0), got {raw!r}")
 
 
-def _record_mode(raw: Any) -> str:
+def _choice(what: str, choices: Sequence[str], raw: Any, aliases: Mapping[str, str] | None = None) -> str:
+    """*raw* as one of *choices* (case-insensitive), else an error listing them, with a near miss."""
     text = str(raw).strip().lower()
-    aliases = {"new_episodes": "new", "all": "rewrite"}
-    text = aliases.get(text, text)
-    if text not in RECORD_MODES:
-        raise ValueError(f"record mode must be one of {', '.join(RECORD_MODES)}, got {raw!r}")
+    text = (aliases or {}).get(text, text)
+    if text not in choices:
+        near = difflib.get_close_matches(text, choices, n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise ValueError(f"{what} must be one of {', '.join(choices)}, got {raw!r}{hint}")
     return text
+
+
+def _record_mode(raw: Any) -> str:
+    return _choice("record mode", RECORD_MODES, raw, {"new_episodes": "new", "all": "rewrite"})
 
 
 def _progress_mode(raw: Any) -> str:
-    text = str(raw).strip().lower()
-    if text not in PROGRESS_MODES:
-        near = difflib.get_close_matches(text, PROGRESS_MODES, n=1)
-        hint = f" (did you mean {near[0]!r}?)" if near else ""
-        raise ValueError(f"progress must be one of {', '.join(PROGRESS_MODES)}, got {raw!r}{hint}")
-    return text
+    return _choice("progress", PROGRESS_MODES, raw)
 
 
 def _text(raw: Any) -> str | None:

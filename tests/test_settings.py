@@ -124,3 +124,12 @@ def test_option_table_has_unique_flags_and_ini_keys() -> None:
     assert len(inis) == len(set(inis))
     assert all(flag.startswith("--synth-") for flag in flags)
     assert all(ini.startswith("synth_") for ini in inis)
+
+
+def test_a_misspelt_record_mode_names_the_choices_and_the_near_miss() -> None:
+    with pytest.raises(SynthUsageError) as info:
+        resolve_settings(cli={"record": "onse"}, env={}, ini={})
+    assert "record mode must be one of none, once, new, rewrite, got 'onse' (did you mean 'once'?)" in str(
+        info.value
+    )
+    assert resolve_settings(cli={"record": "ALL"}, env={}, ini={}).record == "rewrite"
