@@ -236,3 +236,73 @@ def test_a_check_cannot_be_changed_after_the_fact() -> None:
     check = check_rl_config(config())
     with pytest.raises(AttributeError):
         check.model = None  # type: ignore[misc]
+
+
+# -- the memo of passing configs ---------------------------------------------------------------
+def test_a_repeated_check_gives_an_equal_result_that_is_the_callers_to_change() -> None:
+    first = check_rl_config(config())
+    first.config["training"]["batch_size"] = 999
+    first.problems.add(("training",), "added by the caller")
+    second = check_rl_config(config())
+    assert second.config["training"]["batch_size"] == 2
+    assert rendered(second) == []
+    assert (second.model, second.model_field) == (first.model, first.model_field)
+    second.config["compute"]["gpu_count"] = 77
+    assert check_rl_config(config()).config["compute"] == config()["compute"] | {
+        "topology": check_rl_config(config()).config["compute"]["topology"]
+    }
+
+
+def test_a_config_that_fails_is_checked_again_every_time() -> None:
+    bad = config(model=None)
+    for _ in range(2):
+        assert [p.key for p in check_rl_config(bad).problems] == ["model"]
+
+
+@pytest.mark.parametrize("bad", [2.5, [2], (2,)])
+def test_a_failing_value_is_not_taken_for_a_passing_one_that_looks_alike(bad: object) -> None:
+    passing = config()
+    failing = config()
+    passing["training"]["batch_size"] = 2
+    failing["training"]["batch_size"] = bad
+    assert rendered(check_rl_config(passing)) == []
+    assert [p.key for p in check_rl_config(failing).problems] == ["training.batch_size"]
+    assert rendered(check_rl_config(passing)) == []
+
+
+def test_equal_values_of_different_types_come_back_as_they_went_in() -> None:
+    # 1 == 1.0 == True and 0.0 == -0.0, but the payload must carry exactly what was written.
+    for value in (1, 1.0, True, 1, True, 1.0, "1", 0.0, -0.0, 0.0, -0.0):
+        tree = config()
+        tree["rollout"]["env_config"] = {"x": value}
+        got = check_rl_config(tree).config["rollout"]["env_config"]["x"]
+        assert (type(got), repr(got)) == (type(value), repr(value))
+
+
+def test_a_changed_environment_is_seen_by_a_repeated_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = {**config()["model"], "base": "Qwen/Qwen3-4B-Thinking-2507"}
+    experimental = config(model=model)
+    monkeypatch.setenv("SDK_EXPERIMENTAL", "1")
+    assert rendered(check_rl_config(experimental)) == []
+    monkeypatch.setenv("SDK_EXPERIMENTAL", "0")
+    assert [p.key for p in check_rl_config(experimental).problems] == ["model.base"]
+    monkeypatch.setenv("SDK_EXPERIMENTAL_MODELS", "Qwen/Qwen3-0.6B")
+    assert [p.key for p in check_rl_config(config()).problems] == ["model.base"]
+
+
+def test_options_are_part_of_what_is_remembered() -> None:
+    tree = config()
+    assert check_rl_config(tree, select_model=False).model is None
+    assert check_rl_config(tree).model_field == "base_model"
+    assert check_rl_config(tree, model_override="ft:Qwen/Qwen3-0.6B:abc").model_field == "model"
+    assert check_rl_config(tree).model_field == "base_model"
+
+
+def test_many_distinct_configs_still_check_right() -> None:
+    for size in range(1, 80):
+        tree = config()
+        tree["training"]["batch_size"] = size
+        assert check_rl_config(tree).config["training"]["batch_size"] == size
+    first = config()
+    first["training"]["batch_size"] = 1
+    assert check_rl_config(first).config["training"]["batch_size"] == 1
