@@ -20,9 +20,10 @@ __all__ = ["ProgressPlugin", "register_views"]
 
 
 def register_views(config: pytest.Config, settings: SynthSettings) -> None:
-    """Register the progress display and, with pytest-html, the reward curves in its report."""
+    """Register the progress display and, when a pytest-html report is being written
+    (``--html``), the reward curves in it: without one, charting every job would be wasted work."""
     config.pluginmanager.register(ProgressPlugin(config, settings), "synth-rl-progress")
-    if config.pluginmanager.hasplugin("html"):
+    if config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None):
         from .html_report import HtmlCurves
 
         config.pluginmanager.register(HtmlCurves(config, settings), "synth-rl-html")

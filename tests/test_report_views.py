@@ -260,3 +260,18 @@ def test_baselines_from_shards_merge_and_conflicts_name_file_and_key(tmp_path: P
         MergeError, match=rf"baseline conflict in {re.escape(name)}: .* disagree on 'metrics\.reward\.last'"
     ):
         merge_baselines([one.directory, two.directory], into)
+
+
+def test_reward_curves_are_drawn_only_when_an_html_report_is_written(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_probe="""
+        def test_probe(request):
+            plugin = request.config.pluginmanager.get_plugin("synth-rl-html")
+            print("CURVES", type(plugin).__name__)
+        """
+    )
+    plain = pytester.runpytest("-p", "no:randomly", "-s")
+    plain.stdout.fnmatch_lines(["*CURVES NoneType"])
+    with_html = pytester.runpytest("-p", "no:randomly", "-s", "--html=report.html")
+    with_html.stdout.fnmatch_lines(["*CURVES HtmlCurves"])
+    assert (pytester.path / "report.html").is_file()
