@@ -123,23 +123,36 @@ def write_suite(directory: Path, kind: str, tests: int, *, per_module: int = PER
     return folder
 
 
-def child_env() -> dict[str, str]:
-    """This process's environment minus anything that would steer the child pytest."""
-    return {k: v for k, v in os.environ.items() if not k.startswith(_SCRUBBED_PREFIXES)}
+def child_env(pycache: Path | None = None) -> dict[str, str]:
+    """This process's environment minus anything that would steer the child pytest.
+
+    With *pycache*, bytecode and assertion-rewrite caches go there (even where the environment
+    sets ``PYTHONDONTWRITEBYTECODE``), so repeated runs start warm, as a user's second run does.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUBBED_PREFIXES)}
+    if pycache is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    return env
 
 
 def pytest_command(*extra: str) -> list[str]:
     return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra]
 
 
-def run_suite(folder: Path, expected: int, *extra: str) -> float:
+def run_suite(folder: Path, expected: int, *extra: str, pycache: Path | None = None) -> float:
     """Wall seconds of one ``python -m pytest`` run of *folder*; raises unless all passed.
 
     With ``--collect-only`` in *extra* it checks the collected count instead.
     """
     started = time.perf_counter()
     proc = subprocess.run(
-        pytest_command(*extra), cwd=folder, env=child_env(), capture_output=True, text=True, check=False
+        pytest_command(*extra),
+        cwd=folder,
+        env=child_env(pycache),
+        capture_output=True,
+        text=True,
+        check=False,
     )
     elapsed = time.perf_counter() - started
     word = "collected" if "--collect-only" in extra else "passed"
@@ -160,13 +173,15 @@ def measure(
     samples: dict[str, list[float]] = {kind: [] for kind in ("empty", *variants)}
     with tempfile.TemporaryDirectory(prefix="bench-plugin-overhead-") as raw:
         folders = {kind: write_suite(Path(raw), kind, tests) for kind in samples}
-        # Warm-up: the first run writes the assertion-rewrite caches of the plugin's package and
-        # the generated modules; later runs (and users' second runs) start from them.
-        for kind in samples:
-            run_suite(folders[kind], tests, "--collect-only")
+        pycache = Path(raw) / "pycache"
+        # Warm-up: the first run of each suite writes the bytecode and assertion-rewrite caches
+        # (the plugin's package, the task app and the generated modules); later runs (and users'
+        # second runs) start from them.
+        for folder in folders.values():
+            run_suite(folder, tests, pycache=pycache)
         for _ in range(repeats):
             for kind, folder in folders.items():
-                samples[kind].append(run_suite(folder, tests))
+                samples[kind].append(run_suite(folder, tests, pycache=pycache))
     return {kind: statistics.median(values) for kind, values in samples.items()}
 
 
