@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -11,7 +12,9 @@ from test_fake_support import rl_payload
 
 from pytest_synth_rl.config.validate import (
     ConfigCheck,
+    check_memo_info,
     check_rl_config,
+    clear_check_memo,
     collect_config_problems,
     validate_rl_config,
 )
@@ -239,28 +242,45 @@ def test_a_check_cannot_be_changed_after_the_fact() -> None:
 
 
 # -- the memo of passing configs ---------------------------------------------------------------
-def test_a_repeated_check_gives_an_equal_result_that_is_the_callers_to_change() -> None:
+@pytest.fixture
+def fresh_memo() -> Iterator[None]:
+    clear_check_memo()
+    yield
+    clear_check_memo()
+
+
+def memo_counts() -> tuple[int, int, int]:
+    info = check_memo_info()
+    return info.hits, info.misses, info.size
+
+
+def test_a_repeated_check_is_reused_and_the_result_is_the_callers_to_change(fresh_memo: None) -> None:
     first = check_rl_config(config())
+    assert memo_counts() == (0, 1, 1)
     first.config["training"]["batch_size"] = 999
     first.problems.add(("training",), "added by the caller")
     second = check_rl_config(config())
+    assert memo_counts() == (1, 1, 1)
+    assert second.config == check_rl_config(config(), select_model=True).config
     assert second.config["training"]["batch_size"] == 2
     assert rendered(second) == []
     assert (second.model, second.model_field) == (first.model, first.model_field)
     second.config["compute"]["gpu_count"] = 77
-    assert check_rl_config(config()).config["compute"] == config()["compute"] | {
-        "topology": check_rl_config(config()).config["compute"]["topology"]
-    }
+    assert check_rl_config(config()).config["compute"]["gpu_count"] == 1
+    assert check_memo_info().maxsize == 64
 
 
-def test_a_config_that_fails_is_checked_again_every_time() -> None:
+def test_a_config_that_fails_is_checked_again_every_time(fresh_memo: None) -> None:
     bad = config(model=None)
     for _ in range(2):
         assert [p.key for p in check_rl_config(bad).problems] == ["model"]
+    assert memo_counts() == (0, 2, 0)
 
 
 @pytest.mark.parametrize("bad", [2.5, [2], (2,)])
-def test_a_failing_value_is_not_taken_for_a_passing_one_that_looks_alike(bad: object) -> None:
+def test_a_failing_value_is_not_taken_for_a_passing_one_that_looks_alike(
+    fresh_memo: None, bad: object
+) -> None:
     passing = config()
     failing = config()
     passing["training"]["batch_size"] = 2
@@ -268,41 +288,67 @@ def test_a_failing_value_is_not_taken_for_a_passing_one_that_looks_alike(bad: ob
     assert rendered(check_rl_config(passing)) == []
     assert [p.key for p in check_rl_config(failing).problems] == ["training.batch_size"]
     assert rendered(check_rl_config(passing)) == []
+    assert memo_counts()[0] == 1
 
 
-def test_equal_values_of_different_types_come_back_as_they_went_in() -> None:
+def test_equal_values_of_different_types_come_back_as_they_went_in(fresh_memo: None) -> None:
     # 1 == 1.0 == True and 0.0 == -0.0, but the payload must carry exactly what was written.
     for value in (1, 1.0, True, 1, True, 1.0, "1", 0.0, -0.0, 0.0, -0.0):
         tree = config()
         tree["rollout"]["env_config"] = {"x": value}
         got = check_rl_config(tree).config["rollout"]["env_config"]["x"]
         assert (type(got), repr(got)) == (type(value), repr(value))
+    assert memo_counts() == (5, 6, 6)
 
 
-def test_a_changed_environment_is_seen_by_a_repeated_check(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_changed_environment_is_seen_by_a_repeated_check(
+    fresh_memo: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     model = {**config()["model"], "base": "Qwen/Qwen3-4B-Thinking-2507"}
     experimental = config(model=model)
     monkeypatch.setenv("SDK_EXPERIMENTAL", "1")
     assert rendered(check_rl_config(experimental)) == []
     monkeypatch.setenv("SDK_EXPERIMENTAL", "0")
     assert [p.key for p in check_rl_config(experimental).problems] == ["model.base"]
+    assert rendered(check_rl_config(config())) == []
     monkeypatch.setenv("SDK_EXPERIMENTAL_MODELS", "Qwen/Qwen3-0.6B")
     assert [p.key for p in check_rl_config(config()).problems] == ["model.base"]
+    assert memo_counts() == (0, 4, 2)
 
 
-def test_options_are_part_of_what_is_remembered() -> None:
+def test_options_are_part_of_what_is_remembered(fresh_memo: None) -> None:
     tree = config()
     assert check_rl_config(tree, select_model=False).model is None
     assert check_rl_config(tree).model_field == "base_model"
     assert check_rl_config(tree, model_override="ft:Qwen/Qwen3-0.6B:abc").model_field == "model"
+    assert check_rl_config(tree, allow_experimental=True).model_field == "base_model"
+    assert memo_counts() == (0, 4, 4)
     assert check_rl_config(tree).model_field == "base_model"
+    assert check_rl_config(tree, select_model=False).model is None
+    assert memo_counts() == (2, 4, 4)
 
 
-def test_many_distinct_configs_still_check_right() -> None:
-    for size in range(1, 80):
+def test_a_tree_without_an_exact_key_is_checked_every_time(fresh_memo: None) -> None:
+    tree = config()
+    tree["rollout"]["env_config"] = {"when": ("a", "b")}
+    for _ in range(2):
+        assert check_rl_config(tree).config["rollout"]["env_config"] == {"when": ["a", "b"]}
+    assert memo_counts() == (0, 0, 0)
+
+
+def test_the_memo_is_bounded_and_forgets_the_least_recently_used(fresh_memo: None) -> None:
+    def sized(size: int) -> dict[str, Any]:
         tree = config()
         tree["training"]["batch_size"] = size
-        assert check_rl_config(tree).config["training"]["batch_size"] == size
-    first = config()
-    first["training"]["batch_size"] = 1
-    assert check_rl_config(first).config["training"]["batch_size"] == 1
+        return tree
+
+    for size in range(1, 65):
+        assert check_rl_config(sized(size)).config["training"]["batch_size"] == size
+    assert check_rl_config(sized(1)).config["training"]["batch_size"] == 1  # 1 is now the newest
+    assert memo_counts() == (1, 64, 64)
+    check_rl_config(sized(65))  # evicts 2, the least recently used
+    assert memo_counts() == (1, 65, 64)
+    assert check_rl_config(sized(1)).config["training"]["batch_size"] == 1
+    assert memo_counts() == (2, 65, 64)
+    assert check_rl_config(sized(2)).config["training"]["batch_size"] == 2
+    assert memo_counts() == (2, 66, 64)

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -20,6 +18,7 @@ from typing import Any, Literal
 from ..errors import ConfigError, ConfigProblem
 from .coerce import describe
 from .known_keys import point_at_near_misses
+from .memo import MemoInfo, PassedChecks, exact_key
 from .models import ModelRejected, ResolvedModel, experimental_allowed, experimental_models, resolve_rl_model
 from .problems import KeyPath, ProblemList
 from .rules import check_algorithm_triple, inject_defaults, precheck
@@ -29,7 +28,9 @@ from .verifier import check_reward_sections
 
 __all__ = [
     "ConfigCheck",
+    "check_memo_info",
     "check_rl_config",
+    "clear_check_memo",
     "collect_config_problems",
     "validate_rl_config",
 ]
@@ -60,60 +61,32 @@ def check_rl_config(
     ``select_model=False`` skips the builder's model choice (for payloads, which carry it outside
     the config).
     """
-    key = _memo_key(config, allow_experimental, model_override, select_model)
+    tree = exact_key(config)
+    # The model rules read the environment: what they would decide is part of the key.
+    environment = (experimental_allowed(allow_experimental), experimental_models())
+    key = None if tree is None else (tree, allow_experimental, model_override, select_model, environment)
     if key is not None:
-        with _MEMO_LOCK:
-            known = _MEMO.get(key)
-            if known is not None:
-                _MEMO.move_to_end(key)
+        known = _PASSED.get(key)
         if known is not None:
             return replace(known, config=plain_copy(known.config), problems=ProblemList())
     checked = _check(config, allow_experimental, model_override, select_model)
     if key is not None and not checked.problems:
-        with _MEMO_LOCK:
-            _MEMO[key] = replace(checked, config=plain_copy(checked.config))
-            while len(_MEMO) > _MEMO_SIZE:
-                _MEMO.popitem(last=False)
+        _PASSED.put(key, replace(checked, config=plain_copy(checked.config)))
     return checked
 
 
-#: Configs that passed, by exact content: a suite builds the same config for every job test,
-#: and the fake checks the same payload again on submit. Bounded; failures are never kept.
-_MEMO_SIZE = 64
-_MEMO: OrderedDict[tuple[object, ...], ConfigCheck] = OrderedDict()
-_MEMO_LOCK = threading.Lock()
-_PLAIN = (str, int, float, bool, type(None))
+#: Checks that passed, reused for the same config (see :mod:`.memo`); failures are never kept.
+_PASSED: PassedChecks[ConfigCheck] = PassedChecks(maxsize=64)
 
 
-def _memo_key(
-    config: object, allow_experimental: bool | None, model_override: str | None, select_model: bool
-) -> tuple[object, ...] | None:
-    """A key that tells apart every input validation could treat differently (types included),
-    or None when the tree holds anything but plain JSON-like values."""
-
-    def shape(value: object) -> object:
-        kind = type(value)
-        if kind is dict:
-            return ("{", *((shape(k), shape(v)) for k, v in value.items()))  # type: ignore[attr-defined]
-        if kind is list:
-            return ("[", *(shape(v) for v in value))  # type: ignore[attr-defined]
-        if kind is float:
-            return ("float", repr(value))  # tells -0.0 from 0.0, and nan never equals itself
-        if kind in _PLAIN:
-            return (kind.__name__, value)
-        raise _Unkeyable
-
-    try:
-        tree = shape(config)
-    except (_Unkeyable, RecursionError):
-        return None
-    # The model rules read the environment: its answer is part of the key.
-    environment = (experimental_allowed(allow_experimental), experimental_models())
-    return (tree, allow_experimental, model_override, select_model, environment)
+def check_memo_info() -> MemoInfo:
+    """How often :func:`check_rl_config` reused a passing check (like ``functools`` caches' info)."""
+    return _PASSED.info()
 
 
-class _Unkeyable(Exception):
-    """A value the memo cannot key exactly (not a plain dict/list/str/number/bool/None)."""
+def clear_check_memo() -> None:
+    """Forget every remembered check (and the counts)."""
+    _PASSED.clear()
 
 
 def _check(

@@ -1,0 +1,77 @@
+"""The memo of passing config checks: exact keys and a bounded, least-recently-used store."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import pytest
+
+from pytest_synth_rl.config.memo import MAX_DEPTH, MemoInfo, PassedChecks, exact_key
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        (1, 1.0),
+        (1, True),
+        (0, False),
+        (1, "1"),
+        (0.0, -0.0),
+        (None, "None"),
+        ([1, 2], [2, 1]),
+        ({"a": 1, "b": 2}, {"b": 2, "a": 1}),  # order is kept in the payload, so it counts
+        ({"a": [1]}, {"a": 1}),
+        ([["a", 1]], {"a": 1}),
+        ([], {}),
+    ],
+)
+def test_values_that_compare_equal_or_look_alike_get_different_keys(a: object, b: object) -> None:
+    assert exact_key(a) is not None
+    assert exact_key(b) is not None
+    assert exact_key(a) != exact_key(b)
+
+
+def test_the_same_tree_gets_the_same_key_every_time() -> None:
+    tree = {"a": [1, 2.5, True, None, "x"], "b": {"c": float("nan")}}
+    copy = {"a": [1, 2.5, True, None, "x"], "b": {"c": float("nan")}}
+    assert exact_key(tree) == exact_key(copy)
+    assert hash(exact_key(tree)) == hash(exact_key(copy))
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [(1, 2), {1, 2}, b"bytes", OrderedDict(a=1), type("MyStr", (str,), {})("x"), object()],
+)
+def test_anything_but_plain_values_has_no_key(odd: object) -> None:
+    assert exact_key(odd) is None
+    assert exact_key({"ok": [1, {"nested": odd}]}) is None
+
+
+def test_trees_deeper_than_the_limit_have_no_key() -> None:
+    tree: object = 1
+    for _ in range(MAX_DEPTH):
+        tree = [tree]
+    assert exact_key(tree) is not None
+    assert exact_key([tree]) is None
+    deep: object = 1
+    for _ in range(10_000):
+        deep = {"k": deep}
+    assert exact_key(deep) is None  # no RecursionError either
+
+
+def test_the_store_counts_hits_and_misses_and_keeps_the_newest() -> None:
+    memo: PassedChecks[str] = PassedChecks(maxsize=2)
+    assert memo.get("a") is None
+    memo.put("a", "A")
+    memo.put("b", "B")
+    assert memo.get("a") == "A"  # a is now the most recently used
+    memo.put("c", "C")  # evicts b
+    assert memo.get("b") is None
+    assert (memo.get("a"), memo.get("c")) == ("A", "C")
+    assert memo.info() == MemoInfo(hits=3, misses=2, size=2, maxsize=2)
+    memo.put("a", "A2")  # replacing refreshes too
+    memo.put("d", "D")  # evicts c
+    assert (memo.get("a"), memo.get("c"), memo.get("d")) == ("A2", None, "D")
+    memo.clear()
+    assert memo.info() == MemoInfo(hits=0, misses=0, size=0, maxsize=2)
+    assert memo.get("a") is None
