@@ -104,6 +104,15 @@ def test_json_problems_and_model_problems_are_reported_together() -> None:
 
 
 # -- the model rule ----------------------------------------------------------------------------
+def test_a_missing_key_points_at_its_misspelling() -> None:
+    tree = config()
+    tree["training"]["batch_sise"] = tree["training"].pop("batch_size")
+    assert rendered(check_rl_config(tree)) == [
+        "training.batch_size: missing; expected the batch size (required whenever [training] is present); "
+        "found 'batch_sise'; did you mean 'batch_size'? (hint: add `batch_size = 2` under [training])"
+    ]
+
+
 def test_a_missing_model_table_is_explained() -> None:
     check = check_rl_config(config(model=None))
     assert rendered(check) == [
