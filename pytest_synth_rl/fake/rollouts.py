@@ -18,9 +18,11 @@ whatever order they finished in, so the same seeds fold into the same rewards at
 When a rollout fails in a concurrent batch it is retried alone: if it then passes, the failure is
 reported as the task app not being safe under concurrency.
 
-One :class:`httpx.Client` is reused for every call (connection reuse matters: rollouts run
-synchronously inside clock advancement). It ignores proxy environment variables: the task app is
-on loopback and the calls must stay there.
+Rollouts are posted with :class:`~pytest_synth_rl.support.http_post.PostPool`: kept-alive
+HTTP/1.1 connections from the standard library, at a quarter of an httpx client's CPU per call.
+That matters because the task app, the stub model and the fake share one interpreter lock: what
+the caller spends per rollout is taken from the task app under test. Proxy environment variables
+are not read: the task app is on loopback and the calls must stay there.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import httpx
 from ..errors import excerpt
 from ..masking import Secret, redact
 from ..policies import Progress, RolloutIdentity
+from ..support.http_post import PostFailure, PostPool, PostResponse
 from ..support.tls import shared_ssl_context
 from ..taskapp.health import task_app_auth_headers
 from .jobs import RolloutRecord
@@ -67,7 +70,7 @@ _REWARD_KEYS: tuple[str, ...] = (
 )
 
 
-def _status_hint(response: httpx.Response) -> str:
+def _status_hint(response: PostResponse) -> str:
     """What to do about a /rollout answer that is not 2xx, by status."""
     if response.status_code in (400, 401, 403):
         return (
@@ -175,11 +178,23 @@ class RolloutDriver:
         self._inference_url = inference_url
         self.timeout = timeout
         self._client: httpx.Client | None = None
+        self._http: PostPool | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
     @property
+    def http(self) -> PostPool:
+        """The connections rollouts are posted on (made on first use, again after :meth:`close`)."""
+        with self._lock:
+            if self._http is None:
+                self._http = PostPool(
+                    timeout=self.timeout, max_idle=MAX_CONCURRENCY, ssl_context=shared_ssl_context
+                )
+            return self._http
+
+    @property
     def client(self) -> httpx.Client:
+        """An httpx client for the fake's other calls to task apps (the health probe)."""
         with self._lock:
             if self._client is None:
                 self._client = httpx.Client(
@@ -193,11 +208,14 @@ class RolloutDriver:
     def close(self) -> None:
         with self._lock:
             client, self._client = self._client, None
+            http, self._http = self._http, None
             pool, self._pool = self._pool, None
         if pool is not None:
             # Not waiting: a rollout stuck on a task app must not hold up stopping the fake (it
-            # ends at its timeout, or when the client below closes under it).
+            # ends at its timeout, or when its connection is shut under it just below).
             pool.shutdown(wait=False, cancel_futures=True)
+        if http is not None:
+            http.close()
         if client is not None:
             client.close()
 
@@ -348,33 +366,31 @@ class RolloutDriver:
         seed = int(body["env"]["seed"])
         url = base_url.rstrip("/") + "/rollout"
         record = RolloutRecord(step=step, seed=seed, mode=mode, run_id=body["run_id"], url=url, request=body)
-        key = self._api_key()
-        headers = task_app_auth_headers(key)
+        headers = task_app_auth_headers(self._api_key())  # masked in any repr
+        headers["Content-Type"] = "application/json"
         started = time.perf_counter()
         try:
-            response = self.client.post(
-                url,
-                content=json.dumps(body).encode(),
-                headers={**headers, "Content-Type": "application/json"},
-            )
-        except httpx.TimeoutException as exc:
+            response = self.http.post(url, json.dumps(body).encode(), headers)
+        except PostFailure as exc:
             record.elapsed = time.perf_counter() - started
-            self._fail(
-                record,
-                f"timed out after {self.timeout:g}s ({type(exc).__name__})",
-                "make the rollout faster or raise FakeSynthBackend(rollout_timeout=...)",
-            )
-        except httpx.ConnectError as exc:
-            record.elapsed = time.perf_counter() - started
-            self._fail(
-                record,
-                f"task app unreachable: {exc}",
-                "start the task app (e.g. InProcessTaskApp) before submitting, and check the job's "
-                "data.endpoint_base_url",
-            )
-        except httpx.HTTPError as exc:
-            record.elapsed = time.perf_counter() - started
-            self._fail(record, f"{type(exc).__name__}: {exc}", "check the task app's server log")
+            if exc.kind == "timeout":
+                self._fail(
+                    record, str(exc), "make the rollout faster or raise FakeSynthBackend(rollout_timeout=...)"
+                )
+            if exc.kind == "connect":
+                self._fail(
+                    record,
+                    f"task app unreachable: {exc}",
+                    "start the task app (e.g. InProcessTaskApp) before submitting, and check the job's "
+                    "data.endpoint_base_url",
+                )
+            if exc.kind == "too_large":
+                self._fail(
+                    record,
+                    str(exc),
+                    "return a compact RolloutResponse (the fake asks for record.return_trace = false)",
+                )
+            self._fail(record, str(exc), "check the task app's server log")
         record.elapsed = time.perf_counter() - started
         record.status_code = response.status_code
         if not 200 <= response.status_code < 300:
@@ -384,7 +400,7 @@ class RolloutDriver:
                 _status_hint(response),
             )
         try:
-            parsed = response.json()
+            parsed = json.loads(response.content)
         except ValueError:
             self._fail(
                 record,
