@@ -26,14 +26,14 @@ import os
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
-from fastapi import FastAPI, HTTPException, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 APP_ID = "arithmetic"
@@ -168,36 +168,33 @@ def _masked(key: str) -> str:
     return f"{key[:4]}…" if len(key) >= 10 else "…"
 
 
-def _auth_error(request: Request, explicit: str | None) -> JSONResponse | None:
+def _check_key(request: Request, explicit: str | None) -> None:
+    """Raise the contract's answer (400 wrong key, 503 none configured) unless a key matches."""
     allowed = _allowed_keys(explicit)
     if not allowed:
-        return JSONResponse(
-            status_code=503,
-            content={
-                "detail": {
-                    "error": {
-                        "code": "missing_environment_api_key",
-                        "message": "ENVIRONMENT_API_KEY is not configured on the task app server",
-                    }
+        raise HTTPException(
+            503,
+            {
+                "error": {
+                    "code": "missing_environment_api_key",
+                    "message": "ENVIRONMENT_API_KEY is not configured on the task app server",
                 }
             },
         )
     presented = _presented_keys(request)
     if any(key in allowed for key in presented):
-        return None
-    return JSONResponse(
-        status_code=400,
-        content={
-            "detail": {
-                "error": {
-                    "code": "unauthorised",
-                    "message": "API key missing or invalid: send it as X-API-Key, X-API-Keys or "
-                    "Authorization: Bearer",
-                    "allowed_first15": [_masked(k) for k in allowed],
-                    "allowed_count": len(allowed),
-                    "got_first15": [_masked(k) for k in presented],
-                    "got_lens": [len(k) for k in presented],
-                }
+        return
+    raise HTTPException(
+        400,
+        {
+            "error": {
+                "code": "unauthorised",
+                "message": "API key missing or invalid: send it as X-API-Key, X-API-Keys or "
+                "Authorization: Bearer",
+                "allowed_first15": [_masked(k) for k in allowed],
+                "allowed_count": len(allowed),
+                "got_first15": [_masked(k) for k in presented],
+                "got_lens": [len(k) for k in presented],
             }
         },
     )
@@ -294,28 +291,28 @@ def create_app(*, api_key: str | None = None, require_api_key: bool = True) -> F
             app.state.http = client
             yield
 
-    app = FastAPI(title="Arithmetic task app", version=VERSION, lifespan=lifespan)
+    async def authenticate(request: Request) -> None:
+        if require_api_key:
+            _check_key(request, api_key)
 
-    @app.middleware("http")
-    async def authenticate(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        if require_api_key and request.url.path != "/":
-            denied = _auth_error(request, api_key)
-            if denied is not None:
-                return denied
-        return await call_next(request)
+    app = FastAPI(title="Arithmetic task app", version=VERSION, lifespan=lifespan)
+    # Every route but the root needs the key. A router dependency rather than an HTTP middleware:
+    # the key is checked before the handler just the same, without the middleware's extra task
+    # and streams around every request.
+    routes = APIRouter(dependencies=[Depends(authenticate)])
 
     @app.get("/")
     @app.head("/")
     async def root() -> dict[str, Any]:
         return {"status": "ok", "service": APP_ID}
 
-    @app.get("/health")
+    @routes.get("/health")
     async def health() -> dict[str, Any]:
         keys = _allowed_keys(api_key)
         prefix = f"{keys[0][:6]}..." if keys else ""
         return {"healthy": True, "auth": {"required": require_api_key, "expected_prefix": prefix}}
 
-    @app.get("/info")
+    @routes.get("/info")
     async def info() -> dict[str, Any]:
         base = _task_info()
         return {
@@ -326,7 +323,7 @@ def create_app(*, api_key: str | None = None, require_api_key: bool = True) -> F
             "limits": base["limits"],
         }
 
-    @app.get("/task_info", response_model=None)
+    @routes.get("/task_info", response_model=None)
     async def task_info(
         seed: Annotated[list[int] | None, Query()] = None,
         seeds: Annotated[list[str] | None, Query()] = None,
@@ -344,8 +341,8 @@ def create_app(*, api_key: str | None = None, require_api_key: bool = True) -> F
         infos = [_task_info(make_problem(s)) for s in wanted]
         return infos[0] if len(infos) == 1 else infos
 
-    @app.post("/rollout", response_model=None)
-    async def rollout(body: RolloutRequest, request: Request) -> dict[str, Any] | JSONResponse:
+    @routes.post("/rollout", response_model=None)
+    async def rollout(body: RolloutRequest, request: Request) -> JSONResponse:
         if not body.run_id and not body.trace_correlation_id:
             raise HTTPException(
                 422,
@@ -452,8 +449,10 @@ def create_app(*, api_key: str | None = None, require_api_key: bool = True) -> F
         # (trace_correlation_id + metrics) to 0.5.0 (trace_correlation_id + reward_info).
         response["run_id"] = body.run_id or correlation_id
         response["reward_info"] = response["metrics"]
-        return response
+        # Already plain JSON: answering it directly spares FastAPI a second walk to encode it.
+        return JSONResponse(response)
 
+    app.include_router(routes)
     return app
 
 
