@@ -457,7 +457,9 @@ class StubInference:
         """
         from .support.serving import serve_asgi  # uvicorn loads only when a stub is served
 
-        with serve_asgi(self, host=host, port=port, lifespan="on", description="stub model") as server:
+        with serve_asgi(
+            self, host=host, port=port, lifespan="on", description="stub model", protocol="minimal"
+        ) as server:
             with self._lock:
                 self._root_url = server.url
             self.base_url = f"{server.url}/v1"

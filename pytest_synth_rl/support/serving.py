@@ -39,12 +39,15 @@ import uvicorn
 from ..errors import TaskAppError
 from ..masking import get_logger, redact
 from .loopback import normalise_loopback_host, url_host
+from .minimal_http import minimal_http_protocol
 from .read_deadline import header_deadline_protocol
 
-__all__ = ["Lifespan", "ServerThread", "serve_asgi"]
+__all__ = ["Lifespan", "Protocol", "ServerThread", "serve_asgi"]
 
 #: uvicorn's lifespan modes: "auto" runs it if the app supports it, "on" requires it.
 Lifespan = Literal["auto", "on", "off"]
+#: How requests are parsed: uvicorn's own protocol, or :mod:`.minimal_http` (our own apps only).
+Protocol = Literal["uvicorn", "minimal"]
 
 log = get_logger(__name__)
 _uvicorn_log = logging.getLogger("uvicorn.error")
@@ -236,6 +239,9 @@ class ServerThread:
     bounded time, escalating from a graceful stop to a forced one to cancelling the loop.
     With *read_timeout*, a request whose headers have not all arrived that many seconds after
     the connection opened (or after the previous answer) gets 408 and is closed.
+    ``protocol="minimal"`` serves the plugin's own plain-ASGI apps with
+    :mod:`.minimal_http` instead of uvicorn's h11 protocol (never a team's app); there
+    *read_timeout* bounds the arrival of whole requests.
     """
 
     def __init__(
@@ -249,9 +255,11 @@ class ServerThread:
         shutdown_timeout: float = 3.0,
         description: str = "task app",
         read_timeout: float | None = None,
+        protocol: Protocol = "uvicorn",
     ) -> None:
         self.app = app
         self.read_timeout = read_timeout
+        self.protocol = protocol
         self.host = normalise_loopback_host(host)
         self.requested_port = port
         self.lifespan = lifespan
@@ -319,9 +327,11 @@ class ServerThread:
             raise RuntimeError("a ServerThread can only be started once")
         self._sock = _bind(self.host, self.requested_port, self.description)
         self.port = int(self._sock.getsockname()[1])
-        http: type[asyncio.Protocol] | str = (
-            header_deadline_protocol(self.read_timeout) if self.read_timeout is not None else "auto"
-        )
+        http: type[asyncio.Protocol] | str = "auto"
+        if self.protocol == "minimal":
+            http = minimal_http_protocol(self.read_timeout if self.read_timeout is not None else 5.0)
+        elif self.read_timeout is not None:
+            http = header_deadline_protocol(self.read_timeout)
         config = uvicorn.Config(
             self.app,
             lifespan=self.lifespan,
@@ -329,6 +339,8 @@ class ServerThread:
             log_level=self.log_level,
             timeout_graceful_shutdown=max(1, math.ceil(self.shutdown_timeout)),
             http=http,
+            # Our own apps never sit behind a proxy; a team's app gets uvicorn's default.
+            proxy_headers=self.protocol != "minimal",
         )
         try:
             config.load()
@@ -460,10 +472,17 @@ def serve_asgi(
     log_level: str | int | None = "warning",
     startup_timeout: float = 15.0,
     description: str = "ASGI app",
+    protocol: Protocol = "uvicorn",
 ) -> Iterator[ServerThread]:
     """Serve *app* for the ``with`` block; the yielded server has ``.url`` and ``.logs``."""
     server = ServerThread(
-        app, host=host, port=port, lifespan=lifespan, log_level=log_level, description=description
+        app,
+        host=host,
+        port=port,
+        lifespan=lifespan,
+        log_level=log_level,
+        description=description,
+        protocol=protocol,
     )
     server.start(startup_timeout)
     try:
