@@ -18,8 +18,8 @@ whatever order they finished in, so the same seeds fold into the same rewards at
 When a rollout fails in a concurrent batch it is retried alone: if it then passes, the failure is
 reported as the task app not being safe under concurrency.
 
-Rollouts are posted with :class:`~pytest_synth_rl.support.http_post.PostPool`: kept-alive
-HTTP/1.1 connections from the standard library, at a quarter of an httpx client's CPU per call.
+Rollouts are posted with :class:`~pytest_synth_rl.support.http_post.PostPool` (kept-alive
+HTTP/1.1 connections over plain sockets), a small fraction of an httpx client's CPU per call.
 That matters because the task app, the stub model and the fake share one interpreter lock: what
 the caller spends per rollout is taken from the task app under test. Proxy environment variables
 are not read: the task app is on loopback and the calls must stay there.

@@ -3,7 +3,7 @@
 The one way the plugin serves anything: task apps, the served fake backend, the stub model, and
 the test suite's own small servers all run on :class:`ServerThread` (or :func:`serve_asgi`).
 
-Three choices here are about speed and one about honesty:
+Four choices here are about speed and one about honesty:
 
 * **The socket is bound here, with ``IPPROTO_TCP``.** Binding ourselves turns "port busy" into a
   clear error in the caller's thread instead of a ``sys.exit`` inside the server thread, and
@@ -17,6 +17,9 @@ Three choices here are about speed and one about honesty:
   and sleeps another fixed 100 ms while draining; a test suite that starts a task app per test
   pays that on every test. Our subclass wakes its main loop on request and drains by polling
   the open connections every few milliseconds, with the same graceful-timeout semantics.
+* **The plugin's own apps can skip h11** (``protocol="minimal"``, the stub model): they are
+  served with :mod:`.minimal_http`, a fifth of uvicorn's h11 CPU per request. A team's task app
+  always gets uvicorn's own protocol, as in production.
 * **The server's own log lines are kept** (records emitted from the server thread), so a
   failed startup can be reported with the app's traceback instead of "it did not start".
 """
