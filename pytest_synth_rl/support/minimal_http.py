@@ -385,7 +385,7 @@ class _Response:
                     lines.append(b"transfer-encoding: chunked")
                 else:
                     lines.append(b"content-length: %d" % (0 if self.omit_body else len(body)))
-            if not self.keep_alive:
+            if not self.keep_alive or self.protocol.stopping:
                 lines.append(b"connection: close")
             out = b"\r\n".join(lines) + b"\r\n\r\n"
             self.started = True
