@@ -15,9 +15,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench._common import report
-
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench._common import report  # noqa: E402
+
 PLUGIN = "pytest_synth_rl.plugin"
 TARGET_MS = 30.0
 RUNS = 9
