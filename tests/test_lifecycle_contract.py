@@ -372,6 +372,22 @@ def test_train_batches_take_episodes_per_batch_seeds_capped_by_the_backend(
     assert job.final_reward == round(sum(r.reward for r in evals) / per_step, 6)  # type: ignore[misc]
 
 
+@pytest.mark.parametrize("episodes", ["3", 2.5, None])
+def test_a_non_integer_episodes_per_batch_runs_one_rollout_per_step(
+    lenient: FakeSynthBackend, client: httpx.Client, example_task_app: InProcessTaskApp, episodes: object
+) -> None:
+    lenient.scenario(immediate=True, steps=2)
+    payload = rl_payload(example_task_app.url)
+    rollout = payload["data"]["config"]["rollout"]
+    if episodes is None:
+        del rollout["episodes_per_batch"]
+    else:
+        rollout["episodes_per_batch"] = episodes
+    job = lenient.job(submit(client, lenient, payload))
+    assert job.status == "succeeded", job.error
+    assert [(r.mode, r.step, r.seed) for r in job.rollouts] == [("rl", 1, 0), ("rl", 2, 1), ("eval", 2, 0)]
+
+
 def test_rollouts_need_an_http_task_app_url(client: httpx.Client) -> None:
     with FakeSynthBackend(clock=VirtualClock(START), validate=False) as fake:
         fake.scenario(immediate=True, steps=2, reward_curve="rollouts")
@@ -411,6 +427,9 @@ def test_a_rollout_rewards_mean_is_rounded_to_six_places(
         job = fake.job(submit(client, fake, rl_payload(app.url)))
         assert (job.status, job.rewards, job.final_reward) == ("succeeded", [0.333333], 0.333333)
         assert data_of(job, "rl.train.step")[0]["reward"] == 0.333333
+        assert data_of(job, "rl.eval.summary") == [
+            {"step": 1, "mean_reward": 0.333333, "seeds": [0, 1, 2, 3], "rewards": [0.333333] * 4}
+        ]
 
 
 @pytest.mark.parametrize("scheme", ["http", "https"])
