@@ -1,15 +1,20 @@
 """The fake job lifecycle, seen from outside: timing modes, stamps, rewards, losses, evaluations,
-and the final reward of each outcome. The clock starts late so "since submit" is not "since 0"."""
+real rollouts and their failures, and the final reward of each outcome. The clock starts late so
+"since submit" is not "since 0"."""
 
 from __future__ import annotations
 
 import math
+import socket
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from hang_guard import finishes
 from test_fake_support import API, TASK_KEY, auth, rl_payload, submit
 
 from pytest_synth_rl.clock import VirtualClock
@@ -109,6 +114,38 @@ def test_polls_mode_moves_one_slot_per_poll_whatever_the_clock(
     assert seen == ["running", "running", "running", "succeeded"]
 
 
+def test_a_stage_is_due_up_to_a_nanosecond_early_and_no_earlier(client: httpx.Client) -> None:
+    # The clock starts at 0 so the sums below are exact: 30.0 - 1e-9 + 1e-9 == 30.0 in floats.
+    with FakeSynthBackend(clock=VirtualClock(), task_app_api_key=TASK_KEY) as fake:
+        fake.scenario(duration=300.0, steps=2, queue_time=30.0)
+        early, edge = submit(client, fake), submit(client, fake)
+        clock_of(fake).advance(30.0 - 2e-9)
+        assert status(client, fake, early)["status"] == "queued"
+        clock_of(fake).advance(1e-9)
+        assert clock_of(fake).now() == 30.0 - 1e-9
+        assert status(client, fake, edge)["status"] == "running"
+        assert status(client, fake, early)["status"] == "running"
+
+
+def test_reading_the_event_stream_moves_the_virtual_clock_to_each_stage_and_no_further(
+    fake: FakeSynthBackend, client: httpx.Client
+) -> None:
+    fake.scenario(duration=300.0, steps=2, queue_time=30.0)
+    job_id = submit(client, fake)
+    url = f"{API}/rl/jobs/{job_id}/events/stream"
+    response = finishes(lambda: client.get(url, headers=auth(fake)))
+    assert clock_of(fake).elapsed == 330.0
+    assert [line for line in response.text.splitlines() if line.startswith("event: ")] == [
+        "event: rl.job.created",
+        "event: rl.train.started",
+        "event: rl.train.step",
+        "event: rl.train.step",
+        "event: rl.eval.summary",
+        "event: rl.train.completed",
+    ]
+    assert offsets(fake.job(job_id))[-1] == ("rl.train.completed", 330.0)
+
+
 # -- rewards, losses and the final reward ----------------------------------------------------
 def test_each_step_reports_its_reward_and_a_loss_that_falls_with_reward_and_steps(
     fake: FakeSynthBackend, client: httpx.Client
@@ -200,6 +237,27 @@ def test_a_scripted_failure_keeps_the_last_reward_and_names_the_failing_step(
     [failed] = [e for e in job.events if e["type"] == "rl.train.failed"]
     assert failed["data"] == {"error": job.error, "step": 3}
     assert failed["level"] == "error"
+
+
+def test_an_error_outcome_ends_in_the_error_status_with_the_last_reward(
+    fake: FakeSynthBackend, client: httpx.Client
+) -> None:
+    fake.scenario(
+        immediate=True,
+        steps=4,
+        reward_curve=[0.1, 0.2, 0.3, 0.4],
+        outcome="error",
+        fail_at_step=4,
+        error="node preempted",
+    )
+    job = fake.job(submit(client, fake))
+    assert (job.status, job.rewards, job.final_reward) == ("error", [0.1, 0.2, 0.3], 0.3)
+    assert job.error == "node preempted"
+    [failed] = [e for e in job.events if e["type"] == "rl.train.failed"]
+    assert (failed["message"], failed["level"]) == ("node preempted", "error")
+    assert failed["data"] == {"error": "node preempted", "step": 4}
+    body = status(client, fake, job.id)
+    assert (body["status"], body["final_reward"], body["error"]) == ("error", 0.3, "node preempted")
 
 
 def test_a_failure_before_any_step_has_no_final_reward(fake: FakeSynthBackend, client: httpx.Client) -> None:
@@ -314,6 +372,22 @@ def test_train_batches_take_episodes_per_batch_seeds_capped_by_the_backend(
     assert job.final_reward == round(sum(r.reward for r in evals) / per_step, 6)  # type: ignore[misc]
 
 
+@pytest.mark.parametrize("episodes", ["3", 2.5, None])
+def test_a_non_integer_episodes_per_batch_runs_one_rollout_per_step(
+    lenient: FakeSynthBackend, client: httpx.Client, example_task_app: InProcessTaskApp, episodes: object
+) -> None:
+    lenient.scenario(immediate=True, steps=2)
+    payload = rl_payload(example_task_app.url)
+    rollout = payload["data"]["config"]["rollout"]
+    if episodes is None:
+        del rollout["episodes_per_batch"]
+    else:
+        rollout["episodes_per_batch"] = episodes
+    job = lenient.job(submit(client, lenient, payload))
+    assert job.status == "succeeded", job.error
+    assert [(r.mode, r.step, r.seed) for r in job.rollouts] == [("rl", 1, 0), ("rl", 2, 1), ("eval", 2, 0)]
+
+
 def test_rollouts_need_an_http_task_app_url(client: httpx.Client) -> None:
     with FakeSynthBackend(clock=VirtualClock(START), validate=False) as fake:
         fake.scenario(immediate=True, steps=2, reward_curve="rollouts")
@@ -325,3 +399,95 @@ def test_rollouts_need_an_http_task_app_url(client: httpx.Client) -> None:
             "(hint: pass task_app_url= to the job, or script rewards with fake.scenario(reward_curve=...))"
         )
         assert job.rewards == []
+
+
+def _graded_app(fail_mode: str = "", fail_seed: int = -1) -> FastAPI:
+    """A task app grading every rollout 1/3, except that it crashes on one seed in one mode."""
+    app = FastAPI()
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"healthy": True}
+
+    @app.post("/rollout", response_model=None)
+    async def rollout(request: Request) -> Response | dict[str, Any]:
+        body = await request.json()
+        if body["mode"] == fail_mode and body["env"]["seed"] == fail_seed:
+            return JSONResponse({"detail": f"env crashed on seed {fail_seed}"}, status_code=500)
+        return {"trace_correlation_id": body["trace_correlation_id"], "metrics": {"outcome_reward": 1 / 3}}
+
+    return app
+
+
+def test_a_rollout_rewards_mean_is_rounded_to_six_places(
+    fake: FakeSynthBackend, client: httpx.Client
+) -> None:
+    with InProcessTaskApp(_graded_app(), api_key=TASK_KEY, export_api_key=False) as app:
+        fake.scenario(immediate=True, steps=1)
+        job = fake.job(submit(client, fake, rl_payload(app.url)))
+        assert (job.status, job.rewards, job.final_reward) == ("succeeded", [0.333333], 0.333333)
+        assert data_of(job, "rl.train.step")[0]["reward"] == 0.333333
+        assert data_of(job, "rl.eval.summary") == [
+            {"step": 1, "mean_reward": 0.333333, "seeds": [0, 1, 2, 3], "rewards": [0.333333] * 4}
+        ]
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_http_and_https_task_app_urls_both_get_rollouts(
+    fake: FakeSynthBackend, client: httpx.Client, scheme: str
+) -> None:
+    with socket.socket() as refusing:  # bound, never listening: every connection is refused
+        refusing.bind(("127.0.0.1", 0))
+        url = f"{scheme}://127.0.0.1:{refusing.getsockname()[1]}"
+        fake.scenario(immediate=True, steps=2)
+        job = fake.job(submit(client, fake, rl_payload(url)))
+        run_id = f"{job.id}-rl-s1-0"
+        assert job.status == "failed"
+        assert job.error is not None
+        assert job.error.startswith(
+            f"task app rollout failed at step 1 (rl; seed 0, run_id {run_id}, "
+            f"trace_correlation_id trace_{run_id}): POST {url}/rollout: task app unreachable: "
+        )
+
+
+# -- a failing rollout -------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("mode", "seed", "steps", "run", "rewards"),
+    [
+        ("rl", 5, 3, "rl-s2-1", [0.333333]),  # training step 2 runs seeds 4..7
+        ("eval", 2, 2, "eval-s2-2", [0.333333, 0.333333]),  # the final evaluation runs seeds 0..3
+    ],
+)
+def test_a_failed_rollout_fails_the_job_with_its_evidence_and_keeps_the_last_reward(
+    fake: FakeSynthBackend,
+    client: httpx.Client,
+    mode: str,
+    seed: int,
+    steps: int,
+    run: str,
+    rewards: list[float],
+) -> None:
+    with InProcessTaskApp(_graded_app(mode, seed), api_key=TASK_KEY, export_api_key=False) as app:
+        fake.scenario(immediate=True, steps=steps)
+        job = fake.job(submit(client, fake, rl_payload(app.url)))
+        run_id = f"{job.id}-{run}"
+        url = f"{app.url}/rollout"
+        error = (
+            f"task app rollout failed at step 2 ({mode}; seed {seed}, run_id {run_id}, "
+            f"trace_correlation_id trace_{run_id}): POST {url}: "
+            f'HTTP 500: {{"detail":"env crashed on seed {seed}"}} '
+            "(hint: the task app's /rollout must answer 200 with a RolloutResponse; see its server log)"
+        )
+        assert (job.status, job.error, job.rewards, job.final_reward) == ("failed", error, rewards, 0.333333)
+        [failed] = [e for e in job.events if e["type"] == "rl.train.failed"]
+        assert (failed["message"], failed["level"]) == (error, "error")
+        assert failed["data"] == {
+            "error": error,
+            "step": 2,
+            "seed": seed,
+            "run_id": run_id,
+            "trace_correlation_id": f"trace_{run_id}",
+            "url": url,
+            "mode": mode,
+        }
+        assert job.event_types[-1] == "rl.train.failed"
