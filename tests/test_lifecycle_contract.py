@@ -372,8 +372,8 @@ def test_train_batches_take_episodes_per_batch_seeds_capped_by_the_backend(
     assert job.final_reward == round(sum(r.reward for r in evals) / per_step, 6)  # type: ignore[misc]
 
 
-@pytest.mark.parametrize("episodes", ["3", 2.5, None])
-def test_a_non_integer_episodes_per_batch_runs_one_rollout_per_step(
+@pytest.mark.parametrize("episodes", ["3", 2.5, None, True, 0, -2])
+def test_an_unusable_episodes_per_batch_runs_one_rollout_per_step(
     lenient: FakeSynthBackend, client: httpx.Client, example_task_app: InProcessTaskApp, episodes: object
 ) -> None:
     lenient.scenario(immediate=True, steps=2)

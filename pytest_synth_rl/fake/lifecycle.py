@@ -280,9 +280,9 @@ class Lifecycle:
     def _batch_size(self, job: JobRecord) -> int:
         rollout = job.config.get("rollout")
         size = rollout.get("episodes_per_batch") if isinstance(rollout, dict) else None
-        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+        if not isinstance(size, int) or isinstance(size, bool):
             size = 1
-        return max(1, min(size, self.max_rollouts_per_step))
+        return max(1, min(size, self.max_rollouts_per_step))  # at least one rollout a step
 
     def _train_seeds(self, job: JobRecord, step: int) -> list[int]:
         size = self._batch_size(job)
