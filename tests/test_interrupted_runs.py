@@ -26,6 +26,10 @@ import signal
 
 import pytest
 
+# A process started with SIGINT ignored (a script's `cmd &`) passes that on, and Python keeps
+# an ignored SIGINT ignored: give Ctrl-C its usual meaning, as a terminal would.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
 pytestmark = [
     pytest.mark.synth_task_app("arithmetic_task_app.py"),
     pytest.mark.synth_rl(config="arithmetic.toml"),
@@ -56,6 +60,7 @@ def test_an_interrupted_online_run_cancels_its_job_and_reports_it(
         result = pytester.runpytest_subprocess(
             "-p", "no:randomly", "-p", "no:xdist", f"--synth-backend={served.url}",
             "--synth-poll-interval=300", "--synth-report=report.json",
+            timeout=600,  # a hang guard only: the run ends as soon as the signal lands
         )  # fmt: skip
         jobs = served.fake.jobs
     assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()
