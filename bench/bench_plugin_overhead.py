@@ -226,7 +226,7 @@ def profile(variant: str, tests: int, top: int = 30) -> str:
     """cProfile of one job suite run in this process: where the time per job test goes."""
     with tempfile.TemporaryDirectory(prefix="bench-plugin-profile-") as raw:
         folder = write_suite(Path(raw), variant, tests)
-        run_suite(folder, tests, "--collect-only")  # warm the rewrite caches, as measure() does
+        run_suite(folder, tests, "--collect-only")  # the suite must collect before it is profiled
         import pytest
 
         profiler = cProfile.Profile()

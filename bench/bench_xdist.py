@@ -40,10 +40,11 @@ def measure(tests: int = TESTS, repeats: int = REPEATS, scenario: str = "default
     args = {"serial": ("-n", "0"), "xdist": ("-n", str(WORKERS))}
     with tempfile.TemporaryDirectory(prefix="bench-xdist-") as raw:
         folder = write_suite(Path(raw), scenario, tests)
-        run_suite(folder, tests, "--collect-only")  # warm the assertion-rewrite caches
+        pycache = Path(raw) / "pycache"  # bytecode caches kept even under PYTHONDONTWRITEBYTECODE
+        run_suite(folder, tests, "--collect-only", pycache=pycache)  # warm the caches
         for _ in range(repeats):
             for name, extra in args.items():
-                samples[name].append(run_suite(folder, tests, *extra))
+                samples[name].append(run_suite(folder, tests, *extra, pycache=pycache))
     return {name: statistics.median(values) for name, values in samples.items()}
 
 

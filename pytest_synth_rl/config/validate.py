@@ -62,9 +62,11 @@ def check_rl_config(
     the config).
     """
     tree = exact_key(config)
-    # The model rules read the environment: what they would decide is part of the key.
-    environment = (experimental_allowed(allow_experimental), experimental_models())
-    key = None if tree is None else (tree, allow_experimental, model_override, select_model, environment)
+    key = None
+    if tree is not None:
+        # The model rules read the environment: what they would decide is part of the key.
+        environment = (experimental_allowed(allow_experimental), experimental_models())
+        key = (tree, allow_experimental, model_override, select_model, environment)
     if key is not None:
         known = _PASSED.get(key)
         if known is not None:
