@@ -93,8 +93,7 @@ class _Connection:
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        # A bytearray: reads append in place, so a large answer is not copied once per read.
-        self.buffer = bytearray()
+        self.buffer = b""
 
     def stale(self) -> bool:
         """True if the idle connection cannot carry a request: the server closed it (or sent
@@ -114,12 +113,6 @@ class _Connection:
             return False
         self.buffer += data
         return True
-
-    def take(self, size: int, skip: int = 0) -> bytes:
-        """The first *size* buffered bytes, removed with *skip* more (a separator) after them."""
-        taken = bytes(self.buffer[:size])
-        del self.buffer[: size + skip]
-        return taken
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -250,7 +243,8 @@ class PostPool:
                 )
         if end > MAX_HEAD_BYTES:
             raise PostFailure("too_large", f"the response head is larger than {MAX_HEAD_BYTES} bytes")
-        head = connection.take(end, skip=4).split(b"\r\n")
+        head = connection.buffer[:end].split(b"\r\n")
+        connection.buffer = connection.buffer[end + 4 :]
         match = _STATUS_LINE.fullmatch(head[0])
         if match is None:
             raise PostFailure("protocol", f"no complete response: malformed status line {head[0][:80]!r}")
@@ -274,7 +268,8 @@ class PostPool:
                     f"no complete response: the server closed the connection mid-body "
                     f"({len(connection.buffer)} of {length} bytes read)",
                 )
-        return connection.take(length)
+        body, connection.buffer = connection.buffer[:length], connection.buffer[length:]
+        return body
 
     def _read_to_end(self, connection: _Connection) -> bytes:
         while True:
@@ -282,7 +277,8 @@ class PostPool:
                 raise PostFailure("too_large", self._too_large(f"more than {self.max_body} bytes"))
             if not connection.fill():
                 break
-        return connection.take(len(connection.buffer))
+        body, connection.buffer = connection.buffer, b""
+        return body
 
     def _read_chunked(self, connection: _Connection) -> bytes:
         chunks: list[bytes] = []
@@ -313,7 +309,8 @@ class PostPool:
         while True:
             end = connection.buffer.find(b"\r\n")
             if end >= 0:
-                return connection.take(end, skip=2)
+                line, connection.buffer = connection.buffer[:end], connection.buffer[end + 2 :]
+                return line
             if len(connection.buffer) > MAX_HEAD_BYTES:
                 raise PostFailure("protocol", "no complete response: a chunk line is too long")
             if not connection.fill():
