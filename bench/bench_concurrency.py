@@ -4,9 +4,10 @@
    ``/rollout`` awaits 10 ms (an environment step) after its model call: a job of 5 steps x 8
    rollouts (and the final evaluation's 4) with an ``immediate`` scenario, its client reaching the
    fake through a ``MockTransport`` as the plugin's own jobs do (a respx-mounted fake would also
-   tax the task app's own model call, which passes through respx). Target >= 3x. Each step
-   waits for its slowest rollout, as the trainer does, so with 8 rollouts at 4 at once the last
-   ones' 10 ms are never overlapped; an informational line shows the rate at 32 rollouts a step.
+   tax the task app's own model call, which passes through respx), on the session-style fake
+   (reset per job; its stub model server stays up). Target >= 3x. A step is folded only once
+   its slowest rollout is back; the next step's first rollouts start in that tail (see
+   ``fake/rollout_feed.py``). An informational line shows the rate at 32 rollouts a step.
 2. One real-rollout job with the default example config (``examples/arithmetic.toml``, the fake's
    default scenario polled every 10 virtual seconds, as ``synth_rl_job`` + ``synth_expect`` run
    it: the session's fake reset onto a fresh clock, one shared ``MockTransport`` client), in ms,
@@ -88,13 +89,16 @@ def _job(
     )
 
 
-def rollout_rate(task_url: str, concurrency: int, *, per_step: int = 8, steps: int = 5) -> float:
+def rollout_rate(
+    fake: FakeSynthBackend, task_url: str, concurrency: int, *, per_step: int = 8, steps: int = 5
+) -> float:
+    """Rollouts a second over one job, run as the plugin runs jobs: the session's fake reset onto
+    a fresh clock (its stub model server and rollout connections stay up between jobs)."""
     clock = VirtualClock()
-    fake = FakeSynthBackend(clock=clock, task_app_api_key=KEY, max_rollouts_per_step=per_step)
+    fake.reset(clock=clock)
     overrides = {"rollout.max_concurrent_rollouts": concurrency, "rollout.episodes_per_batch": per_step}
     with httpx.Client(transport=httpx.MockTransport(fake.handle)) as http:
         fake.scenario(immediate=True, steps=steps, eval_every=100)
-        fake.inference  # noqa: B018
         with _job(fake, clock, task_url, overrides, http_client=http) as job:
             started = time.perf_counter()
             job.submit()
@@ -104,7 +108,6 @@ def rollout_rate(task_url: str, concurrency: int, *, per_step: int = 8, steps: i
         if result.status != "succeeded":
             raise RuntimeError(f"bench job failed: {record.error}")
         count = len(record.rollouts)
-    fake.close()
     return count / elapsed
 
 
@@ -125,16 +128,22 @@ def job_test_ms(fake: FakeSynthBackend, http: httpx.Client, task_url: str) -> fl
 
 def main() -> list[str]:
     lines = []
+    narrow = FakeSynthBackend(task_app_api_key=KEY, max_rollouts_per_step=8)
+    wide_fake = FakeSynthBackend(task_app_api_key=KEY, max_rollouts_per_step=32)
     with InProcessTaskApp(_slow_app(), api_key=KEY, export_api_key=False) as slow:
-        rollout_rate(slow.url, 4)  # warm-up
+        for fake in (narrow, wide_fake):  # warm-up: each fake's stub model server starts once
+            rollout_rate(fake, slow.url, 4)
         serial, concurrent = [], []
         for _ in range(REPEATS):
-            serial.append(rollout_rate(slow.url, 1))
-            concurrent.append(rollout_rate(slow.url, 4))
+            serial.append(rollout_rate(narrow, slow.url, 1))
+            concurrent.append(rollout_rate(narrow, slow.url, 4))
         wide = [
-            rollout_rate(slow.url, 4, per_step=32, steps=2) / rollout_rate(slow.url, 1, per_step=32, steps=2)
+            rollout_rate(wide_fake, slow.url, 4, per_step=32, steps=2)
+            / rollout_rate(wide_fake, slow.url, 1, per_step=32, steps=2)
             for _ in range(WIDE_REPEATS)
         ]
+    narrow.close()
+    wide_fake.close()
     ours, base = statistics.median(concurrent), statistics.median(serial)
     ratio = ours / base
     lines.append(

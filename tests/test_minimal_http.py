@@ -21,7 +21,8 @@ GENEROUS = 60.0
 
 class Echo:
     """Answers with what it got; ``/boom`` raises, ``/stream`` answers in unsized parts,
-    ``/half`` starts an answer and returns, ``/wait`` waits for the client to go away."""
+    ``/half`` starts an answer and returns, ``/wait`` waits for the client to go away, ``/later``
+    waits a moment before answering."""
 
     def __init__(self) -> None:
         self.disconnected = threading.Event()
@@ -44,6 +45,9 @@ class Echo:
             "status": 200,
             "headers": [(b"content-type", b"application/json")],
         }
+        if path == "/later":  # really waits before answering: not answered eagerly
+            await asyncio.sleep(0)
+            await asyncio.sleep(0.001)
         if path == "/half":
             await send(start)
             await send({"type": "http.response.body", "body": b"{", "more_body": True})
@@ -163,6 +167,18 @@ def test_two_requests_on_one_connection_and_two_pipelined_in_one_write(server: S
         second = json.loads(read_response(sock, buffered)[2])
         third = json.loads(read_response(sock, buffered)[2])
     assert (second["path"], third["path"]) == ("/two", "/three")
+
+
+def test_an_app_that_waits_before_answering_keeps_pipelined_answers_in_order(server: ServerThread) -> None:
+    with connect(server) as sock:
+        sock.sendall(post("/later", b"first") + post("/now", b"second") + post("/later", b"third"))
+        buffered = bytearray()
+        answers = [read_response(sock, buffered) for _ in range(3)]
+    assert [(status, json.loads(body)["path"], json.loads(body)["body"]) for status, _, body in answers] == [
+        (200, "/later", "first"),
+        (200, "/now", "second"),
+        (200, "/later", "third"),
+    ]
 
 
 def test_a_chunked_request_body_is_put_together_and_its_trailers_ignored(server: ServerThread) -> None:

@@ -22,7 +22,8 @@ from typing import Any, Literal
 from ..clock import Clock
 from ..masking import redact
 from .jobs import JobRecord
-from .rollouts import RolloutDriver, RolloutFailure, RolloutSpec
+from .rollout_feed import RolloutFeed
+from .rollouts import BatchPlan, RolloutDriver, RolloutFailure, RolloutSpec
 from .scenario import Stage
 
 __all__ = ["Lifecycle", "Target"]
@@ -68,6 +69,8 @@ class Lifecycle:
         self._set_aside = set_aside
         self.driver = driver
         self.max_rollouts_per_step = max_rollouts_per_step
+        #: Per job being advanced: the feed its batches run on (see :meth:`_batch`).
+        self._feeds: dict[str, RolloutFeed] = {}
 
     # -- when ---------------------------------------------------------------------------------
     def position(self, job: JobRecord) -> float:
@@ -108,20 +111,35 @@ class Lifecycle:
         """
         if job.batch_thread not in (None, threading.get_ident()):
             return
-        while not job.terminal:
-            if target is not None and target.reached(job):
-                return
-            stage, position = self._next(job)
-            if target is None and position > self.position(job) + _EPS:
-                return
-            self._run(job, stage, self._stamp(job, stage, forced=target is not None))
+        try:
+            while not job.terminal:
+                if target is not None and target.reached(job):
+                    return
+                stage, position = self._next(job)
+                if target is None and position > self.position(job) + _EPS:
+                    return
+                self._run(job, stage, self._stamp(job, stage, forced=target is not None), target)
+        finally:
+            self._settle(job)
 
-    def _run(self, job: JobRecord, stage: Stage, ts: float) -> None:
+    def _settle(self, job: JobRecord) -> None:
+        """Drop rollouts queued ahead that this advance will not use (waiting for those in flight)."""
+        feed = self._feeds.pop(job.id, None)
+        if feed is None:
+            return
+        job.batch_thread = threading.get_ident()
+        try:
+            with self._set_aside():
+                feed.stop()
+        finally:
+            job.batch_thread = None
+
+    def _run(self, job: JobRecord, stage: Stage, ts: float, target: Target | None = None) -> None:
         try:
             if stage.kind == "start":
                 self._start(job, ts)
             elif stage.kind == "step":
-                self._step(job, stage.step, ts)
+                self._step(job, stage.step, ts, target)
             else:
                 self._end(job, stage.outcome, ts)
         except RolloutFailure as failure:
@@ -161,10 +179,10 @@ class Lifecycle:
                 ts,
             )
 
-    def _step(self, job: JobRecord, step: int, ts: float) -> None:
+    def _step(self, job: JobRecord, step: int, ts: float, target: Target | None = None) -> None:
         if job.use_rollouts:
             seeds = self._train_seeds(job, step)
-            rewards = self._batch(job, step, seeds, "rl")
+            rewards = self._batch(job, step, seeds, "rl", self._after(job, step, "rl", target))
             reward = round(sum(rewards) / len(rewards), 6)
         else:
             reward = round(job.scenario.scripted_reward(step), 6)
@@ -182,7 +200,7 @@ class Lifecycle:
         job.add_point(ts, "train.loss", step, loss)
         every = self._eval_every(job)
         if every and step % every == 0:
-            self._evaluate(job, step, ts)
+            self._evaluate(job, step, ts, self._after(job, step, "eval", target))
 
     def _end(self, job: JobRecord, outcome: str, ts: float) -> None:
         if outcome == "succeeded":
@@ -232,10 +250,10 @@ class Lifecycle:
         job.add_event(ts, "rl.job.cancelled", f"Job cancelled: {reason}", {"step": job.steps_done}, "warning")
 
     # -- rewards ------------------------------------------------------------------------------
-    def _evaluate(self, job: JobRecord, step: int, ts: float) -> None:
+    def _evaluate(self, job: JobRecord, step: int, ts: float, then: BatchPlan | None = None) -> None:
         if job.use_rollouts:
             seeds = self._eval_seeds(job)
-            rewards = self._batch(job, step, seeds, "eval")
+            rewards = self._batch(job, step, seeds, "eval", then)
         else:
             seeds = self._eval_seeds(job)
             rewards = [job.scenario.scripted_reward(step)]
@@ -250,10 +268,21 @@ class Lifecycle:
         )
         job.add_point(ts, "eval.reward", step, mean)
 
-    def _batch(self, job: JobRecord, step: int, seeds: list[int], mode: str) -> list[float]:
+    def _batch(
+        self, job: JobRecord, step: int, seeds: list[int], mode: str, then: BatchPlan | None = None
+    ) -> list[float]:
         """Rewards of one rollout per seed, in seed order (concurrent up to the config's
-        ``rollout.max_concurrent_rollouts``); the first failed seed fails the job."""
+        ``rollout.max_concurrent_rollouts``); the first failed seed fails the job.
+
+        *then* is the batch that follows in this same advance if nothing fails: it is queued on
+        the job's feed so its first rollouts overlap this batch's last ones.
+        """
         spec = RolloutSpec.from_config(job.config, job.model)
+        feed = self._feeds.get(job.id)
+        if feed is None:
+            feed = self.driver.feed(job.endpoint, spec)
+            if feed is not None:
+                self._feeds[job.id] = feed
         job.batch_thread = threading.get_ident()
         try:
             with self._set_aside():
@@ -265,6 +294,8 @@ class Lifecycle:
                     steps=job.scenario.steps,
                     seeds=seeds,
                     mode=mode,
+                    feed=feed,
+                    then=then,
                 )
         finally:
             job.batch_thread = None
@@ -276,6 +307,26 @@ class Lifecycle:
             assert record.reward is not None
             rewards.append(record.reward)
         return rewards
+
+    def _after(self, job: JobRecord, step: int, mode: str, target: Target | None) -> BatchPlan | None:
+        """The batch that runs right after the *mode* batch of *step* in this advance, if the
+        current one passes (None if none does, or if it is not due yet)."""
+        every = self._eval_every(job)
+        if mode == "rl" and every and step % every == 0:
+            return BatchPlan(step, tuple(self._eval_seeds(job)), "eval")
+        stage = job.scenario.next_stage(True, step, job.outcome_override)
+        if target is not None:
+            due = target.kind == "end" or (target.kind == "step" and step < target.step)
+        else:
+            due = job.scenario.slot_position(stage.slot) <= self.position(job) + _EPS
+        if not due:
+            return None
+        if stage.kind == "step":
+            return BatchPlan(stage.step, tuple(self._train_seeds(job, stage.step)), "rl")
+        final_eval = stage.outcome == "succeeded" and mode == "rl" and step not in job.eval_means
+        if stage.kind == "end" and final_eval:
+            return BatchPlan(step, tuple(self._eval_seeds(job)), "eval")
+        return None
 
     def _batch_size(self, job: JobRecord) -> int:
         rollout = job.config.get("rollout")

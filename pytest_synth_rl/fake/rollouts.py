@@ -16,7 +16,9 @@ A batch runs up to ``concurrency`` rollouts at once (the config's
 ``rollout.max_concurrent_rollouts``), as the real trainer does; results come back in seed order
 whatever order they finished in, so the same seeds fold into the same rewards at any concurrency.
 When a rollout fails in a concurrent batch it is retried alone: if it then passes, the failure is
-reported as the task app not being safe under concurrency.
+reported as the task app not being safe under concurrency. Consecutive batches of one advance
+share a :class:`~.rollout_feed.RolloutFeed`, so the next step's first rollouts fill the workers
+a step's last ones leave idle (never more than ``concurrency`` in flight in all).
 
 Rollouts are posted with :class:`~pytest_synth_rl.support.http_post.PostPool` (kept-alive
 HTTP/1.1 connections over plain sockets), a small fraction of an httpx client's CPU per call.
@@ -45,9 +47,11 @@ from ..support.http_post import PostFailure, PostPool, PostResponse
 from ..support.tls import shared_ssl_context
 from ..taskapp.health import task_app_auth_headers
 from .jobs import RolloutRecord
+from .rollout_feed import RolloutFeed
 
 __all__ = [
     "DEFAULT_MAX_CONCURRENT_ROLLOUTS",
+    "BatchPlan",
     "RolloutDriver",
     "RolloutFailure",
     "RolloutSpec",
@@ -164,6 +168,15 @@ class RolloutSpec:
         )
 
 
+@dataclass(frozen=True)
+class BatchPlan:
+    """Which rollouts a batch runs: a step, its seeds in order, and the mode (``rl`` or ``eval``)."""
+
+    step: int
+    seeds: tuple[int, ...]
+    mode: str
+
+
 class RolloutDriver:
     """Posts rollouts to task apps, validates the answers, and turns them into rewards."""
 
@@ -253,6 +266,18 @@ class RolloutDriver:
             "training_session_id": job_id,
         }
 
+    def feed(self, base_url: str, spec: RolloutSpec) -> RolloutFeed | None:
+        """A feed for one job's consecutive batches (None at concurrency 1: nothing to overlap)."""
+        if spec.concurrency <= 1:
+            return None
+
+        def attempt(plan: BatchPlan, body: dict[str, Any]) -> RolloutRecord | RolloutFailure:
+            return self._attempt(base_url, body, plan.step, plan.mode)
+
+        return RolloutFeed(
+            self._executor, attempt, lambda result: isinstance(result, RolloutFailure), spec.concurrency
+        )
+
     def run_batch(
         self,
         base_url: str,
@@ -263,25 +288,47 @@ class RolloutDriver:
         steps: int,
         seeds: Sequence[int],
         mode: str,
+        feed: RolloutFeed | None = None,
+        then: BatchPlan | None = None,
     ) -> tuple[list[RolloutRecord], RolloutFailure | None]:
         """Run one rollout per seed, up to ``spec.concurrency`` at once.
 
         Returns the records in seed order and the failure of the first failed seed (None if all
-        passed). After a failure no further rollouts start; those in flight finish.
+        passed). After a failure no further rollouts start; those in flight finish. With a
+        *feed* (see :meth:`feed`), *then* is the batch known to come next: it is queued, so free
+        workers start it while this batch's last rollouts finish; a later call for that batch
+        picks up what already ran.
         """
-        bodies = [
-            self.build_request(spec, job_id=job_id, step=step, seed=seed, mode=mode, index=index, steps=steps)
-            for index, seed in enumerate(seeds)
-        ]
-        results: list[RolloutRecord | RolloutFailure | None] = [None] * len(bodies)
-        workers = min(spec.concurrency, len(bodies))
-        if workers <= 1:
-            for index, body in enumerate(bodies):
+
+        def build(plan: BatchPlan) -> list[dict[str, Any]]:
+            return [
+                self.build_request(
+                    spec, job_id=job_id, step=plan.step, seed=seed, mode=plan.mode, index=index, steps=steps
+                )
+                for index, seed in enumerate(plan.seeds)
+            ]
+
+        plan = BatchPlan(step, tuple(seeds), mode)
+        own_feed = feed is None and spec.concurrency > 1 and len(seeds) > 1
+        if own_feed:
+            feed = self.feed(base_url, spec)
+        if feed is None:
+            results: list[RolloutRecord | RolloutFailure | None] = [None] * len(seeds)
+            for index, body in enumerate(build(plan)):
                 results[index] = self._attempt(base_url, body, step, mode)
                 if isinstance(results[index], RolloutFailure):
                     break
         else:
-            self._run_concurrently(base_url, bodies, step, mode, workers, results)
+            batch = feed.take(plan)
+            if batch is None:
+                batch = feed.add(plan, build(plan))
+            if then is not None:
+                feed.add(then, build(then))
+            try:
+                results = feed.wait(batch)
+            finally:
+                if own_feed:
+                    feed.stop()
         records: list[RolloutRecord] = []
         failure: RolloutFailure | None = None
         for result in results:
@@ -292,8 +339,9 @@ class RolloutDriver:
                 failure = failure or result
             else:
                 records.append(result)
-        if failure is not None and workers > 1:
-            failure = self._diagnose(base_url, failure, step, mode, workers)
+        if failure is not None and feed is not None:
+            feed.stop()  # nothing else in flight: the retry below runs alone
+            failure = self._diagnose(base_url, failure, step, mode, feed.workers)
         return records, failure
 
     def _attempt(
@@ -304,36 +352,11 @@ class RolloutDriver:
         except RolloutFailure as failure:
             return failure
 
-    def _run_concurrently(
-        self,
-        base_url: str,
-        bodies: list[dict[str, Any]],
-        step: int,
-        mode: str,
-        workers: int,
-        results: list[RolloutRecord | RolloutFailure | None],
-    ) -> None:
-        indexes = iter(range(len(bodies)))
-        lock = threading.Lock()
-        failed = threading.Event()
-
-        def work() -> None:
-            while not failed.is_set():
-                with lock:
-                    index = next(indexes, None)
-                if index is None:
-                    return
-                result = self._attempt(base_url, bodies[index], step, mode)
-                results[index] = result
-                if isinstance(result, RolloutFailure):
-                    failed.set()
-
+    def _executor(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(MAX_CONCURRENCY, thread_name_prefix="synth-rollout")
-            pool = self._pool
-        for future in [pool.submit(work) for _ in range(workers)]:
-            future.result()
+            return self._pool
 
     def _diagnose(
         self, base_url: str, failure: RolloutFailure, step: int, mode: str, workers: int

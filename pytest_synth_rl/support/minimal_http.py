@@ -12,7 +12,10 @@ clients of a JSON API use, about five times cheaper:
 * bounds on everything: the request head (431), the body (413), bytes buffered behind a request
   in progress, and the time a whole request may take to arrive after the connection opened or
   the previous answer (the connection is then closed);
-* malformed requests get a 400 and a closed connection; an app that raises gets a 500 (logged).
+* malformed requests get a 400 and a closed connection; an app that raises gets a 500 (logged);
+* an app that answers without waiting on anything (the stub model) is run to the end as the
+  request is read, with no task and no second turn of the event loop; one that waits goes on as
+  a task from where it waits.
 
 It plugs into uvicorn (``uvicorn.Config(http=minimal_http_protocol(...))``), so starting,
 stopping, draining and the captured log stay :class:`~.serving.ServerThread`'s. Task apps are
@@ -25,6 +28,7 @@ import asyncio
 import http
 import logging
 import re
+from collections.abc import Coroutine
 from typing import Any
 from urllib.parse import unquote
 
@@ -52,13 +56,25 @@ class _BadRequest(Exception):
 class _Request:
     """One parsed request: its ASGI scope, body, and whether the connection stays open after."""
 
-    __slots__ = ("body", "disconnected", "keep_alive", "scope")
+    __slots__ = ("_disconnected", "body", "keep_alive", "lost", "scope")
 
     def __init__(self, scope: Scope, body: bytes, keep_alive: bool) -> None:
         self.scope = scope
         self.body = body
         self.keep_alive = keep_alive
-        self.disconnected = asyncio.Event()
+        self.lost = False
+        self._disconnected: asyncio.Event | None = None  # made only if the app waits for it
+
+    def disconnect(self) -> None:
+        self.lost = True
+        if self._disconnected is not None:
+            self._disconnected.set()
+
+    async def wait_disconnect(self) -> None:
+        if not self.lost:
+            if self._disconnected is None:
+                self._disconnected = asyncio.Event()
+            await self._disconnected.wait()
 
 
 def _parse_head(head: bytes) -> tuple[bytes, bytes, str, list[tuple[bytes, bytes]]]:
@@ -157,7 +173,7 @@ class _MinimalHTTPProtocol(asyncio.Protocol):
         self._disarm()
         self.buffer = b""
         if self.current is not None:
-            self.current.disconnected.set()
+            self.current.disconnect()
 
     def data_received(self, data: bytes) -> None:
         assert self.transport is not None
@@ -190,7 +206,14 @@ class _MinimalHTTPProtocol(asyncio.Protocol):
             return
         self._disarm()
         self.current = request
-        task = self.loop.create_task(self._answer(request))
+        # Run the answer eagerly: an app that never waits (the stub model) answers right here,
+        # without a task and a second turn of the event loop; one that waits goes on as a task.
+        answer = self._answer(request)
+        try:
+            waiting_on = answer.send(None)
+        except StopIteration:
+            return
+        task = self.loop.create_task(_resume(answer, waiting_on))
         self.server_state.tasks.add(task)
         task.add_done_callback(self.server_state.tasks.discard)
 
@@ -272,7 +295,7 @@ class _MinimalHTTPProtocol(asyncio.Protocol):
             if not delivered:
                 delivered = True
                 return {"type": "http.request", "body": request.body, "more_body": False}
-            await request.disconnected.wait()
+            await request.wait_disconnect()
             return {"type": "http.disconnect"}
 
         async def send(message: Message) -> None:
@@ -402,6 +425,30 @@ class _Response:
             transport.write(out)
         if not more:
             self.complete = True
+
+
+async def _resume(coroutine: Coroutine[Any, Any, None], waiting_on: Any) -> None:
+    """Drive a coroutine that was started by hand and now waits on the future *waiting_on*, as an
+    asyncio task would from here (``None``: it only let others run first)."""
+    while True:
+        try:
+            if waiting_on is None:
+                await asyncio.sleep(0)
+            else:
+                await asyncio.wait((waiting_on,))
+        except asyncio.CancelledError as exc:
+            # Like a task: cancel what the coroutine waits on, so that it sees the cancellation
+            # where it waits; if that cannot be cancelled, raise it in the coroutine directly.
+            if waiting_on is None or not waiting_on.cancel():
+                try:
+                    waiting_on = coroutine.throw(exc)
+                except StopIteration:
+                    return
+                continue
+        try:
+            waiting_on = coroutine.send(None)
+        except StopIteration:
+            return
 
 
 def _address(value: Any) -> tuple[str, int] | None:

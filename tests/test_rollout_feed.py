@@ -1,0 +1,298 @@
+"""Batches run back to back: the next batch starts in the current one's tail, never beyond what
+the job is due to run, never more than the concurrency at once, and a failure holds back the rest."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI, Request
+from test_fake_support import TASK_KEY, auth, poll_to_end, rl_payload, submit
+
+from pytest_synth_rl.clock import VirtualClock
+from pytest_synth_rl.fake import FakeSynthBackend
+from pytest_synth_rl.fake.rollout_feed import RolloutFeed
+from pytest_synth_rl.taskapp import InProcessTaskApp
+
+#: Guard on every wait below: reached only when the behaviour under test is broken.
+GUARD_S = 10.0
+ROLLOUT = {"env_name": "arithmetic", "policy_name": "p", "max_turns": 1, "episodes_per_batch": 4}
+
+
+class Failed:
+    """What the test attempt returns for a failed rollout."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class Runner:
+    """An attempt function: logs starts, blocks bodies on events, fails or raises on request."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.started: list[str] = []
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self.gates: dict[str, threading.Event] = {}
+        self.arrived: dict[str, threading.Event] = {}
+        self.timed_out: list[str] = []
+
+    def gate(self, name: str) -> threading.Event:
+        return self.gates.setdefault(name, threading.Event())
+
+    def arrival(self, name: str) -> threading.Event:
+        return self.arrived.setdefault(name, threading.Event())
+
+    def __call__(self, key: Any, body: dict[str, Any]) -> Any:
+        name = body["name"]
+        with self.lock:
+            self.started.append(name)
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            gate = self.gates.get(name)
+            arrival = self.arrival(name)
+        arrival.set()
+        try:
+            if gate is not None and not gate.wait(GUARD_S):
+                self.timed_out.append(name)
+            if name.startswith("raise"):
+                raise ValueError(f"bug in {name}")
+            return Failed(name) if name.startswith("fail") else f"done {name}"
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
+
+def bodies(*names: str) -> list[dict[str, Any]]:
+    return [{"name": name} for name in names]
+
+
+@pytest.fixture
+def pool() -> Iterator[ThreadPoolExecutor]:
+    executor = ThreadPoolExecutor(8)
+    yield executor
+    executor.shutdown(wait=True)
+
+
+def feed_for(pool: ThreadPoolExecutor, runner: Runner, workers: int) -> RolloutFeed:
+    return RolloutFeed(lambda: pool, runner, lambda result: isinstance(result, Failed), workers)
+
+
+def test_the_next_batch_starts_while_the_last_rollouts_of_this_one_run(pool: ThreadPoolExecutor) -> None:
+    runner = Runner()
+    # a2 finishes only once b0 has started: without overlap this would wait out the guard.
+    runner.gates["a2"] = runner.arrival("b0")
+    feed = feed_for(pool, runner, workers=2)
+    first = feed.add("A", bodies("a0", "a1", "a2"))
+    second = feed.add("B", bodies("b0", "b1"))
+    assert feed.wait(first) == ["done a0", "done a1", "done a2"]
+    assert runner.timed_out == []
+    assert feed.take("B") is second
+    assert feed.wait(second) == ["done b0", "done b1"]
+    assert runner.most_in_flight == 2
+    assert sorted(runner.started) == ["a0", "a1", "a2", "b0", "b1"]
+
+
+def test_never_more_than_the_workers_in_flight_across_batches(pool: ThreadPoolExecutor) -> None:
+    runner = Runner()
+    release = threading.Event()
+    for name in ("a0", "a1", "b0", "b1", "b2"):
+        runner.gates[name] = release
+    feed = feed_for(pool, runner, workers=3)
+    first = feed.add("A", bodies("a0", "a1"))
+    second = feed.add("B", bodies("b0", "b1", "b2"))
+    for name in ("a0", "a1", "b0"):  # a free third worker starts the next batch
+        assert runner.arrival(name).wait(GUARD_S)
+    assert runner.in_flight == 3
+    assert not runner.arrival("b1").is_set()
+    release.set()
+    assert feed.wait(first) == ["done a0", "done a1"]
+    assert feed.wait(second) == ["done b0", "done b1", "done b2"]
+    assert runner.most_in_flight == 3
+
+
+def test_a_failure_starts_nothing_more_in_its_batch_nor_in_later_ones(pool: ThreadPoolExecutor) -> None:
+    runner = Runner()
+    feed = feed_for(pool, runner, workers=1)
+    first = feed.add("A", bodies("a0", "fail1", "a2"))
+    feed.add("B", bodies("b0"))
+    results = feed.wait(first)
+    assert results[0] == "done a0"
+    assert isinstance(results[1], Failed)
+    assert results[2] is None
+    feed.stop()
+    assert runner.started == ["a0", "fail1"]
+    assert feed.take("B") is None  # stopped: the queue is gone
+
+
+def test_a_failure_in_the_next_batch_does_not_stop_this_one(pool: ThreadPoolExecutor) -> None:
+    runner = Runner()
+    runner.gates["a0"] = runner.arrival("fail0")  # a0 is still running when the next batch fails
+    feed = feed_for(pool, runner, workers=2)
+    first = feed.add("A", bodies("a0", "a1"))
+    second = feed.add("B", bodies("fail0", "b1"))
+    assert feed.wait(first) == ["done a0", "done a1"]
+    results = feed.wait(second)
+    assert isinstance(results[0], Failed)
+    assert results[1] is None
+    assert "b1" not in runner.started
+
+
+def test_taking_another_batch_drops_the_queue_after_its_rollouts_finish(pool: ThreadPoolExecutor) -> None:
+    runner = Runner()
+    release = threading.Event()
+    runner.gates["b0"] = runner.gates["b1"] = release
+    feed = feed_for(pool, runner, workers=2)
+    first = feed.add("A", bodies("a0"))
+    queued = feed.add("B", bodies("b0", "b1", "b2"))
+    assert feed.wait(first) == ["done a0"]
+    assert runner.arrival("b0").wait(GUARD_S)
+    assert runner.arrival("b1").wait(GUARD_S)
+    taken: list[object] = []
+    taker = threading.Thread(target=lambda: taken.append(feed.take("C")))
+    taker.start()
+    ticks = threading.Event()  # never set: only paces the look at the flag, bounded by the guard
+    for _ in range(int(GUARD_S / 0.001)):
+        if queued.stopped or ticks.wait(0.001):
+            break
+    release.set()  # only now may b0 and b1 finish: b2 must not start after them
+    taker.join(GUARD_S)
+    assert taken == [None]
+    assert not feed.in_flight
+    assert sorted(runner.started) == ["a0", "b0", "b1"]
+    assert runner.timed_out == []
+
+
+def test_a_bug_in_a_rollout_is_raised_to_the_waiter(pool: ThreadPoolExecutor) -> None:
+    feed = feed_for(pool, Runner(), workers=2)
+    batch = feed.add("A", bodies("a0", "raise1"))
+    with pytest.raises(ValueError, match="bug in raise1"):
+        feed.wait(batch)
+
+
+def test_a_closed_pool_is_an_error_not_a_hang() -> None:
+    closed = ThreadPoolExecutor(1)
+    closed.shutdown()
+    feed = RolloutFeed(lambda: closed, Runner(), lambda result: False, 2)
+    with pytest.raises(RuntimeError):
+        feed.add("A", bodies("a0"))
+    feed.stop()  # nothing counted as running: returns at once
+
+
+# -- through the fake, against task apps served on loopback --------------------------------------
+
+
+def _logging_app(log: list[str], gate_run: str | None = None, fail_seed: int | None = None) -> FastAPI:
+    """Rewards 1.0 and logs each run_id on arrival. *gate_run* answers only once a rollout of
+    the next step has arrived (else 0.0 after the guard); *fail_seed* gets HTTP 500."""
+    app = FastAPI()
+    next_step_seen = asyncio.Event()
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"healthy": True}
+
+    @app.post("/rollout")
+    async def rollout(request: Request) -> Any:
+        body = await request.json()
+        run_id = body["run_id"]
+        log.append(run_id)
+        if "-rl-s2-" in run_id:
+            next_step_seen.set()
+        if body["env"]["seed"] == fail_seed:
+            raise RuntimeError("seed is broken")
+        reward = 1.0
+        if run_id.endswith(gate_run or "\0"):
+            try:
+                await asyncio.wait_for(next_step_seen.wait(), GUARD_S)
+            except asyncio.TimeoutError:
+                reward = 0.0
+        return {"trace_correlation_id": body["trace_correlation_id"], "metrics": {"outcome_reward": reward}}
+
+    return app
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeSynthBackend]:
+    with FakeSynthBackend(clock=VirtualClock(), task_app_api_key=TASK_KEY) as backend:
+        yield backend
+    backend.close()
+
+
+def _payload(url: str, concurrency: int) -> dict[str, Any]:
+    return rl_payload(url, rollout={**ROLLOUT, "max_concurrent_rollouts": concurrency})
+
+
+def _steps(log: list[str]) -> set[int]:
+    return {int(run_id.split("-rl-s")[1].split("-")[0]) for run_id in log if "-rl-s" in run_id}
+
+
+def test_the_next_step_overlaps_the_last_rollouts_of_this_one(
+    fake: FakeSynthBackend, client: httpx.Client
+) -> None:
+    log: list[str] = []
+    fake.scenario(immediate=True, steps=2, eval_every=100)
+    gated = _logging_app(log, gate_run="-rl-s1-3")
+    with InProcessTaskApp(gated, api_key=TASK_KEY, export_api_key=False) as app:
+        job_id = submit(client, fake, _payload(app.url, 2))
+        body, _ = poll_to_end(client, fake, job_id)
+    assert body["status"] == "succeeded", body.get("error")
+    job = fake.job(job_id)
+    # Seed 3 of step 1 waited for step 2 to begin: it only scores 1.0 if step 2 overlapped it.
+    assert [(r.step, r.seed, r.mode, r.reward) for r in job.rollouts if r.mode == "rl"] == [
+        (1, 0, "rl", 1.0),
+        (1, 1, "rl", 1.0),
+        (1, 2, "rl", 1.0),
+        (1, 3, "rl", 1.0),
+        (2, 4, "rl", 1.0),
+        (2, 5, "rl", 1.0),
+        (2, 6, "rl", 1.0),
+        (2, 7, "rl", 1.0),
+    ]
+    assert job.rewards == [1.0, 1.0]
+
+
+def test_nothing_runs_ahead_of_a_step_that_is_not_due(fake: FakeSynthBackend, client: httpx.Client) -> None:
+    log: list[str] = []
+    fake.scenario(steps=3, polls=8, eval_every=2)
+    with InProcessTaskApp(_logging_app(log), api_key=TASK_KEY, export_api_key=False) as app:
+        forced = fake.job(submit(client, fake, _payload(app.url, 4)))
+        forced.advance_to(1)
+        assert _steps(log) == {1}
+        assert len(log) == len(forced.rollouts) == 4
+        forced.advance_to(2)  # step 2, then its evaluation
+        assert _steps(log) == {1, 2}
+        assert len(log) == len(forced.rollouts) == 12
+        log.clear()
+        polled = submit(client, fake, _payload(app.url, 4))
+        seen: list[tuple[int, int]] = []
+        while True:
+            status = client.get(f"{fake.base_url}/api/rl/jobs/{polled}", headers=auth(fake)).json()["status"]
+            # Everything the task app was sent so far belongs to a stage the job has run.
+            seen.append((len(log), len(fake.job(polled).rollouts)))
+            if status in ("succeeded", "failed"):
+                break
+    assert status == "succeeded"
+    assert all(sent == kept for sent, kept in seen)
+    assert seen[-1] == (20, 20)  # 3 steps x 4, the evaluation at step 2 and the final one
+    assert len({kept for _, kept in seen}) > 3  # the polls saw the job part-way, step by step
+
+
+def test_a_failed_step_keeps_no_rollout_of_the_next_one(fake: FakeSynthBackend, client: httpx.Client) -> None:
+    log: list[str] = []
+    fake.scenario(immediate=True, steps=3, eval_every=100)
+    with InProcessTaskApp(_logging_app(log, fail_seed=4), api_key=TASK_KEY, export_api_key=False) as app:
+        job_id = submit(client, fake, _payload(app.url, 2))
+        body, _ = poll_to_end(client, fake, job_id)
+    assert body["status"] == "failed"
+    assert "task app rollout failed at step 2 (rl; seed 4," in body["error"]
+    assert "not safe under concurrency" not in body["error"]  # it fails alone too
+    job = fake.job(job_id)
+    assert {r.step for r in job.rollouts} == {1, 2}
+    assert job.rewards == [1.0]
