@@ -164,16 +164,52 @@ def test_taking_another_batch_drops_the_queue_after_its_rollouts_finish(pool: Th
     release.set()  # only now may b0 and b1 finish: b2 must not start after them
     taker.join(GUARD_S)
     assert taken == [None]
-    assert not feed.in_flight
+    assert feed.running == 0
     assert sorted(runner.started) == ["a0", "b0", "b1"]
     assert runner.timed_out == []
 
 
-def test_a_bug_in_a_rollout_is_raised_to_the_waiter(pool: ThreadPoolExecutor) -> None:
-    feed = feed_for(pool, Runner(), workers=2)
-    batch = feed.add("A", bodies("a0", "raise1"))
-    with pytest.raises(ValueError, match="bug in raise1"):
+def test_a_bug_in_a_rollout_is_raised_to_the_waiter_and_starts_nothing_more(pool: ThreadPoolExecutor) -> None:
+    runner = Runner()
+    feed = feed_for(pool, runner, workers=1)
+    batch = feed.add("A", bodies("raise0", "a1"))
+    with pytest.raises(ValueError, match="bug in raise0"):
         feed.wait(batch)
+    assert runner.started == ["raise0"]
+    assert feed.running == 0
+
+
+def test_workers_are_started_only_for_work_and_within_the_limit(pool: ThreadPoolExecutor) -> None:
+    assert feed_for(pool, Runner(), workers=0).workers == 1
+    runner = Runner()
+    release = threading.Event()
+    runner.gates["a0"] = runner.gates["a1"] = release
+    feed = feed_for(pool, runner, workers=4)
+    first = feed.add("A", bodies("a0"))
+    assert runner.arrival("a0").wait(GUARD_S)
+    assert feed.running == 1  # one body: one worker, not four
+    second = feed.add("A2", bodies("a1"))
+    assert runner.arrival("a1").wait(GUARD_S)
+    assert feed.running == 2
+    release.set()
+    assert feed.wait(first) == ["done a0"]
+    assert feed.wait(second) == ["done a1"]
+
+
+def test_a_full_feed_adds_no_worker_for_a_queued_batch(pool: ThreadPoolExecutor) -> None:
+    runner = Runner()
+    release = threading.Event()
+    runner.gates["a0"] = runner.gates["a1"] = release
+    feed = feed_for(pool, runner, workers=2)
+    first = feed.add("A", bodies("a0", "a1"))
+    assert runner.arrival("a0").wait(GUARD_S)
+    assert runner.arrival("a1").wait(GUARD_S)
+    second = feed.add("B", bodies("b0"))
+    assert feed.running == 2  # both busy: the next batch waits for one of them
+    release.set()
+    assert feed.wait(first) == ["done a0", "done a1"]
+    assert feed.wait(second) == ["done b0"]
+    assert runner.most_in_flight == 2
 
 
 def test_a_closed_pool_is_an_error_not_a_hang() -> None:
@@ -182,7 +218,24 @@ def test_a_closed_pool_is_an_error_not_a_hang() -> None:
     feed = RolloutFeed(lambda: closed, Runner(), lambda result: False, 2)
     with pytest.raises(RuntimeError):
         feed.add("A", bodies("a0"))
+    assert feed.running == 0
     feed.stop()  # nothing counted as running: returns at once
+
+
+def test_workers_dropped_by_a_closing_pool_end_the_wait_with_an_error() -> None:
+    executor = ThreadPoolExecutor(1)
+    hold = threading.Event()
+    executor.submit(hold.wait, GUARD_S)  # the only thread is busy: the feed's worker queues
+    feed = RolloutFeed(lambda: executor, Runner(), lambda result: False, 1)
+    batch = feed.add("A", bodies("a0"))
+    executor.shutdown(wait=False, cancel_futures=True)
+    try:
+        with pytest.raises(RuntimeError) as raised:
+            feed.wait(batch)
+        assert str(raised.value) == "rollout workers stopped before the batch finished (fake closed)"
+        assert feed.running == 0
+    finally:
+        hold.set()
 
 
 # -- through the fake, against task apps served on loopback --------------------------------------

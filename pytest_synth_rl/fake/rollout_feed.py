@@ -106,9 +106,10 @@ class RolloutFeed:
             self._batches.clear()
 
     @property
-    def in_flight(self) -> bool:
+    def running(self) -> int:
+        """Worker tasks started and not yet ended (never more than :attr:`workers`)."""
         with self._cond:
-            return any(b.started > b.finished for b in self._batches)
+            return self._active
 
     # -- workers --------------------------------------------------------------------------------
     def _unstarted(self) -> int:
