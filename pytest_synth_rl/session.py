@@ -236,11 +236,13 @@ class SynthRun:
         return httpx.MockTransport(self.fake_backend().handle)
 
     def fake_http_client(self) -> httpx.Client:
-        """One client on :meth:`fake_transport` shared by every synchronous offline job."""
-        transport = self.fake_transport()
+        """One client on the fake's handler shared by every synchronous offline job."""
+        from .support.handler_client import HandlerClient
+
+        handler = self.fake_backend().handle
         with self._lock:
             if self._fake_http is None:
-                self._fake_http = httpx.Client(transport=transport, timeout=DEFAULT_REQUEST_TIMEOUT)
+                self._fake_http = HandlerClient(handler, timeout=DEFAULT_REQUEST_TIMEOUT)
             return self._fake_http
 
     def fake_api_key(self) -> Secret:

@@ -297,3 +297,34 @@ def test_status_retry_budget_exhausted_lists_every_attempt(router: respx.MockRou
         assert f"{number}. GET {STATUS_URL} -> HTTP 502" in text
     assert "(then waited 4.00s)" in text
     assert "bad gateway" in text
+
+
+def test_polls_carry_a_cookie_the_backend_set_on_an_earlier_poll(
+    router: respx.MockRouter, job: RLJob
+) -> None:
+    """A load balancer's sticky cookie set on the first answer goes with every later poll."""
+    sent: list[str | None] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request.headers.get("cookie"))
+        status = "succeeded" if len(sent) == 3 else "running"
+        return httpx.Response(200, json={"status": status}, headers={"set-cookie": "lb=node-7; Path=/"})
+
+    router.get(STATUS_URL).mock(side_effect=answer)
+    assert job.poll_until_complete(timeout=100.0, interval=10.0).status == "succeeded"
+    assert sent == [None, "lb=node-7", "lb=node-7"]
+
+
+def test_every_poll_sends_the_same_request_headers(router: respx.MockRouter, job: RLJob) -> None:
+    seen: list[dict[str, str]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append({k: v for k, v in request.headers.items() if k != "authorization"})
+        seen[-1]["authorization-set"] = str("authorization" in request.headers)
+        return httpx.Response(200, json={"status": "succeeded" if len(seen) == 4 else "running"})
+
+    router.get(STATUS_URL).mock(side_effect=answer)
+    assert job.poll_until_complete(timeout=100.0, interval=10.0).status == "succeeded"
+    assert len(seen) == 4
+    assert all(headers == seen[0] for headers in seen)
+    assert seen[0]["authorization-set"] == "True"

@@ -49,7 +49,7 @@ class AsyncRLJob(JobBase[httpx.AsyncClient, httpx.AsyncBaseTransport]):
         while True:
             sent = await async_send(
                 self._http,
-                current.build(self._http),
+                self._request(current),
                 policy=self._retry,
                 clock=self._clock,
                 error_cls=current.error_cls,

@@ -72,6 +72,7 @@ class JobBase(Generic[ClientT, TransportT]):
         self._idempotency_key = config.idempotency_key or uuid.uuid4().hex
         self._build: RLBuildResult | None = None
         self._preferred_routes: set[str] = set()
+        self._last_built: tuple[Call[Any], httpx.Request] | None = None
         #: The outcome of the last ``poll_until_complete`` (also when it raised JobFailedError),
         #: and when the job was submitted (clock seconds and wall seconds): what run reports use.
         self.last_result: JobResult | None = None
@@ -83,6 +84,19 @@ class JobBase(Generic[ClientT, TransportT]):
     # -- construction ------------------------------------------------------------------------
     def _new_client(self, transport: TransportT | None) -> ClientT:
         raise NotImplementedError
+
+    def _request(self, call: Call[Any]) -> httpx.Request:
+        """*call*'s request; a bodyless GET sent again by the same call object (each poll of a
+        wait) is sent as built the first time, as a retry resends it, while the client holds no
+        cookies (a rebuild would then be the same): the job's polls are most of its requests,
+        and building one costs about as much as the fake's whole answer."""
+        last = self._last_built
+        if last is not None and last[0] is call and not self._http.cookies:
+            return last[1]
+        request = call.build(self._http)
+        if call.method == "GET" and call.json is None:
+            self._last_built = (call, request)
+        return request
 
     @classmethod
     def from_config(

@@ -53,7 +53,7 @@ class RLJob(JobBase[httpx.Client, httpx.BaseTransport]):
         while True:
             sent = send(
                 self._http,
-                current.build(self._http),
+                self._request(current),
                 policy=self._retry,
                 clock=self._clock,
                 error_cls=current.error_cls,

@@ -8,7 +8,6 @@ parser's "(at line X, column Y)" into a :class:`~pytest_synth_rl.errors.ConfigPr
 
 from __future__ import annotations
 
-import copy
 import functools
 import importlib
 import os
@@ -22,6 +21,7 @@ from typing import Any
 from ..errors import ConfigError, ConfigProblem
 from .coerce import describe
 from .overrides import apply_overrides
+from .tree import plain_copy
 
 __all__ = ["config_source", "load_rl_config", "parse_toml", "read_toml_file"]
 
@@ -64,7 +64,8 @@ def read_toml_file(config_path: str | os.PathLike[str]) -> dict[str, Any]:
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise _file_problem(shown, f"cannot be read: {reason}", "check the file's permissions") from None
-    return copy.deepcopy(_parse_file_content(data, shown))
+    copied: dict[str, Any] = plain_copy(_parse_file_content(data, shown))  # tables, arrays, scalars
+    return copied
 
 
 @functools.lru_cache(maxsize=64)
