@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import httpx
 import pytest
 
@@ -74,12 +76,13 @@ def test_event_hooks_and_redirects_still_run() -> None:
         assert client.get("https://api.example.com/old", follow_redirects=True).text == "/new"
 
 
-def test_a_transport_error_from_the_handler_reaches_the_caller() -> None:
+def test_a_transport_error_from_the_handler_reaches_the_caller_with_its_request() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectError("refused", request=request)
+        raise httpx.ConnectError("refused")  # no request attached, as a handler may raise it
 
-    with HandlerClient(handler) as client, pytest.raises(httpx.ConnectError, match="refused"):
+    with HandlerClient(handler) as client, pytest.raises(httpx.ConnectError, match="refused") as raised:
         client.get("https://api.example.com/x")
+    assert raised.value.request.url == "https://api.example.com/x"
 
 
 def test_a_closed_client_refuses_to_send() -> None:
@@ -98,3 +101,38 @@ def test_only_the_plain_case_skips_the_steps_around_the_transport(caplog: pytest
     logged = [record.getMessage() for record in caplog.records if record.name == "httpx"]
     assert len(logged) == 1
     assert "https://api.example.com/authed" in logged[0]
+
+
+class Parts(httpx.SyncByteStream):
+    """A body that arrives in parts (or breaks after the first), and says when it is closed."""
+
+    def __init__(self, *, broken: bool = False) -> None:
+        self.broken = broken
+        self.closed = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield b"ab"
+        if self.broken:
+            raise httpx.ReadError("the body broke off")
+        yield b"c"
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_an_unread_answer_is_read_for_the_caller() -> None:
+    body = Parts()
+    with HandlerClient(lambda request: httpx.Response(200, stream=body)) as client:
+        response = client.get("https://api.example.com/x")
+    assert response.content == b"abc"
+    assert body.closed
+
+
+def test_an_answer_that_breaks_while_read_is_closed() -> None:
+    body = Parts(broken=True)
+    with (
+        HandlerClient(lambda request: httpx.Response(200, stream=body)) as client,
+        pytest.raises(httpx.ReadError, match="broke off"),
+    ):
+        client.get("https://api.example.com/x")
+    assert body.closed

@@ -44,7 +44,11 @@ class HandlerClient(httpx.Client):
         )
         if not plain:
             return super().send(request, stream=stream, auth=auth, follow_redirects=follow_redirects)
-        response = self._handler(request)
+        try:
+            response = self._handler(request)
+        except httpx.RequestError as exc:
+            exc.request = request  # as httpx does around a transport
+            raise
         response.request = request
         if "set-cookie" in response.headers:
             self.cookies.extract_cookies(response)
