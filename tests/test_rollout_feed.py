@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -241,11 +241,14 @@ def test_workers_dropped_by_a_closing_pool_end_the_wait_with_an_error() -> None:
 # -- through the fake, against task apps served on loopback --------------------------------------
 
 
-def _logging_app(log: list[str], gate_run: str | None = None, fail_seed: int | None = None) -> FastAPI:
-    """Rewards 1.0 and logs each run_id on arrival. *gate_run* answers only once a rollout of
-    the next step has arrived (else 0.0 after the guard); *fail_seed* gets HTTP 500."""
+def _logging_app(
+    log: list[str], gates: Mapping[str, str] | None = None, fail_seed: int | None = None
+) -> FastAPI:
+    """Rewards 1.0 and logs each run_id on arrival. ``gates`` maps a run_id ending to a text:
+    that rollout answers only once a rollout whose run_id holds the text has arrived (else 0.0
+    after the guard). *fail_seed* gets HTTP 500."""
     app = FastAPI()
-    next_step_seen = asyncio.Event()
+    seen = {text: asyncio.Event() for text in (gates or {}).values()}
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
@@ -256,16 +259,18 @@ def _logging_app(log: list[str], gate_run: str | None = None, fail_seed: int | N
         body = await request.json()
         run_id = body["run_id"]
         log.append(run_id)
-        if "-rl-s2-" in run_id:
-            next_step_seen.set()
+        for text, event in seen.items():
+            if text in run_id:
+                event.set()
         if body["env"]["seed"] == fail_seed:
             raise RuntimeError("seed is broken")
         reward = 1.0
-        if run_id.endswith(gate_run or "\0"):
-            try:
-                await asyncio.wait_for(next_step_seen.wait(), GUARD_S)
-            except asyncio.TimeoutError:
-                reward = 0.0
+        for ending, text in (gates or {}).items():
+            if run_id.endswith(ending):
+                try:
+                    await asyncio.wait_for(seen[text].wait(), GUARD_S)
+                except asyncio.TimeoutError:
+                    reward = 0.0
         return {"trace_correlation_id": body["trace_correlation_id"], "metrics": {"outcome_reward": reward}}
 
     return app
@@ -286,29 +291,33 @@ def _steps(log: list[str]) -> set[int]:
     return {int(run_id.split("-rl-s")[1].split("-")[0]) for run_id in log if "-rl-s" in run_id}
 
 
-def test_the_next_step_overlaps_the_last_rollouts_of_this_one(
+def test_each_batch_overlaps_the_last_rollouts_of_the_one_before(
     fake: FakeSynthBackend, client: httpx.Client
 ) -> None:
     log: list[str] = []
-    fake.scenario(immediate=True, steps=2, eval_every=100)
-    gated = _logging_app(log, gate_run="-rl-s1-3")
-    with InProcessTaskApp(gated, api_key=TASK_KEY, export_api_key=False) as app:
+    fake.scenario(immediate=True, steps=3, eval_every=2)
+    # The last rollout (index 3) of each batch answers only once the next batch has begun: 1.0
+    # only if the next batch overlapped it (a step, the evaluation after it, the final one).
+    gates = {
+        "-rl-s1-3": "-rl-s2-",
+        "-rl-s2-3": "-eval-s2-",
+        "-eval-s2-3": "-rl-s3-",
+        "-rl-s3-3": "-eval-s3-",
+    }
+    with InProcessTaskApp(_logging_app(log, gates), api_key=TASK_KEY, export_api_key=False) as app:
         job_id = submit(client, fake, _payload(app.url, 2))
         body, _ = poll_to_end(client, fake, job_id)
     assert body["status"] == "succeeded", body.get("error")
     job = fake.job(job_id)
-    # Seed 3 of step 1 waited for step 2 to begin: it only scores 1.0 if step 2 overlapped it.
-    assert [(r.step, r.seed, r.mode, r.reward) for r in job.rollouts if r.mode == "rl"] == [
-        (1, 0, "rl", 1.0),
-        (1, 1, "rl", 1.0),
-        (1, 2, "rl", 1.0),
-        (1, 3, "rl", 1.0),
-        (2, 4, "rl", 1.0),
-        (2, 5, "rl", 1.0),
-        (2, 6, "rl", 1.0),
-        (2, 7, "rl", 1.0),
+    assert [(r.mode, r.step, r.seed) for r in job.rollouts] == [
+        *[("rl", 1, seed) for seed in range(4)],
+        *[("rl", 2, seed) for seed in range(4, 8)],
+        *[("eval", 2, seed) for seed in range(4)],
+        *[("rl", 3, seed) for seed in range(8, 12)],
+        *[("eval", 3, seed) for seed in range(4)],
     ]
-    assert job.rewards == [1.0, 1.0]
+    assert [r.reward for r in job.rollouts] == [1.0] * 20
+    assert job.rewards == [1.0, 1.0, 1.0]
 
 
 def test_nothing_runs_ahead_of_a_step_that_is_not_due(fake: FakeSynthBackend, client: httpx.Client) -> None:
