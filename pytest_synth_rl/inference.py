@@ -83,6 +83,8 @@ _MODELS_PATHS = frozenset({"/v1/models", "/models"})
 _MAX_BODY_BYTES = 8 * 1024 * 1024
 #: Rollout routes and per-rollout call lists kept at most (oldest dropped first).
 _MAX_ROUTES = 10_000
+#: Request bodies :attr:`StubInference.requests` keeps (the newest).
+_MAX_REQUESTS = 10_000
 _SERVED = (
     "POST [/v1][/trace_<id>|/cid_<id>|/eval_<id>][/v1]/chat/completions[?cid=<id>], "
     "GET /v1/models, GET /health"
@@ -148,8 +150,9 @@ class StubInference:
 
     Give at most one of *policy* (a :class:`~pytest_synth_rl.policies.Policy`) and *replies*
     (canned answers, a :class:`~pytest_synth_rl.policies.ScriptedPolicy`). With neither, an
-    :class:`ArithmeticPolicy` answers correctly. :attr:`requests` holds every well-formed request
-    body received, in order; :meth:`calls` the calls of one rollout.
+    :class:`ArithmeticPolicy` answers correctly. :attr:`requests` holds the well-formed request
+    bodies received, in order (the newest :attr:`max_requests`, 10,000 by default); :meth:`calls`
+    the calls of one rollout.
     """
 
     def __init__(
@@ -174,8 +177,12 @@ class StubInference:
         self.model = model
         #: Training progress given to calls that no routed rollout claims (direct use).
         self.progress = Progress()
-        #: Every chat-completions request body received, in arrival order.
+        #: Chat-completions request bodies received, in arrival order: the newest
+        #: :attr:`max_requests` (a stub served for hours must not grow without end).
         self.requests: list[dict[str, Any]] = []
+        self.max_requests = _MAX_REQUESTS
+        #: How many of the oldest request bodies were dropped to keep within :attr:`max_requests`.
+        self.dropped_requests = 0
         #: The base URL (``http://127.0.0.1:<port>/v1``) while :meth:`serve` is active.
         self.base_url: str | None = None
         self._root_url: str | None = None
@@ -224,6 +231,7 @@ class StubInference:
         """Forget recorded requests, calls and routes."""
         with self._lock:
             self.requests.clear()
+            self.dropped_requests = 0
             self._calls.clear()
             self._routes.clear()
 
@@ -266,6 +274,10 @@ class StubInference:
         body = dict(request)
         with self._lock:
             self.requests.append(body)
+            excess = len(self.requests) - max(1, self.max_requests)
+            if excess > 0:
+                del self.requests[:excess]
+                self.dropped_requests += excess
             number = next(self._ids)
             routed = self._routes.get(cid) if cid is not None else None
             turn = len(self._calls.get(cid, ()))

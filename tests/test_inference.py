@@ -96,6 +96,25 @@ def test_every_request_is_recorded_in_order() -> None:
     assert stub.last_request is None
 
 
+def test_only_the_newest_requests_are_kept_and_the_dropped_ones_counted() -> None:
+    stub = StubInference()
+    assert stub.max_requests == 10_000
+    stub.max_requests = 3
+    for n in range(1, 6):
+        stub.complete(chat(f"What is {n} + {n}?"))
+    assert [last_user_text(r) for r in stub.requests] == [
+        "What is 3 + 3?",
+        "What is 4 + 4?",
+        "What is 5 + 5?",
+    ]
+    assert stub.dropped_requests == 2
+    stub.clear()
+    assert stub.dropped_requests == 0
+    stub.max_requests = 0  # nonsense: the newest one is still kept
+    stub.complete(chat("What is 6 + 6?"))
+    assert [last_user_text(r) for r in stub.requests] == ["What is 6 + 6?"]
+
+
 # -- custom policies and canned replies ---------------------------------------------------------
 def test_policy_receives_the_request_and_may_return_text() -> None:
     seen: list[dict[str, Any]] = []
