@@ -16,7 +16,10 @@ from test_fake_support import TASK_KEY, auth, poll_to_end, rl_payload, submit
 
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.fake import FakeSynthBackend
+from pytest_synth_rl.fake.jobs import JobRecord
+from pytest_synth_rl.fake.lifecycle import Lifecycle, Target
 from pytest_synth_rl.fake.rollout_feed import RolloutFeed
+from pytest_synth_rl.fake.rollouts import BatchPlan, RolloutDriver
 from pytest_synth_rl.taskapp import InProcessTaskApp
 
 #: Guard on every wait below: reached only when the behaviour under test is broken.
@@ -358,3 +361,89 @@ def test_a_failed_step_keeps_no_rollout_of_the_next_one(fake: FakeSynthBackend, 
     job = fake.job(job_id)
     assert {r.step for r in job.rollouts} == {1, 2}
     assert job.rewards == [1.0]
+
+
+# -- which batch comes next: the plan that is queued ahead ----------------------------------------
+
+
+class Plans:
+    """Jobs submitted to a fake that is never polled, and a lifecycle of the test's own on a
+    clock the test moves: ``next_batch`` is asked about them without running anything."""
+
+    def __init__(self, client: httpx.Client) -> None:
+        self.client = client
+        self.fake = FakeSynthBackend(clock=VirtualClock(), task_app_api_key=TASK_KEY)
+        self.clock = VirtualClock()
+        self.lifecycle = Lifecycle(
+            clock=lambda: self.clock,
+            driver=RolloutDriver(api_key=lambda: None, inference_url=lambda rollout, progress: ""),
+            max_rollouts_per_step=4,
+        )
+
+    def job(self, **scenario: Any) -> JobRecord:
+        self.fake.next_job(**scenario)
+        return self.fake.store.get(submit(self.client, self.fake, _payload("http://127.0.0.1:9", 4)))
+
+
+@pytest.fixture
+def plans(client: httpx.Client) -> Iterator[Plans]:
+    made = Plans(client)
+    with made.fake:
+        yield made
+    made.fake.close()
+
+
+TRAIN = {step: tuple(range((step - 1) * 4, step * 4)) for step in (1, 2, 3)}
+EVAL = (0, 1, 2, 3)  # no evaluation.seeds in the config: one per rollout of a step
+
+
+def test_the_next_batch_of_an_immediate_job_in_order(plans: Plans) -> None:
+    job = plans.job(immediate=True, steps=3, eval_every=2)
+    after = plans.lifecycle.next_batch
+    assert after(job, 1, "rl") == BatchPlan(2, TRAIN[2], "rl")
+    assert after(job, 2, "rl") == BatchPlan(2, EVAL, "eval")  # the evaluation every 2 steps
+    assert after(job, 2, "eval") == BatchPlan(3, TRAIN[3], "rl")
+    assert after(job, 3, "rl") == BatchPlan(3, EVAL, "eval")  # the final evaluation
+    assert after(job, 3, "eval") is None
+
+
+def test_no_final_evaluation_follows_a_job_scripted_to_fail(plans: Plans) -> None:
+    job = plans.job(immediate=True, steps=3, eval_every=2, outcome="failed", fail_at_step=3)
+    after = plans.lifecycle.next_batch
+    assert after(job, 1, "rl") == BatchPlan(2, TRAIN[2], "rl")
+    assert after(job, 2, "rl") == BatchPlan(2, EVAL, "eval")
+    assert after(job, 2, "eval") is None  # step 3 is where it fails: no batch
+    every_step = plans.job(immediate=True, steps=2, eval_every=1, outcome="cancelled")
+    assert after(every_step, 1, "rl") == BatchPlan(1, EVAL, "eval")
+    assert after(every_step, 2, "rl") == BatchPlan(2, EVAL, "eval")
+    assert after(every_step, 2, "eval") is None
+
+
+def test_an_advance_to_a_step_queues_only_up_to_that_step(plans: Plans) -> None:
+    job = plans.job(steps=3, polls=8, eval_every=2)
+    after = plans.lifecycle.next_batch
+    to_two = Target("step", 2)
+    assert after(job, 1, "rl", to_two) == BatchPlan(2, TRAIN[2], "rl")
+    assert after(job, 2, "rl", to_two) == BatchPlan(2, EVAL, "eval")  # the same stage
+    assert after(job, 2, "eval", to_two) is None
+    assert after(job, 1, "rl", Target("step", 1)) is None
+    assert after(job, 1, "rl", Target("start")) is None
+    to_end = Target("end")
+    assert after(job, 2, "eval", to_end) == BatchPlan(3, TRAIN[3], "rl")
+    assert after(job, 3, "rl", to_end) == BatchPlan(3, EVAL, "eval")
+
+
+def test_a_stage_is_queued_only_once_its_time_has_come(plans: Plans) -> None:
+    # 3 steps over 40 virtual seconds: step k's slot is at 10 k seconds, the end at 40.
+    job = plans.job(steps=3, duration=40.0, eval_every=100)
+    after = plans.lifecycle.next_batch
+    plans.clock.advance(20.0 - 1e-6)
+    assert after(job, 1, "rl") is None
+    plans.clock.advance(1e-6)
+    assert plans.clock.now() == 20.0
+    assert after(job, 1, "rl") == BatchPlan(2, TRAIN[2], "rl")
+    assert after(job, 2, "rl") is None  # step 3 is at 30 s
+    plans.clock.advance(20.0)
+    assert after(job, 3, "rl") == BatchPlan(3, EVAL, "eval")  # the end is due at 40 s
+    polled = plans.job(steps=3, polls=8, eval_every=100)
+    assert after(polled, 1, "rl") is None  # polls mode: not before its poll

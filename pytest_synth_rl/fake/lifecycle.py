@@ -182,7 +182,7 @@ class Lifecycle:
     def _step(self, job: JobRecord, step: int, ts: float, target: Target | None = None) -> None:
         if job.use_rollouts:
             seeds = self._train_seeds(job, step)
-            rewards = self._batch(job, step, seeds, "rl", self._after(job, step, "rl", target))
+            rewards = self._batch(job, step, seeds, "rl", self.next_batch(job, step, "rl", target))
             reward = round(sum(rewards) / len(rewards), 6)
         else:
             reward = round(job.scenario.scripted_reward(step), 6)
@@ -200,7 +200,7 @@ class Lifecycle:
         job.add_point(ts, "train.loss", step, loss)
         every = self._eval_every(job)
         if every and step % every == 0:
-            self._evaluate(job, step, ts, self._after(job, step, "eval", target))
+            self._evaluate(job, step, ts, self.next_batch(job, step, "eval", target))
 
     def _end(self, job: JobRecord, outcome: str, ts: float) -> None:
         if outcome == "succeeded":
@@ -308,9 +308,12 @@ class Lifecycle:
             rewards.append(record.reward)
         return rewards
 
-    def _after(self, job: JobRecord, step: int, mode: str, target: Target | None) -> BatchPlan | None:
-        """The batch that runs right after the *mode* batch of *step* in this advance, if the
-        current one passes (None if none does, or if it is not due yet)."""
+    def next_batch(
+        self, job: JobRecord, step: int, mode: str, target: Target | None = None
+    ) -> BatchPlan | None:
+        """The batch that runs right after *job*'s *mode* batch of *step* in the same advance if
+        that one passes (an advance up to *target*, or to now): None if no batch follows, or if
+        the next stage is not due in this advance."""
         every = self._eval_every(job)
         if mode == "rl" and every and step % every == 0:
             return BatchPlan(step, tuple(self._eval_seeds(job)), "eval")
