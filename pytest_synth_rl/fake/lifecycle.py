@@ -198,13 +198,12 @@ class Lifecycle:
         )
         job.add_point(ts, "train.reward", step, reward)
         job.add_point(ts, "train.loss", step, loss)
-        every = self._eval_every(job)
-        if every and step % every == 0:
+        if self._evaluates_at(job, step):
             self._evaluate(job, step, ts, self.next_batch(job, step, "eval", target))
 
     def _end(self, job: JobRecord, outcome: str, ts: float) -> None:
         if outcome == "succeeded":
-            if job.steps_done and job.steps_done not in job.eval_means:
+            if self._final_eval_pending(job, job.steps_done):
                 self._evaluate(job, job.steps_done, ts)
             if job.terminal:  # the final evaluation's rollouts failed
                 return
@@ -314,8 +313,7 @@ class Lifecycle:
         """The batch that runs right after *job*'s *mode* batch of *step* in the same advance if
         that one passes (an advance up to *target*, or to now): None if no batch follows, or if
         the next stage is not due in this advance."""
-        every = self._eval_every(job)
-        if mode == "rl" and every and step % every == 0:
+        if mode == "rl" and self._evaluates_at(job, step):
             return BatchPlan(step, tuple(self._eval_seeds(job)), "eval")
         stage = job.scenario.next_stage(True, step, job.outcome_override)
         if target is not None:
@@ -326,7 +324,7 @@ class Lifecycle:
             return None
         if stage.kind == "step":
             return BatchPlan(stage.step, tuple(self._train_seeds(job, stage.step)), "rl")
-        final_eval = stage.outcome == "succeeded" and mode == "rl" and step not in job.eval_means
+        final_eval = stage.outcome == "succeeded" and mode == "rl" and self._final_eval_pending(job, step)
         if stage.kind == "end" and final_eval:
             return BatchPlan(step, tuple(self._eval_seeds(job)), "eval")
         return None
@@ -348,6 +346,16 @@ class Lifecycle:
         if isinstance(seeds, list) and seeds and all(isinstance(s, int) for s in seeds):
             return list(seeds[: self.max_rollouts_per_step])
         return list(range(self._batch_size(job)))
+
+    def _evaluates_at(self, job: JobRecord, step: int) -> bool:
+        """Whether training step *step* is followed by a periodic evaluation."""
+        every = self._eval_every(job)
+        return step % every == 0 if every else False
+
+    @staticmethod
+    def _final_eval_pending(job: JobRecord, step: int) -> bool:
+        """Whether a job ending after *step* steps still owes its final evaluation."""
+        return bool(step) and step not in job.eval_means
 
     @staticmethod
     def _eval_every(job: JobRecord) -> int | None:
