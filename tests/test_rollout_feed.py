@@ -220,7 +220,7 @@ def test_a_closed_pool_is_an_error_not_a_hang() -> None:
     closed.shutdown()
     feed = RolloutFeed(lambda: closed, Runner(), lambda result: False, 2)
     with pytest.raises(RuntimeError):
-        feed.add("A", bodies("a0"))
+        feed.add("A", bodies("a0", "a1"))  # two workers asked for, neither can start
     assert feed.running == 0
     feed.stop()  # nothing counted as running: returns at once
 

@@ -69,8 +69,13 @@ class RolloutFeed:
             self._batches.append(batch)
             spawn = max(0, min(self.workers - self._active, self._unstarted()))
             self._active += spawn
-        for _ in range(spawn):
-            self._spawn()
+        for started in range(spawn):
+            try:
+                future = self._pool().submit(self._work)
+            except RuntimeError:  # the pool is shut down: this worker and the rest never run
+                self._ended(spawn - started)
+                raise
+            future.add_done_callback(self._cancelled)
         return batch
 
     def take(self, key: Hashable) -> FeedBatch | None:
@@ -120,21 +125,13 @@ class RolloutFeed:
             count += len(batch.bodies) - batch.started
         return count
 
-    def _spawn(self) -> None:
-        try:
-            future = self._pool().submit(self._work)
-        except RuntimeError:  # the pool is shut down: this worker never runs
-            self._ended()
-            raise
-        future.add_done_callback(self._cancelled)
-
     def _cancelled(self, future: Future[None]) -> None:
         if future.cancelled():
             self._ended()
 
-    def _ended(self) -> None:
+    def _ended(self, workers: int = 1) -> None:
         with self._cond:
-            self._active -= 1
+            self._active -= workers
             self._cond.notify_all()
 
     def _next(self) -> tuple[FeedBatch, int] | None:
