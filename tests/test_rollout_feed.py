@@ -225,6 +225,33 @@ def test_a_closed_pool_is_an_error_not_a_hang() -> None:
     feed.stop()  # nothing counted as running: returns at once
 
 
+def test_a_pool_that_closes_between_two_workers_counts_only_the_one_started(
+    pool: ThreadPoolExecutor,
+) -> None:
+    class ClosingAfterOne:
+        def __init__(self) -> None:
+            self.accepted = 0
+
+        def submit(self, fn: Any) -> Any:
+            if self.accepted:
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            self.accepted += 1
+            return pool.submit(fn)
+
+    runner = Runner()
+    release = threading.Event()
+    runner.gates["a0"] = release
+    closing = ClosingAfterOne()
+    feed = RolloutFeed(lambda: closing, runner, lambda result: False, 2)  # type: ignore[arg-type,return-value]
+    with pytest.raises(RuntimeError):
+        feed.add("A", bodies("a0", "a1"))
+    assert runner.arrival("a0").wait(GUARD_S)
+    assert feed.running == 1  # the one worker that did start
+    release.set()
+    feed.stop()  # returns once that worker is done: nothing else is counted
+    assert feed.running == 0
+
+
 def test_workers_dropped_by_a_closing_pool_end_the_wait_with_an_error() -> None:
     executor = ThreadPoolExecutor(1)
     hold = threading.Event()
