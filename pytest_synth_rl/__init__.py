@@ -1,9 +1,11 @@
 """pytest-synth-rl: put Synth RL training jobs under test.
 
 Every capability is a plain library first (usable without pytest); :mod:`pytest_synth_rl.plugin`
-wires them into fixtures, options and markers. The names below are what a test or a conftest
-writes; everything else is importable from its module. They load on first access, so the plugin's
-import at pytest start stays cheap.
+wires them into fixtures, options and markers. ``__all__`` is what a test or a conftest
+writes: fixture types, what tests construct (scenarios, policies, tolerances) and the errors they
+catch. Everything else is imported from its module (``pytest_synth_rl.client``,
+``.assertions``, ``.recording``, ``.policies``); the few names earlier releases exported here
+still resolve. Names load on first access, so the plugin's import at pytest start stays cheap.
 """
 
 from __future__ import annotations
@@ -12,15 +14,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .assertions import JobExpectation, eventually, expect_job
     from .baselines import Tolerance
-    from .client import AsyncRLJob, JobResult, RLJob
+    from .client import AsyncRLJob, RLJob
     from .clock import Clock, VirtualClock
     from .errors import ConfigError, JobFailedError, JobTimeoutError, SynthError, SynthUsageError
     from .fake import FakeSynthBackend, Scenario
     from .masking import Secret
-    from .policies import ChatRequest, LearningPolicy, Policy, ReplayPolicy, Reply, ScriptedPolicy, linear
-    from .recording import Cassette, Replayer
+    from .policies import ChatRequest, LearningPolicy, Policy, ScriptedPolicy, linear
+    from .recording import Replayer
     from .session import (
         BaselineCheck,
         ExpectJob,
@@ -32,6 +33,15 @@ if TYPE_CHECKING:
     )
     from .settings import SynthSettings
     from .taskapp import InProcessTaskApp, check_task_app_contract
+
+if TYPE_CHECKING:  # exported here by earlier releases: still resolved, not in ``__all__``
+    from .assertions import JobExpectation as JobExpectation
+    from .assertions import eventually as eventually
+    from .assertions import expect_job as expect_job
+    from .client import JobResult as JobResult
+    from .policies import ReplayPolicy as ReplayPolicy
+    from .policies import Reply as Reply
+    from .recording import Cassette as Cassette
 
 __version__ = "0.1.0"
 
@@ -81,35 +91,31 @@ def __getattr__(name: str) -> Any:
     if home is None:
         raise AttributeError(f"module 'pytest_synth_rl' has no attribute {name!r}")
     value = getattr(importlib.import_module(f".{home}", __name__), name)
-    globals()[name] = value
+    if name in __all__:  # a former name stays out of dir(), however often it is used
+        globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_HOMES])
+    return sorted({*globals(), *__all__})
 
 
 __all__ = [
     "AsyncRLJob",
     "BaselineCheck",
-    "Cassette",
     "ChatRequest",
     "Clock",
     "ConfigError",
     "ExpectJob",
     "FakeSynthBackend",
     "InProcessTaskApp",
-    "JobExpectation",
     "JobFailedError",
-    "JobResult",
     "JobTimeoutError",
     "LearningPolicy",
     "Policy",
     "RLConfigRef",
     "RLJob",
-    "ReplayPolicy",
     "Replayer",
-    "Reply",
     "Scenario",
     "ScriptedPolicy",
     "Secret",
@@ -124,7 +130,5 @@ __all__ = [
     "VirtualClock",
     "__version__",
     "check_task_app_contract",
-    "eventually",
-    "expect_job",
     "linear",
 ]

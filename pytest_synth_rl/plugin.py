@@ -378,13 +378,15 @@ def synth_rl_job(
         request.getfixturevalue("synth_task_app") if wants_app or _spec(request.node).task_app else None
     )
     api_key = settings.api_key
-    http_client: httpx.Client | None = _synth_run.http_client()
+    http_client: httpx.Client | None = None
     transport: httpx.MockTransport | None = None
-    if settings.is_offline:
+    if not settings.is_offline:
+        http_client = _synth_run.http_client()
+    else:
         api_key = _synth_run.fake_api_key()  # a replayed cassette does not check keys
         replayer = _replayer(request, settings)
         if replayer is not None:
-            http_client, transport = None, replay_transport(replayer)
+            transport = replay_transport(replayer)
         else:
             request.getfixturevalue("_synth_fake")
             http_client, transport = _synth_run.fake_http_client(), _synth_run.fake_transport()

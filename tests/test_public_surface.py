@@ -52,3 +52,34 @@ def test_every_public_name_resolves_from_its_module() -> None:
 def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match=r"^module 'pytest_synth_rl' has no attribute 'RLJobz'$"):
         pytest_synth_rl.RLJobz  # type: ignore[attr-defined]  # noqa: B018
+
+
+#: Importable from the top level for code written against earlier releases, but not advertised:
+#: each has a module of its own that ``__all__`` users import it from.
+FORMER_TOP_LEVEL = {
+    "JobResult": "pytest_synth_rl.client",
+    "JobExpectation": "pytest_synth_rl.assertions",
+    "eventually": "pytest_synth_rl.assertions",
+    "expect_job": "pytest_synth_rl.assertions",
+    "Cassette": "pytest_synth_rl.recording",
+    "ReplayPolicy": "pytest_synth_rl.policies",
+    "Reply": "pytest_synth_rl.policies",
+}
+
+
+def test_the_top_level_lists_what_tests_and_conftests_write() -> None:
+    public = set(pytest_synth_rl.__all__)
+    fixture_types = {"SynthSettings", "TaskAppHandle", "SynthBackend", "FakeSynthBackend", "Clock"}
+    fixture_types |= {"RLConfigRef", "SynthJobFactory", "ExpectJob", "ServedFake", "Replayer"}
+    fixture_types |= {"BaselineCheck"}
+    errors = {"SynthError", "ConfigError", "SynthUsageError", "JobFailedError", "JobTimeoutError"}
+    assert fixture_types | errors <= public
+    assert len(public) == 30
+    assert not public & FORMER_TOP_LEVEL.keys()
+    assert not set(dir(pytest_synth_rl)) & FORMER_TOP_LEVEL.keys()
+
+
+@pytest.mark.parametrize("name", sorted(FORMER_TOP_LEVEL))
+def test_a_former_top_level_name_still_resolves_to_its_modules_object(name: str) -> None:
+    module = __import__(FORMER_TOP_LEVEL[name], fromlist=[name])
+    assert getattr(pytest_synth_rl, name) is getattr(module, name)
