@@ -236,11 +236,13 @@ def _scenario(node: MarkerNode) -> Scenario | None:
     try:
         return Scenario(**reader.kwargs)
     except SynthUsageError as exc:
-        reader.fail(
-            "; ".join(f"{p.key.removeprefix('Scenario.')}: {p.message}" for p in exc.problems),
-            "see the Scenario docstring in pytest_synth_rl.fake",
-            argument=exc.keys[0].removeprefix("Scenario.") if exc.keys else "",
-        )
+        wrong = exc  # reported below, outside this block: one error, not a chain of two
+    hints = [p.hint for p in wrong.problems if p.hint]
+    reader.fail(
+        "; ".join(f"{p.key.removeprefix('Scenario.')}: {p.message}" for p in wrong.problems),
+        "; ".join(hints) or "see the Scenario docstring in pytest_synth_rl.fake",
+        argument=wrong.keys[0].removeprefix("Scenario.") if wrong.keys else "",
+    )
 
 
 def _flag(node: MarkerNode, name: str) -> bool:

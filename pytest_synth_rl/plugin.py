@@ -174,7 +174,9 @@ def _resolve_path(request: pytest.FixtureRequest, raw: str | os.PathLike[str], m
     __tracebackhide__ = True
     path = Path(raw)
     candidates = (
-        [path] if path.is_absolute() else [request.node.path.parent / path, request.config.rootpath / path]
+        [path]
+        if path.is_absolute()
+        else list(dict.fromkeys([request.node.path.parent / path, request.config.rootpath / path]))
     )
     for candidate in candidates:
         if candidate.exists():
@@ -194,10 +196,11 @@ def synth_settings(pytestconfig: pytest.Config) -> SynthSettings:
 
 
 @pytest.fixture(scope="session")
-def _synth_run(synth_settings: SynthSettings) -> Iterator[SynthRun]:
+def _synth_run(pytestconfig: pytest.Config, synth_settings: SynthSettings) -> Iterator[SynthRun]:
     from .session import SynthRun
 
-    run = SynthRun(synth_settings)
+    worker = getattr(pytestconfig, "workerinput", {}).get("workerid")
+    run = SynthRun(synth_settings, worker=worker if isinstance(worker, str) else None)
     try:
         yield run
     finally:
@@ -250,24 +253,31 @@ def _synth_fake(
     __tracebackhide__ = True
     if not synth_settings.is_offline:
         pytest.skip(f"synth_fake: the offline fake is not used against {synth_settings.backend_url}")
-    if synth_policy is not None and not callable(synth_policy):
+    policy = _checked_policy(_synth_spec, synth_policy)
+    fake = _synth_run.fake_backend()
+    fake.reset(clock=synth_clock)
+    fake.use_policy(policy)
+    if _synth_spec.scenario is not None:
+        fake.scenario(_synth_spec.scenario)
+    return fake
+
+
+def _checked_policy(spec: SynthTestSpec, fixture_policy: object) -> Policy | None:
+    """The test's policy: ``synth_rl(policy=...)``, else what the ``synth_policy`` fixture returned."""
+    __tracebackhide__ = True
+    if fixture_policy is not None and not callable(fixture_policy):
         raise SynthUsageError(
             [
                 ConfigProblem(
                     "synth_policy",
-                    f"the synth_policy fixture returned {synth_policy!r:.80}, not a policy",
+                    f"the synth_policy fixture returned {fixture_policy!r:.80}, not a policy",
                     "return a callable taking the chat request, e.g. LearningPolicy(solve=...), "
                     "or None for the built-in policy",
                 )
             ]
         )
-    fake = _synth_run.fake_backend()
-    fake.reset(clock=synth_clock)
-    spec_policy = _synth_spec.policy
-    fake.use_policy(spec_policy if spec_policy is not None else synth_policy)  # type: ignore[arg-type]
-    if _synth_spec.scenario is not None:
-        fake.scenario(_synth_spec.scenario)
-    return fake
+    chosen = spec.policy if spec.policy is not None else fixture_policy
+    return chosen  # type: ignore[return-value]  # a callable: markers and the check above
 
 
 @pytest.fixture
@@ -424,15 +434,31 @@ def synth_expect(_synth_test_settings: SynthSettings, synth_clock: Clock) -> Exp
 
 
 @pytest.fixture(scope="session")
-def synth_fake_server() -> Iterator[ServedFake]:
-    """A ``FakeSynthBackend`` served on a loopback port (for clients that are not httpx, or
-    subprocesses). Yields a handle with ``.url``, ``.fake`` and ``.api_key``; like
-    ``FakeSynthBackend.serve()``, jobs advance one stage each time a client looks at them, so any
-    client finishes without waiting."""
+def _synth_served_fake() -> Iterator[ServedFake]:
     from .session import ServedFake
 
     with ServedFake.start() as served:
         yield served
+
+
+@pytest.fixture
+def synth_fake_server(
+    _synth_served_fake: ServedFake, _synth_spec: SynthTestSpec, synth_policy: Policy | None
+) -> ServedFake:
+    """A ``FakeSynthBackend`` served on a loopback port (for clients that are not httpx, or
+    subprocesses). Yields a handle with ``.url``, ``.fake`` and ``.api_key``; like
+    ``FakeSynthBackend.serve()``, jobs advance one stage each time a client looks at them, so any
+    client finishes without waiting.
+
+    One server per session (per xdist worker): its URL and jobs stay. Jobs submitted during a
+    test follow that test's ``synth_scenario`` marker (else the default scenario) and its policy
+    (``synth_rl(policy=...)``, else the ``synth_policy`` fixture), as with ``synth_fake``.
+    """
+    __tracebackhide__ = True
+    fake = _synth_served_fake.fake
+    fake.use_policy(_checked_policy(_synth_spec, synth_policy))
+    fake.scenario(_synth_spec.scenario)
+    return _synth_served_fake
 
 
 # -- regression features: cassettes and baselines ------------------------------------------------

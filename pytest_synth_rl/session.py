@@ -112,8 +112,10 @@ class RLConfigRef:
 class SynthRun:
     """Process-wide state: settings, task app pool, the offline fake backend."""
 
-    def __init__(self, settings: SynthSettings) -> None:
+    def __init__(self, settings: SynthSettings, *, worker: str | None = None) -> None:
         self.settings = settings
+        #: The xdist worker id (``gw0``...) of this process, None outside xdist.
+        self.worker = worker
         self._lock = threading.Lock()
         self._task_apps: dict[TaskAppSpec, InProcessTaskApp] = {}
         self._healthy: set[str] = set()
@@ -227,6 +229,8 @@ class SynthRun:
                     self.settings.backend_url,
                     api_key=self.fake_api_key(),
                     task_app_api_key=self.settings.task_app_api_key,
+                    # one report for the run: workers' ids must not collide
+                    job_id_prefix=f"job_rl_{self.worker}_" if self.worker else "job_rl_",
                 )
             return self._fake
 

@@ -360,3 +360,18 @@ def test_bad_settings_are_reported_together() -> None:
     ]
     with pytest.raises(SynthUsageError, match="must be an http\\(s\\) URL"):
         FakeSynthBackend("api.usesynth.ai")
+
+
+@pytest.mark.parametrize("prefix", ["", "job/../", "job rl ", "x" * 41, 7])
+def test_a_job_id_prefix_that_cannot_sit_in_a_url_path_is_refused(prefix: object) -> None:
+    with pytest.raises(SynthUsageError) as caught:
+        FakeSynthBackend(job_id_prefix=prefix)  # type: ignore[arg-type]
+    assert caught.value.keys == ["FakeSynthBackend.job_id_prefix"]
+    assert "must be 1-40 letters, digits, '_' or '-'" in str(caught.value)
+
+
+def test_job_ids_are_the_prefix_and_a_counter(client: httpx.Client) -> None:
+    with FakeSynthBackend(job_id_prefix="job_rl_gw3_") as fake:
+        ids = [submit(client, fake) for _ in range(2)]
+        assert ids == ["job_rl_gw3_000001", "job_rl_gw3_000002"]
+        assert client.get(f"{API}/rl/jobs/{ids[1]}", headers=auth(fake)).json()["id"] == ids[1]

@@ -36,6 +36,23 @@ def test_bad_scenario_value_names_the_field(pytester: pytest.Pytester) -> None:
     text = _run(pytester, "@pytest.mark.synth_scenario(outcome='exploded')\ndef test_it():\n    pass\n")
     assert "@pytest.mark.synth_scenario on test_marks.py::test_it: outcome:" in text
     assert "'exploded'" in text
+    assert "use one of succeeded, failed, cancelled, error" in text
+
+
+def test_near_miss_scenario_value_is_one_error_with_a_did_you_mean(pytester: pytest.Pytester) -> None:
+    text = _run(pytester, "@pytest.mark.synth_scenario(outcome='faild')\ndef test_it():\n    pass\n")
+    assert "outcome: unknown outcome 'faild'" in text
+    assert "did you mean outcome='failed'? use one of succeeded, failed, cancelled, error" in text
+    assert "During handling of the above exception" not in text
+    assert "SynthUsageError" not in text
+
+
+def test_short_reward_curve_says_which_steps_to_pass(pytester: pytest.Pytester) -> None:
+    text = _run(
+        pytester, "@pytest.mark.synth_scenario(reward_curve=[0.1, 0.2, 0.3])\ndef test_it():\n    pass\n"
+    )
+    assert "reward_curve: has 3 values but the job runs 10 steps" in text
+    assert "pass steps=3, or give one reward per step" in text
 
 
 def test_config_of_the_wrong_type_is_named(pytester: pytest.Pytester) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -203,6 +204,8 @@ def test_missing_config_and_task_app_give_actionable_errors(example_dir: pytest.
     assert "@pytest.mark.synth_rl(config='path/to/rl.toml')" in text
     assert "missing.toml does not exist" in text
     assert "nope_app.py does not exist" in text
+    # the test file sits in the rootdir: one place was looked in, and it is named once
+    assert f"missing.toml does not exist (looked in: {example_dir.path / 'missing.toml'})" in text
 
 
 def test_scenario_marker_scripts_the_offline_backend(example_dir: pytest.Pytester) -> None:
@@ -265,6 +268,21 @@ def test_example_suite_passes_under_xdist(example_dir: pytest.Pytester) -> None:
         "test_one.py::test_succeeds",
         "test_two.py::test_succeeds_too",
     ]
+    # each worker's fake numbers its own jobs: the ids carry the worker, so none collide
+    ids = [row.split()[1] for row in rows]
+    assert all(re.fullmatch(r"job_rl_gw[01]_\d{6}", job_id) for job_id in ids), ids
+
+
+def test_job_ids_stay_unique_across_xdist_workers(example_dir: pytest.Pytester) -> None:
+    for index in range(4):
+        example_dir.makepyfile(**{f"test_part{index}": SUITE})
+    report = example_dir.path / "jobs.json"
+    result = example_dir.runpytest_subprocess("-n", "2", "-p", "xdist", f"--synth-report={report}")
+    result.assert_outcomes(passed=4)
+    ids = [job["job_id"] for job in json.loads(report.read_text())["jobs"]]
+    assert len(ids) == 4
+    assert len(set(ids)) == 4, ids
+    assert {job_id.rsplit("_", 1)[0] for job_id in ids} == {"job_rl_gw0", "job_rl_gw1"}
 
 
 @pytest.mark.slow

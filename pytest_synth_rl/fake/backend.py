@@ -15,6 +15,7 @@ job store are all inspectable, because a fake you cannot see into is a fake you 
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -64,6 +65,9 @@ def _api_root(base_url: str) -> tuple[str, str]:
     return api_base, urlsplit(api_base).path
 
 
+_JOB_ID_PREFIX = re.compile(r"[A-Za-z0-9_-]{1,40}")
+
+
 def _check_settings(
     api_key: object,
     rollouts: object,
@@ -71,6 +75,7 @@ def _check_settings(
     rollout_timeout: object,
     policy: object,
     replies: object,
+    job_id_prefix: object,
 ) -> None:
     """Every problem with the constructor arguments, raised together."""
     problems: list[ConfigProblem] = []
@@ -96,6 +101,12 @@ def _check_settings(
         bad("rollout_timeout", f"must be > 0 seconds, got {rollout_timeout!r}")
     if policy is not None and replies is not None:
         bad("policy", "give either policy= (a callable) or replies= (canned answers), not both")
+    if not isinstance(job_id_prefix, str) or not _JOB_ID_PREFIX.fullmatch(job_id_prefix):
+        bad(
+            "job_id_prefix",
+            f"must be 1-40 letters, digits, '_' or '-' (it goes into URL paths), got {job_id_prefix!r:.60}",
+            "e.g. job_id_prefix='job_rl_gw1_'",
+        )
     if problems:
         raise SynthUsageError(problems, hint="see the FakeSynthBackend docstring")
 
@@ -123,6 +134,8 @@ class FakeSynthBackend:
         strict: when mounted, a request to the backend host on an unknown path raises
             :class:`FakeRouteError` (served, it gets a 404 that lists the routes).
         validate: check submitted payloads with ``validate_rl_payload`` (422 on problems).
+        job_id_prefix: job ids are this plus a 6-digit counter; the plugin gives each xdist
+            worker its own (``job_rl_gw1_``), so ids stay unique across the run's report.
     """
 
     def __init__(
@@ -139,11 +152,12 @@ class FakeSynthBackend:
         rollout_timeout: float = 30.0,
         strict: bool = True,
         validate: bool = True,
+        job_id_prefix: str = "job_rl_",
     ) -> None:
         self.base_url = (base_url or "").strip().rstrip("/")
         self.api_base, api_path = _api_root(self.base_url)
         key = api_key.value if isinstance(api_key, Secret) else api_key
-        _check_settings(key, rollouts, max_rollouts_per_step, rollout_timeout, policy, replies)
+        _check_settings(key, rollouts, max_rollouts_per_step, rollout_timeout, policy, replies, job_id_prefix)
         register_secret(key)
         task_key = task_app_api_key.value if isinstance(task_app_api_key, Secret) else task_app_api_key
         self.strict = strict
@@ -156,6 +170,7 @@ class FakeSynthBackend:
             replies=replies,
             max_rollouts_per_step=max_rollouts_per_step,
             rollout_timeout=rollout_timeout,
+            job_id_prefix=job_id_prefix,
         )
         self.handle = RequestHandler(
             self.store, api_base=self.api_base, api_path=api_path, api_key=Secret(key)

@@ -18,6 +18,7 @@ in slot ``k`` instead of running step ``k``. How a slot maps to time depends on 
 
 from __future__ import annotations
 
+import difflib
 import math
 import sys
 from collections.abc import Callable, Sequence
@@ -111,8 +112,12 @@ class Scenario:
     def __post_init__(self) -> None:
         problems: list[ConfigProblem] = []
         if self.outcome not in OUTCOMES:
+            close = difflib.get_close_matches(str(self.outcome), OUTCOMES, n=1)
+            guess = f"did you mean outcome={close[0]!r}? " if close else ""
             problems.append(
-                _problem("outcome", f"unknown outcome {self.outcome!r}", f"use one of {', '.join(OUTCOMES)}")
+                _problem(
+                    "outcome", f"unknown outcome {self.outcome!r}", f"{guess}use one of {', '.join(OUTCOMES)}"
+                )
             )
         if (
             isinstance(self.steps, bool)
@@ -267,7 +272,7 @@ class Scenario:
                     _problem(
                         "reward_curve",
                         f"has {len(curve)} values but the job runs {self.steps} steps",
-                        "give one reward per step, or lower steps=",
+                        f"pass steps={len(curve)}, or give one reward per step",
                     )
                 ]
             return []

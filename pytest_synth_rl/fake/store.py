@@ -142,8 +142,10 @@ class JobStore:
         replies: Sequence[PolicyReply] | None = None,
         max_rollouts_per_step: int = 4,
         rollout_timeout: float = 30.0,
+        job_id_prefix: str = "job_rl_",
     ) -> None:
         self.lock = StoreLock()
+        self.job_id_prefix = job_id_prefix
         self.validate_payloads = validate
         self.rollouts: RolloutsMode = rollouts
         self._clock = clock
@@ -315,7 +317,7 @@ class JobStore:
         """A new queued job for *payload*, on the next queued scenario or the default one."""
         with self.lock:
             self._counter += 1
-            job_id = f"job_rl_{self._counter:06d}"
+            job_id = f"{self.job_id_prefix}{self._counter:06d}"
             scripted = bool(self._next) or self._default_scripted
             scenario = self._next.pop(0) if self._next else self._default
             endpoint = str((payload.get("data") or {}).get("endpoint_base_url") or "")
