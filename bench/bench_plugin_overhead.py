@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import json
 import os
 import pstats
 import re
@@ -166,10 +167,59 @@ def run_suite(folder: Path, expected: int, *extra: str, pycache: Path | None = N
     return elapsed
 
 
+#: A plugin the split run loads (``-p``): each test phase's duration, written as JSON at exit.
+PHASE_PROBE = """
+import json, os
+
+_durations = {"setup": [], "call": [], "teardown": []}
+
+
+def pytest_runtest_logreport(report):
+    _durations[report.when].append(report.duration)
+
+
+def pytest_unconfigure(config):
+    with open(os.environ["BENCH_PHASES_FILE"], "w") as out:
+        json.dump(_durations, out)
+"""
+
+
+def phase_split(folder: Path, tests: int, pycache: Path) -> dict[str, float]:
+    """One extra, untimed run of *folder*: where a test's time goes, in ms.
+
+    ``first_setup`` is the first test's setup (the task app, the fake and the imports they
+    need, paid once per run); ``setup``/``call``/``teardown`` are medians over all tests.
+    """
+    probe_dir = folder.parent / "probe"
+    probe_dir.mkdir(exist_ok=True)
+    (probe_dir / "bench_phase_probe.py").write_text(PHASE_PROBE)
+    out = probe_dir / f"{folder.name}.json"
+    env = child_env(pycache)
+    env["BENCH_PHASES_FILE"] = str(out)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(probe_dir), env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        pytest_command("-p", "bench_phase_probe"), cwd=folder, env=env, capture_output=True, text=True
+    )
+    if proc.returncode != 0 or not out.is_file():
+        raise BenchmarkRunError(f"the phase-split run of {folder} failed:\n{proc.stdout[-2000:]}")
+    durations: dict[str, list[float]] = json.loads(out.read_text())
+    if len(durations["setup"]) != tests:
+        raise BenchmarkRunError(f"the phase-split run of {folder} ran {len(durations['setup'])} tests")
+    split = {when: statistics.median(values) * 1000 for when, values in durations.items()}
+    split["first_setup"] = durations["setup"][0] * 1000
+    return split
+
+
 def measure(
-    tests: int = TESTS, variants: Sequence[str] = tuple(SCENARIOS), repeats: int = REPEATS
+    tests: int = TESTS,
+    variants: Sequence[str] = tuple(SCENARIOS),
+    repeats: int = REPEATS,
+    splits: dict[str, dict[str, float]] | None = None,
 ) -> dict[str, float]:
-    """Median wall seconds per suite kind (``"empty"`` and each of *variants*), interleaved."""
+    """Median wall seconds per suite kind (``"empty"`` and each of *variants*), interleaved.
+
+    With *splits*, each kind's :func:`phase_split` is stored there too (from one extra run).
+    """
     samples: dict[str, list[float]] = {kind: [] for kind in ("empty", *variants)}
     with tempfile.TemporaryDirectory(prefix="bench-plugin-overhead-") as raw:
         folders = {kind: write_suite(Path(raw), kind, tests) for kind in samples}
@@ -182,10 +232,29 @@ def measure(
         for _ in range(repeats):
             for kind, folder in folders.items():
                 samples[kind].append(run_suite(folder, tests, pycache=pycache))
+        if splits is not None:
+            for kind, folder in folders.items():
+                splits[kind] = phase_split(folder, tests, pycache)
     return {kind: statistics.median(values) for kind, values in samples.items()}
 
 
-def overhead_lines(seconds: dict[str, float], tests: int) -> list[str]:
+def split_line(splits: dict[str, dict[str, float]], tests: int) -> str:
+    """An info line: the first test's setup (amortised) and the median phases, jobs vs empty."""
+    parts = []
+    for kind, split in splits.items():
+        parts.append(
+            f"{kind}: first setup {split['first_setup']:.0f} ms (= {split['first_setup'] / tests:.2f} "
+            f"ms/test), then setup {split['setup']:.2f} / call {split['call']:.2f} / teardown "
+            f"{split['teardown']:.2f} ms"
+        )
+    line = "  info: where a test's time goes (medians of one extra run): " + "; ".join(parts)
+    print(line, flush=True)
+    return line
+
+
+def overhead_lines(
+    seconds: dict[str, float], tests: int, splits: dict[str, dict[str, float]] | None = None
+) -> list[str]:
     """The target line (``scripted``, else the first variant) and one info line per other variant."""
     empty = seconds["empty"]
     variants = [kind for kind in seconds if kind != "empty"]
@@ -214,6 +283,8 @@ def overhead_lines(seconds: dict[str, float], tests: int) -> list[str]:
             )
             print(line, flush=True)
             lines.append(line)
+    if splits:
+        lines.append(split_line(splits, tests))
     line = f"  info: suite wall times for {tests} tests: " + ", ".join(
         f"{kind} {value:.2f} s" for kind, value in seconds.items()
     )
@@ -252,7 +323,9 @@ MAIN_VARIANTS: tuple[str, ...] = ("scripted", "default")
 
 
 def main(tests: int = TESTS, variants: Sequence[str] = MAIN_VARIANTS, repeats: int = REPEATS) -> list[str]:
-    return overhead_lines(measure(tests, variants, repeats), tests)
+    splits: dict[str, dict[str, float]] = {}
+    seconds = measure(tests, variants, repeats, splits=splits)
+    return overhead_lines(seconds, tests, splits)
 
 
 def _cli(argv: Sequence[str] | None = None) -> None:

@@ -113,6 +113,9 @@ def test_plugin_overhead_runs_generated_suites_and_prints_a_target_line(
     assert re.fullmatch(
         r"  info: suite wall times for 2 tests: empty \S+ s, scripted \S+ s", result.lines[-1]
     )
+    phases = r"first setup \d+ ms \(= [\d.]+ ms/test\), then setup [\d.]+ / call [\d.]+ / teardown [\d.]+ ms"
+    head = r"  info: where a test's time goes \(medians of one extra run\): "
+    assert re.fullmatch(rf"{head}empty: {phases}; scripted: {phases}", result.lines[-2])
     assert result.lines[0] in capsys.readouterr().out
 
 

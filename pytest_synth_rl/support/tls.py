@@ -1,27 +1,73 @@
 """One verifying SSL context per process, for every short-lived HTTP client the plugin creates.
 
-httpx builds (and loads the CA bundle into) a fresh context for each client, about 20 ms; a
-probe before every submission and a client per job would pay that each time. A context is safe
-to share between clients and threads.
+httpx builds (and loads the CA bundle into) a fresh context for each client, 20-50 ms; a probe
+before every submission and a client per job would pay that each time. A context is safe to
+share between clients and threads.
+
+Offline, almost every client talks plain http to loopback and never wraps a socket in TLS, so
+the shared context loads its CA bundle on the first TLS connection, not when it is made.
 """
 
 from __future__ import annotations
 
+import os
 import ssl
+import sys
 import threading
+from typing import Any
 
-import httpx
+__all__ = ["CertsOnFirstUse", "shared_ssl_context"]
 
-__all__ = ["shared_ssl_context"]
+
+class CertsOnFirstUse(ssl.SSLContext):
+    """A verifying client context (as httpx makes by default) that loads its CAs when first used.
+
+    CA source, as httpx's default: ``$SSL_CERT_FILE``, else ``$SSL_CERT_DIR``, else certifi.
+    """
+
+    def __new__(cls) -> CertsOnFirstUse:
+        context = super().__new__(cls, ssl.PROTOCOL_TLS_CLIENT)  # hostname check and CERT_REQUIRED
+        if sys.version_info >= (3, 13):  # what ssl.create_default_context adds there
+            context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN | ssl.VERIFY_X509_STRICT
+        return context
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._load_lock = threading.Lock()
+        self.certs_loaded = False
+
+    def load_certs(self) -> None:
+        """Load the CA bundle now (idempotent)."""
+        with self._load_lock:
+            if self.certs_loaded:
+                return
+            if os.environ.get("SSL_CERT_FILE"):
+                self.load_verify_locations(cafile=os.environ["SSL_CERT_FILE"])
+            elif os.environ.get("SSL_CERT_DIR"):
+                self.load_verify_locations(capath=os.environ["SSL_CERT_DIR"])
+            else:
+                import certifi
+
+                self.load_verify_locations(cafile=certifi.where())
+            self.certs_loaded = True
+
+    def wrap_socket(self, *args: Any, **kwargs: Any) -> ssl.SSLSocket:
+        self.load_certs()
+        return super().wrap_socket(*args, **kwargs)
+
+    def wrap_bio(self, *args: Any, **kwargs: Any) -> ssl.SSLObject:
+        self.load_certs()
+        return super().wrap_bio(*args, **kwargs)
+
 
 _ssl_lock = threading.Lock()
-_ssl_context: ssl.SSLContext | None = None
+_ssl_context: CertsOnFirstUse | None = None
 
 
 def shared_ssl_context() -> ssl.SSLContext:
-    """The process's verifying SSL context, created on first use."""
+    """The process's verifying SSL context, created on first use (its CAs on first TLS use)."""
     global _ssl_context
     with _ssl_lock:
         if _ssl_context is None:
-            _ssl_context = httpx.create_ssl_context()
+            _ssl_context = CertsOnFirstUse()
         return _ssl_context
