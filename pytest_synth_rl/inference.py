@@ -9,9 +9,9 @@ decides what the "model" answers.
 Routing follows Synth (contract §10.2): each rollout gets its own URL,
 ``http://127.0.0.1:<port>/<correlation id>`` (the id is a ``trace_…`` path segment), from
 :meth:`StubInference.route`. The stub answers POST on every path that ends in
-``/chat/completions`` below it, with or without ``/v1``, with ``trace_``/``cid_``/``eval_``
-segments or a ``?cid=`` / ``trace_correlation_id`` / ``trace`` query, reads the correlation id,
-gives the policy that rollout's identity and training progress, and records the call under it
+``/chat/completions`` (``/v1``, ``/openai/v1`` or any other prefix), reads the correlation id
+from a ``trace_``/``cid_``/``eval_`` segment or a ``?cid=`` / ``trace_correlation_id`` /
+``trace`` query, gives the policy that rollout's identity and training progress, and records the call under it
 (:meth:`StubInference.calls`). Unknown paths get a 404 that lists what it serves.
 
 * ``StubInference()`` answers the arithmetic example correctly (an :class:`ArithmeticPolicy`);
@@ -86,8 +86,8 @@ _MAX_ROUTES = 10_000
 #: Request bodies :attr:`StubInference.requests` keeps (the newest).
 _MAX_REQUESTS = 10_000
 _SERVED = (
-    "POST [/v1][/trace_<id>|/cid_<id>|/eval_<id>][/v1]/chat/completions[?cid=<id>], "
-    "GET /v1/models, GET /health"
+    "POST <any path>/chat/completions (correlation id from a /trace_<id>, /cid_<id> or /eval_<id> "
+    "segment, or ?cid=<id>), GET /v1/models, GET /health"
 )
 
 
@@ -104,20 +104,20 @@ class ModelCall:
     rollout: RolloutIdentity
 
 
-def _correlation_id(path: str, query: str) -> tuple[bool, str | None]:
-    """``(served, correlation id)`` for a chat-completions *path* (without the suffix) and *query*."""
+def _correlation_id(path: str, query: str) -> str | None:
+    """The correlation id of a chat-completions call: *query*'s, else *path*'s last ``trace_``,
+    ``cid_`` or ``eval_`` segment (*path* without the suffix). Any path is served (contract
+    §10.2: anything under the handed-out base that ends in ``/chat/completions``)."""
     cid: str | None = None
     for segment in (s for s in path.split("/") if s):
         if segment.startswith(_ID_PREFIXES):
             cid = segment
-        elif segment != "v1":
-            return False, None
     params = parse_qs(query)
     for key in _ID_QUERY_KEYS:
         values = params.get(key)
         if values and values[0]:
-            return True, values[0]
-    return True, cid
+            return values[0]
+    return cid
 
 
 # -- the stub -------------------------------------------------------------------------------
@@ -376,12 +376,9 @@ class StubInference:
             return
         path = scope.get("path", "/").rstrip("/") or "/"
         method = scope.get("method", "GET")
-        served, cid = (
-            _correlation_id(path[: -len(_CHAT_SUFFIX)], scope.get("query_string", b"").decode("latin-1"))
-            if path.endswith(_CHAT_SUFFIX)
-            else (False, None)
-        )
-        if served:
+        if path.endswith(_CHAT_SUFFIX):
+            query = scope.get("query_string", b"").decode("latin-1")
+            cid = _correlation_id(path[: -len(_CHAT_SUFFIX)], query)
             if method != "POST":
                 await self._respond(
                     send,

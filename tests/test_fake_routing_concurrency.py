@@ -102,6 +102,11 @@ def test_task_apps_building_either_url_complete_rollouts(
         ("/v1/chat/completions?cid=trace_q", "trace_q"),
         ("/chat/completions?trace_correlation_id=trace_r", "trace_r"),
         ("/chat/completions?trace=trace_s", "trace_s"),
+        # §10.2: any path under the handed-out base that ends in /chat/completions
+        ("/trace_abc/openai/v1/chat/completions", "trace_abc"),
+        ("/trace_abc/api/chat/completions", "trace_abc"),
+        ("/v2/chat/completions", None),
+        ("/proxy/cid_8/deployments/m/chat/completions?api-version=1", "cid_8"),
     ],
 )
 def test_every_synth_chat_path_is_served_and_recorded_under_its_correlation_id(
@@ -122,11 +127,11 @@ def test_unknown_paths_get_a_404_listing_what_is_served() -> None:
 
     with StubInference().serve() as base:
         root = base.removesuffix("/v1")
-        response = httpx.post(root + "/v2/chat/completions", json={"messages": []})
+        response = httpx.post(root + "/v1/embeddings", json={"input": "x"})
     assert response.status_code == 404
     assert response.json()["error"]["message"] == (
-        "no route POST /v2/chat/completions; the stub serves POST "
-        "[/v1][/trace_<id>|/cid_<id>|/eval_<id>][/v1]/chat/completions[?cid=<id>], "
+        "no route POST /v1/embeddings; the stub serves POST <any path>/chat/completions "
+        "(correlation id from a /trace_<id>, /cid_<id> or /eval_<id> segment, or ?cid=<id>), "
         "GET /v1/models, GET /health"
     )
 
