@@ -60,7 +60,8 @@ def job_record(
     now_wall: float | None = None,
     cancelled_by_plugin: bool = False,
 ) -> JobRecord:
-    """Build a record from an ``RLJob``-like object: its last poll result, else a status payload."""
+    """Build a record from an ``RLJob``-like object: its last poll result, else a status payload
+    (and the polls of a wait that ended without a result)."""
     result = getattr(job, "last_result", None)
     status: str | None = None
     final_reward: float | None = None
@@ -72,7 +73,10 @@ def job_record(
         final_reward = result.final_reward
         error = result.error
         timeline = status_runs((r.status, r.elapsed) for r in getattr(result, "history", ()))
-    elif status_payload:
+    else:
+        # a wait that timed out or was interrupted: its polls so far
+        timeline = status_runs((r.status, r.elapsed) for r in getattr(job, "last_polls", ()))
+    if result is None and status_payload:
         from .client.results import extract_error, extract_final_reward, job_status
 
         status = job_status(status_payload) or None

@@ -325,3 +325,13 @@ def test_fake_on_a_non_virtual_clock_derives_state_from_time() -> None:
         assert _status(http, backend, job_id) == "running"
         manual.t += 1.0
         assert _status(http, backend, job_id) == "succeeded"
+
+
+def test_an_unknown_scenario_field_is_a_usage_error_with_a_did_you_mean() -> None:
+    fake = FakeSynthBackend()
+    with pytest.raises(SynthUsageError) as caught:
+        fake.scenario(queue_seconds=3, outcome="failed")
+    assert caught.value.keys == ["Scenario.queue_seconds"]
+    assert "unknown field queue_seconds= (hint: did you mean queue_time=?" in str(caught.value)
+    with pytest.raises(SynthUsageError, match="did you mean steps="):
+        fake.scenario_for("next", stpes=3)

@@ -107,6 +107,7 @@ class AsyncRLJob(JobBase[httpx.AsyncClient, httpx.AsyncBaseTransport]):
             raise_on_failure=raise_on_failure,
             max_failed_polls=max_failed_polls,
         )
+        self.last_polls = poller.history
         status_call = self._status_call()
         while True:
             try:

@@ -25,7 +25,7 @@ from ..taskapp.health import HealthReport
 from .calls import Call, event_page, extract_job_id, json_list, read_body, read_object
 from .jobconfig import RLJobConfig
 from .polling import Poller
-from .results import EventPage, JobResult, extract_error, job_status, outcome_of
+from .results import EventPage, JobResult, PollRecord, extract_error, job_status, outcome_of
 from .retry import RetryPolicy
 
 __all__ = ["DEFAULT_REQUEST_TIMEOUT", "JobBase"]
@@ -76,6 +76,9 @@ class JobBase(Generic[ClientT, TransportT]):
         #: The outcome of the last ``poll_until_complete`` (also when it raised JobFailedError),
         #: and when the job was submitted (clock seconds and wall seconds): what run reports use.
         self.last_result: JobResult | None = None
+        #: The polls of the latest ``poll_until_complete``, filled as they happen: a wait that
+        #: timed out or was interrupted leaves no result, but its polls still tell the story.
+        self.last_polls: list[PollRecord] = []
         self.submitted_at: float | None = None
         self.submitted_wall: float | None = None
         self.finished_at: float | None = None

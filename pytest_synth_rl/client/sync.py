@@ -117,6 +117,7 @@ class RLJob(JobBase[httpx.Client, httpx.BaseTransport]):
             raise_on_failure=raise_on_failure,
             max_failed_polls=max_failed_polls,
         )
+        self.last_polls = poller.history
         status_call = self._status_call()
         while True:
             try:

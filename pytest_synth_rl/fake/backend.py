@@ -220,7 +220,7 @@ class FakeSynthBackend:
             raise SynthUsageError(
                 [ConfigProblem("scenario", "pass either a Scenario or keyword fields, not both", "")]
             )
-        return scenario if scenario is not None else Scenario(**fields)
+        return scenario if scenario is not None else Scenario.from_fields(fields)
 
     def scenario(self, scenario: Scenario | None = None, /, **fields: Any) -> Scenario:
         """Set the default scenario for jobs submitted from now on; returns it.

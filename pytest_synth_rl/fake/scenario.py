@@ -18,12 +18,13 @@ in slot ``k`` instead of running step ``k``. How a slot maps to time depends on 
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from ..errors import ConfigProblem, SynthUsageError
 
@@ -108,6 +109,23 @@ class Scenario:
     eval_every: int | None = None
     #: Free-form labels, shown in the admin job listing; never interpreted.
     labels: dict[str, str] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, Any]) -> Scenario:
+        """``Scenario(**fields)``, but an unknown field is a :class:`SynthUsageError` with a
+        "did you mean", not a ``TypeError``."""
+        known = [f.name for f in dataclasses.fields(cls) if f.init]
+        problems = []
+        for name in fields:
+            if name not in known:
+                close = difflib.get_close_matches(str(name), known, n=1)
+                guess = f"did you mean {close[0]}=? " if close else ""
+                problems.append(
+                    _problem(str(name), f"unknown field {name}=", f"{guess}fields: {', '.join(known)}")
+                )
+        if problems:
+            raise SynthUsageError(problems, hint="see the Scenario docstring in pytest_synth_rl.fake")
+        return cls(**fields)
 
     def __post_init__(self) -> None:
         problems: list[ConfigProblem] = []
