@@ -186,10 +186,11 @@ def _masked_header(name: str, value: str) -> str:
 
 
 class RedactingFilter(logging.Filter):
-    """A logging filter that masks known secrets in a record's rendered message.
+    """A logging filter that masks known secrets in a record's rendered message and traceback.
 
     Installed on our package logger, so that nothing we log carries a key even when a caller
-    passes one through a format argument.
+    passes one through a format argument, and on the servers' loggers (``uvicorn.error``), whose
+    "Exception in ASGI application" records carry whatever the app's exception said.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -201,11 +202,19 @@ class RedactingFilter(logging.Filter):
         if cleaned != message:
             record.msg = cleaned
             record.args = None
+        if record.exc_info and not record.exc_text:
+            # Formatters use a record's exc_text when it is set: render the traceback once, masked.
+            record.exc_text = redact(_TRACEBACKS.formatException(record.exc_info))
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
         return True
 
 
+_TRACEBACKS = logging.Formatter()
+
+
 def get_logger(name: str) -> logging.Logger:
-    """A logger under ``pytest_synth_rl`` whose records are always redacted."""
+    """The logger *name* (ours, or a server's we run), its records always redacted."""
     logger = logging.getLogger(name)
     if not any(isinstance(f, RedactingFilter) for f in logger.filters):
         logger.addFilter(RedactingFilter())

@@ -75,10 +75,16 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = resolve_settings(cli=cli, env=os.environ, ini=ini)
     except SynthUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
+    _check_ini_keys(config)
     if not settings.is_offline and settings.api_key is None:
         raise pytest.UsageError(
-            f"--synth-backend={settings.backend_url} runs RL jobs against a real backend, which needs an "
+            f"{settings.origin('backend')} runs RL jobs against a real backend, which needs an "
             "API key: set SYNTH_API_KEY (or run offline with --synth-backend=mock)."
+        )
+    if settings.report and os.path.isdir(settings.report):
+        raise pytest.UsageError(
+            f"{settings.origin('report')} is a directory; the run report is one JSON file: "
+            f"give a file path such as {os.path.join(settings.report, 'synth-report.json')}"
         )
     if settings.is_offline and settings.record in ("new", "rewrite"):
         raise pytest.UsageError(
@@ -90,6 +96,27 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_SETTINGS_KEY] = settings
     config.pluginmanager.register(RunSummary(config, settings), "synth-rl-summary")
     register_views(config, settings)
+
+
+def _check_ini_keys(config: pytest.Config) -> None:
+    """A misspelled ``synth_*`` ini key is an error with a "did you mean", not pytest's warning."""
+    import difflib
+    import warnings
+
+    known = sorted(spec.ini for spec in OPTIONS if spec.ini)
+    # pytest lists the ini file's keys only through ``inicfg`` (deprecated in pytest 9); where it
+    # is gone, pytest's own "Unknown config option" warning is what is left.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        given = list(getattr(config, "inicfg", None) or ())
+    for key in given:
+        if isinstance(key, str) and key.startswith("synth") and key not in known:
+            near = difflib.get_close_matches(key, known, n=1)
+            guess = f"did you mean {near[0]}? " if near else ""
+            raise pytest.UsageError(
+                f"ini option {key} is not a pytest-synth-rl setting: {guess}"
+                f"the settings are {', '.join(known)}"
+            )
 
 
 _RUN_TASK_KEY = pytest.StashKey[str]()
@@ -463,9 +490,17 @@ def synth_fake_server(
 
 # -- regression features: cassettes and baselines ------------------------------------------------
 def _cassette_file(request: pytest.FixtureRequest, settings: SynthSettings) -> Path:
-    from .recording import cassette_path
+    """The test's cassette path; something other than a file there is an error, not "no cassette"."""
+    from .recording import CassetteError, cassette_path
 
-    return cassette_path(request.config.rootpath / settings.cassette_dir, request.node.nodeid)
+    __tracebackhide__ = True
+    path = cassette_path(request.config.rootpath / settings.cassette_dir, request.node.nodeid)
+    if path.exists() and not path.is_file():
+        raise CassetteError(
+            f"the cassette of {request.node.nodeid} would be {path}, but that is a directory",
+            hint="remove or rename it: a cassette is one JSON file per test under synth_cassette_dir",
+        )
+    return path
 
 
 def _replayer(request: pytest.FixtureRequest, settings: SynthSettings) -> Replayer | None:

@@ -245,12 +245,9 @@ class RunReport:
 
     def write_json(self, path: str | os.PathLike[str]) -> Path:
         """Write the JSON report atomically (a reader never sees half a file)."""
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        tmp.write_text(redact(json.dumps(self.to_json(), indent=2, sort_keys=True)) + "\n", encoding="utf-8")
-        os.replace(tmp, target)
-        return target
+        from .support.files import atomic_write_text
+
+        return atomic_write_text(path, redact(json.dumps(self.to_json(), indent=2, sort_keys=True)) + "\n")
 
     def append_github_summary(self, path: str | os.PathLike[str]) -> None:
         with open(path, "a", encoding="utf-8") as handle:

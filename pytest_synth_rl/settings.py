@@ -11,6 +11,7 @@ Usable without pytest: ``resolve_settings(cli={}, env=os.environ, ini={})``.
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import secrets
 from collections.abc import Callable, Mapping, Sequence
@@ -45,8 +46,8 @@ def _positive_float(name: str) -> Callable[[Any], float]:
             value = float(raw)
         except (TypeError, ValueError):
             raise ValueError(f"{name} must be a number of seconds, got {raw!r}") from None
-        if value <= 0:
-            raise ValueError(f"{name} must be > 0 seconds, got {raw!r}")
+        if not math.isfinite(value) or value <= 0:
+            raise ValueError(f"{name} must be a finite number > 0 seconds, got {raw!r}")
         return value
 
     return parse
@@ -82,6 +83,19 @@ def _progress_mode(raw: Any) -> str:
     return _choice("progress", PROGRESS_MODES, raw)
 
 
+def _backend(raw: Any) -> str:
+    """``mock`` (or a word for it), else an http(s) URL: anything else is a typo, caught here."""
+    text = str(raw).strip()
+    if text.lower() in _MOCK_WORDS:
+        return text
+    scheme, _, rest = text.partition("://")
+    if scheme.lower() in ("http", "https") and rest.strip("/"):
+        return text
+    near = difflib.get_close_matches(text.lower(), sorted(_MOCK_WORDS - {""}), n=1)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    raise ValueError(f"expected 'mock' or an http(s) URL such as https://api.usesynth.ai, got {raw!r}{hint}")
+
+
 def _text(raw: Any) -> str | None:
     text = str(raw).strip() if raw is not None else ""
     return text or None
@@ -112,6 +126,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
         env=("SYNTH_BACKEND_URL", "BACKEND_BASE_URL"),
         ini="synth_backend",
         default="mock",
+        parse=_backend,
         metavar="URL|mock",
     ),
     OptionSpec(
@@ -330,26 +345,19 @@ class SynthSettings:
 
 
 def _parse(spec: OptionSpec, raw: Any, source: str) -> Any:
+    where = {
+        "cli": spec.flag,
+        "ini": f"ini option {spec.ini}",
+        "marker": f"marker argument {spec.name}",
+    }.get(source, source)
     try:
         value = spec.parse(raw)
+        if spec.choices:
+            value = _choice(f"{spec.name}", spec.choices, value)
     except ValueError as exc:
-        where = {
-            "cli": spec.flag,
-            "ini": f"ini option {spec.ini}",
-            "marker": f"marker argument {spec.name}",
-        }.get(source, source)
         raise SynthUsageError(
             [ConfigProblem(key=spec.name, message=f"{where}: {exc}", hint=spec.help)]
         ) from None
-    if spec.choices and value not in spec.choices:
-        raise SynthUsageError(
-            [
-                ConfigProblem(
-                    key=spec.name,
-                    message=f"{source}: expected one of {', '.join(spec.choices)}, got {raw!r}",
-                )
-            ]
-        )
     return value
 
 

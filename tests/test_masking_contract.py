@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+import sys
+from typing import Any
 
+import httpx
 import pytest
 
 from pytest_synth_rl.masking import (
@@ -172,3 +175,35 @@ def test_get_logger_installs_one_redacting_filter() -> None:
     again = get_logger("pytest_synth_rl.masking_contract")
     assert logger is again
     assert sum(isinstance(f, RedactingFilter) for f in logger.filters) == 1
+
+
+def test_the_logging_filter_masks_secrets_in_tracebacks_and_stacks() -> None:
+    register_secret("trace-secret-4242")
+    try:
+        raise RuntimeError("boom with trace-secret-4242")
+    except RuntimeError:
+        record = logging.LogRecord(
+            "uvicorn.error", logging.ERROR, __file__, 1, "Exception in ASGI application", (), sys.exc_info()
+        )
+    record.stack_info = "Stack (most recent call last):\n  key=trace-secret-4242"
+    assert RedactingFilter().filter(record) is True
+    rendered = logging.Formatter().format(record)
+    assert "trace-secret-4242" not in rendered
+    assert "RuntimeError: boom with trac…42" in rendered
+    assert "key=trac…42" in rendered
+
+
+def test_a_served_apps_exception_reaches_the_captured_log_masked(caplog: pytest.LogCaptureFixture) -> None:
+    from pytest_synth_rl.support.serving import serve_asgi
+
+    register_secret("served-secret-7171")
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            raise RuntimeError("task app broke, key=served-secret-7171")
+
+    with caplog.at_level(logging.ERROR), serve_asgi(app, lifespan="off") as server:
+        assert httpx.get(server.url + "/rollout").status_code == 500
+    assert "Exception in ASGI application" in caplog.text
+    assert "RuntimeError: task app broke, key=serv…71" in caplog.text
+    assert "served-secret-7171" not in caplog.text

@@ -131,6 +131,38 @@ def test_online_without_api_key_is_one_clear_error(
     assert "Traceback" not in result.stderr.str()
 
 
+def test_online_without_api_key_names_where_the_backend_came_from(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SYNTH_API_KEY", raising=False)
+    monkeypatch.setenv("SYNTH_BACKEND_URL", "https://backend.invalid")
+    pytester.makepyfile("def test_a(): pass")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: SYNTH_BACKEND_URL=https://backend.invalid runs RL jobs against*"])
+
+
+def test_a_misspelt_ini_key_is_a_usage_error_with_a_did_you_mean(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nsynth_timout = 5\n")
+    pytester.makepyfile("def test_a(): pass")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: ini option synth_timout is not a pytest-synth-rl setting: did you mean synth_timeout? *"]
+    )
+
+
+def test_a_report_path_that_is_a_directory_is_refused_before_the_run(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_a(): pass")
+    (pytester.path / "out").mkdir()
+    result = pytester.runpytest("--synth-report=out")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --synth-report=out is a directory; the run report is one JSON file: give a file path *"]
+    )
+    assert sorted(p.name for p in pytester.path.iterdir() if p.name.endswith(".tmp")) == []
+
+
 def test_online_and_offline_markers_skip_with_reasons(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -38,3 +38,19 @@ def test_an_unknown_cassette_config_key_is_rejected_with_a_suggestion(pytester: 
         "SynthUsageError: invalid synth_cassette_config: synth_cassette_config['ignores']: 'ignores' is "
         "not a cassette option (hint: did you mean 'ignore'? known keys: match_on, ignore)"
     ) in result.stdout.str()
+
+
+def test_a_directory_where_the_cassette_belongs_is_an_error(pytester: pytest.Pytester) -> None:
+    from pytest_synth_rl.recording import cassette_path
+
+    for name in ("arithmetic_task_app.py", "arithmetic.toml"):
+        shutil.copy(EXAMPLES / name, pytester.path / name)
+    pytester.makepyfile(test_cfg=SUITE.replace('"ignores"', '"ignore"'))
+    where = cassette_path(pytester.path / "tests" / "cassettes", "test_cfg.py::test_recorded")
+    where.mkdir(parents=True)
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:xdist")
+    result.assert_outcomes(errors=1)
+    text = result.stdout.str()
+    problem = f"the cassette of test_cfg.py::test_recorded would be {where}, but that is a directory"
+    assert f"CassetteError: {problem}" in text
+    assert "remove or rename it: a cassette is one JSON file per test under synth_cassette_dir" in text

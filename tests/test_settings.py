@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from pytest_synth_rl.errors import SynthUsageError
@@ -133,3 +135,54 @@ def test_a_misspelt_record_mode_names_the_choices_and_the_near_miss() -> None:
         info.value
     )
     assert resolve_settings(cli={"record": "ALL"}, env={}, ini={}).record == "rewrite"
+
+
+@pytest.mark.parametrize("raw", ["nan", "inf", "-inf", "1e400"])
+@pytest.mark.parametrize("name", ["timeout", "poll_interval", "heartbeat_interval"])
+def test_seconds_must_be_finite(name: str, raw: str) -> None:
+    with pytest.raises(SynthUsageError) as info:
+        resolve_settings(cli={name: raw}, env={}, ini={})
+    assert info.value.keys == [name]
+    assert f"must be a finite number > 0 seconds, got {raw!r}" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("source", "layer", "where"),
+    [
+        ("cli", {"cli": {"backend": "mok"}}, "--synth-backend"),
+        ("env", {"env": {"SYNTH_BACKEND_URL": "mok"}}, "env:SYNTH_BACKEND_URL"),
+        ("ini", {"ini": {"backend": "mok"}}, "ini option synth_backend"),
+    ],
+)
+def test_a_backend_that_is_neither_mock_nor_a_url_is_refused_where_it_was_given(
+    source: str, layer: dict[str, Any], where: str
+) -> None:
+    with pytest.raises(SynthUsageError) as info:
+        resolve_settings(**{"cli": {}, "env": {}, "ini": {}, **layer})
+    assert (
+        f"{where}: expected 'mock' or an http(s) URL such as https://api.usesynth.ai, got 'mok' "
+        "(did you mean 'mock'?)" in str(info.value)
+    )
+
+
+@pytest.mark.parametrize(
+    "raw", ["mock", "MOCK", "fake", "offline", "http://127.0.0.1:8000", "https://x.test/"]
+)
+def test_mock_words_and_http_urls_are_backends(raw: str) -> None:
+    settings = resolve_settings(cli={"backend": raw}, env={}, ini={})
+    assert settings.is_offline is (not raw.startswith("http"))
+
+
+@pytest.mark.parametrize("raw", ["api.usesynth.ai", "ftp://x.test", "http://", "localhost:8000"])
+def test_a_backend_url_without_an_http_scheme_is_refused(raw: str) -> None:
+    with pytest.raises(SynthUsageError, match="expected 'mock' or an http\\(s\\) URL"):
+        resolve_settings(cli={"backend": raw}, env={}, ini={})
+
+
+def test_a_misspelt_task_app_scope_names_the_ini_key_and_the_near_miss() -> None:
+    with pytest.raises(SynthUsageError) as info:
+        resolve_settings(cli={}, env={}, ini={"task_app_scope": "sesion"})
+    assert (
+        "ini option synth_task_app_scope: task_app_scope must be one of session, test, got 'sesion' "
+        "(did you mean 'session'?)" in str(info.value)
+    )

@@ -53,7 +53,8 @@ Lifespan = Literal["auto", "on", "off"]
 Protocol = Literal["uvicorn", "minimal"]
 
 log = get_logger(__name__)
-_uvicorn_log = logging.getLogger("uvicorn.error")
+#: uvicorn logs an app's exception (message and traceback) here: redacted like our own logs.
+_uvicorn_log = get_logger("uvicorn.error")
 
 _MAX_LOG_LINES = 500
 _DRAIN_POLL_S = 0.002
