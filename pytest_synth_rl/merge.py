@@ -65,10 +65,33 @@ def merge_reports(paths: Sequence[str | os.PathLike[str]]) -> RunReport:
                 f"ran {first.mode} against {first.backend!r}",
                 hint="merge only shards of the same run",
             )
+    _refuse_overlaps(reports)
     merged = RunReport(mode=first.mode, backend=first.backend)
     records = [record for _, report in reports for record in report.records]
     merged.extend(sorted(records, key=lambda r: r.test_id))
     return merged
+
+
+def _refuse_overlaps(reports: Sequence[tuple[Path, RunReport]]) -> None:
+    """Shards are disjoint slices: a file given twice, or a test in two shards, would count its
+    jobs twice in the merged table, so either is an error naming both places."""
+    seen_files: dict[Path, Path] = {}
+    owner: dict[str, Path] = {}
+    for path, report in reports:
+        resolved = path.resolve()
+        if resolved in seen_files:
+            raise MergeError(
+                f"shard report {path} is given twice (also as {seen_files[resolved]})",
+                hint="pass each shard's report once",
+            )
+        seen_files[resolved] = path
+        for test_id in {record.test_id for record in report.records}:
+            if test_id in owner:
+                raise MergeError(
+                    f"test {test_id} has jobs in two shard reports, {owner[test_id]} and {path}",
+                    hint="the shards' slices overlap: give each test to one shard, then merge again",
+                )
+            owner[test_id] = path
 
 
 def merge_baselines(

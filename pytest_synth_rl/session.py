@@ -192,10 +192,10 @@ class SynthRun:
         self, api_key: Secret | None, task_app_url: str | None, task_app_key: Secret | None
     ) -> None:
         """Online, before a job of this run is submitted: upload the task app's key to the
-        backend (once per run per backend; the backend sends it to the task app on
-        rollouts, contract §10.5), and with ``--synth-verify-task-app`` have the backend verify
-        the task app (once per task app). Failures raise the client's errors, which name the
-        URL and the fix."""
+        backend (once per process per backend, the same key from every xdist worker; the backend
+        sends it to the task app on rollouts, contract §10.5), and with
+        ``--synth-verify-task-app`` have the backend verify the task app (once per task app).
+        Failures raise the client's errors, which name the URL and the fix."""
         if self.settings.is_offline:
             return
         backend = self.settings.backend_url

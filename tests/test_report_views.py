@@ -245,6 +245,26 @@ def test_merge_errors_name_the_file(tmp_path: Path, capsys: pytest.CaptureFixtur
         merge_reports([bad_row])
 
 
+def test_a_shard_given_twice_or_overlapping_shards_are_refused(tmp_path: Path) -> None:
+    from pytest_synth_rl.report import JobRecord
+
+    def shard(name: str, *tests: str) -> Path:
+        report = RunReport(mode="offline", backend="b")
+        report.extend(
+            JobRecord(test_id=t, job_id="job_rl_000001", status="succeeded", backend="b") for t in tests
+        )
+        return report.write_json(tmp_path / name)
+
+    one, two, three = shard("1.json", "t.py::a"), shard("2.json", "t.py::b"), shard("3.json", "t.py::a")
+    assert [r.test_id for r in merge_reports([one, two]).records] == ["t.py::a", "t.py::b"]
+    with pytest.raises(MergeError, match=r"shard report .*1\.json is given twice \(also as .*1\.json\)"):
+        merge_reports([one, two, tmp_path / "." / "1.json"])
+    with pytest.raises(MergeError) as caught:
+        merge_reports([one, two, three])
+    assert f"test t.py::a has jobs in two shard reports, {one} and {three}" in str(caught.value)
+    assert "the shards' slices overlap" in str(caught.value)
+
+
 def test_baselines_from_shards_merge_and_conflicts_name_file_and_key(tmp_path: Path) -> None:
     one, two, into = BaselineStore(tmp_path / "s1"), BaselineStore(tmp_path / "s2"), tmp_path / "all"
     one.save("t.py::a", {"reward.last": 0.8}, reward_curve=[0.1, 0.8])

@@ -379,7 +379,7 @@ class FakeSynthBackend:
         subprocess) cannot advance a virtual clock, so while serving, jobs on a virtual clock
         move by **observation**: every look at a job (a status poll, an events, metrics or
         timeline read, a tick of the live event stream) runs its next stage. A default job
-        (10 steps) is terminal on its 12th look, whatever the client's cadence, and the same
+        (10 steps) is terminal on its 11th look, whatever the client's cadence, and the same
         run gives the same history on a loaded machine as on an idle one.
 
         Alternatives:

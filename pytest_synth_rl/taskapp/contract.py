@@ -513,7 +513,7 @@ def _check_rollout(checker: _Checker, plan: _RolloutPlan, stub: StubInference) -
     checker.add(
         "rollout echoes its id",
         bool(matches) and not wrong,
-        f"trace_correlation_id={correlation_id!r} or run_id={run_id!r}",
+        f"trace_correlation_id={correlation_id!r} or run_id={run_id!r}, and no other value for either",
         ", ".join(wrong) if wrong else (", ".join(f"{k} echoed" for k in matches) or "no id in the response"),
     )
     passed, got = _reward_verdict(body)
