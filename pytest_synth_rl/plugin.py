@@ -27,7 +27,7 @@ from .settings import (
     resolve_settings,
     with_run_task_app_key,
 )
-from .summary import RunSummary, job_properties
+from .summary import WORKER_ROW_SPOOL, RunSummary, job_properties
 
 if TYPE_CHECKING:
     import httpx
@@ -128,12 +128,16 @@ def pytest_configure_node(node: Any) -> None:
 
     The backend keeps a single environment key (contract §10.5): workers that each generated
     and uploaded their own would replace each other's, and the other workers' rollouts would be
-    rejected. With ``ENVIRONMENT_API_KEY`` set, that key is shared already."""
+    rejected. With ``ENVIRONMENT_API_KEY`` set, that key is shared already. Workers also learn
+    where to spool their job rows (see :mod:`~pytest_synth_rl.summary`)."""
     settings = node.config.stash[_SETTINGS_KEY]
     if settings.task_app_api_key is None:
         node.workerinput[WORKER_TASK_APP_KEY] = node.config.stash.setdefault(
             _RUN_TASK_KEY, new_task_app_key()
         )
+    summary = node.config.pluginmanager.get_plugin("synth-rl-summary")
+    if isinstance(summary, RunSummary):
+        node.workerinput[WORKER_ROW_SPOOL] = summary.spool_for_workers()
 
 
 _TERM_KEY = pytest.StashKey[TerminationAsInterrupt]()

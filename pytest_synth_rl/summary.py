@@ -1,6 +1,10 @@
 """The run's job table: job rows travel on test reports (so xdist workers' jobs reach the
 controller) and are printed, written as JSON and appended to a GitHub step summary at the end.
 
+Under xdist, workers also append their rows to a spool file the controller reads at the end:
+after Ctrl-C the controller stops reading workers' reports, but the workers still cancel their
+jobs and write the rows, and "cancelled and reported" must hold there too.
+
 The report module is loaded only once a job row arrives, so runs without RL jobs never pay for it.
 """
 
@@ -8,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +25,10 @@ from .settings import SynthSettings
 if TYPE_CHECKING:
     from .report import JobRecord, RunReport
 
-__all__ = ["JOB_PROPERTY", "RunSummary", "job_properties"]
+__all__ = ["JOB_PROPERTY", "WORKER_ROW_SPOOL", "RunSummary", "job_properties"]
+
+#: Where an xdist controller tells its workers to spool their job rows (``workerinput``).
+WORKER_ROW_SPOOL = "synth_row_spool"
 
 
 def job_properties(records: list[JobRecord]) -> list[tuple[str, str]]:
@@ -44,11 +53,34 @@ class RunSummary:
         #: Rows of tests whose teardown report has not arrived: an interrupted test's fixtures
         #: are torn down at session end, after which no report is made; they are added then.
         self._unreported: dict[str, list[JobRecord]] = {}
+        #: Tests whose teardown report arrived (the controller takes their rows from it).
+        self._reported: set[str] = set()
+        #: Controller: the folder its workers spool rows to. Worker: its own spool file.
+        self._spool_dir: Path | None = None
+        self._spool: Path | None = None
+        workerinput = getattr(config, "workerinput", None) or {}
+        if workerinput.get(WORKER_ROW_SPOOL):
+            name = f"{workerinput.get('workerid', 'worker')}.jsonl"
+            self._spool = Path(workerinput[WORKER_ROW_SPOOL]) / name
+
+    def spool_for_workers(self) -> str:
+        """Controller: the folder workers spool their rows to (made on the first call)."""
+        if self._spool_dir is None:
+            self._spool_dir = Path(tempfile.mkdtemp(prefix="synth-rl-rows-"))
+        return str(self._spool_dir)
 
     def hold(self, nodeid: str, records: list[JobRecord]) -> None:
         """Keep *records* until the test's teardown report carries them (or the run ends)."""
-        if records:
-            self._unreported.setdefault(nodeid, []).extend(records)
+        if not records:
+            return
+        self._unreported.setdefault(nodeid, []).extend(records)
+        if self._spool is not None:
+            from .masking import redact
+
+            rows = [json.dumps({"test": nodeid, "row": r.to_json()}, sort_keys=True) for r in records]
+            lines = "".join(redact(row) + "\n" for row in rows)
+            with open(self._spool, "a", encoding="utf-8") as out:
+                out.write(lines)
 
     @property
     def report(self) -> RunReport:
@@ -61,12 +93,16 @@ class RunSummary:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "teardown":
             return
+        self._reported.add(report.nodeid)
         self._unreported.pop(report.nodeid, None)
         for name, value in report.user_properties:
             if name == JOB_PROPERTY:
                 from .report import JobRecord
 
                 self.report.add(JobRecord(**json.loads(str(value))))
+
+    def pytest_unconfigure(self) -> None:
+        self.drop_spool()  # also when the terminal summary never ran
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if hasattr(self.config, "workerinput"):  # an xdist worker: the controller reports
@@ -76,6 +112,11 @@ class RunSummary:
             for record in held:
                 self.report.add(record)
         self._unreported.clear()
+        unreadable = self._take_spooled_rows()
+        if unreadable:
+            terminalreporter.write_line(
+                f"synth-rl: {unreadable} job row(s) of interrupted xdist workers could not be read"
+            )
         records = self._report.records if self._report is not None else []
         if records:
             terminalreporter.write_sep("=", f"synth-rl jobs ({settings.mode}, {settings.backend_url})")
@@ -86,3 +127,30 @@ class RunSummary:
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if summary and records:
             self.report.append_github_summary(summary)
+
+    def _take_spooled_rows(self) -> int:
+        """Controller: add the workers' spooled rows of tests whose reports never came (an
+        interrupted run), then drop the spool. Returns how many lines could not be read (a
+        worker killed mid-write)."""
+        if self._spool_dir is None:
+            return 0
+        from .report import JobRecord
+
+        unreadable = 0
+        for spool in sorted(self._spool_dir.glob("*.jsonl")):
+            for line in spool.read_text(encoding="utf-8").splitlines():
+                try:
+                    entry = json.loads(line)
+                    test, row = entry["test"], entry["row"]
+                    if test not in self._reported:
+                        self.report.add(JobRecord(**row))
+                except (ValueError, KeyError, TypeError):
+                    unreadable += 1
+        self.drop_spool()
+        return unreadable
+
+    def drop_spool(self) -> None:
+        """Remove the controller's spool folder (safe to call twice)."""
+        if self._spool_dir is not None:
+            shutil.rmtree(self._spool_dir, ignore_errors=True)
+            self._spool_dir = None

@@ -424,3 +424,43 @@ def test_recording_offline_is_rejected_at_configure_time(pytester: pytest.Pytest
             "(a real backend or a served fake)*"
         ]
     )
+
+
+INTERRUPTED_SUITE = """
+import pytest
+
+pytestmark = [
+    pytest.mark.synth_task_app("arithmetic_task_app.py"),
+    pytest.mark.synth_rl(config="arithmetic.toml"),
+]
+
+
+def test_done(synth_rl_job, synth_expect):
+    job = synth_rl_job()
+    job.submit()
+    synth_expect(job).to_succeed(within=7200)
+
+
+@pytest.mark.synth_scenario(duration=3600)
+def test_interrupted(synth_rl_job):
+    job = synth_rl_job()
+    job.submit()
+    raise KeyboardInterrupt  # the worker stops; its report never reaches the controller
+"""
+
+
+def test_an_interrupted_xdist_workers_jobs_still_reach_the_table_and_report(
+    example_dir: pytest.Pytester,
+) -> None:
+    example_dir.makepyfile(test_jobs=INTERRUPTED_SUITE)
+    result = example_dir.runpytest_subprocess("-n", "2", "-p", "xdist", "--synth-report=r.json")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    rows = json.loads((example_dir.path / "r.json").read_text())["jobs"]
+    # each job once: the finished test's row came on its report, the interrupted one's from the spool
+    tests = sorted(row["test_id"] for row in rows)
+    assert tests == ["test_jobs.py::test_done", "test_jobs.py::test_interrupted"]
+    jobs = {row["test_id"]: row for row in rows}
+    assert jobs["test_jobs.py::test_interrupted"]["status"] == "running"
+    assert re.fullmatch(r"job_rl_gw[01]_000001", jobs["test_jobs.py::test_interrupted"]["job_id"])
+    assert jobs["test_jobs.py::test_done"]["status"] == "succeeded"
+    result.stdout.fnmatch_lines(["test_jobs.py::test_interrupted *job_rl_gw?_000001*running*"])
