@@ -96,6 +96,17 @@ def _backend(raw: Any) -> str:
     raise ValueError(f"expected 'mock' or an http(s) URL such as https://api.usesynth.ai, got {raw!r}{hint}")
 
 
+def _http_url(raw: Any) -> str | None:
+    """An http(s) URL with a host (a task app others reach), or nothing."""
+    text = _text(raw)
+    if text is None:
+        return None
+    scheme, _, rest = text.partition("://")
+    if scheme.lower() not in ("http", "https") or not rest.strip("/"):
+        raise ValueError(f"expected an http(s) URL such as http://127.0.0.1:8001, got {raw!r}")
+    return text
+
+
 def _text(raw: Any) -> str | None:
     text = str(raw).strip() if raw is not None else ""
     return text or None
@@ -135,6 +146,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
         flag="--synth-task-app-url",
         env=("TASK_APP_URL", "SYNTH_TASK_APP_URL"),
         ini="synth_task_app_url",
+        parse=_http_url,
         metavar="URL",
     ),
     OptionSpec(

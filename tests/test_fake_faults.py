@@ -8,7 +8,7 @@ from test_fake_support import API, auth, submit
 
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import SynthUsageError
-from pytest_synth_rl.fake import FakeSynthBackend
+from pytest_synth_rl.fake import FakeSynthBackend, Fault
 
 
 def _codes(client: httpx.Client, fake: FakeSynthBackend, n: int, url: str | None = None) -> list[int]:
@@ -128,3 +128,107 @@ def test_bad_fault_specs_name_the_field(fake: FakeSynthBackend, kwargs: dict[str
     with pytest.raises(SynthUsageError) as caught:
         fake.fault(**kwargs)  # type: ignore[arg-type]
     assert key in caught.value.keys
+
+
+# -- every fault field is type-checked (bools are bools, ints are ints, numbers are finite) -------
+@pytest.mark.parametrize(
+    ("kwargs", "key", "message"),
+    [
+        (
+            {"status": 500.5},
+            "fault.status",
+            "must be an HTTP error status 400-599 (an int), got float 500.5 (hint: e.g. status=503)",
+        ),
+        (
+            {"status": "500"},
+            "fault.status",
+            "must be an HTTP error status 400-599 (an int), got str '500' (hint: e.g. status=503)",
+        ),
+        (
+            {"status": True},
+            "fault.status",
+            "must be an HTTP error status 400-599 (an int), got bool True (hint: e.g. status=503)",
+        ),
+        (
+            {"connect_error": "no"},
+            "fault.connect_error",
+            "must be true or false, got str 'no' (hint: e.g. connect_error=True)",
+        ),
+        (
+            {"connect_error": 1},
+            "fault.connect_error",
+            "must be true or false, got int 1 (hint: e.g. connect_error=True)",
+        ),
+        (
+            {"status": 500, "cycle": "false"},
+            "fault.cycle",
+            "must be true or false, got str 'false' (hint: e.g. cycle=True)",
+        ),
+        ({"seed": "x"}, "fault.seed", "must be an int from 0 to 2**64 - 1, got str 'x' (hint: e.g. seed=7)"),
+        (
+            {"seed": 1.5},
+            "fault.seed",
+            "must be an int from 0 to 2**64 - 1, got float 1.5 (hint: e.g. seed=7)",
+        ),
+        ({"seed": -1}, "fault.seed", "must be an int from 0 to 2**64 - 1, got int -1 (hint: e.g. seed=7)"),
+        (
+            {"latency": "1"},
+            "fault.latency",
+            "must be a finite number of seconds in (0, 3600], got '1' (hint: e.g. latency=30)",
+        ),
+        (
+            {"latency": True},
+            "fault.latency",
+            "must be a finite number of seconds in (0, 3600], got True (hint: e.g. latency=30)",
+        ),
+        (
+            {"fail_next": "3"},
+            "fault.fail_next",
+            "must be an int from 1 to 1000000000, got str '3' (hint: e.g. fail_next=2)",
+        ),
+        (
+            {"fail_next": 1.5},
+            "fault.fail_next",
+            "must be an int from 1 to 1000000000, got float 1.5 (hint: e.g. fail_next=2)",
+        ),
+    ],
+)
+def test_fault_fields_of_the_wrong_type_name_the_field(
+    fake: FakeSynthBackend, kwargs: dict[str, object], key: str, message: str
+) -> None:
+    with pytest.raises(SynthUsageError) as caught:
+        fake.fault("list", **kwargs)  # type: ignore[arg-type]
+    assert caught.value.keys == [key]
+    assert str(caught.value) == f"invalid arguments: {key}: {message}"
+    assert fake.faults == []
+
+
+def test_a_fault_route_near_miss_gets_a_did_you_mean(fake: FakeSynthBackend) -> None:
+    with pytest.raises(SynthUsageError) as caught:
+        fake.fault("lsit", status=500)
+    assert str(caught.value) == (
+        "invalid arguments: fault.route: unknown route 'lsit' (hint: did you mean 'list'? use one of "
+        "submit, list, status, cancel, start, events, events_stream, metrics, timeline, *)"
+    )
+
+
+def test_a_fault_lists_every_wrong_field_at_once(fake: FakeSynthBackend) -> None:
+    with pytest.raises(SynthUsageError) as caught:
+        fake.fault("list", status="500", connect_error="x", seed=1.5, cycle="no")  # type: ignore[arg-type]
+    assert caught.value.keys == ["fault.connect_error", "fault.status", "fault.seed", "fault.cycle"]
+
+
+def test_a_fault_built_directly_checks_its_kind() -> None:
+    with pytest.raises(SynthUsageError) as caught:
+        Fault(route="list", kind="explode")  # type: ignore[arg-type]
+    assert str(caught.value) == (
+        "invalid arguments: fault.kind: unknown kind 'explode' (hint: use one of status, connect, latency)"
+    )
+
+
+def test_an_int_status_fault_still_answers_with_that_status(
+    fake: FakeSynthBackend, client: httpx.Client
+) -> None:
+    fault = fake.fault("list", status=599, fail_next=1, seed=2**64 - 1, cycle=False)
+    assert (fault.status, fault.seed) == (599, 2**64 - 1)
+    assert _codes(client, fake, 2) == [599, 200]

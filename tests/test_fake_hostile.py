@@ -19,7 +19,7 @@ import pytest
 from fastapi import FastAPI, Request
 from hang_guard import finishes
 from nacl.public import PublicKey, SealedBox
-from test_fake_support import TASK_KEY, rl_payload
+from test_fake_support import TASK_KEY, rl_payload, submit
 
 from pytest_synth_rl.clock import RealClock, VirtualClock
 from pytest_synth_rl.errors import SynthUsageError
@@ -527,3 +527,248 @@ def test_a_latency_fault_on_a_real_clock_holds_up_only_its_own_request() -> None
             slow.join(3 * GENEROUS)
     fake.close()
     assert answers == [200]
+
+
+# -- every field of the wrong type gets a 422 naming it; the fake keeps answering -----------------
+def still_answers(client: httpx.Client) -> None:
+    """A normal API request and a normal admin request both still work."""
+    assert client.get("/api/rl/jobs").status_code == 200
+    assert client.get("/_fake/clock").status_code == 200
+
+
+def test_a_float_fault_status_is_refused_and_the_fake_keeps_answering(
+    served: tuple[FakeSynthBackend, httpx.Client],
+) -> None:
+    fake, client = served
+    answer = client.post("/_fake/faults", json={"route": "list", "status": 500.5})
+    assert answer.status_code == 422
+    assert answer.json() == {
+        "detail": [
+            {
+                "loc": "fault.status",
+                "msg": "must be an HTTP error status 400-599 (an int), got float 500.5",
+                "hint": "e.g. status=503",
+            }
+        ]
+    }
+    assert fake.faults == []
+    assert client.get("/_fake/faults").json() == {"faults": []}
+    still_answers(client)
+
+
+@pytest.mark.parametrize(
+    ("body", "loc", "msg"),
+    [
+        ({"connect_error": "no"}, "fault.connect_error", "must be true or false, got str 'no'"),
+        ({"connect_error": None}, "fault.connect_error", "must be true or false, got NoneType None"),
+        ({"status": 500, "cycle": "false"}, "fault.cycle", "must be true or false, got str 'false'"),
+        ({"seed": "x"}, "fault.seed", "must be an int from 0 to 2**64 - 1, got str 'x'"),
+        ({"seed": 1.5}, "fault.seed", "must be an int from 0 to 2**64 - 1, got float 1.5"),
+        ({"latency": "1"}, "fault.latency", "must be a finite number of seconds in (0, 3600], got '1'"),
+        ({"status": "500"}, "fault.status", "must be an HTTP error status 400-599 (an int), got str '500'"),
+        ({"status": [500]}, "fault.status", "must be an HTTP error status 400-599 (an int), got list [500]"),
+        ({"status": True}, "fault.status", "must be an HTTP error status 400-599 (an int), got bool True"),
+        ({"fail_next": "3"}, "fault.fail_next", "must be an int from 1 to 1000000000, got str '3'"),
+        ({"fail_next": 2.0}, "fault.fail_next", "must be an int from 1 to 1000000000, got float 2.0"),
+        (
+            {"retry_after": "1"},
+            "fault.retry_after",
+            "must be a finite number of seconds from 0 to 86400, got '1'",
+        ),
+        ({"probability": "0.5"}, "fault.probability", "must be in [0, 1], got '0.5'"),
+    ],
+)
+def test_admin_fault_fields_of_the_wrong_type_get_a_422_naming_the_field(
+    served: tuple[FakeSynthBackend, httpx.Client], body: dict[str, Any], loc: str, msg: str
+) -> None:
+    fake, client = served
+    answer = client.post("/_fake/faults", json={"route": "list", **body})
+    assert answer.status_code == 422
+    assert [(p["loc"], p["msg"]) for p in answer.json()["detail"]] == [(loc, msg)]
+    assert fake.faults == []
+    still_answers(client)
+
+
+def test_admin_unknown_fields_get_a_did_you_mean(served: tuple[FakeSynthBackend, httpx.Client]) -> None:
+    fake, client = served
+    answer = client.post("/_fake/faults", json={"route": "list", "stauts": 500})
+    assert answer.status_code == 422
+    assert error_message(answer) == (
+        "unknown fault fields ['stauts']; did you mean 'status' for 'stauts'? allowed: ['connect_error', "
+        "'cycle', 'fail_next', 'latency', 'pattern', 'probability', 'retry_after', 'route', 'seed', 'status']"
+    )
+    many = client.post("/_fake/scenario", json={f"x{i:03}": 1 for i in range(25)})
+    assert error_message(many).startswith(
+        "unknown scenario fields ['x000', 'x001', 'x002', 'x003', 'x004', 'x005', 'x006', 'x007', 'x008', "
+        "'x009', 'x010', 'x011', 'x012', 'x013', 'x014', 'x015', 'x016', 'x017', 'x018', 'x019'] "
+        "(and 5 more); allowed: ['duration',"
+    )
+    assert fake.faults == []
+    still_answers(client)
+
+
+@pytest.mark.parametrize(("value", "got"), [("yes", "str 'yes'"), (1, "int 1"), (None, "NoneType None")])
+def test_scenario_flags_must_be_real_booleans(
+    served: tuple[FakeSynthBackend, httpx.Client], value: object, got: str
+) -> None:
+    fake, client = served
+    answer = client.post("/_fake/scenario", json={"immediate": value})
+    assert answer.status_code == 422
+    assert answer.json()["detail"] == [
+        {
+            "loc": "Scenario.immediate",
+            "msg": f"must be true or false, got {got}",
+            "hint": "e.g. immediate=True",
+        }
+    ]
+    assert fake.default_scenario == Scenario()
+    with pytest.raises(SynthUsageError) as raised:
+        fake.scenario(immediate=value)
+    assert raised.value.keys == ["Scenario.immediate"]
+    assert raised.value.problems[0].message == f"must be true or false, got {got}"
+    assert fake.default_scenario == Scenario()
+    still_answers(client)
+
+
+@pytest.mark.parametrize(
+    ("body", "loc", "msg"),
+    [
+        ({"steps": "3"}, "Scenario.steps", "must be an int from 1 to 10000, got '3'"),
+        (
+            {"outcome": "failed", "error": 5},
+            "Scenario.error",
+            "must be a string of at most 10000 characters, got int 5",
+        ),
+        (
+            {"outcome": "failed", "error": "x" * 10_001},
+            "Scenario.error",
+            "must be a string of at most 10000 characters, got 10001 characters",
+        ),
+    ],
+)
+def test_admin_scenario_fields_of_the_wrong_type_get_a_422_naming_the_field(
+    served: tuple[FakeSynthBackend, httpx.Client], body: dict[str, Any], loc: str, msg: str
+) -> None:
+    fake, client = served
+    answer = client.post("/_fake/scenario", json=body)
+    assert answer.status_code == 422
+    assert [(p["loc"], p["msg"]) for p in answer.json()["detail"]] == [(loc, msg)]
+    assert fake.default_scenario == Scenario()
+    still_answers(client)
+
+
+ERROR_TEXTS = [
+    ("x" * 10_001, "got 10001 characters"),
+    ("x" * 9_000_000, "got 9000000 characters"),
+    (123, "got int 123"),
+    ({"nested": [1, 2]}, "got dict {'nested': [1, 2]}"),
+]
+
+
+@pytest.mark.parametrize(("error", "got"), ERROR_TEXTS)
+def test_failing_a_job_through_the_admin_api_checks_the_error_like_a_scenario(
+    served: tuple[FakeSynthBackend, httpx.Client], error: object, got: str
+) -> None:
+    fake, client = served
+    job_id = client.post("/api/rl/jobs", json=rl_payload()).json()["id"]
+    answer = client.post(f"/_fake/jobs/{job_id}/fail", json={"error": error})
+    assert answer.status_code == 422
+    assert answer.json()["detail"] == [
+        {
+            "loc": "fail.error",
+            "msg": f"must be a string of at most 10000 characters, {got}",
+            "hint": "pass a short error message, e.g. 'CUDA out of memory'",
+        }
+    ]
+    assert (fake.job(job_id).status, fake.job(job_id).error) == ("running", None)
+    still_answers(client)
+    # Scenario(error=...) says the same thing about the same value: one rule.
+    with pytest.raises(SynthUsageError) as raised:
+        Scenario(outcome="failed", error=error)  # type: ignore[arg-type]
+    assert [(p.key, p.message) for p in raised.value.problems] == [
+        ("Scenario.error", f"must be a string of at most 10000 characters, {got}")
+    ]
+
+
+@pytest.mark.parametrize(("error", "got"), ERROR_TEXTS)
+def test_failing_a_job_in_process_checks_the_error_like_a_scenario(
+    fake: FakeSynthBackend, client: httpx.Client, error: object, got: str
+) -> None:
+    job = fake.job(submit(client, fake))
+    with pytest.raises(SynthUsageError) as raised:
+        job.fail(error)  # type: ignore[arg-type]
+    assert str(raised.value) == (
+        f"invalid arguments: FakeJob.fail: must be a string of at most 10000 characters, {got} "
+        "(hint: pass a short error message, e.g. 'CUDA out of memory')"
+    )
+    assert (job.status, job.error) == ("running", None)
+
+
+def test_an_error_of_exactly_the_limit_fails_the_job(served: tuple[FakeSynthBackend, httpx.Client]) -> None:
+    fake, client = served
+    first = client.post("/api/rl/jobs", json=rl_payload()).json()["id"]
+    second = client.post("/api/rl/jobs", json=rl_payload()).json()["id"]
+    answer = client.post(f"/_fake/jobs/{first}/fail", json={"error": "e" * 10_000})
+    assert (answer.status_code, answer.json()["status"]) == (200, "failed")
+    assert fake.job(first).error == "e" * 10_000
+    assert fake.job(second).fail("f" * 10_000).error == "f" * 10_000
+    third = client.post("/api/rl/jobs", json=rl_payload()).json()["id"]
+    assert client.post(f"/_fake/jobs/{third}/fail", json={}).json()["status"] == "failed"
+    assert fake.job(third).error == "failed via the admin API"
+
+
+@pytest.mark.parametrize(
+    ("to", "msg", "hint"),
+    [
+        ([1], "must be 'running', a step number or 'end', got list [1]", 'e.g. {"to": "end"} or {"to": 3}'),
+        (1.0, "must be 'running', a step number or 'end', got float 1.0", 'e.g. {"to": "end"} or {"to": 3}'),
+        (True, "must be 'running', a step number or 'end', got bool True", 'e.g. {"to": "end"} or {"to": 3}'),
+        (
+            None,
+            "must be 'running', a step number or 'end', got NoneType None",
+            'e.g. {"to": "end"} or {"to": 3}',
+        ),
+        (
+            "e" * 65,
+            f"must be 'running', a step number or 'end', got str {'e' * 65!r:.40}",
+            'e.g. {"to": "end"} or {"to": 3}',
+        ),
+        ("edn", "unknown target 'edn'", "use 'running', a step in 0..10, or 'end'"),
+        (11, "unknown target 11", "use 'running', a step in 0..10, or 'end'"),
+    ],
+)
+def test_admin_advance_names_the_to_field(
+    served: tuple[FakeSynthBackend, httpx.Client], to: object, msg: str, hint: str
+) -> None:
+    fake, client = served
+    job_id = client.post("/api/rl/jobs", json=rl_payload()).json()["id"]
+    answer = client.post(f"/_fake/jobs/{job_id}/advance", json={"to": to})
+    assert answer.status_code == 422
+    assert answer.json()["detail"] == [{"loc": "advance.to", "msg": msg, "hint": hint}]
+    assert fake.job(job_id).rewards == []
+    still_answers(client)
+    moved = client.post(f"/_fake/jobs/{job_id}/advance", json={"to": 3})
+    assert (moved.status_code, len(fake.job(job_id).rewards)) == (200, 3)
+
+
+@pytest.mark.parametrize("action", ["succeed", "cancel"])
+def test_succeed_and_cancel_take_no_fields(
+    served: tuple[FakeSynthBackend, httpx.Client], action: str
+) -> None:
+    fake, client = served
+    job_id = client.post("/api/rl/jobs", json=rl_payload()).json()["id"]
+    answer = client.post(f"/_fake/jobs/{job_id}/{action}", json={"error": "oops"})
+    assert answer.status_code == 422
+    assert error_message(answer) == f"unknown {action} fields ['error']; allowed: []"
+    huge_key = client.post(f"/_fake/jobs/{job_id}/{action}", json={"x" * 100_000: 1})
+    assert error_message(huge_key) == f"unknown {action} fields ['{'x' * 40}']; allowed: []"
+    assert fake.job(job_id).status == "running"
+    still_answers(client)
+
+
+def test_a_bytes_reward_curve_is_not_a_list_of_rewards() -> None:
+    with pytest.raises(SynthUsageError) as raised:
+        Scenario(steps=2, reward_curve=b"ab")
+    assert [(p.key, p.message) for p in raised.value.problems] == [
+        ("Scenario.reward_curve", "unsupported type bytes")
+    ]

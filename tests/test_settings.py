@@ -186,3 +186,14 @@ def test_a_misspelt_task_app_scope_names_the_ini_key_and_the_near_miss() -> None
         "ini option synth_task_app_scope: task_app_scope must be one of session, test, got 'sesion' "
         "(did you mean 'session'?)" in str(info.value)
     )
+
+
+def test_a_task_app_url_must_be_an_http_url() -> None:
+    with pytest.raises(SynthUsageError) as info:
+        resolve_settings(cli={}, env={"TASK_APP_URL": "notaurl"}, ini={})
+    assert "env:TASK_APP_URL: expected an http(s) URL such as http://127.0.0.1:8001, got 'notaurl'" in str(
+        info.value
+    )
+    assert resolve_settings(cli={"task_app_url": "http://127.0.0.1:9"}, env={}, ini={}).task_app_url == (
+        "http://127.0.0.1:9"
+    )

@@ -11,13 +11,16 @@ environment-key upload.
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import json
 from typing import Any
 
 import httpx
 
 from ..clock import VirtualClock
-from ..errors import ConfigError, SynthError, SynthUsageError
+from ..errors import ConfigError, ConfigProblem, SynthError, SynthUsageError
+from .checks import error_text_problem, written
 from .faults import make_fault
 from .handle import FakeJob
 from .scenario import Scenario
@@ -108,13 +111,65 @@ _JOB_ACTION_FIELDS: dict[str, frozenset[str]] = {
 }
 
 
+#: Unknown field names one error lists (a body may hold thousands), and the characters of each.
+_SHOWN_UNKNOWN = 20
+_SHOWN_NAME_CHARS = 40
+#: Longest ``to`` an advance accepts: the named targets are a few characters.
+_MAX_TARGET_CHARS = 64
+
+
 def _unknown_fields(given: dict[str, Any], allowed: frozenset[str], what: str) -> httpx.Response | None:
     extra = sorted(set(given) - allowed)
-    if extra:
-        return error_response(
-            422, "unknown_fields", f"unknown {what} fields {extra}; allowed: {sorted(allowed)}"
+    if not extra:
+        return None
+    shown = extra[:_SHOWN_UNKNOWN]
+    names = "[" + ", ".join(f"{name[:_SHOWN_NAME_CHARS]!r}" for name in shown) + "]"
+    if len(extra) > len(shown):
+        names += f" (and {len(extra) - len(shown)} more)"
+    guesses = []
+    for name in shown:
+        close = difflib.get_close_matches(name[:_SHOWN_NAME_CHARS], sorted(allowed), n=1)
+        if close:
+            guesses.append(f"{close[0]!r} for {name[:_SHOWN_NAME_CHARS]!r}")
+    guess = f"did you mean {', '.join(guesses)}? " if guesses else ""
+    return error_response(
+        422, "unknown_fields", f"unknown {what} fields {names}; {guess}allowed: {sorted(allowed)}"
+    )
+
+
+def _advance(job: FakeJob, body: dict[str, Any]) -> None:
+    """``POST /_fake/jobs/{id}/advance {"to": ...}``; every problem is keyed ``advance.to``."""
+    to = body.get("to", "end")
+    if not (
+        (isinstance(to, str) and len(to) <= _MAX_TARGET_CHARS)
+        or (isinstance(to, int) and not isinstance(to, bool))
+    ):
+        raise SynthUsageError(
+            [
+                ConfigProblem(
+                    "advance.to",
+                    f"must be 'running', a step number or 'end', got {written(to)}",
+                    'e.g. {"to": "end"} or {"to": 3}',
+                )
+            ]
         )
-    return None
+    try:
+        job.advance_to(to)
+    except SynthUsageError as exc:  # FakeJob names its argument; the caller wrote "to"
+        problems = [
+            dataclasses.replace(p, key="advance.to") if p.key == "FakeJob.advance_to" else p
+            for p in exc.problems
+        ]
+        raise SynthUsageError(problems) from None
+
+
+def _fail(job: FakeJob, body: dict[str, Any]) -> None:
+    """``POST /_fake/jobs/{id}/fail {"error": ...}``: the error is checked like ``Scenario.error``."""
+    error = body.get("error")
+    problem = None if error is None else error_text_problem(error, "fail.error")
+    if problem is not None:
+        raise SynthUsageError([problem])
+    job.fail(error or "failed via the admin API")
 
 
 def _job(store: JobStore, job_id: str) -> FakeJob:
@@ -203,11 +258,11 @@ def _route(store: JobStore, request: httpx.Request, api_base: str) -> httpx.Resp
             if bad is not None and action in _JOB_ACTION_FIELDS:
                 return bad
             if action == "advance":
-                job.advance_to(body.get("to", "end"))
+                _advance(job, body)
             elif action == "succeed":
                 job.succeed()
             elif action == "fail":
-                job.fail(str(body.get("error") or "failed via the admin API"))
+                _fail(job, body)
             elif action == "cancel":
                 job.cancel()
             else:

@@ -15,14 +15,27 @@ Faults are consulted before authentication, as real infrastructure failures woul
 
 from __future__ import annotations
 
+import difflib
 import random
 import threading
 from dataclasses import dataclass, field
 from typing import Literal
 
 from ..errors import ConfigProblem, SynthUsageError
+from .checks import bool_problem, written
 
-__all__ = ["MAX_LATENCY", "MAX_PATTERN", "MAX_RETRY_AFTER", "ROUTE_NAMES", "Fault", "FaultKind", "make_fault"]
+__all__ = [
+    "FAULT_KINDS",
+    "MAX_FAIL_NEXT",
+    "MAX_LATENCY",
+    "MAX_PATTERN",
+    "MAX_RETRY_AFTER",
+    "MAX_SEED",
+    "ROUTE_NAMES",
+    "Fault",
+    "FaultKind",
+    "make_fault",
+]
 
 #: Longest injected latency, in (clock) seconds: an hour. On a real clock it is slept.
 MAX_LATENCY = 3600.0
@@ -30,6 +43,10 @@ MAX_LATENCY = 3600.0
 MAX_RETRY_AFTER = 86400.0
 #: Longest ``pattern`` (characters).
 MAX_PATTERN = 10_000
+#: Most calls ``fail_next`` can fail.
+MAX_FAIL_NEXT = 1_000_000_000
+#: Largest ``seed`` (seeds are ints from 0 to 2**64 - 1).
+MAX_SEED = 2**64 - 1
 
 
 def _number_in(value: object, low: float, high: float) -> bool:
@@ -37,7 +54,14 @@ def _number_in(value: object, low: float, high: float) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high
 
 
+def _int_in(value: object, low: int, high: int) -> bool:
+    """A real int (not a bool, not a float such as ``500.0``) from *low* to *high*."""
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
 FaultKind = Literal["status", "connect", "latency"]
+#: Every :data:`FaultKind`.
+FAULT_KINDS: tuple[str, ...] = ("status", "connect", "latency")
 
 #: Route names a fault can target ("*" targets every API route).
 ROUTE_NAMES: tuple[str, ...] = (
@@ -76,13 +100,30 @@ class Fault:
     _lock: threading.Lock = field(init=False, repr=False, default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
+        problems = self._problems()
+        if problems:
+            raise SynthUsageError(problems)
+        self._rng = random.Random(self.seed)
+        if self.kind == "status" and self.status == 429 and self.retry_after is None:
+            self.retry_after = 1.0
+
+    def _problems(self) -> list[ConfigProblem]:
+        """Everything wrong with this fault's fields, each named ``fault.<field>``."""
         problems: list[ConfigProblem] = []
-        if self.route not in ROUTE_NAMES:
+        if not isinstance(self.route, str) or self.route not in ROUTE_NAMES:
+            close = difflib.get_close_matches(str(self.route), ROUTE_NAMES, n=1)
+            guess = f"did you mean {close[0]!r}? " if close else ""
             problems.append(
                 ConfigProblem(
                     "fault.route",
-                    f"unknown route {self.route!r}",
-                    f"use one of {', '.join(ROUTE_NAMES)}",
+                    f"unknown route {self.route!r:.60}",
+                    f"{guess}use one of {', '.join(ROUTE_NAMES)}",
+                )
+            )
+        if not isinstance(self.kind, str) or self.kind not in FAULT_KINDS:
+            problems.append(
+                ConfigProblem(
+                    "fault.kind", f"unknown kind {self.kind!r:.40}", f"use one of {', '.join(FAULT_KINDS)}"
                 )
             )
         selectors = [
@@ -111,24 +152,34 @@ class Fault:
                     "e.g. '0110'",
                 )
             )
-        if self.fail_next is not None and (isinstance(self.fail_next, bool) or self.fail_next < 1):
-            problems.append(ConfigProblem("fault.fail_next", f"must be >= 1, got {self.fail_next!r}", ""))
-        if self.probability is not None and not _number_in(self.probability, 0.0, 1.0):
-            problems.append(
-                ConfigProblem("fault.probability", f"must be in [0, 1], got {self.probability!r}", "")
-            )
-        if self.kind == "status" and not 400 <= self.status <= 599:
+        if self.fail_next is not None and not _int_in(self.fail_next, 1, MAX_FAIL_NEXT):
             problems.append(
                 ConfigProblem(
-                    "fault.status", f"must be an HTTP error status 400-599, got {self.status!r}", ""
+                    "fault.fail_next",
+                    f"must be an int from 1 to {MAX_FAIL_NEXT}, got {written(self.fail_next)}",
+                    "e.g. fail_next=2",
                 )
             )
-        if self.kind == "latency" and not (_number_in(self.latency, 0.0, MAX_LATENCY) and self.latency > 0):
+        if self.probability is not None and not _number_in(self.probability, 0.0, 1.0):
+            problems.append(
+                ConfigProblem("fault.probability", f"must be in [0, 1], got {self.probability!r:.40}", "")
+            )
+        if not _int_in(self.status, 400, 599):
+            problems.append(
+                ConfigProblem(
+                    "fault.status",
+                    f"must be an HTTP error status 400-599 (an int), got {written(self.status)}",
+                    "e.g. status=503",
+                )
+            )
+        low = "(0" if self.kind == "latency" else "[0"  # a latency fault needs some latency
+        if not _number_in(self.latency, 0.0, MAX_LATENCY) or (self.kind == "latency" and self.latency <= 0):
             problems.append(
                 ConfigProblem(
                     "fault.latency",
-                    f"must be a finite number of seconds in (0, {MAX_LATENCY:g}], got {self.latency!r:.40}",
-                    "",
+                    f"must be a finite number of seconds in {low}, {MAX_LATENCY:g}], "
+                    f"got {self.latency!r:.40}",
+                    "e.g. latency=30",
                 )
             )
         if self.retry_after is not None and not _number_in(self.retry_after, 0.0, MAX_RETRY_AFTER):
@@ -140,11 +191,18 @@ class Fault:
                     "",
                 )
             )
-        if problems:
-            raise SynthUsageError(problems)
-        self._rng = random.Random(self.seed)
-        if self.kind == "status" and self.status == 429 and self.retry_after is None:
-            self.retry_after = 1.0
+        if not _int_in(self.seed, 0, MAX_SEED):
+            problems.append(
+                ConfigProblem(
+                    "fault.seed",
+                    f"must be an int from 0 to 2**64 - 1, got {written(self.seed)}",
+                    "e.g. seed=7",
+                )
+            )
+        cycle = bool_problem(self.cycle, "fault.cycle", "cycle=True")
+        if cycle is not None:
+            problems.append(cycle)
+        return problems
 
     def matches(self, route: str | None) -> bool:
         return self.active and route is not None and (self.route == "*" or self.route == route)
@@ -217,22 +275,35 @@ def make_fault(
     seed: int = 0,
     cycle: bool = False,
 ) -> Fault:
-    """A :class:`Fault` from the keyword form ``FakeSynthBackend.fault`` and the admin API take."""
+    """A :class:`Fault` from the keyword form ``FakeSynthBackend.fault`` and the admin API take.
+
+    Every problem is reported at once: this function's own (``connect_error`` not a bool, two
+    kinds) together with the fault's field checks.
+    """
+    flag = bool_problem(connect_error, "fault.connect_error", "connect_error=True")
+    problems = [] if flag is None else [flag]
+    connect_error = connect_error is True
     given = {"status": status is not None, "connect": connect_error, "latency": latency is not None}
     kinds = [kind for kind, on in given.items() if on]
     if len(kinds) > 1:
         message = f"choose one fault kind, got {' and '.join(kinds)}"
-        raise SynthUsageError([ConfigProblem("fault", message, "status=, connect_error=True or latency=")])
+        problems.append(ConfigProblem("fault", message, "status=, connect_error=True or latency="))
     kind: FaultKind = "connect" if connect_error else "latency" if latency is not None else "status"
-    return Fault(
-        route=route,
-        kind=kind,
-        status=status if status is not None else 503,
-        latency=float(latency or 0.0),
-        retry_after=retry_after,
-        pattern=pattern,
-        fail_next=fail_next,
-        probability=probability,
-        seed=seed,
-        cycle=cycle,
-    )
+    try:
+        fault = Fault(
+            route=route,
+            kind=kind,
+            status=status if status is not None else 503,
+            latency=latency if latency is not None else 0.0,
+            retry_after=retry_after,
+            pattern=pattern,
+            fail_next=fail_next,
+            probability=probability,
+            seed=seed,
+            cycle=cycle,
+        )
+    except SynthUsageError as exc:
+        problems.extend(exc.problems)
+    if problems:
+        raise SynthUsageError(problems)
+    return fault

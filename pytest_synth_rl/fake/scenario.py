@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import ConfigProblem, SynthUsageError
+from .checks import MAX_ERROR_CHARS, bool_problem, error_text_problem
 
 __all__ = [
     "MAX_DURATION",
@@ -66,8 +67,6 @@ MAX_POLLS = 1_000_000
 #: Most labels, and the longest label key or value (characters).
 MAX_LABELS = 64
 MAX_LABEL_CHARS = 256
-#: Longest scripted ``error`` message (characters).
-MAX_ERROR_CHARS = 10_000
 _FLOAT_MAX = sys.float_info.max
 
 
@@ -193,10 +192,9 @@ class Scenario:
                     "",
                 )
             )
-        if self.error is not None and (not isinstance(self.error, str) or len(self.error) > MAX_ERROR_CHARS):
-            problems.append(
-                _problem("error", f"must be a string of at most {MAX_ERROR_CHARS} characters", "")
-            )
+        flag = bool_problem(self.immediate, "Scenario.immediate", "immediate=True")
+        error = None if self.error is None else error_text_problem(self.error, "Scenario.error")
+        problems.extend(p for p in (flag, error) if p is not None)
         problems.extend(self._check_labels())
         if self.fail_at_step is not None:
             if self.outcome == "succeeded":
@@ -233,7 +231,7 @@ class Scenario:
         return {
             "duration=": self.duration is not None,
             "polls=": self.polls is not None,
-            "immediate=True": bool(self.immediate),
+            "immediate=True": self.immediate is True,
         }
 
     def _check_labels(self) -> list[ConfigProblem]:
@@ -269,7 +267,7 @@ class Scenario:
                     )
                 ]
             return []
-        if isinstance(curve, Sequence):
+        if isinstance(curve, Sequence) and not isinstance(curve, (bytes, bytearray)):
             if len(curve) > MAX_STEPS:
                 return [
                     _problem(

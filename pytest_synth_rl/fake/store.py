@@ -32,12 +32,13 @@ from nacl.exceptions import CryptoError
 from nacl.public import PrivateKey, SealedBox
 
 from ..clock import Clock, VirtualClock
-from ..errors import ConfigProblem, SynthError
+from ..errors import ConfigProblem, SynthError, SynthUsageError
 from ..inference import StubInference
 from ..masking import Secret, mask_secret, register_secret
 from ..policies import ArithmeticPolicy, Policy, PolicyReply, Progress, RolloutIdentity, linear
 from ..support.loopback import is_loopback_url
 from ..taskapp.health import check_task_app_health
+from .checks import error_text_problem
 from .faults import Fault
 from .jobs import JobRecord
 from .lifecycle import Lifecycle, Target
@@ -429,6 +430,10 @@ class JobStore:
             self._lifecycle.sync(job, Target("end"))
 
     def fail(self, job: JobRecord, message: str) -> None:
+        """Fail *job* now with *message* as its error (bounded like ``Scenario.error``)."""
+        problem = error_text_problem(message, "FakeJob.fail")
+        if problem is not None:
+            raise SynthUsageError([problem])
         with self.lock:
             self._idle(job)
             self._lifecycle.sync(job)
