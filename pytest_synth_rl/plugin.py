@@ -210,9 +210,13 @@ def _resolve_path(request: pytest.FixtureRequest, raw: str | os.PathLike[str], m
         else list(dict.fromkeys([request.node.path.parent / path, request.config.rootpath / path]))
     )
     for candidate in candidates:
-        if candidate.exists():
+        if candidate.is_file():
             return candidate
-    problem = f"{raw!s} does not exist (looked in: {', '.join(str(c) for c in candidates)})"
+    folders = [c for c in candidates if c.is_dir()]
+    if folders:
+        problem = f"{raw!s} is a directory ({folders[0]}), not a file"
+    else:
+        problem = f"{raw!s} does not exist (looked in: {', '.join(str(c) for c in candidates)})"
     hint = "give a path relative to the test file or the rootdir"
     if marker is not None:
         raise MarkerError(marker, request.node.nodeid, problem, hint=hint)

@@ -19,7 +19,7 @@ import pytest
 from fastapi import FastAPI, Request
 from hang_guard import finishes
 from nacl.public import PublicKey, SealedBox
-from test_fake_support import TASK_KEY, rl_payload, submit
+from test_fake_support import API, TASK_KEY, auth, rl_payload, submit
 
 from pytest_synth_rl.clock import RealClock, VirtualClock
 from pytest_synth_rl.errors import SynthUsageError
@@ -772,3 +772,18 @@ def test_a_bytes_reward_curve_is_not_a_list_of_rewards() -> None:
     assert [(p.key, p.message) for p in raised.value.problems] == [
         ("Scenario.reward_curve", "unsupported type bytes")
     ]
+
+
+def test_an_oversized_body_is_a_413_in_process_too(fake: FakeSynthBackend, client: httpx.Client) -> None:
+    from pytest_synth_rl.fake.handler import MAX_BODY_BYTES
+
+    huge = b'{"pad": "' + b"x" * MAX_BODY_BYTES + b'"}'
+    response = client.post(
+        f"{API}/rl/jobs", content=huge, headers={**auth(fake), "content-type": "application/json"}
+    )
+    assert response.status_code == 413
+    assert response.json()["detail"]["error"]["message"] == (
+        f"the request body is {len(huge)} bytes; this fake backend accepts at most {MAX_BODY_BYTES} bytes"
+    )
+    assert fake.requests == []  # never logged, so never kept
+    assert client.get(f"{API}/rl/jobs", headers=auth(fake)).status_code == 200

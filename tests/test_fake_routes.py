@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 
 import httpx
 import pytest
@@ -182,6 +182,30 @@ def test_list_is_newest_first_with_limit_status_filter_and_paging(
     bad_limit = client.get(f"{API}/rl/jobs", params={"limit": "ten"}, headers=auth(fake))
     assert bad_limit.status_code == 422
     assert bad_limit.json()["detail"][0]["loc"] == ["query", "limit"]
+
+
+def test_list_filters_on_creation_time_and_refuses_a_time_it_cannot_read(
+    fake: FakeSynthBackend, client: httpx.Client
+) -> None:
+    first = submit(client, fake)
+    start = fake.clock.time()
+    fake.clock.sleep(100)
+    second = submit(client, fake)
+
+    def listed(**params: object) -> list[str]:
+        body = client.get(f"{API}/rl/jobs", params=params, headers=auth(fake)).json()
+        return [j["id"] for j in body["data"]]
+
+    midway = datetime.fromtimestamp(start + 50, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+    assert listed(created_after=midway) == [second]
+    assert listed(created_before=midway) == [first]
+    assert listed(created_after=str(start + 50)) == [second]  # epoch seconds work too
+    assert listed(created_after=str(start + 100)) == []  # strictly after
+    for raw in ("abc", "nan", "2026-13-01"):
+        bad = client.get(f"{API}/rl/jobs", params={"created_after": raw}, headers=auth(fake))
+        assert bad.status_code == 422
+        assert bad.json()["detail"][0]["loc"] == ["query", "created_after"]
+        assert bad.json()["detail"][0]["msg"] == f"must be an ISO-8601 time or epoch seconds, got {raw!r}"
 
 
 def test_cancel_stops_a_running_job_and_refuses_a_finished_one(

@@ -240,6 +240,25 @@ def test_missing_config_and_task_app_give_actionable_errors(example_dir: pytest.
     assert f"missing.toml does not exist (looked in: {example_dir.path / 'missing.toml'})" in text
 
 
+def test_a_config_path_that_is_a_directory_is_named_as_one(example_dir: pytest.Pytester) -> None:
+    (example_dir.path / "configs").mkdir()
+    example_dir.makepyfile(
+        test_dir_config="""
+        import pytest
+
+        @pytest.mark.synth_rl(config="configs")
+        def test_dir(synth_rl_config):
+            pass
+        """
+    )
+    result = example_dir.runpytest()
+    result.assert_outcomes(errors=1)
+    text = result.stdout.str()
+    folder = example_dir.path / "configs"
+    assert f"synth_rl on test_dir_config.py::test_dir: configs is a directory ({folder}), not a file" in text
+    assert "give a path relative to the test file or the rootdir" in text
+
+
 def test_scenario_marker_scripts_the_offline_backend(example_dir: pytest.Pytester) -> None:
     example_dir.makepyfile(
         SUITE

@@ -9,7 +9,9 @@ Bad input always gets a 4xx with a message that names the parameter and what was
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import Any
 
 import httpx
@@ -154,9 +156,43 @@ def submit(call: Call) -> httpx.Response:
     return json_response(201, job.status_bytes())
 
 
+def _time_param(call: Call, name: str) -> float | None:
+    """An ISO-8601 time (``2026-01-01T00:00:00Z``) or epoch seconds, as epoch seconds; None if absent."""
+    raw = call.request.url.params.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        try:
+            parsed = datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            value = math.nan
+        else:
+            value = (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
+    if not math.isfinite(value):
+        raise _BadParam(
+            json_response(
+                422,
+                {
+                    "detail": [
+                        {
+                            "loc": ["query", name],
+                            "msg": f"must be an ISO-8601 time or epoch seconds, got {raw!r:.80}",
+                            "hint": "e.g. 2026-01-01T00:00:00Z",
+                        }
+                    ]
+                },
+            )
+        )
+    return value
+
+
 def list_jobs(call: Call) -> httpx.Response:
     params = call.request.url.params
     limit = _int_param(call, "limit", 20, 1, 1000)
+    created_after = _time_param(call, "created_after")
+    created_before = _time_param(call, "created_before")
     status = params.get("status")
     if status is not None and status not in _STATUSES:
         return json_response(
@@ -197,6 +233,10 @@ def list_jobs(call: Call) -> httpx.Response:
         if status is not None and job.status != status:
             continue
         if model is not None and job.model != model:
+            continue
+        if created_after is not None and job.created_time <= created_after:
+            continue
+        if created_before is not None and job.created_time >= created_before:
             continue
         if len(selected) == limit:
             more = True

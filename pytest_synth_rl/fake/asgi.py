@@ -30,13 +30,12 @@ from typing import TypeVar
 import httpx
 
 from ..support.asgi import Receive, Scope, Send, serve_lifespan
+from .handler import MAX_BODY_BYTES
 
 __all__ = ["DEFAULT_READ_TIMEOUT", "MAX_BODY_BYTES", "MAX_WORKERS", "FakeASGIApp"]
 
 T = TypeVar("T")
 
-#: The largest request body the served fake accepts (a job payload is a few kilobytes).
-MAX_BODY_BYTES = 10 * 2**20
 #: Seconds a client has to send a whole request body once its headers arrived.
 DEFAULT_READ_TIMEOUT = 30.0
 #: Requests answered at once; more wait (on the event loop, without blocking it) for a worker.

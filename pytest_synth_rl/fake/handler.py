@@ -19,9 +19,11 @@ from .routes import match_route, route_listing
 from .store import JobStore
 from .wire import RecordedRequest, error_response, json_response
 
-__all__ = ["ADMIN_PREFIX", "FakeRouteError", "RequestHandler"]
+__all__ = ["ADMIN_PREFIX", "MAX_BODY_BYTES", "FakeRouteError", "RequestHandler"]
 
 ADMIN_PREFIX = "/_fake"
+#: Largest request body the fake takes, served or in process (real payloads are a few KiB).
+MAX_BODY_BYTES = 10 * 2**20
 
 
 class FakeRouteError(SynthError, AssertionError):
@@ -63,6 +65,12 @@ class RequestHandler:
     def _answer(self, request: httpx.Request) -> tuple[httpx.Response, bool]:
         """``(response, matched)``; *matched* is False for paths the API does not have."""
         request.read()  # a no-op for transports that already did; needed for streamed bodies
+        if len(request.content) > MAX_BODY_BYTES:
+            message = (
+                f"the request body is {len(request.content)} bytes; this fake backend accepts at most "
+                f"{MAX_BODY_BYTES} bytes"
+            )
+            return error_response(413, "body_too_large", message), True
         path = request.url.path
         store = self.store
         if path.startswith(ADMIN_PREFIX + "/") or path == ADMIN_PREFIX:
