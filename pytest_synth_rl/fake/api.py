@@ -42,6 +42,11 @@ class _BadParam(Exception):
         self.response = response
 
 
+def _bad_query(name: str, message: str, hint: str) -> httpx.Response:
+    """The 422 for query parameter *name*, in the shape FastAPI gives validation errors."""
+    return json_response(422, {"detail": [{"loc": ["query", name], "msg": message, "hint": hint}]})
+
+
 def _int_param(call: Call, name: str, default: int, low: int, high: int) -> int:
     raw = call.request.url.params.get(name)
     if raw is None or raw == "":
@@ -52,17 +57,10 @@ def _int_param(call: Call, name: str, default: int, low: int, high: int) -> int:
         value = None
     if value is None or not low <= value <= high:
         raise _BadParam(
-            json_response(
-                422,
-                {
-                    "detail": [
-                        {
-                            "loc": ["query", name],
-                            "msg": f"must be an integer in {low}..{high}, got {raw!r}",
-                            "hint": f"omit {name} for the default ({default})",
-                        }
-                    ]
-                },
+            _bad_query(
+                name,
+                f"must be an integer in {low}..{high}, got {raw!r}",
+                f"omit {name} for the default ({default})",
             )
         )
     return value
@@ -172,17 +170,10 @@ def _time_param(call: Call, name: str) -> float | None:
             value = (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
     if not math.isfinite(value):
         raise _BadParam(
-            json_response(
-                422,
-                {
-                    "detail": [
-                        {
-                            "loc": ["query", name],
-                            "msg": f"must be an ISO-8601 time or epoch seconds, got {raw!r:.80}",
-                            "hint": "e.g. 2026-01-01T00:00:00Z",
-                        }
-                    ]
-                },
+            _bad_query(
+                name,
+                f"must be an ISO-8601 time or epoch seconds, got {raw!r:.80}",
+                "e.g. 2026-01-01T00:00:00Z",
             )
         )
     return value
@@ -195,36 +186,14 @@ def list_jobs(call: Call) -> httpx.Response:
     created_before = _time_param(call, "created_before")
     status = params.get("status")
     if status is not None and status not in _STATUSES:
-        return json_response(
-            422,
-            {
-                "detail": [
-                    {
-                        "loc": ["query", "status"],
-                        "msg": f"unknown status {status!r}",
-                        "hint": f"use one of {', '.join(_STATUSES)}",
-                    }
-                ]
-            },
-        )
+        return _bad_query("status", f"unknown status {status!r}", f"use one of {', '.join(_STATUSES)}")
     model = params.get("model")
     after = params.get("after")
     jobs = list(reversed(call.store.records()))  # newest first: insertion order, reversed
     if after:
         ids = [j.id for j in jobs]
         if after not in ids:
-            return json_response(
-                422,
-                {
-                    "detail": [
-                        {
-                            "loc": ["query", "after"],
-                            "msg": f"unknown job id {after!r}",
-                            "hint": "pass the last id of the previous page",
-                        }
-                    ]
-                },
-            )
+            return _bad_query("after", f"unknown job id {after!r}", "pass the last id of the previous page")
         jobs = jobs[ids.index(after) + 1 :]
     selected: list[dict[str, Any]] = []
     more = False
