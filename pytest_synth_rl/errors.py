@@ -77,7 +77,9 @@ class ConfigProblem:
 
     def render(self) -> str:
         where = self.key or "<config>"
-        if self.line is not None:
+        if self.line is not None and not self.key:
+            where = f"line {self.line}, column {self.column}"  # a file-wide problem: its place
+        elif self.line is not None:
             where += f" (line {self.line}, column {self.column})"
         text = f"{where}: {self.message}"
         if self.hint:

@@ -23,7 +23,7 @@ __all__ = ["HtmlCurves", "job_chart"]
 
 def job_chart(record: JobRecord, baseline: list[float]) -> str:
     """The HTML of one job's chart: a caption and the SVG."""
-    title = f"{record.job_id or '-'} ({record.status or 'not submitted'})"
+    title = f"{record.job_id or '-'} ({record.status_label})"
     svg = reward_chart_svg(
         record.rewards,
         baseline=baseline,

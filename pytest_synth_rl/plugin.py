@@ -9,7 +9,7 @@ that never touches the plugin does not pay for it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -198,6 +198,19 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     __tracebackhide__ = True
     if any(marker.name in MARKERS for marker in item.iter_markers()):
         _spec(item)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Our errors and expectations point at the user's line, not at our frames."""
+    if call.excinfo is not None:
+        from .frames import mark_package_modules
+
+        mark_package_modules()
+    report: pytest.TestReport = yield
+    return report
 
 
 def _resolve_path(request: pytest.FixtureRequest, raw: str | os.PathLike[str], marker: str | None) -> Path:
@@ -418,6 +431,9 @@ def synth_rl_job(
     __tracebackhide__ = True
     settings = _synth_test_settings
     _synth_run.require_backend()
+    if "synth_cassette" in request.fixturenames:
+        # Set up first, so torn down last: the teardown's own reads are recorded (and replayed).
+        request.getfixturevalue("synth_cassette")
     wants_app = settings.task_app_url or settings.task_app or "synth_task_app" in request.fixturenames
     task_app = (
         request.getfixturevalue("synth_task_app") if wants_app or _spec(request.node).task_app else None

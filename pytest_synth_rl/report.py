@@ -42,6 +42,13 @@ class JobRecord:
     #: The statuses the polls saw: ``[status, first_seconds, last_seconds]`` runs.
     timeline: list[list[Any]] = field(default_factory=list)
 
+    @property
+    def status_label(self) -> str:
+        """The status as people read it: a job submitted but never read is "unknown", not absent."""
+        if self.status:
+            return self.status
+        return "status unknown" if self.job_id else "not submitted"
+
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         if data["error"]:
@@ -74,12 +81,13 @@ def job_record(
         error = result.error
         timeline = status_runs((r.status, r.elapsed) for r in getattr(result, "history", ()))
     else:
-        # a wait that timed out or was interrupted: its polls so far
+        # a wait that timed out or was interrupted: its polls so far, the last one's status
         timeline = status_runs((r.status, r.elapsed) for r in getattr(job, "last_polls", ()))
+        status = timeline[-1][0] if timeline else None
     if result is None and status_payload:
         from .client.results import extract_error, extract_final_reward, job_status
 
-        status = job_status(status_payload) or None
+        status = job_status(status_payload) or status
         final_reward = extract_final_reward(status_payload)
         error = extract_error(status_payload)
     submitted_at = getattr(job, "submitted_at", None)
@@ -131,7 +139,7 @@ def mermaid_chart(record: JobRecord, max_points: int = MAX_CHART_POINTS) -> str:
     low, high = min(rewards), max(rewards)
     if high - low < 1e-12:
         low, high = low - 0.5, high + 0.5
-    title = f"{record.test_id} ({record.job_id or '-'}, {record.status or 'not submitted'})"
+    title = f"{record.test_id} ({record.job_id or '-'}, {record.status_label})"
     return "\n".join(
         [
             "```mermaid",
@@ -176,8 +184,7 @@ class RunReport:
                 [
                     r.test_id,
                     r.job_id or "-",
-                    (r.status or "not submitted")
-                    + (" (cancelled by plugin)" if r.cancelled_by_plugin else ""),
+                    r.status_label + (" (cancelled by plugin)" if r.cancelled_by_plugin else ""),
                     f"{format_duration(r.clock_seconds)} {time_label}"
                     if r.clock_seconds is not None
                     else "-",
@@ -234,7 +241,7 @@ class RunReport:
         records = self.records
         counts: dict[str, int] = {}
         for r in records:
-            counts[r.status or "not submitted"] = counts.get(r.status or "not submitted", 0) + 1
+            counts[r.status_label] = counts.get(r.status_label, 0) + 1
         return {
             "version": 1,
             "mode": self.mode,

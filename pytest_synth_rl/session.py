@@ -412,6 +412,8 @@ class SynthJobFactory:
         return records
 
     def _finish_one(self, handle: RLJob, job: Any, cancel_running: bool) -> JobRecord:
+        # The job's time ends with the test, not after the teardown's own reads and their retries.
+        now_clock, now_wall = self._end_clock(job), self._end_wall(job)
         cancelled = False
         status_payload: dict[str, Any] | None = None
         rewards: list[float] = []
@@ -432,8 +434,8 @@ class SynthJobFactory:
             backend=self.settings.backend_url,
             rewards=rewards,
             status_payload=status_payload,
-            now_clock=self._end_clock(job),
-            now_wall=self._end_wall(job),
+            now_clock=now_clock,
+            now_wall=now_wall,
             cancelled_by_plugin=cancelled,
         )
 

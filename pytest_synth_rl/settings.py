@@ -335,7 +335,8 @@ class SynthSettings:
 
     def describe(self) -> list[str]:
         """Lines for the pytest report header; keys masked."""
-        lines = [f"synth-rl: mode={self.mode} backend={self.backend_url} ({self.sources.get('backend')})"]
+        where = f"a fake standing in for {self.backend_url}" if self.is_offline else self.backend_url
+        lines = [f"synth-rl: mode={self.mode} backend={where} ({self.sources.get('backend')})"]
         if self.task_app_url:
             task_app = f"url {self.task_app_url} ({self.sources.get('task_app_url')})"
         elif self.task_app:

@@ -119,7 +119,8 @@ class RunSummary:
             )
         records = self._report.records if self._report is not None else []
         if records:
-            terminalreporter.write_sep("=", f"synth-rl jobs ({settings.mode}, {settings.backend_url})")
+            where = f"fake of {settings.backend_url}" if settings.is_offline else settings.backend_url
+            terminalreporter.write_sep("=", f"synth-rl jobs ({settings.mode}, {where})")
             terminalreporter.write_line(self.report.render_terminal())
         if settings.report:
             path = self.report.write_json(Path(self.config.rootpath) / settings.report)

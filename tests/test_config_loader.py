@@ -34,7 +34,8 @@ def test_syntax_error_reports_file_line_column_and_the_source_line(tmp_path: Pat
     assert "max_turns = = 3" in problem.message
     assert "line 5, column 13" in (problem.hint or "")
     assert str(path) in str(error)
-    assert "(line 5, column 13)" in str(error)
+    assert f"RL config {path} is invalid: line 5, column 13: invalid TOML" in str(error)
+    assert "<config>" not in str(error)
 
 
 def test_syntax_error_at_end_of_document_still_has_a_position(tmp_path: Path) -> None:

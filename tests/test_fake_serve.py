@@ -85,6 +85,8 @@ def test_admin_routes_script_the_fake_from_outside(served: tuple[FakeSynthBacken
     status, index, _ = call("GET", f"{url}/_fake")
     assert status == 200
     assert "POST /_fake/reset" in index["routes"]
+    # The API base a client should use is the served address, not the hosted backend's.
+    assert index["api_base"] == f"{url}/api"
     status, scenario, _ = call("POST", f"{url}/_fake/scenario", {"steps": 2, "duration": 20.0})
     assert (status, scenario["steps"], scenario["mode"]) == (200, 2, "duration")
     call("POST", f"{url}/_fake/scenario", {"job": "next", "outcome": "failed", "immediate": True})

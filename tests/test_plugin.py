@@ -73,7 +73,7 @@ def test_report_header_shows_mode_backend_and_masked_keys(
     result = pytester.runpytest("--synth-timeout=90")
     result.stdout.fnmatch_lines(
         [
-            "synth-rl: mode=offline backend=https://api.usesynth.ai (default)",
+            "synth-rl: mode=offline backend=a fake standing in for https://api.usesynth.ai (default)",
             "*timeout=90s poll=10s*",
             "*SYNTH_API_KEY=sk_l…42*",
         ]
@@ -286,7 +286,7 @@ def test_job_table_json_report_and_junit_properties(
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            "*synth-rl jobs (offline, https://api.usesynth.ai)*",
+            "*synth-rl jobs (offline, fake of https://api.usesynth.ai)*",
             "*test_succeeds*job_rl_*succeeded*virtual*",
             "*JSON report written to*report.json*",
         ]

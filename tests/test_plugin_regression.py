@@ -43,15 +43,24 @@ def _outcome(result: pytest.RunResult) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "arguments",
+    ["synth_cassette, synth_rl_job, synth_expect", "synth_rl_job, synth_expect, synth_cassette"],
+    ids=["cassette-first", "cassette-last"],
+)
 def test_record_against_served_fake_then_replay_offline_without_key(
-    example_dir: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    example_dir: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, arguments: str
 ) -> None:
-    example_dir.makepyfile(SUITE)
+    example_dir.makepyfile(SUITE.replace("synth_cassette, synth_rl_job, synth_expect", arguments))
     monkeypatch.setenv("ENVIRONMENT_API_KEY", TASK_KEY)
     with ServedFake.start(polls_to_finish=4, api_key=SYNTH_KEY) as served:
         monkeypatch.setenv("SYNTH_API_KEY", SYNTH_KEY)
         recorded = example_dir.runpytest_subprocess(
-            f"--synth-backend={served.url}", "--synth-record=once", "--synth-poll-interval=0.01", "-s"
+            f"--synth-backend={served.url}",
+            "--synth-record=once",
+            "--synth-poll-interval=0.01",
+            "-s",
+            "--synth-report=recorded.json",
         )
         recorded.assert_outcomes(passed=1)
         assert len(served.fake.jobs) == 1
@@ -64,10 +73,20 @@ def test_record_against_served_fake_then_replay_offline_without_key(
 
     # Offline, no API key at all: the cassette replays the same job, polls and outcome.
     monkeypatch.delenv("SYNTH_API_KEY")
-    replayed = example_dir.runpytest_subprocess("-s")
+    replayed = example_dir.runpytest_subprocess("-s", "--synth-report=replayed.json")
     replayed.assert_outcomes(passed=1)
     assert _outcome(replayed) == _outcome(recorded)
     assert _outcome(replayed)[1] == "succeeded"
+    # The report's row comes from the cassette too: same status and reward curve, nothing lost
+    # to requests made after the test body (the teardown's metrics read is recorded).
+    reports = ("recorded.json", "replayed.json")
+    rows = [json.loads((example_dir.path / name).read_text())["jobs"] for name in reports]
+    assert [len(r) for r in rows] == [1, 1]
+    recorded_row, replayed_row = rows[0][0], rows[1][0]
+    assert replayed_row["status"] == recorded_row["status"] == "succeeded"
+    assert recorded_row["rewards"], "the recorded run's report has a reward curve"
+    assert replayed_row["rewards"] == recorded_row["rewards"]
+    assert "could not finish" not in replayed.stdout.str() + replayed.stderr.str()
 
 
 def test_offline_without_cassette_runs_on_the_fake(example_dir: pytest.Pytester) -> None:

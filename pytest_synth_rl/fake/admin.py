@@ -224,7 +224,9 @@ def _route(store: JobStore, request: httpx.Request, api_base: str) -> httpx.Resp
     method = request.method
     key = (method, *parts[:1])
     if not parts and method == "GET":
-        return json_response(200, {"routes": list(ADMIN_ROUTES), "api_base": api_base})
+        # Where this request came in (a served fake's loopback port), with the API's own path.
+        here = request.url.copy_with(path=httpx.URL(api_base).path, query=None, fragment=None)
+        return json_response(200, {"routes": list(ADMIN_ROUTES), "api_base": str(here)})
     if key == ("POST", "reset") and len(parts) == 1:
         store.reset()
         return json_response(200, {"ok": True})

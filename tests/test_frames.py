@@ -1,0 +1,128 @@
+"""Our errors and expectations point at the user's line; everything else keeps its frames."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_synth_rl.config.loader import parse_toml
+from pytest_synth_rl.errors import ConfigError
+from pytest_synth_rl.frames import hidden_from_users, mark_package_modules
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def _caught(call: Callable[[], object]) -> pytest.ExceptionInfo[BaseException]:
+    try:
+        call()
+    except BaseException:
+        return pytest.ExceptionInfo.from_current()
+    raise AssertionError("expected the call to raise")
+
+
+def _run_as(module: str, source: str, **names: Any) -> Callable[[], object]:
+    """A function whose frame belongs to *module* (to stand in for ours or pytest's)."""
+    namespace: dict[str, Any] = {"__name__": module, **names}
+    exec(compile(f"def probe():\n    {source}\n", f"<{module}>", "exec"), namespace)
+    probe: Callable[[], object] = namespace["probe"]
+    return probe
+
+
+def test_our_error_raised_for_the_users_call_is_hidden() -> None:
+    info = _caught(lambda: parse_toml("x = = 1", source="rl.toml"))
+    assert info.errisinstance(ConfigError)
+    assert hidden_from_users(info) is True
+
+
+@pytest.mark.parametrize("error", [ValueError("the user's own bug"), AssertionError("the user's own check")])
+def test_the_users_own_errors_called_through_us_keep_their_frames(error: Exception) -> None:
+    def users_callback() -> None:
+        raise error
+
+    through_us = _run_as("pytest_synth_rl._probe", "callback()", callback=users_callback)
+    assert hidden_from_users(_caught(through_us)) is False
+    assert hidden_from_users(_caught(lambda: int("not a number"))) is False
+    assert hidden_from_users(None) is False
+
+
+def test_an_assertion_raised_by_us_is_hidden() -> None:
+    raised_here = _run_as("pytest_synth_rl._probe", "raise AssertionError('expected job to succeed')")
+    assert hidden_from_users(_caught(raised_here)) is True
+
+
+def test_an_error_with_no_user_frame_is_left_to_pytest() -> None:
+    ours = _run_as("pytest_synth_rl._probe", "parse('x = = 1')", parse=parse_toml)
+    machinery = _run_as("_pytest.runner", "ours()", ours=ours)
+    info = _caught(machinery)
+    # The test's own frame is a user frame; cut the traceback to what a hook would see.
+    assert info.tb.tb_next is not None
+    only_hook = pytest.ExceptionInfo.from_exc_info((info.type, info.value, info.tb.tb_next))
+    assert hidden_from_users(only_hook) is False
+
+
+def test_every_loaded_module_of_ours_answers_and_others_are_untouched() -> None:
+    import sys
+
+    import pytest_synth_rl.config.loader as loader
+
+    mark_package_modules()
+    assert loader.__tracebackhide__ is hidden_from_users  # type: ignore[attr-defined]
+    assert "__tracebackhide__" not in vars(sys.modules["json"])
+
+
+SUITE = """
+import pytest
+
+pytestmark = [pytest.mark.synth_task_app("arithmetic_task_app.py")]
+
+
+@pytest.mark.synth_rl(config="broken.toml")
+def test_broken_config(synth_rl_job):
+    synth_rl_job().submit()
+
+
+@pytest.mark.synth_rl(config="arithmetic.toml")
+@pytest.mark.synth_scenario(outcome="failed")
+def test_failed_job(synth_rl_job, synth_expect):
+    job = synth_rl_job()
+    job.submit()
+    synth_expect(job).to_succeed(within=7200)
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    for name in ("arithmetic_task_app.py", "arithmetic.toml"):
+        shutil.copy(EXAMPLES / name, pytester.path / name)
+    (pytester.path / "broken.toml").write_text('[algorithm]\ntype = "online"\nmethod = "policy_gradient\n')
+    pytester.makepyfile(test_frames_suite=SUITE)
+    return pytester
+
+
+def test_failures_show_the_users_line_then_the_message(project: pytest.Pytester) -> None:
+    result = project.runpytest("-p", "no:randomly", "-l")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            ">       synth_rl_job().submit()",
+            "E       pytest_synth_rl.errors.ConfigError: RL config *broken.toml is invalid: "
+            "line 3, column 26:*",
+            "test_frames_suite.py:8: ConfigError",
+            ">       synth_expect(job).to_succeed(within=7200)",
+            "E       AssertionError: expected job job_rl_* to succeed, but it ended 'failed'",
+            "test_frames_suite.py:16: AssertionError",
+        ]
+    )
+    text = result.stdout.str()
+    for internal in ("config/loader.py", "session.py", "assertions.py", "self = <pytest_synth_rl"):
+        assert internal not in text
+
+
+def test_full_trace_still_shows_every_frame(project: pytest.Pytester) -> None:
+    result = project.runpytest("-p", "no:randomly", "--full-trace", "-k", "broken")
+    result.assert_outcomes(failed=1, deselected=1)
+    result.stdout.fnmatch_lines(["*pytest_synth_rl/config/loader.py:*: ConfigError"])
