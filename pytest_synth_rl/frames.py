@@ -5,18 +5,22 @@ about the user's code and data: the frames inside this package between their tes
 ``raise`` only push the message off the screen (and ``--showlocals`` would print their locals).
 pytest asks each frame's ``__tracebackhide__`` (its locals, then its module's globals); our
 modules answer with :func:`hidden_from_users`: hide for our own errors and assertions, never for
-anything else passing through (a bug here, the user's own code failing), and never when no frame
-of the user's would be left. ``--full-trace`` shows every frame, as always.
+anything else passing through (a bug here, the user's own code failing). Where no frame of the
+user's is left (raised by our hook or fixture), the report is the message alone. ``--full-trace``
+shows every frame, as always.
 """
 
 from __future__ import annotations
 
 import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .errors import SynthError
 
-__all__ = ["PACKAGE", "hidden_from_users", "mark_package_modules"]
+__all__ = ["PACKAGE", "hidden_from_users", "mark_package_modules", "message_only"]
 
 PACKAGE = __name__.rpartition(".")[0]
 _MACHINERY = frozenset({"_pytest", "pytest", "pluggy"})
@@ -26,26 +30,64 @@ def _ours(module: str) -> bool:
     return module == PACKAGE or module.startswith(PACKAGE + ".")
 
 
-def _frame_modules(excinfo: Any) -> list[str]:
-    names, tb = [], excinfo.tb
+@dataclass(frozen=True)
+class _Frame:
+    module: str
+    filename: str
+
+    @property
+    def ours(self) -> bool:
+        return _ours(self.module)
+
+    @property
+    def users(self) -> bool:
+        """The test, a conftest, the user's task app: not ours, not pytest's, not installed."""
+        if self.ours or self.module.partition(".")[0] in _MACHINERY:
+            return False
+        return not Path(self.filename).is_relative_to(_INSTALLED) and not any(
+            part in _INSTALLED_DIRS for part in Path(self.filename).parts
+        )
+
+
+_INSTALLED = Path(sysconfig.get_paths()["stdlib"])
+_INSTALLED_DIRS = frozenset({"site-packages", "dist-packages"})
+
+
+def _frames(excinfo: Any) -> list[_Frame]:
+    frames, tb = [], excinfo.tb
     while tb is not None:
         name = tb.tb_frame.f_globals.get("__name__", "")
-        names.append(name if isinstance(name, str) else "")
+        frames.append(_Frame(name if isinstance(name, str) else "", tb.tb_frame.f_code.co_filename))
         tb = tb.tb_next
-    return names
+    return frames
 
 
 def hidden_from_users(excinfo: Any) -> bool:
     """pytest's question to a frame of ours: hide it from the report of *excinfo*?"""
     if excinfo is None or not excinfo.errisinstance((SynthError, AssertionError)):
         return False
-    modules = _frame_modules(excinfo)
-    if not modules:
+    frames = _frames(excinfo)
+    if not frames:
         return False
-    if excinfo.errisinstance(AssertionError) and not _ours(modules[-1]):
+    if excinfo.errisinstance(AssertionError) and not frames[-1].ours:
         return False  # the user's own assert, maybe called through us (a policy, a callback)
-    # An error raised from a hook of ours has no user frame: then pytest's view stays whole.
-    return any(not _ours(m) and m.partition(".")[0] not in _MACHINERY for m in modules)
+    # An error raised from a hook or fixture of ours has no user frame: see message_only().
+    return any(frame.users for frame in frames)
+
+
+def message_only(excinfo: Any) -> str | None:
+    """The whole report of one of our errors raised where the user has no frame (a marker
+    checked by our hook, a fixture of ours), else ``None``.
+
+    Such a traceback is only pytest's machinery and ours; its message already names the
+    marker, test or option and the fix, so the message alone is what the user reads.
+    """
+    if excinfo is None or not excinfo.errisinstance(SynthError):
+        return None
+    if any(frame.users for frame in _frames(excinfo)):
+        return None
+    error = excinfo.value
+    return f"{type(error).__module__}.{type(error).__qualname__}: {error}"
 
 
 def mark_package_modules() -> None:

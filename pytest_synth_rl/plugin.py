@@ -204,12 +204,21 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """Our errors and expectations point at the user's line, not at our frames."""
+    """Our errors and expectations point at the user's line, not at our frames; and no report
+    leaves with a key in it."""
     if call.excinfo is not None:
         from .frames import mark_package_modules
 
         mark_package_modules()
     report: pytest.TestReport = yield
+    if call.excinfo is not None and report.failed and not item.config.getoption("fulltrace", False):
+        from .frames import message_only
+
+        report.longrepr = message_only(call.excinfo) or report.longrepr
+    if report.longrepr is not None or report.sections:
+        from .report_masking import mask_test_report
+
+        mask_test_report(report)
     return report
 
 
@@ -449,7 +458,9 @@ def synth_rl_job(
         if replayer is not None:
             transport = replay_transport(replayer)
         else:
-            request.getfixturevalue("_synth_fake")
+            fake = request.getfixturevalue("_synth_fake")
+            # The key this test's task app enforces reaches its rollouts, as the upload does online.
+            fake.use_task_app_key(task_app.api_key if task_app is not None else None)
             http_client, transport = _synth_run.fake_http_client(), _synth_run.fake_transport()
     known_healthy = isinstance(task_app, InProcessTaskApp) and _synth_run.task_app_known_healthy(task_app)
     jobs = SynthJobFactory(

@@ -13,7 +13,10 @@ Two kinds of form are recognized:
 * base64 forms: the secret at any of the three byte alignments inside a larger blob, in the
   standard and the URL-safe alphabet, padded or not. Only the characters that depend on the
   secret alone are searched for (see :func:`base64_cores`); a match replaces the whole base64
-  token around it, because a half-replaced token would still decode to part of the key.
+  token around it, because a half-replaced token would still decode to part of the key;
+* parts and spellings: any run of at least :data:`FRAGMENT` characters of the secret (a key
+  without its ``sk_live_`` prefix, its first or last half), in any letter case, and the secret's
+  bytes in hex.
 """
 
 from __future__ import annotations
@@ -23,7 +26,11 @@ import json
 import re
 from functools import lru_cache
 
-__all__ = ["base64_cores", "contains", "scrub"]
+__all__ = ["FRAGMENT", "base64_cores", "contains", "scrub"]
+
+#: The shortest run of a secret's characters that counts as the secret: long enough that it is
+#: never a coincidence, short enough to catch what task apps echo (``allowed_first15``).
+FRAGMENT = 12
 
 _STANDARD_TOKEN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
 _URLSAFE_TOKEN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
@@ -94,19 +101,61 @@ def _base64_spans(text: str, secret: str) -> list[tuple[int, int]]:
     return spans
 
 
-def contains(text: str, secret: str) -> bool:
-    """Whether *secret* appears in *text* in any recognized form."""
-    return bool(_pattern(secret).search(text)) or bool(_base64_spans(text, secret))
+def _run_spans(text: str, secret: str) -> list[tuple[int, int]]:
+    """Runs of at least FRAGMENT characters of *secret* in *text*, letter case ignored."""
+    if len(secret) < FRAGMENT:
+        return []
+    folded = text.lower()
+    if len(folded) != len(text):  # a character whose lower case is longer: compare as written
+        folded = text
+    key = secret.lower()
+    spans = []
+    for index in range(len(key) - FRAGMENT + 1):
+        start = folded.find(key[index : index + FRAGMENT])
+        while start != -1:
+            left, right, first, last = start, start + FRAGMENT, index, index + FRAGMENT
+            while left > 0 and first > 0 and folded[left - 1] == key[first - 1]:
+                left, first = left - 1, first - 1
+            while right < len(folded) and last < len(key) and folded[right] == key[last]:
+                right, last = right + 1, last + 1
+            spans.append((left, right))
+            start = folded.find(key[index : index + FRAGMENT], start + 1)
+    return spans
 
 
-def scrub(text: str, secret: str, replacement: str) -> str:
-    """*text* with every recognized form of *secret* replaced by *replacement*."""
+def _hex_spans(text: str, secret: str) -> list[tuple[int, int]]:
+    spelled = secret.encode("utf-8").hex()
+    return [(m.start(), m.end()) for m in re.finditer(re.escape(spelled), text, re.IGNORECASE)]
+
+
+def _replace_spans(text: str, spans: list[tuple[int, int]], replacement: str) -> str:
     merged: list[list[int]] = []
-    for left, right in sorted(_base64_spans(text, secret)):
+    for left, right in sorted(spans):
         if merged and left <= merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], right)
         else:
             merged.append([left, right])
     for left, right in reversed(merged):
         text = text[:left] + replacement + text[right:]
-    return _pattern(secret).sub(replacement.replace("\\", "\\\\"), text)
+    return text
+
+
+def contains(text: str, secret: str) -> bool:
+    """Whether *secret* appears in *text* in any recognized form."""
+    return (
+        bool(_pattern(secret).search(text))
+        or bool(_base64_spans(text, secret))
+        or bool(_run_spans(text, secret))
+        or bool(_hex_spans(text, secret))
+    )
+
+
+def scrub(text: str, secret: str, replacement: str) -> str:
+    """*text* with every recognized form of *secret* replaced by *replacement*.
+
+    Whole forms go first (base64 tokens, then escaped spellings), so that a part found
+    afterwards is never the visible half of an escaped whole.
+    """
+    text = _replace_spans(text, _base64_spans(text, secret), replacement)
+    text = _pattern(secret).sub(replacement.replace("\\", "\\\\"), text)
+    return _replace_spans(text, [*_run_spans(text, secret), *_hex_spans(text, secret)], replacement)

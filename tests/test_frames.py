@@ -126,3 +126,41 @@ def test_full_trace_still_shows_every_frame(project: pytest.Pytester) -> None:
     result = project.runpytest("-p", "no:randomly", "--full-trace", "-k", "broken")
     result.assert_outcomes(failed=1, deselected=1)
     result.stdout.fnmatch_lines(["*pytest_synth_rl/config/loader.py:*: ConfigError"])
+
+
+MARKER_SUITE = """
+import pytest
+
+
+@pytest.mark.synth_rl(confg="arithmetic.toml")
+def test_marker_typo(synth_rl_job):
+    pass
+
+
+@pytest.mark.synth_rl(config="missing.toml")
+def test_missing_config(synth_rl_job):
+    pass
+"""
+
+
+def test_errors_raised_before_the_test_runs_are_the_message_alone(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_markers_suite=MARKER_SUITE)
+    result = pytester.runpytest("-p", "no:randomly")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at setup of test_marker_typo*",
+            "pytest_synth_rl.errors.MarkerError: @pytest.mark.synth_rl on "
+            "test_markers_suite.py::test_marker_typo: unknown argument confg=",
+            "  hint: did you mean config=?*",
+            "*ERROR at setup of test_missing_config*",
+            "pytest_synth_rl.errors.MarkerError: @pytest.mark.synth_rl on "
+            "test_markers_suite.py::test_missing_config: missing.toml does not exist*",
+        ]
+    )
+    text = result.stdout.str()
+    assert "markers.py" not in text
+    assert "plugin.py" not in text
+    assert "All traceback entries are hidden" not in text
+    full = pytester.runpytest("-p", "no:randomly", "--full-trace", "-k", "typo")
+    full.stdout.fnmatch_lines(["*pytest_synth_rl/markers.py:*: MarkerError"])

@@ -88,6 +88,16 @@ def test_record_against_served_fake_then_replay_offline_without_key(
     assert replayed_row["rewards"] == recorded_row["rewards"]
     assert "could not finish" not in replayed.stdout.str() + replayed.stderr.str()
 
+    # Online again with the cassette in place: "once" replays it, key upload included (its
+    # recorded public key is not redacted: it is not a secret, and the upload seals to it).
+    monkeypatch.setenv("SYNTH_API_KEY", SYNTH_KEY)
+    with ServedFake.start(polls_to_finish=4, api_key=SYNTH_KEY) as served:
+        again = example_dir.runpytest_subprocess(
+            f"--synth-backend={served.url}", "--synth-record=once", "--synth-poll-interval=0.01", "-s"
+        )
+        again.assert_outcomes(passed=1)
+        assert _outcome(again) == _outcome(recorded)
+
 
 def test_offline_without_cassette_runs_on_the_fake(example_dir: pytest.Pytester) -> None:
     example_dir.makepyfile(SUITE)

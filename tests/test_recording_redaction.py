@@ -221,6 +221,10 @@ def test_binary_and_form_bodies_are_redacted(tmp_path: Path, secrets_in_env: Non
         ("status", False),
         ("content-type", False),
         ("keep-alive", False),
+        ("public_key", False),  # published to be used: a replayed key upload seals to it
+        ("publicKey", False),
+        ("private_key", True),
+        ("ciphertext_b64", True),
     ],
 )
 def test_sensitive_names(name: str, sensitive: bool) -> None:

@@ -69,7 +69,7 @@ def test_redact_removes_percent_encoded_and_json_escaped_forms(form: str) -> Non
 
 def test_unrelated_base64_and_text_are_left_alone() -> None:
     other = base64.b64encode(b"user:another-password").decode()
-    text = f"Basic {other} and sk_live_Q7+x/Zp9K (one character short)"
+    text = f"Basic {other} and sk_live_Q7+ (a run too short to be the key)"
     assert redact(text, [KEY]) == text
     assert not contains(text, KEY)
 
@@ -134,3 +134,38 @@ def test_recorded_request_repr_masks_sensitive_query_values_and_headers() -> Non
         "body={'password': '<redacted>', 'n': 1}, body_encoding=None)"
     )
     assert request.url.endswith("api_key=plainvalue123&limit=5&accessToken=abc")  # data unchanged
+
+
+LONG_KEY = "sk_live_QXJ7pLm9Zt4Wv2Rb8Nc6Hd1Fg5Ks3Ty0"
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        pytest.param(LONG_KEY[8:], id="without-prefix"),
+        pytest.param(LONG_KEY[:15], id="first15"),
+        pytest.param(LONG_KEY[-12:], id="last12"),
+        pytest.param(LONG_KEY[10:30], id="middle"),
+        pytest.param(LONG_KEY.upper(), id="upper"),
+        pytest.param(LONG_KEY.swapcase()[5:25], id="swapped-part"),
+        pytest.param(LONG_KEY.encode().hex(), id="hex"),
+        pytest.param(LONG_KEY.encode().hex().upper(), id="HEX"),
+    ],
+)
+def test_parts_and_spellings_of_a_key_are_masked(part: str) -> None:
+    text = f'{{"allowed_first15": ["{part}"], "note": "x"}}'
+    assert contains(text, LONG_KEY)
+    masked = scrub(text, LONG_KEY, "<key>")
+    assert masked == '{"allowed_first15": ["<key>"], "note": "x"}'
+
+
+def test_short_runs_of_a_key_and_unrelated_text_stay() -> None:
+    eleven = LONG_KEY[8:19]
+    text = f"sk_live_ prefix alone, {eleven}, and a different key sk_live_ZZZZ9999ZZZZ9999"
+    assert not contains(text, LONG_KEY)
+    assert scrub(text, LONG_KEY, "<key>") == text
+
+
+def test_a_run_is_masked_whole_even_where_it_starts_mid_key() -> None:
+    text = f"got {LONG_KEY[3:]}!"
+    assert scrub(text, LONG_KEY, "<key>") == "got <key>!"

@@ -28,7 +28,7 @@ from ..clock import Clock, ScaledClock, VirtualClock
 from ..config.urls import normalize_backend_url
 from ..errors import ConfigProblem, SynthError, SynthUsageError
 from ..inference import StubInference
-from ..masking import Secret, mask_secret, register_secret
+from ..masking import Secret, mask_secret, register_secret, secret_or_none
 from ..policies import Policy, PolicyReply
 from .asgi import DEFAULT_READ_TIMEOUT
 from .faults import Fault, make_fault
@@ -326,6 +326,11 @@ class FakeSynthBackend:
     def use_policy(self, policy: Policy | None) -> None:
         """Answer model calls with *policy* from now on (``None``: this fake's own policy again)."""
         self.store.use_policy(policy)
+
+    def use_task_app_key(self, key: str | Secret | None) -> None:
+        """Send *key* to task apps from now on, as if a client had uploaded it (``None`` forgets
+        it). The plugin does this offline with each test's task app key, as it uploads it online."""
+        self.store.keep_env_key(secret_or_none(key))
 
     # -- mounting (respx) -----------------------------------------------------------------------
     def start(self) -> FakeSynthBackend:

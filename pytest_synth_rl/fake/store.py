@@ -34,7 +34,7 @@ from nacl.public import PrivateKey, SealedBox
 from ..clock import Clock, VirtualClock
 from ..errors import ConfigProblem, SynthError, SynthUsageError
 from ..inference import StubInference
-from ..masking import Secret, mask_secret, register_secret
+from ..masking import Secret, mask_secret
 from ..policies import ArithmeticPolicy, Policy, PolicyReply, Progress, RolloutIdentity, linear
 from ..support.loopback import is_loopback_url
 from ..taskapp.health import check_task_app_health
@@ -567,9 +567,12 @@ class JobStore:
             raise EnvKeyRejected("the key is not UTF-8 text") from None
         if not text.strip():
             raise EnvKeyRejected("the key is empty")
-        register_secret(text)
+        self.keep_env_key(Secret(text))
+
+    def keep_env_key(self, key: Secret | None) -> None:
+        """Use *key* for rollouts, as an uploaded key (it replaces an earlier one; None forgets)."""
         with self.lock:
-            self._uploaded_key = Secret(text)
+            self._uploaded_key = key
 
     @property
     def has_env_key(self) -> bool:

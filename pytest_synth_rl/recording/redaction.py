@@ -73,6 +73,7 @@ _SENSITIVE_WORDS: frozenset[str] = frozenset(
         "credential",
         "credentials",
         "cookie",
+        "ciphertext",  # a key sealed for the backend is still that key, to whoever holds the box
     }
 )
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -81,8 +82,14 @@ _SCHEME_VALUE = re.compile(r"^([A-Za-z][A-Za-z0-9._~+/-]*)\s+\S")
 
 
 def is_sensitive_name(name: str) -> bool:
-    """Whether a header, query parameter or JSON field called *name* holds a credential."""
+    """Whether a header, query parameter or JSON field called *name* holds a credential.
+
+    A ``public_key`` does not: it is published to be used (the backend's sealing key, which a
+    replayed key upload needs as recorded).
+    """
     words = _SEPARATORS.split(_CAMEL.sub("_", name).lower())
+    if words[0] == "public":
+        return False
     return any(word in _SENSITIVE_WORDS for word in words)
 
 
