@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from .errors import SynthError
 
@@ -41,25 +42,40 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run a command; a problem with the files given is one ``error:`` message and exit code 2
+    (argparse's code for a usage error), never a traceback."""
     args = _parser().parse_args(argv)
-    from .merge import merge_baselines, merge_reports
+    from .merge import append_summary, check_output_file, merge_baselines, merge_reports, write_report
 
     try:
         if args.command == "merge":
+            # Refuse an output path that cannot be written before reading any shard.
+            if args.report:
+                check_output_file(args.report, "--report")
+            if args.summary:
+                check_output_file(args.summary, "--summary", make_parents=False)
             report = merge_reports(args.reports)
             print(report.render_terminal())
             if args.report:
-                print(f"synth-rl: merged JSON report written to {report.write_json(args.report)}")
+                print(f"synth-rl: merged JSON report written to {write_report(report, args.report)}")
             if args.summary:
-                report.append_github_summary(args.summary)
+                append_summary(report, args.summary)
                 print(f"synth-rl: merged summary appended to {args.summary}")
         else:
-            written = merge_baselines(args.directories, args.into)
+            written = merge_baselines(args.directories, args.into, on_empty=_say_empty)
             print(f"synth-rl: {len(written)} baseline files merged into {args.into}")
     except SynthError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     return 0
+
+
+def _say_empty(directory: Path) -> None:
+    print(
+        f"synth-rl: shard baseline directory {directory} has no baseline files (*.json); "
+        "if that shard refreshed baselines, check that its directory was downloaded",
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":

@@ -16,9 +16,24 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 from .clock import Clock, RealClock
+from .errors import ConfigProblem, JobTimeoutError, a_type
+from .expectation_arguments import (
+    bounds_problems,
+    checked_call,
+    event_types_problems,
+    given_settings,
+    number_problem,
+    raise_problems,
+    setting_problem,
+    shown,
+    status_problem,
+    text_problem,
+    window_problem,
+    within_problem,
+)
 from .masking import redact
 from .render import format_duration, reward_curve_line, status_timeline
 
@@ -34,6 +49,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 _LAST_EVENTS = 8
 _EVENT_PAGE = 200
@@ -221,7 +237,12 @@ def collect_job_history(job: _Job, result: Any = None, polls: Sequence[Any] = ()
 
 
 class JobExpectation:
-    """Fluent expectations about one job. Each method returns ``self`` so they chain."""
+    """Fluent expectations about one job. Each method returns ``self`` so they chain.
+
+    Arguments are checked before anything is polled: a wrong type, a NaN or infinite number, a
+    ``within`` that is not > 0, a misspelled keyword or a call that would check nothing raises
+    :class:`~pytest_synth_rl.errors.SynthUsageError` naming the call as written.
+    """
 
     def __init__(
         self,
@@ -231,6 +252,9 @@ class JobExpectation:
         interval: float | None = None,
         timeout: float | None = None,
     ) -> None:
+        raise_problems(
+            [setting_problem("JobExpectation", n, v) for n, v in given_settings(interval, timeout)]
+        )
         self.job = job
         self.clock = clock or getattr(job, "clock", None) or RealClock()
         self.interval = interval
@@ -255,14 +279,11 @@ class JobExpectation:
 
     def _finished(self) -> Any:
         if self.result is None:
-            self.to_finish()
+            self._wait(None)
         return self.result
 
-    # -- expectations -------------------------------------------------------------------------
-    def to_finish(self, within: float | None = None) -> JobExpectation:
-        """The job reaches any terminal status within *within* seconds (on the job's clock)."""
-        from .errors import JobTimeoutError  # local: keeps this module importable on its own
-
+    def _wait(self, within: float | None) -> None:
+        """Poll the job to a terminal status (``within`` already checked by the caller)."""
         try:
             self.result = self.job.poll_until_complete(**self._poll_kwargs(within))
         except JobTimeoutError as exc:
@@ -272,20 +293,47 @@ class JobExpectation:
                 f"but it was still {exc.last_status!r} after {len(exc.history)} polls",
                 exc.history,
             ) from None
+
+    # -- expectations -------------------------------------------------------------------------
+    @checked_call
+    def to_finish(self, within: float | None = None) -> JobExpectation:
+        """The job reaches any terminal status within *within* seconds (on the job's clock)."""
+        __tracebackhide__ = True
+        raise_problems([within_problem("to_finish", within)])
+        self._wait(within)
         return self
 
+    @checked_call
     def to_succeed(self, within: float | None = None) -> JobExpectation:
         """The job reaches ``succeeded`` (or ``completed``) within *within* seconds."""
-        self.to_finish(within)
+        __tracebackhide__ = True
+        raise_problems([within_problem("to_succeed", within)])
+        self._wait(within)
         if not getattr(self.result, "succeeded", False):
             ended = getattr(self.result, "status", "?")
             raise self._fail(f"expected job {self.job.job_id} to succeed, but it ended {ended!r}")
         return self
 
+    @checked_call
     def to_fail(self, within: float | None = None, *, error_contains: str | None = None) -> JobExpectation:
         """The job ends ``failed`` (or ``error``, any case); optionally its error text contains
         *error_contains*."""
-        self.to_finish(within)
+        __tracebackhide__ = True
+        raise_problems(
+            [
+                within_problem("to_fail", within),
+                None
+                if error_contains is None
+                else text_problem(
+                    "to_fail",
+                    "error_contains",
+                    error_contains,
+                    expected="non-blank text the job's error must contain",
+                    example="CUDA out of memory",
+                ),
+            ]
+        )
+        self._wait(within)
         if not getattr(self.result, "failed", False):
             raise self._fail(f"expected job {self.job.job_id} to fail, but it ended {self.result.status!r}")
         error = getattr(self.result, "error", None) or ""
@@ -293,18 +341,24 @@ class JobExpectation:
             raise self._fail(f"expected the job's error to contain {error_contains!r}, got {error!r}")
         return self
 
+    @checked_call
     def to_be_cancelled(self, within: float | None = None) -> JobExpectation:
         """The job ends ``cancelled`` (any spelling)."""
-        self.to_finish(within)
+        __tracebackhide__ = True
+        raise_problems([within_problem("to_be_cancelled", within)])
+        self._wait(within)
         if not getattr(self.result, "cancelled", False):
             raise self._fail(
                 f"expected job {self.job.job_id} to be cancelled, but it ended {self.result.status!r}"
             )
         return self
 
+    @checked_call
     def to_reach_status(self, status: str, within: float | None = None) -> JobExpectation:
         """The job's status becomes *status* (case-insensitive) within *within* seconds."""
-        wanted = status.lower()
+        __tracebackhide__ = True
+        raise_problems([status_problem(status), within_problem("to_reach_status", within)])
+        wanted = status.strip().lower()
         seen: list[tuple[float, str]] = []
         start = self.clock.now()
 
@@ -324,10 +378,13 @@ class JobExpectation:
             ) from None
         return self
 
+    @checked_call
     def to_have_final_reward(
         self, *, at_least: float | None = None, at_most: float | None = None
     ) -> JobExpectation:
-        """The finished job's final reward lies within the given bounds."""
+        """The finished job's final reward lies within the given bounds (at least one is needed)."""
+        __tracebackhide__ = True
+        raise_problems(bounds_problems(at_least, at_most))
         result = self._finished()
         reward = getattr(result, "final_reward", None)
         if reward is None:
@@ -338,12 +395,27 @@ class JobExpectation:
             raise self._fail(f"expected final reward <= {at_most}, got {reward:.4f}")
         return self
 
+    @checked_call
     def to_improve_reward(self, *, by: float = 0.0, window: int = 1) -> JobExpectation:
         """The reward curve rose by at least *by* from start to end.
 
         With ``window=k`` the means of the first and last *k* points are compared, which is kinder
         to noisy curves than first-vs-last.
         """
+        __tracebackhide__ = True
+        raise_problems(
+            [
+                number_problem(
+                    "to_improve_reward",
+                    "by",
+                    by,
+                    positive=False,
+                    expected="a finite number: the least rise from the start of the reward curve to its end",
+                    hint="e.g. to_improve_reward(by=0.2); a negative by tolerates a drop that small",
+                ),
+                window_problem(window),
+            ]
+        )
         self._finished()
         history = collect_job_history(self.job, self.result)
         rewards = history.rewards
@@ -361,8 +433,11 @@ class JobExpectation:
             )
         return self
 
+    @checked_call
     def to_emit_events(self, types: Sequence[str]) -> JobExpectation:
         """The job's events contain *types* in this order (others may come between)."""
+        __tracebackhide__ = True
+        raise_problems(event_types_problems(types))
         events = _all_events(self.job) if self.job.job_id else []
         seen = [str(e.get("type")) for e in events]
         position = 0
@@ -385,6 +460,21 @@ def expect_job(
     *interval* and *timeout* default to the job's own polling defaults; the pytest fixtures pass
     the run's ``--synth-poll-interval`` / ``--synth-timeout``.
     """
+    __tracebackhide__ = True
     if inspect.iscoroutinefunction(getattr(job, "poll_until_complete", None)):
         raise TypeError("expect_job() takes an RLJob; for an AsyncRLJob, await its methods directly")
+    problems: list[ConfigProblem | None] = [
+        setting_problem("expect_job", n, v) for n, v in given_settings(interval, timeout)
+    ]
+    if not callable(getattr(job, "poll_until_complete", None)):
+        problems.insert(
+            0,
+            ConfigProblem(
+                key="expect_job.job",
+                message=f"got expect_job({shown(job)}), {a_type(job)}; expected the RLJob itself",
+                hint="pass the job, not what it returned: job = synth_rl_job(); job.submit(); "
+                "synth_expect(job).to_succeed()",
+            ),
+        )
+    raise_problems(problems)
     return JobExpectation(job, clock=clock, interval=interval, timeout=timeout)

@@ -33,6 +33,24 @@ __all__ = [
 _EXCERPT_LIMIT = 500
 
 
+def a_type(value: object) -> str:
+    """``an int``, ``a str``: the type of a value the user passed, with its article."""
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
+def unknown_argument(
+    call: str, name: str, guess: str | None, usage: str, shown: str = "..."
+) -> ConfigProblem:
+    """``call(name=...)`` where *call* takes no *name*: with a "did you mean" for *guess*."""
+    did_you_mean = f"did you mean {call}({guess}=...)? " if guess else ""
+    return ConfigProblem(
+        key=f"{call}.{name}",
+        message=f"got {call}({name}={shown}); {call}() has no argument {name!r}",
+        hint=f"{did_you_mean}{usage}",
+    )
+
+
 def excerpt(text: str | bytes | None, limit: int = _EXCERPT_LIMIT) -> str:
     """A short, redacted, single-string view of a response body for messages."""
     if text is None:

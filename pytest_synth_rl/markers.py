@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -153,8 +154,15 @@ class _Reader:
         value = self.kwargs.get(key)
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            self.fail(f"{key}={value!r} is not a positive number of seconds", f"e.g. {key}=30", argument=key)
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or value <= 0
+        ):
+            self.fail(
+                f"{key}={value!r} is not a finite positive number of seconds", f"e.g. {key}=30", argument=key
+            )
         return float(value)
 
 
@@ -197,7 +205,9 @@ def _rl(node: MarkerNode) -> RLMarker:
 
 def _task_app(node: MarkerNode) -> TaskAppMarker | None:
     __tracebackhide__ = True
-    usage = "synth_task_app('pkg.module:app' or 'app.py', api_key=None, scope='session'|'test')"
+    usage = (
+        "synth_task_app('pkg.module:app', 'app.py' or 'app.py:attr', api_key=None, scope='session'|'test')"
+    )
     reader = _Reader(node, "synth_task_app", ("api_key", "scope"), usage)
     if not reader.present:
         return None
@@ -209,6 +219,13 @@ def _task_app(node: MarkerNode) -> TaskAppMarker | None:
     if api_key is not None and not isinstance(api_key, str):
         reader.fail(
             f"api_key must be a string, got {type(api_key).__name__}", "api_key='...'", argument="api_key"
+        )
+    if isinstance(api_key, str) and not api_key.strip():
+        reader.fail(
+            "api_key is empty",
+            "give the key the app should enforce, or leave api_key out to use ENVIRONMENT_API_KEY "
+            "(or a key generated for the run)",
+            argument="api_key",
         )
     scope = reader.kwargs.get("scope")
     if scope is not None and scope not in _SCOPES:

@@ -13,7 +13,7 @@ import os
 import threading
 from collections.abc import Iterable
 
-from .secret_forms import scrub
+from .secret_forms import scrub_parts, scrub_whole
 
 __all__ = [
     "CREDENTIAL_HEADERS",
@@ -109,8 +109,11 @@ def redact(text: str, extra: Iterable[str | None] = ()) -> str:
     """
     if not text:
         return text
-    for secret in known_secrets(extra):
-        text = scrub(text, secret, mask_secret(secret))
+    secrets = known_secrets(extra)
+    for secret in secrets:  # whole forms of every secret first: one may be part of another
+        text = scrub_whole(text, secret, mask_secret(secret))
+    for secret in secrets:
+        text = scrub_parts(text, secret, mask_secret(secret))
     return text
 
 

@@ -10,17 +10,32 @@ the same test. ``python -m pytest_synth_rl merge ...`` and ``merge-baselines ...
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Sequence
+import reprlib
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .baselines import Baseline, BaselineError
 from .errors import SynthError
 from .report import RunReport
-from .support.files import atomic_write_text
+from .support.files import (
+    UnreadableDocument,
+    atomic_write_text,
+    directory_path_problem,
+    file_path_problem,
+    parse_json_document,
+    write_error_reason,
+)
 
-__all__ = ["MergeError", "merge_baselines", "merge_reports", "read_report"]
+__all__ = [
+    "MergeError",
+    "append_summary",
+    "check_output_file",
+    "merge_baselines",
+    "merge_reports",
+    "read_report",
+    "write_report",
+]
 
 
 class MergeError(SynthError):
@@ -31,25 +46,68 @@ def read_report(path: str | os.PathLike[str]) -> RunReport:
     """One shard's ``--synth-report`` JSON."""
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        raw = file.read_bytes()
     except FileNotFoundError:
         raise MergeError(
             f"shard report {file} does not exist",
             hint="pass the files each shard wrote with --synth-report=PATH (download the CI artifacts first)",
         ) from None
     except OSError as error:
-        raise MergeError(f"cannot read shard report {file}: {error.strerror}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
         raise MergeError(
-            f"shard report {file} is not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})",
-            hint="was the shard's upload cut short? re-run that shard",
+            f"cannot read shard report {file}: {error.strerror or error}",
+            hint="pass the files each shard wrote with --synth-report=PATH",
         ) from None
     try:
-        return RunReport.from_json(data, where=f"shard report {file}")
+        data = parse_json_document(raw)
+    except UnreadableDocument as error:
+        raise MergeError(
+            f"shard report {file} {error}",
+            hint="pass the JSON file the shard wrote with --synth-report; if its upload was cut short, "
+            "re-run that shard",
+        ) from None
+    try:
+        report = RunReport.from_json(data, where=f"shard report {file}")
     except ValueError as error:
         raise MergeError(str(error), hint="pass files written by --synth-report") from None
+    for index, record in enumerate(report.records):
+        for name, kind in _ROW_TYPES.items():
+            if not _has_type(getattr(record, name), kind):
+                raise MergeError(
+                    f"shard report {file}: jobs[{index}].{name} is {reprlib.repr(getattr(record, name))}, "
+                    f"expected {kind}",
+                    hint="pass files written by --synth-report (was this one edited by hand?)",
+                )
+    return report
+
+
+#: The JSON type of each job row field, as :meth:`RunReport.to_json` writes it.
+_ROW_TYPES = {
+    "test_id": "a string",
+    "job_id": "a string or null",
+    "status": "a string or null",
+    "backend": "a string",
+    "final_reward": "a number or null",
+    "rewards": "a list of numbers",
+    "clock_seconds": "a number or null",
+    "wall_seconds": "a number or null",
+    "error": "a string or null",
+    "cancelled_by_plugin": "true or false",
+    "timeline": "a list of lists",
+}
+
+
+def _has_type(value: object, kind: str) -> bool:
+    if value is None:
+        return kind.endswith(" or null")
+    if kind.startswith("a string"):
+        return isinstance(value, str)
+    if kind.startswith("a number"):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "a list of numbers":
+        return isinstance(value, list) and all(_has_type(item, "a number") for item in value)
+    if kind == "a list of lists":
+        return isinstance(value, list) and all(isinstance(item, list) for item in value)
+    return isinstance(value, bool)
 
 
 def merge_reports(paths: Sequence[str | os.PathLike[str]]) -> RunReport:
@@ -95,25 +153,33 @@ def _refuse_overlaps(reports: Sequence[tuple[Path, RunReport]]) -> None:
 
 
 def merge_baselines(
-    directories: Sequence[str | os.PathLike[str]], into: str | os.PathLike[str]
+    directories: Sequence[str | os.PathLike[str]],
+    into: str | os.PathLike[str],
+    *,
+    on_empty: Callable[[Path], None] | None = None,
 ) -> list[Path]:
     """Copy every shard's baseline files into *into*; returns the files written.
 
     The same file from two shards must hold the same baseline; if not, :class:`MergeError` names
     the file and the first key whose values differ, since only a person can tell which is right.
+    A missing shard directory, one given twice, or an unreadable baseline file is an error too;
+    *on_empty* is called with each shard directory that holds no baseline files.
     """
+    target = Path(into)
+    problem = directory_path_problem(target)
+    if problem is not None:
+        raise MergeError(
+            f"cannot merge baselines into {target}: {problem}",
+            hint="give --into a directory (it is created if missing), such as tests/baselines",
+        )
+    shards = _shard_directories(directories)
     chosen: dict[str, tuple[Path, Baseline, str]] = {}
-    for directory in map(Path, directories):
-        if not directory.is_dir():
-            raise MergeError(
-                f"baseline directory {directory} does not exist", hint="pass each shard's baseline dir"
-            )
-        for file in sorted(directory.glob("*.json")):
-            text = file.read_text(encoding="utf-8")
-            try:
-                baseline = Baseline.from_json(text, path=file)
-            except BaselineError as error:
-                raise MergeError(error.message) from None
+    for directory in shards:
+        files = sorted(directory.glob("*.json"))
+        if not files and on_empty is not None:
+            on_empty(directory)
+        for file in files:
+            baseline, text = _read_baseline(file)
             earlier = chosen.get(file.name)
             if earlier is None:
                 chosen[file.name] = (file, baseline, text)
@@ -125,11 +191,88 @@ def merge_baselines(
                     hint="two shards refreshed the same test's baseline differently; keep one file by "
                     "hand (or run that test in one shard only) and merge again",
                 )
-    target = Path(into)
     written = []
     for name, (_, _, text) in sorted(chosen.items()):
-        written.append(atomic_write_text(target / name, text))
+        path = target / name
+        try:
+            written.append(atomic_write_text(path, text))
+        except OSError as error:
+            raise MergeError(
+                f"cannot write merged baseline {path}: {write_error_reason(path, error)}",
+                hint="give --into a directory you can write",
+            ) from None
     return written
+
+
+def _shard_directories(directories: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """The shards' baseline directories, each existing and given once (like shard reports)."""
+    seen: dict[Path, Path] = {}
+    for directory in map(Path, directories):
+        if not directory.is_dir():
+            what = "is not a directory" if directory.exists() else "does not exist"
+            raise MergeError(
+                f"baseline directory {directory} {what}",
+                hint="pass each shard's baseline directory (its synth_baseline_dir, by default "
+                "tests/baselines)",
+            )
+        resolved = directory.resolve()
+        if resolved in seen:
+            raise MergeError(
+                f"baseline directory {directory} is given twice (also as {seen[resolved]})",
+                hint="pass each shard's baseline directory once",
+            )
+        seen[resolved] = directory
+    return list(seen.values())
+
+
+def _read_baseline(file: Path) -> tuple[Baseline, str]:
+    """A shard's baseline file and its text; :class:`MergeError` names the file if it is broken."""
+    try:
+        raw = file.read_bytes()
+    except OSError as error:
+        raise MergeError(f"cannot read baseline file {file}: {error.strerror or error}") from None
+    try:
+        baseline = Baseline.from_json(raw, path=file)
+    except BaselineError as error:
+        raise MergeError(error.message, hint=error.hint) from None
+    return baseline, raw.decode("utf-8")  # from_json has checked it is UTF-8
+
+
+def check_output_file(path: str | os.PathLike[str], option: str, *, make_parents: bool = True) -> None:
+    """Refuse an output path that cannot be a file (a directory, or under a file) before merging;
+    the message names *option* as the user wrote it."""
+    problem = file_path_problem(path, make_parents=make_parents)
+    if problem is not None:
+        raise MergeError(
+            f"{option} {path}: cannot write there: {problem}",
+            hint=f"give {option} a file path"
+            + (" (missing directories are created)" if make_parents else " in an existing directory"),
+        )
+
+
+def write_report(report: RunReport, path: str | os.PathLike[str], option: str = "--report") -> Path:
+    """Write the merged JSON report; a path that cannot be written is a :class:`MergeError`."""
+    check_output_file(path, option)
+    try:
+        return report.write_json(path)
+    except OSError as error:
+        raise MergeError(
+            f"{option} {path}: cannot write the merged report: {write_error_reason(path, error)}",
+            hint=f"give {option} a file path you can write",
+        ) from None
+
+
+def append_summary(report: RunReport, path: str | os.PathLike[str], option: str = "--summary") -> None:
+    """Append the merged Markdown summary; a path that cannot be appended to is a :class:`MergeError`."""
+    check_output_file(path, option, make_parents=False)
+    try:
+        report.append_github_summary(path)
+    except OSError as error:
+        raise MergeError(
+            f"{option} {path}: cannot append the merged summary: "
+            f"{write_error_reason(path, error, make_parents=False)}",
+            hint=f'give {option} a file path you can write ("$GITHUB_STEP_SUMMARY" in GitHub Actions)',
+        ) from None
 
 
 def _first_difference(a: Baseline, b: Baseline) -> str | None:

@@ -81,15 +81,15 @@ def pytest_configure(config: pytest.Config) -> None:
             f"{settings.origin('backend')} runs RL jobs against a real backend, which needs an "
             "API key: set SYNTH_API_KEY (or run offline with --synth-backend=mock)."
         )
-    if settings.report and os.path.isdir(settings.report):
+    if settings.report and os.path.isdir(config.rootpath / settings.report):  # written there
         raise pytest.UsageError(
             f"{settings.origin('report')} is a directory; the run report is one JSON file: "
             f"give a file path such as {os.path.join(settings.report, 'synth-report.json')}"
         )
     if settings.is_offline and settings.record in ("new", "rewrite"):
         raise pytest.UsageError(
-            f"--synth-record={settings.record} needs a backend to record from: add "
-            "--synth-backend=URL (a real backend or a served fake)"
+            f"{settings.origin('record')} needs a backend to record from: add "
+            "--synth-backend=URL (a real backend or a served fake), or record none offline"
         )
     handed = getattr(config, "workerinput", {}).get(WORKER_TASK_APP_KEY)
     settings = with_run_task_app_key(settings, handed)
@@ -222,8 +222,11 @@ def pytest_runtest_makereport(
     return report
 
 
-def _resolve_path(request: pytest.FixtureRequest, raw: str | os.PathLike[str], marker: str | None) -> Path:
-    """A path from a marker (relative to the test file) or ini (relative to the rootdir)."""
+def _resolve_path(
+    request: pytest.FixtureRequest, raw: str | os.PathLike[str], marker: str | None, ini_key: str
+) -> Path:
+    """A path from a marker (relative to the test file) or the ini option *ini_key* (relative to
+    the rootdir)."""
     __tracebackhide__ = True
     path = Path(raw)
     candidates = (
@@ -242,7 +245,10 @@ def _resolve_path(request: pytest.FixtureRequest, raw: str | os.PathLike[str], m
     hint = "give a path relative to the test file or the rootdir"
     if marker is not None:
         raise MarkerError(marker, request.node.nodeid, problem, hint=hint)
-    raise SynthUsageError([ConfigProblem(key="ini", message=problem, hint=hint)], subject="ini option")
+    raise SynthUsageError(
+        [ConfigProblem(key=ini_key, message=problem, hint=f"set {ini_key} to {hint.removeprefix('give ')}")],
+        subject=f"ini option {ini_key}",
+    )
 
 
 # -- fixtures ----------------------------------------------------------------------------------
@@ -391,8 +397,7 @@ def synth_task_app(
                 )
             ]
         )
-    if source.endswith(".py"):
-        source = str(_resolve_path(request, source, "synth_task_app" if marker else None))
+    source = _task_app_source(request, source, "synth_task_app" if marker else None)
     spec = TaskAppSpec(source=source, api_key=(marker.api_key if marker else None) or task_key)
     if ((marker.scope if marker else None) or synth_settings.task_app_scope) == "test":
         app = spec.start()
@@ -402,6 +407,31 @@ def synth_task_app(
             app.stop()
     else:
         yield _synth_run.task_app(spec)
+
+
+def _task_app_source(request: pytest.FixtureRequest, source: str, marker: str | None) -> str:
+    """The task app source with its file resolved (``app.py``, ``app.py:attr``); a module target
+    that is really a file next to the test (``"app"`` for ``app.py``) is a mistake named as such."""
+    from .taskapp.loading import split_app_path
+
+    __tracebackhide__ = True
+    path, attribute = split_app_path(source)
+    if path.suffix == ".py":
+        resolved = str(_resolve_path(request, path, marker, "synth_task_app"))
+        return f"{resolved}:{attribute}" if attribute else resolved
+    if ":" in source or "." in source:
+        return source  # a target such as "my_tasks.server:app"
+    for folder in dict.fromkeys([request.node.path.parent, request.config.rootpath]):
+        file = folder / f"{source}.py"
+        if file.is_file():
+            problem = f"{source!r} is not a 'package.module:attribute' target, and {file.name} is a file"
+            hint = f"did you mean {file.name!r}? A .py path loads that file"
+            if marker is not None:
+                raise MarkerError(marker, request.node.nodeid, problem, hint=hint)
+            raise SynthUsageError(
+                [ConfigProblem("synth_task_app", problem, hint)], subject="ini option synth_task_app"
+            )
+    return source
 
 
 @pytest.fixture
@@ -415,7 +445,7 @@ def synth_rl_config(
     raw = _synth_spec.rl.config or synth_settings.config
     if not raw:
         return None
-    path = _resolve_path(request, raw, "synth_rl" if _synth_spec.rl.config else None)
+    path = _resolve_path(request, raw, "synth_rl" if _synth_spec.rl.config else None, "synth_rl_config")
     return RLConfigRef(path, dict(_synth_spec.rl.overrides))
 
 

@@ -14,9 +14,10 @@ Two kinds of form are recognized:
   standard and the URL-safe alphabet, padded or not. Only the characters that depend on the
   secret alone are searched for (see :func:`base64_cores`); a match replaces the whole base64
   token around it, because a half-replaced token would still decode to part of the key;
-* parts and spellings: any run of at least :data:`FRAGMENT` characters of the secret (a key
-  without its ``sk_live_`` prefix, its first or last half), in any letter case, and the secret's
-  bytes in hex.
+* parts and spellings: its first or last :data:`EDGE_FRAGMENT` characters or more (what task
+  apps echo as ``allowed_first15``; a key without its ``sk_live_`` prefix), any run of at least
+  :data:`FRAGMENT` characters from its middle, in any letter case, and the secret's bytes in hex.
+  Middle runs must be longer because keys made of words share short runs with ordinary text.
 """
 
 from __future__ import annotations
@@ -26,11 +27,12 @@ import json
 import re
 from functools import lru_cache
 
-__all__ = ["FRAGMENT", "base64_cores", "contains", "scrub"]
+__all__ = ["EDGE_FRAGMENT", "FRAGMENT", "base64_cores", "contains", "scrub", "scrub_parts", "scrub_whole"]
 
-#: The shortest run of a secret's characters that counts as the secret: long enough that it is
-#: never a coincidence, short enough to catch what task apps echo (``allowed_first15``).
-FRAGMENT = 12
+#: The shortest start or end of a secret that counts as the secret (``allowed_first15`` echoes 15).
+EDGE_FRAGMENT = 12
+#: The shortest run from anywhere in a secret that counts as the secret.
+FRAGMENT = 16
 
 _STANDARD_TOKEN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
 _URLSAFE_TOKEN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
@@ -102,24 +104,26 @@ def _base64_spans(text: str, secret: str) -> list[tuple[int, int]]:
 
 
 def _run_spans(text: str, secret: str) -> list[tuple[int, int]]:
-    """Runs of at least FRAGMENT characters of *secret* in *text*, letter case ignored."""
-    if len(secret) < FRAGMENT:
-        return []
+    """Runs of *secret*'s characters in *text* that count as the secret, letter case ignored."""
+    if len(secret) <= EDGE_FRAGMENT:
+        return []  # only the whole secret, found by the other forms
     folded = text.lower()
     if len(folded) != len(text):  # a character whose lower case is longer: compare as written
         folded = text
     key = secret.lower()
     spans = []
-    for index in range(len(key) - FRAGMENT + 1):
-        start = folded.find(key[index : index + FRAGMENT])
+    for index in range(len(key) - EDGE_FRAGMENT + 1):
+        window = key[index : index + EDGE_FRAGMENT]
+        start = folded.find(window)
         while start != -1:
-            left, right, first, last = start, start + FRAGMENT, index, index + FRAGMENT
+            left, right, first, last = start, start + EDGE_FRAGMENT, index, index + EDGE_FRAGMENT
             while left > 0 and first > 0 and folded[left - 1] == key[first - 1]:
                 left, first = left - 1, first - 1
             while right < len(folded) and last < len(key) and folded[right] == key[last]:
                 right, last = right + 1, last + 1
-            spans.append((left, right))
-            start = folded.find(key[index : index + FRAGMENT], start + 1)
+            if first == 0 or last == len(key) or right - left >= FRAGMENT:
+                spans.append((left, right))
+            start = folded.find(window, start + 1)
     return spans
 
 
@@ -150,12 +154,22 @@ def contains(text: str, secret: str) -> bool:
     )
 
 
+def scrub_whole(text: str, secret: str, replacement: str) -> str:
+    """*text* with every whole form of *secret* (raw, escaped, base64'd) replaced."""
+    text = _replace_spans(text, _base64_spans(text, secret), replacement)
+    return _pattern(secret).sub(replacement.replace("\\", "\\\\"), text)
+
+
+def scrub_parts(text: str, secret: str, replacement: str) -> str:
+    """*text* with every part or respelling of *secret* (runs, other case, hex) replaced."""
+    return _replace_spans(text, [*_run_spans(text, secret), *_hex_spans(text, secret)], replacement)
+
+
 def scrub(text: str, secret: str, replacement: str) -> str:
     """*text* with every recognized form of *secret* replaced by *replacement*.
 
-    Whole forms go first (base64 tokens, then escaped spellings), so that a part found
-    afterwards is never the visible half of an escaped whole.
+    Whole forms go first, so that a part found afterwards is never the visible half of an
+    escaped whole. With several secrets, scrub all whole forms before any part (as
+    :func:`pytest_synth_rl.masking.redact` does): one secret may contain another.
     """
-    text = _replace_spans(text, _base64_spans(text, secret), replacement)
-    text = _pattern(secret).sub(replacement.replace("\\", "\\\\"), text)
-    return _replace_spans(text, [*_run_spans(text, secret), *_hex_spans(text, secret)], replacement)
+    return scrub_parts(scrub_whole(text, secret, replacement), secret, replacement)

@@ -35,6 +35,7 @@ from .report import JobRecord, job_record
 from .settings import SynthSettings
 from .support.tls import shared_ssl_context
 from .taskapp import InProcessTaskApp, check_task_app_health
+from .taskapp.loading import split_app_path
 
 __all__ = [
     "BaselineCheck",
@@ -82,7 +83,7 @@ class TaskAppSpec:
         kwargs: dict[str, Any] = dict(self.options)
         if self.api_key:
             kwargs["api_key"] = self.api_key
-        if self.source.endswith(".py"):
+        if split_app_path(self.source)[0].suffix == ".py":  # app.py, or app.py:attribute
             app = InProcessTaskApp(task_app_path=self.source, **kwargs)
         else:
             app = InProcessTaskApp(target=self.source, **kwargs)
@@ -317,8 +318,14 @@ class SynthJobFactory:
         overrides: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> RLJob:
-        """Build an ``RLJob`` bound to this test's backend, task app and clock (not submitted)."""
-        path, options = self._options(config, overrides, kwargs)
+        """Build an ``RLJob`` bound to this test's backend, task app and clock (not submitted).
+
+        Besides *config* and *overrides* it takes ``RLJob.from_config``'s keyword arguments
+        (``task_app_url=``, ``idempotency_key=``, ``allow_new_keys=``...), which win over the
+        test's own. A wrong argument is a :class:`SynthUsageError` naming it, with a "did you mean".
+        """
+        __tracebackhide__ = True
+        path, options = self._options(config, overrides, kwargs, call="synth_rl_job")
         if not {"http_client", "transport"} & kwargs.keys():
             if self.http_client is not None:
                 options["http_client"] = self.http_client
@@ -336,7 +343,8 @@ class SynthJobFactory:
         **kwargs: Any,
     ) -> AsyncRLJob:
         """The same as calling this object, for an ``AsyncRLJob`` (use it with ``async with``)."""
-        path, options = self._options(config, overrides, kwargs)
+        __tracebackhide__ = True
+        path, options = self._options(config, overrides, kwargs, call="synth_rl_job.async_job")
         if self.transport is not None and not {"http_client", "transport"} & kwargs.keys():
             options["transport"] = self.transport
         job = AsyncRLJob.from_config(path, **options)
@@ -348,7 +356,16 @@ class SynthJobFactory:
         config: str | os.PathLike[str] | None,
         overrides: Mapping[str, Any] | None,
         kwargs: Mapping[str, Any],
+        *,
+        call: str = "synth_rl_job",
     ) -> tuple[Path, dict[str, Any]]:
+        __tracebackhide__ = True
+        if kwargs or config is not None or overrides is not None:
+            from .job_arguments import job_argument_problems
+
+            problems = job_argument_problems(call, config, overrides, kwargs)
+            if problems:
+                raise SynthUsageError(problems, subject=f"{call}() arguments")
         if config is not None:
             path = Path(config)
             if not path.is_absolute() and self.config is not None:

@@ -101,6 +101,28 @@ class RunSummary:
 
                 self.report.add(JobRecord(**json.loads(str(value))))
 
+    @property
+    def report_path(self) -> Path | None:
+        """Where ``--synth-report`` writes (relative paths are taken from the rootdir)."""
+        return Path(self.config.rootpath) / self.settings.report if self.settings.report else None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self) -> None:
+        """Refuse a ``--synth-report`` path that cannot be a file before any test runs, rather
+        than lose the report after a long run (permissions are left to the write)."""
+        path = self.report_path
+        if path is None or hasattr(self.config, "workerinput"):
+            return
+        from .support.files import file_path_problem
+
+        problem = file_path_problem(path)
+        if problem is not None:
+            raise pytest.UsageError(
+                f"{self.settings.origin('report')}: cannot write the run report to {path}: {problem}. "
+                "Point it at a JSON file path (missing directories are created), such as "
+                "--synth-report=synth-report.json"
+            )
+
     def pytest_unconfigure(self) -> None:
         self.drop_spool()  # also when the terminal summary never ran
 
@@ -122,12 +144,42 @@ class RunSummary:
             where = f"fake of {settings.backend_url}" if settings.is_offline else settings.backend_url
             terminalreporter.write_sep("=", f"synth-rl jobs ({settings.mode}, {where})")
             terminalreporter.write_line(self.report.render_terminal())
-        if settings.report:
-            path = self.report.write_json(Path(self.config.rootpath) / settings.report)
-            terminalreporter.write_line(f"synth-rl: JSON report written to {path}")
+        self._write_report(terminalreporter)
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if summary and records:
+            self._append_step_summary(terminalreporter, summary)
+
+    def _write_report(self, terminalreporter: Any) -> None:
+        path = self.report_path
+        if path is None:
+            return
+        try:
+            written = self.report.write_json(path)
+        except OSError as error:
+            from .support.files import write_error_reason
+
+            _write_error(
+                terminalreporter,
+                f"{self.settings.origin('report')}: could not write the JSON report to {path}: "
+                f"{write_error_reason(path, error)}",
+                "point it at a file path you can write (missing directories are created)",
+            )
+        else:
+            terminalreporter.write_line(f"synth-rl: JSON report written to {written}")
+
+    def _append_step_summary(self, terminalreporter: Any, summary: str) -> None:
+        try:
             self.report.append_github_summary(summary)
+        except OSError as error:
+            from .support.files import write_error_reason
+
+            _write_error(
+                terminalreporter,
+                f"GITHUB_STEP_SUMMARY={summary}: could not append the job table to the step summary: "
+                f"{write_error_reason(summary, error, make_parents=False)}",
+                "GitHub Actions sets GITHUB_STEP_SUMMARY to a file it made; outside Actions, unset it "
+                "or point it at a file in an existing directory",
+            )
 
     def _take_spooled_rows(self) -> int:
         """Controller: add the workers' spooled rows of tests whose reports never came (an
@@ -155,3 +207,10 @@ class RunSummary:
         if self._spool_dir is not None:
             shutil.rmtree(self._spool_dir, ignore_errors=True)
             self._spool_dir = None
+
+
+def _write_error(terminalreporter: Any, message: str, hint: str) -> None:
+    """A report that could not be written, shown at the end of the run (red, not a traceback);
+    the run's exit status stays the tests' and the other report outputs are still written."""
+    terminalreporter.write_line(f"synth-rl: ERROR: {message}", red=True, bold=True)
+    terminalreporter.write_line(f"  hint: {hint}", red=True)

@@ -125,6 +125,19 @@ def test_unknown_toml_sections_and_keys_warn_with_a_suggestion_and_are_forwarded
     assert config["training"]["weight_sync_intervall"] == 5
 
 
+def test_a_key_written_one_table_too_high_points_at_the_table_it_belongs_to(tmp_path: Path) -> None:
+    path = _config(
+        tmp_path,
+        "\n[verifier]\nrubric_id = 'r1'\n\n[verifier.options]\nprovider = 'openai'\nmodel = 'gpt-5-nano'\n",
+    )
+    with pytest.warns(SynthConfigWarning) as record:
+        build_rl_payload(path, task_url=TASK_URL)
+    assert [str(w.message) for w in record] == [
+        f"{path}: unknown key verifier.rubric_id is not part of the RL config schema; it is forwarded "
+        "to the backend unchanged; did you mean 'verifier.options.rubric_id'?"
+    ]
+
+
 def test_an_unknown_key_far_from_any_known_one_warns_without_a_guess(tmp_path: Path) -> None:
     path = _config(tmp_path, "\n[zzz_custom]\nx = 1\n")
     with pytest.warns(SynthConfigWarning) as record:

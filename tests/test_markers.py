@@ -51,7 +51,7 @@ def test_short_reward_curve_says_which_steps_to_pass(pytester: pytest.Pytester) 
     text = _run(
         pytester, "@pytest.mark.synth_scenario(reward_curve=[0.1, 0.2, 0.3])\ndef test_it():\n    pass\n"
     )
-    assert "reward_curve: has 3 values but the job runs 10 steps" in text
+    assert "reward_curve: has 3 values but the scenario runs 10 steps (its steps=, 10 by default" in text
     assert "pass steps=3, or give one reward per step" in text
 
 
@@ -90,9 +90,26 @@ def test_flag_markers_take_no_arguments(pytester: pytest.Pytester) -> None:
     assert "@pytest.mark.synth_offline on test_marks.py::test_it: unexpected positional argument True" in text
 
 
-def test_non_positive_timeout_is_rejected(pytester: pytest.Pytester) -> None:
-    text = _run(pytester, "@pytest.mark.synth_rl(timeout=0)\ndef test_it():\n    pass\n")
-    assert "timeout=0 is not a positive number of seconds" in text
+@pytest.mark.parametrize(
+    ("argument", "shown"),
+    [
+        ("timeout=0", "timeout=0"),
+        ("timeout=float('nan')", "timeout=nan"),
+        ("poll_interval=float('inf')", "poll_interval=inf"),
+    ],
+)
+def test_seconds_must_be_finite_and_positive(pytester: pytest.Pytester, argument: str, shown: str) -> None:
+    text = _run(pytester, f"@pytest.mark.synth_rl({argument})\ndef test_it():\n    pass\n")
+    assert (
+        f"MarkerError: @pytest.mark.synth_rl on test_marks.py::test_it: {shown} is not a finite "
+        "positive number of seconds" in text
+    )
+
+
+def test_an_empty_task_app_key_is_rejected(pytester: pytest.Pytester) -> None:
+    text = _run(pytester, "@pytest.mark.synth_task_app('app.py', api_key='')\ndef test_it():\n    pass\n")
+    assert "@pytest.mark.synth_task_app on test_marks.py::test_it: api_key is empty" in text
+    assert "leave api_key out to use ENVIRONMENT_API_KEY" in text
 
 
 def test_valid_markers_parse_into_the_spec(pytester: pytest.Pytester) -> None:

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from pytest_synth_rl.support.asgi import Receive, Scope, Send, read_body, serve_lifespan
-from pytest_synth_rl.support.minimal_http import MAX_HEAD_BYTES
+from pytest_synth_rl.support.minimal_http import MAX_HEAD_BYTES, MAX_TARGET_BYTES
 from pytest_synth_rl.support.serving import ServerThread
 
 #: Seconds; only a hang gets near it.
@@ -267,6 +267,12 @@ def test_the_connection_header_and_version_decide_whether_it_stays_open(
         (b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400, b"malformed chunk size"),
         (b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n", 400, b"malformed chunk"),
         (b"POST /x HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n", 413, b"larger than"),
+        (
+            b"GET /" + b"a" * MAX_TARGET_BYTES + b" HTTP/1.1\r\n\r\n",
+            414,
+            b"the request target is %d bytes; at most %d are accepted"
+            % (MAX_TARGET_BYTES + 1, MAX_TARGET_BYTES),
+        ),
         (b"GET /" + b"a" * MAX_HEAD_BYTES + b" HTTP/1.1\r\n\r\n", 431, b"request head is larger than"),
         (b"GET /x HTTP/1.1\r\nX: " + b"a" * (MAX_HEAD_BYTES + 10), 431, b"request head is larger than"),
     ],

@@ -240,6 +240,30 @@ def test_missing_config_and_task_app_give_actionable_errors(example_dir: pytest.
     assert f"missing.toml does not exist (looked in: {example_dir.path / 'missing.toml'})" in text
 
 
+def test_a_missing_ini_path_names_its_ini_key(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nsynth_rl_config = nope.toml\nsynth_task_app = nope_app.py\n")
+    pytester.makepyfile(
+        test_ini_paths="""
+        def test_config(synth_rl_config):
+            pass
+
+        def test_app(synth_task_app):
+            pass
+        """
+    )
+    result = pytester.runpytest("-p", "no:randomly")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*SynthUsageError: invalid ini option synth_rl_config: synth_rl_config: nope.toml does not exist*"
+            "(hint: set synth_rl_config to a path relative to the test file or the rootdir)",
+            "*SynthUsageError: invalid ini option synth_task_app: synth_task_app: nope_app.py "
+            "does not exist*",
+        ]
+    )
+    assert "ini: " not in result.stdout.str()
+
+
 def test_a_config_path_that_is_a_directory_is_named_as_one(example_dir: pytest.Pytester) -> None:
     (example_dir.path / "configs").mkdir()
     example_dir.makepyfile(
@@ -433,7 +457,9 @@ def test_the_fake_is_mounted_only_in_tests_that_use_it(pytester: pytest.Pytester
     pytester.runpytest().assert_outcomes(passed=4)
 
 
-def test_recording_offline_is_rejected_at_configure_time(pytester: pytest.Pytester) -> None:
+def test_recording_offline_is_rejected_at_configure_time(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytester.makepyfile("def test_nothing(): pass")
     result = pytester.runpytest("--synth-record=new")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -443,6 +469,11 @@ def test_recording_offline_is_rejected_at_configure_time(pytester: pytest.Pytest
             "(a real backend or a served fake)*"
         ]
     )
+    # Named the way it was given: an environment variable, with its alias resolved.
+    monkeypatch.setenv("SYNTH_RECORD", "all")
+    from_env = pytester.runpytest()
+    assert from_env.ret == pytest.ExitCode.USAGE_ERROR
+    from_env.stderr.fnmatch_lines(["*SYNTH_RECORD=rewrite needs a backend to record from*"])
 
 
 INTERRUPTED_SUITE = """

@@ -166,6 +166,13 @@ def test_short_runs_of_a_key_and_unrelated_text_stay() -> None:
     assert scrub(text, LONG_KEY, "<key>") == text
 
 
+def test_a_short_run_from_the_middle_of_a_word_like_key_is_ordinary_text() -> None:
+    key = "env_interrupted_task_app_key_5d0c7e"
+    text = "test_interrupt.py::test_an_interrupted_online_run_cancels_its_job"
+    assert not contains(text, key)  # "interrupted_" is 12 characters of the key, but its middle
+    assert scrub(f"[{key[4:22]}]", key, "<key>") == "[<key>]"  # 18 from its middle are the key
+
+
 def test_a_run_is_masked_whole_even_where_it_starts_mid_key() -> None:
     text = f"got {LONG_KEY[3:]}!"
     assert scrub(text, LONG_KEY, "<key>") == "got <key>!"

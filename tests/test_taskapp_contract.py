@@ -331,3 +331,20 @@ def test_unreachable_url_is_one_problem() -> None:
 def test_malformed_url_is_a_task_app_error(url: str) -> None:
     with pytest.raises(TaskAppError, match="URL"):
         check_task_app_contract(url, KEY)
+
+
+def _no_env_name(status: int, body: Any) -> tuple[int, Any]:
+    if isinstance(body.get("taskset"), dict):
+        body["taskset"].pop("env_name", None)
+    body.pop("environment", None)
+    return status, body
+
+
+def test_a_guessed_env_name_is_named_in_the_rollout_problem(example: Any) -> None:
+    report = run_check(rewriting(example.create_app(), "/task_info", _no_env_name))
+    assert problem_names(report) == ["POST /rollout"], report.render()
+    expected = report.check("POST /rollout").expected
+    assert "the request's env_name='default' is a guess" in expected
+    assert "pass check_task_app_contract(..., env_name=...)" in expected
+    fixed = run_check(rewriting(example.create_app(), "/task_info", _no_env_name), env_name="arithmetic")
+    assert fixed.ok, fixed.render()

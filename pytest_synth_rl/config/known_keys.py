@@ -86,9 +86,21 @@ def _is_extra(path: KeyPath, key: str) -> bool:
     return any(key.startswith(prefix) for prefix in _EXTRA_PREFIXES.get(path, ()))
 
 
-def unknown_keys(config: Mapping[str, Any]) -> list[tuple[KeyPath, str | None]]:
-    """Every unknown key of *config* with the known key it was probably meant to be."""
-    found: list[tuple[KeyPath, str | None]] = []
+def _one_level_down(section: Section, key: str) -> KeyPath | None:
+    """``("options", "rubric_id")`` when *key* is a field of exactly one sub-table of *section*:
+    a key written one table too high is meant for that table, whatever sibling it resembles."""
+    homes = [
+        (name, key)
+        for name, spec in section.fields.items()
+        if spec.section is not None and key in spec.section.fields
+    ]
+    return homes[0] if len(homes) == 1 else None
+
+
+def unknown_keys(config: Mapping[str, Any]) -> list[tuple[KeyPath, KeyPath | None]]:
+    """Every unknown key of *config* with the known key (its path below the unknown key's
+    table) it was probably meant to be."""
+    found: list[tuple[KeyPath, KeyPath | None]] = []
 
     def walk(table: Mapping[str, Any], path: KeyPath, section: Section) -> None:
         for key, value in table.items():
@@ -97,7 +109,9 @@ def unknown_keys(config: Mapping[str, Any]) -> list[tuple[KeyPath, str | None]]:
             spec = section.fields.get(key)
             if spec is None:
                 if not _is_extra(path, key):
-                    found.append(((*path, key), near_miss(key, section.fields)))
+                    sibling = near_miss(key, section.fields)
+                    guess = _one_level_down(section, key) or ((sibling,) if sibling else None)
+                    found.append(((*path, key), guess))
                 continue
             if spec.section is not None and isinstance(value, Mapping):
                 walk(value, (*path, key), spec.section)
@@ -113,7 +127,7 @@ def warn_unknown_keys(config: Mapping[str, Any], *, source: str | None = None, s
         parent = path[:-1]
         kind = "section" if not parent else "key"
         spot = f"[{format_key(path)}]" if kind == "section" else f"{format_key(path)}"
-        hint = f"; did you mean {format_key((*parent, guess))!r}?" if guess else ""
+        hint = f"; did you mean {format_key((*parent, *guess))!r}?" if guess else ""
         warnings.warn(
             SynthConfigWarning(
                 f"{where}unknown {kind} {spot} is not part of the RL config schema; it is forwarded "

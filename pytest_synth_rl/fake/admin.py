@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import json
 from typing import Any
 
 import httpx
@@ -25,12 +24,15 @@ from .faults import make_fault
 from .handle import FakeJob
 from .scenario import Scenario
 from .store import JobStore
-from .wire import error_response, json_response, non_finite_field
+from .wire import error_response, json_response, load_json, non_finite_field
 
-__all__ = ["ADMIN_ROUTES", "MAX_CLOCK_ADVANCE", "handle_admin"]
+__all__ = ["ADMIN_ROUTES", "DETAIL_ITEMS", "MAX_CLOCK_ADVANCE", "handle_admin"]
 
 #: The most one ``POST /_fake/clock/advance`` moves the clock: a year of virtual time.
 MAX_CLOCK_ADVANCE = 366 * 86400.0
+#: Events, metric points and rollouts ``GET /_fake/jobs/{id}`` shows: the latest (a job may have
+#: tens of thousands; the API's paged routes give them all).
+DETAIL_ITEMS = 1000
 
 ADMIN_ROUTES: tuple[str, ...] = (
     "GET /_fake",
@@ -87,7 +89,7 @@ def _body(request: httpx.Request) -> dict[str, Any]:
     if not request.content:
         return {}
     try:
-        parsed = json.loads(request.content)
+        parsed = load_json(request.content)  # a too-long integer: TooManyDigits, a 400 naming it
     except RecursionError:  # nested deeper than the parser can go: a bad body, not a crash
         raise ValueError("the admin request body is nested too deeply to parse") from None
     if not isinstance(parsed, dict):
@@ -172,15 +174,39 @@ def _fail(job: FakeJob, body: dict[str, Any]) -> None:
     job.fail(error or "failed via the admin API")
 
 
+def _allowed_methods(parts: list[str]) -> list[str]:
+    """The methods :data:`ADMIN_ROUTES` serve on the path *parts* (below ``/_fake``), for a 405."""
+    allowed = set()
+    for line in ADMIN_ROUTES:
+        method, template = line.split()[:2]
+        segments = template.split("/")[2:]  # "", "_fake", then the route's own segments
+        if len(segments) == len(parts) and all(
+            want == got or (want.startswith("{") and got) for want, got in zip(segments, parts, strict=True)
+        ):
+            allowed.add(method)
+    return sorted(allowed)
+
+
 def _job(store: JobStore, job_id: str) -> FakeJob:
     return FakeJob(store, store.get(job_id))
 
 
-def _job_detail(store: JobStore, job_id: str) -> dict[str, Any]:
-    job = _job(store, job_id)
-    summary = job.summary()
-    summary["events"] = job.events
-    summary["metric_points"] = job.metrics
+def _job_detail(store: JobStore, job_id: str, api_base: str) -> dict[str, Any]:
+    """The job's summary with its latest :data:`DETAIL_ITEMS` events, metric points and rollouts."""
+    with store.lock:
+        job = store.sync(store.get(job_id))
+        summary = job.summary()
+        summary["events"] = job.event_dicts(max(0, len(job.events) - DETAIL_ITEMS))
+        summary["metric_points"] = job.point_dicts(last=DETAIL_ITEMS)
+        summary["metric_points_count"] = job.point_count
+        rollouts = job.rollouts[-DETAIL_ITEMS:]
+    if max(len(job.events), job.point_count, len(job.rollouts)) > DETAIL_ITEMS:
+        base = api_base.rstrip("/")
+        summary["history_note"] = (
+            f"the latest {DETAIL_ITEMS} events, metric points and rollouts at most; read every "
+            f"event and metric point with GET {base}/rl/jobs/{job.id}/events?since_seq=0 and "
+            f"GET {base}/rl/jobs/{job.id}/metrics, a page at a time"
+        )
     summary["rollouts"] = [
         {
             "step": r.step,
@@ -192,7 +218,7 @@ def _job_detail(store: JobStore, job_id: str) -> dict[str, Any]:
             "error": r.error,
             "elapsed": r.elapsed,
         }
-        for r in job.rollouts
+        for r in rollouts
     ]
     return summary
 
@@ -249,9 +275,9 @@ def _route(store: JobStore, request: httpx.Request, api_base: str) -> httpx.Resp
         if len(parts) == 1 and method == "GET":
             with store.lock:
                 records = [store.sync(record) for record in store.records()]
-                return json_response(200, {"jobs": [r.summary() for r in records]})
+                return json_response(200, {"jobs": [r.listing() for r in records]})
         if len(parts) == 2 and method == "GET":
-            return json_response(200, _job_detail(store, parts[1]))
+            return json_response(200, _job_detail(store, parts[1], api_base))
         if len(parts) == 3 and method == "POST":
             job = _job(store, parts[1])
             action = parts[2]
@@ -315,6 +341,15 @@ def _route(store: JobStore, request: httpx.Request, api_base: str) -> httpx.Resp
                 )
             clock.advance(float(seconds))
             return json_response(200, {"now": clock.now(), "time": clock.time()})
+    allowed = _allowed_methods(parts)
+    if allowed:  # the path is served, with another method: 405, as the API routes answer
+        methods = ", ".join(allowed)
+        return error_response(
+            405,
+            "method_not_allowed",
+            f"{method} is not allowed on {request.url.path}; use {methods}",
+            [("allow", methods)],
+        )
     return json_response(
         404,
         {

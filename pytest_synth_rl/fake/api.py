@@ -8,7 +8,6 @@ Bad input always gets a 4xx with a message that names the parameter and what was
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -17,9 +16,9 @@ from typing import Any
 import httpx
 
 from .jobs import TERMINAL, JobRecord, iso
-from .store import SEALED_BOX_ALG, EnvKeyRejected, IdempotencyConflict, JobStore
+from .store import SEALED_BOX_ALG, EnvKeyRejected, IdempotencyConflict, JobStore, StoreFull
 from .stream import EventStream
-from .wire import error_response, json_response, non_finite_field
+from .wire import TooManyDigits, error_response, json_response, load_json, non_finite_field
 
 __all__ = ["HANDLERS", "Call"]
 
@@ -70,6 +69,9 @@ def _job(call: Call) -> JobRecord | httpx.Response:
     assert call.job_id is not None
     job = call.store.find(call.job_id)
     if job is None:
+        evicted = call.store.evicted_reason(call.job_id)
+        if evicted is not None:
+            return error_response(404, "job_evicted", evicted)
         known = call.store.recent_ids()
         return error_response(
             404,
@@ -86,7 +88,20 @@ def submit(call: Call) -> httpx.Response:
     store = call.store
     raw = call.request.content
     try:
-        payload = json.loads(raw) if raw else None
+        payload = load_json(raw) if raw else None
+    except TooManyDigits as exc:
+        return json_response(
+            422,
+            {
+                "detail": [
+                    {
+                        "loc": exc.field,
+                        "msg": f"must be an integer of at most {exc.limit} digits, got {exc.digits} digits",
+                        "hint": "no field of the RL job payload needs more than a few digits",
+                    }
+                ]
+            },
+        )
     # RecursionError: a body nested deeper than the interpreter's recursion limit (``[[[...]]]``)
     # is as unusable as malformed JSON and must get the same 400, not escape as a crash.
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
@@ -149,7 +164,10 @@ def submit(call: Call) -> httpx.Response:
                 "detail": [{"loc": p.key, "msg": p.message, "hint": p.hint} for p in problems],
             },
         )
-    job = store.create(payload, key)
+    try:
+        job = store.create(payload, key)
+    except StoreFull as full:
+        return error_response(429, "too_many_jobs", f"{full.message}; {full.hint}")
     call.job_id = job.id
     return json_response(201, job.status_bytes())
 
@@ -306,7 +324,9 @@ def timeline(call: Call) -> httpx.Response:
 # -- the task app's key and pre-submit verification (contract §10.3, §10.5) ----------------------
 def _json_object(call: Call, what: str) -> dict[str, Any] | httpx.Response:
     try:
-        body = json.loads(call.request.content) if call.request.content else None
+        body = load_json(call.request.content) if call.request.content else None
+    except TooManyDigits as exc:
+        return error_response(400, "number_too_long", f"{exc}; send {what}")
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         return error_response(400, "invalid_json", f"the request body is not valid JSON ({exc}); send {what}")
     if not isinstance(body, dict):

@@ -10,8 +10,10 @@ is a stream (the live event stream) is pulled chunk by chunk, also off the event
 as it comes; a client that hangs up ends the stream.
 
 Hostile input gets an HTTP answer, never a 500 or a socket held open: a body over
-:data:`MAX_BODY_BYTES` gets 413 (read and dropped, never kept), a body not fully received within
-the read timeout gets 408, and a request target that is not a path gets 400.
+:data:`MAX_BODY_BYTES` gets 413 and the connection is closed as soon as that is known (from its
+``Content-Length``, or once that many bytes of a chunked body arrived: an endless body is never
+read to its end), a body not fully received within the read timeout gets 408, a request target
+longer than :data:`MAX_TARGET_CHARS` gets 414, and one that is not a path gets 400.
 
 One behavior needs the server's help: an injected connection fault must look like a connection
 failure to the client, not like an HTTP 500, so the adapter aborts the socket before any byte of
@@ -32,7 +34,7 @@ import httpx
 from ..support.asgi import Receive, Scope, Send, serve_lifespan
 from .handler import MAX_BODY_BYTES
 
-__all__ = ["DEFAULT_READ_TIMEOUT", "MAX_BODY_BYTES", "MAX_WORKERS", "FakeASGIApp"]
+__all__ = ["DEFAULT_READ_TIMEOUT", "MAX_BODY_BYTES", "MAX_TARGET_CHARS", "MAX_WORKERS", "FakeASGIApp"]
 
 T = TypeVar("T")
 
@@ -40,6 +42,9 @@ T = TypeVar("T")
 DEFAULT_READ_TIMEOUT = 30.0
 #: Requests answered at once; more wait (on the event loop, without blocking it) for a worker.
 MAX_WORKERS = 64
+#: Longest request target (path and query) the fake takes, in characters. Its routes need well
+#: under a hundred; httpx, which the handler's request is built with, refuses URLs over 65,536.
+MAX_TARGET_CHARS = 8 * 1024
 
 
 def _abort_connection(send: Send) -> bool:
@@ -54,11 +59,27 @@ def _abort_connection(send: Send) -> bool:
 
 
 class _TooLarge(Exception):
-    pass
+    """The body is over the limit: ``str()`` says how large it is, as far as the fake knows."""
 
 
-async def _read_limited(receive: Receive, limit: int) -> bytes:
-    """The whole body; past *limit* bytes the rest is read and dropped, then :class:`_TooLarge`."""
+def _declared_length(scope: Scope) -> int | None:
+    """The request's ``Content-Length`` (None when absent; the server already refused a bad one)."""
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"content-length":
+            return int(value) if value.isdigit() else None
+    return None
+
+
+async def _read_limited(receive: Receive, scope: Scope, limit: int) -> bytes:
+    """The whole body; :class:`_TooLarge` as soon as it is known to be over *limit* bytes.
+
+    Known from ``Content-Length`` before a byte is read, else (chunked) once more than *limit*
+    bytes arrived: the rest is never read, so an endless body costs the fake *limit* bytes and
+    the time they take to arrive, not the read timeout.
+    """
+    declared = _declared_length(scope)
+    if declared is not None and declared > limit:
+        raise _TooLarge(f"{declared} bytes")
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -67,14 +88,11 @@ async def _read_limited(receive: Receive, limit: int) -> bytes:
             break
         chunk = event.get("body", b"")
         size += len(chunk)
-        if size <= limit:
-            chunks.append(chunk)
-        elif chunks:
-            chunks.clear()
+        if size > limit:
+            raise _TooLarge(f"more than {limit} bytes (read no further)")
+        chunks.append(chunk)
         if not event.get("more_body", False):
             break
-    if size > limit:
-        raise _TooLarge(size)
     return b"".join(chunks)
 
 
@@ -137,15 +155,28 @@ class FakeASGIApp:
             return
         if scope["type"] != "http":
             return
+        target_chars = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+        if target_chars > MAX_TARGET_CHARS:
+            # Answered before the body is read: the connection closes after the answer.
+            await _plain_answer(
+                send,
+                414,
+                "uri_too_long",
+                f"the request target (path and query) is {target_chars} characters; this fake "
+                f"backend accepts at most {MAX_TARGET_CHARS}: send a shorter one (its routes, such "
+                "as /api/rl/jobs/<job id>, take short ids and a few query parameters)",
+            )
+            return
         try:
-            body = await asyncio.wait_for(_read_limited(receive, self.max_body), self.read_timeout)
+            body = await asyncio.wait_for(_read_limited(receive, scope, self.max_body), self.read_timeout)
         except _TooLarge as exc:
+            # Answered without reading the rest; ``connection: close`` makes the server close
+            # the connection after the answer, and the unread rest with it.
             await _plain_answer(
                 send,
                 413,
                 "body_too_large",
-                f"the request body is {exc.args[0]} bytes; this fake backend accepts at most "
-                f"{self.max_body} bytes",
+                f"the request body is {exc}; this fake backend accepts at most {self.max_body} bytes",
             )
             return
         except asyncio.TimeoutError:

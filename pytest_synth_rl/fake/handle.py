@@ -41,18 +41,18 @@ class FakeJob:
     @property
     def events(self) -> list[dict[str, Any]]:
         with self._store.lock:
-            return copy.deepcopy(self._synced().events)
+            return copy.deepcopy(self._synced().event_dicts())
 
     @property
     def event_types(self) -> list[str]:
         with self._store.lock:
-            return [e["type"] for e in self._synced().events]
+            return [e["type"] for e in self._synced().event_dicts()]
 
     @property
     def metrics(self) -> list[dict[str, Any]]:
         """Metric points (``train.reward``, ``train.loss``, ``eval.reward``) in order."""
         with self._store.lock:
-            return copy.deepcopy(self._synced().points)
+            return self._synced().point_dicts()  # new dicts of plain values: a copy already
 
     @property
     def rewards(self) -> list[float]:

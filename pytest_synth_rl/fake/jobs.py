@@ -4,6 +4,11 @@
 Rendering lives here too so that every route (and the admin API) shows the same shape. The
 status body is cached per state version: a client polling a job that has not moved gets the
 same bytes without re-encoding them.
+
+A job keeps its whole history (clients page through events and metrics from the start), and a
+10,000-step job has over 10,000 events and 20,000 metric points: as dicts they took about 1 KB a
+step. History is kept as tuples instead (a training step, its event and both its metric points
+are one), and rendered as the wire's dicts when read: about 0.2 KB a step.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import functools
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 from .scenario import Scenario, Stage
 
@@ -32,6 +37,81 @@ def iso(ts: float) -> str:
 
 def _dumps(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), allow_nan=False).encode()
+
+
+class _Event(NamedTuple):
+    """One event as kept; its ``seq`` is its place in the job's list."""
+
+    ts: float
+    kind: str
+    message: str
+    level: str
+    data: dict[str, Any]
+
+    def event(self, seq: int, job_id: str) -> dict[str, Any]:
+        return _event(seq, self.kind, self.message, self.level, self.data, self.ts, job_id)
+
+
+class _Step(NamedTuple):
+    """One training step as kept: its event and its two metric points are written when read."""
+
+    ts: float
+    step: int
+    total: int
+    reward: float
+    loss: float
+
+    def event(self, seq: int, job_id: str) -> dict[str, Any]:
+        message = f"step {self.step}/{self.total}: reward={self.reward:.4f} loss={self.loss:.4f}"
+        data = {"step": self.step, "total_steps": self.total, "reward": self.reward, "loss": self.loss}
+        return _event(seq, "rl.train.step", message, "info", data, self.ts, job_id)
+
+    def points(self, job_id: str) -> list[dict[str, Any]]:
+        return [
+            _point("train.reward", self.step, self.reward, self.ts, job_id),
+            _point("train.loss", self.step, self.loss, self.ts, job_id),
+        ]
+
+
+class _Eval(NamedTuple):
+    """One evaluation as kept: its event and its metric point are written when read."""
+
+    ts: float
+    step: int
+    mean: float
+    seeds: tuple[int, ...]
+    rewards: tuple[float, ...]
+
+    def event(self, seq: int, job_id: str) -> dict[str, Any]:
+        message = f"eval at step {self.step}: mean_reward={self.mean:.4f} over {len(self.seeds)} seeds"
+        data = {
+            "step": self.step,
+            "mean_reward": self.mean,
+            "seeds": list(self.seeds),
+            "rewards": list(self.rewards),
+        }
+        return _event(seq, "rl.eval.summary", message, "info", data, self.ts, job_id)
+
+    def points(self, job_id: str) -> list[dict[str, Any]]:
+        return [_point("eval.reward", self.step, self.mean, self.ts, job_id)]
+
+
+def _event(
+    seq: int, kind: str, message: str, level: str, data: dict[str, Any], ts: float, job_id: str
+) -> dict[str, Any]:
+    return {
+        "seq": seq,
+        "type": kind,
+        "message": message,
+        "level": level,
+        "data": data,
+        "created_at": iso(ts),
+        "job_id": job_id,
+    }
+
+
+def _point(name: str, step: int, value: float, ts: float, job_id: str) -> dict[str, Any]:
+    return {"name": name, "step": step, "value": value, "created_at": iso(ts), "job_id": job_id}
 
 
 @dataclass
@@ -62,6 +142,8 @@ class JobRecord:
     created_time: float
     use_rollouts: bool
     idempotency_key: str | None = None
+    #: Size of the payload as JSON: what it costs to keep (see ``store.job_size``).
+    payload_bytes: int = 0
     status: str = "queued"
     started: bool = False
     steps_done: int = 0
@@ -81,10 +163,12 @@ class JobRecord:
     updated_time: float = 0.0
     rewards: list[float] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)
+    #: Mean reward of each evaluation, by step, in order (each evaluation saved a checkpoint).
     eval_means: dict[int, float] = field(default_factory=dict)
-    checkpoints: list[dict[str, Any]] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)
-    points: list[dict[str, Any]] = field(default_factory=list)
+    #: History, as kept (see the module docstring): read it with :meth:`event_dicts`,
+    #: :meth:`events_page`, :meth:`point_dicts` and :meth:`metrics_page`.
+    events: list[_Event | _Step | _Eval] = field(default_factory=list)
+    points: list[_Step | _Eval] = field(default_factory=list)
     timeline: list[dict[str, Any]] = field(default_factory=list)
     rollouts: list[RolloutRecord] = field(default_factory=list)
     version: int = 0
@@ -120,6 +204,19 @@ class JobRecord:
     def model_id(self) -> str:
         return f"rl:{self.model}:{self.id}"
 
+    @property
+    def checkpoints(self) -> list[dict[str, Any]]:
+        """One checkpoint per evaluation, in order."""
+        return [
+            {"step": step, "path": f"fake://checkpoints/{self.id}/step-{step:05d}"}
+            for step in self.eval_means
+        ]
+
+    @property
+    def point_count(self) -> int:
+        """How many metric points the job has: two a training step, one an evaluation."""
+        return 2 * len(self.rewards) + len(self.eval_means)
+
     # -- mutation helpers used by the lifecycle ---------------------------------------------
     def add_event(
         self,
@@ -128,24 +225,29 @@ class JobRecord:
         message: str,
         data: dict[str, Any] | None = None,
         level: str = "info",
-    ) -> dict[str, Any]:
-        event = {
-            "seq": len(self.events) + 1,
-            "type": type_,
-            "message": message,
-            "level": level,
-            "data": data or {},
-            "created_at": iso(ts),
-            "job_id": self.id,
-        }
-        self.events.append(event)
+    ) -> None:
+        self.events.append(_Event(ts, type_, message, level, data or {}))
         self.touch(ts)
-        return event
 
-    def add_point(self, ts: float, name: str, step: int, value: float) -> None:
-        self.points.append(
-            {"name": name, "step": step, "value": value, "created_at": iso(ts), "job_id": self.id}
-        )
+    def add_step(self, ts: float, step: int, reward: float, loss: float) -> None:
+        """Training step *step* is done: its rewards, its event and its metric points."""
+        self.steps_done = step
+        self.rewards.append(reward)
+        self.losses.append(loss)
+        row = _Step(ts, step, self.scenario.steps, reward, loss)
+        self.events.append(row)
+        self.points.append(row)
+        self.touch(ts)
+
+    def add_eval(self, ts: float, step: int, seeds: list[int], rewards: list[float]) -> float:
+        """An evaluation after *step* (which saves a checkpoint); returns its mean reward."""
+        mean = round(sum(rewards) / len(rewards), 6)
+        self.eval_means[step] = mean
+        row = _Eval(ts, step, mean, tuple(seeds), tuple(round(r, 6) for r in rewards))
+        self.events.append(row)
+        self.points.append(row)
+        self.touch(ts)
+        return mean
 
     def set_phase(self, ts: float, phase: str) -> None:
         self.status = phase
@@ -209,10 +311,21 @@ class JobRecord:
             "eval": {str(step): mean for step, mean in self.eval_means.items()},
         }
 
+    def event_dicts(self, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
+        """The events after the first *start* (up to *stop*), as the wire shows them."""
+        return [row.event(seq, self.id) for seq, row in enumerate(self.events[start:stop], start + 1)]
+
+    def point_dicts(self, last: int | None = None) -> list[dict[str, Any]]:
+        """The metric points (``train.reward``, ``train.loss``, ``eval.reward``) in order: every
+        one, or the *last* ones."""
+        rows = self.points if last is None else self.points[-last:]
+        points = [point for row in rows for point in row.points(self.id)]
+        return points if last is None else points[-last:]
+
     def events_page(self, since_seq: int, limit: int) -> dict[str, Any]:
         # Events are numbered 1..n in list order, so the page is a slice, not a scan.
         start = max(0, since_seq)
-        page = self.events[start : start + limit]
+        page = self.event_dicts(start, start + limit)
         next_seq = page[-1]["seq"] if page else max(since_seq, 0)
         return {
             "events": page,
@@ -222,8 +335,40 @@ class JobRecord:
         }
 
     def metrics_page(self, after_step: int, limit: int, name: str | None) -> dict[str, Any]:
-        points = [p for p in self.points if p["step"] > after_step and (name is None or p["name"] == name)]
-        return {"points": points[:limit], "has_more": len(points) > limit, "job_id": self.id}
+        points: list[dict[str, Any]] = []
+        for row in self.points:
+            if row.step <= after_step:
+                continue
+            for point in row.points(self.id):
+                if name is not None and point["name"] != name:
+                    continue
+                if len(points) == limit:
+                    return {"points": points, "has_more": True, "job_id": self.id}
+                points.append(point)
+        return {"points": points, "has_more": False, "job_id": self.id}
+
+    def listing(self) -> dict[str, Any]:
+        """The job in the admin job list: its state and counts, never its history, checkpoints
+        or reward curve, so a list of :data:`~.store.MAX_JOBS` jobs stays small whatever they hold."""
+        scenario = self.scenario.describe()
+        curve = scenario["reward_curve"]
+        if isinstance(curve, list):
+            scenario["reward_curve"] = f"{len(curve)} values"
+        return {
+            "id": self.id,
+            "status": self.status,
+            "model": self.model,
+            "created_at": iso(self.created_time),
+            "updated_at": iso(self.updated_time or self.created_time),
+            "progress": {"completed": self.steps_done, "total": self.scenario.steps},
+            "final_reward": self.final_reward,
+            "error": self.error,
+            "scenario": scenario,
+            "events_count": len(self.events),
+            "rollouts_count": len(self.rollouts),
+            "polls": self.polls,
+            "use_rollouts": self.use_rollouts,
+        }
 
     def summary(self) -> dict[str, Any]:
         """Status plus lifecycle bookkeeping, for the admin API."""

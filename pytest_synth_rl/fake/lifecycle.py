@@ -187,17 +187,7 @@ class Lifecycle:
         else:
             reward = round(job.scenario.scripted_reward(step), 6)
         loss = round(max(0.01, 1.0 - reward) * 2.0 / math.sqrt(step + 1), 6)
-        job.steps_done = step
-        job.rewards.append(reward)
-        job.losses.append(loss)
-        job.add_event(
-            ts,
-            "rl.train.step",
-            f"step {step}/{job.scenario.steps}: reward={reward:.4f} loss={loss:.4f}",
-            {"step": step, "total_steps": job.scenario.steps, "reward": reward, "loss": loss},
-        )
-        job.add_point(ts, "train.reward", step, reward)
-        job.add_point(ts, "train.loss", step, loss)
+        job.add_step(ts, step, reward, loss)
         if self._evaluates_at(job, step):
             self._evaluate(job, step, ts, self.next_batch(job, step, "eval", target))
 
@@ -256,16 +246,7 @@ class Lifecycle:
         else:
             seeds = self._eval_seeds(job)
             rewards = [job.scenario.scripted_reward(step)]
-        mean = round(sum(rewards) / len(rewards), 6)
-        job.eval_means[step] = mean
-        job.checkpoints.append({"step": step, "path": f"fake://checkpoints/{job.id}/step-{step:05d}"})
-        job.add_event(
-            ts,
-            "rl.eval.summary",
-            f"eval at step {step}: mean_reward={mean:.4f} over {len(seeds)} seeds",
-            {"step": step, "mean_reward": mean, "seeds": seeds, "rewards": [round(r, 6) for r in rewards]},
-        )
-        job.add_point(ts, "eval.reward", step, mean)
+        job.add_eval(ts, step, seeds, rewards)
 
     def _batch(
         self, job: JobRecord, step: int, seeds: list[int], mode: str, then: BatchPlan | None = None

@@ -287,7 +287,8 @@ class Scenario:
                 return [
                     _problem(
                         "reward_curve",
-                        f"has {len(curve)} values but the job runs {self.steps} steps",
+                        f"has {len(curve)} values but the scenario runs {self.steps} steps (its "
+                        "steps=, 10 by default; the fake does not read the step count from the TOML)",
                         f"pass steps={len(curve)}, or give one reward per step",
                     )
                 ]

@@ -49,6 +49,8 @@ from .wire import RecordedRequest
 
 __all__ = [
     "MAX_ENV_KEY_BYTES",
+    "MAX_JOBS",
+    "MAX_JOB_DATA",
     "PACING_MODES",
     "REQUEST_LOG_SIZE",
     "SEALED_BOX_ALG",
@@ -58,6 +60,8 @@ __all__ = [
     "JobStore",
     "Pacing",
     "RolloutsMode",
+    "StoreFull",
+    "job_size",
 ]
 
 RolloutsMode = Literal["auto"] | bool
@@ -73,6 +77,30 @@ MAX_ENV_KEY_BYTES = 8 * 1024
 #: How many requests the log keeps: the most recent ones (each body is capped, see
 #: :data:`~.wire.MAX_LOGGED_BODY`), so a long-lived served fake stays flat in memory.
 REQUEST_LOG_SIZE = 1000
+#: Most jobs one fake keeps, and most job data (as :func:`job_size` estimates it). To make room
+#: for a new job, the oldest finished jobs are forgotten (reading one later gets a 404 saying
+#: so); when unfinished jobs alone fill either limit, the submit gets a 429. Generous for any
+#: test (the plugin resets the fake for each one); what makes a long-lived served fake flat.
+MAX_JOBS = 1000
+MAX_JOB_DATA = 256 * 2**20
+#: Bytes a kept job takes, per byte of its payload's JSON (parsed JSON takes up to ~22 times
+#: its text, for a body of small objects) and per step of its scenario (its history, kept
+#: compact: ~0.25 KB a step, ~0.65 KB when it evaluates after every step).
+_PAYLOAD_FACTOR = 24
+_STEP_BYTES = 640
+#: Ids of forgotten jobs remembered, to tell "evicted" from "never existed" in a 404.
+_EVICTED_IDS = 10 * MAX_JOBS
+
+
+def job_size(job: JobRecord) -> int:
+    """What *job* counts against :data:`MAX_JOB_DATA`: an upper estimate of its memory, sized
+    from its payload and its scenario's steps, and at least ``MAX_JOB_DATA / MAX_JOBS``."""
+    estimate = _PAYLOAD_FACTOR * job.payload_bytes + _STEP_BYTES * job.scenario.steps
+    return max(estimate, MAX_JOB_DATA // MAX_JOBS)
+
+
+class StoreFull(SynthError):
+    """No room for a new job: every kept job is unfinished (a 429 on the wire)."""
 
 
 class EnvKeyRejected(ValueError):
@@ -151,6 +179,7 @@ class JobStore:
         self.rollouts: RolloutsMode = rollouts
         self._clock = clock
         self._jobs: OrderedDict[str, JobRecord] = OrderedDict()
+        self._evicted: OrderedDict[str, None] = OrderedDict()
         self._active: dict[str, JobRecord] = {}
         self._idempotency: dict[str, tuple[str, str]] = {}
         self._faults: list[Fault] = []
@@ -267,10 +296,25 @@ class JobStore:
         """The job *job_id*; :class:`SynthError` naming recent ids if there is none."""
         job = self.find(job_id)
         if job is None:
+            evicted = self.evicted_reason(job_id)
+            if evicted is not None:
+                raise SynthError(evicted, hint="fake.jobs (GET /_fake/jobs) lists the jobs kept")
             raise SynthError(
                 f"no job {job_id!r} on this FakeSynthBackend (jobs: {self.recent_ids()})", hint=hint
             )
         return job
+
+    def evicted_reason(self, job_id: str) -> str | None:
+        """Why job *job_id* is gone, if this fake forgot it to make room (None otherwise)."""
+        with self.lock:
+            if job_id not in self._evicted:
+                return None
+        return (
+            f"job {job_id!r} was evicted: this fake keeps at most {MAX_JOBS} jobs (and about "
+            f"{MAX_JOB_DATA >> 20} MiB of job data), forgetting the oldest finished ones to make room "
+            "for new ones; read a job's results before submitting that many more, or reset the fake "
+            "between tests"
+        )
 
     def latest(self) -> JobRecord:
         with self.lock:
@@ -332,6 +376,7 @@ class JobStore:
             if use_rollouts and not scripted:
                 scenario = _with_config_steps(scenario, payload)
             now, ts = self._clock.now(), self._clock.time()
+            canonical = _canonical(payload)
             job = JobRecord(
                 id=job_id,
                 payload=payload,
@@ -341,15 +386,50 @@ class JobStore:
                 use_rollouts=use_rollouts,
                 idempotency_key=idempotency_key,
                 updated_time=ts,
+                payload_bytes=len(canonical),
             )
+            self._make_room(job)
             job.set_phase(ts, "queued")
             created = f"RL job {job_id} created for {job.model}"
             job.add_event(ts, "rl.job.created", created, {"model": job.model})
             self._jobs[job_id] = job
             self._active[job_id] = job
             if idempotency_key is not None:
-                self._idempotency[idempotency_key] = (_canonical(payload), job_id)
+                self._idempotency[idempotency_key] = (canonical, job_id)
             return job
+
+    def _make_room(self, new: JobRecord) -> None:
+        """Forget the oldest finished jobs until *new* fits in :data:`MAX_JOBS` and
+        :data:`MAX_JOB_DATA`; :class:`StoreFull` if unfinished jobs leave no room."""
+        size = job_size(new)
+        kept = sum(job_size(job) for job in self._jobs.values())
+        for job in list(self._jobs.values()):  # oldest first
+            if len(self._jobs) < MAX_JOBS and kept + size <= MAX_JOB_DATA:
+                return
+            if job.terminal:
+                kept -= job_size(job)
+                self._forget(job)
+        if len(self._jobs) >= MAX_JOBS or kept + size > MAX_JOB_DATA:
+            self._counter -= 1  # the id was not used
+            raise StoreFull(
+                f"no room for a new job: this fake keeps at most {MAX_JOBS} jobs and about "
+                f"{MAX_JOB_DATA >> 20} MiB of job data, and the {len(self._jobs)} jobs it keeps are "
+                f"unfinished (about {kept / 2**20:.1f} MiB; this job would take about "
+                f"{size / 2**20:.1f} MiB, for its {new.payload_bytes}-byte payload and "
+                f"{new.scenario.steps} steps)",
+                hint="let jobs finish (poll them), cancel some, or reset the fake (POST /_fake/reset)",
+            )
+
+    def _forget(self, job: JobRecord) -> None:
+        """Drop finished *job* to make room, remembering its id for the 404 that explains."""
+        del self._jobs[job.id]
+        self._active.pop(job.id, None)
+        key = job.idempotency_key
+        if key is not None and self._idempotency.get(key, ("", ""))[1] == job.id:
+            del self._idempotency[key]
+        self._evicted[job.id] = None
+        if len(self._evicted) > _EVICTED_IDS:
+            self._evicted.popitem(last=False)
 
     # -- moving jobs ------------------------------------------------------------------------------
     def sync(self, job: JobRecord) -> JobRecord:
@@ -482,6 +562,7 @@ class JobStore:
     def clear_jobs(self) -> None:
         with self.lock:
             self._jobs.clear()
+            self._evicted.clear()
             self._active.clear()
             self._idempotency.clear()
 

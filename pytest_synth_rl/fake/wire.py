@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,9 +26,11 @@ __all__ = [
     "JSON_HEADERS",
     "MAX_LOGGED_BODY",
     "RecordedRequest",
+    "TooManyDigits",
     "bytes_response",
     "error_response",
     "json_response",
+    "load_json",
     "mask_headers",
     "non_finite_field",
 ]
@@ -56,23 +59,83 @@ def error_response(
     return json_response(status, {"detail": {"error": error}}, headers)
 
 
-def non_finite_field(value: Any, path: str = "") -> tuple[str, float] | None:
-    """``(field, number)`` for the first NaN or infinite number in parsed JSON *value*, else None.
+def _first_field(value: Any, wanted: Callable[[Any], bool]) -> tuple[str, Any] | None:
+    """``(field, item)`` for the first item of parsed JSON *value* that is *wanted*, else None.
 
-    Python's ``json`` accepts ``NaN``, ``Infinity`` and ``1e400`` (which overflows to infinity);
-    a fake that takes them turns its clock or a job's rewards into NaN, and every later answer
-    into a 500. The field is named the way the body spells it (``data.config.x[2]``).
+    The field is named the way the body spells it (``data.config.x[2]``; the whole body is
+    ``(the body)``).
     """
-    stack: list[tuple[str, Any]] = [(path, value)]
+    stack: list[tuple[str, Any]] = [("", value)]
     while stack:
         where, item = stack.pop()
-        if isinstance(item, float) and not math.isfinite(item):
+        if wanted(item):
             return where or "(the body)", item
         if isinstance(item, dict):
             stack.extend((f"{where}.{key}" if where else str(key), v) for key, v in reversed(item.items()))
         elif isinstance(item, list):
             stack.extend((f"{where}[{i}]", v) for i, v in reversed(list(enumerate(item))))
     return None
+
+
+def non_finite_field(value: Any) -> tuple[str, float] | None:
+    """``(field, number)`` for the first NaN or infinite number in parsed JSON *value*, else None.
+
+    Python's ``json`` accepts ``NaN``, ``Infinity`` and ``1e400`` (which overflows to infinity);
+    a fake that takes them turns its clock or a job's rewards into NaN, and every later answer
+    into a 500.
+    """
+    return _first_field(value, lambda item: isinstance(item, float) and not math.isfinite(item))
+
+
+class TooManyDigits(ValueError):
+    """A JSON integer with more digits than Python converts; ``str()`` names the field and the limit."""
+
+    def __init__(self, field: str, digits: int) -> None:
+        self.field = field
+        self.digits = digits
+        self.limit = sys.get_int_max_str_digits()
+        super().__init__(
+            f"field {field!r} is an integer of {digits} digits; integers must have at most "
+            f"{self.limit} digits (no field of this API needs more than a few)"
+        )
+
+
+class _LongInt:
+    """Stands in for an integer too long to convert while :func:`load_json` looks for its field."""
+
+    __slots__ = ("digits",)
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+
+def _int_or_long(text: str) -> int | _LongInt:
+    try:
+        return int(text)
+    except ValueError:  # over sys.get_int_max_str_digits()
+        return _LongInt(len(text.lstrip("-")))
+
+
+def load_json(content: bytes | str) -> Any:
+    """``json.loads(content)``; an integer too long to convert raises :class:`TooManyDigits`.
+
+    Python refuses integers of more than ``sys.get_int_max_str_digits()`` digits (4,300) with
+    advice for the server's own code ("use sys.set_int_max_str_digits()"). Here the client hears
+    which field it was and what is accepted instead. Only a body that failed to parse is parsed
+    a second time, to find the field: a valid body costs what ``json.loads`` costs.
+    """
+    try:
+        return json.loads(content)
+    except ValueError as exc:
+        error = exc
+    try:
+        parsed = json.loads(content, parse_int=_int_or_long)
+    except ValueError:
+        raise error from None
+    found = _first_field(parsed, lambda item: isinstance(item, _LongInt))
+    if found is None:
+        raise error
+    raise TooManyDigits(found[0], found[1].digits) from None
 
 
 def _mask_value(name: str, value: str) -> str:

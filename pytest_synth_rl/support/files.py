@@ -23,7 +23,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["UnreadableDocument", "atomic_write_text", "parse_json_document", "safe_file_stem", "shell_quote"]
+__all__ = [
+    "UnreadableDocument",
+    "atomic_write_text",
+    "directory_path_problem",
+    "file_path_problem",
+    "parse_json_document",
+    "safe_file_stem",
+    "shell_quote",
+    "write_error_reason",
+]
 
 # Readable characters kept in file names; everything else becomes "_". Brackets stay because
 # parametrised node ids ("test_x[qwen-0.6b]") are the part people look for.
@@ -87,6 +96,53 @@ def atomic_write_text(
             os.unlink(temp)
         raise
     return target
+
+
+def _not_a_directory(path: Path) -> str:
+    return f"{path} is a file, not a directory" if path.is_file() else f"{path} is not a directory"
+
+
+def file_path_problem(path: str | os.PathLike[str], *, make_parents: bool = True) -> str | None:
+    """Why a file cannot be written at *path*, judged without writing anything, or ``None``.
+
+    Catches what a look at the path shows: *path* is a directory, or a part of its directory path is a
+    file. With ``make_parents=False`` (appending to a file, as to ``$GITHUB_STEP_SUMMARY``) a
+    missing directory is a problem too. Permissions and full disks are left to the write itself.
+    """
+    target = Path(path)
+    try:
+        if target.is_dir():
+            return f"{target} is a directory"
+        for parent in target.parents:
+            if parent.is_dir():
+                if not make_parents and parent != target.parent:
+                    return f"directory {target.parent} does not exist"
+                return None
+            if parent.exists() or parent.is_symlink():
+                return _not_a_directory(parent)
+    except OSError:  # an unreadable directory on the way: the write itself will say what is wrong
+        return None
+    return None
+
+
+def directory_path_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why *path* cannot be (or be made) a directory to write files into, or ``None``."""
+    target = Path(path)
+    try:
+        for candidate in (target, *target.parents):
+            if candidate.is_dir():
+                return None
+            if candidate.exists() or candidate.is_symlink():
+                return _not_a_directory(candidate)
+    except OSError:
+        return None
+    return None
+
+
+def write_error_reason(path: str | os.PathLike[str], error: OSError, *, make_parents: bool = True) -> str:
+    """What went wrong writing *path*, in words: the path's shape if that explains *error*
+    (:func:`file_path_problem`), else the system's reason ("Permission denied")."""
+    return file_path_problem(path, make_parents=make_parents) or error.strerror or str(error)
 
 
 def shell_quote(argument: str) -> str:

@@ -38,8 +38,10 @@ __all__ = ["minimal_http_protocol"]
 
 MAX_HEAD_BYTES = 64 * 1024
 MAX_BODY_BYTES = 16 * 1024 * 1024
+#: Longest request target (path and query); a longer one gets 414.
+MAX_TARGET_BYTES = 8192
 
-_REQUEST_LINE = re.compile(rb"([A-Z]{1,20}) (\S{1,8192}) HTTP/1\.([01])")
+_REQUEST_LINE = re.compile(rb"([A-Z]{1,20}) (\S{1,%d}) HTTP/1\.([01])" % MAX_TARGET_BYTES)
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,8})(?:;[^\r\n]*)?")
 _REASONS = {status.value: status.phrase.encode() for status in http.HTTPStatus}
@@ -82,6 +84,11 @@ def _parse_head(head: bytes) -> tuple[bytes, bytes, str, list[tuple[bytes, bytes
     lines = head.split(b"\r\n")
     match = _REQUEST_LINE.fullmatch(lines[0])
     if match is None:
+        target = lines[0].split(b" ")[1:2]
+        if target and len(target[0]) > MAX_TARGET_BYTES:
+            raise _BadRequest(
+                414, f"the request target is {len(target[0])} bytes; at most {MAX_TARGET_BYTES} are accepted"
+            )
         raise _BadRequest(400, "malformed request line")
     headers: list[tuple[bytes, bytes]] = []
     for line in lines[1:]:

@@ -309,6 +309,17 @@ class _RolloutPlan:
     model: str
     inference_url: str
     timeout: float
+    env_guessed: bool = False  # no env_name given or advertised: "default" is the check's guess
+
+    @property
+    def expected_rollout(self) -> str:
+        expected = "HTTP 200 with a JSON object"
+        if self.env_guessed:
+            expected += (
+                f" (the request's env_name={self.env_name!r} is a guess: GET /task_info advertises no "
+                "taskset.env_name or environment; pass check_task_app_contract(..., env_name=...))"
+            )
+        return expected
 
     def request(self, tag: str) -> tuple[dict[str, Any], str, str]:
         """A request every rollout schema era accepts, with its ``run_id`` and correlation id."""
@@ -378,9 +389,11 @@ def check_task_app_contract(
             # Read the advertised env name first, so the probe rollout is one the app can run.
             plain_task_info = checker.get("/task_info")
             seeded_task_info = checker.get("/task_info", params={"seed": seed})
+            chosen = env_name or _advertised_env(plain_task_info, seeded_task_info)
             plan = _RolloutPlan(
                 seed=seed,
-                env_name=env_name or _advertised_env(plain_task_info, seeded_task_info) or "default",
+                env_name=chosen or "default",
+                env_guessed=chosen is None,
                 policy_name=policy_name or "contract-check",
                 model=model,
                 inference_url=inference_url,
@@ -502,7 +515,7 @@ def _check_rollout(checker: _Checker, plan: _RolloutPlan, stub: StubInference) -
     body = json_or_none(response)
     if response.status_code != 200 or not isinstance(body, dict):
         got = _status_text(response) if response.status_code != 200 else "HTTP 200 but not a JSON object"
-        checker.add("POST /rollout", False, "HTTP 200 with a JSON object", got)
+        checker.add("POST /rollout", False, plan.expected_rollout, got)
         return
     checker.add("POST /rollout", True, "HTTP 200 with a JSON object", "HTTP 200")
 

@@ -13,10 +13,12 @@ The loader never starts anything; serving is :mod:`.server`'s job.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import importlib
 import importlib.util
 import inspect
 import itertools
+import re
 import sys
 import threading
 import traceback
@@ -34,6 +36,7 @@ __all__ = [
     "is_asgi_app",
     "load_module_from_path",
     "resolve_app",
+    "split_app_path",
 ]
 
 #: Any ASGI 3 application: ``await app(scope, receive, send)``.
@@ -307,17 +310,42 @@ def _app_from_target(target: str) -> ASGIApp:
             f"{type(exc).__name__}:\n{_user_traceback(exc)}",
             hint="fix the error above in the task app module (it happens at import time)",
         ) from exc
+    return _app_or_factory(
+        _attribute(module, attr_path, f"module {module_name!r}", target), f"target {target!r}"
+    )
+
+
+def _attribute(module: types.ModuleType, attr_path: str, what: str, source: str) -> Any:
+    """``module.<attr_path>`` (dotted), or a :class:`TaskAppError` listing what the module has."""
     obj: Any = module
     for part in attr_path.split("."):
         if not hasattr(obj, part):
             public = sorted(n for n in vars(module) if not n.startswith("_"))
             shown = ", ".join(public[:20]) + (" …" if len(public) > 20 else "")
+            close = difflib.get_close_matches(attr_path, public, n=1)
+            guess = f"did you mean {close[0]!r}? " if close else ""
             raise TaskAppError(
-                f"module {module_name!r} has no attribute {attr_path!r} (target {target!r})",
-                hint=f"it defines: {shown or 'nothing public'}",
+                f"{what} has no attribute {attr_path!r} ({source!r})",
+                hint=f"{guess}it defines: {shown or 'nothing public'}",
             )
         obj = getattr(obj, part)
-    return _app_or_factory(obj, f"target {target!r}")
+    return obj
+
+
+_PATH_WITH_ATTRIBUTE = re.compile(r"^(?P<path>.+\.py):(?P<attr>[A-Za-z_][\w.]*)$")
+
+
+def split_app_path(source: str | Path) -> tuple[Path, str | None]:
+    """``"app.py:attr"`` -> ``(Path("app.py"), "attr")``; a plain path -> ``(path, None)``.
+
+    The ``file.py:attribute`` form names the app in a file the way ``module:attribute`` names it
+    in an importable module (as uvicorn writes it).
+    """
+    text = str(source)
+    match = _PATH_WITH_ATTRIBUTE.match(text)
+    if match is None or Path(text).exists():
+        return Path(text), None
+    return Path(match["path"]), match["attr"]
 
 
 def resolve_app(
@@ -354,8 +382,12 @@ def resolve_app(
             )
         return app  # type: ignore[no-any-return]
     if task_app_path is not None:
-        module = load_module_from_path(task_app_path)
-        return _app_from_module(module, repr(str(task_app_path)))
+        path, attribute = split_app_path(task_app_path)
+        module = load_module_from_path(path)
+        if attribute is not None:
+            obj = _attribute(module, attribute, f"task app file {str(path)!r}", str(task_app_path))
+            return _app_or_factory(obj, repr(str(task_app_path)))
+        return _app_from_module(module, repr(str(path)))
     if target is not None:
         return _app_from_target(target)
     assert factory is not None

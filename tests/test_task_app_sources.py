@@ -1,0 +1,67 @@
+"""The ways a test names its task app: a file, a file and an attribute, a module target."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pytest_synth_rl.errors import TaskAppError
+from pytest_synth_rl.taskapp.loading import resolve_app, split_app_path
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def test_split_app_path() -> None:
+    assert split_app_path("app.py") == (Path("app.py"), None)
+    assert split_app_path("dir/app.py:make_app") == (Path("dir/app.py"), "make_app")
+    assert split_app_path("dir/app.py:api.app") == (Path("dir/app.py"), "api.app")
+    assert split_app_path("pkg.mod:app") == (Path("pkg.mod:app"), None)
+
+
+def test_a_file_and_attribute_names_the_app_and_a_near_miss_is_suggested(tmp_path: Path) -> None:
+    source = tmp_path / "two_apps.py"
+    source.write_text(
+        "from starlette.applications import Starlette\n\napp = Starlette()\nother_app = Starlette()\n"
+    )
+    assert resolve_app(task_app_path=f"{source}:other_app") is not resolve_app(task_app_path=source)
+    with pytest.raises(TaskAppError) as info:
+        resolve_app(task_app_path=f"{source}:other_ap")
+    assert f"task app file {str(source)!r} has no attribute 'other_ap'" in str(info.value)
+    assert "did you mean 'other_app'?" in str(info.value)
+
+
+SUITE = """
+import pytest
+
+pytestmark = pytest.mark.synth_rl(config="arithmetic.toml")
+
+
+@pytest.mark.synth_task_app("arithmetic_task_app.py:app")
+def test_file_and_attribute(synth_rl_job, synth_expect):
+    job = synth_rl_job()
+    job.submit()
+    synth_expect(job).to_succeed(within=7200)
+
+
+@pytest.mark.synth_task_app("arithmetic_task_app")
+def test_module_name_of_a_file(synth_rl_job):
+    pass
+"""
+
+
+def test_task_app_marker_sources(pytester: pytest.Pytester) -> None:
+    for name in ("arithmetic_task_app.py", "arithmetic.toml"):
+        shutil.copy(EXAMPLES / name, pytester.path / name)
+    pytester.makepyfile(test_sources=SUITE)
+    result = pytester.runpytest("-p", "no:randomly")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*MarkerError: @pytest.mark.synth_task_app on test_sources.py::test_module_name_of_a_file: "
+            "'arithmetic_task_app' is not a 'package.module:attribute' target, and arithmetic_task_app.py "
+            "is a file",
+            "  hint: did you mean 'arithmetic_task_app.py'? A .py path loads that file",
+        ]
+    )
