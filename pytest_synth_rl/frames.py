@@ -87,7 +87,11 @@ def message_only(excinfo: Any) -> str | None:
     if any(frame.users for frame in _frames(excinfo)):
         return None
     error = excinfo.value
-    return f"{type(error).__module__}.{type(error).__qualname__}: {error}"
+    text = f"{type(error).__module__}.{type(error).__qualname__}: {error}"
+    cause = error.__cause__
+    if cause is not None and not isinstance(cause, SynthError):
+        text += f"\n  caused by {type(cause).__name__}: {cause}"  # what our message wraps, kept
+    return text
 
 
 def mark_package_modules() -> None:

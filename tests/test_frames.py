@@ -140,13 +140,18 @@ def test_marker_typo(synth_rl_job):
 @pytest.mark.synth_rl(config="missing.toml")
 def test_missing_config(synth_rl_job):
     pass
+
+
+@pytest.mark.synth_task_app("no_such_package.server:app")
+def test_app_not_importable(synth_task_app):
+    pass
 """
 
 
 def test_errors_raised_before_the_test_runs_are_the_message_alone(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_markers_suite=MARKER_SUITE)
     result = pytester.runpytest("-p", "no:randomly")
-    result.assert_outcomes(errors=2)
+    result.assert_outcomes(errors=3)
     result.stdout.fnmatch_lines(
         [
             "*ERROR at setup of test_marker_typo*",
@@ -156,6 +161,10 @@ def test_errors_raised_before_the_test_runs_are_the_message_alone(pytester: pyte
             "*ERROR at setup of test_missing_config*",
             "pytest_synth_rl.errors.MarkerError: @pytest.mark.synth_rl on "
             "test_markers_suite.py::test_missing_config: missing.toml does not exist*",
+            "*ERROR at setup of test_app_not_importable*",
+            "pytest_synth_rl.errors.TaskAppError: cannot import module 'no_such_package.server'*",
+            "  hint: make sure the module is importable*",
+            "  caused by ModuleNotFoundError: No module named 'no_such_package'",
         ]
     )
     text = result.stdout.str()
