@@ -45,13 +45,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run a command; a problem with the files given is one ``error:`` message and exit code 2
     (argparse's code for a usage error), never a traceback."""
     args = _parser().parse_args(argv)
-    from .merge import append_summary, check_output_file, merge_baselines, merge_reports, write_report
+    from .merge import (
+        append_summary,
+        check_output_file,
+        merge_baselines,
+        merge_reports,
+        refuse_overwriting_a_shard,
+        write_report,
+    )
 
     try:
         if args.command == "merge":
             # Refuse an output path that cannot be written before reading any shard.
             if args.report:
                 check_output_file(args.report, "--report")
+                refuse_overwriting_a_shard(args.report, args.reports)
             if args.summary:
                 check_output_file(args.summary, "--summary", make_parents=False)
             report = merge_reports(args.reports)

@@ -89,7 +89,7 @@ def message_only(excinfo: Any) -> str | None:
     error = excinfo.value
     text = f"{type(error).__module__}.{type(error).__qualname__}: {error}"
     cause = error.__cause__
-    if cause is not None and not isinstance(cause, SynthError):
+    if cause is not None and not isinstance(cause, SynthError) and str(cause) not in text:
         text += f"\n  caused by {type(cause).__name__}: {cause}"  # what our message wraps, kept
     return text
 

@@ -238,6 +238,19 @@ def _read_baseline(file: Path) -> tuple[Baseline, str]:
     return baseline, raw.decode("utf-8")  # from_json has checked it is UTF-8
 
 
+def refuse_overwriting_a_shard(
+    output: str | os.PathLike[str], shards: Sequence[str | os.PathLike[str]]
+) -> None:
+    """``--report`` naming one of the shard reports would replace that shard with the merge."""
+    target = Path(output).resolve()
+    for shard in shards:
+        if Path(shard).resolve() == target:
+            raise MergeError(
+                f"--report {output} is also a shard report being merged; writing it would replace that shard",
+                hint="write the merged report to a new file, such as --report synth-report.json",
+            )
+
+
 def check_output_file(path: str | os.PathLike[str], option: str, *, make_parents: bool = True) -> None:
     """Refuse an output path that cannot be a file (a directory, or under a file) before merging;
     the message names *option* as the user wrote it."""

@@ -64,6 +64,26 @@ def test_an_error_with_no_user_frame_is_left_to_pytest() -> None:
     assert hidden_from_users(only_hook) is False
 
 
+def test_the_message_alone_keeps_what_it_wraps_when_it_does_not_say_it() -> None:
+    from pytest_synth_rl.errors import TaskAppError
+    from pytest_synth_rl.frames import message_only
+
+    raising = "raise ValueError('weights file is truncated')"
+    cause = _run_as("pytest_synth_rl._probe", raising)
+    wrapping = (
+        "try: cause()\n    except ValueError as exc: raise Error('the task app could not start') from exc"
+    )
+    ours = _run_as("pytest_synth_rl._probe", wrapping, cause=cause, Error=TaskAppError)
+    hook = _run_as("_pytest.runner", "ours()", ours=ours)
+    info = _caught(hook)
+    only_hook = pytest.ExceptionInfo.from_exc_info((info.type, info.value, info.tb.tb_next))
+    assert message_only(only_hook) == (
+        "pytest_synth_rl.errors.TaskAppError: the task app could not start\n"
+        "  caused by ValueError: weights file is truncated"
+    )
+    assert message_only(info) is None  # the test's own frame is a user frame
+
+
 def test_every_loaded_module_of_ours_answers_and_others_are_untouched() -> None:
     import sys
 
@@ -162,12 +182,13 @@ def test_errors_raised_before_the_test_runs_are_the_message_alone(pytester: pyte
             "pytest_synth_rl.errors.MarkerError: @pytest.mark.synth_rl on "
             "test_markers_suite.py::test_missing_config: missing.toml does not exist*",
             "*ERROR at setup of test_app_not_importable*",
-            "pytest_synth_rl.errors.TaskAppError: cannot import module 'no_such_package.server'*",
+            "pytest_synth_rl.errors.TaskAppError: cannot import module 'no_such_package.server'*"
+            "No module named 'no_such_package'",
             "  hint: make sure the module is importable*",
-            "  caused by ModuleNotFoundError: No module named 'no_such_package'",
         ]
     )
     text = result.stdout.str()
+    assert "caused by" not in text  # the message already says what it wraps
     assert "markers.py" not in text
     assert "plugin.py" not in text
     assert "All traceback entries are hidden" not in text

@@ -140,3 +140,12 @@ def test_a_shard_baseline_directory_given_twice_is_refused(
     assert not (tmp_path / "out").exists()
     with pytest.raises(MergeError, match="is given twice"):
         merge_baselines([shard.directory, shard.directory], tmp_path / "out")
+
+
+def test_the_merged_report_never_replaces_a_shard(good: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before = good.read_text()
+    assert cli(["merge", str(good), "--report", str(good)]) == 2
+    err = _error(capsys)
+    assert f"error: --report {good} is also a shard report being merged" in err
+    assert "hint: write the merged report to a new file" in err
+    assert good.read_text() == before

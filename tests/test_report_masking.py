@@ -55,6 +55,10 @@ def test_chained_errors_locals_output_and_skip_reasons_are_masked(
     assert "RuntimeError: cannot start: envk…Ya sk_l…y0" in out
     assert "the key without its prefix: sk_l…y0" in out
     assert "skipped for sk_l…y0" in out
+    # Masking changed only the text: the summary line and JUnit message still name the error.
+    result.stdout.fnmatch_lines(["FAILED test_leaky.py::test_prints_part_of_a_key - AssertionError: *"])
+    assert 'message="AssertionError: assert' in junit
+    assert "\n>       assert key[:15] ==" in out  # pytest's own layout, source line and all
     # ...and no part of either key is anywhere.
     for text in (out, junit):
         for fragment in (SYNTH_KEY[8:20], SYNTH_KEY[-12:], ENV_KEY[:12], ENV_KEY[-12:]):
