@@ -16,6 +16,7 @@ aside the same way), as a nested fake would expect.
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Callable
 
@@ -60,6 +61,9 @@ def mount(handler: Callable[[httpx.Request], httpx.Response], base_url: str) -> 
             "lets loopback through; mock other hosts with respx routes."
         )
 
+    for effect in (answer, elsewhere):
+        # respx reads a side effect's signature on every call; a fixed one makes that a lookup.
+        setattr(effect, "__signature__", inspect.signature(effect))  # noqa: B010 (a function attribute)
     router.route(scheme=origin.scheme, host=origin.host, port=port).side_effect = answer
     router.route().side_effect = elsewhere
     with _mounted_lock:
