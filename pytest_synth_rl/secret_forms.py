@@ -112,17 +112,17 @@ def _run_spans(text: str, secret: str) -> list[tuple[int, int]]:
         folded = text
     key = secret.lower()
     spans = []
-    for index in range(len(key) - EDGE_FRAGMENT + 1):
-        window = key[index : index + EDGE_FRAGMENT]
+    # Every run of EDGE_FRAGMENT or more starts with some window: extending each match to the
+    # right measures the run from where it starts in the key.
+    for first in range(len(key) - EDGE_FRAGMENT + 1):
+        window = key[first : first + EDGE_FRAGMENT]
         start = folded.find(window)
         while start != -1:
-            left, right, first, last = start, start + EDGE_FRAGMENT, index, index + EDGE_FRAGMENT
-            while left > 0 and first > 0 and folded[left - 1] == key[first - 1]:
-                left, first = left - 1, first - 1
+            right, last = start + EDGE_FRAGMENT, first + EDGE_FRAGMENT
             while right < len(folded) and last < len(key) and folded[right] == key[last]:
                 right, last = right + 1, last + 1
-            if first == 0 or last == len(key) or right - left >= FRAGMENT:
-                spans.append((left, right))
+            if first == 0 or last == len(key) or right - start >= FRAGMENT:
+                spans.append((start, right))
             start = folded.find(window, start + 1)
     return spans
 

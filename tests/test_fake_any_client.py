@@ -323,3 +323,50 @@ def test_a_served_job_nobody_moves_says_why(client: httpx.Client) -> None:
     assert bodies[-1]["status"] == "running"
     assert bodies[-1]["progress"]["completed"] == 0
     fake.close()
+
+
+def _refusing_app(body: dict[str, Any]) -> FastAPI:
+    """A task app whose /rollout answers 400 with *body*, whatever key it gets."""
+    app = FastAPI()
+
+    @app.post("/rollout")
+    async def rollout(request: Request) -> JSONResponse:
+        return JSONResponse(body, status_code=400)
+
+    return app
+
+
+@pytest.mark.parametrize(
+    ("body", "hint", "not_in_hint"),
+    [
+        (
+            {
+                "detail": {
+                    "error": {
+                        "code": "unauthorised",
+                        "allowed_first15": [UPLOADED[:15]],
+                        "got_first15": UPLOADED[:15],
+                    }
+                }
+            },
+            "the key the fake sent is one the task app allows (its got_first15 is among its allowed_first15)",
+            "RLJob.upload_environment_api_key()",
+        ),
+        ({"detail": "unknown env 'math'"}, "the task app's /rollout must answer 200", "environment key"),
+    ],
+    ids=["right-key-refused", "not-about-the-key"],
+)
+def test_a_400_that_is_not_about_a_wrong_key_does_not_blame_the_key(
+    plain: FakeSynthBackend, client: httpx.Client, body: dict[str, Any], hint: str, not_in_hint: str
+) -> None:
+    server = InProcessTaskApp(_refusing_app(body), api_key=UPLOADED, export_api_key=False, health_path=None)
+    server.start()
+    try:
+        _upload(plain)
+        result, _ = poll_to_end(client, plain, submit(client, plain, rl_payload(server.url)))
+    finally:
+        server.stop()
+    assert result["status"] == "failed"
+    assert "HTTP 400" in result["error"]
+    assert hint in result["error"]
+    assert not_in_hint not in result["error"]

@@ -82,6 +82,9 @@ def test_the_message_alone_keeps_what_it_wraps_when_it_does_not_say_it() -> None
         "  caused by ValueError: weights file is truncated"
     )
     assert message_only(info) is None  # the test's own frame is a user frame
+    # Anything but our own errors keeps pytest's full view, even with no frame of the user's.
+    bare = _caught(_run_as("_pytest.runner", "cause()", cause=cause))
+    assert message_only(pytest.ExceptionInfo.from_exc_info((bare.type, bare.value, bare.tb.tb_next))) is None
 
 
 def test_every_loaded_module_of_ours_answers_and_others_are_untouched() -> None:

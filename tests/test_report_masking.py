@@ -63,3 +63,41 @@ def test_chained_errors_locals_output_and_skip_reasons_are_masked(
     for text in (out, junit):
         for fragment in (SYNTH_KEY[8:20], SYNTH_KEY[-12:], ENV_KEY[:12], ENV_KEY[-12:]):
             assert fragment not in text
+
+
+def _failure_repr(secret: str) -> object:
+    try:
+        raise RuntimeError(f"the app quoted {secret}")
+    except RuntimeError:
+        return pytest.ExceptionInfo.from_current().getrepr(style="short")
+
+
+def test_mask_test_report_masks_text_and_keeps_structure(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from pytest_synth_rl.report_masking import mask_test_report
+
+    monkeypatch.setenv("SYNTH_API_KEY", SYNTH_KEY)
+    structured = _failure_repr(SYNTH_KEY)
+    report = SimpleNamespace(
+        longrepr=structured, sections=[("Captured stdout call", f"key {SYNTH_KEY[8:]}\n")]
+    )
+    mask_test_report(report)
+    assert report.longrepr is structured  # the same object, text changed in place
+    assert report.longrepr.reprcrash.message == "RuntimeError: the app quoted sk_l…y0"  # type: ignore[attr-defined]
+    assert SYNTH_KEY[-12:] not in str(report.longrepr)
+    assert report.sections == [("Captured stdout call", "key sk_l…y0\n")]
+
+    skipped = SimpleNamespace(longrepr=("t.py", 3, f"Skipped: needs {SYNTH_KEY}"), sections=[])
+    mask_test_report(skipped)
+    assert skipped.longrepr == ("t.py", 3, "Skipped: needs sk_l…y0")
+
+    plain = SimpleNamespace(longrepr=f"collected with {SYNTH_KEY}", sections=[])
+    mask_test_report(plain)
+    assert plain.longrepr == "collected with sk_l…y0"
+
+    clean = _failure_repr("nothing secret")
+    untouched = SimpleNamespace(longrepr=clean, sections=[])
+    mask_test_report(untouched)
+    assert untouched.longrepr is clean
+    assert "the app quoted nothing secret" in str(clean)

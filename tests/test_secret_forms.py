@@ -173,6 +173,19 @@ def test_a_short_run_from_the_middle_of_a_word_like_key_is_ordinary_text() -> No
     assert scrub(f"[{key[4:22]}]", key, "<key>") == "[<key>]"  # 18 from its middle are the key
 
 
+def test_the_thresholds_are_12_at_either_end_and_16_in_the_middle() -> None:
+    middle = LONG_KEY[10:]  # 30 characters after the key's first ten
+    assert scrub(f"[{middle[:16]}]", LONG_KEY, "<key>") == "[<key>]"
+    assert scrub(f"[{middle[:15]}]", LONG_KEY, "<key>") == f"[{middle[:15]}]"
+    assert scrub(f"[{LONG_KEY[:12]}]", LONG_KEY, "<key>") == "[<key>]"
+    assert scrub(f"[{LONG_KEY[:11]}]", LONG_KEY, "<key>") == f"[{LONG_KEY[:11]}]"
+    assert scrub(f"[{LONG_KEY[-12:]}]", LONG_KEY, "<key>") == "[<key>]"
+    assert scrub(f"[{LONG_KEY[-11:]}]", LONG_KEY, "<key>") == f"[{LONG_KEY[-11:]}]"
+    # Two parts side by side are one part, masked once; two apart are masked apart.
+    assert scrub(f"{LONG_KEY[:20]}{LONG_KEY[:20]}", LONG_KEY, "<key>") == "<key>"
+    assert scrub(f"{LONG_KEY[:20]} {LONG_KEY[-20:]}", LONG_KEY, "<key>") == "<key> <key>"
+
+
 def test_a_run_is_masked_whole_even_where_it_starts_mid_key() -> None:
     text = f"got {LONG_KEY[3:]}!"
     assert scrub(text, LONG_KEY, "<key>") == "got <key>!"

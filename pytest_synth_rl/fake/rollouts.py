@@ -74,9 +74,30 @@ _REWARD_KEYS: tuple[str, ...] = (
 )
 
 
+def _key_matched(content: bytes) -> bool:
+    """Whether an SDK task app's 400 body says the key it got is one it allows (``got_first15``
+    among ``allowed_first15``): then the rejection is the app's own, not the key's."""
+    try:
+        body = json.loads(content)
+    except ValueError:
+        return False
+    detail = body.get("detail", body) if isinstance(body, dict) else None
+    error = detail.get("error", detail) if isinstance(detail, dict) else None
+    if not isinstance(error, dict):
+        return False
+    got, allowed = error.get("got_first15"), error.get("allowed_first15")
+    return isinstance(got, str) and bool(got) and isinstance(allowed, list) and got in allowed
+
+
 def _status_hint(response: PostResponse) -> str:
     """What to do about a /rollout answer that is not 2xx, by status."""
-    if response.status_code in (400, 401, 403):
+    if response.status_code in (400, 401, 403) and _key_matched(response.content):
+        return (
+            "the key the fake sent is one the task app allows (its got_first15 is among its "
+            "allowed_first15), so the rejection comes from the task app itself: see its answer above"
+        )
+    about_key = any(word in response.content.lower() for word in (b"key", b"auth"))
+    if response.status_code in (401, 403) or (response.status_code == 400 and about_key):
         return (
             "the task app rejected the environment key the fake sent (ENVIRONMENT_API_KEY; SDK task apps "
             "answer 400 to a wrong key): upload the task app's key with RLJob.upload_environment_api_key() "
