@@ -11,7 +11,6 @@ the same test. ``python -m pytest_synth_rl merge ...`` and ``merge-baselines ...
 from __future__ import annotations
 
 import os
-import reprlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -69,45 +68,7 @@ def read_report(path: str | os.PathLike[str]) -> RunReport:
         report = RunReport.from_json(data, where=f"shard report {file}")
     except ValueError as error:
         raise MergeError(str(error), hint="pass files written by --synth-report") from None
-    for index, record in enumerate(report.records):
-        for name, kind in _ROW_TYPES.items():
-            if not _has_type(getattr(record, name), kind):
-                raise MergeError(
-                    f"shard report {file}: jobs[{index}].{name} is {reprlib.repr(getattr(record, name))}, "
-                    f"expected {kind}",
-                    hint="pass files written by --synth-report (was this one edited by hand?)",
-                )
     return report
-
-
-#: The JSON type of each job row field, as :meth:`RunReport.to_json` writes it.
-_ROW_TYPES = {
-    "test_id": "a string",
-    "job_id": "a string or null",
-    "status": "a string or null",
-    "backend": "a string",
-    "final_reward": "a number or null",
-    "rewards": "a list of numbers",
-    "clock_seconds": "a number or null",
-    "wall_seconds": "a number or null",
-    "error": "a string or null",
-    "cancelled_by_plugin": "true or false",
-    "timeline": "a list of lists",
-}
-
-
-def _has_type(value: object, kind: str) -> bool:
-    if value is None:
-        return kind.endswith(" or null")
-    if kind.startswith("a string"):
-        return isinstance(value, str)
-    if kind.startswith("a number"):
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind == "a list of numbers":
-        return isinstance(value, list) and all(_has_type(item, "a number") for item in value)
-    if kind == "a list of lists":
-        return isinstance(value, list) and all(isinstance(item, list) for item in value)
-    return isinstance(value, bool)
 
 
 def merge_reports(paths: Sequence[str | os.PathLike[str]]) -> RunReport:

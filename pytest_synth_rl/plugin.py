@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
@@ -81,11 +81,8 @@ def pytest_configure(config: pytest.Config) -> None:
             f"{settings.origin('backend')} runs RL jobs against a real backend, which needs an "
             "API key: set SYNTH_API_KEY (or run offline with --synth-backend=mock)."
         )
-    if settings.report and os.path.isdir(config.rootpath / settings.report):  # written there
-        raise pytest.UsageError(
-            f"{settings.origin('report')} is a directory; the run report is one JSON file: "
-            f"give a file path such as {os.path.join(settings.report, 'synth-report.json')}"
-        )
+    if settings.report:
+        _check_report_path(settings, settings.report, config.rootpath / settings.report)
     if settings.is_offline and settings.record in ("new", "rewrite"):
         raise pytest.UsageError(
             f"{settings.origin('record')} needs a backend to record from: add "
@@ -120,6 +117,25 @@ def _check_ini_keys(config: pytest.Config) -> None:
 
 
 _RUN_TASK_KEY = pytest.StashKey[str]()
+
+
+def _check_report_path(settings: SynthSettings, given: str, path: Path) -> None:
+    """Refuse a ``--synth-report`` path that cannot be a file before any test runs, rather than
+    lose the report after a long run (permissions are left to the write)."""
+    if path.is_dir():
+        raise pytest.UsageError(
+            f"{settings.origin('report')} is a directory; the run report is one JSON file: "
+            f"give a file path such as {os.path.join(given, 'synth-report.json')}"
+        )
+    from .support.files import file_path_problem
+
+    problem = file_path_problem(path)
+    if problem is not None:
+        raise pytest.UsageError(
+            f"{settings.origin('report')}: cannot write the run report to {path}: {problem}. "
+            "Point it at a JSON file path (missing directories are created), such as "
+            "--synth-report=synth-report.json"
+        )
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -242,12 +258,22 @@ def _resolve_path(
         problem = f"{raw!s} is a directory ({folders[0]}), not a file"
     else:
         problem = f"{raw!s} does not exist (looked in: {', '.join(str(c) for c in candidates)})"
-    hint = "give a path relative to the test file or the rootdir"
+    fix = "give" if marker is not None else f"set {ini_key} to"
+    _where_given_error(
+        request, marker, ini_key, problem, f"{fix} a path relative to the test file or the rootdir"
+    )
+
+
+def _where_given_error(
+    request: pytest.FixtureRequest, marker: str | None, ini_key: str, problem: str, hint: str
+) -> NoReturn:
+    """A bad value from the test's *marker* (a :class:`MarkerError`), else from the ini option
+    *ini_key* (a :class:`SynthUsageError`), named where the user wrote it."""
+    __tracebackhide__ = True
     if marker is not None:
         raise MarkerError(marker, request.node.nodeid, problem, hint=hint)
     raise SynthUsageError(
-        [ConfigProblem(key=ini_key, message=problem, hint=f"set {ini_key} to {hint.removeprefix('give ')}")],
-        subject=f"ini option {ini_key}",
+        [ConfigProblem(key=ini_key, message=problem, hint=hint)], subject=f"ini option {ini_key}"
     )
 
 
@@ -426,11 +452,7 @@ def _task_app_source(request: pytest.FixtureRequest, source: str, marker: str | 
         if file.is_file():
             problem = f"{source!r} is not a 'package.module:attribute' target, and {file.name} is a file"
             hint = f"did you mean {file.name!r}? A .py path loads that file"
-            if marker is not None:
-                raise MarkerError(marker, request.node.nodeid, problem, hint=hint)
-            raise SynthUsageError(
-                [ConfigProblem("synth_task_app", problem, hint)], subject="ini option synth_task_app"
-            )
+            _where_given_error(request, marker, "synth_task_app", problem, hint)
     return source
 
 

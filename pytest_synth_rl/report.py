@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import reprlib
 import threading
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -153,6 +154,36 @@ def mermaid_chart(record: JobRecord, max_points: int = MAX_CHART_POINTS) -> str:
     )
 
 
+#: The JSON type of each job row field, as :meth:`RunReport.to_json` writes it.
+_ROW_TYPES = {
+    "test_id": "a string",
+    "job_id": "a string or null",
+    "status": "a string or null",
+    "backend": "a string",
+    "final_reward": "a number or null",
+    "rewards": "a list of numbers",
+    "clock_seconds": "a number or null",
+    "wall_seconds": "a number or null",
+    "error": "a string or null",
+    "cancelled_by_plugin": "true or false",
+    "timeline": "a list of lists",
+}
+
+
+def _has_type(value: object, kind: str) -> bool:
+    if value is None:
+        return kind.endswith(" or null")
+    if kind.startswith("a string"):
+        return isinstance(value, str)
+    if kind.startswith("a number"):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "a list of numbers":
+        return isinstance(value, list) and all(_has_type(item, "a number") for item in value)
+    if kind == "a list of lists":
+        return isinstance(value, list) and all(isinstance(item, list) for item in value)
+    return isinstance(value, bool)
+
+
 class RunReport:
     """Every job of a run, in the order their tests finished."""
 
@@ -234,6 +265,10 @@ class RunReport:
             unknown = sorted(set(job) - known)
             if unknown:
                 raise ValueError(f"{where}: jobs[{index}] has unknown keys {', '.join(unknown)}")
+            for name, kind in _ROW_TYPES.items():
+                if name in job and not _has_type(job[name], kind):
+                    shown = reprlib.repr(job[name])
+                    raise ValueError(f"{where}: jobs[{index}].{name} is {shown}, expected {kind}")
             report.add(JobRecord(**{"job_id": None, "status": None, "backend": "", **job}))
         return report
 

@@ -106,23 +106,6 @@ class RunSummary:
         """Where ``--synth-report`` writes (relative paths are taken from the rootdir)."""
         return Path(self.config.rootpath) / self.settings.report if self.settings.report else None
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionstart(self) -> None:
-        """Refuse a ``--synth-report`` path that cannot be a file before any test runs, rather
-        than lose the report after a long run (permissions are left to the write)."""
-        path = self.report_path
-        if path is None or hasattr(self.config, "workerinput"):
-            return
-        from .support.files import file_path_problem
-
-        problem = file_path_problem(path)
-        if problem is not None:
-            raise pytest.UsageError(
-                f"{self.settings.origin('report')}: cannot write the run report to {path}: {problem}. "
-                "Point it at a JSON file path (missing directories are created), such as "
-                "--synth-report=synth-report.json"
-            )
-
     def pytest_unconfigure(self) -> None:
         self.drop_spool()  # also when the terminal summary never ran
 

@@ -19,7 +19,7 @@ import pytest
 from fastapi import FastAPI, Request
 from hang_guard import finishes
 from nacl.public import PublicKey, SealedBox
-from test_fake_support import API, TASK_KEY, auth, rl_payload, submit
+from test_fake_support import API, TASK_KEY, auth, error_message, rl_payload, served_client, submit
 
 from pytest_synth_rl.clock import RealClock, VirtualClock
 from pytest_synth_rl.errors import SynthUsageError
@@ -36,17 +36,8 @@ GENEROUS = 60.0
 
 @pytest.fixture
 def served() -> Iterator[tuple[FakeSynthBackend, httpx.Client]]:
-    fake = FakeSynthBackend(api_key=KEY, clock=VirtualClock())
-    with fake.serve() as url, httpx.Client(base_url=url, headers=AUTH, timeout=GENEROUS) as client:
-        yield fake, client
-    fake.close()
-
-
-def error_message(response: httpx.Response) -> str:
-    detail = response.json()["detail"]
-    if isinstance(detail, dict):
-        return str(detail["error"]["message"])
-    return "; ".join(f"{item['loc']}: {item['msg']}" for item in detail)
+    with served_client(KEY, GENEROUS) as served:
+        yield served
 
 
 # -- numbers are finite -------------------------------------------------------------------------

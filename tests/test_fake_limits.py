@@ -16,9 +16,8 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from test_fake_support import API, auth, rl_payload
+from test_fake_support import API, auth, error_message, rl_payload, served_client
 
-from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.fake import FakeSynthBackend
 from pytest_synth_rl.fake import store as store_module
 from pytest_synth_rl.fake.admin import DETAIL_ITEMS
@@ -28,7 +27,6 @@ from pytest_synth_rl.fake.store import MAX_JOB_DATA, MAX_JOBS, job_size
 from pytest_synth_rl.support.read_deadline import MAX_REQUEST_LINE
 
 KEY = "sk_test_limits_key_0123456789"
-AUTH = {"Authorization": f"Bearer {KEY}"}
 #: Seconds; only a hang gets near it.
 GENEROUS = 60.0
 STEPS = 10_000
@@ -37,10 +35,8 @@ CURVE = [round(0.1 + 0.8 * i / STEPS, 6) for i in range(STEPS)]
 
 @pytest.fixture
 def served() -> Iterator[tuple[FakeSynthBackend, httpx.Client]]:
-    fake = FakeSynthBackend(api_key=KEY, clock=VirtualClock())
-    with fake.serve() as url, httpx.Client(base_url=url, headers=AUTH, timeout=GENEROUS) as client:
-        yield fake, client
-    fake.close()
+    with served_client(KEY, GENEROUS) as served:
+        yield served
 
 
 def run_job(client: httpx.Client) -> str:
@@ -50,13 +46,6 @@ def run_job(client: httpx.Client) -> str:
     job_id: str = created.json()["id"]
     client.get(f"/api/rl/jobs/{job_id}")
     return job_id
-
-
-def error_message(response: httpx.Response) -> str:
-    detail = response.json()["detail"]
-    if isinstance(detail, dict):
-        return str(detail["error"]["message"])
-    return "; ".join(f"{item['loc']}: {item['msg']}" for item in detail)
 
 
 # -- 1. memory: one job is a few megabytes, and the jobs kept are bounded ----------------------

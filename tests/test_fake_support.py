@@ -87,6 +87,24 @@ def submit(client: httpx.Client, fake: FakeSynthBackend, payload: dict[str, Any]
     return job_id
 
 
+@contextlib.contextmanager
+def served_client(key: str, timeout: float = 60.0) -> Iterator[tuple[FakeSynthBackend, httpx.Client]]:
+    """A fake with *key* on a virtual clock, served on loopback, and a client with that key."""
+    fake = FakeSynthBackend(api_key=key, clock=VirtualClock())
+    headers = {"Authorization": f"Bearer {key}"}
+    with fake.serve() as url, httpx.Client(base_url=url, headers=headers, timeout=timeout) as client:
+        yield fake, client
+    fake.close()
+
+
+def error_message(response: httpx.Response) -> str:
+    """The fake's error text: ``detail.error.message``, or the ``loc: msg`` items of a 422."""
+    detail = response.json()["detail"]
+    if isinstance(detail, dict):
+        return str(detail["error"]["message"])
+    return "; ".join(f"{item['loc']}: {item['msg']}" for item in detail)
+
+
 def poll_to_end(
     client: httpx.Client, fake: FakeSynthBackend, job_id: str, interval: float = 10.0, limit: int = 10_000
 ) -> tuple[dict[str, Any], int]:
