@@ -134,6 +134,29 @@ def test_unfinished_jobs_are_never_evicted_a_full_store_answers_429(
     assert [job.id for job in fake.jobs] == [running[1], "job_rl_000003"]
 
 
+def test_the_data_limit_follows_a_rescripted_job_eviction_and_reset(
+    fake: FakeSynthBackend, client: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Kept sizes are summed as jobs come and go (not recounted per submission): each way a
+    # job's size changes must reach the sum.
+    monkeypatch.setattr(store_module, "MAX_JOB_DATA", 4 * 2**20)
+    first = client.post(f"{API}/rl/jobs", json=rl_payload(), headers=auth(fake)).json()["id"]
+    assert client.post(f"{API}/rl/jobs", json=rl_payload(), headers=auth(fake)).status_code == 201
+    fake.scenario_for(first, steps=STEPS, reward_curve=CURVE)  # 6.4 MB of history to come
+    full = client.post(f"{API}/rl/jobs", json=rl_payload(), headers=auth(fake))
+    assert full.status_code == 429
+    assert "about 4 MiB of job data, and the 2 jobs it keeps are unfinished (about 6.2 MiB" in error_message(
+        full
+    )
+    fake.job(first).cancel()
+    evicting = client.post(f"{API}/rl/jobs", json=rl_payload(), headers=auth(fake))
+    assert evicting.status_code == 201
+    assert first not in [job.id for job in fake.jobs]
+    fake.reset()
+    fake.scenario(steps=6500, reward_curve=CURVE[:6500])  # 4.18 of 4.19 MB: fits an empty store only
+    assert client.post(f"{API}/rl/jobs", json=rl_payload(), headers=auth(fake)).status_code == 201
+
+
 def test_the_admin_job_list_holds_summaries_only(served: tuple[FakeSynthBackend, httpx.Client]) -> None:
     _, client = served
     client.post("/_fake/scenario", json={"steps": STEPS, "reward_curve": CURVE, "immediate": True})

@@ -179,6 +179,9 @@ class JobStore:
         self.rollouts: RolloutsMode = rollouts
         self._clock = clock
         self._jobs: OrderedDict[str, JobRecord] = OrderedDict()
+        # Each kept job's job_size when admitted, and their sum: admission stays O(1) per job.
+        self._sizes: dict[str, int] = {}
+        self._kept = 0
         self._evicted: OrderedDict[str, None] = OrderedDict()
         self._active: dict[str, JobRecord] = {}
         self._idempotency: dict[str, tuple[str, str]] = {}
@@ -283,6 +286,9 @@ class JobStore:
             self._idle(job)
             self._lifecycle.sync(job)
             job.scenario = scenario
+            size = job_size(job)
+            self._kept += size - self._sizes[job.id]
+            self._sizes[job.id] = size
             job.touch(job.updated_time)
             if not job.terminal:
                 self._active[job.id] = job
@@ -388,41 +394,48 @@ class JobStore:
                 updated_time=ts,
                 payload_bytes=len(canonical),
             )
-            self._make_room(job)
+            size = self._make_room(job)
             job.set_phase(ts, "queued")
             created = f"RL job {job_id} created for {job.model}"
             job.add_event(ts, "rl.job.created", created, {"model": job.model})
             self._jobs[job_id] = job
+            self._sizes[job_id] = size
+            self._kept += size
             self._active[job_id] = job
             if idempotency_key is not None:
                 self._idempotency[idempotency_key] = (canonical, job_id)
             return job
 
-    def _make_room(self, new: JobRecord) -> None:
+    def _make_room(self, new: JobRecord) -> int:
         """Forget the oldest finished jobs until *new* fits in :data:`MAX_JOBS` and
-        :data:`MAX_JOB_DATA`; :class:`StoreFull` if unfinished jobs leave no room."""
+        :data:`MAX_JOB_DATA`, and return its size; :class:`StoreFull` if unfinished jobs leave
+        no room."""
         size = job_size(new)
-        kept = sum(job_size(job) for job in self._jobs.values())
+
+        def fits() -> bool:
+            return len(self._jobs) < MAX_JOBS and self._kept + size <= MAX_JOB_DATA
+
+        if fits():
+            return size
         for job in list(self._jobs.values()):  # oldest first
-            if len(self._jobs) < MAX_JOBS and kept + size <= MAX_JOB_DATA:
-                return
             if job.terminal:
-                kept -= job_size(job)
                 self._forget(job)
-        if len(self._jobs) >= MAX_JOBS or kept + size > MAX_JOB_DATA:
-            self._counter -= 1  # the id was not used
-            raise StoreFull(
-                f"no room for a new job: this fake keeps at most {MAX_JOBS} jobs and about "
-                f"{MAX_JOB_DATA >> 20} MiB of job data, and the {len(self._jobs)} jobs it keeps are "
-                f"unfinished (about {kept / 2**20:.1f} MiB; this job would take about "
-                f"{size / 2**20:.1f} MiB, for its {new.payload_bytes}-byte payload and "
-                f"{new.scenario.steps} steps)",
-                hint="let jobs finish (poll them), cancel some, or reset the fake (POST /_fake/reset)",
-            )
+                if fits():
+                    return size
+        self._counter -= 1  # the id was not used
+        raise StoreFull(
+            f"no room for a new job: this fake keeps at most {MAX_JOBS} jobs and about "
+            f"{MAX_JOB_DATA >> 20} MiB of job data, and the {len(self._jobs)} jobs it keeps are "
+            f"unfinished (about {self._kept / 2**20:.1f} MiB; this job would take about "
+            f"{size / 2**20:.1f} MiB, for its {new.payload_bytes}-byte payload and "
+            f"{new.scenario.steps} steps)",
+            hint="let jobs finish (poll them), cancel some, or reset the fake (POST /_fake/reset)",
+        )
 
     def _forget(self, job: JobRecord) -> None:
         """Drop finished *job* to make room, remembering its id for the 404 that explains."""
         del self._jobs[job.id]
+        self._kept -= self._sizes.pop(job.id)
         self._active.pop(job.id, None)
         key = job.idempotency_key
         if key is not None and self._idempotency.get(key, ("", ""))[1] == job.id:
@@ -562,6 +575,8 @@ class JobStore:
     def clear_jobs(self) -> None:
         with self.lock:
             self._jobs.clear()
+            self._sizes.clear()
+            self._kept = 0
             self._evicted.clear()
             self._active.clear()
             self._idempotency.clear()
