@@ -69,21 +69,25 @@ def job_record(
     cancelled_by_plugin: bool = False,
 ) -> JobRecord:
     """Build a record from an ``RLJob``-like object: its last poll result, else a status payload
-    (and the polls of a wait that ended without a result)."""
+    (else the last status it read). The timeline is every status the job's handle read, across
+    all its waits; for an object that does not keep them, the polls of its last wait."""
     result = getattr(job, "last_result", None)
     status: str | None = None
     final_reward: float | None = None
     error: str | None = None
     clock_seconds: float | None = None
-    timeline: list[list[Any]] = []
+    observed = getattr(job, "observed_statuses", None)
+    if observed:
+        timeline = [list(run) for run in observed]
+    else:
+        polls = getattr(result, "history", ()) if result is not None else getattr(job, "last_polls", ())
+        timeline = status_runs((r.status, r.elapsed) for r in polls)
     if result is not None:
         status = result.status
         final_reward = result.final_reward
         error = result.error
-        timeline = status_runs((r.status, r.elapsed) for r in getattr(result, "history", ()))
     else:
-        # a wait that timed out or was interrupted: its polls so far, the last one's status
-        timeline = status_runs((r.status, r.elapsed) for r in getattr(job, "last_polls", ()))
+        # a wait that timed out or was interrupted: the last status read stands
         status = timeline[-1][0] if timeline else None
     if result is None and status_payload:
         from .client.results import extract_error, extract_final_reward, job_status
@@ -113,12 +117,11 @@ def job_record(
 
 def status_runs(samples: Iterable[tuple[str, float]]) -> list[list[Any]]:
     """``(status, elapsed)`` polls collapsed into ``[status, first, last]`` runs."""
+    from .client.results import add_status_run
+
     runs: list[list[Any]] = []
     for status, elapsed in samples:
-        if runs and runs[-1][0] == status:
-            runs[-1][2] = elapsed
-        else:
-            runs.append([status, elapsed, elapsed])
+        add_status_run(runs, status, elapsed)
     return runs
 
 

@@ -58,15 +58,50 @@ def test_a_finished_wait_still_takes_its_timeline_from_the_result() -> None:
     assert record.status == "succeeded"
 
 
-def test_a_job_never_polled_has_no_timeline() -> None:
+def test_a_job_never_polled_has_the_status_read_at_the_end_as_its_timeline() -> None:
     clock = VirtualClock()
     with FakeSynthBackend(clock=clock, rollouts=False) as fake:
         fake.scenario(queue_time=20)
         job = _job(fake, clock)
         job.submit()
+        never_read = job_record("t::x", job, backend=fake.base_url)
+        clock.advance(5)
         record = job_record("t::x", job, backend=fake.base_url, status_payload=job.get_status())
-    assert record.timeline == []
+    assert never_read.timeline == []
+    assert record.timeline == [["queued", 5, 5]]
     assert record.status == "queued"
+
+
+def test_the_timeline_spans_every_wait_not_only_the_last() -> None:
+    # Before: each wait restarted the timeline, so a second wait on a finished job left
+    # [["succeeded", 0, 0]] and the queued and running statuses were gone.
+    clock = VirtualClock()
+    with FakeSynthBackend(clock=clock, rollouts=False) as fake:
+        fake.scenario(queue_time=20, duration=40)
+        job = _job(fake, clock)
+        job.submit()
+        job.poll_until_complete(timeout=7200, interval=10)
+        clock.advance(100)
+        job.poll_until_complete(timeout=7200, interval=10)
+        record = job_record("t::x", job, backend=fake.base_url)
+    assert [p.elapsed for p in job.last_polls] == [0]
+    assert record.timeline == [["queued", 0, 10], ["running", 20, 50], ["succeeded", 60, 160]]
+
+
+def test_statuses_read_by_an_expectation_and_a_later_wait_both_reach_the_timeline() -> None:
+    from pytest_synth_rl.assertions import expect_job
+
+    clock = VirtualClock()
+    with FakeSynthBackend(clock=clock, rollouts=False) as fake:
+        fake.scenario(queue_time=30, duration=600)
+        job = _job(fake, clock)
+        job.submit()
+        expect_job(job, clock=clock).to_reach_status("running", within=600)
+        job.cancel()
+        expect_job(job, clock=clock).to_be_cancelled(within=60)
+        record = job_record("t::x", job, backend=fake.base_url)
+    assert record.timeline == [["queued", 0, 20], ["running", 30, 30], ["cancelled", 30, 30]]
+    assert record.status == "cancelled"
 
 
 def test_a_submitted_job_never_read_is_status_unknown_not_unsubmitted() -> None:

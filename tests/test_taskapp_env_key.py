@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+import httpx
 import pytest
 
 from pytest_synth_rl.masking import redact
@@ -86,3 +88,41 @@ def test_lent_keys_are_registered_for_redaction() -> None:
     token = acquire_env_key("registered-key-99999999")
     release_env_key(token)
     assert "registered-key-99999999" not in redact("header was registered-key-99999999")
+
+
+IMPORT_TIME_APP = """
+import os
+from pathlib import Path
+
+import httpx
+
+KEY_AT_IMPORT = os.environ["ENVIRONMENT_API_KEY"]  # a KeyError if the key came later
+
+
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": KEY_AT_IMPORT.encode()})
+"""
+
+
+def test_a_task_app_reading_its_key_at_import_gets_the_lent_key(tmp_path: Path) -> None:
+    from pytest_synth_rl.taskapp import InProcessTaskApp
+
+    path = tmp_path / "reads_key_at_import.py"
+    path.write_text(IMPORT_TIME_APP)
+    with InProcessTaskApp(task_app_path=path, api_key="import-time-key-0123456789") as app:
+        assert httpx.get(f"{app.url}/health").text == "import-time-key-0123456789"
+    assert KEY_VAR not in os.environ
+
+
+def test_a_task_app_failing_to_import_gives_the_environment_back(tmp_path: Path) -> None:
+    from pytest_synth_rl.errors import TaskAppError
+    from pytest_synth_rl.taskapp import InProcessTaskApp
+
+    path = tmp_path / "broken_at_import.py"
+    path.write_text("raise RuntimeError('no dataset')\n")
+    with pytest.raises(TaskAppError, match="no dataset"):
+        InProcessTaskApp(task_app_path=path, api_key="lent-then-withdrawn-key-01").start()
+    assert KEY_VAR not in os.environ

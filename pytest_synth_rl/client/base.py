@@ -25,7 +25,7 @@ from ..taskapp.health import HealthReport
 from .calls import Call, event_page, extract_job_id, json_list, read_body, read_object
 from .jobconfig import RLJobConfig
 from .polling import Poller
-from .results import EventPage, JobResult, PollRecord, extract_error, job_status, outcome_of
+from .results import EventPage, JobResult, PollRecord, add_status_run, extract_error, job_status, outcome_of
 from .retry import RetryPolicy
 
 __all__ = ["DEFAULT_REQUEST_TIMEOUT", "JobBase"]
@@ -79,6 +79,11 @@ class JobBase(Generic[ClientT, TransportT]):
         #: The polls of the latest ``poll_until_complete``, filled as they happen: a wait that
         #: timed out or was interrupted leaves no result, but its polls still tell the story.
         self.last_polls: list[PollRecord] = []
+        #: Every status this handle read (its polls, ``get_status`` and the expectations' waits),
+        #: as runs ``[status, first, last]`` in clock seconds since submission: the job's story
+        #: across waits, which run reports draw.
+        self.observed_statuses: list[list[Any]] = []
+        self._observed_since: float | None = None
         self.submitted_at: float | None = None
         self.submitted_wall: float | None = None
         self.finished_at: float | None = None
@@ -348,7 +353,17 @@ class JobBase(Generic[ClientT, TransportT]):
             self._preferred_routes.add(call.operation)
 
     def _status_call(self) -> Call[tuple[dict[str, Any], str | None]]:
-        return self._job_call("status", "get the job status", read_object)
+        return self._job_call("status", "get the job status", self._read_status)
+
+    def _read_status(self, response: httpx.Response) -> tuple[dict[str, Any], str | None]:
+        read = read_object(response)
+        status = job_status(read[0])
+        if status:
+            now = self._clock.now()
+            if self._observed_since is None:
+                self._observed_since = self.submitted_at if self.submitted_at is not None else now
+            add_status_run(self.observed_statuses, status, max(0.0, now - self._observed_since))
+        return read
 
     def _cancel_call(self) -> Call[dict[str, Any]]:
         return self._job_call(

@@ -21,6 +21,7 @@ __all__ = [
     "EventPage",
     "JobResult",
     "PollRecord",
+    "add_status_run",
     "extract_error",
     "extract_final_reward",
     "is_terminal",
@@ -33,6 +34,18 @@ SUCCESS_STATUSES: frozenset[str] = frozenset({"succeeded", "completed"})
 FAILURE_STATUSES: frozenset[str] = frozenset({"failed", "error"})
 CANCELLED_STATUSES: frozenset[str] = frozenset({"cancelled", "canceled"})
 TERMINAL_STATUSES: frozenset[str] = SUCCESS_STATUSES | FAILURE_STATUSES | CANCELLED_STATUSES
+
+
+#: Status runs a job handle keeps: a job that flaps between two statuses forever stays bounded.
+MAX_STATUS_RUNS = 1000
+
+
+def add_status_run(runs: list[list[Any]], status: str, at: float) -> None:
+    """Add one status sample to *runs* (``[status, first, last]``, equal neighbours merged)."""
+    if runs and runs[-1][0] == status:
+        runs[-1][2] = at
+    elif len(runs) < MAX_STATUS_RUNS:
+        runs.append([status, at, at])
 
 
 def job_status(payload: Mapping[str, Any]) -> str:

@@ -202,27 +202,30 @@ class InProcessTaskApp:
         if self._server is not None:
             self.ensure_running()
             return self
-        app = resolve_app(
-            self._source["app"],
-            task_app_path=self._source["task_app_path"],
-            target=self._source["target"],
-            factory=self._source["factory"],
-        )
+        # Exported before the app is imported: a task app may read its key at import time.
         if self.export_api_key:
             self._env_token = acquire_env_key(self._api_key.value)
-        server = ServerThread(
-            app,
-            host=self.host,
-            port=self.requested_port,
-            lifespan=self.lifespan,
-            log_level=self.log_level,
-            shutdown_timeout=self.shutdown_timeout,
-        )
+        server: ServerThread | None = None
         try:
+            app = resolve_app(
+                self._source["app"],
+                task_app_path=self._source["task_app_path"],
+                target=self._source["target"],
+                factory=self._source["factory"],
+            )
+            server = ServerThread(
+                app,
+                host=self.host,
+                port=self.requested_port,
+                lifespan=self.lifespan,
+                log_level=self.log_level,
+                shutdown_timeout=self.shutdown_timeout,
+            )
             port = server.start(self.startup_timeout)
         except BaseException:
             self._release_env()
-            self._last_logs = server.logs
+            if server is not None:
+                self._last_logs = server.logs
             raise
         self._server = server
         self._port = port
