@@ -29,14 +29,17 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import os
 import threading
 import time
+import traceback
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
+from .masking import get_logger, redact
 from .policies import (
     SUBMIT_ANSWER_TOOL,
     ArithmeticPolicy,
@@ -102,6 +105,28 @@ class ModelCall:
     response: dict[str, Any]
     progress: Progress
     rollout: RolloutIdentity
+    #: When the policy itself failed (raised, or returned what is not a reply): one line saying
+    #: what and where, and the policy's traceback (its own frames only; None if it returned).
+    policy_error: str | None = None
+    policy_traceback: str | None = None
+
+
+log = get_logger("pytest_synth_rl.inference")
+
+#: Characters of a policy's traceback kept (the end: the innermost frames and the error).
+_MAX_TRACEBACK_CHARS = 4000
+
+
+def _policy_failure(exc: BaseException) -> tuple[str, str]:
+    """``(one line, traceback)`` of an exception the policy raised, the stub's frame left out."""
+    own = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+    frames = traceback.extract_tb(own)
+    where = ""
+    if frames:
+        innermost = frames[-1]
+        where = f" ({os.path.basename(innermost.filename)}:{innermost.lineno} in {innermost.name})"
+    text = "".join(traceback.format_exception(type(exc), exc, own))
+    return f"raised {type(exc).__name__}: {exc}{where}", text[-_MAX_TRACEBACK_CHARS:]
 
 
 def _correlation_id(path: str, query: str) -> str | None:
@@ -215,6 +240,14 @@ class StubInference:
         with self._lock:
             return list(self._calls.get(correlation_id, ()))
 
+    def policy_failure(self, correlation_id: str) -> str | None:
+        """What went wrong in the policy itself during one rollout's model calls (the first
+        such call), e.g. ``"raised KeyError: 'x' (policy.py:12 in solve), on model call 2"``."""
+        for number, call in enumerate(self.calls(correlation_id), 1):
+            if call.policy_error is not None:
+                return f"{call.policy_error}, on model call {number} of the rollout"
+        return None
+
     # -- plain-Python use ---------------------------------------------------------------------
     def complete(self, request: Mapping[str, Any], *, correlation_id: str | None = None) -> dict[str, Any]:
         """Answer one chat-completions *request* body; returns the ``chat.completion`` object.
@@ -249,8 +282,12 @@ class StubInference:
         status: int,
         response: dict[str, Any],
         chat: ChatRequest,
+        failure: tuple[str, str | None] | None = None,
     ) -> None:
-        call = ModelCall(cid, path, body, status, response, chat.progress, chat.rollout)
+        problem, trace = (redact(failure[0]), failure[1] and redact(failure[1])) if failure else (None, None)
+        if trace is not None:
+            log.warning("the stand-in model's policy %s, in rollout %s\n%s", problem, cid, trace)
+        call = ModelCall(cid, path, body, status, response, chat.progress, chat.rollout, problem, trace)
         with self._lock:
             calls = self._calls.get(cid)
             if calls is None:
@@ -286,10 +323,12 @@ class StubInference:
         else:
             identity, progress = RolloutIdentity(correlation_id=cid), self.progress
         chat = ChatRequest(body, identity, progress, turn)
+        failure: tuple[str, str | None] | None = None
         try:
             try:
                 reply = self.policy(chat)
             except Exception as exc:
+                failure = _policy_failure(exc)
                 raise _RequestError(
                     500,
                     f"the stub's policy raised {type(exc).__name__}: {exc}",
@@ -298,9 +337,14 @@ class StubInference:
                 ) from exc
             if isinstance(reply, PolicyError):
                 raise _RequestError(reply.status, reply.message, reply.code, "server_error")
-            message = self._as_message(reply)
+            try:
+                message = self._as_message(reply)
+            except _RequestError as exc:
+                failure = (str(exc).replace("the stub's policy ", "", 1), None)
+                raise
         except _RequestError as exc:
-            self._record(cid, path, body, exc.status, _error_body(str(exc), exc.code, exc.error_type), chat)
+            error = _error_body(str(exc), exc.code, exc.error_type)
+            self._record(cid, path, body, exc.status, error, chat, failure)
             raise
         model = request.get("model") if isinstance(request.get("model"), str) else self.model
         prompt_tokens = _words(messages)

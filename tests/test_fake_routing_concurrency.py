@@ -157,6 +157,85 @@ def test_a_concurrency_unsafe_task_app_fails_offline_and_passes_one_at_a_time(
     assert passed["status"] == "succeeded", passed.get("error")
 
 
+def test_the_lone_retry_is_a_rollout_of_its_own_that_the_model_starts_at_turn_zero(
+    client: httpx.Client,
+) -> None:
+    # Before: the retry reused the failed rollout's ids, so the stand-in model saw it as that
+    # rollout's second call (turn 1), and a policy answering by turn sent it down another branch.
+    def first_turn_only(request: ChatRequest) -> str:
+        if request.turn:
+            raise AssertionError(f"one call per rollout, got turn {request.turn}")
+        return "right"
+
+    with (
+        FakeSynthBackend(clock=VirtualClock(), task_app_api_key=TASK_KEY, policy=first_turn_only) as fake,
+        _serve(_echo_app("/chat/completions", shared={})) as app,
+    ):
+        fake.scenario(steps=2, polls=4)
+        job_id = submit(client, fake, rl_payload(app.url, rollout={**ROLLOUT, "max_concurrent_rollouts": 4}))
+        failed, _ = poll_to_end(client, fake, job_id)
+        (failed_rollout,) = [r for r in fake.job(job_id).rollouts if "not safe" in (r.error or "")]
+        failed_cid = failed_rollout.request["trace_correlation_id"]
+        retried = fake.inference.calls(f"{failed_cid}-alone")
+    assert "the task app is not safe under concurrency" in failed["error"]
+    assert [call.status for call in retried] == [200]
+    assert retried[0].rollout.run_id == f"{failed_rollout.run_id}-alone"
+    assert [call.status for call in fake.inference.calls(failed_cid)] == [200]
+
+
+def test_a_policy_that_raises_is_named_as_the_cause_not_the_task_app_nor_concurrency(
+    client: httpx.Client,
+) -> None:
+    def solver(request: ChatRequest) -> str:
+        if request.rollout.seed == 2:
+            return {"known": "right"}["unknown prompt"]
+        return "right"
+
+    with (
+        FakeSynthBackend(clock=VirtualClock(), task_app_api_key=TASK_KEY, policy=solver) as fake,
+        _serve(_echo_app("/chat/completions")) as app,
+    ):
+        fake.scenario(steps=2, polls=4)
+        job_id = submit(client, fake, rl_payload(app.url, rollout={**ROLLOUT, "max_concurrent_rollouts": 4}))
+        failed, _ = poll_to_end(client, fake, job_id)
+        cid = f"trace_{job_id}-rl-s1-2"
+        (call,) = fake.inference.calls(cid)
+    error = failed["error"]
+    assert failed["status"] == "failed"
+    line = solver.__code__.co_firstlineno + 2
+    assert (
+        "the stand-in model's policy raised KeyError: 'unknown prompt' "
+        f"(test_fake_routing_concurrency.py:{line} in solver), on model call 1 of the rollout; "
+        "the task app's rollout then failed: HTTP 500"
+    ) in error
+    assert "fix the policy (given with synth_rl(policy=...), the synth_policy fixture or " in error
+    assert f"fake.inference.calls('{cid}')" in error
+    assert "not safe under concurrency" not in error
+    assert fake.inference.calls(f"{cid}-alone") == []  # no retry: the policy is the cause
+    assert call.policy_error == (
+        f"raised KeyError: 'unknown prompt' (test_fake_routing_concurrency.py:{line} in solver)"
+    )
+    assert call.policy_traceback is not None
+    assert call.policy_traceback.startswith("Traceback (most recent call last):")
+    assert 'return {"known": "right"}["unknown prompt"]' in call.policy_traceback
+    assert call.policy_traceback.rstrip().endswith("KeyError: 'unknown prompt'")
+    assert "inference.py" not in call.policy_traceback  # the stub's own frame is left out
+
+
+def test_a_policy_returning_no_reply_is_named_too(client: httpx.Client) -> None:
+    with (
+        FakeSynthBackend(clock=VirtualClock(), task_app_api_key=TASK_KEY, policy=lambda request: 42) as fake,
+        _serve(_echo_app("/chat/completions")) as app,
+    ):
+        fake.scenario(steps=2, polls=4)
+        job_id = submit(client, fake, rl_payload(app.url, rollout={**ROLLOUT, "max_concurrent_rollouts": 1}))
+        failed, _ = poll_to_end(client, fake, job_id)
+    assert (
+        "the stand-in model's policy returned int; expected a str, Reply, ToolCall, PolicyError or a "
+        "message dict, on model call 1 of the rollout; the task app's rollout then failed: HTTP 500"
+    ) in failed["error"]
+
+
 def _graded_app() -> FastAPI:
     """Rewards 1.0 when the model's answer is "right"; the answer depends on the rollout only."""
     return _echo_app("/chat/completions")

@@ -116,9 +116,11 @@ def _status_hint(response: PostResponse) -> str:
 class RolloutFailure(Exception):
     """A rollout the job cannot survive; ``str()`` is the job's error message."""
 
-    def __init__(self, message: str, record: RolloutRecord) -> None:
+    def __init__(self, message: str, record: RolloutRecord, *, policy_failed: bool = False) -> None:
         super().__init__(message)
         self.record = record
+        #: The stand-in model's policy failed during the rollout: the message blames it.
+        self.policy_failed = policy_failed
 
 
 def _number(value: Any) -> float | None:
@@ -206,10 +208,12 @@ class RolloutDriver:
         *,
         api_key: Callable[[], str | Secret | None],
         inference_url: Callable[[RolloutIdentity, Progress], str],
+        policy_failure: Callable[[str], str | None] = lambda correlation_id: None,
         timeout: float = 30.0,
     ) -> None:
         self._api_key = api_key
         self._inference_url = inference_url
+        self._policy_failure = policy_failure
         self.timeout = timeout
         self._client: httpx.Client | None = None
         self._http: PostPool | None = None
@@ -263,9 +267,10 @@ class RolloutDriver:
         mode: str,
         index: int,
         steps: int | None = None,
+        run_suffix: str = "",
     ) -> dict[str, Any]:
         """The ``/rollout`` body; routes the rollout on the stand-in model (its own inference URL)."""
-        run_id = f"{job_id}-{mode}-s{step}-{index}"
+        run_id = f"{job_id}-{mode}-s{step}-{index}{run_suffix}"
         correlation_id = f"trace_{run_id}"
         identity = RolloutIdentity(
             correlation_id=correlation_id, seed=seed, env_name=spec.env_name, mode=mode, run_id=run_id
@@ -352,17 +357,30 @@ class RolloutDriver:
                     feed.stop()
         records: list[RolloutRecord] = []
         failure: RolloutFailure | None = None
-        for result in results:
+        failed_index = 0
+        for index, result in enumerate(results):
             if result is None:
                 continue
             if isinstance(result, RolloutFailure):
                 records.append(result.record)
-                failure = failure or result
+                if failure is None:
+                    failure, failed_index = result, index
             else:
                 records.append(result)
         if failure is not None and feed is not None:
             feed.stop()  # nothing else in flight: the retry below runs alone
-            failure = self._diagnose(base_url, failure, step, mode, feed.workers)
+            # A rollout of its own (new ids): the stand-in model starts it at turn 0 again.
+            alone = self.build_request(
+                spec,
+                job_id=job_id,
+                step=step,
+                seed=seeds[failed_index],
+                mode=mode,
+                index=failed_index,
+                steps=steps,
+                run_suffix="-alone",
+            )
+            failure = self._diagnose(base_url, failure, alone, step, mode, feed.workers)
         return records, failure
 
     def _attempt(
@@ -380,11 +398,20 @@ class RolloutDriver:
             return self._pool
 
     def _diagnose(
-        self, base_url: str, failure: RolloutFailure, step: int, mode: str, workers: int
+        self,
+        base_url: str,
+        failure: RolloutFailure,
+        retry: dict[str, Any],
+        step: int,
+        mode: str,
+        workers: int,
     ) -> RolloutFailure:
-        """Retry a rollout that failed among concurrent ones alone: passing alone means the task
-        app breaks under concurrency, which is what the report must say."""
-        alone = self._attempt(base_url, failure.record.request, step, mode)
+        """Retry a rollout that failed among concurrent ones alone (as the *retry* body):
+        passing alone means the task app breaks under concurrency, which is what the report must
+        say. Not when the stand-in model's policy failed: that is the cause, whatever the retry."""
+        if failure.policy_failed:
+            return failure
+        alone = self._attempt(base_url, retry, step, mode)
         if isinstance(alone, RolloutFailure):
             return failure
         record = failure.record
@@ -495,13 +522,21 @@ class RolloutDriver:
                 "echo the request's trace_correlation_id (0.4.12) or run_id (older apps)",
             )
 
-    @staticmethod
-    def _fail(record: RolloutRecord, what: str, hint: str) -> NoReturn:
+    def _fail(self, record: RolloutRecord, what: str, hint: str) -> NoReturn:
         cid = record.request.get("trace_correlation_id")
         ids = f"seed {record.seed}, run_id {record.run_id}, trace_correlation_id {cid}"
+        policy = self._policy_failure(cid) if isinstance(cid, str) else None
+        if policy is not None:
+            # The task app only passed the model's failure on: name the code that really failed.
+            what = f"the stand-in model's policy {policy}; the task app's rollout then failed: {what}"
+            hint = (
+                "fix the policy (given with synth_rl(policy=...), the synth_policy fixture or "
+                "FakeSynthBackend(policy=...)); its traceback is in the test's captured log and in "
+                f"fake.inference.calls({cid!r})"
+            )
         message = redact(
             f"task app rollout failed at step {record.step} ({record.mode}; {ids}): POST {record.url}: {what}"
             f" (hint: {hint})"
         )
         record.error = message
-        raise RolloutFailure(message, record)
+        raise RolloutFailure(message, record, policy_failed=policy is not None)

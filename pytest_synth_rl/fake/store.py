@@ -205,7 +205,10 @@ class JobStore:
         self._stub_stack: contextlib.ExitStack | None = None
         self._stub_url: str | None = None
         self._driver = RolloutDriver(
-            api_key=self._rollout_key, inference_url=self._inference_url, timeout=rollout_timeout
+            api_key=self._rollout_key,
+            inference_url=self._inference_url,
+            policy_failure=lambda correlation_id: self.inference.policy_failure(correlation_id),
+            timeout=rollout_timeout,
         )
         self._lifecycle = Lifecycle(
             clock=lambda: self._clock,
