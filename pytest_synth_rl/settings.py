@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from .errors import ConfigProblem, SynthUsageError
 from .masking import Secret
+from .support.http_urls import http_url_problem
 
 __all__ = [
     "DEFAULT_BACKEND_URL",
@@ -88,12 +89,13 @@ def _backend(raw: Any) -> str:
     text = str(raw).strip()
     if text.lower() in _MOCK_WORDS:
         return text
-    scheme, _, rest = text.partition("://")
-    if scheme.lower() in ("http", "https") and rest.strip("/"):
+    problem = http_url_problem(text, "https://api.usesynth.ai")
+    if problem is None:
         return text
     near = difflib.get_close_matches(text.lower(), sorted(_MOCK_WORDS - {""}), n=1)
-    hint = f" (did you mean {near[0]!r}?)" if near else ""
-    raise ValueError(f"expected 'mock' or an http(s) URL such as https://api.usesynth.ai, got {raw!r}{hint}")
+    if near:  # a misspelt word for the fake, not a URL
+        problem = problem.split(" (did you mean")[0] + f" (did you mean {near[0]!r}?)"
+    raise ValueError(f"expected 'mock' or {problem.removeprefix('expected ')}")
 
 
 def _http_url(raw: Any) -> str | None:
@@ -101,9 +103,9 @@ def _http_url(raw: Any) -> str | None:
     text = _text(raw)
     if text is None:
         return None
-    scheme, _, rest = text.partition("://")
-    if scheme.lower() not in ("http", "https") or not rest.strip("/"):
-        raise ValueError(f"expected an http(s) URL such as http://127.0.0.1:8001, got {raw!r}")
+    problem = http_url_problem(text, "http://127.0.0.1:8001")
+    if problem is not None:
+        raise ValueError(problem)
     return text
 
 

@@ -210,6 +210,29 @@ def test_bad_tags_are_config_errors(config_path: Path) -> None:
     assert info.value.keys == ["tags"]
 
 
+def test_a_task_url_override_wins_over_the_jobs_task_app_url(config_path: Path) -> None:
+    # Before: the job wrote its own task app URL over the caller's override (as the SDK did),
+    # so overrides={"task_url": ...} was dropped without a word.
+    with make_job(config_path, overrides={"task_url": "http://127.0.0.1:9/"}) as job:
+        assert job.payload["data"]["endpoint_base_url"] == "http://127.0.0.1:9"
+        assert job.payload["data"]["config"]["services"]["task_url"] == "http://127.0.0.1:9/"
+        assert job.build().task_url == "http://127.0.0.1:9/"  # what the health check probes
+    with make_job(config_path, overrides={"task_url": "  "}) as blank:
+        assert blank.payload["data"]["endpoint_base_url"] == TASK_URL
+
+
+def test_a_backend_override_naming_another_backend_is_refused(config_path: Path) -> None:
+    with pytest.raises(SynthUsageError) as info:
+        make_job(config_path, overrides={"backend": "https://staging.example.com"})
+    assert str(info.value) == (
+        'invalid arguments: overrides["backend"]: is \'https://staging.example.com\', but this job is sent '
+        "to 'https://api.usesynth.ai' (hint: choose the backend with backend_url= (or --synth-backend under "
+        'pytest) and drop overrides["backend"])'
+    )
+    with make_job(config_path, overrides={"backend": f"{BACKEND}/api/"}) as same:
+        assert same.payload["metadata"] == {"backend_base_url": f"{BACKEND}/api"}
+
+
 def test_overrides_are_not_mutated(config_path: Path) -> None:
     overrides = {"model": "rl:Qwen/Qwen3-0.6B:abc"}
     snapshot = dict(overrides)

@@ -74,6 +74,19 @@ def test_placeholder_endpoint_is_refused_with_an_explanation() -> None:
     assert "placeholder" in (problems[0].hint or "")
 
 
+def test_a_misspelt_endpoint_scheme_is_refused_with_a_did_you_mean() -> None:
+    payload = build_rl_payload(MINIMAL, task_url="htp://127.0.0.1:8114").payload
+    (problem,) = validate_rl_payload(payload)
+    assert (problem.key, problem.message) == (
+        "data.endpoint_base_url",
+        "expected an http(s) URL the trainer can reach such as http://127.0.0.1:8114, got "
+        "'htp://127.0.0.1:8114' (did you mean 'http://127.0.0.1:8114'?)",
+    )
+    assert problem.hint == (
+        'give the task app\'s full URL (task_url=, overrides["task_url"], TASK_APP_URL or [services].task_url)'
+    )
+
+
 def test_split_task_urls_are_refused() -> None:
     def edit(payload: dict[str, Any]) -> None:
         payload["data"]["config"]["services"]["task_url"] = "http://127.0.0.1:9999"

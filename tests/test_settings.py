@@ -197,3 +197,25 @@ def test_a_task_app_url_must_be_an_http_url() -> None:
     assert resolve_settings(cli={"task_app_url": "http://127.0.0.1:9"}, env={}, ini={}).task_app_url == (
         "http://127.0.0.1:9"
     )
+
+
+@pytest.mark.parametrize(
+    ("option", "raw", "guess"),
+    [
+        ("backend", "htps://api.usesynth.ai", "https://api.usesynth.ai"),
+        ("backend", "htp://127.0.0.1:8000", "http://127.0.0.1:8000"),
+        ("backend", "https:/api.usesynth.ai", "https://api.usesynth.ai"),
+        ("task_app_url", "http:127.0.0.1:9", "http://127.0.0.1:9"),
+        ("task_app_url", "HTTPS//host.test", None),
+        ("task_app_url", "hxxp://host.test", None),
+    ],
+)
+def test_a_misspelt_url_scheme_gets_a_did_you_mean(option: str, raw: str, guess: str | None) -> None:
+    with pytest.raises(SynthUsageError) as info:
+        resolve_settings(cli={option: raw}, env={}, ini={})
+    message = str(info.value)
+    assert f"got {raw!r}" in message
+    if guess is None:
+        assert "did you mean" not in message
+    else:
+        assert f"got {raw!r} (did you mean {guess!r}?)" in message

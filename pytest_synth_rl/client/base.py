@@ -19,7 +19,8 @@ import httpx
 
 from ..clock import Clock, RealClock
 from ..config import RLBuildResult, build_rl_payload
-from ..errors import JobFailedError, JobSubmitError, SynthError, TaskAppError
+from ..config.urls import normalize_backend_url
+from ..errors import ConfigProblem, JobFailedError, JobSubmitError, SynthError, SynthUsageError, TaskAppError
 from ..masking import Secret, SecretHeaders, mask_secret
 from ..taskapp.health import HealthReport
 from .calls import Call, event_page, extract_job_id, json_list, read_body, read_object
@@ -237,10 +238,12 @@ class JobBase(Generic[ClientT, TransportT]):
                 "this job has no RL config to build a payload from (it was attached with from_job_id)",
                 hint="use RLJob.from_config(path, ...) to submit a new job",
             )
-        # The upstream SDK wrote these two keys into the caller's own dict; we use a copy.
+        # The upstream SDK wrote these two keys into the caller's own dict, over what the caller
+        # had put there; we use a copy, and a caller's task_url override wins (contract §3).
         overrides: dict[str, Any] = dict(config.overrides or {})
+        _check_backend_override(overrides.get("backend"), config.backend_url)
         overrides["backend"] = config.backend_url
-        if config.task_app_url:
+        if config.task_app_url and not (overrides.get("task_url") or "").strip():
             overrides["task_url"] = config.task_app_url
         build = build_rl_payload(
             config.config_path,
@@ -507,4 +510,22 @@ class JobBase(Generic[ClientT, TransportT]):
             f"{type(self).__name__}(job_id={self._job_id!r}, api_base={config.api_base!r}, "
             f"api_key={config.api_key.masked!r}, task_app_url={config.task_app_url!r}, "
             f"task_app_api_key={task_key!r}, config_path={path!r})"
+        )
+
+
+def _check_backend_override(given: object, backend_url: str) -> None:
+    """``overrides["backend"]`` only fills the payload's metadata; the job is sent to its own
+    backend, so an override naming another one would be silently false."""
+    if not isinstance(given, str) or not given.strip():
+        return
+    if normalize_backend_url(given) != normalize_backend_url(backend_url):
+        raise SynthUsageError(
+            [
+                ConfigProblem(
+                    key='overrides["backend"]',
+                    message=f"is {given!r}, but this job is sent to {backend_url!r}",
+                    hint="choose the backend with backend_url= (or --synth-backend under pytest) "
+                    'and drop overrides["backend"]',
+                )
+            ]
         )

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ConfigProblem
+from ..support.http_urls import http_url_problem
 from .coerce import describe
 from .models import ModelRejected, resolve_rl_model
 from .problems import ProblemList
@@ -94,12 +95,14 @@ def _check_endpoint(data: Mapping[str, Any], problems: ProblemList) -> str | Non
             "build the payload with a task URL (task_url=, TASK_APP_URL or [services].task_url)",
         )
         return None
-    if not endpoint.startswith(("http://", "https://")):
+    problem = http_url_problem(endpoint, "http://127.0.0.1:8114")
+    if problem is not None:
         hint = "the config had no task URL, so the builder sent a placeholder; pass task_url="
         problems.add(
             ("data", "endpoint_base_url"),
-            f"expected an http(s) URL the trainer can reach, got {describe(endpoint)}",
-            hint if endpoint == "placeholder" else "use a full URL such as http://127.0.0.1:8114",
+            problem.replace("expected an http(s) URL", "expected an http(s) URL the trainer can reach", 1),
+            hint if endpoint == "placeholder" else "give the task app's full URL (task_url=, "
+            'overrides["task_url"], TASK_APP_URL or [services].task_url)',
         )
     return endpoint
 
