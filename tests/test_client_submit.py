@@ -225,7 +225,7 @@ def test_a_backend_override_naming_another_backend_is_refused(config_path: Path)
     with pytest.raises(SynthUsageError) as info:
         make_job(config_path, overrides={"backend": "https://staging.example.com"})
     assert str(info.value) == (
-        'invalid arguments: overrides["backend"]: is \'https://staging.example.com\', but this job is sent '
+        "invalid arguments: overrides[\"backend\"]: is 'https://staging.example.com', but this job is sent "
         "to 'https://api.usesynth.ai' (hint: choose the backend with backend_url= (or --synth-backend under "
         'pytest) and drop overrides["backend"])'
     )

@@ -83,7 +83,8 @@ def test_a_misspelt_endpoint_scheme_is_refused_with_a_did_you_mean() -> None:
         "'htp://127.0.0.1:8114' (did you mean 'http://127.0.0.1:8114'?)",
     )
     assert problem.hint == (
-        'give the task app\'s full URL (task_url=, overrides["task_url"], TASK_APP_URL or [services].task_url)'
+        "give the task app's full URL "
+        '(task_url=, overrides["task_url"], TASK_APP_URL or [services].task_url)'
     )
 
 

@@ -101,7 +101,9 @@ def _check_endpoint(data: Mapping[str, Any], problems: ProblemList) -> str | Non
         problems.add(
             ("data", "endpoint_base_url"),
             problem.replace("expected an http(s) URL", "expected an http(s) URL the trainer can reach", 1),
-            hint if endpoint == "placeholder" else "give the task app's full URL (task_url=, "
+            hint
+            if endpoint == "placeholder"
+            else "give the task app's full URL (task_url=, "
             'overrides["task_url"], TASK_APP_URL or [services].task_url)',
         )
     return endpoint
