@@ -21,6 +21,7 @@ __all__ = [
     "Secret",
     "SecretHeaders",
     "known_secrets",
+    "mask_handler",
     "mask_secret",
     "redact",
     "register_secret",
@@ -214,6 +215,13 @@ class RedactingFilter(logging.Filter):
 
 
 _TRACEBACKS = logging.Formatter()
+
+
+def mask_handler(handler: logging.Handler) -> None:
+    """Mask every record *handler* writes, whoever logged it: pytest's live log and log file
+    print the test's own records too, and those never pass through a test report."""
+    if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+        handler.addFilter(RedactingFilter())
 
 
 def get_logger(name: str) -> logging.Logger:

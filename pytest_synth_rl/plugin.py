@@ -8,6 +8,7 @@ that never touches the plugin does not pay for it.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Generator, Iterator
 from pathlib import Path
@@ -161,7 +162,15 @@ _TERM_KEY = pytest.StashKey[TerminationAsInterrupt]()
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Online, or with a JSON report to write, SIGTERM ends the run like Ctrl-C (see
-    :mod:`~pytest_synth_rl.interrupts`): jobs are cancelled and reported, not left running."""
+    :mod:`~pytest_synth_rl.interrupts`): jobs are cancelled and reported, not left running.
+    Live logs and the log file are masked like test reports are."""
+    from .masking import mask_handler
+
+    logging_plugin = session.config.pluginmanager.get_plugin("logging-plugin")
+    for name in ("log_cli_handler", "log_file_handler"):
+        handler = getattr(logging_plugin, name, None)
+        if isinstance(handler, logging.Handler):
+            mask_handler(handler)
     settings = session.config.stash.get(_SETTINGS_KEY, None)
     if settings is not None and (not settings.is_offline or settings.report):
         handler = TerminationAsInterrupt()
