@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import math
 import os
 from collections.abc import Iterable, Mapping
@@ -29,6 +30,7 @@ __all__ = [
     "RLMarker",
     "SynthTestSpec",
     "TaskAppMarker",
+    "marker_guess",
     "parse_test_spec",
 ]
 
@@ -46,6 +48,33 @@ MARKERS = {
     "synth_online": ": needs a real backend (--synth-backend=URL); skipped offline.",
     "synth_offline": ": only meaningful against the offline fake; skipped online.",
 }
+
+
+@functools.lru_cache(maxsize=256)
+def marker_guess(name: str) -> str | None:
+    """The synth marker that *name* (not one of them) is a typo of, if it looks like one: a
+    ``synth_`` prefix, or a near miss of a marker's name. A typo'd marker would otherwise only
+    get pytest's "unknown mark" warning, and ``@synth_onlin`` would quietly run offline."""
+    if name in MARKERS:
+        return None
+    near = difflib.get_close_matches(name, MARKERS, n=1, cutoff=0.8)
+    if near:
+        return near[0]
+    return "" if name.startswith("synth_") else None
+
+
+def _check_marker_names(node: MarkerNode) -> None:
+    __tracebackhide__ = True
+    for marker in node.iter_markers():
+        guess = marker_guess(marker.name)
+        if guess is not None:
+            did_you_mean = f"did you mean @pytest.mark.{guess}? " if guess else ""
+            raise MarkerError(
+                marker.name,
+                node.nodeid,
+                "is not a pytest-synth-rl marker",
+                hint=f"{did_you_mean}the markers are {', '.join(f'@pytest.mark.{m}' for m in MARKERS)}",
+            )
 
 
 class _Marker(Protocol):
@@ -272,6 +301,7 @@ def _flag(node: MarkerNode, name: str) -> bool:
 def parse_test_spec(node: MarkerNode) -> SynthTestSpec:
     """Read and validate every ``synth_*`` marker on *node*; raises :class:`MarkerError`."""
     __tracebackhide__ = True
+    _check_marker_names(node)
     return SynthTestSpec(
         test_id=node.nodeid,
         rl=_rl(node),

@@ -18,7 +18,7 @@ import pytest
 
 from .errors import ConfigProblem, MarkerError, SynthUsageError
 from .interrupts import TerminationAsInterrupt
-from .markers import MARKERS, SynthTestSpec, parse_test_spec
+from .markers import MARKERS, SynthTestSpec, marker_guess, parse_test_spec
 from .plugin_views import register_views
 from .settings import (
     OPTIONS,
@@ -221,7 +221,7 @@ def _spec(item: pytest.Item) -> SynthTestSpec:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Validate a test's ``synth_*`` markers before its fixtures run, even if it uses none."""
     __tracebackhide__ = True
-    if any(marker.name in MARKERS for marker in item.iter_markers()):
+    if any(marker.name in MARKERS or marker_guess(marker.name) is not None for marker in item.iter_markers()):
         _spec(item)
 
 

@@ -157,3 +157,38 @@ def test_a_policy_that_is_not_callable_is_a_marker_error(pytester: pytest.Pytest
             "*ScriptedPolicy('42')*",
         ]
     )
+
+
+@pytest.mark.parametrize(
+    ("written", "guess"),
+    [
+        ("synth_onlin", "synth_online"),
+        ("synth_task_ap('app.py')", "synth_task_app"),
+        ("sytnh_rl", "synth_rl"),
+    ],
+)
+def test_a_misspelt_marker_name_fails_its_test_with_a_did_you_mean(
+    pytester: pytest.Pytester, written: str, guess: str
+) -> None:
+    # Before: pytest's "unknown mark" warning only, and @synth_onlin quietly ran offline.
+    text = _run(pytester, f"@pytest.mark.{written}\ndef test_it():\n    pass\n")
+    name = written.split("(")[0]
+    assert (
+        f"@pytest.mark.{name} on test_marks.py::test_it: is not a pytest-synth-rl marker\n"
+        f"  hint: did you mean @pytest.mark.{guess}? the markers are @pytest.mark.synth_rl, "
+        "@pytest.mark.synth_task_app, @pytest.mark.synth_scenario, @pytest.mark.synth_online, "
+        "@pytest.mark.synth_offline\n"
+    ) in text
+
+
+def test_an_unknown_synth_marker_lists_the_markers_and_other_markers_are_left_alone(
+    pytester: pytest.Pytester,
+) -> None:
+    text = _run(
+        pytester,
+        "@pytest.mark.slow\n@pytest.mark.synthetic\n@pytest.mark.synth_nightly\ndef test_it():\n    pass\n",
+    )
+    assert (
+        "@pytest.mark.synth_nightly on test_marks.py::test_it: is not a pytest-synth-rl marker\n"
+        "  hint: the markers are @pytest.mark.synth_rl,"
+    ) in text
