@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol
 
 from .errors import MarkerError, SynthUsageError
-from .masking import Secret, secret_or_none
+from .masking import Secret, key_problem, secret_or_none
 
 if TYPE_CHECKING:
     from .fake.scenario import Scenario
@@ -256,6 +256,9 @@ def _task_app(node: MarkerNode) -> TaskAppMarker | None:
             "(or a key generated for the run)",
             argument="api_key",
         )
+    problem = key_problem(api_key) if isinstance(api_key, str) else None
+    if problem is not None:
+        reader.fail(f"api_key {problem}", "give the key as printable ASCII text", argument="api_key")
     scope = reader.kwargs.get("scope")
     if scope is not None and scope not in _SCOPES:
         close = difflib.get_close_matches(str(scope), _SCOPES, n=1)

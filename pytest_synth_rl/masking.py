@@ -20,6 +20,7 @@ __all__ = [
     "SECRET_ENV_VARS",
     "Secret",
     "SecretHeaders",
+    "key_problem",
     "known_secrets",
     "mask_handler",
     "mask_secret",
@@ -150,6 +151,21 @@ class Secret:
 
     def __hash__(self) -> int:
         return hash(self._value)
+
+
+def key_problem(key: str) -> str | None:
+    """Why *key* cannot travel in an HTTP header (a line break, a control or non-ASCII
+    character), or None. Said without showing the key: only the character and its place."""
+    for index, char in enumerate(key):
+        if char in "\r\n":
+            where = f"character {index + 1} of {len(key)}"
+            return f"contains a line break ({where}); an HTTP header cannot carry it"
+        if not " " <= char <= "~":
+            return (
+                f"contains {char!r} (character {index + 1} of {len(key)}); keys travel in HTTP headers, "
+                "which take printable ASCII only"
+            )
+    return None
 
 
 def secret_or_none(value: str | Secret | None) -> Secret | None:

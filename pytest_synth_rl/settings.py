@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from .errors import ConfigProblem, SynthUsageError
-from .masking import Secret
+from .masking import Secret, key_problem
 from .support.http_urls import http_url_problem
 
 __all__ = [
@@ -416,14 +416,18 @@ def resolve_settings(
         else:
             source, values[spec.name] = "default", spec.default
         sources[spec.name] = source
+    api_key = env.get("SYNTH_API_KEY", "").strip()
+    task_key = env.get("ENVIRONMENT_API_KEY", "").strip()
+    for name, key in (("SYNTH_API_KEY", api_key), ("ENVIRONMENT_API_KEY", task_key)):
+        problem = key_problem(key)
+        if problem is not None:
+            problems.append(ConfigProblem(f"env:{name}", problem, f"set {name} to the key itself"))
     if problems:
         raise SynthUsageError(
             problems,
             subject="pytest-synth-rl settings",
             hint="fix the option, environment variable or ini key named above",
         )
-    api_key = env.get("SYNTH_API_KEY", "").strip()
-    task_key = env.get("ENVIRONMENT_API_KEY", "").strip()
     return SynthSettings(
         **values,
         api_key=Secret(api_key) if api_key else None,

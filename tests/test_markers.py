@@ -192,3 +192,15 @@ def test_an_unknown_synth_marker_lists_the_markers_and_other_markers_are_left_al
         "@pytest.mark.synth_nightly on test_marks.py::test_it: is not a pytest-synth-rl marker\n"
         "  hint: the markers are @pytest.mark.synth_rl,"
     ) in text
+
+
+def test_a_task_app_key_no_http_header_can_carry_is_a_marker_error(pytester: pytest.Pytester) -> None:
+    text = _run(
+        pytester,
+        "@pytest.mark.synth_task_app('app.py', api_key='abc\\ndef')\n"
+        "def test_it(synth_task_app):\n    pass\n",
+    )
+    assert (
+        "@pytest.mark.synth_task_app on test_marks.py::test_it: api_key contains a line break "
+        "(character 4 of 7); an HTTP header cannot carry it"
+    ) in text

@@ -219,3 +219,22 @@ def test_a_misspelt_url_scheme_gets_a_did_you_mean(option: str, raw: str, guess:
         assert "did you mean" not in message
     else:
         assert f"got {raw!r} (did you mean {guess!r}?)" in message
+
+
+@pytest.mark.parametrize(
+    ("name", "key", "problem"),
+    [
+        ("SYNTH_API_KEY", "sk_live\nsecond_line", "contains a line break (character 8 of 19)"),
+        ("ENVIRONMENT_API_KEY", "ключ_0123456789", "contains 'к' (character 1 of 15)"),
+        ("ENVIRONMENT_API_KEY", "env_key\x00tail_123", "contains '\\x00' (character 8 of 16)"),
+    ],
+)
+def test_a_key_no_http_header_can_carry_is_refused_without_showing_it(
+    name: str, key: str, problem: str
+) -> None:
+    # Before: a raw ValueError / UnicodeEncodeError from deep in http.client at the first request.
+    with pytest.raises(SynthUsageError) as info:
+        resolve_settings(cli={}, env={name: key}, ini={})
+    assert f"env:{name}: {problem}" in str(info.value)
+    assert f"(hint: set {name} to the key itself)" in str(info.value)
+    assert key not in str(info.value)

@@ -17,7 +17,7 @@ import httpx
 
 from ..config import normalize_backend_url
 from ..errors import ConfigError, ConfigProblem, SynthUsageError
-from ..masking import Secret
+from ..masking import Secret, key_problem
 
 __all__ = [
     "BACKEND_URL_ENV_VARS",
@@ -91,14 +91,24 @@ def resolve_api_key(api_key: str | Secret | None = None) -> Secret:
                 )
             ]
         )
-    return Secret(value)
+    return _checked_key(value, "api_key", "SYNTH_API_KEY")
 
 
 def _optional_secret(value: str | Secret | None, env_name: str) -> Secret | None:
     if isinstance(value, Secret):
         return value if value else None
     text = _blank_to_none(value) or _env(env_name)
-    return Secret(text) if text else None
+    return _checked_key(text, "task_app_api_key", env_name) if text else None
+
+
+def _checked_key(value: str, argument: str, env_name: str) -> Secret:
+    """*value* as a key, unless no HTTP header could carry it (raised here, not deep in a client)."""
+    problem = key_problem(value)
+    if problem is not None:
+        raise SynthUsageError(
+            [ConfigProblem(argument, problem, f"pass {argument}= or set {env_name} to the key")]
+        )
+    return Secret(value)
 
 
 @dataclass

@@ -28,7 +28,7 @@ from ..clock import Clock, ScaledClock, VirtualClock
 from ..config.urls import normalize_backend_url
 from ..errors import ConfigProblem, SynthError, SynthUsageError
 from ..inference import StubInference
-from ..masking import Secret, mask_secret, register_secret, secret_or_none
+from ..masking import Secret, key_problem, mask_secret, register_secret, secret_or_none
 from ..policies import Policy, PolicyReply
 from .asgi import DEFAULT_READ_TIMEOUT
 from .faults import Fault, make_fault
@@ -85,6 +85,8 @@ def _check_settings(
 
     if not isinstance(api_key, str) or not api_key:
         bad("api_key", "must be a non-empty string", f"omit it to use the test key {DEFAULT_API_KEY!r}")
+    elif key_problem(api_key) is not None:
+        bad("api_key", str(key_problem(api_key)), "give the key as printable ASCII text")
     if rollouts not in ("auto", True, False):
         bad("rollouts", f"must be 'auto', True or False, got {rollouts!r}")
     if (

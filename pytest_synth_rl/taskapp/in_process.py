@@ -21,7 +21,7 @@ from typing import Any
 import anyio.to_thread
 
 from ..errors import TaskAppError
-from ..masking import Secret, secret_or_none
+from ..masking import Secret, key_problem, secret_or_none
 from ..support.loopback import normalise_loopback_host, url_host
 from ..support.serving import Lifespan, ServerThread
 from .env_key import KEY_VAR, acquire_env_key, release_env_key
@@ -115,6 +115,11 @@ class InProcessTaskApp:
         self.shutdown_timeout = float(shutdown_timeout)
         self.health_path = health_path
         self.export_api_key = export_api_key
+        problem = key_problem(api_key.value if isinstance(api_key, Secret) else api_key or "")
+        if problem is not None:
+            raise TaskAppError(
+                f"api_key {problem}", hint="give the key the app enforces as printable ASCII text"
+            )
         given = secret_or_none(api_key)
         if given:
             self.api_key_source = "argument"
