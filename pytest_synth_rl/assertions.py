@@ -461,17 +461,34 @@ def expect_job(
     the run's ``--synth-poll-interval`` / ``--synth-timeout``.
     """
     __tracebackhide__ = True
-    if inspect.iscoroutinefunction(getattr(job, "poll_until_complete", None)):
-        raise TypeError("expect_job() takes an RLJob; for an AsyncRLJob, await its methods directly")
+    return start_expectation("expect_job", job, clock=clock, interval=interval, timeout=timeout)
+
+
+def start_expectation(
+    call: str, job: _Job, *, clock: Clock | None, interval: float | None, timeout: float | None
+) -> JobExpectation:
+    """:func:`expect_job` as *call* (``synth_expect`` for the fixture): its errors name the call
+    the user wrote."""
+    __tracebackhide__ = True
     problems: list[ConfigProblem | None] = [
-        setting_problem("expect_job", n, v) for n, v in given_settings(interval, timeout)
+        setting_problem(call, n, v) for n, v in given_settings(interval, timeout)
     ]
-    if not callable(getattr(job, "poll_until_complete", None)):
+    if inspect.iscoroutinefunction(getattr(job, "poll_until_complete", None)):
         problems.insert(
             0,
             ConfigProblem(
-                key="expect_job.job",
-                message=f"got expect_job({shown(job)}), {a_type(job)}; expected the RLJob itself",
+                key=f"{call}.job",
+                message=f"got {call}(<AsyncRLJob>); expectations wait by blocking, so they take an RLJob",
+                hint="await the async job's own methods (result = await job.poll_until_complete(); "
+                "assert result.status == 'succeeded'), or make a blocking job with synth_rl_job()",
+            ),
+        )
+    elif not callable(getattr(job, "poll_until_complete", None)):
+        problems.insert(
+            0,
+            ConfigProblem(
+                key=f"{call}.job",
+                message=f"got {call}({shown(job)}), {a_type(job)}; expected the RLJob itself",
                 hint="pass the job, not what it returned: job = synth_rl_job(); job.submit(); "
                 "synth_expect(job).to_succeed()",
             ),

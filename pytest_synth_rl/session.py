@@ -21,7 +21,7 @@ from typing import Any, Literal, Protocol
 
 import httpx
 
-from .assertions import JobExpectation, expect_job, job_rewards
+from .assertions import JobExpectation, job_rewards, start_expectation
 from .baselines import BaselineComparison, BaselineStore, Tolerance, check_baseline
 from .client import AsyncRLJob, RLJob, upload_environment_api_key, verify_task_app
 from .client.base import DEFAULT_REQUEST_TIMEOUT
@@ -521,7 +521,10 @@ class ExpectJob:
     timeout: float
 
     def __call__(self, job: RLJob) -> JobExpectation:
-        return expect_job(job, clock=self.clock, interval=self.interval, timeout=self.timeout)
+        __tracebackhide__ = True
+        return start_expectation(
+            "synth_expect", job, clock=self.clock, interval=self.interval, timeout=self.timeout
+        )
 
 
 @dataclass(frozen=True)

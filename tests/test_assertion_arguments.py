@@ -317,6 +317,27 @@ def test_expect_job_refuses_a_result_instead_of_the_job(job: RLJob) -> None:
     assert "a JobResult; expected the RLJob itself" in str(error)
 
 
+def test_an_async_job_is_refused_naming_the_call_the_user_wrote() -> None:
+    # Before: a TypeError naming expect_job() even when the test wrote synth_expect(job).
+    from pytest_synth_rl.client import AsyncRLJob
+    from pytest_synth_rl.session import ExpectJob
+
+    clock = VirtualClock()
+    job = AsyncRLJob.from_job_id(
+        "job_rl_000001", backend_url="https://api.usesynth.ai", api_key="sk_test_0123456789"
+    )
+    direct = usage_error(lambda: expect_job(job))  # type: ignore[arg-type]
+    fixture = usage_error(lambda: ExpectJob(clock=clock, interval=10.0, timeout=60.0)(job))  # type: ignore[arg-type]
+    assert direct.keys == ["expect_job.job"]
+    assert fixture.keys == ["synth_expect.job"]
+    assert (
+        "synth_expect.job: got synth_expect(<AsyncRLJob>); "
+        "expectations wait by blocking, so they take an RLJob "
+        "(hint: await the async job's own methods (result = await job.poll_until_complete(); "
+        "assert result.status == 'succeeded'), or make a blocking job with synth_rl_job())"
+    ) in str(fixture)
+
+
 # -- the valid calls still work on this job ---------------------------------------------------
 def test_valid_arguments_still_check_the_job(job: RLJob) -> None:
     expectation = expect_job(job, interval=10).to_succeed(within=600)
