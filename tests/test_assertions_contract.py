@@ -27,6 +27,7 @@ from pytest_synth_rl.assertions import (
 )
 from pytest_synth_rl.client import AsyncRLJob, RetryPolicy, RLJob
 from pytest_synth_rl.clock import VirtualClock
+from pytest_synth_rl.errors import SynthUsageError
 from pytest_synth_rl.masking import register_secret
 
 START = 1_000.0
@@ -714,9 +715,12 @@ def test_to_emit_events_out_of_order_or_missing() -> None:
 # -- expect_job ----------------------------------------------------------------------------
 def test_expect_job_refuses_an_async_job() -> None:
     job = AsyncRLJob.from_job_id("job-1", backend_url=BACKEND, api_key=KEY, clock=VirtualClock(START))
-    with pytest.raises(TypeError) as info:
+    with pytest.raises(SynthUsageError) as info:
         expect_job(job)  # type: ignore[arg-type]
-    assert str(info.value) == "expect_job() takes an RLJob; for an AsyncRLJob, await its methods directly"
+    assert info.value.keys == ["expect_job.job"]
+    assert "got expect_job(<AsyncRLJob>); expectations wait by blocking, so they take an RLJob" in str(
+        info.value
+    )
 
 
 def test_expect_job_keeps_its_settings_and_an_explicit_clock_wins() -> None:
