@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ConfigProblem, SynthUsageError
 from .base import ChatRequest, PolicyReply, Reply, answer_with, as_chat_request
 
 __all__ = [
@@ -47,17 +48,31 @@ class linear:
     end: float = 0.95
 
     def __post_init__(self) -> None:
-        for name in ("start", "end"):
-            _probability(getattr(self, name), f"linear.{name}")
+        problems = [_probability_problem(getattr(self, name), f"linear.{name}") for name in ("start", "end")]
+        if any(problems):
+            raise SynthUsageError([p for p in problems if p is not None])
 
     def __call__(self, fraction: float) -> float:
         return self.start + (self.end - self.start) * fraction
 
 
 def _probability(value: object, what: str) -> float:
+    problem = _probability_problem(value, what)
+    if problem is not None:
+        raise SynthUsageError([problem])
+    return float(value)  # type: ignore[arg-type]  # a number: checked just above
+
+
+def _probability_problem(value: object, what: str) -> ConfigProblem | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-        raise ValueError(f"{what} must be a probability in [0, 1], got {value!r}")
-    return float(value)
+        return ConfigProblem(what, f"must be a probability in [0, 1], got {value!r}", "e.g. linear(0.2, 0.9)")
+    return None
+
+
+def _callable_problem(name: str, value: object, usage: str) -> ConfigProblem | None:
+    if callable(value):
+        return None
+    return ConfigProblem(f"LearningPolicy.{name}", f"must be a function, got {value!r:.80}", f"pass {usage}")
 
 
 def _say_wrong(request: ChatRequest, rng: random.Random) -> PolicyReply:
@@ -87,8 +102,21 @@ class LearningPolicy:
     ) -> None:
         if curve is None:
             curve = linear()
-        elif not callable(curve):
-            _probability(curve, "curve")
+        problems = [
+            _probability_problem(curve, "LearningPolicy.curve") if not callable(curve) else None,
+            _callable_problem("solve", solve, "solve(request) -> the right reply, e.g. my_reference_solver"),
+            _callable_problem("wrong", wrong, "wrong(request, rng) -> a wrong reply"),
+        ]
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            problems.append(
+                ConfigProblem("LearningPolicy.seed", f"must be an int, got {seed!r}", "e.g. seed=0")
+            )
+        if not isinstance(unanswerable, str):
+            problems.append(
+                ConfigProblem("LearningPolicy.unanswerable", f"must be text, got {unanswerable!r}", None)
+            )
+        if any(problems):
+            raise SynthUsageError([p for p in problems if p is not None])
         self.solve = solve
         self.wrong = wrong
         self.curve: float | Curve = curve

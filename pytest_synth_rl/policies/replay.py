@@ -16,12 +16,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..errors import SynthError
 from .base import PolicyError, PolicyReply, as_chat_request, last_user_text
 
 __all__ = ["ReplayError", "ReplayPolicy"]
 
 
-class ReplayError(ValueError):
+class ReplayError(SynthError, ValueError):
     """A replay file is missing or has a bad line; the message names the file and line."""
 
 
@@ -47,12 +48,21 @@ class ReplayPolicy:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ReplayError(f"cannot read replay file {self.path}: {exc.strerror or exc}") from exc
         self.by_prompt: dict[str, dict[str, Any]] = {}
         self.in_order: list[dict[str, Any]] = []
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            where = (
+                ""
+                if self.path.is_absolute()
+                else f" (relative to the working directory: {self.path.absolute()})"
+            )
+            raise ReplayError(
+                f"cannot read replay file {str(path)!r}{where}: {reason} (hint: pass an absolute path, "
+                "e.g. Path(__file__).parent / 'recorded.jsonl' for a file next to the test)"
+            ) from None
         for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
