@@ -127,8 +127,8 @@ def _config_problems(call: str, config: object) -> list[ConfigProblem]:
     if config is None or (isinstance(config, str) and config.strip()) or isinstance(config, os.PathLike):
         return []
     hint = (
-        f"e.g. {call}(config='rl.toml') (relative to the test's synth_rl config, else the working "
-        "directory), or leave it out for the test's synth_rl marker config"
+        f"e.g. {call}(config='rl.toml') (relative to the test's synth_rl config, the test file or "
+        "the rootdir), or leave it out for the test's synth_rl marker config"
     )
     if isinstance(config, Mapping):
         hint = f"to change keys of the test's config pass them by keyword: {call}(overrides={{...}})"

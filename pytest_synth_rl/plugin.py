@@ -536,6 +536,15 @@ def synth_rl_job(
         http_client=http_client,
         transport=transport,
         prepare_submit=None if settings.is_offline else _synth_run.prepare_submit,
+        config_dirs=tuple(
+            dict.fromkeys(
+                [
+                    *([synth_rl_config.path.parent] if synth_rl_config is not None else []),
+                    request.node.path.parent,
+                    request.config.rootpath,
+                ]
+            )
+        ),
     )
     try:
         yield jobs

@@ -296,8 +296,11 @@ class SynthJobFactory:
         http_client: httpx.Client | None = None,
         transport: httpx.MockTransport | None = None,
         prepare_submit: Callable[[Secret | None, str | None, Secret | None], None] | None = None,
+        config_dirs: tuple[Path, ...] = (),
     ) -> None:
         self.test_id = test_id
+        #: Where a relative ``config=`` is looked for, in order (the first file found wins).
+        self.config_dirs = config_dirs
         self.transport = transport
         self.prepare_submit = prepare_submit
         self.skip_health_check = skip_health_check
@@ -351,6 +354,30 @@ class SynthJobFactory:
         self.async_jobs.append(job)
         return job
 
+    def _find_config(self, given: Path, call: str) -> Path:
+        """*given* itself if absolute, else the first file of that name in :attr:`config_dirs`
+        (by default the test's config's folder; with neither, the working directory's, as
+        ``RLJob.from_config`` takes it)."""
+        __tracebackhide__ = True
+        folders = self.config_dirs or ((self.config.path.parent,) if self.config is not None else ())
+        if given.is_absolute() or not folders:
+            return given
+        candidates = list(dict.fromkeys(folder / given for folder in folders))
+        for candidate in candidates:
+            if candidate.is_file():
+                return candidate
+        raise SynthUsageError(
+            [
+                ConfigProblem(
+                    key=f"{call}.config",
+                    message=f"RL config file {str(given)!r} does not exist (looked in: "
+                    f"{', '.join(str(c) for c in candidates)})",
+                    hint="give a path relative to the test file (or to the test's synth_rl config, or "
+                    "the rootdir), or an absolute path",
+                )
+            ]
+        )
+
     def _options(
         self,
         config: str | os.PathLike[str] | None,
@@ -367,9 +394,7 @@ class SynthJobFactory:
             if problems:
                 raise SynthUsageError(problems, subject=f"{call}() arguments")
         if config is not None:
-            path = Path(config)
-            if not path.is_absolute() and self.config is not None:
-                path = self.config.path.parent / path
+            path = self._find_config(Path(config), call)
             base_overrides: Mapping[str, Any] = {}
         elif self.config is not None:
             path, base_overrides = self.config.path, self.config.overrides

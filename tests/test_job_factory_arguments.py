@@ -63,8 +63,8 @@ def test_a_config_that_is_not_a_path_names_the_argument(
     assert str(error) == (
         "invalid synth_rl_job() arguments: synth_rl_job.config: got synth_rl_job(config=5), an int; "
         "expected the path of an RL TOML file (a non-empty str or a pathlib.Path) (hint: e.g. "
-        "synth_rl_job(config='rl.toml') (relative to the test's synth_rl config, else the working "
-        "directory), or leave it out for the test's synth_rl marker config)"
+        "synth_rl_job(config='rl.toml') (relative to the test's synth_rl config, the test file or "
+        "the rootdir), or leave it out for the test's synth_rl marker config)"
     )
     assert prepared == []
     assert jobs.jobs == []
@@ -282,3 +282,58 @@ def test_the_fixture_reports_wrong_arguments_as_usage_errors(pytester: pytest.Py
         ]
     )
     assert "from_config() got an unexpected keyword argument" not in result.stdout.str()
+
+
+CONFIG_LOOKUP_SUITE = """
+import pytest
+
+from pytest_synth_rl.errors import SynthUsageError
+
+pytestmark = [pytest.mark.synth_task_app("arithmetic_task_app.py")]
+
+
+def test_next_to_the_test_file(synth_rl_job):
+    assert str(synth_rl_job(config="sibling.toml").config.config_path) == {sibling!r}
+
+
+@pytest.mark.synth_rl(config="configs/base.toml")
+def test_next_to_the_marker_config_first(synth_rl_job):
+    assert str(synth_rl_job(config="variant.toml").config.config_path) == {variant!r}
+
+
+def test_missing_names_every_folder_looked_in(synth_rl_job):
+    with pytest.raises(SynthUsageError) as info:
+        synth_rl_job(config="nope.toml")
+    assert str(info.value) == (
+        "invalid arguments: synth_rl_job.config: RL config file 'nope.toml' does not exist (looked in: "
+        "{here}/nope.toml, {root}/nope.toml) (hint: give a path relative to the test file (or to the "
+        "test's synth_rl config, or the rootdir), or an absolute path)"
+    )
+"""
+
+
+def test_a_relative_config_is_found_like_the_markers_and_named_where_it_was_looked_for(
+    pytester: pytest.Pytester,
+) -> None:
+    # Before: relative to the working directory without a marker config, so a file next to the
+    # test was "not found" when pytest started from the repository root.
+    tests = pytester.mkdir("suite")
+    (pytester.path / "configs").mkdir()
+    shutil.copy(EXAMPLES / "arithmetic_task_app.py", tests / "arithmetic_task_app.py")
+    for target in (
+        tests / "sibling.toml",
+        pytester.path / "configs/base.toml",
+        pytester.path / "configs/variant.toml",
+    ):
+        shutil.copy(EXAMPLES / "arithmetic.toml", target)
+    shutil.copy(EXAMPLES / "arithmetic.toml", tests / "variant.toml")  # the marker config's folder wins
+    (tests / "test_lookup.py").write_text(
+        CONFIG_LOOKUP_SUITE.format(
+            sibling=str(tests / "sibling.toml"),
+            variant=str(pytester.path / "configs/variant.toml"),
+            here=tests,
+            root=pytester.path,
+        )
+    )
+    result = pytester.runpytest("-p", "no:randomly", "--rootdir", str(pytester.path), "suite")
+    result.assert_outcomes(passed=3)
