@@ -15,9 +15,9 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 import httpx
 
@@ -27,7 +27,7 @@ from .client import AsyncRLJob, RLJob, upload_environment_api_key, verify_task_a
 from .client.base import DEFAULT_REQUEST_TIMEOUT
 from .client.results import is_terminal, job_status
 from .clock import Clock, RealClock, VirtualClock
-from .errors import BackendUnreachableError, ConfigProblem, SynthError, SynthUsageError
+from .errors import BackendUnreachableError, ConfigError, ConfigProblem, SynthError, SynthUsageError
 from .fake import FakeSynthBackend
 from .masking import Secret, get_logger, secret_or_none
 from .recording import Replayer
@@ -54,6 +54,8 @@ __all__ = [
 ]
 
 log = get_logger("pytest_synth_rl.session")
+
+_J = TypeVar("_J", RLJob, AsyncRLJob)
 
 
 def job_tags(test_id: str) -> dict[str, str]:
@@ -334,7 +336,7 @@ class SynthJobFactory:
                 options["http_client"] = self.http_client
             elif self.transport is not None:
                 options["transport"] = self.transport
-        job = RLJob.from_config(path, **options)
+        job = self._made(lambda: RLJob.from_config(path, **options))
         self.jobs.append(job)
         return job
 
@@ -350,9 +352,26 @@ class SynthJobFactory:
         path, options = self._options(config, overrides, kwargs, call="synth_rl_job.async_job")
         if self.transport is not None and not {"http_client", "transport"} & kwargs.keys():
             options["transport"] = self.transport
-        job = AsyncRLJob.from_config(path, **options)
+        job = self._made(lambda: AsyncRLJob.from_config(path, **options))
         self.async_jobs.append(job)
         return job
+
+    def _made(self, make: Callable[[], _J]) -> _J:
+        """``make()``; a config without a task URL in a test that serves no task app gets the
+        fix that applies (a marker), which the config's own hint (task_url=, ...) does not say."""
+        __tracebackhide__ = True
+        try:
+            return make()
+        except ConfigError as error:
+            if self.task_app_url is not None or "services.task_url" not in error.keys:
+                raise
+            hint = (
+                "this test serves no task app: add @pytest.mark.synth_task_app('my_task_app.py') (or set "
+                "the ini option synth_task_app, or pass --synth-task-app-url), or give "
+                "synth_rl_job(task_app_url=...)"
+            )
+            problems = [replace(p, hint=hint) if p.key == "services.task_url" else p for p in error.problems]
+            raise ConfigError(problems, path=error.path) from None
 
     def _find_config(self, given: Path, call: str) -> Path:
         """*given* itself if absolute, else the first file of that name in :attr:`config_dirs`

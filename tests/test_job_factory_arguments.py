@@ -337,3 +337,28 @@ def test_a_relative_config_is_found_like_the_markers_and_named_where_it_was_look
     )
     result = pytester.runpytest("-p", "no:randomly", "--rootdir", str(pytester.path), "suite")
     result.assert_outcomes(passed=3)
+
+
+def test_a_test_serving_no_task_app_is_told_to_add_the_marker(pytester: pytest.Pytester) -> None:
+    # Before: the config's own hint (task_url=, TASK_APP_URL, ...), never the marker.
+    shutil.copy(EXAMPLES / "arithmetic.toml", pytester.path / "arithmetic.toml")
+    pytester.makepyfile(
+        test_no_app="""
+import pytest
+
+@pytest.mark.synth_rl(config="arithmetic.toml")
+def test_job(synth_rl_job):
+    synth_rl_job()
+"""
+    )
+    result = pytester.runpytest("-p", "no:randomly")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "E   * services.task_url: is empty and no other task app URL was given; expected the URL of a "
+            "running task app (hint: this test serves no task app: add "
+            "@pytest.mark.synth_task_app('my_task_app.py') (or set the ini option synth_task_app, or pass "
+            "--synth-task-app-url), or give synth_rl_job(task_app_url=...))",
+        ]
+    )
+    assert "contextlib" not in result.stdout.str()
