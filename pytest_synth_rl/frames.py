@@ -12,6 +12,7 @@ shows every frame, as always.
 
 from __future__ import annotations
 
+import inspect
 import sys
 import sysconfig
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from typing import Any
 
 from .errors import SynthError
 
-__all__ = ["PACKAGE", "hidden_from_users", "mark_package_modules", "message_only"]
+__all__ = ["PACKAGE", "hidden_from_users", "mark_package_modules", "message_only", "outside_stacklevel"]
 
 PACKAGE = __name__.rpartition(".")[0]
 _MACHINERY = frozenset({"_pytest", "pytest", "pluggy"})
@@ -28,6 +29,20 @@ _MACHINERY = frozenset({"_pytest", "pytest", "pluggy"})
 
 def _ours(module: str) -> bool:
     return module == PACKAGE or module.startswith(PACKAGE + ".")
+
+
+def outside_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning, warned by the caller, at the first frame outside
+    this package (the user's line), however deep in the package the warning is raised."""
+    here = inspect.currentframe()
+    frame = here.f_back if here is not None else None
+    if frame is None:  # an interpreter without frame support: the caller itself
+        return 1
+    level = 1
+    while frame.f_back is not None and _ours(str(frame.f_globals.get("__name__", ""))):
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 @dataclass(frozen=True)

@@ -197,3 +197,20 @@ def test_errors_raised_before_the_test_runs_are_the_message_alone(pytester: pyte
     assert "All traceback entries are hidden" not in text
     full = pytester.runpytest("-p", "no:randomly", "--full-trace", "-k", "typo")
     full.stdout.fnmatch_lines(["*pytest_synth_rl/markers.py:*: MarkerError"])
+
+
+# -- warnings point at the user's line too -------------------------------------------------------
+def test_a_config_warning_points_at_the_callers_line_however_deep_it_is_raised(tmp_path: Path) -> None:
+    # Before: client/base.py (through RLJob) or a fixed depth that was wrong for other callers.
+    from pytest_synth_rl.client import RLJob
+    from pytest_synth_rl.config import SynthConfigWarning, build_rl_payload
+
+    config = tmp_path / "rl.toml"
+    config.write_text((EXAMPLES / "arithmetic.toml").read_text() + "\n[trainingg]\nx = 1\n")
+    with pytest.warns(SynthConfigWarning) as direct:
+        build_rl_payload(config, task_url="http://127.0.0.1:9")
+    with pytest.warns(SynthConfigWarning) as through_the_job:
+        RLJob.from_config(config, api_key="sk_test_0123456789", task_app_url="http://127.0.0.1:9")
+    for record in (*direct, *through_the_job):
+        assert record.filename == __file__
+        assert "unknown section [trainingg]" in str(record.message)

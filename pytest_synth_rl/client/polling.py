@@ -34,6 +34,7 @@ from ..errors import (
     JobTimeoutError,
     SynthUsageError,
 )
+from ..frames import outside_stacklevel
 from ..support.poll_watch import PollObserver, observe_polls, poll_observers
 from .results import JobResult, PollRecord, is_terminal, job_status
 
@@ -194,7 +195,7 @@ class Poller:
                 f"on_status callback raised {type(exc).__name__}: {exc} "
                 f"(poll {len(self.history)} of job {self.job_id}); polling continues.\n{formatted}"
             ),
-            stacklevel=4,
+            stacklevel=outside_stacklevel(),
         )
 
     def next_wait(self) -> float | None:

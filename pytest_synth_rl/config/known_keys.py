@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import ConfigError, ConfigProblem
+from ..frames import outside_stacklevel
 from .fields import Section
 from .problems import KeyPath, ProblemList, format_key, found_instead
 from .schema import RL_CONFIG
@@ -120,9 +121,14 @@ def unknown_keys(config: Mapping[str, Any]) -> list[tuple[KeyPath, KeyPath | Non
     return found
 
 
-def warn_unknown_keys(config: Mapping[str, Any], *, source: str | None = None, stacklevel: int = 2) -> None:
-    """Warn about every unknown key of *config* (see the module docstring); changes nothing."""
+def warn_unknown_keys(
+    config: Mapping[str, Any], *, source: str | None = None, stacklevel: int | None = None
+) -> None:
+    """Warn about every unknown key of *config* (see the module docstring); changes nothing.
+
+    By default the warning points at the first caller outside this package (the user's line)."""
     where = f"{source}: " if source else ""
+    level = stacklevel + 1 if stacklevel is not None else outside_stacklevel()
     for path, guess in unknown_keys(config):
         parent = path[:-1]
         kind = "section" if not parent else "key"
@@ -133,7 +139,7 @@ def warn_unknown_keys(config: Mapping[str, Any], *, source: str | None = None, s
                 f"{where}unknown {kind} {spot} is not part of the RL config schema; it is forwarded "
                 f"to the backend unchanged{hint}"
             ),
-            stacklevel=stacklevel + 1,
+            stacklevel=level,
         )
 
 

@@ -136,7 +136,7 @@ def _build(
         _check_text_argument(name, value, source)
     sdk, _ = split_overrides(overrides, source=source)
     config = apply_overrides(raw, overrides, source=source, allow_new_keys=allow_new_keys)
-    warn_unknown_keys(config, source=source, stacklevel=4)
+    warn_unknown_keys(config, source=source)
     checked = check_rl_config(config, allow_experimental=allow_experimental, model_override=sdk.model)
     problems = checked.problems
     services = checked.config.get("services")
