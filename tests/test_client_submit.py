@@ -408,7 +408,11 @@ def test_health_check_wrong_key_blocks_submission(config_path: Path) -> None:
     assert err.details["health_status"] == 400
     assert err.details["task_info_status"] == 400
     assert "/health=400, /task_info=400" in str(err)
-    assert "ENVIRONMENT_API_KEY" in (err.hint or "")
+    assert (err.hint or "").startswith(
+        "the task app rejected the key wron…00, sent as X-API-Key, X-API-Keys and Authorization: Bearer: "
+        "pass task_app_api_key= or set ENVIRONMENT_API_KEY to the key the task app expects; a task app "
+        "that reads its key from another header must accept one of these"
+    )
     assert "wrong_key_000000" not in str(err)
 
 

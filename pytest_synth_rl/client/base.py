@@ -456,8 +456,10 @@ class JobBase(Generic[ClientT, TransportT]):
             )
         elif 400 in (report.health_status, report.task_info_status) or report.health_status in (401, 403):
             hint = (
-                f"the task app rejected the key {mask_secret(self._task_key_value())}: pass "
-                "task_app_api_key= or set ENVIRONMENT_API_KEY to the key the task app expects"
+                f"the task app rejected the key {mask_secret(self._task_key_value())}, sent as X-API-Key, "
+                "X-API-Keys and Authorization: Bearer: pass task_app_api_key= or set ENVIRONMENT_API_KEY "
+                "to the key the task app expects; a task app that reads its key from another header "
+                "must accept one of these, as the trainer sends only these (contract §4.2)"
             )
         else:
             hint = (
