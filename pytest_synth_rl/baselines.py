@@ -32,6 +32,7 @@ Metric names produced by :func:`summarize_job`
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import json
 import math
@@ -511,6 +512,20 @@ def _validated_tolerances(tolerances: Mapping[str, Tolerance] | None) -> dict[st
     return out
 
 
+def _check_tolerance_names(tolerances: Mapping[str, Tolerance], metrics: Sequence[str]) -> None:
+    """A tolerance whose name or pattern matches no metric is a typo that would pass silently."""
+    for name in tolerances:
+        if name in metrics or any(fnmatch.fnmatchcase(metric, name) for metric in metrics):
+            continue
+        near = difflib.get_close_matches(name, sorted(set(metrics)), n=1)
+        guess = f"did you mean {near[0]!r}? " if near else ""
+        raise BaselineError(
+            f"the tolerance for {name!r} matches no metric of this job "
+            f"(its metrics: {', '.join(sorted(set(metrics))) or 'none'})",
+            hint=f"{guess}name a metric, or a pattern such as 'reward.*'",
+        )
+
+
 # -- comparison --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ComparisonRow:
@@ -657,7 +672,9 @@ def check_baseline(
     rows still show what changed.
     """
     values = _metrics_of(metrics)
+    explicit = _validated_tolerances(tolerances)  # before the baseline is read: a first run checks too
     existing = store.load(test_id)
+    _check_tolerance_names(explicit, [*values, *(existing.metrics if existing else ())])
     if update:
         kept = dict(existing.tolerances) if existing else {}
         kept.update(_validated_tolerances(tolerances))

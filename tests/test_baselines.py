@@ -240,6 +240,39 @@ def test_missing_baseline_says_how_to_create_it(tmp_path: Path) -> None:
     assert isinstance(caught.value, AssertionError)
 
 
+@pytest.mark.parametrize("update", [False, True])
+def test_a_tolerance_naming_no_metric_is_a_typo_caught_on_any_run(tmp_path: Path, update: bool) -> None:
+    # Before: final_rewrd=... and "rewrd.*" matched nothing and the check passed.
+    store = BaselineStore(tmp_path)
+    metrics = {"final_reward": 0.8, "reward.max": 0.9}
+    with pytest.raises(BaselineError) as typo:
+        check_baseline(store, NODE, metrics, tolerances={"final_rewrd": Tolerance(abs=0.05)}, update=update)
+    assert str(typo.value) == (
+        "the tolerance for 'final_rewrd' matches no metric of this job (its metrics: final_reward, "
+        "reward.max)\n  hint: did you mean 'final_reward'? name a metric, or a pattern such as 'reward.*'"
+    )
+    with pytest.raises(BaselineError, match=r"^the tolerance for 'rewrd\.\*' matches no metric"):
+        check_baseline(store, NODE, metrics, tolerances={"rewrd.*": Tolerance(abs=0.05)}, update=update)
+    assert not store.path_for(NODE).exists()
+
+
+def test_a_tolerance_that_is_not_one_is_refused_before_the_baseline_exists(tmp_path: Path) -> None:
+    # Before: a first run said "no metric baseline" and only a later run named the bad tolerance.
+    with pytest.raises(BaselineError) as caught:
+        check_baseline(
+            BaselineStore(tmp_path), NODE, {"final_reward": 0.8}, tolerances={"final_reward": "5%"}
+        )  # type: ignore[dict-item]
+    assert not isinstance(caught.value, BaselineMissing)
+    assert "tolerance for 'final_reward' must be a Tolerance, got '5%'" in str(caught.value)
+
+
+def test_a_tolerance_for_a_metric_only_the_baseline_has_is_allowed(tmp_path: Path) -> None:
+    store = BaselineStore(tmp_path)
+    store.save(NODE, {"final_reward": 0.8, "polls": 10.0}, {})
+    with pytest.raises(BaselineMismatch, match=r"polls\s+10\s+-\s+±1\s+MISSING"):
+        check_baseline(store, NODE, {"final_reward": 0.8}, tolerances={"polls": Tolerance(abs=1)})
+
+
 def test_update_writes_then_checks_pass_then_drift_fails(tmp_path: Path) -> None:
     store = BaselineStore(tmp_path)
     first = check_baseline(store, NODE, {"final_reward": 0.8}, update=True)
