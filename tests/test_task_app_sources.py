@@ -32,6 +32,45 @@ def test_a_file_and_attribute_names_the_app_and_a_near_miss_is_suggested(tmp_pat
     assert "did you mean 'other_app'?" in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("source", "name", "described"),
+    [
+        (
+            "from starlette.applications import Starlette\nfrom starlette.routing import Router\n\n"
+            "router = Router()\napi = Starlette()\n\ndef grade(a, b, c):\n    return 1\n",
+            "api",
+            "a Starlette object",
+        ),
+        (
+            "def helper(x, y, z):\n    pass\n\nasync def application(scope, receive, send):\n    pass\n",
+            "application",
+            "the function application(scope, receive, send)",
+        ),
+    ],
+)
+def test_an_app_under_another_name_is_suggested_as_a_file_target(
+    tmp_path: Path, source: str, name: str, described: str
+) -> None:
+    # Before: "defines no usable app" and nothing about the app that was there.
+    path = tmp_path / "service.py"
+    path.write_text(source)
+    with pytest.raises(TaskAppError) as info:
+        resolve_app(task_app_path=path)
+    assert info.value.hint == (
+        f"did you mean 'service.py:{name}'? `{name}` is {described}; a file target names an app that is "
+        "not called `app` after a colon"
+    )
+    assert resolve_app(task_app_path=f"{path}:{name}") is not None
+
+
+def test_a_module_without_any_app_keeps_the_plain_hint(tmp_path: Path) -> None:
+    path = tmp_path / "nothing.py"
+    path.write_text("def grade(a, b, c):\n    return 1\n")
+    with pytest.raises(TaskAppError) as info:
+        resolve_app(task_app_path=path)
+    assert (info.value.hint or "").startswith("define a module-level `app = FastAPI(...)`")
+
+
 SUITE = """
 import pytest
 

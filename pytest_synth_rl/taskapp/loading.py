@@ -273,11 +273,43 @@ def _app_from_module(module: types.ModuleType, where: str) -> ASGIApp:
     message = f"task app module {where} defines no usable app: looked for {looked_for}"
     if found:
         message += "; found " + "; ".join(found)
-    raise TaskAppError(
-        message,
-        hint="define a module-level `app = FastAPI(...)` (any ASGI app), or a zero-argument "
-        "factory such as `def create_app(): return app`",
+    hint = (
+        "define a module-level `app = FastAPI(...)` (any ASGI app), or a zero-argument "
+        "factory such as `def create_app(): return app`"
     )
+    others = _apps_under_other_names(module)
+    if others:
+        file = Path(str(getattr(module, "__file__", "") or "app.py")).name
+        name, obj = others[0]
+        hint = (
+            f"did you mean '{file}:{name}'? `{name}` is {_describe(obj)}; a file target names an app "
+            "that is not called `app` after a colon"
+        )
+    raise TaskAppError(message, hint=hint)
+
+
+def _apps_under_other_names(module: types.ModuleType) -> list[tuple[str, Any]]:
+    """Module-level ASGI apps not called ``app``: app objects (a ``FastAPI()``) and functions
+    written as ``app(scope, receive, send)``, never a helper that happens to take 3 arguments."""
+    found = []
+    for name, obj in vars(module).items():
+        if name.startswith("_") or name == APP_ATTRIBUTE or inspect.isclass(obj) or not is_asgi_app(obj):
+            continue
+        if inspect.isfunction(obj):
+            params = list(_signature_parameters(obj))
+            if params[:3] != ["scope", "receive", "send"]:
+                continue
+        elif not (hasattr(obj, "router") or (hasattr(obj, "app") and not hasattr(obj, "routes"))):
+            continue  # an app object (FastAPI, Starlette) or a middleware around one; not a router
+        found.append((name, obj))
+    return found
+
+
+def _signature_parameters(obj: Any) -> list[str]:
+    try:
+        return list(inspect.signature(obj).parameters)
+    except (TypeError, ValueError):
+        return []
 
 
 def _app_from_target(target: str) -> ASGIApp:
