@@ -207,6 +207,13 @@ def _rl(node: MarkerNode) -> RLMarker:
             "pass the RL TOML path as a string, relative to the test file",
             argument="config",
         )
+    if isinstance(config, str) and not config.strip():
+        reader.fail(
+            f"config={config!r} is empty",
+            "give the RL TOML path, relative to the test file, or leave config out to use the ini "
+            "option synth_rl_config",
+            argument="config",
+        )
     overrides = reader.kwargs.get("overrides")
     if overrides is not None and (
         not isinstance(overrides, Mapping) or not all(isinstance(k, str) for k in overrides)
@@ -305,11 +312,19 @@ def parse_test_spec(node: MarkerNode) -> SynthTestSpec:
     """Read and validate every ``synth_*`` marker on *node*; raises :class:`MarkerError`."""
     __tracebackhide__ = True
     _check_marker_names(node)
+    online, offline = _flag(node, "synth_online"), _flag(node, "synth_offline")
+    if online and offline:
+        raise MarkerError(
+            "synth_online",
+            node.nodeid,
+            "and @pytest.mark.synth_offline are both on this test, so it is skipped in either mode",
+            hint="keep the one for the mode the test needs (markers on its module or class count too)",
+        )
     return SynthTestSpec(
         test_id=node.nodeid,
         rl=_rl(node),
         task_app=_task_app(node),
         scenario=_scenario(node),
-        online=_flag(node, "synth_online"),
-        offline=_flag(node, "synth_offline"),
+        online=online,
+        offline=offline,
     )

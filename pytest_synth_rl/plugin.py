@@ -444,6 +444,10 @@ def synth_task_app(
         yield _synth_run.task_app(spec)
 
 
+#: Files a task app target is not (a config or data file given to the wrong marker).
+_DATA_SUFFIXES = frozenset({".toml", ".json", ".jsonl", ".yaml", ".yml", ".txt", ".cfg", ".ini", ".csv"})
+
+
 def _task_app_source(request: pytest.FixtureRequest, source: str, marker: str | None) -> str:
     """The task app source with its file resolved (``app.py``, ``app.py:attr``); a module target
     that is really a file next to the test (``"app"`` for ``app.py``) is a mistake named as such."""
@@ -454,8 +458,18 @@ def _task_app_source(request: pytest.FixtureRequest, source: str, marker: str | 
     if path.suffix == ".py":
         resolved = str(_resolve_path(request, path, marker, "synth_task_app"))
         return f"{resolved}:{attribute}" if attribute else resolved
-    if ":" in source or "." in source:
+    if ":" in source:
         return source  # a target such as "my_tasks.server:app"
+    if "." in source:
+        folders = dict.fromkeys([request.node.path.parent, request.config.rootpath])
+        if path.suffix.lower() in _DATA_SUFFIXES or any((folder / path).exists() for folder in folders):
+            problem = f"{source!r} is not a task app: expected a .py file or a 'package.module:app' target"
+            hint = "the RL TOML goes in @pytest.mark.synth_rl(config=...)" if path.suffix == ".toml" else ""
+            _where_given_error(
+                request, marker, "synth_task_app", problem, hint or "give the task app's .py file"
+            )
+        problem = f"{source!r} names a module but not its app"
+        _where_given_error(request, marker, "synth_task_app", problem, f"did you mean '{source}:app'?")
     for folder in dict.fromkeys([request.node.path.parent, request.config.rootpath]):
         file = folder / f"{source}.py"
         if file.is_file():

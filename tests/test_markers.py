@@ -204,3 +204,48 @@ def test_a_task_app_key_no_http_header_can_carry_is_a_marker_error(pytester: pyt
         "@pytest.mark.synth_task_app on test_marks.py::test_it: api_key contains a line break "
         "(character 4 of 7); an HTTP header cannot carry it"
     ) in text
+
+
+def test_an_empty_config_is_a_marker_error_at_setup(pytester: pytest.Pytester) -> None:
+    # Before: "no RL config for this test (hint: add @pytest.mark.synth_rl(config=...))" at call time.
+    text = _run(
+        pytester, "@pytest.mark.synth_rl(config='')\ndef test_it(synth_rl_job):\n    synth_rl_job()\n"
+    )
+    assert "@pytest.mark.synth_rl on test_marks.py::test_it: config='' is empty" in text
+    assert "leave config out to use the ini option synth_rl_config" in text
+
+
+def test_online_and_offline_on_one_test_is_a_marker_error(pytester: pytest.Pytester) -> None:
+    # Before: accepted, and the test was skipped whatever the mode.
+    text = _run(pytester, "@pytest.mark.synth_online\n@pytest.mark.synth_offline\ndef test_it():\n    pass\n")
+    assert (
+        "@pytest.mark.synth_online on test_marks.py::test_it: and @pytest.mark.synth_offline are both on "
+        "this test, so it is skipped in either mode"
+    ) in text
+
+
+@pytest.mark.parametrize(
+    ("source", "problem", "hint"),
+    [
+        (
+            "rl.toml",
+            "'rl.toml' is not a task app: expected a .py file or a 'package.module:app' target",
+            "the RL TOML goes in @pytest.mark.synth_rl(config=...)",
+        ),
+        (".", "'.' is not a task app: expected a .py file", "give the task app's .py file"),
+        (
+            "my_tasks.server",
+            "'my_tasks.server' names a module but not its app",
+            "did you mean 'my_tasks.server:app'?",
+        ),
+    ],
+)
+def test_a_task_app_source_that_cannot_be_one_is_a_marker_error(
+    pytester: pytest.Pytester, source: str, problem: str, hint: str
+) -> None:
+    # Before: a TaskAppError "not of the form 'package.module:attribute'", not naming the marker.
+    text = _run(
+        pytester, f"@pytest.mark.synth_task_app({source!r})\ndef test_it(synth_task_app):\n    pass\n"
+    )
+    assert f"@pytest.mark.synth_task_app on test_marks.py::test_it: {problem}" in text
+    assert f"hint: {hint}" in text
