@@ -423,11 +423,7 @@ def resolve_settings(
         if problem is not None:
             problems.append(ConfigProblem(f"env:{name}", problem, f"set {name} to the key itself"))
     if problems:
-        raise SynthUsageError(
-            problems,
-            subject="pytest-synth-rl settings",
-            hint="fix the option, environment variable or ini key named above",
-        )
+        raise SynthUsageError(problems, subject="pytest-synth-rl settings")  # each names its own fix
     return SynthSettings(
         **values,
         api_key=Secret(api_key) if api_key else None,
