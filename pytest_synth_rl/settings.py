@@ -397,6 +397,11 @@ def resolve_settings(
     for spec in OPTIONS:
         layers: list[tuple[str, Any]] = []
         cli_value = cli.get(spec.name)
+        if isinstance(cli_value, str) and not cli_value.strip():
+            # ``--synth-backend=$URL`` with the variable unset: never quietly the default.
+            hint = "give a value, or leave the option out for the default (an unset shell variable?)"
+            problems.append(ConfigProblem(spec.name, f"{spec.flag}= is empty", hint))
+            continue
         if cli_value is not None and not (spec.is_flag and cli_value is False):
             layers.append(("cli", cli_value))
         for var in spec.env:

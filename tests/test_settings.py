@@ -238,3 +238,15 @@ def test_a_key_no_http_header_can_carry_is_refused_without_showing_it(
     assert f"env:{name}: {problem}" in str(info.value)
     assert f"(hint: set {name} to the key itself)" in str(info.value)
     assert key not in str(info.value)
+
+
+def test_an_empty_command_line_value_is_refused_not_taken_as_the_default() -> None:
+    # Before: --synth-backend= (an unset $URL) quietly ran offline.
+    with pytest.raises(SynthUsageError) as info:
+        resolve_settings(cli={"backend": "", "timeout": " "}, env={}, ini={})
+    assert info.value.keys == ["backend", "timeout"]
+    assert (
+        "backend: --synth-backend= is empty (hint: give a value, or leave the option out for the default "
+        "(an unset shell variable?))"
+    ) in str(info.value)
+    assert resolve_settings(cli={}, env={"SYNTH_TIMEOUT": ""}, ini={}).timeout == 7200.0  # empty env: unset
