@@ -20,7 +20,6 @@ from typing import Any, Literal
 
 from .errors import ConfigProblem, SynthUsageError
 from .masking import Secret, key_problem
-from .support.http_urls import http_url_problem
 
 __all__ = [
     "DEFAULT_BACKEND_URL",
@@ -89,6 +88,8 @@ def _backend(raw: Any) -> str:
     text = str(raw).strip()
     if text.lower() in _MOCK_WORDS:
         return text
+    from .support.http_urls import http_url_problem  # only for a backend that is not the fake
+
     problem = http_url_problem(text, "https://api.usesynth.ai")
     if problem is None:
         return text
@@ -103,6 +104,8 @@ def _http_url(raw: Any) -> str | None:
     text = _text(raw)
     if text is None:
         return None
+    from .support.http_urls import http_url_problem  # only when a task app URL is given
+
     problem = http_url_problem(text, "http://127.0.0.1:8001")
     if problem is not None:
         raise ValueError(problem)
