@@ -10,28 +10,55 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["format_duration", "reward_curve_line", "sparkline", "status_timeline", "table"]
+__all__ = [
+    "format_duration",
+    "format_reward",
+    "reward_curve_line",
+    "sparkline",
+    "status_timeline",
+    "table",
+]
 
 _BARS = "▁▂▃▄▅▆▇█"
 
 
+def _mean(values: Sequence[float]) -> float:
+    """The mean of finite *values*, finite too: when their sum overflows (two of 1e308), each
+    is divided before summing, clamped within the values against rounding past the largest float."""
+    total = sum(values)
+    if math.isfinite(total):
+        return total / len(values)
+    shares = sum(v / len(values) for v in values)
+    return min(max(values), max(min(values), shares))
+
+
 def sparkline(values: Sequence[float], width: int = 40) -> str:
-    """A one-line bar chart of *values* (downsampled to *width* buckets by averaging)."""
+    """A one-line bar chart of *values* (downsampled to *width* buckets by averaging); any
+    finite values, however large, chart (NaN and infinities are left out)."""
     numbers = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
     if not numbers:
         return ""
     if len(numbers) > width:
         size = len(numbers) / width
         numbers = [
-            sum(chunk) / len(chunk)
+            _mean(chunk)
             for i in range(width)
             if (chunk := numbers[int(i * size) : max(int((i + 1) * size), int(i * size) + 1)])
         ]
     low, high = min(numbers), max(numbers)
-    if high - low < 1e-12:
+    # Halves, not the values: 1e308 - -1e308 overflows to inf (and the bar index to NaN); the
+    # difference of the halves of two finite floats never does.
+    half_span = high / 2 - low / 2
+    if half_span < 0.5e-12:
         return _BARS[len(_BARS) // 2] * len(numbers)
-    scale = (len(_BARS) - 1) / (high - low)
-    return "".join(_BARS[round((v - low) * scale)] for v in numbers)
+    scale = (len(_BARS) - 1) / half_span
+    return "".join(_BARS[round((v / 2 - low / 2) * scale)] for v in numbers)
+
+
+def format_reward(value: float) -> str:
+    """A reward for a table or message: three decimals, or four significant digits once it is
+    too large for decimals to read (1e308 would otherwise print 309 digits)."""
+    return f"{value:.3f}" if abs(value) < 1e6 else f"{value:.4g}"
 
 
 def format_duration(seconds: float | None) -> str:
@@ -74,8 +101,8 @@ def reward_curve_line(rewards: Sequence[float]) -> str:
     if not rewards:
         return "(no rewards reported)"
     return (
-        f"first {rewards[0]:.3f} -> last {rewards[-1]:.3f} "
-        f"(max {max(rewards):.3f}, n={len(rewards)}) {sparkline(rewards)}"
+        f"first {format_reward(rewards[0])} -> last {format_reward(rewards[-1])} "
+        f"(max {format_reward(max(rewards))}, n={len(rewards)}) {sparkline(rewards)}"
     )
 
 

@@ -9,6 +9,7 @@ fixtures may finish from several threads) and renders them. Nothing here needs p
 from __future__ import annotations
 
 import json
+import math
 import os
 import reprlib
 import threading
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .masking import redact
-from .render import format_duration, sparkline, table
+from .render import format_duration, format_reward, sparkline, table
 
 __all__ = ["JOB_PROPERTY", "JobRecord", "RunReport", "job_record", "mermaid_chart", "status_runs"]
 
@@ -51,10 +52,37 @@ class JobRecord:
         return "status unknown" if self.job_id else "not submitted"
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        """The row as standard JSON: a NaN or infinity (a backend can send one) is written as null,
+        and left out of the reward curve, since JSON has no such numbers and readers refuse them."""
+        data: dict[str, Any] = _finite(asdict(self))
+        data["rewards"] = [r for r in data["rewards"] if r is not None]
         if data["error"]:
             data["error"] = redact(data["error"])
         return data
+
+
+def _finite(value: Any) -> Any:
+    """*value* (a row's dicts and lists) with every NaN and infinity replaced by None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite(item) for item in value]
+    return value
+
+
+def _non_finite(row: dict[str, Any]) -> tuple[str, float] | None:
+    """The first NaN or infinity in a job *row* read from JSON, as ``(path, value)``: in a number
+    field, a reward or a timeline run's seconds (JSON has no such numbers; Python reads them)."""
+    pending: list[tuple[str, Any]] = [(f".{name}", row[name]) for name in reversed(list(row))]
+    while pending:
+        path, value = pending.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return path, value
+        if isinstance(value, list):
+            pending.extend((f"{path}[{i}]", item) for i, item in reversed(list(enumerate(value))))
+    return None
 
 
 def job_record(
@@ -169,7 +197,7 @@ _ROW_TYPES = {
     "wall_seconds": "a number or null",
     "error": "a string or null",
     "cancelled_by_plugin": "true or false",
-    "timeline": "a list of lists",
+    "timeline": "a list of [status, first_seconds, last_seconds] runs",
 }
 
 
@@ -182,9 +210,39 @@ def _has_type(value: object, kind: str) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if kind == "a list of numbers":
         return isinstance(value, list) and all(_has_type(item, "a number") for item in value)
-    if kind == "a list of lists":
-        return isinstance(value, list) and all(isinstance(item, list) for item in value)
+    if kind.endswith(" runs"):
+        return isinstance(value, list) and all(_is_run(item) for item in value)
     return isinstance(value, bool)
+
+
+def _is_run(item: object) -> bool:
+    """``[status, first_seconds, last_seconds]``, as written (a list nested deeper is not; null
+    seconds are what :meth:`JobRecord.to_json` writes for a NaN)."""
+    return (
+        isinstance(item, list)
+        and len(item) == 3
+        and isinstance(item[0], str)
+        and all(_has_type(seconds, "a number or null") for seconds in item[1:])
+    )
+
+
+def _row_problem(job: Any) -> str | None:
+    """What is wrong with one job row read from JSON (to follow ``jobs[i]``), or None."""
+    if not isinstance(job, dict) or "test_id" not in job:
+        return " is not a job row (no test_id)"
+    unknown = sorted(set(job) - set(JobRecord.__dataclass_fields__))
+    if unknown:
+        return f" has unknown keys {', '.join(unknown)}"
+    for name, kind in _ROW_TYPES.items():
+        if name in job and not _has_type(job[name], kind):
+            return f".{name} is {reprlib.repr(job[name])}, expected {kind}"
+    bad = _non_finite(job)
+    if bad is not None:
+        return (
+            f"{bad[0]} is {json.dumps(bad[1])}, expected a finite number (standard JSON has no NaN "
+            "or Infinity; a report holding one cannot be written again)"
+        )
+    return None
 
 
 class RunReport:
@@ -223,7 +281,7 @@ class RunReport:
                     if r.clock_seconds is not None
                     else "-",
                     format_duration(r.wall_seconds),
-                    f"{r.final_reward:.3f}" if r.final_reward is not None else "-",
+                    format_reward(r.final_reward) if r.final_reward is not None else "-",
                     sparkline(r.rewards, width=20) or "-",
                 ]
             )
@@ -261,17 +319,10 @@ class RunReport:
         if data.get("version") != 1:
             raise ValueError(f"{where}: report format version {data.get('version')!r}; this reads version 1")
         report = cls(mode=str(data.get("mode", "offline")), backend=str(data.get("backend", "")))
-        known = set(JobRecord.__dataclass_fields__)
         for index, job in enumerate(data["jobs"]):
-            if not isinstance(job, dict) or "test_id" not in job:
-                raise ValueError(f"{where}: jobs[{index}] is not a job row (no test_id)")
-            unknown = sorted(set(job) - known)
-            if unknown:
-                raise ValueError(f"{where}: jobs[{index}] has unknown keys {', '.join(unknown)}")
-            for name, kind in _ROW_TYPES.items():
-                if name in job and not _has_type(job[name], kind):
-                    shown = reprlib.repr(job[name])
-                    raise ValueError(f"{where}: jobs[{index}].{name} is {shown}, expected {kind}")
+            problem = _row_problem(job)
+            if problem is not None:
+                raise ValueError(f"{where}: jobs[{index}]{problem}")
             report.add(JobRecord(**{"job_id": None, "status": None, "backend": "", **job}))
         return report
 
@@ -292,7 +343,8 @@ class RunReport:
         """Write the JSON report atomically (a reader never sees half a file)."""
         from .support.files import atomic_write_text
 
-        return atomic_write_text(path, redact(json.dumps(self.to_json(), indent=2, sort_keys=True)) + "\n")
+        text = json.dumps(self.to_json(), indent=2, sort_keys=True, allow_nan=False)  # never a NaN
+        return atomic_write_text(path, redact(text) + "\n")
 
     def append_github_summary(self, path: str | os.PathLike[str]) -> None:
         with open(path, "a", encoding="utf-8") as handle:

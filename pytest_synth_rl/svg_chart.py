@@ -52,15 +52,20 @@ def reward_chart_svg(
     rewards, baseline = _finite(rewards), _finite(baseline)
     values = rewards + baseline
     low, high = (min(values), max(values)) if values else (0.0, 1.0)
-    if high - low < 1e-12:
+    # Halves, not the values: 1e308 - -1e308 overflows to inf (and every y to NaN); the
+    # difference of the halves of two finite floats never does.
+    half_span = high / 2 - low / 2
+    if half_span < 0.5e-12:
         low, high = low - 0.5, high + 0.5
+        half_span = high / 2 - low / 2  # still 0 when 0.5 is lost in a value as large as 1e17
     steps = max(len(rewards), len(baseline), 2)
 
     def x(index: int) -> float:  # index 0 is step 1
         return LEFT + (RIGHT - LEFT) * index / (steps - 1)
 
     def y(value: float) -> float:
-        return BOTTOM - (BOTTOM - TOP) * (value - low) / (high - low)
+        share = (value / 2 - low / 2) / half_span if half_span else 0.5  # a flat curve: mid-height
+        return BOTTOM - share * (BOTTOM - TOP)
 
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="synth-reward-chart" width="{WIDTH}" '

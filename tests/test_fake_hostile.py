@@ -160,6 +160,62 @@ def test_the_largest_scenario_runs_and_the_fake_answers_after_it(
     assert client.get("/_fake/clock").status_code == 200
 
 
+#: Finite rewards past the bound, and the entry each error names. Before, every one was taken: a
+#: step's loss or the job's mean reward overflowed to inf, and from then on every status poll of
+#: the job answered 500 (JSON has no inf).
+HUGE_CURVES = [
+    ([1e308, -1e308], "entry [0] is 1e+308"),
+    ([1e308, 1e308], "entry [0] is 1e+308"),
+    ([1.7e308, 1.7e308], "entry [0] is 1.7e+308"),
+    ([0.5, -1_000_000_000_001], "entry [1] is -1000000000001"),
+]
+
+
+@pytest.mark.parametrize(("curve", "entry"), HUGE_CURVES)
+def test_a_reward_curve_past_the_bound_gets_a_422_and_the_fake_stays_healthy(
+    served: tuple[FakeSynthBackend, httpx.Client], curve: list[float], entry: str
+) -> None:
+    fake, client = served
+    answer = client.post("/_fake/scenario", json={"job": "next", "steps": 2, "reward_curve": curve})
+    assert answer.status_code == 422
+    assert answer.json()["detail"] == [
+        {
+            "loc": "Scenario.reward_curve",
+            "msg": f"{entry}; expected a finite number from -1e+12 to 1e+12",
+            "hint": "give one number per step, e.g. [0.1, 0.4, 0.8]",
+        }
+    ]
+    job_id = client.post("/api/rl/jobs", json=rl_payload()).json()["id"]
+    assert fake.job(job_id).scenario == Scenario()  # the refused script was not queued
+    client.post("/_fake/clock/advance", json={"seconds": 60})
+    polled = [client.get(f"/api/rl/jobs/{job_id}") for _ in range(3)]
+    assert [(p.status_code, p.json()["status"]) for p in polled] == [(200, "succeeded")] * 3
+
+
+def test_rewards_at_the_bound_run_to_the_end_and_past_it_are_refused(
+    served: tuple[FakeSynthBackend, httpx.Client],
+) -> None:
+    _, client = served
+    past = {"steps": 1, "reward_curve": [1e12 * (1 + 1e-9)]}
+    assert client.post("/_fake/scenario", json=past).status_code == 422
+    at_bound = {"job": "next", "steps": 3, "polls": 5, "reward_curve": [1e12, -1e12, -1e12]}
+    assert client.post("/_fake/scenario", json=at_bound).status_code == 200
+    job_id = client.post("/api/rl/jobs", json=rl_payload()).json()["id"]
+    polled = [client.get(f"/api/rl/jobs/{job_id}") for _ in range(5)]
+    assert [p.status_code for p in polled] == [200] * 5
+    body = polled[-1].json()
+    assert (body["status"], body["final_reward"]) == ("succeeded", -1e12)
+    assert body["metrics"] == {"reward": -1e12, "loss": 1000000000001.0}  # (1 + 1e12) * 2 / sqrt(4)
+    assert body["results"]["metrics"] == {
+        "final_reward": -1e12,
+        "mean_reward": -333333333333.3333,
+        "best_reward": 1e12,
+        "steps": 3,
+        "rollouts": 0,
+        "eval": {"3": -1e12},
+    }
+
+
 # -- admin routes need the key ------------------------------------------------------------------
 ADMIN_CALLS = [
     ("GET", "/_fake"),

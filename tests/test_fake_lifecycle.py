@@ -291,6 +291,26 @@ def test_bad_scenarios_name_the_field(fields: dict[str, object], key: str) -> No
     assert key in caught.value.keys
 
 
+@pytest.mark.parametrize(
+    ("curve", "entry"),
+    [
+        ([1e308, -1e308], "entry [0] is 1e+308"),
+        ([0.5, float("-inf")], "entry [1] is -inf"),
+        ([0.5, 10**400], f"entry [1] is {'1' + '0' * 39}"),
+        ([0.5, "high"], "entry [1] is 'high'"),
+    ],
+)
+def test_a_reward_curve_entry_past_the_bound_is_named_with_the_bound(curve: list[object], entry: str) -> None:
+    with pytest.raises(SynthUsageError) as caught:
+        Scenario(steps=2, reward_curve=curve)  # type: ignore[arg-type]
+    assert str(caught.value) == (
+        f"invalid arguments: Scenario.reward_curve: {entry}; expected a finite number from -1e+12 to "
+        "1e+12 (hint: give one number per step, e.g. [0.1, 0.4, 0.8])\n"
+        "  hint: see the Scenario docstring in pytest_synth_rl.fake"
+    )
+    assert Scenario(steps=2, reward_curve=[1e12, -1e12]).reward_curve == [1e12, -1e12]  # inclusive
+
+
 def test_scenario_and_fields_together_is_an_error(fake: FakeSynthBackend) -> None:
     with pytest.raises(SynthUsageError, match="either a Scenario or keyword fields"):
         fake.scenario(Scenario(), steps=3)

@@ -217,6 +217,8 @@ def _broken_app(kind: str, release: threading.Event) -> FastAPI:
             }
         if kind == "legacy_044":
             return {"run_id": body["run_id"], "metrics": {"reward_mean": 0.25, "num_steps": 1}}
+        if kind == "huge_reward":
+            return {"trace_correlation_id": trace, "reward_info": {"outcome_reward": 1e308}}
         raise AssertionError(kind)
 
     return app
@@ -271,6 +273,24 @@ def test_a_broken_task_app_fails_the_job_with_a_clear_message(
     assert failed["data"]["seed"] == 0
     assert failed["data"]["step"] == 1
     assert backend.job(job_id).rollouts[0].error == error  # seed order: the first failed seed
+
+
+def test_a_rollout_reward_past_the_bound_fails_the_job_naming_the_field(
+    backend: FakeSynthBackend, client: httpx.Client, broken: Any
+) -> None:
+    # Before, four rollouts of 1e308 averaged to inf and the job's status could not be sent.
+    url = broken("huge_reward")
+    backend.scenario(steps=2, duration=300.0)
+    job_id = submit(client, backend, rl_payload(url))
+    body, _ = poll_to_end(client, backend, job_id)
+    run_id = f"{job_id}-rl-s1-0"
+    assert (body["status"], body["final_reward"]) == ("failed", None)
+    assert body["error"] == (
+        f"task app rollout failed at step 1 (rl; seed 0, run_id {run_id}, trace_correlation_id "
+        f"trace_{run_id}): POST {url}/rollout: reward_info.outcome_reward is 1e+308 (float); expected "
+        "a finite number from -1e+12 to 1e+12 (hint: set reward_info.outcome_reward to a float from "
+        "-1e+12 to 1e+12)"
+    )
 
 
 def test_unreachable_task_app_fails_the_job(backend: FakeSynthBackend, client: httpx.Client) -> None:
@@ -336,6 +356,32 @@ def test_extract_reward_reads_every_era(metrics: dict[str, Any], expected: float
 def test_extract_reward_explains_what_is_wrong(metrics: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         extract_reward(metrics)
+
+
+@pytest.mark.parametrize(
+    ("metrics", "message"),
+    [
+        (
+            {"outcome_reward": 1e308},
+            "metrics.outcome_reward is 1e+308 (float); expected a finite number from -1e+12 to 1e+12",
+        ),
+        (
+            {"reward_mean": -(10**400)},
+            f"metrics.reward_mean is -{'1' + '0' * 78} (int); expected a finite number from -1e+12 to 1e+12",
+        ),
+        (
+            {"episode_returns": [1e308, 1e308]},
+            "metrics.episode_returns must hold only numbers, each a finite number from -1e+12 to 1e+12, "
+            "got [1e+308, 1e+308]",
+        ),
+    ],
+)
+def test_extract_reward_refuses_rewards_past_the_bound(metrics: dict[str, Any], message: str) -> None:
+    # Before, 1e308 was taken (a mean of two is inf), and a huge int raised OverflowError.
+    with pytest.raises(ValueError, match="from -1e\\+12 to 1e\\+12") as raised:
+        extract_reward(metrics)
+    assert str(raised.value) == message
+    assert extract_reward({"outcome_reward": -1e12, "episode_returns": [1e308]}) == -1e12  # inclusive
 
 
 def test_stub_model_stops_with_the_fake(client: httpx.Client, example_task_app: InProcessTaskApp) -> None:

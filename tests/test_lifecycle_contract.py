@@ -275,6 +275,27 @@ def test_a_reward_curve_returning_a_non_number_fails_the_job_with_the_reason(
     assert job.error == "step stage raised TypeError: reward_curve(1) returned 'high'; expected a float"
 
 
+@pytest.mark.parametrize(
+    ("value", "shown"), [(1e308, "1e+308"), (float("nan"), "nan"), (-(10**13), "-10000000000000")]
+)
+def test_a_reward_curve_returning_a_reward_past_the_bound_fails_the_job_with_the_reason(
+    fake: FakeSynthBackend, client: httpx.Client, value: float, shown: str
+) -> None:
+    # Before, 1e308 ran: the job's mean reward overflowed to inf and its status could not be sent.
+    fake.scenario(immediate=True, steps=2, reward_curve=lambda step: value)
+    job = fake.job(submit(client, fake))
+    assert job.error == (
+        f"step stage raised ValueError: reward_curve(1) returned {shown}; expected a finite number "
+        "from -1e+12 to 1e+12"
+    )
+    body = status(client, fake, job.id)
+    assert (body["status"], body["final_reward"], body["results"]["metrics"]["mean_reward"]) == (
+        "failed",
+        None,
+        None,
+    )
+
+
 # -- evaluations ------------------------------------------------------------------------------
 def test_every_n_iters_one_evaluates_after_every_step(fake: FakeSynthBackend, client: httpx.Client) -> None:
     fake.scenario(immediate=True, steps=3, reward_curve=[0.25, 0.5, 0.75])

@@ -55,6 +55,20 @@ def test_short_reward_curve_says_which_steps_to_pass(pytester: pytest.Pytester) 
     assert "pass steps=3, or give one reward per step" in text
 
 
+def test_a_reward_curve_past_the_bound_is_a_marker_error(pytester: pytest.Pytester) -> None:
+    # Before, the test ran and its teardown errored: "Out of range float values are not JSON compliant".
+    text = _run(
+        pytester,
+        "@pytest.mark.synth_scenario(steps=2, reward_curve=[1e308, -1e308])\ndef test_it():\n    pass\n",
+    )
+    assert (
+        "@pytest.mark.synth_scenario on test_marks.py::test_it: reward_curve: entry [0] is 1e+308; "
+        "expected a finite number from -1e+12 to 1e+12\n"
+        "  hint: give one number per step, e.g. [0.1, 0.4, 0.8]"
+    ) in text
+    assert "JSON compliant" not in text
+
+
 def test_config_of_the_wrong_type_is_named(pytester: pytest.Pytester) -> None:
     text = _run(pytester, "@pytest.mark.synth_rl(config=123)\ndef test_it(synth_rl_config):\n    pass\n")
     assert "@pytest.mark.synth_rl on test_marks.py::test_it: config=123 is not a path" in text

@@ -63,6 +63,97 @@ def test_a_job_row_of_the_wrong_shape_names_the_file_and_field(tmp_path: Path) -
         merge_reports([odd])
 
 
+def test_a_timeline_nested_deeper_than_runs_is_refused(tmp_path: Path) -> None:
+    # Before, it was read, and writing the merged report then failed with a RecursionError.
+    deep = tmp_path / "deep.json"
+    deep.write_text(json.dumps({"version": 1, "jobs": [{"test_id": "t", "timeline": [[["queued", 0, 1]]]}]}))
+    with pytest.raises(MergeError) as raised:
+        merge_reports([deep])
+    assert raised.value.message == (
+        f"shard report {deep}: jobs[0].timeline is [[['queued', 0, 1]]], expected a list of "
+        "[status, first_seconds, last_seconds] runs"
+    )
+
+
+def test_large_finite_rewards_merge_into_a_table_a_summary_and_a_report(tmp_path: Path) -> None:
+    # Before, the reward curve's span overflowed: "ValueError: cannot convert float NaN to integer".
+    report = RunReport(mode="offline", backend="b")
+    rewards = [1e308, 1e308, 1e308, -1e308]
+    report.add(JobRecord("t.py::a", "job_rl_000001", "succeeded", "b", final_reward=1e308, rewards=rewards))
+    huge = report.write_json(tmp_path / "huge.json")
+    merged, summary = tmp_path / "merged.json", tmp_path / "summary.md"
+    command = ["merge", str(huge), "--report", str(merged), "--summary", str(summary)]
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest_synth_rl", *command],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (run.returncode, run.stderr) == (0, "")
+    assert (
+        run.stdout.splitlines()[2] == "t.py::a  job_rl_000001  succeeded  -         -     1e+308        ███▁"
+    )
+    assert json.loads(merged.read_text())["jobs"][0]["rewards"] == rewards
+    assert '    y-axis "reward" -1e+308 --> 1e+308' in summary.read_text().splitlines()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "written", "path"),
+    [
+        ("final_reward", float("nan"), "NaN", "final_reward"),
+        ("clock_seconds", float("inf"), "Infinity", "clock_seconds"),
+        ("rewards", [0.5, 0.75, float("-inf")], "-Infinity", "rewards[2]"),
+        (
+            "timeline",
+            [["running", 0.0, 50.0], ["succeeded", float("inf"), 60.0]],
+            "Infinity",
+            "timeline[1][1]",
+        ),
+    ],
+)
+def test_a_shard_holding_nan_or_infinity_is_refused_naming_the_file_and_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str, value: object, written: str, path: str
+) -> None:
+    # Before, a NaN final reward was merged (the table showed "nan") and --report wrote NaN back.
+    shard = tmp_path / "shard.json"
+    row = {"test_id": "t.py::a", "job_id": "job_rl_000001", "status": "succeeded", field: value}
+    shard.write_text(json.dumps({"version": 1, "jobs": [row]}))  # Python writes NaN and Infinity
+    out = tmp_path / "out.json"
+    assert cli(["merge", str(shard), "--report", str(out)]) == 2
+    assert _error(capsys) == (
+        f"error: shard report {shard}: jobs[0].{path} is {written}, expected a finite number (standard "
+        "JSON has no NaN or Infinity; a report holding one cannot be written again)\n"
+        "  hint: pass files written by --synth-report\n"
+    )
+    assert not out.exists()
+
+
+def test_a_report_never_writes_nan_or_infinity(tmp_path: Path) -> None:
+    # Before, a NaN reward from a backend was written as NaN, which no JSON parser but Python's reads.
+    report = RunReport(mode="offline", backend="b")
+    report.add(
+        JobRecord(
+            "t.py::a",
+            "job_rl_000001",
+            "succeeded",
+            "b",
+            final_reward=float("nan"),
+            rewards=[0.5, float("inf"), 0.75],
+            clock_seconds=float("-inf"),
+            timeline=[["running", 0.0, float("nan")]],
+        )
+    )
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} written")
+
+    path = report.write_json(tmp_path / "r.json")
+    [job] = json.loads(path.read_text(), parse_constant=refuse)["jobs"]
+    assert (job["final_reward"], job["rewards"], job["clock_seconds"]) == (None, [0.5, 0.75], None)
+    assert job["timeline"] == [["running", 0.0, None]]
+    assert merge_reports([path]).records[0].rewards == [0.5, 0.75]
+
+
 @pytest.mark.parametrize(
     ("option", "where", "reason"),
     [

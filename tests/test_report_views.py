@@ -161,6 +161,30 @@ def test_mermaid_chart_holds_the_job_points() -> None:
     assert "    line [0, 250, 500, 749, 999]" in long.splitlines()
 
 
+LARGEST = 1.7976931348623157e308
+
+
+def test_rewards_of_any_finite_size_are_charted() -> None:
+    # Before, the span 1e308 - -1e308 overflowed to inf: the sparkline raised "cannot convert float
+    # NaN to integer", the SVG drew y=nan, and a flat 1e308 curve divided by zero.
+    from pytest_synth_rl.render import reward_curve_line, sparkline
+
+    assert sparkline([1e308, -1e308]) == "█▁"
+    assert sparkline([LARGEST] * 40 + [-LARGEST] * 40, width=4) == "██▁▁"  # bucket means stay finite
+    assert (
+        reward_curve_line([1e308, 1e308, 1e308, -1e308])
+        == "first 1e+308 -> last -1e+308 (max 1e+308, n=4) ███▁"
+    )
+    svg = ET.fromstring(reward_chart_svg([1e308, -1e308], baseline=[LARGEST, -LARGEST], failed=True))
+    lines = {line.get("class"): line.get("points") for line in svg.iter(f"{SVG}polyline")}
+    assert lines == {"reward": "56.0,58.8 464.0,131.2", "baseline": "56.0,30.0 464.0,160.0"}
+    assert svg.find(f"{SVG}g[@class='failure']/{SVG}circle").get("cy") == "131.2"  # type: ignore[union-attr]
+    flat = ET.fromstring(reward_chart_svg([1e308, 1e308]))
+    assert [line.get("points") for line in flat.iter(f"{SVG}polyline")] == ["56.0,95.0 464.0,95.0"]
+    chart = mermaid_chart(_record("t", [1e308, -1e308]))
+    assert '    y-axis "reward" -1e+308 --> 1e+308' in chart.splitlines()
+
+
 def test_step_summary_has_one_chart_per_job_with_rewards() -> None:
     report = RunReport()
     report.extend([_record("t::a", [0.1, 0.2]), _record("t::b", []), _record("t::c", [0.3])])

@@ -30,7 +30,6 @@ are not read: the task app is on loopback and the calls must stay there.
 from __future__ import annotations
 
 import json
-import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -48,6 +47,7 @@ from ..support.tls import shared_ssl_context
 from ..taskapp.health import task_app_auth_headers
 from .jobs import RolloutRecord
 from .rollout_feed import RolloutFeed
+from .scenario import MAX_REWARD, REWARD_RANGE, reward_in_range
 
 __all__ = [
     "DEFAULT_MAX_CONCURRENT_ROLLOUTS",
@@ -124,10 +124,9 @@ class RolloutFailure(Exception):
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None
+    """*value* as a reward, or None: a reward is a number within ``±MAX_REWARD``, so no mean or
+    loss over a job can overflow (a huge int is refused, not turned into inf)."""
+    return float(value) if reward_in_range(value) else None
 
 
 def extract_reward(metrics: Any, field: str = "metrics") -> float:
@@ -148,11 +147,13 @@ def extract_reward(metrics: Any, field: str = "metrics") -> float:
                 )
             values = [_number(v) for v in raw]
             if any(v is None for v in values):
-                raise ValueError(f"{field}.episode_returns must contain only numbers, got {raw!r:.80}")
+                raise ValueError(
+                    f"{field}.episode_returns must hold only numbers, each {REWARD_RANGE}, got {raw!r:.80}"
+                )
             return sum(v for v in values if v is not None) / len(values)
         number = _number(raw)
         if number is None:
-            raise ValueError(f"{field}.{key} is {raw!r:.80} ({type(raw).__name__}); expected a finite number")
+            raise ValueError(f"{field}.{key} is {raw!r:.80} ({type(raw).__name__}); expected {REWARD_RANGE}")
         return number
     raise ValueError(
         f"'{field}' has no reward: expected {field}.outcome_reward (or a legacy mean_return, "
@@ -498,7 +499,11 @@ class RolloutDriver:
         try:
             record.reward = extract_reward(parsed[field], field)
         except ValueError as exc:
-            self._fail(record, str(exc), f"set {field}.outcome_reward to a float")
+            self._fail(
+                record,
+                str(exc),
+                f"set {field}.outcome_reward to a float from {-MAX_REWARD:g} to {MAX_REWARD:g}",
+            )
         return record
 
     def _check_echo(self, record: RolloutRecord, sent: Mapping[str, Any], got: Mapping[str, Any]) -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -34,12 +33,15 @@ __all__ = [
     "MAX_ERROR_CHARS",
     "MAX_LABELS",
     "MAX_POLLS",
+    "MAX_REWARD",
     "MAX_STEPS",
     "OUTCOMES",
+    "REWARD_RANGE",
     "RewardCurve",
     "Scenario",
     "Stage",
     "default_reward_curve",
+    "reward_in_range",
 ]
 
 Outcome = Literal["succeeded", "failed", "cancelled", "error"]
@@ -67,7 +69,20 @@ MAX_POLLS = 1_000_000
 #: Most labels, and the longest label key or value (characters).
 MAX_LABELS = 64
 MAX_LABEL_CHARS = 256
-_FLOAT_MAX = sys.float_info.max
+#: Largest reward magnitude the fake takes, from a scenario or a task app's rollout. Far beyond
+#: any real reward, yet small enough that every sum, mean and loss over a whole job stays finite
+#: (1e308 was accepted, and a mean of two overflowed to inf: a status body JSON cannot carry).
+MAX_REWARD = 1e12
+#: The accepted rewards, as messages say it.
+REWARD_RANGE = f"a finite number from {-MAX_REWARD:g} to {MAX_REWARD:g}"
+
+
+def reward_in_range(value: object) -> bool:
+    """Whether *value* is a number (not a bool) within ``[-MAX_REWARD, MAX_REWARD]``; NaN and
+    infinities are not, and a huge int is compared exactly rather than overflowing a float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return -MAX_REWARD <= value <= MAX_REWARD
 
 
 def default_reward_curve(step: int, steps: int) -> float:
@@ -276,12 +291,14 @@ class Scenario:
                         "give one reward per step",
                     )
                 ]
-            if any(
-                isinstance(v, bool) or not isinstance(v, (int, float)) or not -_FLOAT_MAX <= v <= _FLOAT_MAX
-                for v in curve
-            ):
+            bad = next((i for i, v in enumerate(curve) if not reward_in_range(v)), None)
+            if bad is not None:
                 return [
-                    _problem("reward_curve", "list entries must be finite numbers", "e.g. [0.1, 0.4, 0.8]")
+                    _problem(
+                        "reward_curve",
+                        f"entry [{bad}] is {curve[bad]!r:.40}; expected {REWARD_RANGE}",
+                        "give one number per step, e.g. [0.1, 0.4, 0.8]",
+                    )
                 ]
             if isinstance(self.steps, int) and len(curve) < self.steps:
                 return [
@@ -342,12 +359,16 @@ class Scenario:
         return Stage("end", self.steps + 1, step=steps_done, outcome=final)
 
     def scripted_reward(self, step: int) -> float:
-        """Reward for *step* when it does not come from rollouts."""
+        """Reward for *step* when it does not come from rollouts. A callable's value is held to
+        the bounds a list's entries were checked against at construction: out of range, it fails
+        the job (the lifecycle says why) instead of overflowing the job's means."""
         curve = self.reward_curve
         if callable(curve):
             value = curve(step)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise TypeError(f"reward_curve({step}) returned {value!r}; expected a float")
+            if not reward_in_range(value):
+                raise ValueError(f"reward_curve({step}) returned {value!r:.40}; expected {REWARD_RANGE}")
             return float(value)
         if isinstance(curve, Sequence) and not isinstance(curve, str):
             return float(curve[step - 1])
