@@ -162,14 +162,16 @@ def test_a_report_never_writes_nan_or_infinity(tmp_path: Path) -> None:
         ("--report", "good.json/x.json", "{dir}/good.json is a file, not a directory"),
         ("--summary", "good.json/x.md", "{dir}/good.json is a file, not a directory"),
         ("--summary", "nodir/x.md", "directory {dir}/nodir does not exist"),
+        # Before: the slash was dropped and a file named "newdir" written.
+        ("--report", "newdir/", "{dir}/newdir/ ends with a slash, so it names a directory, not a file"),
     ],
 )
 def test_an_output_path_that_cannot_be_written_names_the_option(
     good: Path, capsys: pytest.CaptureFixture[str], option: str, where: str, reason: str
 ) -> None:
     (good.parent / "adir").mkdir()
-    path = good.parent / where
-    assert cli(["merge", str(good), option, str(path)]) == 2
+    path = f"{good.parent / where}{'/' if where.endswith('/') else ''}"
+    assert cli(["merge", str(good), option, path]) == 2
     err = _error(capsys)
     assert f"error: {option} {path}: cannot write there: {reason.format(dir=good.parent)}" in err
     assert f"hint: give {option} a file path" in err

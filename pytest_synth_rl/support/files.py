@@ -113,6 +113,8 @@ def file_path_problem(path: str | os.PathLike[str], *, make_parents: bool = True
     try:
         if target.is_dir():
             return f"{target} is a directory"
+        if str(path).endswith(("/", os.sep)):  # Path() drops the slash: it would write a file "name"
+            return f"{path} ends with a slash, so it names a directory, not a file"
         for parent in target.parents:
             if parent.is_dir():
                 if not make_parents and parent != target.parent:
