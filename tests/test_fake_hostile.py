@@ -97,6 +97,19 @@ def test_a_submitted_payload_with_nan_is_refused_naming_the_field(
 
 
 @pytest.mark.parametrize(
+    ("body", "got"),
+    [(b"", "an empty body"), (b"null", "JSON null"), (b"[1, 2]", "a JSON list"), (b'"rl"', "a JSON str")],
+)
+def test_a_submit_that_is_not_an_object_says_what_it_was(
+    served: tuple[FakeSynthBackend, httpx.Client], body: bytes, got: str
+) -> None:
+    _, client = served
+    answer = client.post("/api/rl/jobs", content=body, headers={"content-type": "application/json"})
+    assert answer.status_code == 422
+    assert answer.json()["detail"][0]["msg"] == f"expected the RL job payload as a JSON object, got {got}"
+
+
+@pytest.mark.parametrize(
     ("fields", "message"),
     [
         (

@@ -112,7 +112,13 @@ def submit(call: Call) -> httpx.Response:
             "with Content-Type: application/json",
         )
     if not isinstance(payload, dict):
-        got = "an empty body" if payload is None else f"a JSON {type(payload).__name__}"
+        got = (
+            "an empty body"
+            if not raw.strip()
+            else "JSON null"
+            if payload is None
+            else f"a JSON {type(payload).__name__}"
+        )
         return json_response(
             422,
             {
