@@ -412,6 +412,11 @@ def resolve_settings(
                 layers.append((f"env:{var}", env[var]))
                 break
         ini_value = ini.get(spec.name)
+        if isinstance(ini_value, (list, tuple)) and ini_value:
+            # pyproject.toml: synth_backend = ["mock"]; every setting takes one value.
+            message = f"ini option {spec.ini}: is a list {list(ini_value)!r}; it takes one value"
+            problems.append(ConfigProblem(spec.name, message, f'write it as {spec.ini} = "{ini_value[0]}"'))
+            continue
         if ini_value not in (None, "", []):
             layers.append(("ini", ini_value))
         if layers:

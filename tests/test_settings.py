@@ -250,3 +250,13 @@ def test_an_empty_command_line_value_is_refused_not_taken_as_the_default() -> No
         "(an unset shell variable?))"
     ) in str(info.value)
     assert resolve_settings(cli={}, env={"SYNTH_TIMEOUT": ""}, ini={}).timeout == 7200.0  # empty env: unset
+
+
+def test_a_list_in_the_ini_is_refused_with_the_one_value_form() -> None:
+    # Before (pyproject.toml: synth_backend = ["mock"]): "got ['mock'] (did you mean 'mock'?)".
+    with pytest.raises(SynthUsageError) as info:
+        resolve_settings(cli={}, env={}, ini={"backend": ["mock"]})
+    assert (
+        "backend: ini option synth_backend: is a list ['mock']; it takes one value "
+        '(hint: write it as synth_backend = "mock")'
+    ) in str(info.value)
