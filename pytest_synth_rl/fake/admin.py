@@ -23,7 +23,7 @@ from .checks import error_text_problem, written
 from .faults import make_fault
 from .handle import FakeJob
 from .scenario import Scenario
-from .store import JobStore
+from .store import JobStore, StoreFull
 from .wire import error_response, json_response, load_json, non_finite_field
 
 __all__ = ["ADMIN_ROUTES", "DETAIL_ITEMS", "MAX_CLOCK_ADVANCE", "handle_admin"]
@@ -231,6 +231,8 @@ def handle_admin(store: JobStore, request: httpx.Request, api_base: str) -> http
         return json_response(
             422, {"detail": [{"loc": p.key, "msg": p.message, "hint": p.hint} for p in exc.problems]}
         )
+    except StoreFull as full:  # no room for another scenario or fault: as a full store's submit
+        return error_response(429, full.code, f"{full.message}; {full.hint}")
     except SynthError as exc:
         return error_response(404, "not_found", str(exc))
     except ValueError as exc:

@@ -15,6 +15,12 @@ Hostile input gets an HTTP answer, never a 500 or a socket held open: a body ove
 read to its end), a body not fully received within the read timeout gets 408, a request target
 longer than :data:`MAX_TARGET_CHARS` gets 414, and one that is not a path gets 400.
 
+Bodies are read whole before the handler sees them (it checks the key, after any injected
+fault), so the bytes held at once are bounded across requests too: every served fake in the
+process shares :data:`MAX_BUFFERED_BYTES`. A request takes its declared length (or each chunk as
+it arrives) from that budget before reading it and gives it back when it is answered, however it
+ends; one that does not fit gets 503 with ``Retry-After``, unread, and its connection is closed.
+
 One behavior needs the server's help: an injected connection fault must look like a connection
 failure to the client, not like an HTTP 500, so the adapter aborts the socket before any byte of
 a response is written.
@@ -34,7 +40,17 @@ import httpx
 from ..support.asgi import Receive, Scope, Send, serve_lifespan
 from .handler import MAX_BODY_BYTES
 
-__all__ = ["DEFAULT_READ_TIMEOUT", "MAX_BODY_BYTES", "MAX_TARGET_CHARS", "MAX_WORKERS", "FakeASGIApp"]
+__all__ = [
+    "BODY_BUDGET",
+    "BUSY_RETRY_AFTER",
+    "DEFAULT_READ_TIMEOUT",
+    "MAX_BODY_BYTES",
+    "MAX_BUFFERED_BYTES",
+    "MAX_TARGET_CHARS",
+    "MAX_WORKERS",
+    "BodyBudget",
+    "FakeASGIApp",
+]
 
 T = TypeVar("T")
 
@@ -45,6 +61,12 @@ MAX_WORKERS = 64
 #: Longest request target (path and query) the fake takes, in characters. Its routes need well
 #: under a hundred; httpx, which the handler's request is built with, refuses URLs over 65,536.
 MAX_TARGET_CHARS = 8 * 1024
+#: Request body bytes every served fake in the process holds at once (read or being read, until
+#: answered): six of the largest bodies. Without it, each open connection could hold
+#: :data:`MAX_BODY_BYTES` before any key is checked (100 connections took 1 GB).
+MAX_BUFFERED_BYTES = 64 * 2**20
+#: Seconds a request refused for want of budget is told to wait (``Retry-After``).
+BUSY_RETRY_AFTER = 1
 
 
 def _abort_connection(send: Send) -> bool:
@@ -62,6 +84,60 @@ class _TooLarge(Exception):
     """The body is over the limit: ``str()`` says how large it is, as far as the fake knows."""
 
 
+class _Busy(Exception):
+    """The body does not fit in what :data:`BODY_BUDGET` has left: ``str()`` says how large it is."""
+
+
+class BodyBudget:
+    """The request body bytes held at once, process-wide, against :data:`MAX_BUFFERED_BYTES`.
+
+    Shared by every served fake (each runs its own event loop thread), hence the lock; taking
+    never waits, so the event loop never blocks on it.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held = 0
+
+    @property
+    def held(self) -> int:
+        """Bytes taken and not yet given back."""
+        with self._lock:
+            return self._held
+
+    def take(self, size: int) -> bool:
+        """Take *size* bytes if they fit under :data:`MAX_BUFFERED_BYTES` (read at each call)."""
+        with self._lock:
+            if self._held + size > MAX_BUFFERED_BYTES:
+                return False
+            self._held += size
+            return True
+
+    def give(self, size: int) -> None:
+        with self._lock:
+            self._held -= size
+
+
+BODY_BUDGET = BodyBudget()
+
+
+class _Holding:
+    """What one request took from :data:`BODY_BUDGET`, to give back when it is answered."""
+
+    def __init__(self) -> None:
+        self.taken = 0
+
+    def take(self, size: int, what: str) -> None:
+        """Take *size* more bytes; :class:`_Busy` (saying *what* is that large) if they do not fit."""
+        if size and not BODY_BUDGET.take(size):
+            raise _Busy(what)
+        self.taken += size
+
+    def give_back(self) -> None:
+        BODY_BUDGET.give(self.taken)
+        self.taken = 0
+
+
 def _declared_length(scope: Scope) -> int | None:
     """The request's ``Content-Length`` (None when absent; the server already refused a bad one)."""
     for name, value in scope.get("headers", []):
@@ -70,16 +146,20 @@ def _declared_length(scope: Scope) -> int | None:
     return None
 
 
-async def _read_limited(receive: Receive, scope: Scope, limit: int) -> bytes:
-    """The whole body; :class:`_TooLarge` as soon as it is known to be over *limit* bytes.
+async def _read_limited(receive: Receive, scope: Scope, limit: int, holding: _Holding) -> bytes:
+    """The whole body; :class:`_TooLarge` as soon as it is known to be over *limit* bytes,
+    :class:`_Busy` as soon as it is known not to fit in :data:`BODY_BUDGET`.
 
-    Known from ``Content-Length`` before a byte is read, else (chunked) once more than *limit*
-    bytes arrived: the rest is never read, so an endless body costs the fake *limit* bytes and
-    the time they take to arrive, not the read timeout.
+    Known from ``Content-Length`` before a byte is read (the whole length is taken from the
+    budget then), else (chunked) once more than *limit* bytes arrived, or a chunk that does not
+    fit: the rest is never read, so an endless body costs the fake *limit* bytes and the time
+    they take to arrive, not the read timeout.
     """
     declared = _declared_length(scope)
     if declared is not None and declared > limit:
         raise _TooLarge(f"{declared} bytes")
+    if declared is not None:
+        holding.take(declared, f"{declared} bytes")
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -90,16 +170,20 @@ async def _read_limited(receive: Receive, scope: Scope, limit: int) -> bytes:
         size += len(chunk)
         if size > limit:
             raise _TooLarge(f"more than {limit} bytes (read no further)")
+        if declared is None:
+            holding.take(len(chunk), f"at least {size} bytes (read no further)")
         chunks.append(chunk)
         if not event.get("more_body", False):
             break
     return b"".join(chunks)
 
 
-async def _plain_answer(send: Send, status: int, code: str, message: str) -> None:
+async def _plain_answer(
+    send: Send, status: int, code: str, message: str, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
     """An error answer in the fake's JSON shape, sent straight from the event loop."""
     body = json.dumps({"detail": {"error": {"code": code, "message": message}}}).encode()
-    headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
+    headers = [(b"content-type", b"application/json"), (b"connection", b"close"), *(extra or [])]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -167,26 +251,24 @@ class FakeASGIApp:
                 "as /api/rl/jobs/<job id>, take short ids and a few query parameters)",
             )
             return
+        holding = _Holding()
         try:
-            body = await asyncio.wait_for(_read_limited(receive, scope, self.max_body), self.read_timeout)
-        except _TooLarge as exc:
-            # Answered without reading the rest; ``connection: close`` makes the server close
-            # the connection after the answer, and the unread rest with it.
-            await _plain_answer(
-                send,
-                413,
-                "body_too_large",
-                f"the request body is {exc}; this fake backend accepts at most {self.max_body} bytes",
-            )
-            return
-        except asyncio.TimeoutError:
-            await _plain_answer(
-                send,
-                408,
-                "request_timeout",
-                f"the request body did not arrive within {self.read_timeout:g}s; send the whole request",
-            )
-            return
+            response = await self._handle(scope, receive, send, holding)
+        finally:
+            # However the request ended (answered, refused, timed out, cancelled by a stop), its
+            # body is no longer held: the next request may take its bytes.
+            holding.give_back()
+        if response is not None:
+            await self._respond(response, receive, send)
+
+    async def _handle(
+        self, scope: Scope, receive: Receive, send: Send, holding: _Holding
+    ) -> httpx.Response | None:
+        """The handler's response; None when the request was answered here (its body refused
+        or late, its target not a path, or an injected connection fault)."""
+        body = await self._read_body(scope, receive, send, holding)
+        if body is None:
+            return None
         request = self._to_request(scope, body)
         if request is None:
             target = scope.get("raw_path") or b""
@@ -197,21 +279,60 @@ class FakeASGIApp:
                 f"the request target {target[:80]!r} is not a path; send an origin-form target "
                 "such as /api/rl/jobs",
             )
-            return
+            return None
         try:
-            response = await self._off_loop(self.handler, request)
+            return await self._off_loop(self.handler, request)
         except httpx.ConnectError:
             if _abort_connection(send):
                 # Let the transport notice it is closed before uvicorn looks at the cycle.
                 for _ in range(3):
                     await asyncio.sleep(0)
-                return
+                return None
             # No socket to abort: start a response and end it early, which clients also see
             # as a broken connection.
             await send(
                 {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"100")]}
             )
-            return
+            return None
+
+    async def _read_body(self, scope: Scope, receive: Receive, send: Send, holding: _Holding) -> bytes | None:
+        """The whole body, taken from :data:`BODY_BUDGET` into *holding*; None when it was
+        answered instead (413 too large, 503 no room in the budget, 408 too slow)."""
+        # A body larger than the whole budget would never fit: too large, not "retry later".
+        limit = min(self.max_body, MAX_BUFFERED_BYTES)
+        try:
+            return await asyncio.wait_for(_read_limited(receive, scope, limit, holding), self.read_timeout)
+        except _TooLarge as exc:
+            # Answered without reading the rest; ``connection: close`` makes the server close
+            # the connection after the answer, and the unread rest with it.
+            await _plain_answer(
+                send,
+                413,
+                "body_too_large",
+                f"the request body is {exc}; this fake backend accepts at most {limit} bytes",
+            )
+        except _Busy as exc:
+            held = BODY_BUDGET.held - holding.taken
+            await _plain_answer(
+                send,
+                503,
+                "too_many_bodies",
+                f"the request body is {exc}, and this fake backend already holds {held} bytes of "
+                f"other requests' bodies: it holds at most {MAX_BUFFERED_BYTES} bytes of request "
+                f"bodies at once, across connections. Retry after {BUSY_RETRY_AFTER}s (Retry-After), "
+                "or send fewer large bodies at once",
+                [(b"retry-after", str(BUSY_RETRY_AFTER).encode())],
+            )
+        except asyncio.TimeoutError:
+            await _plain_answer(
+                send,
+                408,
+                "request_timeout",
+                f"the request body did not arrive within {self.read_timeout:g}s; send the whole request",
+            )
+        return None
+
+    async def _respond(self, response: httpx.Response, receive: Receive, send: Send) -> None:
         headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.multi_items()]
         try:
             content = response.content

@@ -49,8 +49,11 @@ from .wire import RecordedRequest
 
 __all__ = [
     "MAX_ENV_KEY_BYTES",
+    "MAX_FAULTS",
     "MAX_JOBS",
     "MAX_JOB_DATA",
+    "MAX_SCRIPTED",
+    "MAX_SCRIPTED_DATA",
     "PACING_MODES",
     "REQUEST_LOG_SIZE",
     "SEALED_BOX_ALG",
@@ -62,6 +65,7 @@ __all__ = [
     "RolloutsMode",
     "StoreFull",
     "job_size",
+    "scripted_size",
 ]
 
 RolloutsMode = Literal["auto"] | bool
@@ -90,6 +94,19 @@ _PAYLOAD_FACTOR = 24
 _STEP_BYTES = 640
 #: Ids of forgotten jobs remembered, to tell "evicted" from "never existed" in a 404.
 _EVICTED_IDS = 10 * MAX_JOBS
+#: Most scenarios scripted for upcoming jobs (``script("next", ...)``) waiting at once, and most
+#: data they hold (as :func:`scripted_size` estimates it), and most faults registered at once.
+#: Past either, scripting or adding one more is refused (:class:`StoreFull`, a 429 on the wire)
+#: rather than kept: a served fake takes them from any client, and nothing else removes them.
+#: Far above what a test scripts ahead; what keeps a long-lived served fake flat.
+MAX_SCRIPTED = 1000
+MAX_SCRIPTED_DATA = 64 * 2**20
+MAX_FAULTS = 1000
+#: Bytes a waiting scenario takes: its fields, each value of a listed reward curve (a float and
+#: its slot: ~34 bytes measured), each label (two strings of at most 256 characters).
+_SCENARIO_BYTES = 1024
+_CURVE_VALUE_BYTES = 40
+_LABEL_BYTES = 1024
 
 
 def job_size(job: JobRecord) -> int:
@@ -99,8 +116,21 @@ def job_size(job: JobRecord) -> int:
     return max(estimate, MAX_JOB_DATA // MAX_JOBS)
 
 
+def scripted_size(scenario: Scenario) -> int:
+    """What a waiting *scenario* counts against :data:`MAX_SCRIPTED_DATA`: an upper estimate
+    of its memory, which a listed reward curve dominates (10,000 values are ~0.4 MB)."""
+    curve = scenario.reward_curve
+    values = len(curve) if isinstance(curve, Sequence) and not isinstance(curve, str) else 0
+    return _SCENARIO_BYTES + _CURVE_VALUE_BYTES * values + _LABEL_BYTES * len(scenario.labels)
+
+
 class StoreFull(SynthError):
-    """No room for a new job: every kept job is unfinished (a 429 on the wire)."""
+    """No room for what a caller adds: a job (every kept job is unfinished), a scenario for an
+    upcoming job or a fault. A 429 on the wire, with :attr:`code` as its error code."""
+
+    def __init__(self, message: str, *, hint: str, code: str = "too_many_jobs") -> None:
+        super().__init__(message, hint=hint)
+        self.code = code
 
 
 class EnvKeyRejected(ValueError):
@@ -189,7 +219,9 @@ class JobStore:
         self._requests: deque[RecordedRequest] = deque(maxlen=REQUEST_LOG_SIZE)
         self._default = Scenario()
         self._default_scripted = False
-        self._next: list[Scenario] = []
+        # Scenarios scripted for the next submissions, each with its scripted_size, and the sum.
+        self._next: deque[tuple[Scenario, int]] = deque()
+        self._next_bytes = 0
         self._counter = 0
         self._task_app_key = task_app_key
         self._policy = policy
@@ -282,7 +314,7 @@ class JobStore:
         """
         with self.lock:
             if target == "next":
-                self._next.append(scenario)
+                self._queue(scenario)
                 return
             hint = "use scenario_for('next', ...) before submitting, or an id from fake.jobs"
             job = self.get(target, hint=hint)
@@ -295,6 +327,29 @@ class JobStore:
             job.touch(job.updated_time)
             if not job.terminal:
                 self._active[job.id] = job
+
+    def _queue(self, scenario: Scenario) -> None:
+        """Queue *scenario* for the next submission; :class:`StoreFull` past
+        :data:`MAX_SCRIPTED` waiting scenarios or :data:`MAX_SCRIPTED_DATA` of them."""
+        size = scripted_size(scenario)
+        if len(self._next) < MAX_SCRIPTED and self._next_bytes + size <= MAX_SCRIPTED_DATA:
+            self._next.append((scenario, size))
+            self._next_bytes += size
+            return
+        raise StoreFull(
+            f"no room for another scenario scripted for an upcoming job: this fake keeps at most "
+            f"{MAX_SCRIPTED} of them waiting, and about {MAX_SCRIPTED_DATA >> 20} MiB of them; "
+            f"{len(self._next)} are waiting (about {self._next_bytes / 2**20:.1f} MiB; this one would "
+            f"take about {size / 2**10:.0f} KiB, for its reward curve and labels)",
+            hint="submit jobs to use the waiting scenarios up, script fewer ahead (or set a default "
+            "with POST /_fake/scenario without 'job', fake.scenario(...) in Python), "
+            "or reset the fake (POST /_fake/reset)",
+            code="too_many_scenarios",
+        )
+
+    def _dequeue(self) -> None:
+        """Take the first waiting scenario off the queue: its job was admitted."""
+        self._next_bytes -= self._next.popleft()[1]
 
     # -- jobs -------------------------------------------------------------------------------------
     def find(self, job_id: str) -> JobRecord | None:
@@ -372,8 +427,11 @@ class JobStore:
         with self.lock:
             self._counter += 1
             job_id = f"{self.job_id_prefix}{self._counter:06d}"
-            scripted = bool(self._next) or self._default_scripted
-            scenario = self._next.pop(0) if self._next else self._default
+            # Peeked, and taken off the queue once the job is admitted: a refused submit (a full
+            # store) leaves it for the next one.
+            waiting = self._next[0][0] if self._next else None
+            scripted = waiting is not None or self._default_scripted
+            scenario = waiting if waiting is not None else self._default
             endpoint = str((payload.get("data") or {}).get("endpoint_base_url") or "")
             forced = scenario.uses_rollouts
             if forced is not None:
@@ -398,6 +456,8 @@ class JobStore:
                 payload_bytes=len(canonical),
             )
             size = self._make_room(job)
+            if waiting is not None:
+                self._dequeue()
             job.set_phase(ts, "queued")
             created = f"RL job {job_id} created for {job.model}"
             job.add_event(ts, "rl.job.created", created, {"model": job.model})
@@ -554,9 +614,23 @@ class JobStore:
             return list(self._faults)
 
     def add_fault(self, fault: Fault) -> Fault:
+        """Register *fault*; :class:`StoreFull` when :data:`MAX_FAULTS` are registered already
+        (used-up faults count until cleared: they still show what was injected)."""
         with self.lock:
+            if len(self._faults) >= MAX_FAULTS:
+                raise StoreFull(
+                    f"no room for another fault: this fake keeps at most {MAX_FAULTS} faults, "
+                    f"and {len(self._faults)} are registered ({self._active_faults()} still active)",
+                    hint="clear them (DELETE /_fake/faults, fake.clear_faults() in Python) or reset "
+                    "the fake (POST /_fake/reset); one fault with a pattern, fail_next or "
+                    "probability covers many calls",
+                    code="too_many_faults",
+                )
             self._faults.append(fault)
         return fault
+
+    def _active_faults(self) -> int:
+        return sum(1 for fault in self._faults if fault.active)
 
     def clear_faults(self) -> None:
         with self.lock:
@@ -590,6 +664,7 @@ class JobStore:
             self.clear_jobs()
             self._requests.clear()
             self._next.clear()
+            self._next_bytes = 0
             self._default = Scenario()
             self._default_scripted = False
         self.clear_faults()
