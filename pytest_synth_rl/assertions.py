@@ -260,6 +260,9 @@ class JobExpectation:
         self.interval = interval
         self.timeout = timeout
         self.result: Any = None
+        #: Expectations called on this object so far: 0 at the end of a test means it checked
+        #: nothing (``synth_expect(job).to_succeed`` without its parentheses).
+        self.checks_made = 0
 
     # -- helpers ------------------------------------------------------------------------------
     def _fail(self, summary: str, polls: Sequence[Any] = ()) -> AssertionError:

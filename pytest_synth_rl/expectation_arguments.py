@@ -208,6 +208,9 @@ def checked_call(method: Callable[P, T]) -> Callable[P, T]:
                     ConfigProblem(key=name, message=f"cannot call {_usage(signature, name)} this way")
                 ]
             raise SynthUsageError(problems, subject=_USAGE_SUBJECT) from None
+        target = args[0]
+        if isinstance(getattr(target, "checks_made", None), int):
+            target.checks_made += 1  # type: ignore[attr-defined]
         return method(*args, **kwargs)
 
     return checked

@@ -17,11 +17,19 @@ import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from .errors import SynthError
 
-__all__ = ["PACKAGE", "hidden_from_users", "mark_package_modules", "message_only", "outside_stacklevel"]
+__all__ = [
+    "PACKAGE",
+    "hidden_from_users",
+    "mark_package_modules",
+    "message_only",
+    "outside_caller",
+    "outside_stacklevel",
+]
 
 PACKAGE = __name__.rpartition(".")[0]
 _MACHINERY = frozenset({"_pytest", "pytest", "pluggy"})
@@ -34,15 +42,26 @@ def _ours(module: str) -> bool:
 def outside_stacklevel() -> int:
     """The ``stacklevel`` that points a warning, warned by the caller, at the first frame outside
     this package (the user's line), however deep in the package the warning is raised."""
-    here = inspect.currentframe()
+    return _outside(inspect.currentframe())[1]
+
+
+def outside_caller() -> str:
+    """``file.py:line`` of the first frame outside this package that led to the caller."""
+    frame = _outside(inspect.currentframe())[0]
+    return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}" if frame is not None else "<unknown>"
+
+
+def _outside(here: FrameType | None) -> tuple[FrameType | None, int]:
+    """From *here* (a helper above's frame): the first frame outside the package that led to the
+    helper's caller, and its ``stacklevel`` as seen from that caller."""
     frame = here.f_back if here is not None else None
     if frame is None:  # an interpreter without frame support: the caller itself
-        return 1
+        return None, 1
     level = 1
     while frame.f_back is not None and _ours(str(frame.f_globals.get("__name__", ""))):
         frame = frame.f_back
         level += 1
-    return level
+    return frame, level
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
-from .errors import ConfigProblem, MarkerError, SynthUsageError
+from .errors import ConfigProblem, MarkerError, SynthError, SynthUsageError
 from .interrupts import TerminationAsInterrupt
 from .markers import MARKERS, SynthTestSpec, marker_guess, parse_test_spec
 from .plugin_views import register_views
@@ -50,6 +50,8 @@ if TYPE_CHECKING:
 
 _SETTINGS_KEY = pytest.StashKey[SynthSettings]()
 _SPEC_KEY = pytest.StashKey[SynthTestSpec]()
+#: Whether the test's own body passed (its expectations' teardown check needs to know).
+_CALL_PASSED = pytest.StashKey[bool]()
 
 
 # -- options and configuration -------------------------------------------------------------------
@@ -236,6 +238,8 @@ def pytest_runtest_makereport(
 
         mark_package_modules()
     report: pytest.TestReport = yield
+    if call.when == "call":
+        item.stash[_CALL_PASSED] = report.passed
     if call.excinfo is not None and report.failed and not item.config.getoption("fulltrace", False):
         from .frames import message_only
 
@@ -571,12 +575,24 @@ def synth_rl_job(
 
 
 @pytest.fixture
-def synth_expect(_synth_test_settings: SynthSettings, synth_clock: Clock) -> ExpectJob:
+def synth_expect(
+    request: pytest.FixtureRequest, _synth_test_settings: SynthSettings, synth_clock: Clock
+) -> Iterator[ExpectJob]:
     """``synth_expect(job)``: :func:`~pytest_synth_rl.assertions.expect_job` with this test's
-    ``--synth-timeout`` and ``--synth-poll-interval`` on the test's clock."""
+    ``--synth-timeout`` and ``--synth-poll-interval`` on the test's clock. A passing test that
+    made an expectation without calling a check on it gets an error at teardown."""
     from .session import ExpectJob
 
-    return ExpectJob(synth_clock, _synth_test_settings.poll_interval, _synth_test_settings.timeout)
+    __tracebackhide__ = True
+    expect = ExpectJob(synth_clock, _synth_test_settings.poll_interval, _synth_test_settings.timeout)
+    yield expect
+    unchecked = expect.unchecked()
+    if unchecked and request.node.stash.get(_CALL_PASSED, False):
+        raise SynthError(
+            f"synth_expect(job) at {' and '.join(unchecked)} checked nothing",
+            hint="call an expectation on it, e.g. synth_expect(job).to_succeed(within=7200); a method "
+            "named without its parentheses checks nothing",
+        )
 
 
 @pytest.fixture(scope="session")

@@ -29,6 +29,7 @@ from .client.results import is_terminal, job_status
 from .clock import Clock, RealClock, VirtualClock
 from .errors import BackendUnreachableError, ConfigError, ConfigProblem, SynthError, SynthUsageError
 from .fake import FakeSynthBackend
+from .frames import outside_caller
 from .masking import Secret, get_logger, secret_or_none
 from .recording import Replayer
 from .report import JobRecord, job_record
@@ -563,12 +564,21 @@ class ExpectJob:
     clock: Clock
     interval: float
     timeout: float
+    #: Every expectation made, with where the test made it (``test_x.py:12``).
+    made: list[tuple[JobExpectation, str]] = field(default_factory=list, repr=False, compare=False)
 
     def __call__(self, job: RLJob) -> JobExpectation:
         __tracebackhide__ = True
-        return start_expectation(
+        expectation = start_expectation(
             "synth_expect", job, clock=self.clock, interval=self.interval, timeout=self.timeout
         )
+        self.made.append((expectation, outside_caller()))
+        return expectation
+
+    def unchecked(self) -> list[str]:
+        """Where the test made an expectation it never called a check on (a passing test with
+        ``synth_expect(job).to_succeed``, parentheses forgotten, checked nothing)."""
+        return [where for expectation, where in self.made if not expectation.checks_made]
 
 
 @dataclass(frozen=True)

@@ -347,3 +347,53 @@ def test_valid_arguments_still_check_the_job(job: RLJob) -> None:
         expectation.to_have_final_reward(at_least=0.5)
     with pytest.raises(AssertionError, match=r"went 0\.9000 -> 0\.1000 \(change -0\.8000\)"):
         expectation.to_improve_reward(by=0.0)
+
+
+# -- an expectation that checks nothing --------------------------------------------------------
+NO_CHECK_SUITE = """
+import pytest
+
+pytestmark = [
+    pytest.mark.synth_task_app("arithmetic_task_app.py"),
+    pytest.mark.synth_rl(config="arithmetic.toml"),
+    pytest.mark.synth_scenario(steps=2, reward_curve=[0.1, 0.2]),
+]
+
+
+def test_parentheses_forgotten(synth_rl_job, synth_expect):
+    job = synth_rl_job()
+    job.submit()
+    synth_expect(job).to_succeed
+
+
+def test_checked(synth_rl_job, synth_expect):
+    job = synth_rl_job()
+    job.submit()
+    synth_expect(job).to_succeed()
+
+
+def test_failing_for_its_own_reason(synth_rl_job, synth_expect):
+    synth_expect(synth_rl_job())
+    assert 1 == 2
+"""
+
+
+def test_a_passing_test_whose_expectation_checked_nothing_errors_at_teardown(
+    pytester: pytest.Pytester,
+) -> None:
+    # Before: synth_expect(job).to_succeed (no parentheses) passed, having checked nothing.
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    for name in ("arithmetic_task_app.py", "arithmetic.toml"):
+        (pytester.path / name).write_text((examples / name).read_text())
+    pytester.makepyfile(test_no_check=NO_CHECK_SUITE)
+    result = pytester.runpytest_subprocess("-p", "no:randomly")
+    result.assert_outcomes(passed=2, failed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at teardown of test_parentheses_forgotten*",
+            "*SynthError: synth_expect(job) at test_no_check.py:13 checked nothing",
+            "  hint: call an expectation on it, e.g. synth_expect(job).to_succeed(within=7200); a method "
+            "named without its parentheses checks nothing",
+        ]
+    )
+    assert "ERROR at teardown of test_failing_for_its_own_reason" not in result.stdout.str()
