@@ -200,3 +200,29 @@ def test_recording_returns_live_responses_including_error_statuses(
         again = client.get(f"{url}/api/rl/jobs/job-404")
     assert again.status_code == 404
     assert again.json() == {"detail": "job job-404 not found"}
+
+
+def test_new_mode_sends_the_key_upload_to_the_backend_instead_of_replaying_it(tmp_path: Path) -> None:
+    # Before: the upload matched the recorded one (its sealed key is not compared) and was replayed,
+    # so the backend kept the recording run's key and this run's rollouts were refused.
+    from pytest_synth_rl.client import upload_environment_api_key
+    from pytest_synth_rl.fake import FakeSynthBackend
+
+    path = tmp_path / "keys.json"
+    fake = FakeSynthBackend(api_key="sk_test_recording_key_01")  # served only: not mounted on respx
+    with fake.serve() as url:
+        for mode, run_key in (
+            ("rewrite", "env_key_of_the_recording_run_01"),
+            ("new", "env_key_of_this_run_02"),
+        ):
+            with use_cassette(path, mode=mode, hosts=[url]) as replayer:
+                assert upload_environment_api_key(
+                    url, "sk_test_recording_key_01", run_key, verify=True
+                ).verified
+            assert (replayer.replayed, replayer.recorded) == (0, 3 if mode == "rewrite" else 0), mode
+        routes = [request.route for request in fake.requests]
+    fake.close()
+    # Both runs reached the backend: the second run's key is the one it holds. The cassette keeps
+    # one upload (what an offline replay needs), not one more per recording run.
+    assert routes == ["public_key", "env_keys", "env_keys_verify"] * 2
+    assert urls_in(path) == ["api/v1/crypto/public-key", "api/v1/env-keys", "api/v1/env-keys/verify"]

@@ -63,6 +63,12 @@ __all__ = ["CassetteMismatchError", "Replayer", "use_cassette"]
 _FORWARDING: ContextVar[bool] = ContextVar("pytest_synth_rl_cassette_forwarding", default=False)
 
 
+#: The task-app key routes (contract §10.5). While recording they always reach the backend: the
+#: upload sets this run's key there, sealed to the backend's own public key, so a replayed one
+#: would leave it the key of the run that recorded the cassette and its rollouts would be refused.
+KEY_ROUTES = ("/v1/crypto/public-key", "/v1/env-keys", "/v1/env-keys/verify")
+
+
 class CassetteMismatchError(SynthError):
     """A request could not be served from the cassette and the record mode forbids recording it."""
 
@@ -199,6 +205,9 @@ class Replayer:
         request.read()
         live = capture_request(request, self.redactor)
         key = request_key(live, match=self.match)
+        if self.replays and self.records and request.url.path.endswith(KEY_ROUTES):
+            # Live, always; written down only if the cassette lacks it (an offline replay needs one).
+            return self._forward_and_record(request, record=not self._knows(key))
         if self.replays:
             interaction = self._next(key)
             if interaction is not None:
@@ -206,6 +215,10 @@ class Replayer:
         if self.records:
             return self._forward_and_record(request)
         raise self._mismatch(key, live.url, origin_of(str(request.url)))
+
+    def _knows(self, key: RequestKey) -> bool:
+        with self._lock:
+            return bool(self._queues.get(key))
 
     def _next(self, key: RequestKey) -> Interaction | None:
         with self._lock:
@@ -217,7 +230,7 @@ class Replayer:
             self.replayed += 1
             return queue[min(index, len(queue) - 1)]
 
-    def _forward_and_record(self, request: httpx.Request) -> httpx.Response:
+    def _forward_and_record(self, request: httpx.Request, *, record: bool = True) -> httpx.Response:
         with self._lock:
             if self._forward is None:
                 self._forward = httpx.HTTPTransport()
@@ -238,10 +251,11 @@ class Replayer:
                 response.close()
         finally:
             _FORWARDING.reset(token)
-        self._recorder.record(request, response, content)
-        with self._lock:
-            self.recorded += 1
-            self._origins.add(origin_of(str(request.url)))
+        if record:
+            self._recorder.record(request, response, content)
+            with self._lock:
+                self.recorded += 1
+                self._origins.add(origin_of(str(request.url)))
         return rebuild_response(response, content)
 
     # -- diagnostics --------------------------------------------------------------------------
