@@ -8,6 +8,7 @@ fixtures may finish from several threads) and renders them. Nothing here needs p
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import os
@@ -157,6 +158,12 @@ def status_runs(samples: Iterable[tuple[str, float]]) -> list[list[Any]]:
 MAX_CHART_POINTS = 100
 
 
+def _markdown_cell(value: object) -> str:
+    """*value* as literal text in a GitHub table cell: a ``|`` would end the cell and
+    ``<b>`` in a test id would render as markup."""
+    return html.escape(str(value), quote=False).replace("|", "\\|")
+
+
 def _quoted(text: str) -> str:
     return '"' + text.replace('"', "'").replace("\n", " ") + '"'
 
@@ -302,7 +309,7 @@ class RunReport:
             "|" + "---|" * len(self._HEADERS),
         ]
         for row in self._rows():
-            cells = [str(c).replace("|", "\\|") for c in row]
+            cells = [_markdown_cell(c) for c in row]
             lines.append("| " + " | ".join(cells) + " |")
         charts = [mermaid_chart(r) for r in self.records if r.rewards]
         if charts:

@@ -194,6 +194,14 @@ def test_step_summary_has_one_chart_per_job_with_rewards() -> None:
     assert markdown.index("#### Reward curves") > markdown.index("| t::c |")
 
 
+def test_step_summary_cells_are_literal_text() -> None:
+    # Before: a test id with "<b>" in it went into the table as markup GitHub renders.
+    report = RunReport()
+    report.add(_record("t.py::test_weird[<b>c</b>|x&y]", [0.5]))
+    (row,) = [line for line in report.render_markdown().splitlines() if line.startswith("| t.py::")]
+    assert row.startswith("| t.py::test_weird[&lt;b&gt;c&lt;/b&gt;\\|x&amp;y] | job_1 | succeeded |")
+
+
 # Offline job ids count jobs per process, so a shard's second job is another run's third; online
 # the backend's ids do not depend on the shard. Compared runs differ only in wall time and these.
 _JOB_ID = re.compile(r"job_rl_\d+")
