@@ -123,10 +123,13 @@ def _legend(items: list[tuple[str, str, str]]) -> list[str]:
     out = ['<g class="legend">']
     left = LEFT
     for name, color, style in items:
-        out.append(
-            f'<line x1="{left}" y1="14" x2="{left + 18}" y2="14" stroke="{color}"{style}/>'
-            f'<text x="{left + 22}" y="18">{name}</text>'
+        # Drawn as on the chart: the failure is a ring, the curves are lines.
+        mark = (
+            f'<circle cx="{left + 9}" cy="14" r="5" fill="none" stroke="{color}"{style}/>'
+            if name == "failure"
+            else f'<line x1="{left}" y1="14" x2="{left + 18}" y2="14" stroke="{color}"{style}/>'
         )
+        out.append(f'{mark}<text x="{left + 22}" y="18">{name}</text>')
         left += 30 + 7 * len(name)
     out.append("</g>")
     return out

@@ -128,6 +128,8 @@ def test_pytest_html_rows_hold_reward_svgs_matching_the_metrics(suite: pytest.Py
             failure = [g for g in svg.iter(f"{SVG}g") if g.get("class") == "failure"]
             assert [g.attrib["data-step"] for g in failure] == [str(len(job["rewards"]))]
             assert legend == ["reward", "failure"]
+            # The legend's failure mark is the chart's: a ring, not a line.
+            assert len(list(svg.find(f"{SVG}g[@class='legend']").iter(f"{SVG}circle"))) == 1  # type: ignore[union-attr]
             assert svg.find(f"{SVG}polyline[@class='baseline']") is None
         else:
             assert job["rewards"] == [0.5] * 10
