@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
-from test_fake_support import API, auth, error_message, rl_payload, served_client
+from test_fake_support import API, auth, error_message, open_socket, read_answer, rl_payload, served_client
 
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import SynthError
@@ -195,21 +195,6 @@ def wait_for(condition: Callable[[], bool], what: str) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"{what}: not within {GENEROUS:g}s (held: {held()})"
         time.sleep(0.005)
-
-
-def open_socket(client: httpx.Client) -> socket.socket:
-    return socket.create_connection((client.base_url.host, client.base_url.port), timeout=GENEROUS)
-
-
-def read_answer(sock: socket.socket) -> bytes:
-    """Everything the server sends until it closes (a reset after the answer ends it too)."""
-    chunks = []
-    try:
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    except ConnectionResetError:
-        pass
-    return b"".join(chunks)
 
 
 def start_body(client: httpx.Client, length: int, sent: int) -> socket.socket:

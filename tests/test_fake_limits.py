@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import select
-import socket
 import tracemalloc
 from collections.abc import Iterator
 
 import httpx
 import pytest
-from test_fake_support import API, auth, error_message, rl_payload, served_client
+from test_fake_support import API, auth, error_message, open_socket, read_answer, rl_payload, served_client
 
 from pytest_synth_rl.fake import FakeSynthBackend
 from pytest_synth_rl.fake import store as store_module
@@ -206,21 +205,6 @@ def test_a_small_jobs_admin_detail_is_whole(served: tuple[FakeSynthBackend, http
 
 
 # -- 2. a body over the limit gets 413 as soon as that is known ---------------------------------
-def open_socket(client: httpx.Client) -> socket.socket:
-    return socket.create_connection((client.base_url.host, client.base_url.port), timeout=GENEROUS)
-
-
-def read_answer(sock: socket.socket) -> bytes:
-    """Everything the server sends until it closes (a reset after the answer ends it too)."""
-    chunks = []
-    try:
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    except ConnectionResetError:
-        pass
-    return b"".join(chunks)
-
-
 def test_an_endless_chunked_body_gets_413_once_past_the_limit(
     served: tuple[FakeSynthBackend, httpx.Client],
 ) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import importlib.util
+import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -95,6 +96,26 @@ def served_client(key: str, timeout: float = 60.0) -> Iterator[tuple[FakeSynthBa
     with fake.serve() as url, httpx.Client(base_url=url, headers=headers, timeout=timeout) as client:
         yield fake, client
     fake.close()
+
+
+#: Seconds a raw-socket read may wait on a served fake; only a hang gets near it.
+SOCKET_TIMEOUT = 60.0
+
+
+def open_socket(client: httpx.Client) -> socket.socket:
+    """A raw connection to the served fake *client* talks to, for bytes httpx would not send."""
+    return socket.create_connection((client.base_url.host, client.base_url.port), timeout=SOCKET_TIMEOUT)
+
+
+def read_answer(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes (a reset after the answer ends it too)."""
+    chunks = []
+    try:
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    except ConnectionResetError:
+        pass
+    return b"".join(chunks)
 
 
 def error_message(response: httpx.Response) -> str:
