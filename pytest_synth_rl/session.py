@@ -337,7 +337,7 @@ class SynthJobFactory:
                 options["http_client"] = self.http_client
             elif self.transport is not None:
                 options["transport"] = self.transport
-        job = self._made(lambda: RLJob.from_config(path, **options))
+        job = self._new_job(lambda: RLJob.from_config(path, **options))
         self.jobs.append(job)
         return job
 
@@ -353,11 +353,11 @@ class SynthJobFactory:
         path, options = self._options(config, overrides, kwargs, call="synth_rl_job.async_job")
         if self.transport is not None and not {"http_client", "transport"} & kwargs.keys():
             options["transport"] = self.transport
-        job = self._made(lambda: AsyncRLJob.from_config(path, **options))
+        job = self._new_job(lambda: AsyncRLJob.from_config(path, **options))
         self.async_jobs.append(job)
         return job
 
-    def _made(self, make: Callable[[], _J]) -> _J:
+    def _new_job(self, make: Callable[[], _J]) -> _J:
         """``make()``; a config without a task URL in a test that serves no task app gets the
         fix that applies (a marker), which the config's own hint (task_url=, ...) does not say."""
         __tracebackhide__ = True
