@@ -147,6 +147,34 @@ def test_a_rejected_key_fails_the_job_with_a_hint_naming_the_key_and_the_upload(
     assert "RLJob.upload_environment_api_key() (POST /api/v1/env-keys" in body["error"]
 
 
+def test_a_key_replaced_by_another_runs_upload_is_named_as_the_cause(
+    plain: FakeSynthBackend, client: httpx.Client, era_app: Any
+) -> None:
+    # Two runs sharing one backend, each with its own generated key: the later upload wins.
+    url = era_app("0.5.0")  # enforces UPLOADED
+    _upload(plain)
+    _upload(plain, "another-runs-key-0000000001")
+    body, _ = poll_to_end(client, plain, submit(client, plain, rl_payload(url)))
+    assert body["status"] == "failed"
+    assert body["error"].endswith(
+        "this fake's uploaded key was replaced by a later upload of another key: runs that share one "
+        "backend (CI shards, two terminals) must share one ENVIRONMENT_API_KEY)"
+    )
+    _upload(plain, "another-runs-key-0000000001")  # the same key again replaces nothing new
+    assert plain.store.key_replaced
+
+
+def test_a_rejected_key_without_a_replaced_upload_says_nothing_of_other_runs(
+    plain: FakeSynthBackend, client: httpx.Client, era_app: Any
+) -> None:
+    url = era_app("0.5.0")
+    _upload(plain, "the-wrong-key-but-only-one-01")
+    body, _ = poll_to_end(client, plain, submit(client, plain, rl_payload(url)))
+    assert "rejected the environment key the fake sent" in body["error"]
+    assert "replaced by a later upload" not in body["error"]
+    assert not plain.store.key_replaced
+
+
 def test_the_uploaded_key_wins_over_the_configured_one(client: httpx.Client, era_app: Any) -> None:
     url = era_app("0.4.12")
     with FakeSynthBackend(

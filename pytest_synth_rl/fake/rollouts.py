@@ -89,7 +89,14 @@ def _key_matched(content: bytes) -> bool:
     return isinstance(got, str) and bool(got) and isinstance(allowed, list) and got in allowed
 
 
-def _status_hint(response: PostResponse) -> str:
+#: Added to a rejected key's hint when another upload replaced the one this run made.
+KEY_REPLACED_NOTE = (
+    "; this fake's uploaded key was replaced by a later upload of another key: runs that share "
+    "one backend (CI shards, two terminals) must share one ENVIRONMENT_API_KEY"
+)
+
+
+def _status_hint(response: PostResponse, key_replaced: bool = False) -> str:
     """What to do about a /rollout answer that is not 2xx, by status."""
     if response.status_code in (400, 401, 403) and _key_matched(response.content):
         return (
@@ -102,7 +109,7 @@ def _status_hint(response: PostResponse) -> str:
             "the task app rejected the environment key the fake sent (ENVIRONMENT_API_KEY; SDK task apps "
             "answer 400 to a wrong key): upload the task app's key with RLJob.upload_environment_api_key() "
             "(POST /api/v1/env-keys; the plugin uploads it before a run's first submit), or create the "
-            "fake with task_app_api_key="
+            "fake with task_app_api_key=" + (KEY_REPLACED_NOTE if key_replaced else "")
         )
     if response.status_code == 422 and b"invalid_rollout_response" in response.content:
         return (
@@ -210,8 +217,10 @@ class RolloutDriver:
         api_key: Callable[[], str | Secret | None],
         inference_url: Callable[[RolloutIdentity, Progress], str],
         policy_failure: Callable[[str], str | None] = lambda correlation_id: None,
+        key_replaced: Callable[[], bool] = lambda: False,
         timeout: float = 30.0,
     ) -> None:
+        self._key_replaced = key_replaced
         self._api_key = api_key
         self._inference_url = inference_url
         self._policy_failure = policy_failure
@@ -469,7 +478,7 @@ class RolloutDriver:
             self._fail(
                 record,
                 f"HTTP {response.status_code}: {excerpt(response.content, 300)}",
-                _status_hint(response),
+                _status_hint(response, self._key_replaced()),
             )
         try:
             parsed = json.loads(response.content)

@@ -229,6 +229,8 @@ class JobStore:
         # The fake's own X25519 key pair: clients seal the task app's key to its public half.
         self._box_key = PrivateKey.generate()
         self._uploaded_key: Secret | None = None
+        #: Whether an upload replaced another key: two runs sharing this backend with their own keys.
+        self.key_replaced = False
         self.inference = StubInference(
             policy=policy if policy is not None or replies is not None else default_policy(), replies=replies
         )
@@ -240,6 +242,7 @@ class JobStore:
             api_key=self._rollout_key,
             inference_url=self._inference_url,
             policy_failure=lambda correlation_id: self.inference.policy_failure(correlation_id),
+            key_replaced=lambda: self.key_replaced,
             timeout=rollout_timeout,
         )
         self._lifecycle = Lifecycle(
@@ -746,7 +749,9 @@ class JobStore:
     def keep_env_key(self, key: Secret | None) -> None:
         """Use *key* for rollouts, as an uploaded key (it replaces an earlier one; None forgets)."""
         with self.lock:
-            self._uploaded_key = key
+            previous, self._uploaded_key = self._uploaded_key, key
+            if previous is not None and key is not None and key != previous:
+                self.key_replaced = True
 
     @property
     def has_env_key(self) -> bool:
