@@ -44,6 +44,21 @@ def shape_0_4_12(request: dict[str, Any], reward: float) -> dict[str, Any]:
     return {"trace_correlation_id": request["trace_correlation_id"], "metrics": {"outcome_reward": reward}}
 
 
+def shape_0_4_4_legacy_dump(request: dict[str, Any], reward: float) -> dict[str, Any]:
+    """A 0.4.4 app setting only legacy fields: pydantic dumps the unset ones as null."""
+    metrics = {
+        "outcome_reward": None,
+        "reward_mean": reward,
+        "episode_rewards": [reward],
+        "outcome_score": None,
+    }
+    return {"run_id": request["run_id"], "metrics": metrics, "trace_correlation_id": None}
+
+
+def shape_0_5_0_null_metrics(request: dict[str, Any], reward: float) -> dict[str, Any]:
+    return {**shape_0_5_0(request, reward), "metrics": None}
+
+
 def shape_0_5_0(request: dict[str, Any], reward: float) -> dict[str, Any]:
     return {
         "trace_correlation_id": request["trace_correlation_id"],
@@ -198,8 +213,11 @@ def test_warnings_are_listed_apart_in_the_failure_message() -> None:
         (shape_0_4_4, ("0.4.4–0.4.11",), "metrics.outcome_reward = 1.0"),
         (shape_0_4_12, ("0.4.12",), "metrics.outcome_reward = 1.0"),
         (shape_0_5_0, ("0.5.0",), "reward_info.outcome_reward = 1.0"),
+        # Before: a null counted as a present, non-numeric reward, though the fake trains on these.
+        (shape_0_4_4_legacy_dump, ("0.4.4–0.4.11",), "legacy metrics.reward_mean = 1.0"),
+        (shape_0_5_0_null_metrics, ("0.5.0",), "reward_info.outcome_reward = 1.0"),
     ],
-    ids=["0.4.4", "0.4.12", "0.5.0"],
+    ids=["0.4.4", "0.4.12", "0.5.0", "0.4.4-legacy-nulls", "0.5.0-null-metrics"],
 )
 def test_each_era_passes_and_is_named(shape: Shape, eras: tuple[str, ...], reward: str) -> None:
     report = run_check(task_app(shape=shape))

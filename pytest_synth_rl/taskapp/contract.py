@@ -194,14 +194,15 @@ def _one_reward_verdict(where: str, metrics: Any) -> tuple[bool, str]:
     """The reward under one key (*where*); the pre-0.4.12 reward names count only in ``metrics``."""
     if not isinstance(metrics, dict):
         return False, f"{where} is {type(metrics).__name__}, not an object"
-    if "outcome_reward" in metrics:
+    # A null field is an absent one, as pydantic dumps unset optional fields (and as the fake reads).
+    if metrics.get("outcome_reward") is not None:
         value = metrics["outcome_reward"]
         if _is_number(value):
             return True, f"{where}.outcome_reward = {value!r}"
         return False, f"{where}.outcome_reward = {value!r} ({type(value).__name__})"
     if where == "metrics":
         for key in _LEGACY_REWARD_KEYS:
-            if key in metrics:
+            if metrics.get(key) is not None:
                 value = metrics[key]
                 if _is_number(value):
                     return True, f"legacy metrics.{key} = {value!r}"
@@ -209,12 +210,14 @@ def _one_reward_verdict(where: str, metrics: Any) -> tuple[bool, str]:
         returns = metrics.get("episode_returns")
         if isinstance(returns, list) and returns and all(_is_number(v) for v in returns):
             return True, f"legacy metrics.episode_returns = {returns!r}"
+    if "outcome_reward" in metrics:
+        return False, f"{where}.outcome_reward = None, and no legacy reward"
     return False, f"no numeric reward among {where} keys {sorted(metrics)}"
 
 
 def _reward_verdict(body: dict[str, Any]) -> tuple[bool, str]:
     """Every reward key present must hold a numeric reward; at least one must be present."""
-    present = [key for key in _REWARD_KEYS if key in body]
+    present = [key for key in _REWARD_KEYS if body.get(key) is not None]
     if not present:
         return False, f"neither `reward_info` nor `metrics` in the response (keys {sorted(body)})"
     verdicts = [_one_reward_verdict(key, body[key]) for key in present]
