@@ -157,7 +157,16 @@ class VirtualClock:
         self.advance(seconds)
 
     async def async_sleep(self, seconds: float) -> None:
-        self.sleep(seconds)
+        with self._lock:
+            listened = bool(self._listeners)
+        if listened:
+            # Listeners (a fake's jobs) may do real work as time moves, such as rollouts against
+            # a task app: done in a thread, so the event loop (and whatever it serves) stays free.
+            import anyio.to_thread
+
+            await anyio.to_thread.run_sync(self.sleep, seconds)
+        else:
+            self.sleep(seconds)
         # Yield once so other tasks get a turn, as a real sleep would allow.
         await asyncio.sleep(0)
 

@@ -529,6 +529,7 @@ def synth_rl_job(
     api_key = settings.api_key
     http_client: httpx.Client | None = None
     transport: httpx.MockTransport | None = None
+    async_transport: httpx.MockTransport | None = None
     if not settings.is_offline:
         http_client = _synth_run.http_client()
     else:
@@ -541,6 +542,7 @@ def synth_rl_job(
             # The key this test's task app enforces reaches its rollouts, as the upload does online.
             fake.use_task_app_key(task_app.api_key if task_app is not None else None)
             http_client, transport = _synth_run.fake_http_client(), _synth_run.fake_transport()
+            async_transport = _synth_run.fake_async_transport()
     known_healthy = isinstance(task_app, InProcessTaskApp) and _synth_run.task_app_known_healthy(task_app)
     jobs = SynthJobFactory(
         test_id=request.node.nodeid,
@@ -553,6 +555,7 @@ def synth_rl_job(
         skip_health_check=known_healthy,
         http_client=http_client,
         transport=transport,
+        async_transport=async_transport,
         prepare_submit=None if settings.is_offline else _synth_run.prepare_submit,
         config_dirs=tuple(
             dict.fromkeys(

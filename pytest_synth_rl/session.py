@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
+import anyio.to_thread
 import httpx
 
 from .assertions import JobExpectation, job_rewards, start_expectation
@@ -243,6 +244,18 @@ class SynthRun:
         sync or async, reach the fake without patching httpx for anyone else."""
         return httpx.MockTransport(self.fake_backend().handle)
 
+    def fake_async_transport(self) -> httpx.MockTransport:
+        """The fake as an async transport whose answers are worked out in a thread: an answer may
+        run rollouts, and an async test's event loop must stay free meanwhile (the task app may
+        call back into something the test serves on that loop)."""
+        handler = self.fake_backend().handle
+
+        async def answer(request: httpx.Request) -> httpx.Response:
+            await request.aread()
+            return await anyio.to_thread.run_sync(handler, request)
+
+        return httpx.MockTransport(answer)
+
     def fake_http_client(self) -> httpx.Client:
         """One client on the fake's handler shared by every synchronous offline job."""
         from .support.handler_client import HandlerClient
@@ -298,6 +311,7 @@ class SynthJobFactory:
         skip_health_check: bool = False,
         http_client: httpx.Client | None = None,
         transport: httpx.MockTransport | None = None,
+        async_transport: httpx.MockTransport | None = None,
         prepare_submit: Callable[[Secret | None, str | None, Secret | None], None] | None = None,
         config_dirs: tuple[Path, ...] = (),
     ) -> None:
@@ -305,6 +319,8 @@ class SynthJobFactory:
         #: Where a relative ``config=`` is looked for, in order (the first file found wins).
         self.config_dirs = config_dirs
         self.transport = transport
+        #: What async jobs use instead of *transport* (the fake answering off the event loop).
+        self.async_transport = async_transport if async_transport is not None else transport
         self.prepare_submit = prepare_submit
         self.skip_health_check = skip_health_check
         self.http_client = http_client
@@ -316,6 +332,8 @@ class SynthJobFactory:
         self.api_key = secret_or_none(api_key)
         self.jobs: list[RLJob] = []
         self.async_jobs: list[AsyncRLJob] = []
+        #: ids of async jobs given their own transport or client (teardown cannot reuse them).
+        self._own_transport: set[int] = set()
 
     def __call__(
         self,
@@ -351,10 +369,13 @@ class SynthJobFactory:
         """The same as calling this object, for an ``AsyncRLJob`` (use it with ``async with``)."""
         __tracebackhide__ = True
         path, options = self._options(config, overrides, kwargs, call="synth_rl_job.async_job")
-        if self.transport is not None and not {"http_client", "transport"} & kwargs.keys():
-            options["transport"] = self.transport
+        own_transport = bool({"http_client", "transport"} & kwargs.keys())
+        if self.async_transport is not None and not own_transport:
+            options["transport"] = self.async_transport
         job = self._new_job(lambda: AsyncRLJob.from_config(path, **options))
         self.async_jobs.append(job)
+        if own_transport:
+            self._own_transport.add(id(job))
         return job
 
     def _new_job(self, make: Callable[[], _J]) -> _J:
@@ -463,37 +484,44 @@ class SynthJobFactory:
         for ajob in self.async_jobs:
             if ajob.job_id is None:
                 continue
+            # The job's own backend and key: async_job(backend_url=...) sent it elsewhere.
+            own = id(ajob) in self._own_transport
+            if own and self.settings.is_offline:
+                # Its transport is async and its own; a plain client could leave loopback: no reads.
+                records.append(self._finish_one(None, ajob, cancel_running))
+                continue
             with RLJob.from_job_id(
                 ajob.job_id,
-                backend_url=self.settings.backend_url,
-                api_key=self.api_key,
-                clock=self.clock,
-                transport=self.transport,
+                backend_url=ajob.config.backend_url,
+                api_key=ajob.config.api_key,
+                clock=ajob.clock,
+                transport=None if own else self.transport,
             ) as handle:
                 records.append(self._finish_one(handle, ajob, cancel_running))
         return records
 
-    def _finish_one(self, handle: RLJob, job: Any, cancel_running: bool) -> JobRecord:
+    def _finish_one(self, handle: RLJob | None, job: Any, cancel_running: bool) -> JobRecord:
         # The job's time ends with the test, not after the teardown's own reads and their retries.
         now_clock, now_wall = self._end_clock(job), self._end_wall(job)
         cancelled = False
         status_payload: dict[str, Any] | None = None
         rewards: list[float] = []
         try:
-            if job.last_result is None:
-                status_payload = handle.get_status()
-                if cancel_running and not is_terminal(job_status(status_payload)):
-                    handle.cancel()
-                    cancelled = True
-                    log.warning("cancelled RL job %s left running by %s", job.job_id, self.test_id)
+            if handle is not None:  # else nothing may be read: what the job saw is reported
+                if job.last_result is None:
                     status_payload = handle.get_status()
-            rewards = job_rewards(handle)
+                    if cancel_running and not is_terminal(job_status(status_payload)):
+                        handle.cancel()
+                        cancelled = True
+                        log.warning("cancelled RL job %s left running by %s", job.job_id, self.test_id)
+                        status_payload = handle.get_status()
+                rewards = job_rewards(handle)
         except SynthError as exc:
             log.warning("could not finish RL job %s of %s: %s", job.job_id, self.test_id, exc)
         return job_record(
             self.test_id,
             job,
-            backend=self.settings.backend_url,
+            backend=job.config.backend_url,
             rewards=rewards,
             status_payload=status_payload,
             now_clock=now_clock,
