@@ -25,6 +25,7 @@ from .errors import SynthError
 __all__ = [
     "PACKAGE",
     "hidden_from_users",
+    "is_users_frame",
     "mark_package_modules",
     "message_only",
     "outside_caller",
@@ -84,6 +85,14 @@ class _Frame:
 
 
 _INSTALLED = Path(sysconfig.get_paths()["stdlib"])
+
+
+def is_users_frame(frame: FrameType) -> bool:
+    """Whether *frame* runs the user's code (a test, a conftest, their policy or task app)."""
+    name = frame.f_globals.get("__name__", "")
+    return _Frame(name if isinstance(name, str) else "", frame.f_code.co_filename).users
+
+
 _INSTALLED_DIRS = frozenset({"site-packages", "dist-packages"})
 
 

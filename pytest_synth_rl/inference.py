@@ -119,12 +119,19 @@ _MAX_TRACEBACK_CHARS = 4000
 
 def _policy_failure(exc: BaseException) -> tuple[str, str]:
     """``(one line, traceback)`` of an exception the policy raised, the stub's frame left out."""
+    from .frames import is_users_frame
+
     own = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
-    frames = traceback.extract_tb(own)
-    where = ""
-    if frames:
-        innermost = frames[-1]
-        where = f" ({os.path.basename(innermost.filename)}:{innermost.lineno} in {innermost.name})"
+    # The innermost line of the team's own code: pytest.fail() raises inside pytest's.
+    place: tuple[str, int, str] | None = None
+    tb = own
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        spot = (code.co_filename, tb.tb_lineno, code.co_name)
+        if place is None or is_users_frame(tb.tb_frame):
+            place = spot
+        tb = tb.tb_next
+    where = f" ({os.path.basename(place[0])}:{place[1]} in {place[2]})" if place else ""
     text = "".join(traceback.format_exception(type(exc), exc, own))
     return f"raised {type(exc).__name__}: {exc}{where}", text[-_MAX_TRACEBACK_CHARS:]
 
@@ -327,7 +334,9 @@ class StubInference:
         try:
             try:
                 reply = self.policy(chat)
-            except Exception as exc:
+            except BaseException as exc:  # pytest.fail() and sys.exit() in a policy fail it too
+                if isinstance(exc, (KeyboardInterrupt, GeneratorExit)):
+                    raise
                 failure = _policy_failure(exc)
                 raise _RequestError(
                     500,
@@ -339,9 +348,16 @@ class StubInference:
                 raise _RequestError(reply.status, reply.message, reply.code, "server_error")
             try:
                 message = self._as_message(reply)
+                json.dumps(message, allow_nan=False)  # what cannot be sent fails here, named
             except _RequestError as exc:
                 failure = (str(exc).replace("the stub's policy ", "", 1), None)
                 raise
+            except (TypeError, ValueError, AttributeError, KeyError) as exc:
+                problem = f"returned a message the stub cannot send ({type(exc).__name__}: {exc})"
+                failure = (problem, None)
+                raise _RequestError(
+                    500, f"the stub's policy {problem}", "policy_error", "server_error"
+                ) from None
         except _RequestError as exc:
             error = _error_body(str(exc), exc.code, exc.error_type)
             self._record(cid, path, body, exc.status, error, chat, failure)

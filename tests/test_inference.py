@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import httpx
@@ -300,7 +301,39 @@ def test_unserialisable_reply_is_a_500_not_a_crash() -> None:
     with StubInference(policy=lambda _: {"content": object()}).serve() as base_url:
         response = httpx.post(base_url + "/chat/completions", json=chat("q"))
     assert response.status_code == 500
-    assert "not JSON serialisable" in response.json()["error"]["message"]
+    assert response.json()["error"]["message"] == (
+        "the stub's policy returned a message the stub cannot send "
+        "(TypeError: Object of type object is not JSON serializable)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("policy", "problem"),
+    [
+        (
+            lambda _: {"tool_calls": 5},
+            "returned a message the stub cannot send (TypeError: 'int' object is not iterable)",
+        ),
+        (
+            lambda _: {"content": float("nan")},
+            "returned a message the stub cannot send (ValueError: Out of range",
+        ),
+        (
+            lambda _: pytest.fail("no answer for this prompt"),
+            "raised Failed: no answer for this prompt (test_inference.py:",
+        ),
+        (lambda _: sys.exit(3), "raised SystemExit: 3 (test_inference.py:"),
+    ],
+    ids=["tool-calls-not-a-list", "nan-content", "pytest-fail", "sys-exit"],
+)
+def test_a_policy_reply_or_exit_the_stub_cannot_use_is_the_policys_failure(policy: Any, problem: str) -> None:
+    # Before: a crash inside the stub (a bare 500, or a dropped connection for pytest.fail and
+    # sys.exit), blamed on the task app.
+    stub = StubInference(policy=policy)
+    with pytest.raises(ValueError, match=r"^the stub's policy "):
+        stub.complete(chat("q"), correlation_id="trace_p")
+    assert [call.status for call in stub.calls("trace_p")] == [500]
+    assert (stub.policy_failure("trace_p") or "").startswith(problem)
 
 
 def test_unknown_route_and_wrong_method() -> None:
