@@ -230,6 +230,12 @@ def _rl(node: MarkerNode) -> RLMarker:
             "e.g. policy=LearningPolicy(solve=...), ScriptedPolicy('42') or ReplayPolicy('calls.jsonl')",
             argument="policy",
         )
+    if policy is not None:
+        from .policies.base import policy_problem
+
+        problem = policy_problem(policy)
+        if problem is not None:
+            reader.fail(f"policy: {problem}", "a policy is policy(request) -> reply", argument="policy")
     return RLMarker(
         config=config,
         overrides=dict(overrides or {}),

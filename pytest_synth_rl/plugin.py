@@ -378,8 +378,19 @@ def _checked_policy(spec: SynthTestSpec, fixture_policy: object) -> Policy | Non
                 )
             ]
         )
+    from .policies.base import policy_problem
+
+    problem = policy_problem(fixture_policy) if fixture_policy is not None else None
+    if problem is not None:
+        raise SynthUsageError(
+            [
+                ConfigProblem(
+                    "synth_policy", f"the synth_policy fixture returned a policy that cannot work: {problem}"
+                )
+            ]
+        )
     chosen = spec.policy if spec.policy is not None else fixture_policy
-    return chosen  # type: ignore[return-value]  # a callable: markers and the check above
+    return chosen  # type: ignore[return-value]  # a callable: markers and the checks above
 
 
 @pytest.fixture

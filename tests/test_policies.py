@@ -120,3 +120,62 @@ def test_a_malformed_replay_file_names_the_file_and_line(tmp_path: Path, text: s
     with pytest.raises(ReplayError) as info:
         ReplayPolicy(path)
     assert str(info.value).startswith(f"{path}{message}")
+
+
+class _CallablePolicy:
+    def __call__(self, request: ChatRequest) -> str:
+        return "ok"
+
+
+async def _async_policy(request: ChatRequest) -> str:
+    return "ok"
+
+
+@pytest.mark.parametrize(
+    ("policy", "problem"),
+    [
+        (_CallablePolicy, "_CallablePolicy is a class, not a policy: pass an instance, _CallablePolicy(...)"),
+        (lambda: "ok", "takes (); a policy takes one argument, the chat request"),
+        (
+            lambda request, extra: "ok",
+            "takes (request, extra); a policy takes one argument, the chat request",
+        ),
+        (_async_policy, "is async; the stand-in model calls policies synchronously: use a plain def"),
+    ],
+    ids=["class", "no-argument", "two-arguments", "async"],
+)
+def test_a_policy_that_cannot_be_called_with_the_request_is_refused_where_given(
+    pytester: pytest.Pytester, policy: Any, problem: str
+) -> None:
+    # Before: accepted, and every rollout of every job failed with a TypeError or a coroutine.
+    from pytest_synth_rl.fake import FakeSynthBackend
+    from pytest_synth_rl.policies.base import policy_problem
+
+    assert problem in (policy_problem(policy) or "")
+    with pytest.raises(SynthUsageError, match=r"FakeSynthBackend\.policy: "):
+        FakeSynthBackend(policy=policy)
+    assert policy_problem(_CallablePolicy()) is None
+    assert policy_problem(LearningPolicy(lambda request: "ok")) is None
+
+
+CONFTEST_POLICY = """
+import pytest
+
+
+@pytest.fixture
+def synth_policy():
+    async def policy(request):
+        return "42"
+
+    return policy
+"""
+
+
+def test_the_synth_policy_fixture_is_checked_at_setup(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(CONFTEST_POLICY)
+    pytester.makepyfile(test_p="def test_it(synth_fake):\n    pass\n")
+    result = pytester.runpytest("-p", "no:randomly")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*synth_policy: the synth_policy fixture returned a policy that cannot work: <function * is async;*"]
+    )

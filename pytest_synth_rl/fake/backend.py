@@ -30,6 +30,7 @@ from ..errors import ConfigProblem, SynthError, SynthUsageError
 from ..inference import StubInference
 from ..masking import Secret, key_problem, mask_secret, register_secret, secret_or_none
 from ..policies import Policy, PolicyReply
+from ..policies.base import policy_problem
 from .asgi import DEFAULT_READ_TIMEOUT
 from .faults import Fault, make_fault
 from .handle import FakeJob
@@ -103,6 +104,8 @@ def _check_settings(
         bad("rollout_timeout", f"must be > 0 seconds, got {rollout_timeout!r}")
     if policy is not None and replies is not None:
         bad("policy", "give either policy= (a callable) or replies= (canned answers), not both")
+    elif policy is not None and policy_problem(policy) is not None:
+        bad("policy", str(policy_problem(policy)), "a policy is policy(request) -> reply")
     if not isinstance(job_id_prefix, str) or not _JOB_ID_PREFIX.fullmatch(job_id_prefix):
         bad(
             "job_id_prefix",

@@ -15,6 +15,7 @@ Offline, the task app's ``/rollout`` asks a model for its move; the fake backend
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ __all__ = [
     "as_chat_request",
     "last_user_text",
     "offered_tools",
+    "policy_problem",
     "tool_call",
 ]
 
@@ -246,3 +248,29 @@ def answer_with(
     if tool in offered_tools(request):
         return Reply(tool_calls=(ToolCall(tool, {argument: value}),))
     return Reply(text=str(value))
+
+
+def policy_problem(policy: object) -> str | None:
+    """Why *policy* cannot answer the stand-in model's calls, or None: checked when it is given,
+    since at call time the only sign would be every rollout failing."""
+    if not callable(policy):
+        return f"{policy!r:.80} is not callable"
+    if inspect.isclass(policy):
+        return f"{policy.__name__} is a class, not a policy: pass an instance, {policy.__name__}(...)"
+    call = policy if inspect.isroutine(policy) else getattr(policy, "__call__", policy)  # noqa: B004
+    if inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call):
+        return f"{policy!r:.80} is async; the stand-in model calls policies synchronously: use a plain def"
+    try:
+        inspect.signature(policy).bind(object())
+    except TypeError:
+        return f"{policy!r:.80} takes {_signature(policy)}; a policy takes one argument, the chat request"
+    except ValueError:  # no signature to read (a builtin): trust it
+        return None
+    return None
+
+
+def _signature(policy: object) -> str:
+    try:
+        return str(inspect.signature(policy))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "(...)"
