@@ -71,6 +71,18 @@ def test_a_module_without_any_app_keeps_the_plain_hint(tmp_path: Path) -> None:
     assert (info.value.hint or "").startswith("define a module-level `app = FastAPI(...)`")
 
 
+def test_a_missing_attribute_names_the_modules_apps_not_its_imports(tmp_path: Path) -> None:
+    # Before: "it defines: APIRouter, APP_ID, Annotated, ..." with the app itself cut off.
+    source = tmp_path / "service.py"
+    imports = "".join(f"from typing import {name}\n" for name in ("Annotated", "Any", "Callable", "Optional"))
+    source.write_text(
+        imports + "from starlette.applications import Starlette\n\nAPP_ID = 1\napp = Starlette()\n"
+    )
+    with pytest.raises(TaskAppError) as info:
+        resolve_app(task_app_path=f"{source}:application")
+    assert info.value.hint == "did you mean 'app'? its apps: app"
+
+
 SUITE = """
 import pytest
 

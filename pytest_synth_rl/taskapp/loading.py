@@ -277,7 +277,7 @@ def _app_from_module(module: types.ModuleType, where: str) -> ASGIApp:
         "define a module-level `app = FastAPI(...)` (any ASGI app), or a zero-argument "
         "factory such as `def create_app(): return app`"
     )
-    others = _apps_under_other_names(module)
+    others = _module_apps(module)
     if others:
         file = Path(str(getattr(module, "__file__", "") or "app.py")).name
         name, obj = others[0]
@@ -288,12 +288,15 @@ def _app_from_module(module: types.ModuleType, where: str) -> ASGIApp:
     raise TaskAppError(message, hint=hint)
 
 
-def _apps_under_other_names(module: types.ModuleType) -> list[tuple[str, Any]]:
-    """Module-level ASGI apps not called ``app``: app objects (a ``FastAPI()``) and functions
-    written as ``app(scope, receive, send)``, never a helper that happens to take 3 arguments."""
+def _module_apps(module: types.ModuleType, *, include_app: bool = False) -> list[tuple[str, Any]]:
+    """The module's ASGI apps (``app`` itself only with *include_app*): app objects (a
+    ``FastAPI()``) and functions written as ``(scope, receive, send)``, never a helper that
+    happens to take three arguments, nor a router."""
     found = []
     for name, obj in vars(module).items():
-        if name.startswith("_") or name == APP_ATTRIBUTE or inspect.isclass(obj) or not is_asgi_app(obj):
+        if name.startswith("_") or (name == APP_ATTRIBUTE and not include_app):
+            continue
+        if inspect.isclass(obj) or not is_asgi_app(obj):
             continue
         if inspect.isfunction(obj):
             params = list(_signature_parameters(obj))
@@ -353,13 +356,16 @@ def _attribute(module: types.ModuleType, attr_path: str, what: str, source: str)
     for part in attr_path.split("."):
         if not hasattr(obj, part):
             public = sorted(n for n in vars(module) if not n.startswith("_"))
-            shown = ", ".join(public[:20]) + (" …" if len(public) > 20 else "")
-            close = difflib.get_close_matches(attr_path, public, n=1)
+            apps = [name for name, _ in _module_apps(module, include_app=True)]
+            close = difflib.get_close_matches(attr_path, public, n=1) or apps[:1]
             guess = f"did you mean {close[0]!r}? " if close else ""
-            raise TaskAppError(
-                f"{what} has no attribute {attr_path!r} ({source!r})",
-                hint=f"{guess}it defines: {shown or 'nothing public'}",
-            )
+            if apps:  # what the user is after, not every import of the module
+                listed = f"its apps: {', '.join(apps)}"
+            else:
+                listed = "it defines: " + (
+                    ", ".join(public[:20]) + (" …" if len(public) > 20 else "") or "nothing public"
+                )
+            raise TaskAppError(f"{what} has no attribute {attr_path!r} ({source!r})", hint=guess + listed)
         obj = getattr(obj, part)
     return obj
 
