@@ -178,7 +178,8 @@ class Scenario:
             problems.append(
                 _problem(
                     "duration",
-                    f"must be a finite number of seconds in (0, {MAX_DURATION:g}], got {self.duration!r:.40}",
+                    f"must be a finite number of seconds above 0, at most {MAX_DURATION:.0f} (30 days), "
+                    f"got {self.duration!r:.40}",
                     "",
                 )
             )
@@ -202,7 +203,7 @@ class Scenario:
             problems.append(
                 _problem(
                     "queue_time",
-                    f"must be a finite number of seconds from 0 to {MAX_DURATION:g}, "
+                    f"must be a finite number of seconds from 0 to {MAX_DURATION:.0f} (30 days), "
                     f"got {self.queue_time!r:.40}",
                     "",
                 )
