@@ -144,7 +144,11 @@ def test_a_rejected_key_fails_the_job_with_a_hint_naming_the_key_and_the_upload(
     assert body["status"] == "failed"
     assert "HTTP 400" in body["error"]
     assert "rejected the environment key the fake sent (ENVIRONMENT_API_KEY" in body["error"]
-    assert "RLJob.upload_environment_api_key() (POST /api/v1/env-keys" in body["error"]
+    assert (
+        "upload the task app's key (POST /api/v1/env-keys: this plugin's RLJob.upload_environment_api_key()"
+        in body["error"]
+    )
+    assert "with the upstream SDK, set ENVIRONMENT_API_KEY before RLJob.from_config" in body["error"]
 
 
 def test_a_key_replaced_by_another_runs_upload_is_named_as_the_cause(

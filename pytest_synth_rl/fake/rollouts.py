@@ -107,9 +107,11 @@ def _status_hint(response: PostResponse, key_replaced: bool = False) -> str:
     if response.status_code in (401, 403) or (response.status_code == 400 and about_key):
         return (
             "the task app rejected the environment key the fake sent (ENVIRONMENT_API_KEY; SDK task apps "
-            "answer 400 to a wrong key): upload the task app's key with RLJob.upload_environment_api_key() "
-            "(POST /api/v1/env-keys; the plugin uploads it before a run's first submit), or create the "
-            "fake with task_app_api_key=" + (KEY_REPLACED_NOTE if key_replaced else "")
+            "answer 400 to a wrong key): upload the task app's key (POST /api/v1/env-keys: this plugin's "
+            "RLJob.upload_environment_api_key(), which it calls before a run's first submit; with the "
+            "upstream SDK, set ENVIRONMENT_API_KEY before RLJob.from_config, or call "
+            "setup_environment_api_key()), or create the fake with task_app_api_key="
+            + (KEY_REPLACED_NOTE if key_replaced else "")
         )
     if response.status_code == 422 and b"invalid_rollout_response" in response.content:
         return (
