@@ -59,6 +59,14 @@ def test_trees_deeper_than_the_limit_have_no_key() -> None:
     assert exact_key(deep) is None  # no RecursionError either
 
 
+def test_trees_of_more_than_ten_thousand_values_have_no_key() -> None:
+    # A key is kept with its entry; one for a huge data table would pin hundreds of MB.
+    assert exact_key(list(range(9_999))) is not None  # the list and its items: 10,000 values
+    assert exact_key(list(range(10_000))) is None
+    assert exact_key({"seeds": list(range(9_997))}) is not None  # the table, its key, the list
+    assert exact_key({"seeds": list(range(9_998))}) is None
+
+
 def test_the_store_counts_hits_and_misses_and_keeps_the_newest() -> None:
     memo: PassedChecks[str] = PassedChecks(maxsize=2)
     assert memo.get("a") is None

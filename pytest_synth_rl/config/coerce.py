@@ -7,7 +7,10 @@ byte-identical payload we reproduce those conversions here, without depending on
 validation library. The rules were pinned down value by value against the SDK's behaviour:
 
 * integers accept ints, bools, integral finite floats below 2**63 in magnitude, and decimal
-  strings (surrounding whitespace, single ``_`` between digits, an all-zero fraction like ``"1.0"``);
+  strings (surrounding whitespace, single ``_`` between digits, an all-zero fraction like ``"1.0"``)
+  that are below 2**63 in magnitude too: their digits are counted before converting, since
+  Python refuses to convert more than 4,300. (Ints of any size pass here, as in the SDK; the
+  validator refuses them anywhere in a config, see :mod:`.validate`.)
 * floats accept ints (that fit a double), bools, floats, and numeric strings including
   ``inf``/``nan`` spellings and ``_`` separators (not leading, trailing or doubled, and then
   without surrounding whitespace);
@@ -25,8 +28,10 @@ import re
 from typing import Any
 
 __all__ = [
+    "INT64_LIMIT",
     "CoercionError",
     "describe",
+    "digit_count",
     "to_bool",
     "to_float",
     "to_int",
@@ -47,7 +52,12 @@ _FLOAT_TEXT = re.compile(
 )
 _TRUE_WORDS = frozenset({"1", "on", "t", "true", "y", "yes"})
 _FALSE_WORDS = frozenset({"0", "off", "f", "false", "n", "no"})
-_INT_FROM_FLOAT_LIMIT = 2.0**63
+#: Integers must be smaller than this in magnitude (64-bit, like TOML integers).
+INT64_LIMIT = 2**63
+_INT_FROM_FLOAT_LIMIT = float(INT64_LIMIT)
+_INT64_DIGITS = len(str(INT64_LIMIT))
+_TOO_BIG = "an integer smaller than 2**63"
+_LOG10_2 = math.log10(2)
 
 
 class CoercionError(ValueError):
@@ -68,10 +78,27 @@ def describe(value: object, limit: int = 60) -> str:
         return "a table" if value else "an empty table"
     if isinstance(value, (list, tuple)):
         return f"an array of {len(value)} item(s)"
-    text = repr(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 4 * limit:
+        return f"an integer of {digit_count(value):,} digits"  # too long to show, maybe to convert
+    text = _safe_repr(value)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return f"{text} ({kind})"
+
+
+def _safe_repr(value: object) -> str:
+    try:
+        return repr(value)
+    except Exception:  # a user's object: a broken __repr__ must not replace the real problem
+        return f"<{type(value).__name__} object that cannot be shown>"
+
+
+def digit_count(number: int) -> int:
+    """How many decimal digits *number* has, without writing it as text: Python refuses to
+    convert integers of more than 4,300 digits to text (``sys.get_int_max_str_digits()``)."""
+    magnitude = abs(number)
+    estimate = max(1, int(magnitude.bit_length() * _LOG10_2))  # the count or one less
+    return estimate + 1 if magnitude >= 10**estimate else estimate
 
 
 def _kind(value: object) -> str:
@@ -102,20 +129,30 @@ def to_int(value: Any) -> int:
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, int):
-        return value
+        return value  # any size, as the SDK; the whole-config check refuses what JSON readers cannot hold
     if isinstance(value, float):
         if not math.isfinite(value) or not value.is_integer():
             raise CoercionError("an integer", value)
         if abs(value) >= _INT_FROM_FLOAT_LIMIT:
-            raise CoercionError("an integer smaller than 2**63", value)
+            raise CoercionError(_TOO_BIG, value)
         return int(value)
     if isinstance(value, str):
-        text = _trim(value)
-        if _INT_TEXT.fullmatch(text):
-            whole = text.split(".", 1)[0].replace("_", "")
-            return int(whole)
-        raise CoercionError("an integer", value)
+        return _int_from_text(value)
     raise CoercionError("an integer", value)
+
+
+def _int_from_text(value: str) -> int:
+    """Digits are counted before converting: ``int()`` refuses more than 4,300 of them."""
+    text = _trim(value)
+    if not _INT_TEXT.fullmatch(text):
+        raise CoercionError("an integer", value)
+    whole = text.split(".", 1)[0].replace("_", "")
+    if len(whole.lstrip("+-").lstrip("0")) > _INT64_DIGITS:
+        raise CoercionError(_TOO_BIG, value)
+    number = int(whole)
+    if abs(number) >= INT64_LIMIT:
+        raise CoercionError(_TOO_BIG, value)
+    return number
 
 
 def to_float(value: Any) -> float:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .coerce import CoercionError, describe, to_bool, to_float, to_int, to_str
-from .problems import KeyPath, ProblemList, format_key
+from .problems import KeyPath, ProblemList, format_key, key_text
 from .tree import plain_copy
 
 __all__ = ["NO_DEFAULT", "Field", "Kind", "Section", "check_section"]
@@ -147,7 +147,7 @@ def _check(
             continue
         if not isinstance(key, str):
             problems.add(
-                (*path, str(key)),
+                (*path, key_text(key)),
                 f"table keys must be strings, got {describe(key)}",
                 "use string keys (TOML keys always are)",
             )
@@ -195,7 +195,7 @@ def _convert_table(kind: str, raw: Any, path: KeyPath, problems: ProblemList) ->
     for key, item in raw.items():
         if not isinstance(key, str):
             problems.add(
-                (*path, str(key)),
+                (*path, key_text(key)),
                 f"table keys must be strings, got {describe(key)}",
                 "use string keys (TOML keys always are)",
             )
@@ -224,16 +224,13 @@ def _convert_list(spec: Field, raw: Any, path: KeyPath, problems: ProblemList) -
         )
         return False, None
     convert, expected = _SCALARS[item_kind]
+    hint = f"make every item of {format_key(path)} {expected}"
     out: list[Any] = []
     ok = True
     for index, item in enumerate(raw):
         try:
             out.append(convert(item))
-        except CoercionError:
-            problems.add(
-                (*path, index),
-                f"expected {expected}, got {describe(item)}",
-                f"make every item of {format_key(path)} {expected}",
-            )
+        except CoercionError as exc:
+            problems.add((*path, index), f"expected {exc.expected}, got {describe(item)}", hint)
             ok = False
     return ok, out

@@ -21,10 +21,10 @@ import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..errors import ConfigError, ConfigProblem
+from ..errors import ConfigProblem
 from ..frames import outside_stacklevel
 from .fields import Section
-from .problems import KeyPath, ProblemList, format_key, found_instead
+from .problems import KeyPath, ProblemList, capped_error, format_key, found_instead, key_text
 from .schema import RL_CONFIG
 from .verifier import VERIFIER_OPTIONS_KEYS
 
@@ -154,7 +154,7 @@ def _known_path(config: Mapping[str, Any], path: tuple[str, ...]) -> tuple[bool,
         here = path[:depth]
         in_config = isinstance(node, Mapping) and part in node
         if not (part in section.fields or in_config or _is_extra(here, part)):
-            names = set(section.fields) | (set(map(str, node)) if isinstance(node, Mapping) else set())
+            names = set(section.fields) | (set(map(key_text, node)) if isinstance(node, Mapping) else set())
             return False, here, sorted(names)
         spec = section.fields.get(part)
         section = spec.section if spec is not None else None
@@ -187,7 +187,7 @@ def check_override_keys(
             )
         )
     if problems:
-        raise ConfigError(problems, path=source)
+        raise capped_error(problems, source)
 
 
 def point_at_near_misses(config: Mapping[str, Any], problems: ProblemList) -> None:

@@ -3,7 +3,8 @@
 A broken config should fail with the file, line and column, not with a ``UnicodeDecodeError`` or a
 parser traceback. We decode ourselves (to point at the offending byte) and translate the TOML
 parser's "(at line X, column Y)" into a :class:`~pytest_synth_rl.errors.ConfigProblem` carrying
-``line``/``column`` and the source line with a caret.
+``line``/``column`` and the source line with a caret. A device, a file too large or a tree too
+deep to walk is a ConfigError too, so nothing a file holds can hang or crash the reader.
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ from typing import Any
 from ..errors import ConfigError, ConfigProblem
 from .coerce import describe
 from .overrides import apply_overrides
-from .tree import plain_copy
+from .problems import short_key
+from .source_file import read_config_bytes
+from .toml_scan import long_integer_problem, long_key_problem
+from .tree import TreeShapeError, plain_copy
 
 __all__ = ["config_source", "load_rl_config", "parse_toml", "read_toml_file"]
 
@@ -50,22 +54,18 @@ def config_source(config_path: object) -> Path:
 
 
 def read_toml_file(config_path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read and parse a TOML file; missing, unreadable, non-UTF-8 or malformed -> ConfigError."""
+    """Read and parse a TOML file; missing, unreadable, not a regular file, too large, non-UTF-8,
+    malformed or nested too deeply -> ConfigError."""
     path = config_source(config_path)
-    shown = str(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise _file_problem(shown, "file not found", f"check the path (relative to {Path.cwd()})") from None
-    except IsADirectoryError:
-        raise _file_problem(
-            shown, "is a directory, expected a TOML file", "point at the .toml file itself"
-        ) from None
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        raise _file_problem(shown, f"cannot be read: {reason}", "check the file's permissions") from None
-    copied: dict[str, Any] = plain_copy(_parse_file_content(data, shown))  # tables, arrays, scalars
+    data = read_config_bytes(path)
+    if len(data) > _CACHED_BYTES:
+        return parse_toml(data, source=str(path))
+    copied: dict[str, Any] = plain_copy(_parse_file_content(data, str(path)))  # tables, arrays, scalars
     return copied
+
+
+#: Files up to this size are parsed once per content; a larger one is not kept in memory.
+_CACHED_BYTES = 1024 * 1024
 
 
 @functools.lru_cache(maxsize=64)
@@ -74,10 +74,6 @@ def _parse_file_content(data: bytes, source: str) -> dict[str, Any]:
     once. Callers get a deep copy, since overrides and validation edit the tree. Errors are not
     cached (lru_cache does not keep exceptions), so a broken file reports every time."""
     return parse_toml(data, source=source)
-
-
-def _file_problem(path: str, message: str, hint: str) -> ConfigError:
-    return ConfigError([ConfigProblem(key="", message=f"{path}: {message}", hint=hint)], path=path)
 
 
 def parse_toml(data: bytes | str, *, source: str = "<string>") -> dict[str, Any]:
@@ -99,9 +95,17 @@ def parse_toml(data: bytes | str, *, source: str = "<string>") -> dict[str, Any]
             raise ConfigError([problem], path=source) from None
     else:
         text = data
+    return _parse_text(text, source)
+
+
+def _parse_text(text: str, source: str) -> dict[str, Any]:
+    """tomllib's result as a copy bounded to MAX_DEPTH levels, every failure a ConfigError."""
+    long_key = long_key_problem(text)
+    if long_key is not None:
+        raise ConfigError([long_key], path=source)
     toml = _toml()
     try:
-        parsed: dict[str, Any] = toml.loads(text)
+        parsed = toml.loads(text)
     except toml.TOMLDecodeError as exc:
         raise ConfigError([_syntax_problem(exc, text)], path=source) from None
     except RecursionError:
@@ -109,7 +113,14 @@ def parse_toml(data: bytes | str, *, source: str = "<string>") -> dict[str, Any]
             key="", message="TOML nesting is too deep to parse", hint="flatten the arrays/tables"
         )
         raise ConfigError([problem], path=source) from None
-    return parsed
+    except ValueError:  # the only other one: an integer literal with too many digits to convert
+        raise ConfigError([long_integer_problem(text)], path=source) from None
+    try:
+        copied: dict[str, Any] = plain_copy(parsed)
+    except TreeShapeError as exc:  # deep through table headers and dotted keys, which parse fine
+        problem = ConfigProblem(key=short_key(exc.path), message=exc.message, hint=exc.hint)
+        raise ConfigError([problem], path=source) from None
+    return copied
 
 
 def _position_of_byte(data: bytes, offset: int) -> tuple[int, int]:

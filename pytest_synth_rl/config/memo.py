@@ -15,27 +15,34 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-__all__ = ["MemoInfo", "PassedChecks", "exact_key"]
+__all__ = ["MAX_DEPTH", "MAX_VALUES", "MemoInfo", "PassedChecks", "exact_key"]
 
 V = TypeVar("V")
 
 #: Deeper trees are not remembered (real configs are a few levels deep; keys stay cheap).
 MAX_DEPTH = 32
+#: Nor are trees of more values than this: a real config has a few dozen, and a key (kept with
+#: its entry) costs about 100 bytes per value, so one huge data table would pin hundreds of MB.
+MAX_VALUES = 10_000
 _PLAIN = (str, int, bool, type(None))
 
 
 class _Unkeyable(Exception):
-    """A value with no exact key: not a plain dict/list/str/number/bool/None, or too deep."""
+    """A value with no exact key: not a plain dict/list/str/number/bool/None, too deep or too big."""
 
 
-def _shape(value: object, depth: int) -> Hashable:
-    if depth > MAX_DEPTH:
+def _shape(value: object, depth: int, budget: list[int]) -> Hashable:
+    if depth > MAX_DEPTH or budget[0] <= 0:
         raise _Unkeyable
+    budget[0] -= 1
     kind = type(value)
     if isinstance(value, dict) and kind is dict:
-        return ("dict", *((_shape(k, depth + 1), _shape(v, depth + 1)) for k, v in value.items()))
+        return (
+            "dict",
+            *((_shape(k, depth + 1, budget), _shape(v, depth + 1, budget)) for k, v in value.items()),
+        )
     if isinstance(value, list) and kind is list:
-        return ("list", *(_shape(v, depth + 1) for v in value))
+        return ("list", *(_shape(v, depth + 1, budget) for v in value))
     if kind is float:
         return ("float", repr(value))  # -0.0 is not 0.0 here, and nan equals its own repr
     if kind in _PLAIN:
@@ -46,7 +53,7 @@ def _shape(value: object, depth: int) -> Hashable:
 def exact_key(tree: object) -> Hashable | None:
     """A hashable key equal only for trees of the same values, types and order; None if there is none."""
     try:
-        return _shape(tree, 0)
+        return _shape(tree, 0, [MAX_VALUES])
     except _Unkeyable:
         return None
 

@@ -25,8 +25,8 @@ from typing import Any
 from ..errors import ConfigError, ConfigProblem
 from .coerce import describe
 from .known_keys import check_override_keys
-from .problems import format_key
-from .tree import plain_copy
+from .problems import format_key, key_text, short_key
+from .tree import MAX_DEPTH, TreeShapeError, plain_copy
 
 __all__ = ["SPECIAL_KEYS", "SdkOverrides", "apply_overrides", "parse_dotted_key", "split_overrides"]
 
@@ -70,6 +70,14 @@ def parse_dotted_key(key: str, *, source: str | None = None) -> tuple[str, ...]:
             position += 1
         if position == length:
             return tuple(parts)
+        if len(parts) >= MAX_DEPTH:
+            raise _fail(
+                short_key(parts),
+                f"override key {short_key(parts)!r} has more than {MAX_DEPTH} parts; "
+                f"expected at most {MAX_DEPTH} levels of tables",
+                'override a key of a few levels, like "training.batch_size"',
+                source,
+            )
         if key[position] != ".":
             raise _bad_key(key, source)
         position += 1
@@ -118,7 +126,7 @@ def split_overrides(
     for key, value in overrides.items():
         if not isinstance(key, str) or not key.strip():
             raise _fail(
-                str(key),
+                key_text(key),
                 f"override keys must be non-empty strings, got {describe(key)}",
                 'use dotted names like "training.batch_size"',
                 source,
@@ -152,13 +160,30 @@ def apply_overrides(
     and removals (``None``) are always allowed.
     """
     _, edits = split_overrides(overrides, source=source)
-    parsed = [(parse_dotted_key(key, source=source), key, value) for key, value in edits]
+    parsed = [_parsed_edit(key, value, source) for key, value in edits]
     if not allow_new_keys:
         check_override_keys(config, _added_paths(parsed), source=source)
-    result: dict[str, Any] = plain_copy(config)
+    try:
+        result: dict[str, Any] = plain_copy(config)
+    except TreeShapeError as exc:
+        raise ConfigError(
+            [ConfigProblem(key=short_key(exc.path), message=exc.message, hint=exc.hint)], path=source
+        ) from None
     for path, key, value in parsed:
         _apply(result, path, value, key, source)
     return result
+
+
+def _parsed_edit(key: str, value: Any, source: str | None) -> tuple[tuple[str, ...], str, Any]:
+    """``(path, key, copied value)``: the copy is bounded (see :func:`.tree.plain_copy`), so the
+    walks below never meet a value that contains itself or nests without end."""
+    path = parse_dotted_key(key, source=source)
+    try:
+        return path, key, plain_copy(value, path)
+    except TreeShapeError as exc:
+        raise _fail(
+            key, f"override {key!r}: the value at {short_key(exc.path)} {exc.message}", exc.hint, source
+        ) from None
 
 
 def _added_paths(parsed: list[tuple[tuple[str, ...], str, Any]]) -> list[tuple[tuple[str, ...], str]]:
@@ -168,7 +193,7 @@ def _added_paths(parsed: list[tuple[tuple[str, ...], str, Any]]) -> list[tuple[t
     def leaves(path: tuple[str, ...], value: Any, origin: str) -> None:
         if isinstance(value, Mapping) and value:
             for key, item in value.items():
-                leaves((*path, str(key)), item, origin)
+                leaves((*path, key_text(key)), item, origin)
         else:
             out.append((path, origin))
 

@@ -154,7 +154,7 @@ def _build(
             'pass overrides={"task_url": …} or set [services].task_url',
         )
     if problems or choice is None or checked.model is None or checked.model_field is None:
-        raise ConfigError(problems.as_list(), path=source)
+        raise problems.as_error(source)
 
     data: dict[str, Any] = checked.config
     data.pop("smoke", None)  # CLI-only smoke-test knobs never reach the trainer

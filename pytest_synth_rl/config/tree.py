@@ -3,14 +3,72 @@
 Validation code reads user data of unknown shape (a TOML file, an override, a JSON payload sent to
 the fake backend); these helpers never raise on a surprising type, so every rule can ask "is this
 a table?" instead of catching ``AttributeError``.
+
+Copying is also where a tree's shape is bounded: every config passes through :func:`plain_copy`
+before any rule recurses into it, so a tree nested deeper than :data:`MAX_DEPTH` or holding itself
+is refused there, with the key where it happens, instead of exhausting the interpreter's stack.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ["is_table", "plain_copy"]
+__all__ = ["MAX_DEPTH", "TreeShapeError", "is_table", "plain_copy"]
+
+#: The longest key path a config may have (``a.b.c`` is 3; ``seeds[0]`` is 2). Real RL configs
+#: are 2-4 levels deep; 100 leaves free-form tables room while every recursive rule stays far
+#: inside Python's recursion limit (1,000 frames), wherever the caller's own stack stands.
+MAX_DEPTH = 100
+
+#: Types copied as they are without a closer look (most values of a big array are one of them).
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+class TreeShapeError(ValueError):
+    """A tree that cannot be copied: nested deeper than :data:`MAX_DEPTH`, containing itself, or
+    holding a mapping whose items cannot be read.
+
+    ``path`` is where it happens (at most ``MAX_DEPTH + 1`` parts); ``message`` and ``hint`` are
+    ready for a :class:`~pytest_synth_rl.errors.ConfigProblem`.
+    """
+
+    def __init__(
+        self, kind: Literal["deep", "cycle", "unreadable"], path: tuple[object, ...], message: str, hint: str
+    ) -> None:
+        self.kind = kind
+        self.path = path
+        self.message = message
+        self.hint = hint
+        super().__init__(message)
+
+
+def _too_deep(path: tuple[object, ...]) -> TreeShapeError:
+    return TreeShapeError(
+        "deep",
+        path,
+        f"is nested more than {MAX_DEPTH} levels deep; "
+        f"expected at most {MAX_DEPTH} levels of tables and arrays",
+        "flatten it: an RL config is a few levels deep (keep deep data in a JSON string)",
+    )
+
+
+def _cycle(path: tuple[object, ...]) -> TreeShapeError:
+    return TreeShapeError(
+        "cycle",
+        path,
+        "contains itself (a table or array that holds a reference to itself)",
+        "pass plain nested values: no table or array may contain itself",
+    )
+
+
+def _unreadable(path: tuple[object, ...], error: Exception) -> TreeShapeError:
+    return TreeShapeError(
+        "unreadable",
+        path,
+        f"is a mapping whose items cannot be read ({type(error).__name__} while listing them)",
+        "pass a plain dict",
+    )
 
 
 def is_table(value: object) -> bool:
@@ -18,14 +76,41 @@ def is_table(value: object) -> bool:
     return isinstance(value, Mapping)
 
 
-def plain_copy(value: Any) -> Any:
+def plain_copy(value: Any, path: tuple[object, ...] = ()) -> Any:
     """A deep copy made of plain ``dict``/``list`` containers (tuples become lists).
 
     The payload must not share containers with the caller's config or overrides: the caller may
-    reuse them for the next job, and the fake backend stores what it is sent.
+    reuse them for the next job, and the fake backend stores what it is sent. *path* is where
+    *value* sits (it counts toward :data:`MAX_DEPTH`); raises :class:`TreeShapeError`.
     """
-    if isinstance(value, Mapping):
-        return {key: plain_copy(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain_copy(item) for item in value]
-    return value
+    return _copy(value, path, set())
+
+
+def _copy(value: Any, path: tuple[object, ...], above: set[int]) -> Any:
+    """Copy one container; *above* holds the ids of the containers being copied around it."""
+    if not isinstance(value, (Mapping, list, tuple)):
+        return value
+    if id(value) in above:
+        raise _cycle(path)
+    above.add(id(value))
+    try:
+        if isinstance(value, Mapping):
+            return _copy_table(value, path, above)
+        if value and len(path) >= MAX_DEPTH:
+            raise _too_deep((*path, 0))
+        return [
+            item if type(item) in _PLAIN else _copy(item, (*path, index), above)
+            for index, item in enumerate(value)
+        ]
+    finally:
+        above.discard(id(value))
+
+
+def _copy_table(value: Mapping[Any, Any], path: tuple[object, ...], above: set[int]) -> dict[Any, Any]:
+    try:
+        items = list(value.items())
+    except Exception as error:  # a user's Mapping subclass: whatever it raises is its own
+        raise _unreadable(path, error) from None
+    if items and len(path) >= MAX_DEPTH:
+        raise _too_deep((*path, items[0][0]))
+    return {key: item if type(item) in _PLAIN else _copy(item, (*path, key), above) for key, item in items}

@@ -4,7 +4,8 @@ The SDK spreads its decisions over a pre-validator (rules 1-13), a typed model (
 payload builder (algorithm triple, model choice; §7.2). We run all of them in the same order but
 never stop early, so one :class:`~pytest_synth_rl.errors.ConfigError` lists everything wrong.
 A config is accepted exactly when the SDK would accept it; the only extra refusals are values
-JSON cannot carry (TOML dates and times, ``inf``/``nan``), which would fail at submission anyway.
+JSON cannot carry (TOML dates and times, ``inf``/``nan``), which would fail at submission anyway,
+and integers of 2**63 or more in magnitude (beyond TOML's and a 64-bit backend field's range).
 """
 
 from __future__ import annotations
@@ -15,15 +16,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from ..errors import ConfigError, ConfigProblem
-from .coerce import describe
+from ..errors import ConfigProblem
+from .coerce import INT64_LIMIT, describe
 from .known_keys import point_at_near_misses
 from .memo import MemoInfo, PassedChecks, exact_key
 from .models import ModelRejected, ResolvedModel, experimental_allowed, experimental_models, resolve_rl_model
-from .problems import KeyPath, ProblemList
+from .problems import KeyPath, ProblemList, key_text
 from .rules import check_algorithm_triple, inject_defaults, precheck
 from .schema import check_rl_schema
-from .tree import plain_copy
+from .tree import TreeShapeError, plain_copy
 from .verifier import check_reward_sections
 
 __all__ = [
@@ -111,7 +112,10 @@ def _check(
             check_algorithm_triple(algorithm, ("algorithm",), problems)
         _check_json_values(normalized, (), problems)
         point_at_near_misses(config, problems)
-    except RecursionError:
+    except TreeShapeError as exc:
+        _shape_problem(exc, problems)
+        return ConfigCheck({}, problems)
+    except RecursionError:  # only when the caller's own stack is already nearly exhausted
         problems.add((), "is nested too deeply to validate", "flatten the config")
         return ConfigCheck({}, problems)
     if not select_model:
@@ -120,6 +124,14 @@ def _check(
     if choice is None:
         return ConfigCheck(normalized, problems)
     return ConfigCheck(normalized, problems, choice[1], choice[0])
+
+
+def _shape_problem(exc: TreeShapeError, problems: ProblemList) -> None:
+    """A tree too deep, holding itself or unreadable: one problem, since no rule could walk it."""
+    if exc.kind == "deep":
+        problems.add((), "is nested too deeply to validate", "flatten the config")
+    else:
+        problems.add(exc.path, exc.message, exc.hint)
 
 
 def _choose_model(
@@ -182,7 +194,7 @@ def _check_json_values(value: object, path: KeyPath, problems: ProblemList) -> N
     """Refuse values a JSON request body cannot carry, naming where they are."""
     if isinstance(value, Mapping):
         for key, item in value.items():
-            _check_json_values(item, (*path, str(key)), problems)
+            _check_json_values(item, (*path, key_text(key)), problems)
     elif isinstance(value, list):
         for index, item in enumerate(value):
             _check_json_values(item, (*path, index), problems)
@@ -191,6 +203,13 @@ def _check_json_values(value: object, path: KeyPath, problems: ProblemList) -> N
             path,
             f"is a TOML date/time ({value.isoformat()}); expected a value JSON can carry",
             f'quote it as a string: "{value.isoformat()}"',
+        )
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= INT64_LIMIT:
+        problems.add(
+            path,
+            f"is {describe(value)}; expected an integer smaller than 2**63 in magnitude "
+            "(a TOML integer, and what a 64-bit backend field holds)",
+            "use a smaller number, or quote it as a string if it is an identifier rather than a count",
         )
     elif isinstance(value, float) and not math.isfinite(value):
         problems.add(
@@ -239,5 +258,5 @@ def validate_rl_config(
     """
     checked = check_rl_config(config, allow_experimental=allow_experimental, model_override=model_override)
     if checked.problems:
-        raise ConfigError(checked.problems.as_list(), path=path)
+        raise checked.problems.as_error(path)
     return checked.config
