@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from .jobs import TERMINAL, JobRecord, iso
+from .legacy_body import legacy_payload
 from .store import SEALED_BOX_ALG, EnvKeyRejected, IdempotencyConflict, JobStore, StoreFull
 from .stream import EventStream
 from .wire import TooManyDigits, error_response, json_response, load_json, non_finite_field
@@ -146,6 +147,9 @@ def submit(call: Call) -> httpx.Response:
                 ]
             },
         )
+    legacy = legacy_payload(payload)  # an older client's body (contract §1.2): its own checks
+    if legacy is not None:
+        payload = legacy[0]
     key = call.request.headers.get("idempotency-key")
     if key is not None:
         try:
@@ -162,7 +166,7 @@ def submit(call: Call) -> httpx.Response:
         if replayed is not None:
             call.job_id = replayed.id
             return json_response(200, replayed.status_bytes(), [("idempotent-replayed", "true")])
-    problems = store.validate(payload)
+    problems = legacy[1] if legacy is not None else store.validate(payload)
     if problems:
         return json_response(
             422,
