@@ -143,15 +143,19 @@ class ConfigError(_ProblemsError):
         *,
         path: str | None = None,
         hint: str | None = None,
+        total: int | None = None,
     ) -> None:
         self.path = path
+        #: How many problems there are, when only some are listed (thousands of bad items).
+        self.total = total
         source = f"RL config {path}" if path else "RL config"
-        super().__init__(
-            problems,
-            hint=hint,
-            one=f"{source} is invalid",
-            many=lambda count: f"{source} has {count} problems",
-        )
+
+        def many(count: int) -> str:
+            if total is not None and total > count:
+                return f"{source} has {total:,} problems ({count} lines listed)"
+            return f"{source} has {count} problems"
+
+        super().__init__(problems, hint=hint, one=f"{source} is invalid", many=many)
 
 
 class SynthUsageError(_ProblemsError):

@@ -53,11 +53,12 @@ def test_thousands_of_bad_items_list_twenty_and_count_the_rest() -> None:
         for index in range(20)
     )
     assert str(info.value) == (
-        f"RL config {MINIMAL} has 21 problems:{listed}\n"
+        f"RL config {MINIMAL} has 5,000 problems (21 lines listed):{listed}\n"
         f"  - evaluation.seeds: ... and 4,980 more problems in evaluation.seeds (hint: {LIMITS_HINT})\n"
-        "  hint: 5,000 problems in all, 20 listed; fix those and run again for the rest"
+        "  hint: 20 of the 5,000 problems are listed; fix those and run again for the rest"
     )
     assert info.value.keys[-1] == "evaluation.seeds"
+    assert info.value.total == 5_000
 
 
 def test_twenty_bad_items_are_all_listed_and_the_twenty_first_is_counted() -> None:
@@ -69,7 +70,7 @@ def test_twenty_bad_items_are_all_listed_and_the_twenty_first_is_counted() -> No
         build_rl_payload(MINIMAL, task_url=TASK_URL, overrides={**EVALUATION, "evaluation.seeds": ["x"] * 21})
     assert info.value.keys == [*(f"evaluation.seeds[{index}]" for index in range(20)), "evaluation.seeds"]
     assert info.value.problems[-1].message == "... and 1 more problem in evaluation.seeds"
-    assert info.value.hint == "21 problems in all, 20 listed; fix those and run again for the rest"
+    assert info.value.hint == "20 of the 21 problems are listed; fix those and run again for the rest"
 
 
 def test_no_more_than_a_hundred_lines_are_listed_in_all() -> None:
@@ -82,7 +83,7 @@ def test_no_more_than_a_hundred_lines_are_listed_in_all() -> None:
     assert rendered[99] == "tags.t99.x: is inf"
     assert rendered[100:] == [f"<config>: ... and 50 more problems (hint: {LIMITS_HINT})"]
     assert str(problems.as_error("rl.toml")).endswith(
-        "\n  hint: 150 problems in all, 100 listed; fix those and run again for the rest"
+        "\n  hint: 100 of the 150 problems are listed; fix those and run again for the rest"
     )
 
 
@@ -128,4 +129,4 @@ def test_unknown_override_keys_are_listed_up_to_a_hundred() -> None:
         )
     assert info.value.keys == [*(f"training.k{index}" for index in range(100)), ""]
     assert info.value.problems[-1].render() == f"<config>: ... and 900 more problems (hint: {LIMITS_HINT})"
-    assert info.value.hint == "1,000 problems in all, 100 listed; fix those and run again for the rest"
+    assert info.value.hint == "100 of the 1,000 problems are listed; fix those and run again for the rest"

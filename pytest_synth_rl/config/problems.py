@@ -254,7 +254,10 @@ class ProblemList:
 
     def as_error(self, path: str | None) -> ConfigError:
         """The :class:`ConfigError` for these problems; says how many there are when not all are listed."""
-        return ConfigError(self.as_list(), path=path, hint=_total_hint(len(self.located()), self._count))
+        listed = len(self.located())
+        return ConfigError(
+            self.as_list(), path=path, hint=_total_hint(listed, self._count), total=self._count
+        )
 
 
 def capped_error(problems: Sequence[ConfigProblem], path: str | None) -> ConfigError:
@@ -263,13 +266,14 @@ def capped_error(problems: Sequence[ConfigProblem], path: str | None) -> ConfigE
     listed = list(problems[:TOTAL_LIMIT])
     if len(problems) > TOTAL_LIMIT:
         listed.append(_unlisted_problem((), len(problems) - TOTAL_LIMIT))
-    return ConfigError(listed, path=path, hint=_total_hint(min(len(problems), TOTAL_LIMIT), len(problems)))
+    hint = _total_hint(min(len(problems), TOTAL_LIMIT), len(problems))
+    return ConfigError(listed, path=path, hint=hint, total=len(problems))
 
 
 def _total_hint(listed: int, total: int) -> str | None:
     if listed == total:
         return None
-    return f"{total:,} problems in all, {listed:,} listed; fix those and run again for the rest"
+    return f"{listed:,} of the {total:,} problems are listed; fix those and run again for the rest"
 
 
 _LIMITS = (
