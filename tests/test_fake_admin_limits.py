@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 import tracemalloc
 from collections.abc import Callable, Iterator
 
@@ -188,13 +187,12 @@ def held() -> int | None:
     return None if budget is None else int(budget.held)
 
 
-def wait_for(condition: Callable[[], bool], what: str) -> None:
-    """Poll *condition* until true; only a hang (or a missing fix) takes :data:`GENEROUS`."""
-    assert held() is not None, "no body budget: each connection may hold a whole body"
-    deadline = time.monotonic() + GENEROUS
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not within {GENEROUS:g}s (held: {held()})"
-        time.sleep(0.005)
+def wait_for(condition: Callable[[int], bool], what: str) -> None:
+    """Wait until ``condition(held bytes)`` holds, woken by the budget as requests in the server's
+    thread take or give back bytes; :data:`GENEROUS` only stops a hang (or a missing fix)."""
+    budget = getattr(asgi_module, "BODY_BUDGET", None)
+    assert budget is not None, "no body budget: each connection may hold a whole body"
+    assert budget.wait_for(condition, GENEROUS), f"{what} (held: {held()})"
 
 
 def start_body(client: httpx.Client, length: int, sent: int) -> socket.socket:
@@ -218,7 +216,7 @@ def test_bodies_held_at_once_are_bounded_and_a_request_past_the_budget_gets_503(
     fake, client = served
     holding = [start_body(client, BODY, BODY - 1) for _ in range(budget // BODY)]
     try:
-        wait_for(lambda: held() == budget, "the three bodies being read take the whole budget")
+        wait_for(lambda now: now == budget, "the three bodies being read take the whole budget")
         with start_body(client, BODY, 0) as refused:
             answer = read_answer(refused)  # before: read on, and held another MiB
         assert answer.startswith(b"HTTP/1.1 503"), answer[:200]
@@ -242,7 +240,7 @@ def test_bodies_held_at_once_are_bounded_and_a_request_past_the_budget_gets_503(
         for sock in holding:
             sock.close()
     # The hung-up requests give back what they took; a body as large as all three fits again.
-    wait_for(lambda: held() == 0, "closed connections give back the budget")
+    wait_for(lambda now: now == 0, "closed connections give back the budget")
     big = json.dumps(rl_payload()).encode().ljust(budget, b" ")
     created = client.post("/api/rl/jobs", content=big, headers={"Content-Type": "application/json"})
     assert created.status_code == 201, created.text
@@ -282,9 +280,9 @@ def test_every_way_a_request_ends_gives_its_bytes_back(
         assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
     else:
         with start_body(client, BODY, BODY // 2):
-            wait_for(lambda: held() == BODY, "the body being read holds its declared length")
-    wait_for(lambda: held() == 0, f"a request {ending} gives its bytes back")
+            wait_for(lambda now: now == BODY, "the body being read holds its declared length")
+    wait_for(lambda now: now == 0, f"a request {ending} gives its bytes back")
     # The whole budget is there for the next request.
     with start_body(client, budget, budget - 1):
-        wait_for(lambda: held() == budget, "a body as large as the budget fits")
-    wait_for(lambda: held() == 0, "and is given back in turn")
+        wait_for(lambda now: now == budget, "a body as large as the budget fits")
+    wait_for(lambda now: now == 0, "and is given back in turn")

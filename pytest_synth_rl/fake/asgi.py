@@ -96,26 +96,34 @@ class BodyBudget:
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._changed = threading.Condition()
         self._held = 0
 
     @property
     def held(self) -> int:
         """Bytes taken and not yet given back."""
-        with self._lock:
+        with self._changed:
             return self._held
 
     def take(self, size: int) -> bool:
         """Take *size* bytes if they fit under :data:`MAX_BUFFERED_BYTES` (read at each call)."""
-        with self._lock:
+        with self._changed:
             if self._held + size > MAX_BUFFERED_BYTES:
                 return False
             self._held += size
+            self._changed.notify_all()
             return True
 
     def give(self, size: int) -> None:
-        with self._lock:
+        with self._changed:
             self._held -= size
+            self._changed.notify_all()
+
+    def wait_for(self, condition: Callable[[int], bool], timeout: float) -> bool:
+        """Block until ``condition(held)`` is true (False after *timeout* seconds): for callers
+        that must see requests in other threads take or give back their bytes."""
+        with self._changed:
+            return self._changed.wait_for(lambda: condition(self._held), timeout)
 
 
 BODY_BUDGET = BodyBudget()
