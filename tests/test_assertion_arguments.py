@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_fake_support import job_on
 
 from pytest_synth_rl.assertions import JobExpectation, expect_job
 from pytest_synth_rl.client import RLJob
@@ -32,15 +33,7 @@ def job() -> Iterator[RLJob]:
     clock = VirtualClock(START)
     with FakeSynthBackend(clock=clock, rollouts=False) as fake:
         fake.scenario(steps=3, reward_curve=[0.9, 0.5, 0.1])
-        made = RLJob.from_config(
-            CONFIG,
-            backend_url=fake.base_url,
-            api_key=fake.api_key,
-            task_app_url="https://task-app.example.com",
-            skip_health_check=True,
-            clock=clock,
-            transport=fake.transport(),
-        )
+        made = job_on(fake, clock)
         made.submit()
         yield made
         made.close()

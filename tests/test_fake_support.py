@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
+from pytest_synth_rl.client import RLJob
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.fake import FakeSynthBackend
 
@@ -74,6 +75,20 @@ def rl_payload(task_url: str = "https://task-app.example.com", **config_updates:
         "tags": {"source": "train-cli"},
         "metadata": {"backend_base_url": API},
     }
+
+
+def job_on(fake: FakeSynthBackend, clock: VirtualClock) -> RLJob:
+    """An ``RLJob`` of the arithmetic example sent to *fake* through its transport, on *clock*,
+    for a task app the fake does not roll out against (no health check)."""
+    return RLJob.from_config(
+        EXAMPLES / "arithmetic.toml",
+        backend_url=fake.base_url,
+        api_key=fake.api_key,
+        task_app_url="https://task-app.example.com",
+        skip_health_check=True,
+        clock=clock,
+        transport=fake.transport(),
+    )
 
 
 def auth(fake: FakeSynthBackend) -> dict[str, str]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_fake_support import job_on
 
-from pytest_synth_rl.client import RLJob
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import JobTimeoutError
 from pytest_synth_rl.fake import FakeSynthBackend
@@ -15,23 +15,11 @@ from pytest_synth_rl.report import job_record
 CONFIG = Path(__file__).resolve().parent.parent / "examples" / "arithmetic.toml"
 
 
-def _job(fake: FakeSynthBackend, clock: VirtualClock) -> RLJob:
-    return RLJob.from_config(
-        CONFIG,
-        backend_url=fake.base_url,
-        api_key=fake.api_key,
-        task_app_url="https://task-app.example.com",
-        skip_health_check=True,
-        clock=clock,
-        transport=fake.transport(),
-    )
-
-
 def test_a_timed_out_wait_keeps_its_polls_in_the_record() -> None:
     clock = VirtualClock()
     with FakeSynthBackend(clock=clock, rollouts=False) as fake:
         fake.scenario(queue_time=20, duration=600)
-        job = _job(fake, clock)
+        job = job_on(fake, clock)
         job.submit()
         with pytest.raises(JobTimeoutError):
             job.poll_until_complete(timeout=60, interval=10)
@@ -49,7 +37,7 @@ def test_a_finished_wait_still_takes_its_timeline_from_the_result() -> None:
     clock = VirtualClock()
     with FakeSynthBackend(clock=clock, rollouts=False) as fake:
         fake.scenario(duration=30)
-        job = _job(fake, clock)
+        job = job_on(fake, clock)
         job.submit()
         result = job.poll_until_complete(timeout=600, interval=10)
         record = job_record("t::x", job, backend=fake.base_url)
@@ -62,7 +50,7 @@ def test_a_job_never_polled_has_the_status_read_at_the_end_as_its_timeline() -> 
     clock = VirtualClock()
     with FakeSynthBackend(clock=clock, rollouts=False) as fake:
         fake.scenario(queue_time=20)
-        job = _job(fake, clock)
+        job = job_on(fake, clock)
         job.submit()
         never_read = job_record("t::x", job, backend=fake.base_url)
         clock.advance(5)
@@ -78,7 +66,7 @@ def test_the_timeline_spans_every_wait_not_only_the_last() -> None:
     clock = VirtualClock()
     with FakeSynthBackend(clock=clock, rollouts=False) as fake:
         fake.scenario(queue_time=20, duration=40)
-        job = _job(fake, clock)
+        job = job_on(fake, clock)
         job.submit()
         job.poll_until_complete(timeout=7200, interval=10)
         clock.advance(100)
@@ -94,7 +82,7 @@ def test_statuses_read_by_an_expectation_and_a_later_wait_both_reach_the_timelin
     clock = VirtualClock()
     with FakeSynthBackend(clock=clock, rollouts=False) as fake:
         fake.scenario(queue_time=30, duration=600)
-        job = _job(fake, clock)
+        job = job_on(fake, clock)
         job.submit()
         expect_job(job, clock=clock).to_reach_status("running", within=600)
         job.cancel()
@@ -107,13 +95,13 @@ def test_statuses_read_by_an_expectation_and_a_later_wait_both_reach_the_timelin
 def test_a_submitted_job_never_read_is_status_unknown_not_unsubmitted() -> None:
     clock = VirtualClock()
     with FakeSynthBackend(clock=clock, rollouts=False) as fake:
-        job = _job(fake, clock)
+        job = job_on(fake, clock)
         job.submit()
         record = job_record("t::x", job, backend=fake.base_url, status_payload=None)
     assert record.job_id == "job_rl_000001"
     assert record.status is None
     assert record.status_label == "status unknown"
-    never = job_record("t::y", _job(fake, clock), backend=fake.base_url)
+    never = job_record("t::y", job_on(fake, clock), backend=fake.base_url)
     assert never.status_label == "not submitted"
 
 
