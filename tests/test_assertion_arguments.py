@@ -22,7 +22,6 @@ from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import SynthUsageError
 from pytest_synth_rl.fake import FakeSynthBackend
 
-CONFIG = Path(__file__).resolve().parent.parent / "examples" / "arithmetic.toml"
 START = 500.0
 HEAD = "invalid expectation arguments: "
 
