@@ -701,26 +701,16 @@ def _cassette_options(config: object) -> dict[str, object]:
                 f"{guess}known keys: {', '.join(CASSETTE_CONFIG_KEYS)}",
             )
         )
-    for key in CASSETTE_CONFIG_KEYS:
-        value = config.get(key)
-        if value is not None and (
-            isinstance(value, str) or not isinstance(value, (list, tuple, set, frozenset))
-        ):
-            # A lone string would be read letter by letter.
-            hint = f"did you mean [{value!r}]?" if isinstance(value, str) else "e.g. ['tags.run']"
-            message = f"is {value!r:.80}; expected a list of strings"
-            problems.append(ConfigProblem(f"synth_cassette_config[{key!r}]", message, hint))
-    if not problems:
-        from .recording.matching import DEFAULT_IGNORED_PATHS, DEFAULT_MATCH_ON, MatchConfig
+    from .recording.matching import DEFAULT_IGNORED_PATHS, DEFAULT_MATCH_ON, MatchConfig
 
-        match_on, ignore = config.get("match_on"), config.get("ignore")
-        try:
-            MatchConfig(
-                match_on=tuple(match_on) if match_on is not None else DEFAULT_MATCH_ON,
-                ignore=tuple(ignore) if ignore is not None else DEFAULT_IGNORED_PATHS,
-            )
-        except SynthUsageError as exc:
-            problems = [replace(p, key=f"synth_cassette_config[{p.key!r}]") for p in exc.problems]
+    match_on, ignore = config.get("match_on"), config.get("ignore")  # None: the default
+    try:
+        MatchConfig(
+            match_on=DEFAULT_MATCH_ON if match_on is None else match_on,
+            ignore=DEFAULT_IGNORED_PATHS if ignore is None else ignore,
+        )
+    except SynthUsageError as exc:
+        problems += [replace(p, key=f"synth_cassette_config[{p.key!r}]") for p in exc.problems]
     if problems:
         raise SynthUsageError(problems, subject="synth_cassette_config")
     return dict(config)

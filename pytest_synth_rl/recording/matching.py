@@ -71,6 +71,14 @@ def _split_path(path: str) -> tuple[str, ...]:
     return tuple(part for part in path.split(".") if part)
 
 
+def _list_problem(name: str, value: object) -> ConfigProblem | None:
+    """A value that is not a list of strings; a lone string would be read letter by letter."""
+    if not isinstance(value, str) and isinstance(value, (list, tuple, set, frozenset)):
+        return None
+    hint = f"did you mean [{value!r}]?" if isinstance(value, str) else "e.g. ['tags.run']"
+    return ConfigProblem(key=name, message=f"is {value!r:.80}; expected a list of strings", hint=hint)
+
+
 @dataclass(frozen=True)
 class MatchConfig:
     """Which parts of a request identify it for replay, and which body values to leave out.
@@ -85,10 +93,14 @@ class MatchConfig:
     ignore_fields: frozenset[str] = DEFAULT_IGNORED_FIELDS
 
     def __post_init__(self) -> None:
+        problems = [
+            p for p in (_list_problem("match_on", self.match_on), _list_problem("ignore", self.ignore)) if p
+        ]
+        if problems:
+            raise SynthUsageError(problems)
         object.__setattr__(self, "match_on", tuple(self.match_on))
         object.__setattr__(self, "ignore", tuple(self.ignore))
         object.__setattr__(self, "ignore_fields", frozenset(self.ignore_fields))
-        problems = []
         for part in self.match_on:
             if part not in MATCH_PARTS:
                 close = difflib.get_close_matches(str(part), MATCH_PARTS, n=1)
