@@ -82,11 +82,20 @@ class TaskAppSpec:
     def __post_init__(self) -> None:
         object.__setattr__(self, "api_key", secret_or_none(self.api_key))
 
-    def start(self) -> InProcessTaskApp:
+    def start(self, *, shared: bool = False) -> InProcessTaskApp:
+        """Start a server of this task app: by default with an app loaded anew for it alone.
+
+        A per-test app must not serve the app object of the session's app (nor of another
+        per-test app) of the same source: a task app's lifespan keeps state on it (a client on
+        ``app.state``), which one server's shutdown would close under the other. ``shared=True``
+        is for the run's one app per spec (:meth:`SynthRun.task_app`): a file executed once per
+        version of the file, a target imported once.
+        """
         __tracebackhide__ = True
         kwargs: dict[str, Any] = dict(self.options)
         if self.api_key:
             kwargs["api_key"] = self.api_key
+        kwargs["fresh"] = not shared
         if split_app_path(self.source)[0].suffix == ".py":  # app.py, or app.py:attribute
             app = InProcessTaskApp(task_app_path=self.source, **kwargs)
         else:
@@ -163,7 +172,7 @@ class SynthRun:
         with self._lock:
             app = self._task_apps.get(spec)
             if app is None or not app.is_running:
-                app = spec.start()
+                app = spec.start(shared=True)
                 self._task_apps[spec] = app
             return app
 

@@ -13,6 +13,9 @@ from __future__ import annotations
 import http.client
 import os
 import secrets
+import threading
+import types
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -26,12 +29,18 @@ from ..support.loopback import normalise_loopback_host, url_host
 from ..support.serving import Lifespan, ServerThread
 from .env_key import KEY_VAR, acquire_env_key, release_env_key
 from .health import HealthReport, check_task_app_health, task_app_auth_headers
-from .loading import resolve_app
+from .loading import resolve_app, resolve_fresh_app, unload_module
 
 __all__ = ["CONTRACT_ENDPOINTS", "InProcessTaskApp"]
 
 #: The endpoints every task app serves (contract §4.1), listed in error messages.
 CONTRACT_ENDPOINTS: tuple[str, ...] = ("/health", "/task_info", "/info", "/rollout")
+
+# Every app object an InProcessTaskApp of this process is serving, by id(), with how many
+# servers serve it: a fresh load that still yields one of them is worth a warning. The object is
+# held here, so its id cannot be reused by another while it is listed.
+_served: dict[int, tuple[Any, int]] = {}
+_served_lock = threading.Lock()
 
 
 class InProcessTaskApp:
@@ -57,6 +66,17 @@ class InProcessTaskApp:
     ``log_level`` is handed to uvicorn, which applies it to its (process-wide) ``uvicorn.*``
     loggers; logging is otherwise left as configured. ``shutdown_timeout`` bounds how long
     open requests, and then the app's lifespan shutdown, may take when stopping.
+
+    ``fresh=True`` loads a ``task_app_path`` or ``target`` anew at each start: the app comes
+    from a private copy of its module (dropped from ``sys.modules`` on stop), so this server
+    shares neither the app object nor the module's state (such as a client its lifespan puts on
+    ``app.state`` and closes at shutdown) with another server of the same source. Without it a
+    file is executed once per version and a target imported once, so servers of one source
+    serve one app object. ``app=`` has nothing to reload: the object is served as given, and
+    serving it from two servers at once is the caller's choice; ``factory=`` is called at every
+    start either way. A fresh load only reloads the named module: one that merely imports its
+    app from another module still yields that shared object, and a warning says so when another
+    server is serving it.
     """
 
     def __init__(
@@ -75,6 +95,7 @@ class InProcessTaskApp:
         shutdown_timeout: float = 3.0,
         health_path: str | None = "/health",
         export_api_key: bool = True,
+        fresh: bool = False,
     ) -> None:
         sources = [
             n
@@ -115,6 +136,7 @@ class InProcessTaskApp:
         self.shutdown_timeout = float(shutdown_timeout)
         self.health_path = health_path
         self.export_api_key = export_api_key
+        self.fresh = fresh
         problem = key_problem(api_key.value if isinstance(api_key, Secret) else api_key or "")
         if problem is not None:
             raise TaskAppError(
@@ -131,6 +153,8 @@ class InProcessTaskApp:
             self.api_key_source = "generated"
             self._api_key = Secret(secrets.token_hex(32))
         self._server: ServerThread | None = None
+        self._served_app: Any = None
+        self._module: types.ModuleType | None = None
         self._env_token: int | None = None
         self._url: str | None = None
         self._port: int | None = None
@@ -212,12 +236,7 @@ class InProcessTaskApp:
             self._env_token = acquire_env_key(self._api_key.value)
         server: ServerThread | None = None
         try:
-            app = resolve_app(
-                self._source["app"],
-                task_app_path=self._source["task_app_path"],
-                target=self._source["target"],
-                factory=self._source["factory"],
-            )
+            app = self._load()
             server = ServerThread(
                 app,
                 host=self.host,
@@ -228,6 +247,7 @@ class InProcessTaskApp:
             )
             port = server.start(self.startup_timeout)
         except BaseException:
+            self._release_module()
             self._release_env()
             if server is not None:
                 self._last_logs = server.logs
@@ -250,7 +270,55 @@ class InProcessTaskApp:
                 server.stop()
                 self._last_logs = server.logs
         finally:
+            self._release_module()
             self._release_env()
+
+    def _load(self) -> Any:
+        """The app to serve: the shared one of its source, or with ``fresh`` a private copy."""
+        source = self._source
+        if not self.fresh:
+            app = resolve_app(
+                source["app"],
+                task_app_path=source["task_app_path"],
+                target=source["target"],
+                factory=source["factory"],
+            )
+        else:
+            app, self._module = resolve_fresh_app(
+                source["app"],
+                task_app_path=source["task_app_path"],
+                target=source["target"],
+                factory=source["factory"],
+            )
+        with _served_lock:
+            listed, count = _served.get(id(app), (app, 0))
+            shared = self._module is not None and count > 0 and listed is app
+            _served[id(app)] = (app, count + 1)
+            self._served_app = app
+        if shared:
+            where = source["task_app_path"] or source["target"]
+            warnings.warn(
+                f"task app {str(where)!r} was loaded afresh, but its app object is the one another "
+                "in-process server is serving: the module only imports it from a module shared "
+                "by every import, so both servers share its state and lifespan (one's shutdown "
+                "closes what the other uses); build the app in that module, or return a new one "
+                "from a factory such as create_app()",
+                UserWarning,
+                stacklevel=3,
+            )
+        return app
+
+    def _release_module(self) -> None:
+        """Forget the app this server served and drop its private module, if it had one."""
+        served, self._served_app = self._served_app, None
+        if served is not None:
+            with _served_lock:
+                count = _served.pop(id(served), (served, 0))[1] - 1
+                if count > 0:
+                    _served[id(served)] = (served, count)
+        module, self._module = self._module, None
+        if module is not None:
+            unload_module(module)
 
     def _release_env(self) -> None:
         token, self._env_token = self._env_token, None

@@ -36,7 +36,9 @@ __all__ = [
     "is_asgi_app",
     "load_module_from_path",
     "resolve_app",
+    "resolve_fresh_app",
     "split_app_path",
+    "unload_module",
 ]
 
 #: Any ASGI 3 application: ``await app(scope, receive, send)``.
@@ -186,7 +188,7 @@ def _app_or_factory(obj: Any, what: str) -> ASGIApp:
     )
 
 
-def load_module_from_path(path: str | Path) -> types.ModuleType:
+def load_module_from_path(path: str | Path, *, fresh: bool = False) -> types.ModuleType:
     """The ``.py`` file at *path* as a uniquely named module, executed once per file version.
 
     Loading the same unchanged file again returns the module already loaded (like ``import``),
@@ -195,7 +197,37 @@ def load_module_from_path(path: str | Path) -> types.ModuleType:
     file's directory is on ``sys.path`` while it executes, so the task app can import its
     sibling modules the way it would when run as a script. Any exception raised by the module
     becomes a :class:`TaskAppError` carrying the original traceback (and is not remembered).
+
+    ``fresh=True`` executes the file again into a private module that is neither remembered nor
+    returned to anyone else (the shared module, if loaded, is left alone): for a server that
+    must not share the app or its module state with another. The caller hands it to
+    :func:`unload_module` when done with it.
     """
+    file = _task_app_file(path)
+    with _loaded_lock:  # also serialises the sys.path edits of _execute
+        if fresh:
+            return _execute(file)
+        stat = file.stat()
+        version = (stat.st_mtime_ns, stat.st_size)
+        known = _loaded.get(file)
+        if known is not None and known[0] == version and sys.modules.get(known[1].__name__) is known[1]:
+            return known[1]
+        module = _execute(file)
+        if known is not None:
+            sys.modules.pop(known[1].__name__, None)
+        _loaded[file] = (version, module)
+        return module
+
+
+def unload_module(module: types.ModuleType) -> None:
+    """Drop a private module (from ``fresh`` loading) from ``sys.modules`` once its app is no
+    longer served, so that per-test loads do not pile up; a no-op for a module not registered."""
+    if sys.modules.get(module.__name__) is module:
+        del sys.modules[module.__name__]
+
+
+def _task_app_file(path: str | Path) -> Path:
+    """*path* resolved, or a :class:`TaskAppError` saying why it cannot be a task app file."""
     file = Path(path)
     if not file.exists():
         raise TaskAppError(
@@ -212,39 +244,50 @@ def load_module_from_path(path: str | Path) -> types.ModuleType:
             f"task app path {str(file)!r} is not a Python file (expected a .py suffix)",
             hint="task_app_path must name a .py file; to import a module use target='pkg.module:app'",
         )
-    file = file.resolve()
-    stat = file.stat()
-    version = (stat.st_mtime_ns, stat.st_size)
-    with _loaded_lock:
-        known = _loaded.get(file)
-        if known is not None and known[0] == version and sys.modules.get(known[1].__name__) is known[1]:
-            return known[1]
-        module = _execute(file)
-        if known is not None:
-            sys.modules.pop(known[1].__name__, None)
-        _loaded[file] = (version, module)
-        return module
+    return file.resolve()
 
 
-def _execute(file: Path) -> types.ModuleType:
-    stem = "".join(ch if ch.isalnum() else "_" for ch in file.stem)
-    name = f"_synth_task_app_{stem}_{next(_module_counter)}"
-    spec = importlib.util.spec_from_file_location(name, file)
+def _unique_name(stem: str, parent: str = "") -> str:
+    """A module name no other load uses (under *parent*, so relative imports resolve as there)."""
+    safe = "".join(ch if ch.isalnum() else "_" for ch in stem)
+    name = f"_synth_task_app_{safe}_{next(_module_counter)}"
+    return f"{parent}.{name}" if parent else name
+
+
+def _exec_as(name: str, file: Path, *, package_path: list[str] | None = None) -> types.ModuleType:
+    """Execute the source *file* as a new module *name*; exceptions propagate unchanged.
+
+    With *package_path* the module is a copy of a package's ``__init__``: a plain module of
+    that package (so relative imports resolve to the package's own modules) that keeps the
+    package's ``__path__`` for code reading it.
+    """
+    if package_path is None:
+        spec = importlib.util.spec_from_file_location(name, file)
+    else:
+        spec = importlib.util.spec_from_file_location(name, file, submodule_search_locations=None)
     if spec is None or spec.loader is None:  # pragma: no cover - only for exotic loaders
         raise TaskAppError(f"cannot create an import spec for {str(file)!r}")
     module = importlib.util.module_from_spec(spec)
+    if package_path is not None:
+        module.__path__ = package_path
     # Registered before executing: dataclasses and pydantic resolve annotations via sys.modules.
     sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def _execute(file: Path) -> types.ModuleType:
     directory = str(file.parent)
     added_to_path = directory not in sys.path
     if added_to_path:
         sys.path.insert(0, directory)
     try:
-        spec.loader.exec_module(module)
-    except BaseException as exc:
-        sys.modules.pop(name, None)
-        if not isinstance(exc, Exception):
-            raise  # KeyboardInterrupt and friends are not ours to convert
+        return _exec_as(_unique_name(file.stem), file)
+    except Exception as exc:
         raise TaskAppError(
             f"importing task app file {str(file)!r} raised {type(exc).__name__}:\n{_user_traceback(exc)}",
             hint="fix the error above in the task app module (it happens at import time)",
@@ -253,7 +296,6 @@ def _execute(file: Path) -> types.ModuleType:
         if added_to_path:
             with contextlib.suppress(ValueError):
                 sys.path.remove(directory)
-    return module
 
 
 def _app_from_module(module: types.ModuleType, where: str) -> ASGIApp:
@@ -315,8 +357,9 @@ def _signature_parameters(obj: Any) -> list[str]:
         return []
 
 
-def _app_from_target(target: str) -> ASGIApp:
-    """Import ``"pkg.module:attr"`` (``attr`` may be dotted) and return the app it names."""
+def _app_from_target(target: str, *, fresh: bool = False) -> tuple[ASGIApp, types.ModuleType | None]:
+    """Import ``"pkg.module:attr"`` (``attr`` may be dotted) and return the app it names, with the
+    private copy of the module it came from when *fresh* (else None: the module is shared)."""
     module_name, sep, attr_path = target.partition(":")
     if not sep or not module_name.strip() or not attr_path.strip():
         raise TaskAppError(
@@ -325,7 +368,14 @@ def _app_from_target(target: str) -> ASGIApp:
         )
     module_name, attr_path = module_name.strip(), attr_path.strip()
     try:
-        module = importlib.import_module(module_name)
+        module = _module_copy(module_name) if fresh else importlib.import_module(module_name)
+    except _NotFromSource as exc:
+        raise TaskAppError(
+            f"cannot load a fresh copy of module {module_name!r} for target {target!r}: it is not "
+            f"loaded from a Python source file (origin: {exc.origin!r})",
+            hint="a per-test task app is loaded anew from source: give a .py module, or serve "
+            "this one once per session (scope='session')",
+        ) from None
     except ModuleNotFoundError as exc:
         missing = exc.name or ""
         if missing and (missing == module_name or module_name.startswith(missing + ".")):
@@ -345,9 +395,43 @@ def _app_from_target(target: str) -> ASGIApp:
             f"{type(exc).__name__}:\n{_user_traceback(exc)}",
             hint="fix the error above in the task app module (it happens at import time)",
         ) from exc
-    return _app_or_factory(
-        _attribute(module, attr_path, f"module {module_name!r}", target), f"target {target!r}"
-    )
+    try:
+        app = _app_or_factory(
+            _attribute(module, attr_path, f"module {module_name!r}", target), f"target {target!r}"
+        )
+    except BaseException:
+        if fresh:
+            unload_module(module)
+        raise
+    return app, module if fresh else None
+
+
+class _NotFromSource(Exception):
+    """The module to copy has no Python source file (an extension, a zip, a namespace package)."""
+
+    def __init__(self, origin: str | None) -> None:
+        super().__init__(origin)
+        self.origin = origin
+
+
+def _module_copy(module_name: str) -> types.ModuleType:
+    """A private copy of *module_name*, executed anew from its source file.
+
+    The module registered under *module_name* (if imported) is neither replaced nor touched, so
+    whoever serves its app keeps it. The copy is a sibling of the original in its package (a
+    package's ``__init__`` becomes a module of the package itself): its relative imports resolve
+    to the same modules as the original's, which are shared like any import.
+    """
+    spec = importlib.util.find_spec(module_name)  # imports the parent packages, not the module
+    if spec is None:
+        raise ModuleNotFoundError(f"No module named {module_name!r}", name=module_name)
+    origin = Path(spec.origin) if spec.origin and spec.has_location else None
+    if origin is None or origin.suffix != ".py" or not origin.is_file():
+        raise _NotFromSource(spec.origin)
+    locations = spec.submodule_search_locations
+    parent = module_name if locations is not None else module_name.rpartition(".")[0]
+    name = _unique_name(module_name.rpartition(".")[2], parent)
+    return _exec_as(name, origin, package_path=None if locations is None else list(locations))
 
 
 def _attribute(module: types.ModuleType, attr_path: str, what: str, source: str) -> Any:
@@ -396,8 +480,42 @@ def resolve_app(
     """Return the ASGI app described by exactly one of the four sources.
 
     Raises :class:`TaskAppError` when zero or several sources are given, and for every way a
-    source can fail to produce an app.
+    source can fail to produce an app. A ``.py`` file is executed once per version of the file
+    and a target imported once, so every caller gets the same app from the same module.
     """
+    return _resolve(app, task_app_path, target, factory, fresh=False)[0]
+
+
+def resolve_fresh_app(
+    app: Any = None,
+    *,
+    task_app_path: str | Path | None = None,
+    target: str | None = None,
+    factory: Callable[[], Any] | None = None,
+) -> tuple[ASGIApp, types.ModuleType | None]:
+    """Like :func:`resolve_app`, but a source is loaded anew, for one server alone.
+
+    A task app keeps state on its app object and module (a lifespan puts a client on
+    ``app.state`` and closes it at shutdown), so two servers of one app object break each other.
+    Here a ``.py`` file is executed again and a target's module copied afresh from its source
+    (the shared module in ``sys.modules`` is left alone): the app comes from a private module,
+    returned with it for :func:`unload_module` once the app is no longer served. Modules that
+    module imports are shared as usual. ``app=`` and ``factory=`` have nothing to reload: the
+    object is returned as given, the factory called as by :func:`resolve_app`, and the module
+    is None.
+    """
+    return _resolve(app, task_app_path, target, factory, fresh=True)
+
+
+def _resolve(
+    app: Any,
+    task_app_path: str | Path | None,
+    target: str | None,
+    factory: Callable[[], Any] | None,
+    *,
+    fresh: bool,
+) -> tuple[ASGIApp, types.ModuleType | None]:
+    """The app of the single source given, and its private module when *fresh* loaded one."""
     given = {
         "app": app is not None,
         "task_app_path": task_app_path is not None,
@@ -418,20 +536,25 @@ def resolve_app(
                 hint="pass the application object itself (e.g. FastAPI()); to build it lazily "
                 "pass factory=<callable> instead",
             )
-        return app  # type: ignore[no-any-return]
+        return app, None
     if task_app_path is not None:
         path, attribute = split_app_path(task_app_path)
-        module = load_module_from_path(path)
-        if attribute is not None:
-            obj = _attribute(module, attribute, f"task app file {str(path)!r}", str(task_app_path))
-            return _app_or_factory(obj, repr(str(task_app_path)))
-        return _app_from_module(module, repr(str(path)))
+        module = load_module_from_path(path, fresh=fresh)
+        try:
+            if attribute is not None:
+                obj = _attribute(module, attribute, f"task app file {str(path)!r}", str(task_app_path))
+                return _app_or_factory(obj, repr(str(task_app_path))), module if fresh else None
+            return _app_from_module(module, repr(str(path))), module if fresh else None
+        except BaseException:
+            if fresh:
+                unload_module(module)
+            raise
     if target is not None:
-        return _app_from_target(target)
+        return _app_from_target(target, fresh=fresh)
     assert factory is not None
     if not callable(factory):
         raise TaskAppError(
             f"factory= is {_describe(factory)}, which is not callable",
             hint="pass a zero-argument function that returns the ASGI app",
         )
-    return _call_factory(factory, f"factory {getattr(factory, '__qualname__', repr(factory))}")
+    return _call_factory(factory, f"factory {getattr(factory, '__qualname__', repr(factory))}"), None
