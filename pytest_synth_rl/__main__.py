@@ -71,7 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"synth-rl: merged summary appended to {args.summary}")
         else:
             written = merge_baselines(args.directories, args.into, on_empty=_say_empty)
-            print(f"synth-rl: {len(written)} baseline files merged into {args.into}")
+            files = "baseline file" if len(written) == 1 else "baseline files"
+            print(f"synth-rl: {len(written)} {files} merged into {args.into}")
     except SynthError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

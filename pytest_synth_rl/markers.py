@@ -3,8 +3,9 @@
 Markers are read in one place so a typo cannot pass silently: unknown keys (with a "did you
 mean"), wrong types, stray positional arguments and bad enum values all raise one
 :class:`~pytest_synth_rl.errors.MarkerError` naming the marker, the test and the fix. Arguments
-merge module < class < function, the closest marker winning. Usable without pytest's fixtures:
-``parse_test_spec(item)`` needs only an item with ``iter_markers`` and ``nodeid``.
+merge module < class < function, the closest marker winning (``overrides`` merge key by key).
+Usable without pytest's fixtures: ``parse_test_spec(item)`` needs only an item with
+``iter_markers`` and ``nodeid``.
 """
 
 from __future__ import annotations
@@ -214,15 +215,21 @@ def _rl(node: MarkerNode) -> RLMarker:
             "option synth_rl_config",
             argument="config",
         )
-    overrides = reader.kwargs.get("overrides")
-    if overrides is not None and (
-        not isinstance(overrides, Mapping) or not all(isinstance(k, str) for k in overrides)
-    ):
-        reader.fail(
-            f"overrides={overrides!r} is not a mapping of dotted keys",
-            "e.g. overrides={'training.batch_size': 2}",
-            argument="overrides",
-        )
+    # Overrides merge key by key, module < class < function: a function's marker adds to its
+    # module's overrides (and wins on a key both set) instead of dropping them.
+    overrides: dict[str, Any] = {}
+    markers: list[_Marker] = list(node.iter_markers("synth_rl"))
+    for marker in reversed(markers):
+        level = marker.kwargs.get("overrides")
+        if level is None:
+            continue
+        if not isinstance(level, Mapping) or not all(isinstance(k, str) for k in level):
+            reader.fail(
+                f"overrides={level!r} is not a mapping of dotted keys",
+                "e.g. overrides={'training.batch_size': 2}",
+                argument="overrides",
+            )
+        overrides.update(level)
     policy = reader.kwargs.get("policy")
     if policy is not None and not callable(policy):
         reader.fail(
@@ -238,7 +245,7 @@ def _rl(node: MarkerNode) -> RLMarker:
             reader.fail(f"policy: {problem}", "a policy is policy(request) -> reply", argument="policy")
     return RLMarker(
         config=config,
-        overrides=dict(overrides or {}),
+        overrides=overrides,
         timeout=reader.number("timeout"),
         poll_interval=reader.number("poll_interval"),
         policy=policy,

@@ -91,6 +91,14 @@ def merge_reports(paths: Sequence[str | os.PathLike[str]]) -> RunReport:
     return merged
 
 
+def _also_as(first: Path, again: Path) -> str:
+    """Where the first mention was, when it was spelled differently (``./a.json`` and ``a.json``
+    print alike once parsed, so then the file itself is named)."""
+    if str(first) != str(again):
+        return f" (also as {first})"
+    return f" (both name {first.resolve()})"
+
+
 def _refuse_overlaps(reports: Sequence[tuple[Path, RunReport]]) -> None:
     """Shards are disjoint slices: a file given twice, or a test in two shards, would count its
     jobs twice in the merged table, so either is an error naming both places."""
@@ -100,7 +108,7 @@ def _refuse_overlaps(reports: Sequence[tuple[Path, RunReport]]) -> None:
         resolved = path.resolve()
         if resolved in seen_files:
             raise MergeError(
-                f"shard report {path} is given twice (also as {seen_files[resolved]})",
+                f"shard report {path} is given twice{_also_as(seen_files[resolved], path)}",
                 hint="pass each shard's report once",
             )
         seen_files[resolved] = path
@@ -179,7 +187,7 @@ def _shard_directories(directories: Sequence[str | os.PathLike[str]]) -> list[Pa
         resolved = directory.resolve()
         if resolved in seen:
             raise MergeError(
-                f"baseline directory {directory} is given twice (also as {seen[resolved]})",
+                f"baseline directory {directory} is given twice{_also_as(seen[resolved], directory)}",
                 hint="pass each shard's baseline directory once",
             )
         seen[resolved] = directory

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Generator, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -242,9 +242,9 @@ def pytest_runtest_makereport(
     if call.when == "call":
         item.stash[_CALL_PASSED] = report.passed
     if call.excinfo is not None and report.failed and not item.config.getoption("fulltrace", False):
-        from .frames import message_only
+        from .frames import message_only, without_internal_causes
 
-        report.longrepr = message_only(call.excinfo) or report.longrepr
+        report.longrepr = message_only(call.excinfo) or without_internal_causes(call.excinfo, report.longrepr)
     if report.longrepr is not None or report.sections:
         from .report_masking import mask_test_report
 
@@ -252,9 +252,7 @@ def pytest_runtest_makereport(
     return report
 
 
-def _resolve_path(
-    request: pytest.FixtureRequest, raw: str | os.PathLike[str], marker: str | None, ini_key: str
-) -> Path:
+def _resolve_path(node: pytest.Item, raw: str | os.PathLike[str], marker: str | None, ini_key: str) -> Path:
     """A path from a marker (relative to the test file) or the ini option *ini_key* (relative to
     the rootdir)."""
     __tracebackhide__ = True
@@ -262,7 +260,7 @@ def _resolve_path(
     candidates = (
         [path]
         if path.is_absolute()
-        else list(dict.fromkeys([request.node.path.parent / path, request.config.rootpath / path]))
+        else list(dict.fromkeys([node.path.parent / path, node.config.rootpath / path]))
     )
     for candidate in candidates:
         if candidate.is_file():
@@ -273,22 +271,24 @@ def _resolve_path(
     else:
         problem = f"{raw!s} does not exist (looked in: {', '.join(str(c) for c in candidates)})"
     fix = "give" if marker is not None else f"set {ini_key} to"
-    _where_given_error(
-        request, marker, ini_key, problem, f"{fix} a path relative to the test file or the rootdir"
-    )
+    hint = f"{fix} a path relative to the test file or the rootdir"
+    from .support.files import near_file_name  # only on the error path: not at pytest start
+
+    near = None if folders else near_file_name(candidates)
+    if near is not None:
+        hint = f"did you mean {str(path.parent / near) if path.parent != Path() else near!r}? {hint}"
+    _where_given_error(node, marker, ini_key, problem, hint)
 
 
 def _where_given_error(
-    request: pytest.FixtureRequest, marker: str | None, ini_key: str, problem: str, hint: str
+    node: pytest.Item, marker: str | None, ini_key: str, problem: str, hint: str
 ) -> NoReturn:
     """A bad value from the test's *marker* (a :class:`MarkerError`), else from the ini option
     *ini_key* (a :class:`SynthUsageError`), named where the user wrote it."""
     __tracebackhide__ = True
     if marker is not None:
-        raise MarkerError(marker, request.node.nodeid, problem, hint=hint)
-    raise SynthUsageError(
-        [ConfigProblem(key=ini_key, message=problem, hint=hint)], subject=f"ini option {ini_key}"
-    )
+        raise MarkerError(marker, node.nodeid, problem, hint=hint)
+    raise SynthUsageError([ConfigProblem(key=ini_key, message=problem, hint=hint)], subject="ini option")
 
 
 # -- fixtures ----------------------------------------------------------------------------------
@@ -310,15 +310,26 @@ def _synth_run(pytestconfig: pytest.Config, synth_settings: SynthSettings) -> It
         run.close()
 
 
-@pytest.fixture
-def _synth_spec(request: pytest.FixtureRequest) -> SynthTestSpec:
-    return _spec(request.node)
+@dataclass(frozen=True)
+class _TestContext:
+    """One test's item, parsed markers and settings (the run's, with its markers' overrides).
+
+    One fixture instead of three: each fixture asking for ``request`` costs pytest a fixture
+    definition of its own, and a job test's fixtures would otherwise ask five times."""
+
+    node: pytest.Item
+    spec: SynthTestSpec
+    settings: SynthSettings
 
 
 @pytest.fixture
-def _synth_test_settings(_synth_spec: SynthTestSpec, synth_settings: SynthSettings) -> SynthSettings:
-    overrides = _synth_spec.rl.settings_overrides()
-    return synth_settings.with_overrides(overrides) if overrides else synth_settings
+def _synth_test(request: pytest.FixtureRequest, synth_settings: SynthSettings) -> _TestContext:
+    __tracebackhide__ = True
+    node: pytest.Item = request.node
+    spec = _spec(node)
+    overrides = spec.rl.settings_overrides()
+    settings = synth_settings.with_overrides(overrides) if overrides else synth_settings
+    return _TestContext(node, spec, settings)
 
 
 @pytest.fixture
@@ -347,7 +358,7 @@ def synth_policy() -> Policy | None:
 def _synth_fake(
     _synth_run: SynthRun,
     synth_clock: Clock,
-    _synth_spec: SynthTestSpec,
+    _synth_test: _TestContext,
     synth_settings: SynthSettings,
     synth_policy: Policy | None,
 ) -> FakeSynthBackend:
@@ -356,12 +367,13 @@ def _synth_fake(
     __tracebackhide__ = True
     if not synth_settings.is_offline:
         pytest.skip(f"synth_fake: the offline fake is not used against {synth_settings.backend_url}")
-    policy = _checked_policy(_synth_spec, synth_policy)
+    spec = _synth_test.spec
+    policy = _checked_policy(spec, synth_policy)
     fake = _synth_run.fake_backend()
     fake.reset(clock=synth_clock)
     fake.use_policy(policy)
-    if _synth_spec.scenario is not None:
-        fake.scenario(_synth_spec.scenario)
+    if spec.scenario is not None:
+        fake.scenario(spec.scenario)
     return fake
 
 
@@ -416,10 +428,7 @@ def synth_backend(_synth_run: SynthRun, synth_settings: SynthSettings) -> SynthB
 
 @pytest.fixture
 def synth_task_app(
-    request: pytest.FixtureRequest,
-    _synth_run: SynthRun,
-    _synth_spec: SynthTestSpec,
-    synth_settings: SynthSettings,
+    _synth_run: SynthRun, _synth_test: _TestContext, synth_settings: SynthSettings
 ) -> Iterator[TaskAppHandle]:
     """The task app under test, served in-process on a free loopback port.
 
@@ -435,7 +444,7 @@ def synth_task_app(
     if synth_settings.task_app_url:
         yield ExternalTaskApp(synth_settings.task_app_url, task_key)
         return
-    marker = _synth_spec.task_app
+    marker = _synth_test.spec.task_app
     source = marker.source if marker else synth_settings.task_app
     if not source:
         raise SynthUsageError(
@@ -448,7 +457,7 @@ def synth_task_app(
                 )
             ]
         )
-    source = _task_app_source(request, source, "synth_task_app" if marker else None)
+    source = _task_app_source(_synth_test.node, source, "synth_task_app" if marker else None)
     spec = TaskAppSpec(source=source, api_key=(marker.api_key if marker else None) or task_key)
     if ((marker.scope if marker else None) or synth_settings.task_app_scope) == "test":
         app = spec.start()
@@ -464,7 +473,7 @@ def synth_task_app(
 _DATA_SUFFIXES = frozenset({".toml", ".json", ".jsonl", ".yaml", ".yml", ".txt", ".cfg", ".ini", ".csv"})
 
 
-def _task_app_source(request: pytest.FixtureRequest, source: str, marker: str | None) -> str:
+def _task_app_source(node: pytest.Item, source: str, marker: str | None) -> str:
     """The task app source with its file resolved (``app.py``, ``app.py:attr``); a module target
     that is really a file next to the test (``"app"`` for ``app.py``) is a mistake named as such."""
     from .taskapp.loading import split_app_path
@@ -472,48 +481,48 @@ def _task_app_source(request: pytest.FixtureRequest, source: str, marker: str | 
     __tracebackhide__ = True
     path, attribute = split_app_path(source)
     if path.suffix == ".py":
-        resolved = str(_resolve_path(request, path, marker, "synth_task_app"))
+        resolved = str(_resolve_path(node, path, marker, "synth_task_app"))
         return f"{resolved}:{attribute}" if attribute else resolved
     if ":" in source:
         return source  # a target such as "my_tasks.server:app"
     if "." in source:
-        folders = dict.fromkeys([request.node.path.parent, request.config.rootpath])
+        folders = dict.fromkeys([node.path.parent, node.config.rootpath])
         if path.suffix.lower() in _DATA_SUFFIXES or any((folder / path).exists() for folder in folders):
             problem = f"{source!r} is not a task app: expected a .py file or a 'package.module:app' target"
             hint = "the RL TOML goes in @pytest.mark.synth_rl(config=...)" if path.suffix == ".toml" else ""
             _where_given_error(
-                request, marker, "synth_task_app", problem, hint or "give the task app's .py file"
+                node, marker, "synth_task_app", problem, hint or "give the task app's .py file"
             )
         problem = f"{source!r} names a module but not its app"
-        _where_given_error(request, marker, "synth_task_app", problem, f"did you mean '{source}:app'?")
-    for folder in dict.fromkeys([request.node.path.parent, request.config.rootpath]):
+        _where_given_error(node, marker, "synth_task_app", problem, f"did you mean '{source}:app'?")
+    for folder in dict.fromkeys([node.path.parent, node.config.rootpath]):
         file = folder / f"{source}.py"
         if file.is_file():
             problem = f"{source!r} is not a 'package.module:attribute' target, and {file.name} is a file"
             hint = f"did you mean {file.name!r}? A .py path loads that file"
-            _where_given_error(request, marker, "synth_task_app", problem, hint)
+            _where_given_error(node, marker, "synth_task_app", problem, hint)
     return source
 
 
 @pytest.fixture
-def synth_rl_config(
-    request: pytest.FixtureRequest, _synth_spec: SynthTestSpec, synth_settings: SynthSettings
-) -> RLConfigRef | None:
+def synth_rl_config(_synth_test: _TestContext, synth_settings: SynthSettings) -> RLConfigRef | None:
     """The test's RL config (``RLConfigRef``: ``.path``, ``.overrides``, ``.load()``, ``.build()``),
     from ``@pytest.mark.synth_rl(config=..., overrides=...)`` or the ini option ``synth_rl_config``."""
     from .session import RLConfigRef
 
-    raw = _synth_spec.rl.config or synth_settings.config
+    __tracebackhide__ = True
+    rl = _synth_test.spec.rl
+    raw = rl.config or synth_settings.config
     if not raw:
         return None
-    path = _resolve_path(request, raw, "synth_rl" if _synth_spec.rl.config else None, "synth_rl_config")
-    return RLConfigRef(path, dict(_synth_spec.rl.overrides))
+    path = _resolve_path(_synth_test.node, raw, "synth_rl" if rl.config else None, "synth_rl_config")
+    return RLConfigRef(path, dict(rl.overrides))
 
 
 @pytest.fixture
 def synth_rl_job(
     request: pytest.FixtureRequest,
-    _synth_test_settings: SynthSettings,
+    _synth_test: _TestContext,
     _synth_run: SynthRun,
     synth_clock: Clock,
     synth_rl_config: RLConfigRef | None,
@@ -529,15 +538,13 @@ def synth_rl_job(
     from .taskapp import InProcessTaskApp
 
     __tracebackhide__ = True
-    settings = _synth_test_settings
+    settings = _synth_test.settings
     _synth_run.require_backend()
     if "synth_cassette" in request.fixturenames:
         # Set up first, so torn down last: the teardown's own reads are recorded (and replayed).
         request.getfixturevalue("synth_cassette")
     wants_app = settings.task_app_url or settings.task_app or "synth_task_app" in request.fixturenames
-    task_app = (
-        request.getfixturevalue("synth_task_app") if wants_app or _spec(request.node).task_app else None
-    )
+    task_app = request.getfixturevalue("synth_task_app") if wants_app or _synth_test.spec.task_app else None
     api_key = settings.api_key
     http_client: httpx.Client | None = None
     transport: httpx.MockTransport | None = None
@@ -590,19 +597,19 @@ def synth_rl_job(
 
 
 @pytest.fixture
-def synth_expect(
-    request: pytest.FixtureRequest, _synth_test_settings: SynthSettings, synth_clock: Clock
-) -> Iterator[ExpectJob]:
+def synth_expect(_synth_test: _TestContext, synth_clock: Clock) -> Iterator[ExpectJob]:
     """``synth_expect(job)``: :func:`~pytest_synth_rl.assertions.expect_job` with this test's
     ``--synth-timeout`` and ``--synth-poll-interval`` on the test's clock. A passing test that
     made an expectation without calling a check on it gets an error at teardown."""
     from .session import ExpectJob
 
     __tracebackhide__ = True
-    expect = ExpectJob(synth_clock, _synth_test_settings.poll_interval, _synth_test_settings.timeout)
+    settings = _synth_test.settings
+    expect = ExpectJob(synth_clock, settings.poll_interval, settings.timeout)
     yield expect
     unchecked = expect.unchecked()
-    if unchecked and request.node.stash.get(_CALL_PASSED, False):
+    passed: bool = _synth_test.node.stash.get(_CALL_PASSED, False)
+    if unchecked and passed:
         raise SynthError(
             f"synth_expect(job) at {' and '.join(unchecked)} checked nothing",
             hint="call an expectation on it, e.g. synth_expect(job).to_succeed(within=7200); a method "
@@ -620,7 +627,7 @@ def _synth_served_fake() -> Iterator[ServedFake]:
 
 @pytest.fixture
 def synth_fake_server(
-    _synth_served_fake: ServedFake, _synth_spec: SynthTestSpec, synth_policy: Policy | None
+    _synth_served_fake: ServedFake, _synth_test: _TestContext, synth_policy: Policy | None
 ) -> ServedFake:
     """A ``FakeSynthBackend`` served on a loopback port (for clients that are not httpx, or
     subprocesses). Yields a handle with ``.url``, ``.fake`` and ``.api_key``; like
@@ -633,8 +640,8 @@ def synth_fake_server(
     """
     __tracebackhide__ = True
     fake = _synth_served_fake.fake
-    fake.use_policy(_checked_policy(_synth_spec, synth_policy))
-    fake.scenario(_synth_spec.scenario)
+    fake.use_policy(_checked_policy(_synth_test.spec, synth_policy))
+    fake.scenario(_synth_test.spec.scenario)
     return _synth_served_fake
 
 

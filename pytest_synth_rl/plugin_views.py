@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from .progress import ProgressReporter, choose_mode
+from .progress import ProgressReporter, choose_mode, fit_line
 from .settings import SynthSettings
 
 __all__ = ["ProgressPlugin", "register_views"]
@@ -105,7 +105,7 @@ class ProgressPlugin:
             width = max(20, self._width() - 1)
             if not self._live:
                 terminal.ensure_newline()  # start below pytest's own progress output
-            terminal.write("\r" + text[:width].ljust(width), flush=True)
+            terminal.write("\r" + fit_line(text, self.test_id, width).ljust(width), flush=True)
             self._live = not final
             if final:
                 terminal.write("\n", flush=True)

@@ -28,6 +28,7 @@ __all__ = [
     "ProgressReporter",
     "ProgressUpdate",
     "choose_mode",
+    "fit_line",
     "progress_update",
 ]
 
@@ -159,6 +160,27 @@ class ProgressReporter:
             else:
                 self._last_beat[update.job_id] = now
         self._write_line(f"synth-rl heartbeat: {text}")
+
+
+def fit_line(text: str, label: str, width: int) -> str:
+    """*text* within *width* columns: the *label* in it (the test id) gives way first, cut in its
+    middle, so the job's facts (status, step, reward, elapsed, time left) stay on a narrow
+    terminal; only a line still too long is cut at its end."""
+    if len(text) <= width:
+        return text
+    excess = len(text) - width
+    if label and label in text and len(label) - excess - 1 >= _MIN_LABEL:
+        keep = len(label) - excess - 1
+        head = keep // 3
+        short = label[:head] + "…" + label[len(label) - (keep - head) :]
+        text = text.replace(label, short, 1)
+    elif label and label in text:
+        text = text.replace(label + " ", "", 1)
+    return text[:width]
+
+
+#: The fewest characters of a test id worth showing (its end names the test).
+_MIN_LABEL = 16
 
 
 def choose_mode(

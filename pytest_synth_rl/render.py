@@ -50,7 +50,10 @@ def sparkline(values: Sequence[float], width: int = 40) -> str:
     # difference of the halves of two finite floats never does.
     half_span = high / 2 - low / 2
     if half_span < 0.5e-12:
-        return _BARS[len(_BARS) // 2] * len(numbers)
+        # A flat curve has no range to scale by: draw its level on the usual 0..1 reward scale,
+        # so a curve stuck at 0 and one stuck at 1 do not look alike.
+        level = min(max(low, 0.0), 1.0)
+        return _BARS[round(level * (len(_BARS) - 1))] * len(numbers)
     scale = (len(_BARS) - 1) / half_span
     return "".join(_BARS[round((v / 2 - low / 2) * scale)] for v in numbers)
 

@@ -61,7 +61,9 @@ def _flag(raw: Any) -> bool:
         return True
     if text in {"", "0", "false", "no", "off"}:
         return False
-    raise ValueError(f"expected a boolean (true/false/1/0), got {raw!r}")
+    near = difflib.get_close_matches(text, ["true", "false", "yes", "no", "on", "off"], n=1)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    raise ValueError(f"expected a boolean (true/false/1/0), got {raw!r}{hint}")
 
 
 def _choice(what: str, choices: Sequence[str], raw: Any, aliases: Mapping[str, str] | None = None) -> str:

@@ -504,7 +504,7 @@ def test_to_succeed_fails_with_the_status_the_job_ended_in_and_its_history() -> 
         "job job-1: status failed\n"
         "  error: CUDA OOM\n"
         "  statuses: queued x1 (0s) -> running x1 (10.0s) -> failed x1 (20.0s)\n"
-        "  reward curve: first 0.250 -> last 0.250 (max 0.250, n=1) ▅\n"
+        "  reward curve: first 0.250 -> last 0.250 (max 0.250, n=1) ▃\n"
         "  last 2 of 2 events:\n"
         "    #1 rl.job.started started\n"
         "    #2 rl.job.failed CUDA OOM"

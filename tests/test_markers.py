@@ -263,3 +263,40 @@ def test_a_task_app_source_that_cannot_be_one_is_a_marker_error(
     )
     assert f"@pytest.mark.synth_task_app on test_marks.py::test_it: {problem}" in text
     assert f"hint: {hint}" in text
+
+
+def test_overrides_merge_key_by_key_module_class_function(pytester: pytest.Pytester) -> None:
+    # Before, a function's overrides replaced its module's: the module's batch size was dropped.
+    pytester.makepyfile(
+        """
+        import pytest
+        from pytest_synth_rl.markers import parse_test_spec
+
+        pytestmark = pytest.mark.synth_rl(
+            config="rl.toml", overrides={"training.batch_size": 2, "model.base": "a"}, timeout=100
+        )
+
+        @pytest.mark.synth_rl(overrides={"model.base": "b", "rollout.max_turns": 3})
+        class TestIt:
+            @pytest.mark.synth_rl(overrides={"rollout.episodes_per_batch": 2, "model.base": "c"})
+            def test_all_three(self, request):
+                rl = parse_test_spec(request.node).rl
+                assert dict(rl.overrides) == {
+                    "training.batch_size": 2,
+                    "model.base": "c",
+                    "rollout.max_turns": 3,
+                    "rollout.episodes_per_batch": 2,
+                }
+                assert (rl.config, rl.timeout) == ("rl.toml", 100.0)
+
+        @pytest.mark.synth_rl(overrides=["training.batch_size"])
+        def test_bad_level(request):
+            parse_test_spec(request.node)
+        """
+    )
+    result = pytester.runpytest("-p", "no:randomly")
+    result.assert_outcomes(passed=1, errors=1)
+    assert (
+        "test_bad_level: overrides=['training.batch_size'] is not a mapping of dotted keys"
+        in result.stdout.str()
+    )

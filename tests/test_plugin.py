@@ -97,9 +97,9 @@ def test_precedence_marker_over_cli_over_env_over_ini(
             assert synth_settings.sources["timeout"] == "cli"
 
         @pytest.mark.synth_rl(timeout=5)
-        def test_marker(_synth_test_settings):
-            assert _synth_test_settings.timeout == 5.0
-            assert _synth_test_settings.sources["timeout"] == "marker"
+        def test_marker(_synth_test):
+            assert _synth_test.settings.timeout == 5.0
+            assert _synth_test.settings.sources["timeout"] == "marker"
         """
     )
     pytester.runpytest("--synth-timeout=300").assert_outcomes(passed=2)
@@ -200,7 +200,8 @@ def test_markers_merge_module_class_function(pytester: pytest.Pytester) -> None:
             @pytest.mark.synth_rl(overrides={"y": 2})
             def test_function_wins(self, request):
                 rl = parse_test_spec(request.node).rl
-                assert (rl.config, rl.overrides, rl.timeout) == ("a.toml", {"y": 2}, 20)
+                # overrides merge key by key: the module's x stays beside the function's y
+                assert (rl.config, rl.overrides, rl.timeout) == ("a.toml", {"x": 1, "y": 2}, 20)
 
             def test_class_over_module(self, request):
                 rl = parse_test_spec(request.node).rl
@@ -255,9 +256,9 @@ def test_a_missing_ini_path_names_its_ini_key(pytester: pytest.Pytester) -> None
     result.assert_outcomes(errors=2)
     result.stdout.fnmatch_lines(
         [
-            "*SynthUsageError: invalid ini option synth_rl_config: synth_rl_config: nope.toml does not exist*"
+            "*SynthUsageError: invalid ini option: synth_rl_config: nope.toml does not exist*"
             "(hint: set synth_rl_config to a path relative to the test file or the rootdir)",
-            "*SynthUsageError: invalid ini option synth_task_app: synth_task_app: nope_app.py "
+            "*SynthUsageError: invalid ini option: synth_task_app: nope_app.py "
             "does not exist*",
         ]
     )
@@ -514,3 +515,33 @@ def test_an_interrupted_xdist_workers_jobs_still_reach_the_table_and_report(
     assert re.fullmatch(r"job_rl_gw[01]_000001", jobs["test_jobs.py::test_interrupted"]["job_id"])
     assert jobs["test_jobs.py::test_done"]["status"] == "succeeded"
     result.stdout.fnmatch_lines(["test_jobs.py::test_interrupted *job_rl_gw?_000001*running*"])
+
+
+def test_a_misspelt_path_gets_a_did_you_mean(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nsynth_task_app = my_task_ap.py\n")
+    (pytester.path / "my_task_app.py").write_text("app = None\n")
+    (pytester.path / "configs").mkdir()
+    (pytester.path / "configs" / "rl.toml").write_text("")
+    pytester.makepyfile(
+        test_typos="""
+        import pytest
+
+        def test_ini_app(synth_task_app):
+            pass
+
+        @pytest.mark.synth_rl(config="configs/rl.tmol")
+        def test_marker_config(synth_rl_config):
+            pass
+
+        @pytest.mark.synth_rl(config="nothing_like_it.toml")
+        def test_far_off(synth_rl_config):
+            pass
+        """
+    )
+    result = pytester.runpytest("-p", "no:randomly")
+    result.assert_outcomes(errors=3)
+    text = result.stdout.str()
+    assert "invalid ini option: synth_task_app: my_task_ap.py does not exist" in text
+    assert "hint: did you mean 'my_task_app.py'? set synth_task_app to a path" in text
+    assert "did you mean 'configs/rl.toml'? give a path relative to the test file or the rootdir" in text
+    assert text.count("did you mean") == 2  # nothing close to nothing_like_it.toml

@@ -218,3 +218,21 @@ def test_offline_wait_on_the_virtual_clock_prints_nothing(suite: pytest.Pytester
     result = suite.runpytest_subprocess("--synth-progress=heartbeat", "--synth-heartbeat-interval=0.001")
     result.assert_outcomes(passed=1)
     assert "heartbeat" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_narrow_terminal_cuts_the_test_id_before_the_job_facts() -> None:
+    # Before, the live line was cut at its end: on 80 columns the reward, elapsed time and time
+    # left (what the line is for) were lost behind a long test id.
+    from pytest_synth_rl.progress import fit_line
+
+    label = "tests/test_training.py::test_learns_to_add_numbers"
+    facts = "job_rl_000002 running step 3/10 reward 0.450 elapsed 1m00s left 1h59m"
+    text = f"synth-rl: {label} {facts}"
+    assert fit_line(text, label, 200) == text
+    fitted = fit_line(text, label, 100)
+    assert fitted == f"synth-rl: tests/…o_add_numbers {facts}"
+    assert len(fitted) == 100
+    # Too narrow for a useful part of the id: it goes, then the end is cut.
+    assert fit_line(text, label, 90) == f"synth-rl: {facts}"
+    assert fit_line(text, label, 70) == f"synth-rl: {facts}"[:70]
+    assert fit_line("synth-rl: " + facts, "", 40) == ("synth-rl: " + facts)[:40]

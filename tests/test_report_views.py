@@ -291,7 +291,7 @@ def test_a_shard_given_twice_or_overlapping_shards_are_refused(tmp_path: Path) -
 
     one, two, three = shard("1.json", "t.py::a"), shard("2.json", "t.py::b"), shard("3.json", "t.py::a")
     assert [r.test_id for r in merge_reports([one, two]).records] == ["t.py::a", "t.py::b"]
-    with pytest.raises(MergeError, match=r"shard report .*1\.json is given twice \(also as .*1\.json\)"):
+    with pytest.raises(MergeError, match=r"shard report .*1\.json is given twice \(both name .*1\.json\)"):
         merge_reports([one, two, tmp_path / "." / "1.json"])
     with pytest.raises(MergeError) as caught:
         merge_reports([one, two, three])
@@ -329,3 +329,15 @@ def test_reward_curves_are_drawn_only_when_an_html_report_is_written(pytester: p
     with_html = pytester.runpytest("-p", "no:randomly", "-s", "--html=report.html")
     with_html.stdout.fnmatch_lines(["*CURVES HtmlCurves"])
     assert (pytester.path / "report.html").is_file()
+
+
+def test_a_flat_curve_shows_its_level_on_the_reward_scale() -> None:
+    # Before, every flat curve drew the middle bar: a job stuck at 0 looked like one stuck at 1.
+    from pytest_synth_rl.render import sparkline
+
+    assert sparkline([0.0] * 4) == "▁▁▁▁"
+    assert sparkline([1.0] * 3) == "███"
+    assert sparkline([0.5, 0.5]) == "▅▅"
+    assert sparkline([-3.0, -3.0]) == "▁▁"  # outside 0..1: the nearest end
+    assert sparkline([1e308] * 2) == "██"
+    assert sparkline([0.2, 0.2, 0.8]) == "▁▁█"  # a curve with a range still scales to it

@@ -260,3 +260,15 @@ def test_a_list_in_the_ini_is_refused_with_the_one_value_form() -> None:
         "backend: ini option synth_backend: is a list ['mock']; it takes one value "
         '(hint: write it as synth_backend = "mock")'
     ) in str(info.value)
+
+
+def test_a_misspelled_boolean_gets_a_did_you_mean() -> None:
+    with pytest.raises(SynthUsageError) as info:
+        resolve_settings(cli={}, env={"SYNTH_VERIFY_TASK_APP": "ture"}, ini={})
+    assert "expected a boolean (true/false/1/0), got 'ture' (did you mean 'true'?)" in str(info.value)
+    with pytest.raises(SynthUsageError) as info:
+        resolve_settings(cli={}, env={}, ini={"update_baselines": "flase"})
+    assert "got 'flase' (did you mean 'false'?)" in str(info.value)
+    with pytest.raises(SynthUsageError) as info:
+        resolve_settings(cli={}, env={}, ini={"update_baselines": "maybe"})
+    assert str(info.value).count("did you mean") == 0

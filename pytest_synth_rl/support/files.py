@@ -13,13 +13,14 @@ workers (xdist) may be writing theirs, or even the same one. Two rules make that
 from __future__ import annotations
 
 import contextlib
+import difflib
 import hashlib
 import json
 import os
 import re
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ __all__ = [
     "atomic_write_text",
     "directory_path_problem",
     "file_path_problem",
+    "near_file_name",
     "parse_json_document",
     "safe_file_stem",
     "shell_quote",
@@ -184,3 +186,27 @@ def parse_json_document(data: bytes | str) -> Any:
         ) from None
     except RecursionError:
         raise UnreadableDocument("is nested too deeply to be a valid file") from None
+
+
+#: Entries of a folder looked through for a near miss (a test folder has a few dozen).
+_NEAR_SCAN_LIMIT = 2000
+
+
+def near_file_name(missing: Sequence[Path]) -> str | None:
+    """The name of an existing file close to the missing *missing* paths' name, in their folders
+    (``my_task_ap.py`` -> ``my_task_app.py``), for a "did you mean"; None when nothing is close."""
+    names: list[str] = []
+    for path in missing:
+        try:
+            with os.scandir(path.parent) as entries:
+                for count, entry in enumerate(entries):
+                    if count >= _NEAR_SCAN_LIMIT:
+                        break
+                    if entry.is_file():
+                        names.append(entry.name)
+        except OSError:
+            continue
+    if not missing:
+        return None
+    close = difflib.get_close_matches(missing[0].name, sorted(set(names)), n=1, cutoff=0.75)
+    return close[0] if close else None
