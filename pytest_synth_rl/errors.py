@@ -7,9 +7,10 @@ says *where* (file, key, URL), *what was expected* and *how to fix it*. Messages
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from .masking import redact
 
@@ -28,6 +29,7 @@ __all__ = [
     "SynthUsageError",
     "TaskAppError",
     "TaskAppVerificationError",
+    "keywords_checked",
 ]
 
 _EXCERPT_LIMIT = 500
@@ -49,6 +51,53 @@ def unknown_argument(
         message=f"got {call}({name}={shown}); {call}() has no argument {name!r}",
         hint=f"{did_you_mean}{usage}",
     )
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def keywords_checked(func: F) -> F:
+    """*func* (a function, method or ``__init__``), where a keyword it does not take is a
+    :class:`SynthUsageError` with a "did you mean", not Python's bare ``TypeError``.
+
+    Costs nothing on a good call: the signature is only read once the call failed, and a
+    keyword the signature lacks means the call never entered *func*, so no ``TypeError`` of its
+    own body is ever mistaken for a misspelt argument.
+    """
+
+    @functools.wraps(func)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        try:
+            return func(*args, **kwargs)
+        except TypeError:
+            problems = _unknown_keywords(func, kwargs)
+            if not problems:
+                raise
+        raise SynthUsageError(problems)
+
+    return checked  # type: ignore[return-value]
+
+
+def _unknown_keywords(func: Callable[..., Any], kwargs: Mapping[str, Any]) -> list[ConfigProblem]:
+    import difflib
+    import inspect
+
+    try:
+        parameters = inspect.signature(func).parameters
+    except (TypeError, ValueError):
+        return []
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return []
+    by_keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    known = [name for name, p in parameters.items() if name != "self" and p.kind in by_keyword]
+    call = func.__qualname__.removesuffix(".__init__")
+    usage = f"{call}() takes {', '.join(k + '=' for k in known)}" if known else f"{call}() takes no keywords"
+    return [
+        unknown_argument(call, name, next(iter(difflib.get_close_matches(name, known, n=1)), None), usage)
+        for name in kwargs
+        if name not in known
+    ]
 
 
 def excerpt(text: str | bytes | None, limit: int = _EXCERPT_LIMIT) -> str:

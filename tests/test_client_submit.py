@@ -280,7 +280,12 @@ def test_env_fallbacks(config_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
         assert job.api_base == "http://127.0.0.1:8000/api"
     monkeypatch.setenv("BACKEND_BASE_URL", "http://127.0.0.1:7000/api/")
     with RLJob.from_config(config_path) as job:
-        assert job.api_base == "http://127.0.0.1:7000/api"  # BACKEND_BASE_URL beats SYNTH_BACKEND_URL
+        # SYNTH_BACKEND_URL beats BACKEND_BASE_URL, as for --synth-backend: one environment, one
+        # backend for a suite's jobs and a script's (the library once read them the other way)
+        assert job.api_base == "http://127.0.0.1:8000/api"
+    monkeypatch.delenv("SYNTH_BACKEND_URL")
+    with RLJob.from_config(config_path) as job:
+        assert job.api_base == "http://127.0.0.1:7000/api"
     with RLJob.from_config(config_path, backend_url="http://127.0.0.1:6000") as job:
         assert job.api_base == "http://127.0.0.1:6000/api"  # the argument beats both
 
@@ -438,3 +443,11 @@ def test_health_check_unreachable_task_app(config_path: Path) -> None:
             job.submit()
     assert info.value.details["health_status"] is None
     assert "is the task app running" in (info.value.hint or "")
+
+
+def test_the_library_and_the_plugin_read_the_backend_variables_in_one_order() -> None:
+    from pytest_synth_rl.client.jobconfig import BACKEND_URL_ENV_VARS
+    from pytest_synth_rl.settings import OPTIONS
+
+    backend = next(option for option in OPTIONS if option.name == "backend")
+    assert BACKEND_URL_ENV_VARS == backend.env == ("SYNTH_BACKEND_URL", "BACKEND_BASE_URL")

@@ -258,8 +258,7 @@ def test_a_missing_ini_path_names_its_ini_key(pytester: pytest.Pytester) -> None
         [
             "*SynthUsageError: invalid ini option: synth_rl_config: nope.toml does not exist*"
             "(hint: set synth_rl_config to a path relative to the test file or the rootdir)",
-            "*SynthUsageError: invalid ini option: synth_task_app: nope_app.py "
-            "does not exist*",
+            "*SynthUsageError: invalid ini option: synth_task_app: nope_app.py does not exist*",
         ]
     )
     assert "ini: " not in result.stdout.str()

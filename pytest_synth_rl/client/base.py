@@ -130,7 +130,7 @@ class JobBase(Generic[ClientT, TransportT]):
     ) -> J:
         """A new job from an RL TOML config; the payload is built (and validated) right away.
 
-        Resolution: ``backend_url`` -> ``BACKEND_BASE_URL`` -> ``SYNTH_BACKEND_URL`` -> the public
+        Resolution: ``backend_url`` -> ``SYNTH_BACKEND_URL`` -> ``BACKEND_BASE_URL`` -> the public
         service; ``api_key`` -> ``SYNTH_API_KEY`` (else :class:`SynthUsageError`); ``task_app_url`` ->
         ``TASK_APP_URL`` -> the TOML's ``[services].task_url``; ``task_app_api_key`` ->
         ``ENVIRONMENT_API_KEY``. ``tags`` are merged into the payload's top-level ``tags``
@@ -459,7 +459,7 @@ class JobBase(Generic[ClientT, TransportT]):
                 f"the task app rejected the key {mask_secret(self._task_key_value())}, sent as X-API-Key, "
                 "X-API-Keys and Authorization: Bearer: pass task_app_api_key= or set ENVIRONMENT_API_KEY "
                 "to the key the task app expects; a task app that reads its key from another header "
-                "must accept one of these, as the trainer sends only these (contract §4.2)"
+                "must accept one of these, as the trainer sends only these"
             )
         else:
             hint = (

@@ -243,7 +243,7 @@ def upload_environment_api_key(
 ) -> EnvKeyUpload:
     """Upload the task app's key to the backend, sealed to the backend's public key.
 
-    ``backend_url`` -> ``BACKEND_BASE_URL`` -> ``SYNTH_BACKEND_URL`` -> the public service;
+    ``backend_url`` -> ``SYNTH_BACKEND_URL`` -> ``BACKEND_BASE_URL`` -> the public service;
     ``api_key`` -> ``SYNTH_API_KEY``; ``env_key`` -> ``ENVIRONMENT_API_KEY``. With ``verify``, also
     asks ``GET /v1/env-keys/verify`` and raises unless the backend reports the key present.
     Raises :class:`EnvKeyUploadError` (naming the URL and the fix) for every failure.

@@ -26,7 +26,7 @@ import respx
 
 from ..clock import Clock, ScaledClock, VirtualClock
 from ..config.urls import normalize_backend_url
-from ..errors import ConfigProblem, SynthError, SynthUsageError
+from ..errors import ConfigProblem, SynthError, SynthUsageError, keywords_checked
 from ..inference import StubInference
 from ..masking import Secret, key_problem, mask_secret, register_secret, secret_or_none
 from ..policies import Policy, PolicyReply
@@ -143,6 +143,7 @@ class FakeSynthBackend:
             worker its own (``job_rl_gw1_``), so ids stay unique across the run's report.
     """
 
+    @keywords_checked
     def __init__(
         self,
         base_url: str = DEFAULT_BASE_URL,
@@ -268,6 +269,7 @@ class FakeSynthBackend:
         return [FakeJob(self.store, record) for record in self.store.records()]
 
     # -- faults and the request log -------------------------------------------------------------
+    @keywords_checked
     def fault(
         self,
         route: str = "*",
@@ -373,6 +375,7 @@ class FakeSynthBackend:
 
     # -- serving (loopback) -----------------------------------------------------------------------
     @contextlib.contextmanager
+    @keywords_checked
     def serve(
         self,
         *,
@@ -418,6 +421,19 @@ class FakeSynthBackend:
                 ]
             )
         previous: Clock | None = None
+        if speed is not None and (
+            isinstance(speed, bool) or not isinstance(speed, (int, float)) or not 0 < speed < float("inf")
+        ):
+            raise SynthUsageError(
+                [
+                    ConfigProblem(
+                        "FakeSynthBackend.serve.speed",
+                        f"must be a finite number > 0 (how many times faster than real time), got {speed!r}",
+                        "e.g. serve(speed=60) for a minute a second, or leave it out: jobs then move by "
+                        "observation",
+                    )
+                ]
+            )
         if speed is not None:
             if self.store.records():
                 raise SynthError(

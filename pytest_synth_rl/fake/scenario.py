@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..errors import ConfigProblem, SynthUsageError
+from ..errors import ConfigProblem, SynthUsageError, keywords_checked
 from .checks import MAX_ERROR_CHARS, bool_problem, error_text_problem
 
 __all__ = [
@@ -397,3 +397,7 @@ class Scenario:
             "eval_every": self.eval_every,
             "labels": dict(self.labels),
         }
+
+
+# ``Scenario(outcom="failed")``: a usage error with a "did you mean", like ``Scenario.from_fields``.
+Scenario.__init__ = keywords_checked(Scenario.__init__)  # type: ignore[method-assign]
