@@ -173,6 +173,15 @@ def test_full_jitter_is_seeded_and_bounded() -> None:
     assert len(set(draws_a)) == len(draws_a)
 
 
+def test_unseeded_jitter_is_drawn_apart_per_policy_and_a_bad_seed_fails_at_once() -> None:
+    policies = [RetryPolicy() for _ in range(3)]  # each draws from a generator of its own
+    draws = [tuple(policy.backoff(n) for n in range(6)) for policy in policies]
+    assert len(set(draws)) == 3
+    assert all(0.0 <= d <= min(30.0, 0.5 * 2**n) for run in draws for n, d in enumerate(run))
+    with pytest.raises(TypeError):
+        RetryPolicy(seed=[1])  # type: ignore[arg-type]
+
+
 def test_retries_are_logged_masked(caplog: pytest.LogCaptureFixture) -> None:
     from pytest_synth_rl.masking import Secret
 

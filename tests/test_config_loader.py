@@ -21,6 +21,19 @@ def test_the_example_config_parses() -> None:
     assert config["services"] == {"task_url": ""}
 
 
+def test_every_read_of_a_file_gets_a_tree_of_its_own(tmp_path: Path) -> None:
+    path = tmp_path / "rl.toml"
+    path.write_bytes(MINIMAL.read_bytes() + b'\n[tags]\nlist = [[1, 2], {a = "b"}]\n')
+    expected = parse_toml(path.read_bytes())
+    first = read_toml_file(path)  # the file's parse is remembered from here on
+    first["training"]["batch_size"] = 99
+    first["tags"]["list"][0].append(3)
+    first["tags"]["list"][1]["a"] = "c"
+    del first["model"]
+    assert read_toml_file(path) == expected
+    assert load_rl_config(path) == expected
+
+
 def test_syntax_error_reports_file_line_column_and_the_source_line(tmp_path: Path) -> None:
     path = tmp_path / "broken.toml"
     path.write_text('[algorithm]\ntype = "online"\n\n[rollout]\nmax_turns = = 3\n')

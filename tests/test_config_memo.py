@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from pytest_synth_rl.config.loader import read_toml_file
 from pytest_synth_rl.config.memo import MAX_DEPTH, MemoInfo, PassedChecks, exact_key
+from pytest_synth_rl.config.validate import (
+    check_memo_info,
+    check_rl_config,
+    clear_check_memo,
+    config_problems,
+)
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "arithmetic.toml"
 
 
 @pytest.mark.parametrize(
@@ -23,6 +35,16 @@ from pytest_synth_rl.config.memo import MAX_DEPTH, MemoInfo, PassedChecks, exact
         ({"a": [1]}, {"a": 1}),
         ([["a", 1]], {"a": 1}),
         ([], {}),
+        # The key is flat: lengths and type marks must keep its reading unambiguous.
+        ([[1], 2], [[1, 2]]),
+        ({"a": {"b": 1}}, {"a": {}, "b": 1}),
+        ([[], [[]]], [[[]], []]),
+        (["dict", 0], [{}]),
+        ([1.5], ["1.5"]),
+        ({1: "a"}, {"1": "a"}),
+        ({1.0: "a"}, {1: "a"}),
+        ({True: 1}, {1: 1}),
+        ({"a": "b", "c": "d"}, {"a": "c", "b": "d"}),
     ],
 )
 def test_values_that_compare_equal_or_look_alike_get_different_keys(a: object, b: object) -> None:
@@ -83,3 +105,45 @@ def test_the_store_counts_hits_and_misses_and_keeps_the_newest() -> None:
     memo.clear()
     assert memo.info() == MemoInfo(hits=0, misses=0, size=0, maxsize=2)
     assert memo.get("a") is None
+
+
+# -- problems alone: the memo without copies -----------------------------------------------------
+@pytest.fixture
+def fresh_memo() -> Iterator[None]:
+    clear_check_memo()
+    yield
+    clear_check_memo()
+
+
+def example() -> dict[str, Any]:
+    return read_toml_file(EXAMPLE)
+
+
+def test_problems_alone_are_remembered_like_whole_checks(fresh_memo: None) -> None:
+    assert list(config_problems(example())) == []
+    assert list(config_problems(example())) == []
+    assert check_rl_config(example()).problems.as_list() == []
+    info = check_memo_info()
+    assert (info.hits, info.misses, info.size) == (2, 1, 1)
+
+
+def test_a_config_that_differs_by_one_value_is_checked_again(fresh_memo: None) -> None:
+    def batch_size(value: object) -> list[str]:
+        tree = example()
+        tree["training"]["batch_size"] = value
+        return [problem.key for problem in config_problems(tree).as_list()]
+
+    assert batch_size(4) == []
+    for look_alike in (4.5, [4], (4,)):
+        assert batch_size(look_alike) == ["training.batch_size"], look_alike
+    assert batch_size(4) == []
+
+
+def test_a_check_remembered_without_a_copy_still_hands_out_copies(fresh_memo: None) -> None:
+    returned = config_problems(example())
+    returned.add(("training",), "added by the caller")  # the caller's list, not the memo's entry
+    assert config_problems(example()).as_list() == []
+    first = check_rl_config(example())
+    first.config["training"]["batch_size"] = 999
+    assert check_rl_config(example()).config["training"]["batch_size"] == 4
+    assert check_rl_config(example()).problems.as_list() == []

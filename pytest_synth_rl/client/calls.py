@@ -8,6 +8,7 @@ too, one place per status code, with the hint that fixes the usual cause.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
@@ -41,12 +42,12 @@ def read_body(response: httpx.Response) -> tuple[Any, str | None]:
     Proxies and load balancers answer with HTML pages; reading those as "no information" rather
     than crashing keeps a poll loop alive through a blip, and the note keeps it diagnosable.
     """
-    content_type = response.headers.get("content-type", "")
     if not response.content:
         return {}, None
     try:
         return response.json(), None
     except ValueError:
+        content_type = response.headers.get("content-type", "")
         note = f"non-JSON body (content-type {content_type or 'not set'!r}) treated as {{}}"
         logger.warning("%s %s: %s", response.request.method, response.request.url, note)
         return {}, note
@@ -100,12 +101,13 @@ class Call(Generic[T]):
 
     def build(self, client: httpx.Client | httpx.AsyncClient) -> httpx.Request:
         """The request, built by *client* so its defaults (headers, cookies, timeout) apply."""
+        url: httpx.URL | str = self.url
+        params = dict(self.params) if self.params else None
+        parsed = None if client.params else _parsed_url(self.url, params)
+        if parsed is not None:
+            url, params = parsed, None
         return client.build_request(
-            self.method,
-            self.url,
-            params=dict(self.params) if self.params else None,
-            json=self.json,
-            headers=dict(self.headers),
+            self.method, url, params=params, json=self.json, headers=dict(self.headers)
         )
 
     def next_after(self, sent: Sent) -> Call[T] | None:
@@ -119,6 +121,27 @@ class Call(Generic[T]):
         if not self.succeeded(sent.response.status_code):
             raise error_for(self, sent)
         return self.parse(sent.response)
+
+
+def _parsed_url(url: str, params: Mapping[str, str | int] | None) -> httpx.URL | None:
+    """*url* with *params* as its query (encoded as httpx encodes them), parsed once; None where
+    httpx could build another URL from the string and params (a relative URL, one with a query
+    or fragment of its own, one httpx refuses), which are then left to httpx.
+
+    httpx parses a URL string for every request, and again to add params, which costs about as
+    much as the rest of building it; a suite sends every job's submission to the same URL."""
+    if not url.startswith(("http://", "https://")) or "?" in url or "#" in url:
+        return None
+    return _url(f"{url}?{httpx.QueryParams(params)}" if params else url)
+
+
+@functools.lru_cache(maxsize=256)
+def _url(url: str) -> httpx.URL | None:
+    """The parsed URL (immutable, so one object serves every request to it)."""
+    try:
+        return httpx.URL(url)
+    except httpx.InvalidURL:
+        return None
 
 
 # -- reading answers ---------------------------------------------------------------------------

@@ -7,6 +7,7 @@ held as :class:`~pytest_synth_rl.masking.Secret` so no repr or message can show 
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,8 +29,10 @@ __all__ = [
 ]
 
 DEFAULT_BACKEND_URL = "https://api.usesynth.ai"
-#: Checked in order when no ``backend_url`` argument is given.
-BACKEND_URL_ENV_VARS: tuple[str, ...] = ("BACKEND_BASE_URL", "SYNTH_BACKEND_URL")
+#: Checked in order when no ``backend_url`` argument is given: the plugin's own variable first,
+#: then the SDK's, in the same order as ``--synth-backend`` reads them, so one environment sends
+#: a suite's jobs and a script's jobs to the same backend.
+BACKEND_URL_ENV_VARS: tuple[str, ...] = ("SYNTH_BACKEND_URL", "BACKEND_BASE_URL")
 
 
 def _env(name: str) -> str | None:
@@ -45,7 +48,7 @@ def _blank_to_none(value: str | None) -> str | None:
 
 
 def resolve_backend_url(backend_url: str | None = None) -> str:
-    """``backend_url`` argument, then ``BACKEND_BASE_URL``, then ``SYNTH_BACKEND_URL``, then the
+    """``backend_url`` argument, then ``SYNTH_BACKEND_URL``, then ``BACKEND_BASE_URL``, then the
     public service. The value must be an absolute http(s) URL; the ``/api`` suffix is optional."""
     source, value = "backend_url", _blank_to_none(backend_url)
     if value is None:
@@ -56,12 +59,7 @@ def resolve_backend_url(backend_url: str | None = None) -> str:
                 break
     if value is None:
         return DEFAULT_BACKEND_URL
-    try:
-        parsed = httpx.URL(value)
-        valid = parsed.scheme in ("http", "https") and bool(parsed.host)
-    except httpx.InvalidURL:
-        valid = False
-    if not valid:
+    if not _is_http_url(value):
         raise SynthUsageError(
             [
                 ConfigProblem(
@@ -72,6 +70,17 @@ def resolve_backend_url(backend_url: str | None = None) -> str:
             ]
         )
     return value
+
+
+@functools.lru_cache(maxsize=64)
+def _is_http_url(value: str) -> bool:
+    """Whether *value* is an absolute http(s) URL; remembered, as every job of a suite names the
+    same backend and parsing it costs about half of resolving a job's settings."""
+    try:
+        parsed = httpx.URL(value)
+    except httpx.InvalidURL:
+        return False
+    return parsed.scheme in ("http", "https") and bool(parsed.host)
 
 
 def resolve_api_key(api_key: str | Secret | None = None) -> Secret:
@@ -154,8 +163,8 @@ class RLJobConfig:
         tags: Mapping[str, str] | None = None,
         allow_new_keys: bool = False,
     ) -> RLJobConfig:
-        """Apply the resolution rules: arguments first, then ``BACKEND_BASE_URL`` /
-        ``SYNTH_BACKEND_URL``, ``SYNTH_API_KEY``, ``TASK_APP_URL``, ``ENVIRONMENT_API_KEY``.
+        """Apply the resolution rules: arguments first, then ``SYNTH_BACKEND_URL`` /
+        ``BACKEND_BASE_URL``, ``SYNTH_API_KEY``, ``TASK_APP_URL``, ``ENVIRONMENT_API_KEY``.
 
         A *config_path* that does not exist is reported here, naming the path, rather than at
         submission time.

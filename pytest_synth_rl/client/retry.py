@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from ..clock import Clock
-from ..errors import Attempt, BackendError, ConfigProblem, SynthUsageError
+from ..errors import Attempt, BackendError, ConfigProblem, SynthUsageError, keywords_checked
 from ..masking import get_logger
 
 __all__ = ["RetryLoop", "RetryPolicy", "Sent", "async_send", "parse_retry_after", "send"]
@@ -66,7 +66,7 @@ class RetryPolicy:
     total_budget: float = 180.0
     jitter: bool = True
     seed: int | None = None
-    _rng: random.Random = field(init=False, repr=False, compare=False)
+    _rng: random.Random | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -77,7 +77,9 @@ class RetryPolicy:
                 raise _problem(name, f"must be a finite number >= 0, got {value!r}")
         if self.backoff_multiplier < 1:
             raise _problem("backoff_multiplier", f"must be >= 1, got {self.backoff_multiplier!r}")
-        self._rng = random.Random(self.seed)
+        # A seeded generator is made (and its seed checked) here; an unseeded one, which reads
+        # os.urandom, when a first retry needs it: made with every job, most policies never retry.
+        self._rng = random.Random(self.seed) if self.seed is not None else None
 
     @classmethod
     def never(cls) -> RetryPolicy:
@@ -94,7 +96,11 @@ class RetryPolicy:
     def backoff(self, retry_number: int) -> float:
         """Wait before retry *retry_number* (0 for the first retry)."""
         cap = min(self.backoff_max, self.backoff_base * self.backoff_multiplier**retry_number)
-        return self._rng.uniform(0.0, cap) if self.jitter else cap
+        if not self.jitter:
+            return cap
+        if self._rng is None:
+            self._rng = random.Random()
+        return self._rng.uniform(0.0, cap)
 
 
 def parse_retry_after(value: str | None, now_epoch: float) -> float | None:
@@ -276,3 +282,7 @@ async def async_send(
         if isinstance(outcome, httpx.Response):
             await outcome.aclose()
         await clock.async_sleep(step)
+
+
+# ``RetryPolicy(max_attemps=3)``: a usage error with a "did you mean", not a bare ``TypeError``.
+RetryPolicy.__init__ = keywords_checked(RetryPolicy.__init__)  # type: ignore[method-assign]

@@ -25,9 +25,9 @@ from .overrides import apply_overrides
 from .problems import short_key
 from .source_file import read_config_bytes
 from .toml_scan import long_integer_problem, long_key_problem
-from .tree import TreeShapeError, plain_copy
+from .tree import TreeShapeError, copy_tree, plain_copy
 
-__all__ = ["config_source", "load_rl_config", "parse_toml", "read_toml_file"]
+__all__ = ["config_source", "load_rl_config", "parse_file_bytes", "parse_toml", "read_toml_file"]
 
 _POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
 _AT_END = re.compile(r"\s*\(at end of document\)\s*$")
@@ -57,10 +57,15 @@ def read_toml_file(config_path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read and parse a TOML file; missing, unreadable, not a regular file, too large, non-UTF-8,
     malformed or nested too deeply -> ConfigError."""
     path = config_source(config_path)
-    data = read_config_bytes(path)
+    return parse_file_bytes(read_config_bytes(path), source=str(path))
+
+
+def parse_file_bytes(data: bytes, *, source: str) -> dict[str, Any]:
+    """:func:`parse_toml` for the bytes of a config file, parsed once per content (see below);
+    the caller gets a tree of its own."""
     if len(data) > _CACHED_BYTES:
-        return parse_toml(data, source=str(path))
-    copied: dict[str, Any] = plain_copy(_parse_file_content(data, str(path)))  # tables, arrays, scalars
+        return parse_toml(data, source=source)
+    copied: dict[str, Any] = copy_tree(_parse_file_content(data, source))  # a plain_copy'd tree
     return copied
 
 

@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 __all__ = ["MAX_DEPTH", "MAX_VALUES", "MemoInfo", "PassedChecks", "exact_key"]
 
@@ -22,40 +22,67 @@ V = TypeVar("V")
 #: Deeper trees are not remembered (real configs are a few levels deep; keys stay cheap).
 MAX_DEPTH = 32
 #: Nor are trees of more values than this: a real config has a few dozen, and a key (kept with
-#: its entry) costs about 100 bytes per value, so one huge data table would pin hundreds of MB.
+#: its entry) costs tens of bytes per value, so one huge data table would pin a lot of memory.
 MAX_VALUES = 10_000
-_PLAIN = (str, int, bool, type(None))
+_NONE = type(None)
 
 
 class _Unkeyable(Exception):
     """A value with no exact key: not a plain dict/list/str/number/bool/None, too deep or too big."""
 
 
-def _shape(value: object, depth: int, budget: list[int]) -> Hashable:
-    if depth > MAX_DEPTH or budget[0] <= 0:
-        raise _Unkeyable
-    budget[0] -= 1
-    kind = type(value)
-    if isinstance(value, dict) and kind is dict:
-        return (
-            "dict",
-            *((_shape(k, depth + 1, budget), _shape(v, depth + 1, budget)) for k, v in value.items()),
-        )
-    if isinstance(value, list) and kind is list:
-        return ("list", *(_shape(v, depth + 1, budget) for v in value))
-    if kind is float:
-        return ("float", repr(value))  # -0.0 is not 0.0 here, and nan equals its own repr
-    if kind in _PLAIN:
-        return (kind.__name__, value)
-    raise _Unkeyable
-
-
 def exact_key(tree: object) -> Hashable | None:
-    """A hashable key equal only for trees of the same values, types and order; None if there is none."""
+    """A hashable key equal only for trees of the same values, types and order; None if there is none.
+
+    The key is flat: each plain value as its type and value (a float as its ``repr``: ``-0.0`` is
+    not ``0.0`` here, and ``nan`` equals its own ``repr``), each dict or list as its type and
+    length followed by its items (a dict's keys and values in turn). Read from the front, such a
+    sequence spells out one tree only. Items are handled in their container's loop, without a
+    call each: the fake backend keys every payload it checks.
+    """
+    out: list[object] = []
+    append = out.append
+    count = 1  # values seen so far, the root included
+
+    def walk(container: Any, depth: int) -> None:  # a dict or a list
+        nonlocal count
+        items: list[Any]
+        if type(container) is dict:
+            items = [part for pair in container.items() for part in pair]
+            append(dict)
+        else:
+            items = container
+            append(list)
+        append(len(container))
+        count += len(items)
+        if count > MAX_VALUES or (items and depth >= MAX_DEPTH):
+            raise _Unkeyable
+        depth += 1
+        for item in items:
+            kind = type(item)
+            if kind is str or kind is int or kind is bool or kind is _NONE:
+                append(kind)
+                append(item)
+            elif kind is float:
+                append(float)
+                append(repr(item))
+            elif kind is dict or kind is list:
+                walk(item, depth)
+            else:
+                raise _Unkeyable
+
+    kind = type(tree)
+    if kind is float:
+        return (float, repr(tree))
+    if kind is str or kind is int or kind is bool or kind is _NONE:
+        return (kind, tree)
+    if not (kind is dict or kind is list):
+        return None
     try:
-        return _shape(tree, 0, [MAX_VALUES])
+        walk(tree, 0)
     except _Unkeyable:
         return None
+    return tuple(out)
 
 
 @dataclass(frozen=True)

@@ -3,25 +3,38 @@
 The output is byte-identical (as ``json.dumps(payload, sort_keys=True)``) to what the SDK's
 builder produces for every config it accepts. Our additions are all about failure: every problem
 is reported at once, overrides can edit the TOML tree, and nothing but a ConfigError escapes.
+
+A suite builds the same file for every job test, so a build from a file is remembered by
+everything it depends on: the file's bytes (read every time, so an edit is always seen, however
+quickly it follows the last build), its path, the arguments and the environment variables the
+build reads. Each caller gets a copy of its own, and the warnings a build gave are given again.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError, ConfigProblem
 from .coerce import describe
-from .known_keys import warn_unknown_keys
-from .loader import config_source, read_toml_file
+from .known_keys import unknown_keys, warn_unknown_keys
+from .loader import config_source, parse_file_bytes
+from .memo import MemoInfo, PassedChecks, exact_key
 from .overrides import apply_overrides, split_overrides
-from .tree import plain_copy
+from .source_file import read_config_bytes
+from .tree import copy_tree, plain_copy
 from .urls import normalize_backend_url, resolve_task_url
 from .validate import check_rl_config
 
-__all__ = ["RLBuildResult", "build_rl_payload", "build_rl_payload_from_mapping"]
+__all__ = [
+    "RLBuildResult",
+    "build_memo_info",
+    "build_rl_payload",
+    "build_rl_payload_from_mapping",
+    "clear_build_memo",
+]
 
 #: ``tags`` of every RL job the SDK submits (a TOML ``[tags]`` goes to ``data.config.tags``).
 PAYLOAD_TAGS = {"source": "train-cli"}
@@ -57,9 +70,21 @@ def build_rl_payload(
     keys are forwarded unchanged (as the SDK does) with a :class:`SynthConfigWarning`.
     """
     path = config_source(config_path)
-    return _build(
-        read_toml_file(path),
-        source=str(path),
+    source = str(path)
+    data = read_config_bytes(path)
+    key = _memo_key(
+        data,
+        source,
+        texts=(task_url, backend_url, idempotency),
+        overrides=overrides,
+        flags=(allow_experimental, allow_new_keys),
+    )
+    known = _BUILT.get(key) if key is not None else None
+    if known is not None:
+        return known.again(source)
+    result, config = _build(
+        parse_file_bytes(data, source=source),
+        source=source,
         task_url=task_url,
         overrides=overrides,
         idempotency=idempotency,
@@ -67,6 +92,73 @@ def build_rl_payload(
         backend_url=backend_url,
         allow_new_keys=allow_new_keys,
     )
+    if key is not None and exact_key(result.payload) is not None:  # a plain tree, not too big
+        warned = config if unknown_keys(config) else None  # the build's own copy, kept unchanged
+        _BUILT.put(key, _Built(copy_tree(result.payload), result.task_url, result.idempotency, warned))
+    return result
+
+
+#: Files larger than this are built afresh every time (a real RL config is a few KiB).
+_MEMO_BYTES = 64 * 1024
+#: What the build reads from the environment: the task URL and the experimental-model gates.
+_ENVIRONMENT = ("TASK_APP_URL", "SDK_EXPERIMENTAL", "SDK_EXPERIMENTAL_MODELS")
+
+
+@dataclass(frozen=True)
+class _Built:
+    """A remembered build. ``payload`` is never handed out (callers and the fake edit theirs);
+    ``warned`` is the config to warn about again, or None when the build warned about nothing."""
+
+    payload: dict[str, Any]
+    task_url: str
+    idempotency: str | None
+    warned: dict[str, Any] | None
+
+    def again(self, source: str) -> RLBuildResult:
+        """The build's result once more, with its warnings (pointing at the caller's line again)."""
+        if self.warned is not None:
+            warn_unknown_keys(self.warned, source=source)
+        return RLBuildResult(copy_tree(self.payload), self.task_url, self.idempotency)
+
+
+_BUILT: PassedChecks[_Built] = PassedChecks(maxsize=32)
+
+
+def _memo_key(
+    data: bytes,
+    source: str,
+    *,
+    texts: tuple[object, ...],
+    overrides: Mapping[str, Any] | None,
+    flags: tuple[object, object],
+) -> Hashable | None:
+    """Everything a build from *data* depends on, or None when the build must run afresh (a large
+    file, or arguments of types that could mean different things while comparing equal)."""
+    if len(data) > _MEMO_BYTES:
+        return None
+    if any(text is not None and type(text) is not str for text in texts):
+        return None
+    allow_experimental, allow_new_keys = flags
+    if type(allow_new_keys) is not bool or not (
+        allow_experimental is None or type(allow_experimental) is bool
+    ):
+        return None
+    edits = exact_key(overrides)
+    if edits is None:
+        return None
+    environment = tuple(os.environ.get(name) for name in _ENVIRONMENT)
+    return (data, source, texts, edits, flags, environment)
+
+
+def build_memo_info() -> MemoInfo:
+    """How often :func:`build_rl_payload` handed out a remembered build (like ``functools``'
+    caches' info)."""
+    return _BUILT.info()
+
+
+def clear_build_memo() -> None:
+    """Forget every remembered build (and the counts)."""
+    _BUILT.clear()
 
 
 def build_rl_payload_from_mapping(
@@ -104,7 +196,7 @@ def build_rl_payload_from_mapping(
         allow_experimental=allow_experimental,
         backend_url=backend_url,
         allow_new_keys=allow_new_keys,
-    )
+    )[0]
 
 
 def _check_text_argument(name: str, value: object, source: str) -> None:
@@ -131,7 +223,8 @@ def _build(
     allow_experimental: bool | None,
     backend_url: str | None,
     allow_new_keys: bool,
-) -> RLBuildResult:
+) -> tuple[RLBuildResult, dict[str, Any]]:
+    """The build, and the config it was made from (the file's, with the overrides applied)."""
     for name, value in (("task_url", task_url), ("backend_url", backend_url), ("idempotency", idempotency)):
         _check_text_argument(name, value, source)
     sdk, _ = split_overrides(overrides, source=source)
@@ -177,4 +270,4 @@ def _build(
     backend = backend_url or sdk.backend
     if backend:
         payload["metadata"] = {"backend_base_url": normalize_backend_url(backend)}
-    return RLBuildResult(payload=payload, task_url=choice.url, idempotency=idempotency)
+    return RLBuildResult(payload=payload, task_url=choice.url, idempotency=idempotency), config

@@ -23,7 +23,7 @@ from .coerce import describe
 from .models import ModelRejected, resolve_rl_model
 from .problems import ProblemList
 from .rules import truthy
-from .validate import check_rl_config
+from .validate import config_problems
 
 __all__ = ["validate_rl_payload"]
 
@@ -66,8 +66,8 @@ def _check_payload(payload: object, allow_experimental: bool | None, problems: P
     config_table: Mapping[str, Any] = {}
     if isinstance(config, Mapping):
         config_table = config
-        checked = check_rl_config(config, allow_experimental=allow_experimental, select_model=False)
-        problems.extend(checked.problems, prefix=("data", "config"))
+        checked = config_problems(config, allow_experimental=allow_experimental, select_model=False)
+        problems.extend(checked, prefix=("data", "config"))
         _check_task_url_agrees(config, endpoint, problems)
     else:
         problems.add(

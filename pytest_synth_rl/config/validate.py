@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -33,6 +33,7 @@ __all__ = [
     "check_rl_config",
     "clear_check_memo",
     "collect_config_problems",
+    "config_problems",
     "validate_rl_config",
 ]
 
@@ -62,12 +63,7 @@ def check_rl_config(
     ``select_model=False`` skips the builder's model choice (for payloads, which carry it outside
     the config).
     """
-    tree = exact_key(config)
-    key = None
-    if tree is not None:
-        # The model rules read the environment: what they would decide is part of the key.
-        environment = (experimental_allowed(allow_experimental), experimental_models())
-        key = (tree, allow_experimental, model_override, select_model, environment)
+    key = _memo_key(config, allow_experimental, model_override, select_model)
     if key is not None:
         known = _PASSED.get(key)
         if known is not None:
@@ -76,6 +72,37 @@ def check_rl_config(
     if key is not None and not checked.problems:
         _PASSED.put(key, replace(checked, config=plain_copy(checked.config)))
     return checked
+
+
+def config_problems(
+    config: object,
+    *,
+    allow_experimental: bool | None = None,
+    model_override: str | None = None,
+    select_model: bool = True,
+) -> ProblemList:
+    """``check_rl_config(...).problems``, for callers that need nothing else (the fake backend's
+    payload check): a remembered passing check is not copied to hand out its config."""
+    key = _memo_key(config, allow_experimental, model_override, select_model)
+    if key is not None and _PASSED.get(key) is not None:
+        return ProblemList()
+    checked = _check(config, allow_experimental, model_override, select_model)
+    if key is None or checked.problems:
+        return checked.problems
+    _PASSED.put(key, checked)  # kept as is: no caller gets this check, so none can change it
+    return ProblemList()
+
+
+def _memo_key(
+    config: object, allow_experimental: bool | None, model_override: str | None, select_model: bool
+) -> Hashable | None:
+    """What a check of *config* depends on (see :mod:`.memo`); None when it cannot be remembered."""
+    tree = exact_key(config)
+    if tree is None:
+        return None
+    # The model rules read the environment: what they would decide is part of the key.
+    environment = (experimental_allowed(allow_experimental), experimental_models())
+    return (tree, allow_experimental, model_override, select_model, environment)
 
 
 #: Checks that passed, reused for the same config (see :mod:`.memo`); failures are never kept.
@@ -236,9 +263,9 @@ def collect_config_problems(
     Never raises, whatever the input; wrong types become problems. Includes the builder's
     algorithm and model checks; the task URL is not checked (it comes from the caller).
     """
-    return check_rl_config(
+    return config_problems(
         config, allow_experimental=allow_experimental, model_override=model_override
-    ).problems.as_list()
+    ).as_list()
 
 
 def validate_rl_config(

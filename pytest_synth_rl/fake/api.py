@@ -29,12 +29,20 @@ _STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "error")
 class Call:
     """The request as the handlers need it (path pieces already parsed)."""
 
-    __slots__ = ("job_id", "request", "store")
+    __slots__ = ("_params", "job_id", "request", "store")
 
     def __init__(self, store: JobStore, request: httpx.Request, job_id: str | None) -> None:
         self.store = store
         self.request = request
         self.job_id = job_id
+        self._params: httpx.QueryParams | None = None
+
+    @property
+    def params(self) -> httpx.QueryParams:
+        """The query parameters, parsed once (``request.url.params`` parses them on every read)."""
+        if self._params is None:
+            self._params = self.request.url.params
+        return self._params
 
 
 class _BadParam(Exception):
@@ -48,7 +56,7 @@ def _bad_query(name: str, message: str, hint: str) -> httpx.Response:
 
 
 def _int_param(call: Call, name: str, default: int, low: int, high: int) -> int:
-    raw = call.request.url.params.get(name)
+    raw = call.params.get(name)
     if raw is None or raw == "":
         return default
     try:
@@ -184,7 +192,7 @@ def submit(call: Call) -> httpx.Response:
 
 def _time_param(call: Call, name: str) -> float | None:
     """An ISO-8601 time (``2026-01-01T00:00:00Z``) or epoch seconds, as epoch seconds; None if absent."""
-    raw = call.request.url.params.get(name)
+    raw = call.params.get(name)
     if raw is None or raw == "":
         return None
     try:
@@ -208,7 +216,7 @@ def _time_param(call: Call, name: str) -> float | None:
 
 
 def list_jobs(call: Call) -> httpx.Response:
-    params = call.request.url.params
+    params = call.params
     limit = _int_param(call, "limit", 20, 1, 1000)
     created_after = _time_param(call, "created_after")
     created_before = _time_param(call, "created_before")
@@ -320,7 +328,7 @@ def metrics(call: Call) -> httpx.Response:
     after = _int_param(call, "after_step", -1, -1, 10**12)
     limit = _int_param(call, "limit", 200, 1, 10_000)
     call.store.observe(job)
-    return json_response(200, job.metrics_page(after, limit, call.request.url.params.get("name")))
+    return json_response(200, job.metrics_page(after, limit, call.params.get("name")))
 
 
 def timeline(call: Call) -> httpx.Response:

@@ -189,7 +189,9 @@ class Lifecycle:
         loss = round(max(0.01, 1.0 - reward) * 2.0 / math.sqrt(step + 1), 6)
         job.add_step(ts, step, reward, loss)
         if self._evaluates_at(job, step):
-            self._evaluate(job, step, ts, self.next_batch(job, step, "eval", target))
+            # Only a rollout batch queues the one after it: scripted rewards need no plan.
+            then = self.next_batch(job, step, "eval", target) if job.use_rollouts else None
+            self._evaluate(job, step, ts, then)
 
     def _end(self, job: JobRecord, outcome: str, ts: float) -> None:
         if outcome == "succeeded":

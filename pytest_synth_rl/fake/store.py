@@ -841,5 +841,9 @@ class JobStore:
         return self.inference.route(rollout, progress)
 
 
+#: One encoder for every canonical payload (``json.dumps`` with options builds one per call).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+
+
 def _canonical(payload: Mapping[str, Any]) -> str:
-    return json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return _CANONICAL.encode(payload)

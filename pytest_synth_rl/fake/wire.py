@@ -46,8 +46,12 @@ def bytes_response(status: int, content: bytes, headers: Sequence[tuple[str, str
     return httpx.Response(status, headers=headers, content=content)
 
 
+#: ``json.dumps(body, separators=(",", ":"))`` without building an encoder per response.
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+
+
 def json_response(status: int, body: Any, headers: Sequence[tuple[str, str]] = ()) -> httpx.Response:
-    content = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
+    content = body if isinstance(body, bytes) else _COMPACT.encode(body).encode()
     return bytes_response(status, content, [*JSON_HEADERS, *headers])
 
 
@@ -84,7 +88,25 @@ def non_finite_field(value: Any) -> tuple[str, float] | None:
     a fake that takes them turns its clock or a job's rewards into NaN, and every later answer
     into a 500.
     """
+    if _all_finite(value):  # the usual answer, found without naming every field on the way
+        return None
     return _first_field(value, lambda item: isinstance(item, float) and not math.isfinite(item))
+
+
+def _all_finite(value: Any) -> bool:
+    """Whether no number in parsed JSON *value* is NaN or infinite (the items :func:`_first_field`
+    visits: dict values and list items)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return False
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return True
 
 
 class TooManyDigits(ValueError):
