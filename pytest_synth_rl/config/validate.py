@@ -63,15 +63,11 @@ def check_rl_config(
     ``select_model=False`` skips the builder's model choice (for payloads, which carry it outside
     the config).
     """
-    key = _memo_key(config, allow_experimental, model_override, select_model)
-    if key is not None:
-        known = _PASSED.get(key)
-        if known is not None:
-            return replace(known, config=plain_copy(known.config), problems=ProblemList())
-    checked = _check(config, allow_experimental, model_override, select_model)
-    if key is not None and not checked.problems:
-        _PASSED.put(key, replace(checked, config=plain_copy(checked.config)))
-    return checked
+    checked = _remembered_check(config, allow_experimental, model_override, select_model)
+    if checked.problems:
+        return checked
+    # A passing check is the memo's own: the caller gets a config (and problem list) of its own.
+    return replace(checked, config=plain_copy(checked.config), problems=ProblemList())
 
 
 def config_problems(
@@ -83,14 +79,26 @@ def config_problems(
 ) -> ProblemList:
     """``check_rl_config(...).problems``, for callers that need nothing else (the fake backend's
     payload check): a remembered passing check is not copied to hand out its config."""
+    problems = _remembered_check(config, allow_experimental, model_override, select_model).problems
+    return problems if problems else ProblemList()
+
+
+def _remembered_check(
+    config: object, allow_experimental: bool | None, model_override: str | None, select_model: bool
+) -> ConfigCheck:
+    """The check of *config*: a remembered passing one, else a new one (remembered if it passes).
+
+    A passing check returned here is shared with the memo; ``_check`` copies its input, so no
+    caller's tree is in it, and callers copy before handing its parts out."""
     key = _memo_key(config, allow_experimental, model_override, select_model)
-    if key is not None and _PASSED.get(key) is not None:
-        return ProblemList()
+    if key is not None:
+        known = _PASSED.get(key)
+        if known is not None:
+            return known
     checked = _check(config, allow_experimental, model_override, select_model)
-    if key is None or checked.problems:
-        return checked.problems
-    _PASSED.put(key, checked)  # kept as is: no caller gets this check, so none can change it
-    return ProblemList()
+    if key is not None and not checked.problems:
+        _PASSED.put(key, checked)
+    return checked
 
 
 def _memo_key(
