@@ -299,11 +299,10 @@ def synth_settings(pytestconfig: pytest.Config) -> SynthSettings:
 
 
 @pytest.fixture(scope="session")
-def _synth_run(pytestconfig: pytest.Config, synth_settings: SynthSettings) -> Iterator[SynthRun]:
+def _synth_run(synth_settings: SynthSettings) -> Iterator[SynthRun]:
     from .session import SynthRun
 
-    worker = getattr(pytestconfig, "workerinput", {}).get("workerid")
-    run = SynthRun(synth_settings, worker=worker if isinstance(worker, str) else None)
+    run = SynthRun(synth_settings)
     try:
         yield run
     finally:
@@ -364,13 +363,15 @@ def _synth_fake(
 ) -> FakeSynthBackend:
     """The run's fake, reset onto this test's clock, scripted by its ``synth_scenario`` and answering
     with its policy (``synth_rl(policy=...)``, else the ``synth_policy`` fixture)."""
+    from .session import offline_job_id_prefix
+
     __tracebackhide__ = True
     if not synth_settings.is_offline:
         pytest.skip(f"synth_fake: the offline fake is not used against {synth_settings.backend_url}")
     spec = _synth_test.spec
     policy = _checked_policy(spec, synth_policy)
     fake = _synth_run.fake_backend()
-    fake.reset(clock=synth_clock)
+    fake.reset(clock=synth_clock, job_id_prefix=offline_job_id_prefix(_synth_test.node.nodeid))
     fake.use_policy(policy)
     if spec.scenario is not None:
         fake.scenario(spec.scenario)

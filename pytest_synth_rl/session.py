@@ -11,6 +11,7 @@ online jobs are cancelled, every job becomes a :class:`~pytest_synth_rl.report.J
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import threading
 import time
@@ -71,6 +72,14 @@ def job_tags(test_id: str) -> dict[str, str]:
     return tags
 
 
+def offline_job_id_prefix(test_id: str) -> str:
+    """The fake's job id prefix for the test *test_id*: ``job_rl_`` and 10 hex digits of a hash
+    of it. A test's offline ids then do not depend on test order, xdist workers or CI shards,
+    so a table merged from shards shows the ids an unsharded run shows."""
+    digest = hashlib.sha256(test_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"job_rl_{digest[:10]}_"
+
+
 @dataclass(frozen=True)
 class TaskAppSpec:
     """What task app to serve: a ``pkg.mod:attr`` target or a ``.py`` path, plus options."""
@@ -126,10 +135,8 @@ class RLConfigRef:
 class SynthRun:
     """Process-wide state: settings, task app pool, the offline fake backend."""
 
-    def __init__(self, settings: SynthSettings, *, worker: str | None = None) -> None:
+    def __init__(self, settings: SynthSettings) -> None:
         self.settings = settings
-        #: The xdist worker id (``gw0``...) of this process, None outside xdist.
-        self.worker = worker
         self._lock = threading.Lock()
         self._task_apps: dict[TaskAppSpec, InProcessTaskApp] = {}
         self._healthy: set[str] = set()
@@ -243,8 +250,6 @@ class SynthRun:
                     self.settings.backend_url,
                     api_key=self.fake_api_key(),
                     task_app_api_key=self.settings.task_app_api_key,
-                    # one report for the run: workers' ids must not collide
-                    job_id_prefix=f"job_rl_{self.worker}_" if self.worker else "job_rl_",
                 )
             return self._fake
 

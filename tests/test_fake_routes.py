@@ -12,6 +12,7 @@ from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import SynthUsageError
 from pytest_synth_rl.fake import DEFAULT_API_KEY, FakeRouteError, FakeSynthBackend
 from pytest_synth_rl.fake.scenario import DEFAULT_DURATION
+from pytest_synth_rl.session import offline_job_id_prefix
 
 
 # -- auth ------------------------------------------------
@@ -399,3 +400,33 @@ def test_job_ids_are_the_prefix_and_a_counter(client: httpx.Client) -> None:
         ids = [submit(client, fake) for _ in range(2)]
         assert ids == ["job_rl_gw3_000001", "job_rl_gw3_000002"]
         assert client.get(f"{API}/rl/jobs/{ids[1]}", headers=auth(fake)).json()["id"] == ids[1]
+
+
+def test_a_reset_with_a_prefix_counts_from_one_again_and_one_without_goes_on(client: httpx.Client) -> None:
+    with FakeSynthBackend(job_id_prefix="job_rl_gw3_") as fake:
+        assert submit(client, fake) == "job_rl_gw3_000001"
+        fake.reset(job_id_prefix="job_rl_t1_")
+        assert [submit(client, fake) for _ in range(2)] == ["job_rl_t1_000001", "job_rl_t1_000002"]
+        fake.reset()  # the same prefix: an id is never given twice
+        assert submit(client, fake) == "job_rl_t1_000003"
+
+
+@pytest.mark.parametrize("prefix", ["", "job/../", "x" * 41, 7])
+def test_a_reset_prefix_that_cannot_sit_in_a_url_path_is_refused_and_changes_nothing(
+    client: httpx.Client, prefix: object
+) -> None:
+    with FakeSynthBackend(job_id_prefix="job_rl_a_") as fake:
+        first = submit(client, fake)
+        with pytest.raises(SynthUsageError) as caught:
+            fake.reset(job_id_prefix=prefix)  # type: ignore[arg-type]
+        assert caught.value.keys == ["FakeSynthBackend.reset.job_id_prefix"]
+        assert f"must be 1-40 letters, digits, '_' or '-' (it goes into URL paths), got {prefix!r}" in str(
+            caught.value
+        )
+        assert submit(client, fake) == "job_rl_a_000002"
+        assert client.get(f"{API}/rl/jobs/{first}", headers=auth(fake)).status_code == 200
+
+
+def test_offline_job_id_prefixes_are_a_hash_of_the_test_id() -> None:
+    assert offline_job_id_prefix("t.py::test_a") == "job_rl_75a2b72a2c_"
+    assert offline_job_id_prefix("t.py::test_a[\udcff]") != offline_job_id_prefix("t.py::test_a")

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 
 import pytest
 
-from pytest_synth_rl.session import ServedFake
+from pytest_synth_rl.session import ServedFake, offline_job_id_prefix
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -343,21 +342,26 @@ def test_example_suite_passes_under_xdist(example_dir: pytest.Pytester) -> None:
         "test_one.py::test_succeeds",
         "test_two.py::test_succeeds_too",
     ]
-    # each worker's fake numbers its own jobs: the ids carry the worker, so none collide
-    ids = [row.split()[1] for row in rows]
-    assert all(re.fullmatch(r"job_rl_gw[01]_\d{6}", job_id) for job_id in ids), ids
+    # each test's fake ids come from its test id, whichever worker ran it
+    assert {row.split()[0]: row.split()[1] for row in rows} == {
+        "test_one.py::test_succeeds": "job_rl_5170627886_000001",
+        "test_two.py::test_succeeds_too": "job_rl_c02bc9c77c_000001",
+    }
 
 
-def test_job_ids_stay_unique_across_xdist_workers(example_dir: pytest.Pytester) -> None:
+def test_job_ids_are_each_tests_own_on_one_process_or_two_workers(example_dir: pytest.Pytester) -> None:
     for index in range(4):
         example_dir.makepyfile(**{f"test_part{index}": SUITE})
-    report = example_dir.path / "jobs.json"
-    result = example_dir.runpytest_subprocess("-n", "2", "-p", "xdist", f"--synth-report={report}")
-    result.assert_outcomes(passed=4)
-    ids = [job["job_id"] for job in json.loads(report.read_text())["jobs"]]
-    assert len(ids) == 4
-    assert len(set(ids)) == 4, ids
-    assert {job_id.rsplit("_", 1)[0] for job_id in ids} == {"job_rl_gw0", "job_rl_gw1"}
+    ids = []
+    for extra in [("-n", "2", "-p", "xdist"), ("-p", "no:randomly")]:
+        report = example_dir.path / "jobs.json"
+        result = example_dir.runpytest_subprocess(*extra, f"--synth-report={report}")
+        result.assert_outcomes(passed=4)
+        ids.append({job["test_id"]: job["job_id"] for job in json.loads(report.read_text())["jobs"]})
+    assert ids[0] == ids[1]
+    tests = [f"test_part{index}.py::test_succeeds" for index in range(4)]
+    assert ids[0] == {test: offline_job_id_prefix(test) + "000001" for test in tests}
+    assert len(set(ids[0].values())) == 4
 
 
 @pytest.mark.slow
@@ -511,9 +515,10 @@ def test_an_interrupted_xdist_workers_jobs_still_reach_the_table_and_report(
     assert tests == ["test_jobs.py::test_done", "test_jobs.py::test_interrupted"]
     jobs = {row["test_id"]: row for row in rows}
     assert jobs["test_jobs.py::test_interrupted"]["status"] == "running"
-    assert re.fullmatch(r"job_rl_gw[01]_000001", jobs["test_jobs.py::test_interrupted"]["job_id"])
+    job_id = offline_job_id_prefix("test_jobs.py::test_interrupted") + "000001"
+    assert jobs["test_jobs.py::test_interrupted"]["job_id"] == job_id
     assert jobs["test_jobs.py::test_done"]["status"] == "succeeded"
-    result.stdout.fnmatch_lines(["test_jobs.py::test_interrupted *job_rl_gw?_000001*running*"])
+    result.stdout.fnmatch_lines([f"test_jobs.py::test_interrupted *{job_id}*running*"])
 
 
 def test_a_misspelt_path_gets_a_did_you_mean(pytester: pytest.Pytester) -> None:

@@ -11,6 +11,7 @@ from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import JobTimeoutError
 from pytest_synth_rl.fake import FakeSynthBackend
 from pytest_synth_rl.report import job_record
+from pytest_synth_rl.session import offline_job_id_prefix
 
 CONFIG = Path(__file__).resolve().parent.parent / "examples" / "arithmetic.toml"
 
@@ -125,11 +126,12 @@ def test_teardown_that_cannot_read_a_submitted_job_reports_it_as_unknown(pyteste
     result = pytester.runpytest("--synth-report=report.json", "-p", "no:randomly")
     result.assert_outcomes(passed=1)
     row = json.loads((pytester.path / "report.json").read_text())["jobs"][0]
-    assert row["job_id"] == "job_rl_000001"
+    job_id = offline_job_id_prefix("test_down.py::test_status_route_down") + "000001"
+    assert row["job_id"] == job_id
     assert row["status"] is None
     # The job's duration ends with the test, not after the teardown's retried reads.
     assert row["clock_seconds"] == 0
-    result.stdout.fnmatch_lines(["*test_down.py::test_status_route_down*job_rl_000001*status unknown*"])
+    result.stdout.fnmatch_lines([f"*test_down.py::test_status_route_down*{job_id}*status unknown*"])
     result.stdout.no_fnmatch_line("*not submitted*")
     summary = json.loads((pytester.path / "report.json").read_text())["summary"]
     assert summary == {"jobs": 1, "by_status": {"status unknown": 1}}

@@ -17,6 +17,7 @@ from pytest_synth_rl.__main__ import main as cli
 from pytest_synth_rl.baselines import BaselineStore
 from pytest_synth_rl.merge import MergeError, merge_baselines, merge_reports
 from pytest_synth_rl.report import JobRecord, RunReport, mermaid_chart
+from pytest_synth_rl.session import offline_job_id_prefix
 from pytest_synth_rl.svg_chart import reward_chart_svg
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -204,15 +205,10 @@ def test_step_summary_cells_are_literal_text() -> None:
     assert row.startswith("| t.py::test_weird[&lt;b&gt;c&lt;/b&gt;\\|x&amp;y] | job_1 | succeeded |")
 
 
-# Offline job ids count jobs per process, so a shard's second job is another run's third; online
-# the backend's ids do not depend on the shard. Compared runs differ only in wall time and these.
-_JOB_ID = re.compile(r"job_rl_\d+")
-
-
+# Compared runs differ only in wall time: offline job ids come from the test id, not the shard.
 def _without_wall(data: dict[str, Any]) -> dict[str, Any]:
     for job in data["jobs"]:
         job["wall_seconds"] = None
-        job["job_id"] = _JOB_ID.sub("job_rl_N", job["job_id"])
     return data
 
 
@@ -224,7 +220,7 @@ def _summary_without_wall(text: str) -> str:
         if line.startswith("| ") and len(cells) == 7 and "---" not in line:
             cells[4] = "<wall>"
         out.append(" | ".join(cells))
-    return _JOB_ID.sub("job_rl_N", "\n".join(out))
+    return "\n".join(out)
 
 
 def test_three_shards_merge_into_the_unsharded_table_summary_and_json(
@@ -252,6 +248,9 @@ def test_three_shards_merge_into_the_unsharded_table_summary_and_json(
     ]
     assert _without_wall(merged) == _without_wall(whole)
     assert merged["jobs"][0]["rewards"] == CURVE
+    assert [job["job_id"] for job in merged["jobs"]] == [
+        offline_job_id_prefix(job["test_id"]) + "000001" for job in merged["jobs"]
+    ]
     whole_md, merged_md = (path / "whole.md").read_text(), (path / "merged.md").read_text()
     assert merged_md.count("```mermaid") == 3
     assert _summary_without_wall(merged_md) == _summary_without_wall(whole_md)

@@ -69,6 +69,12 @@ def _api_root(base_url: str) -> tuple[str, str]:
 _JOB_ID_PREFIX = re.compile(r"[A-Za-z0-9_-]{1,40}")
 
 
+def _job_id_prefix_problem(prefix: object) -> str | None:
+    if isinstance(prefix, str) and _JOB_ID_PREFIX.fullmatch(prefix):
+        return None
+    return f"must be 1-40 letters, digits, '_' or '-' (it goes into URL paths), got {prefix!r:.60}"
+
+
 def _check_settings(
     api_key: object,
     rollouts: object,
@@ -106,12 +112,9 @@ def _check_settings(
         bad("policy", "give either policy= (a callable) or replies= (canned answers), not both")
     elif policy is not None and policy_problem(policy) is not None:
         bad("policy", str(policy_problem(policy)), "a policy is policy(request) -> reply")
-    if not isinstance(job_id_prefix, str) or not _JOB_ID_PREFIX.fullmatch(job_id_prefix):
-        bad(
-            "job_id_prefix",
-            f"must be 1-40 letters, digits, '_' or '-' (it goes into URL paths), got {job_id_prefix!r:.60}",
-            "e.g. job_id_prefix='job_rl_gw1_'",
-        )
+    prefix_problem = _job_id_prefix_problem(job_id_prefix)
+    if prefix_problem is not None:
+        bad("job_id_prefix", prefix_problem, "e.g. job_id_prefix='job_rl_gw1_'")
     if problems:
         raise SynthUsageError(problems, hint="see the FakeSynthBackend docstring")
 
@@ -139,8 +142,9 @@ class FakeSynthBackend:
         strict: when mounted, a request to the backend host on an unknown path raises
             :class:`FakeRouteError` (served, it gets a 404 that lists the routes).
         validate: check submitted payloads with ``validate_rl_payload`` (422 on problems).
-        job_id_prefix: job ids are this plus a 6-digit counter; the plugin gives each xdist
-            worker its own (``job_rl_gw1_``), so ids stay unique across the run's report.
+        job_id_prefix: job ids are this plus a 6-digit counter. The plugin gives each test its
+            own (``reset(job_id_prefix=...)``, from a hash of the test id), so a test's job ids
+            are the same whatever ran before it, on any xdist worker or CI shard.
     """
 
     @keywords_checked
@@ -320,15 +324,22 @@ class FakeSynthBackend:
         """Requests that matched *route* (``submit``, ``status``...)."""
         return [r for r in self.store.requests if r.route == route]
 
-    def reset(self, *, clock: Clock | None = None) -> None:
+    def reset(self, *, clock: Clock | None = None, job_id_prefix: str | None = None) -> None:
         """Forget jobs, the request log, scenarios and faults; settings stay.
 
         With *clock*, jobs from now on run on that clock (a test gets a fresh ``VirtualClock``
-        while the fake, and its stub model server, live for the whole session).
+        while the fake, and its stub model server, live for the whole session). With
+        *job_id_prefix*, job ids from now on are that prefix and a count from 000001 again (the
+        plugin gives each test its own, so a test's ids do not depend on which tests ran before).
         """
+        __tracebackhide__ = True
+        problem = None if job_id_prefix is None else _job_id_prefix_problem(job_id_prefix)
+        if problem is not None:
+            key = "FakeSynthBackend.reset.job_id_prefix"
+            raise SynthUsageError([ConfigProblem(key, problem, "e.g. job_id_prefix='job_rl_t1_'")])
         if clock is not None:
             self.store.use_clock(clock)
-        self.store.reset()
+        self.store.reset(job_id_prefix)
 
     def use_policy(self, policy: Policy | None) -> None:
         """Answer model calls with *policy* from now on (``None``: this fake's own policy again)."""

@@ -661,9 +661,15 @@ class JobStore:
             self._active.clear()
             self._idempotency.clear()
 
-    def reset(self) -> None:
-        """Forget jobs, the request log, scenarios and faults, and give the stub model a fresh start."""
+    def reset(self, job_id_prefix: str | None = None) -> None:
+        """Forget jobs, the request log, scenarios and faults, and give the stub model a fresh start.
+
+        With *job_id_prefix*, ids from now on are that prefix and a count from 1 again; without,
+        the count goes on, so no id is given twice."""
         with self.lock:
+            if job_id_prefix is not None:
+                self.job_id_prefix = job_id_prefix
+                self._counter = 0
             self.clear_jobs()
             self._requests.clear()
             self._next.clear()
