@@ -73,8 +73,10 @@ class ProgressPlugin:
         try:
             return (yield)
         finally:
+            if self.reporter is not None:  # a wait that timed out or failed gets its last line
+                self.reporter.end_waits()
             self.test_id = ""
-            if self._live:  # the wait ended without a terminal status (timeout, error)
+            if self._live:  # still open (a write failed half-way): end it
                 with self._uncaptured():
                     self.config.get_terminal_writer().write("\n", flush=True)
                 self._live = False
@@ -96,6 +98,8 @@ class ProgressPlugin:
                 sys.stderr.flush()
             else:
                 terminal: Any = self.config.pluginmanager.getplugin("terminalreporter")
+                if self.config.get_terminal_writer().width_of_current_line:
+                    terminal.write("\n")  # after -q's progress letters, which end no line
                 terminal.write_line(text)
                 terminal.flush()
 

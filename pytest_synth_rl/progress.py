@@ -68,8 +68,10 @@ class ProgressUpdate:
 
         return is_terminal(self.status)
 
-    def describe(self) -> str:
-        """``job_1 running step 3/10 reward 0.450 elapsed 1m00s left 1h59m``."""
+    def describe(self, *, wait_ended: bool = False) -> str:
+        """``job_1 running step 3/10 reward 0.450 elapsed 1m00s left 1h59m``; with *wait_ended*
+        (nobody polls the job any more, though it had no final status) that is said instead of
+        the time left."""
         parts = [self.job_id, self.status or "<no status>"]
         if self.step is not None:
             total = f"/{self.total_steps}" if self.total_steps is not None else ""
@@ -77,7 +79,9 @@ class ProgressUpdate:
         if self.reward is not None:
             parts.append(f"reward {self.reward:.3f}")
         parts.append(f"elapsed {format_duration(self.elapsed)}")
-        if not self.terminal:
+        if wait_ended and not self.terminal:
+            parts.append("(wait ended without a final status)")
+        elif not self.terminal:
             parts.append(f"left {format_duration(max(0.0, self.remaining))}")
         return " ".join(parts)
 
@@ -125,6 +129,7 @@ class ProgressReporter:
         self._now = now
         self._lock = threading.Lock()
         self._last_beat: dict[str, float] = {}  # job id -> when its last heartbeat was printed
+        self._waiting: dict[str, ProgressUpdate] = {}  # job id -> its last update, not yet final
         self._stop: Callable[[], None] | None = None
 
     def start(self) -> ProgressReporter:
@@ -142,20 +147,38 @@ class ProgressReporter:
             return  # offline: the wait takes no real time
         self.show(progress_update(poller, record))
 
+    def end_waits(self) -> None:
+        """Close the story of every job shown without a final status (its wait timed out or
+        failed): one last line each, so a log does not end on "running ... left 0s"."""
+        with self._lock:
+            waiting, self._waiting = list(self._waiting.values()), {}
+            for update in waiting:
+                self._last_beat.pop(update.job_id, None)
+        for update in waiting:
+            self._emit(update, update.describe(wait_ended=True), final=True)
+
     def show(self, update: ProgressUpdate) -> None:
+        with self._lock:
+            if update.terminal:
+                self._waiting.pop(update.job_id, None)
+            else:
+                self._waiting[update.job_id] = update
+        self._emit(update, update.describe(), final=update.terminal)
+
+    def _emit(self, update: ProgressUpdate, facts: str, *, final: bool) -> None:
         label = self._label()
-        text = f"{label} {update.describe()}" if label else update.describe()
+        text = f"{label} {facts}" if label else facts
         if self.mode == "line":
             assert self._rewrite is not None
-            self._rewrite(f"synth-rl: {text}", update.terminal)
+            self._rewrite(f"synth-rl: {text}", final)
             return
         with self._lock:
             now = self._now()
             last = self._last_beat.get(update.job_id)
-            due = last is None or update.terminal or now - last >= self.interval
+            due = last is None or final or now - last >= self.interval
             if not due:
                 return
-            if update.terminal:
+            if final:
                 self._last_beat.pop(update.job_id, None)
             else:
                 self._last_beat[update.job_id] = now

@@ -236,3 +236,62 @@ def test_a_narrow_terminal_cuts_the_test_id_before_the_job_facts() -> None:
     assert fit_line(text, label, 90) == f"synth-rl: {facts}"
     assert fit_line(text, label, 70) == f"synth-rl: {facts}"[:70]
     assert fit_line("synth-rl: " + facts, "", 40) == ("synth-rl: " + facts)[:40]
+
+
+@pytest.mark.parametrize("mode", ["heartbeat", "line"])
+def test_a_wait_that_ends_without_a_final_status_gets_a_last_line(mode: str) -> None:
+    # Before, a timed-out wait's log ended on "running ... left 0s", as if it were still waited on.
+    clock = SteppedClock()
+    lines: list[str] = []
+    reporter = ProgressReporter(
+        mode,  # type: ignore[arg-type]
+        interval=600,
+        write_line=lines.append,
+        rewrite=lambda text, final: lines.append(f"{text} final={final}"),
+        label=lambda: "t.py::test_a",
+        now=clock.now,
+    ).start()
+    try:
+        timed_out = Poller("job_1", timeout=20, interval=10, clock=clock)
+        finished = Poller("job_2", timeout=20, interval=10, clock=clock)
+        for step in range(3):
+            timed_out.record(_status("running", step, 0.25))
+            clock.sleep(10)
+        finished.record(_status("succeeded", 10, 0.5))
+        reporter.end_waits()
+        reporter.end_waits()  # once per job
+    finally:
+        reporter.stop()
+    facts = "t.py::test_a job_1 running step 2/10 reward 0.250 elapsed 20.0s"
+    last = f"{facts} (wait ended without a final status)"
+    if mode == "heartbeat":
+        assert lines == [
+            "synth-rl heartbeat: t.py::test_a job_1 running step 0/10 reward 0.250 elapsed 0s left 20.0s",
+            "synth-rl heartbeat: t.py::test_a job_2 succeeded step 10/10 reward 0.500 elapsed 30.0s",
+            f"synth-rl heartbeat: {last}",
+        ]
+    else:
+        assert lines[-2:] == [
+            "synth-rl: t.py::test_a job_2 succeeded step 10/10 reward 0.500 elapsed 30.0s final=True",
+            f"synth-rl: {last} final=True",
+        ]
+        assert lines[2] == f"synth-rl: {facts} left 0s final=False"
+
+
+def test_an_online_wait_that_times_out_ends_its_heartbeats_with_a_last_line(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    suite.makepyfile(test_wait=SUITE.replace("within=600", "within=0.2"))
+    with ServedFake.start(polls_to_finish=1000) as served:
+        served.fake.scenario(polls=1000, steps=4, reward_curve=[0.2, 0.35, 0.5, 0.7])
+        monkeypatch.setenv("SYNTH_API_KEY", served.api_key.value)
+        args = [f"--synth-backend={served.url}", "--synth-poll-interval=0.05", "-q", "-p", "no:randomly"]
+        result = suite.runpytest_subprocess(*args, "--synth-heartbeat-interval=600", timeout=300)
+    result.assert_outcomes(failed=1)
+    # Each on a line of its own: before, the last one came right after -q's "F".
+    heartbeats = [line for line in result.outlines if "synth-rl heartbeat:" in line]
+    assert [line.startswith("synth-rl heartbeat:") for line in heartbeats] == [True, True], heartbeats
+    assert " left " in heartbeats[0]
+    assert heartbeats[1].startswith("synth-rl heartbeat: test_wait.py::test_trains job_rl_")
+    assert heartbeats[1].endswith(" (wait ended without a final status)")
+    assert " running step " in heartbeats[1]
