@@ -142,3 +142,39 @@ def test_a_mapping_that_contains_itself() -> None:
         build_rl_payload_from_mapping(config, task_url=TASK_URL)
     assert str(info.value) == f"RL config <mapping> is invalid: tags.loop.me: {ITSELF}"
     assert [problem.render() for problem in check_rl_config(config).problems] == [f"tags.loop.me: {ITSELF}"]
+
+
+def shared_in_two_places(levels: int) -> dict[str, Any]:
+    """A table holding the one below it twice, *levels* times: 2**levels leaves once expanded."""
+    tree: dict[str, Any] = {"v": 1}
+    for _ in range(levels):
+        tree = {"x": tree, "y": tree}
+    return tree
+
+
+BIG = (
+    "holds more than 100,000 values (a table or array shared in several places counts once per place) "
+    "(hint: pass plain nested values: an RL config holds dozens "
+    "(keep bulk data in a file the task app reads))"
+)
+
+
+def test_tables_shared_in_many_places_are_refused_instead_of_copied_into_billions() -> None:
+    # Before, 40 levels of "x and y are the table below" copied 2**40 values: the build never ended.
+    with pytest.raises(ConfigError) as info:
+        build_rl_payload(MINIMAL, task_url=TASK_URL, overrides={"tags": shared_in_two_places(40)})
+    assert str(info.value) == (
+        f"RL config {MINIMAL} is invalid: tags: override 'tags': the value at tags.x.x.x.x.x.x.x… {BIG}"
+    )
+    check = check_rl_config({**load_rl_config(MINIMAL), "tags": shared_in_two_places(40)})
+    (problem,) = check.problems
+    assert problem.key.startswith("tags.x.x.x.x.x.x.x.x.x.x.")  # where the count ran over
+    assert problem.message == BIG.split(" (hint: ")[0]
+
+
+def test_a_table_shared_in_a_few_places_is_copied_once_per_place() -> None:
+    tree = shared_in_two_places(15)  # 2**15 leaves, 2**16 values in all: under the limit
+    built = build_rl_payload(MINIMAL, task_url=TASK_URL, overrides={"tags": tree}).payload
+    copied = built["data"]["config"]["tags"]
+    assert copied == tree
+    assert copied["x"] is not copied["y"]  # a copy per place: editing one leaves the other alone
