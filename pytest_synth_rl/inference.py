@@ -82,15 +82,30 @@ InferencePolicy = Policy
 _CHAT_SUFFIX = "/chat/completions"
 _ID_PREFIXES = ("trace_", "cid_", "eval_")
 _ID_QUERY_KEYS = ("cid", "trace_correlation_id", "trace")
-_MODELS_PATHS = frozenset({"/v1/models", "/models"})
+#: The model list is served under any path, as chat calls are: clients list models at their base URL.
+_MODELS_SUFFIX = "/models"
 _MAX_BODY_BYTES = 8 * 1024 * 1024
 #: Rollout routes and per-rollout call lists kept at most (oldest dropped first).
 _MAX_ROUTES = 10_000
+#: Calls :meth:`StubInference.calls` keeps per correlation id (the newest); a rollout makes a few.
+_MAX_CALLS_PER_ROLLOUT = 1_000
 #: Request bodies :attr:`StubInference.requests` keeps (the newest).
 _MAX_REQUESTS = 10_000
+#: Why a call without a correlation id is refused where every handed-out URL carries one.
+NO_CORRELATION_ID = (
+    "the call carried no correlation id: POST {path} is not under the URL the rollout was given "
+    "(policy.config.inference_url, which ends in the rollout's '/trace_...' segment)"
+)
+#: How to fix it, for the errors that name such calls.
+KEEP_INFERENCE_URL = (
+    "build the model URL from policy.config.inference_url keeping its path and query, e.g. "
+    "f\"{inference_url}/chat/completions\"; urljoin(inference_url, '/v1/chat/completions') drops the "
+    "segment the trainer attributes model calls by"
+)
+
 _SERVED = (
     "POST <any path>/chat/completions (correlation id from a /trace_<id>, /cid_<id> or /eval_<id> "
-    "segment, or ?cid=<id>), GET /v1/models, GET /health"
+    "segment, or ?cid=<id>), GET <any path>/models, GET /health"
 )
 
 
@@ -215,6 +230,10 @@ class StubInference:
         self.max_requests = _MAX_REQUESTS
         #: How many of the oldest request bodies were dropped to keep within :attr:`max_requests`.
         self.dropped_requests = 0
+        #: Refuse (HTTP 400) chat calls that carry no correlation id: set where every URL handed
+        #: out carries one (the fake's rollouts, the contract check), so a task app that builds
+        #: the model URL without the handed-out path fails offline, not only on the trainer.
+        self.require_correlation_id = False
         #: The base URL (``http://127.0.0.1:<port>/v1``) while :meth:`serve` is active.
         self.base_url: str | None = None
         self._root_url: str | None = None
@@ -302,6 +321,8 @@ class StubInference:
                 while len(self._calls) > _MAX_ROUTES:
                     self._calls.popitem(last=False)
             calls.append(call)
+            if len(calls) > _MAX_CALLS_PER_ROLLOUT:  # calls without an id all land in one list
+                del calls[0]
 
     def _complete(self, request: Mapping[str, Any], cid: str | None, path: str) -> dict[str, Any]:
         if not isinstance(request, Mapping):
@@ -332,6 +353,9 @@ class StubInference:
         chat = ChatRequest(body, identity, progress, turn)
         failure: tuple[str, str | None] | None = None
         try:
+            if cid is None and self.require_correlation_id:
+                refusal = NO_CORRELATION_ID.format(path=path or _CHAT_SUFFIX)
+                raise _RequestError(400, f"{refusal}; {KEEP_INFERENCE_URL}", "missing_correlation_id")
             try:
                 reply = self.policy(chat)
             except BaseException as exc:  # pytest.fail() and sys.exit() in a policy fail it too
@@ -462,7 +486,7 @@ class StubInference:
                     ),
                 )
             await self._send(send, status, encoded)
-        elif path in _MODELS_PATHS and method == "GET":
+        elif path.endswith(_MODELS_SUFFIX) and method == "GET":
             await self._respond(
                 send,
                 200,

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from test_fake_support import TASK_KEY, no_real_sleep, poll_to_end, rl_payload, submit
+from test_fake_support import TASK_KEY, no_real_sleep, poll_to_end, rl_payload, submit, url_building_app
 
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.fake import FakeSynthBackend, extract_reward
@@ -421,3 +421,41 @@ def test_a_fake_reused_across_tests_keeps_its_stub_and_repeats_its_rewards(
     assert stub_urls[0] == stub_urls[1]  # one stub server for both
     fake.close()
     assert fake.inference.base_url is None
+
+
+def test_a_task_app_that_drops_the_inference_urls_path_fails_its_job_naming_the_fix(
+    backend: FakeSynthBackend, client: httpx.Client
+) -> None:
+    # Before, the stand-in model answered calls that had lost the rollout's '/trace_...' segment
+    # (the correlation id the trainer attributes model calls by): the job passed offline.
+    from urllib.parse import urljoin
+
+    app = url_building_app(lambda url: urljoin(url, "/v1/chat/completions"), TASK_KEY)
+    with InProcessTaskApp(app, api_key=TASK_KEY) as task_app:
+        backend.scenario(steps=2, duration=300.0)
+        job_id = submit(client, backend, rl_payload(task_app.url))
+        body, _ = poll_to_end(client, backend, job_id)
+    run_id = f"{job_id}-rl-s1-0"
+    assert body["status"] == "failed"
+    assert body["error"] == (
+        f"task app rollout failed at step 1 (rl; seed 0, run_id {run_id}, trace_correlation_id "
+        f"trace_{run_id}): POST {task_app.url}/rollout: the stand-in model refused model calls that "
+        "carried no correlation id (POST /v1/chat/completions: not under policy.config.inference_url); "
+        f'the task app\'s rollout then failed: HTTP 502: {{"detail":"model said 400"}} (hint: build the '
+        "model URL from policy.config.inference_url keeping its path and query, e.g. "
+        "f\"{inference_url}/chat/completions\"; urljoin(inference_url, '/v1/chat/completions') drops the "
+        "segment the trainer attributes model calls by)"
+    )
+    refused = backend.inference.calls(None)  # each rollout of the step tried once
+    assert {(call.path, call.status, call.response["error"]["code"]) for call in refused} == {
+        ("/v1/chat/completions", 400, "missing_correlation_id")
+    }
+
+
+def test_the_stand_in_model_lists_its_model_under_any_path(backend: FakeSynthBackend) -> None:
+    # Before, only /v1/models at the root answered: an OpenAI client based at the handed-out URL got 404.
+    with backend.inference.serve() as base:
+        root = base.removesuffix("/v1")
+        for path in ("/v1/models", "/models", "/trace_x/v1/models", "/trace_x/models"):
+            answer = httpx.get(root + path)
+            assert (path, answer.status_code, answer.json()["data"][0]["id"]) == (path, 200, "stub-model")

@@ -132,7 +132,7 @@ def test_unknown_paths_get_a_404_listing_what_is_served() -> None:
     assert response.json()["error"]["message"] == (
         "no route POST /v1/embeddings; the stub serves POST <any path>/chat/completions "
         "(correlation id from a /trace_<id>, /cid_<id> or /eval_<id> segment, or ?cid=<id>), "
-        "GET /v1/models, GET /health"
+        "GET <any path>/models, GET /health"
     )
 
 

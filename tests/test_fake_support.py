@@ -13,13 +13,15 @@ import importlib.util
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 
 from pytest_synth_rl.client import RLJob
 from pytest_synth_rl.clock import VirtualClock
@@ -180,6 +182,35 @@ def load_example() -> ModuleType:
         sys.modules[name] = module
         spec.loader.exec_module(module)
     return module
+
+
+def url_building_app(build: Callable[[str], str], key: str) -> FastAPI:
+    """A task app that posts one chat call to ``build(inference_url)`` and scores 1.0 if it got 200."""
+    app = FastAPI()
+
+    @app.get("/")
+    @app.get("/health")
+    @app.get("/info")
+    @app.get("/task_info")
+    async def ok(request: Request) -> Any:
+        if request.url.path == "/task_info" and request.headers.get("x-api-key") != key:
+            return JSONResponse({"detail": "bad key"}, status_code=401)
+        return {"taskset": {"env_name": "math"}, "task": {"id": "t", "name": "T"}}
+
+    @app.post("/rollout")
+    async def rollout(request: Request) -> Any:
+        if request.headers.get("x-api-key") != key:
+            return JSONResponse({"detail": "bad key"}, status_code=401)
+        payload = await request.json()
+        url = build(payload["policy"]["config"]["inference_url"])
+        async with httpx.AsyncClient() as client:
+            answer = await client.post(url, json={"messages": [{"role": "user", "content": "1+1"}]})
+        if answer.status_code != 200:
+            return JSONResponse({"detail": f"model said {answer.status_code}"}, status_code=502)
+        metrics = {"outcome_reward": 1.0}
+        return {"trace_correlation_id": payload["trace_correlation_id"], "metrics": metrics}
+
+    return app
 
 
 def test_payload_helper_is_what_the_fake_accepts(fake: FakeSynthBackend, client: httpx.Client) -> None:

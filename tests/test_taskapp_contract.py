@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from test_fake_support import url_building_app
 
 from pytest_synth_rl.errors import TaskAppError
 from pytest_synth_rl.inference import ArithmeticPolicy
@@ -112,8 +113,10 @@ def test_example_app_passes_every_check(example: Any) -> None:
         "rollout response era",
         "rollout trace shape",
         "rollout called the model",
+        "model calls keep the inference URL",
     ]
     assert all(check.passed for check in report.checks)
+    assert report.check("model calls keep the inference URL").got == "every call carried it"
     assert (
         report.check("rollout reward is numeric").got
         == "reward_info.outcome_reward = 1.0; metrics.outcome_reward = 1.0"
@@ -348,3 +351,30 @@ def test_a_guessed_env_name_is_named_in_the_rollout_problem(example: Any) -> Non
     assert "pass check_task_app_contract(..., env_name=...)" in expected
     fixed = run_check(rewriting(example.create_app(), "/task_info", _no_env_name), env_name="arithmetic")
     assert fixed.ok, fixed.render()
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda url: url.rstrip("/") + "/chat/completions",
+        lambda url: f"{url}/v1/chat/completions",
+        lambda url: f"{url}/openai/v1/chat/completions?api-version=1",
+    ],
+    ids=["appended", "v1 appended", "path and query appended"],
+)
+def test_model_urls_built_under_the_handed_out_url_pass(build: Callable[[str], str]) -> None:
+    report = run_check(url_building_app(build, KEY))
+    assert report.ok, report.render()
+    assert report.check("model calls keep the inference URL").got == "every call carried it"
+
+
+def test_a_model_url_that_drops_the_handed_out_path_fails_naming_the_fix() -> None:
+    # Before, the check handed out the stub's root URL, so an app that threw the path away
+    # (and with it the correlation id the trainer attributes model calls by) passed.
+    from urllib.parse import urljoin
+
+    report = run_check(url_building_app(lambda url: urljoin(url, "/v1/chat/completions"), KEY))
+    assert problem_names(report) == ["POST /rollout", "model calls keep the inference URL"]
+    got = report.check("model calls keep the inference URL").got
+    assert got.startswith("1 call(s) to POST /v1/chat/completions without it; build the model URL from ")
+    assert "policy.config.inference_url keeping its path and query" in got

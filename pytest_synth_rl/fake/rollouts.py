@@ -40,6 +40,7 @@ from typing import Any, NoReturn
 import httpx
 
 from ..errors import excerpt
+from ..inference import KEEP_INFERENCE_URL, ModelCall
 from ..masking import Secret, redact
 from ..policies import Progress, RolloutIdentity
 from ..support.http_post import PostFailure, PostPool, PostResponse
@@ -219,6 +220,7 @@ class RolloutDriver:
         api_key: Callable[[], str | Secret | None],
         inference_url: Callable[[RolloutIdentity, Progress], str],
         policy_failure: Callable[[str], str | None] = lambda correlation_id: None,
+        unattributed_calls: Callable[[], Sequence[ModelCall]] = tuple,
         key_replaced: Callable[[], bool] = lambda: False,
         timeout: float = 30.0,
     ) -> None:
@@ -226,6 +228,7 @@ class RolloutDriver:
         self._api_key = api_key
         self._inference_url = inference_url
         self._policy_failure = policy_failure
+        self._unattributed_calls = unattributed_calls
         self.timeout = timeout
         self._client: httpx.Client | None = None
         self._http: PostPool | None = None
@@ -542,7 +545,17 @@ class RolloutDriver:
         cid = record.request.get("trace_correlation_id")
         ids = f"seed {record.seed}, run_id {record.run_id}, trace_correlation_id {cid}"
         policy = self._policy_failure(cid) if isinstance(cid, str) else None
-        if policy is not None:
+        refused = [call.path for call in self._unattributed_calls() if call.status == 400]
+        if policy is None and refused:
+            # The model refused calls sent outside the handed-out URL: that is what to fix.
+            paths = ", ".join(dict.fromkeys(refused))
+            what = (
+                f"the stand-in model refused model calls that carried no correlation id (POST "
+                f"{paths}: not under policy.config.inference_url); the task app's rollout then "
+                f"failed: {what}"
+            )
+            hint = KEEP_INFERENCE_URL
+        elif policy is not None:
             # The task app only passed the model's failure on: name the code that really failed.
             what = f"the stand-in model's policy {policy}; the task app's rollout then failed: {what}"
             hint = (

@@ -234,6 +234,8 @@ class JobStore:
         self.inference = StubInference(
             policy=policy if policy is not None or replies is not None else default_policy(), replies=replies
         )
+        # Every rollout's inference URL carries its correlation id, as the trainer's do.
+        self.inference.require_correlation_id = True
         # The stub model server's own lock: stopping it must never wait on a request in flight.
         self._helpers_lock = threading.Lock()
         self._stub_stack: contextlib.ExitStack | None = None
@@ -242,6 +244,7 @@ class JobStore:
             api_key=self._rollout_key,
             inference_url=self._inference_url,
             policy_failure=lambda correlation_id: self.inference.policy_failure(correlation_id),
+            unattributed_calls=lambda: self.inference.calls(None),
             key_replaced=lambda: self.key_replaced,
             timeout=rollout_timeout,
         )

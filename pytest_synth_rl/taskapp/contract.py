@@ -30,8 +30,9 @@ from typing import Any
 import httpx
 
 from ..errors import TaskAppError, excerpt
-from ..inference import InferencePolicy, StubInference
+from ..inference import KEEP_INFERENCE_URL, InferencePolicy, StubInference
 from ..masking import Secret, SecretHeaders, redact
+from ..policies import Progress, RolloutIdentity
 from ..support.loopback import is_loopback_host
 from ..support.tls import shared_ssl_context
 from .health import json_or_none, task_app_auth_headers, task_app_base_url
@@ -310,7 +311,9 @@ class _RolloutPlan:
     env_name: str
     policy_name: str
     model: str
-    inference_url: str
+    #: The stand-in model, served: each rollout gets its own inference URL on it, ending in the
+    #: rollout's correlation id, as the trainer hands them out.
+    stub: StubInference
     timeout: float
     env_guessed: bool = False  # no env_name given or advertised: "default" is the check's guess
 
@@ -329,13 +332,17 @@ class _RolloutPlan:
         token = uuid.uuid4().hex[:12]
         run_id = f"{tag}-{token}"
         correlation_id = f"trace_{tag}-{token}"
+        identity = RolloutIdentity(
+            correlation_id=correlation_id, seed=self.seed, env_name=self.env_name, mode="rl", run_id=run_id
+        )
+        inference_url = self.stub.route(identity, Progress())
         request: dict[str, Any] = {
             "run_id": run_id,
             "trace_correlation_id": correlation_id,
             "env": {"env_name": self.env_name, "seed": self.seed, "config": {"seed": self.seed}},
             "policy": {
                 "policy_name": self.policy_name,
-                "config": {"model": self.model, "inference_url": self.inference_url},
+                "config": {"model": self.model, "inference_url": inference_url},
             },
             "ops": ["agent", "env"],
             "on_done": "reset",
@@ -388,7 +395,8 @@ def check_task_app_contract(
         # The stub model serves every rollout of the check, the unauthenticated probe included
         # (an app that does not enforce the key runs that one for real).
         stub = StubInference(policy=policy)
-        with stub.serve() as inference_url:
+        stub.require_correlation_id = True
+        with stub.serve():
             # Read the advertised env name first, so the probe rollout is one the app can run.
             plain_task_info = checker.get("/task_info")
             seeded_task_info = checker.get("/task_info", params={"seed": seed})
@@ -399,7 +407,7 @@ def check_task_app_contract(
                 env_guessed=chosen is None,
                 policy_name=policy_name or "contract-check",
                 model=model,
-                inference_url=inference_url,
+                stub=stub,
                 timeout=timeout,
             )
             _check_health_and_auth(checker, plan)
@@ -508,17 +516,33 @@ def _check_info(checker: _Checker) -> None:
     checker.add("GET /info", passed, expected, got)
 
 
+def _check_model_urls(checker: _Checker, stub: StubInference, refused_before: int) -> None:
+    """Fails when the rollout's model calls left the URL they were given (its correlation id)."""
+    refused = [call.path for call in stub.calls(None)][refused_before:]
+    checker.add(
+        "model calls keep the inference URL",
+        not refused,
+        "chat calls under policy.config.inference_url, carrying the rollout's correlation id",
+        f"{len(refused)} call(s) to POST {', '.join(dict.fromkeys(refused))} without it; {KEEP_INFERENCE_URL}"
+        if refused
+        else "every call carried it",
+    )
+
+
 def _check_rollout(checker: _Checker, plan: _RolloutPlan, stub: StubInference) -> None:
     calls_before = len(stub.requests)
+    refused_before = len(stub.calls(None))
     request, run_id, correlation_id = plan.request("contract")
     response = checker.post("/rollout", request)
     if isinstance(response, str):
         checker.add("POST /rollout", False, "HTTP 200", response)
+        _check_model_urls(checker, stub, refused_before)
         return
     body = json_or_none(response)
     if response.status_code != 200 or not isinstance(body, dict):
         got = _status_text(response) if response.status_code != 200 else "HTTP 200 but not a JSON object"
         checker.add("POST /rollout", False, plan.expected_rollout, got)
+        _check_model_urls(checker, stub, refused_before)
         return
     checker.add("POST /rollout", True, "HTTP 200 with a JSON object", "HTTP 200")
 
@@ -566,6 +590,7 @@ def _check_rollout(checker: _Checker, plan: _RolloutPlan, stub: StubInference) -
         f"{calls} chat completion request(s)",
         required=False,
     )
+    _check_model_urls(checker, stub, refused_before)
 
 
 def assert_task_app_contract(url: str, api_key: str | Secret | None, **kwargs: Any) -> ContractReport:
