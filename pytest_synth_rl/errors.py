@@ -71,7 +71,7 @@ def keywords_checked(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except TypeError:
-            problems = _unknown_keywords(func, kwargs)
+            problems = _unknown_keywords(func, args, kwargs)
             if not problems:
                 raise
         raise SynthUsageError(problems)
@@ -79,7 +79,22 @@ def keywords_checked(func: F) -> F:
     return checked  # type: ignore[return-value]
 
 
-def _unknown_keywords(func: Callable[..., Any], kwargs: Mapping[str, Any]) -> list[ConfigProblem]:
+def _call_name(func: Callable[..., Any], first: str | None, args: tuple[Any, ...]) -> str:
+    """How the user spelled the call: ``RLJob.from_config`` even where the method is defined on
+    a base class, ``InProcessTaskApp`` for a constructor."""
+    owner = None
+    if args and first == "self":
+        owner = type(args[0]).__name__
+    elif args and first == "cls" and isinstance(args[0], type):
+        owner = args[0].__name__
+    if owner is None:
+        return func.__qualname__.removesuffix(".__init__")
+    return owner if func.__name__ == "__init__" else f"{owner}.{func.__name__}"
+
+
+def _unknown_keywords(
+    func: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> list[ConfigProblem]:
     import difflib
     import inspect
 
@@ -90,8 +105,9 @@ def _unknown_keywords(func: Callable[..., Any], kwargs: Mapping[str, Any]) -> li
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
         return []
     by_keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    known = [name for name, p in parameters.items() if name != "self" and p.kind in by_keyword]
-    call = func.__qualname__.removesuffix(".__init__")
+    first = next(iter(parameters), None)
+    known = [name for name, p in parameters.items() if name not in ("self", "cls") and p.kind in by_keyword]
+    call = _call_name(func, first, args)
     usage = f"{call}() takes {', '.join(k + '=' for k in known)}" if known else f"{call}() takes no keywords"
     return [
         unknown_argument(call, name, next(iter(difflib.get_close_matches(name, known, n=1)), None), usage)

@@ -204,3 +204,39 @@ def test_a_misspelled_required_section_points_at_the_near_miss(tmp_path: Path) -
     assert problems["algorithm"] == (
         "missing or empty; expected an [algorithm] table; found 'algoritm'; did you mean 'algorithm'?"
     )
+
+
+def test_counts_no_trainer_can_run_are_warned_about_at_every_build() -> None:
+    # Before, num_epochs = 0 or episodes_per_batch = true built without a word (the SDK types
+    # them as plain ints), and the fake then ran a different number of steps or rollouts.
+    overrides = {
+        "training.num_epochs": 0,
+        "rollout.episodes_per_batch": True,
+        "rollout.max_concurrent_rollouts": -1,
+    }
+    for _ in range(2):  # the second build is remembered: its warnings come again
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            built = build_rl_payload(MINIMAL, task_url=TASK_URL, overrides=overrides)
+        messages = [str(w.message) for w in caught if w.category is SynthConfigWarning]
+        assert messages == [
+            f"{MINIMAL}: training.num_epochs = 0 is not a count a trainer can run (the SDK sends it "
+            "unchecked); write a whole number >= 1",
+            f"{MINIMAL}: rollout.episodes_per_batch = true is a boolean where a count belongs (the SDK "
+            "sends it as 1); write a whole number >= 1",
+            f"{MINIMAL}: rollout.max_concurrent_rollouts = -1 is not a count a trainer can run (the SDK "
+            "sends it unchecked); write a whole number >= 1",
+        ]
+        assert {Path(w.filename).name for w in caught} == {Path(__file__).name}
+    # Sent as the SDK sends them: the warning changes nothing.
+    assert built.payload["data"]["config"]["training"]["num_epochs"] == 0
+    assert built.payload["data"]["config"]["rollout"]["max_concurrent_rollouts"] == -1
+    assert built.payload["data"]["config"]["rollout"]["episodes_per_batch"] == 1
+
+
+def test_plausible_counts_build_without_a_warning() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        build_rl_payload(
+            MINIMAL, task_url=TASK_URL, overrides={"training.num_epochs": 1, "rollout.max_turns": 1}
+        )

@@ -3,10 +3,16 @@ argument, what the call takes and the near miss (it was Python's bare ``TypeErro
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pytest_synth_rl import FakeSynthBackend, Scenario, SynthUsageError
-from pytest_synth_rl.client import RetryPolicy
+from pytest_synth_rl.client import AsyncRLJob, RetryPolicy, RLJob
+from pytest_synth_rl.config import build_rl_payload, load_rl_config
+from pytest_synth_rl.taskapp import InProcessTaskApp, check_task_app_contract
+
+CONFIG = Path(__file__).resolve().parents[1] / "examples" / "arithmetic.toml"
 
 
 @pytest.mark.parametrize(
@@ -31,6 +37,47 @@ from pytest_synth_rl.client import RetryPolicy
             lambda: FakeSynthBackend().fault("status", stauts=503),
             "got FakeSynthBackend.fault(stauts=...); FakeSynthBackend.fault() has no argument 'stauts'",
             "status",
+        ),
+        # Defined on a base class, named as the user called it.
+        (
+            lambda: RLJob.from_config(CONFIG, api_key="k" * 20, task_ap_url="http://127.0.0.1:1"),
+            "got RLJob.from_config(task_ap_url=...); RLJob.from_config() has no argument 'task_ap_url'",
+            "task_app_url",
+        ),
+        (
+            lambda: AsyncRLJob.from_config(CONFIG, api_key="k" * 20, overides={}),
+            "got AsyncRLJob.from_config(overides=...); AsyncRLJob.from_config() has no argument 'overides'",
+            "overrides",
+        ),
+        (
+            lambda: RLJob.from_job_id("job_1", api_key="k" * 20, backend="http://127.0.0.1:1"),
+            "got RLJob.from_job_id(backend=...); RLJob.from_job_id() has no argument 'backend'",
+            "backend_url",
+        ),
+        (
+            lambda: RLJob.from_job_id("job_1", api_key="k" * 20).poll_until_complete(timout=10),
+            "got RLJob.poll_until_complete(timout=...); RLJob.poll_until_complete() has no argument 'timout'",
+            "timeout",
+        ),
+        (
+            lambda: InProcessTaskApp(task_app_pth="app.py"),
+            "got InProcessTaskApp(task_app_pth=...); InProcessTaskApp() has no argument 'task_app_pth'",
+            "task_app_path",
+        ),
+        (
+            lambda: build_rl_payload(CONFIG, task_ur="http://127.0.0.1:1"),
+            "got build_rl_payload(task_ur=...); build_rl_payload() has no argument 'task_ur'",
+            "task_url",
+        ),
+        (
+            lambda: load_rl_config(CONFIG, overide={}),
+            "got load_rl_config(overide=...); load_rl_config() has no argument 'overide'",
+            "overrides",
+        ),
+        (
+            lambda: check_task_app_contract("http://127.0.0.1:1", None, env_nam="math"),
+            "got check_task_app_contract(env_nam=...); check_task_app_contract() has no argument 'env_nam'",
+            "env_name",
         ),
     ],
 )
@@ -65,3 +112,22 @@ def test_serve_refuses_a_speed_that_is_not_a_finite_positive_number(speed: objec
         pass
     assert "FakeSynthBackend.serve.speed: must be a finite number > 0" in str(info.value)
     assert f"got {speed!r}" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("replies", "got"),
+    [((), "got no replies"), ((lambda request: "1", "2"), "got 1 function(s) among 2 replies")],
+    ids=["none", "function and reply"],
+)
+def test_a_scripted_policy_without_a_usable_script_is_a_usage_error(
+    replies: tuple[object, ...], got: str
+) -> None:
+    from pytest_synth_rl.policies import ScriptedPolicy
+
+    with pytest.raises(SynthUsageError) as info:
+        ScriptedPolicy(*replies)  # type: ignore[arg-type]
+    assert info.value.keys == ["ScriptedPolicy"]
+    assert (
+        "takes at least one reply (the last one repeats) or one function of the request, not both; " + got
+    ) in str(info.value)
+    assert 'e.g. ScriptedPolicy("42")' in str(info.value)

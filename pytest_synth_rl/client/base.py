@@ -20,7 +20,15 @@ import httpx
 from ..clock import Clock, RealClock
 from ..config import RLBuildResult, build_rl_payload
 from ..config.urls import normalize_backend_url
-from ..errors import ConfigProblem, JobFailedError, JobSubmitError, SynthError, SynthUsageError, TaskAppError
+from ..errors import (
+    ConfigProblem,
+    JobFailedError,
+    JobSubmitError,
+    SynthError,
+    SynthUsageError,
+    TaskAppError,
+    keywords_checked,
+)
 from ..masking import Secret, SecretHeaders, mask_secret
 from ..taskapp.health import HealthReport
 from .calls import Call, event_page, extract_job_id, json_list, read_body, read_object
@@ -43,6 +51,7 @@ DEFAULT_REQUEST_TIMEOUT = 30.0
 class JobBase(Generic[ClientT, TransportT]):
     """Shared state and logic of one RL job handle (see :class:`~.sync.RLJob` for the API)."""
 
+    @keywords_checked
     def __init__(
         self,
         config: RLJobConfig,
@@ -108,6 +117,7 @@ class JobBase(Generic[ClientT, TransportT]):
         return request
 
     @classmethod
+    @keywords_checked
     def from_config(
         cls: type[J],
         config_path: str | os.PathLike[str],
@@ -166,6 +176,7 @@ class JobBase(Generic[ClientT, TransportT]):
         return job
 
     @classmethod
+    @keywords_checked
     def from_job_id(
         cls: type[J],
         job_id: str,

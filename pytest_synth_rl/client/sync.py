@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import httpx
 
 from ..clock import Clock
-from ..errors import BackendError
+from ..errors import BackendError, keywords_checked
 from ..masking import Secret
 from ..support.tls import shared_ssl_context
 from ..taskapp.health import check_task_app_health
@@ -92,6 +92,7 @@ class RLJob(JobBase[httpx.Client, httpx.BaseTransport]):
         """The job's current status payload (``{}`` if the backend answered with non-JSON)."""
         return self._run(self._status_call())[0]
 
+    @keywords_checked
     def poll_until_complete(
         self,
         timeout: float = 7200.0,

@@ -29,19 +29,23 @@ from .schema import RL_CONFIG
 from .verifier import VERIFIER_OPTIONS_KEYS
 
 __all__ = [
+    "COUNT_KEYS",
     "KNOWN_EXTRA_KEYS",
     "SynthConfigWarning",
     "check_override_keys",
+    "config_warnings",
     "did_you_mean",
+    "implausible_counts",
     "near_miss",
     "point_at_near_misses",
     "unknown_keys",
-    "warn_unknown_keys",
+    "warn_about_config",
 ]
 
 
 class SynthConfigWarning(UserWarning):
-    """A config key or section the RL schema does not know; it is forwarded, but likely a typo."""
+    """A config key or section the RL schema does not know, or a count no trainer can run (0, a
+    negative number, a boolean): the SDK forwards both, but they are likely mistakes."""
 
 
 #: Keys seen in official example TOMLs though absent from the schema (contract §2.1), per section
@@ -121,26 +125,64 @@ def unknown_keys(config: Mapping[str, Any]) -> list[tuple[KeyPath, KeyPath | Non
     return found
 
 
-def warn_unknown_keys(
-    config: Mapping[str, Any], *, source: str | None = None, stacklevel: int | None = None
-) -> None:
-    """Warn about every unknown key of *config* (see the module docstring); changes nothing.
+#: Counts the SDK types as plain ints, so it passes 0, negatives and booleans on, though no
+#: trainer can run them: ``rollout.episodes_per_batch = 0`` is a mistake, not a setting.
+COUNT_KEYS: tuple[tuple[str, str], ...] = (
+    ("training", "num_epochs"),
+    ("training", "iterations_per_epoch"),
+    ("training", "batch_size"),
+    ("training", "group_size"),
+    ("training", "max_turns"),
+    ("rollout", "max_turns"),
+    ("rollout", "episodes_per_batch"),
+    ("rollout", "max_concurrent_rollouts"),
+)
 
-    By default the warning points at the first caller outside this package (the user's line)."""
-    where = f"{source}: " if source else ""
-    level = stacklevel + 1 if stacklevel is not None else outside_stacklevel()
+
+def implausible_counts(config: Mapping[str, Any]) -> list[str]:
+    """What is wrong with each count of :data:`COUNT_KEYS` that is 0, negative or a boolean."""
+    found = []
+    for path in COUNT_KEYS:
+        section = config.get(path[0])
+        value = section.get(path[1]) if isinstance(section, Mapping) else None
+        if isinstance(value, bool):
+            found.append(
+                f"{format_key(path)} = {str(value).lower()} is a boolean where a count belongs "
+                f"(the SDK sends it as {int(value)}); write a whole number >= 1"
+            )
+        elif isinstance(value, int) and value < 1:
+            found.append(
+                f"{format_key(path)} = {value} is not a count a trainer can run (the SDK sends it "
+                "unchecked); write a whole number >= 1"
+            )
+    return found
+
+
+def config_warnings(config: Mapping[str, Any]) -> list[str]:
+    """Every warning *config* earns: unknown keys (see the module docstring) and implausible counts."""
+    found = []
     for path, guess in unknown_keys(config):
         parent = path[:-1]
         kind = "section" if not parent else "key"
         spot = f"[{format_key(path)}]" if kind == "section" else f"{format_key(path)}"
         hint = f"; did you mean {format_key((*parent, *guess))!r}?" if guess else ""
-        warnings.warn(
-            SynthConfigWarning(
-                f"{where}unknown {kind} {spot} is not part of the RL config schema; it is forwarded "
-                f"to the backend unchanged{hint}"
-            ),
-            stacklevel=level,
+        found.append(
+            f"unknown {kind} {spot} is not part of the RL config schema; it is forwarded to the "
+            f"backend unchanged{hint}"
         )
+    return found + implausible_counts(config)
+
+
+def warn_about_config(
+    config: Mapping[str, Any], *, source: str | None = None, stacklevel: int | None = None
+) -> None:
+    """Warn about everything :func:`config_warnings` finds in *config*; changes nothing.
+
+    By default the warning points at the first caller outside this package (the user's line)."""
+    where = f"{source}: " if source else ""
+    level = stacklevel + 1 if stacklevel is not None else outside_stacklevel()
+    for message in config_warnings(config):
+        warnings.warn(SynthConfigWarning(f"{where}{message}"), stacklevel=level)
 
 
 def _known_path(config: Mapping[str, Any], path: tuple[str, ...]) -> tuple[bool, KeyPath, list[str]]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ..errors import ConfigError, ConfigProblem
+from ..errors import ConfigError, ConfigProblem, keywords_checked
 from .coerce import describe
 from .overrides import apply_overrides
 from .problems import short_key
@@ -169,6 +169,7 @@ def _syntax_problem(exc: Exception, text: str) -> ConfigProblem:
     )
 
 
+@keywords_checked
 def load_rl_config(
     config_path: str | os.PathLike[str],
     *,

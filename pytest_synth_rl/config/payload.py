@@ -17,9 +17,9 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigError, ConfigProblem
+from ..errors import ConfigError, ConfigProblem, keywords_checked
 from .coerce import describe
-from .known_keys import unknown_keys, warn_unknown_keys
+from .known_keys import config_warnings, warn_about_config
 from .loader import config_source, parse_file_bytes
 from .memo import MemoInfo, PassedChecks, exact_key
 from .overrides import apply_overrides, split_overrides
@@ -50,6 +50,7 @@ class RLBuildResult:
     idempotency: str | None
 
 
+@keywords_checked
 def build_rl_payload(
     config_path: str | os.PathLike[str],
     *,
@@ -93,7 +94,7 @@ def build_rl_payload(
         allow_new_keys=allow_new_keys,
     )
     if key is not None and exact_key(result.payload) is not None:  # a plain tree, not too big
-        warned = config if unknown_keys(config) else None  # the build's own copy, kept unchanged
+        warned = config if config_warnings(config) else None  # the build's own copy, kept unchanged
         _BUILT.put(key, _Built(copy_tree(result.payload), result.task_url, result.idempotency, warned))
     return result
 
@@ -117,7 +118,7 @@ class _Built:
     def again(self, source: str) -> RLBuildResult:
         """The build's result once more, with its warnings (pointing at the caller's line again)."""
         if self.warned is not None:
-            warn_unknown_keys(self.warned, source=source)
+            warn_about_config(self.warned, source=source)
         return RLBuildResult(copy_tree(self.payload), self.task_url, self.idempotency)
 
 
@@ -161,6 +162,7 @@ def clear_build_memo() -> None:
     _BUILT.clear()
 
 
+@keywords_checked
 def build_rl_payload_from_mapping(
     config: Mapping[str, Any],
     *,
@@ -229,7 +231,7 @@ def _build(
         _check_text_argument(name, value, source)
     sdk, _ = split_overrides(overrides, source=source)
     config = apply_overrides(raw, overrides, source=source, allow_new_keys=allow_new_keys)
-    warn_unknown_keys(config, source=source)
+    warn_about_config(config, source=source)
     checked = check_rl_config(config, allow_experimental=allow_experimental, model_override=sdk.model)
     problems = checked.problems
     services = checked.config.get("services")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..errors import ConfigProblem, SynthUsageError
 from .base import ChatRequest, PolicyReply, as_chat_request
 
 __all__ = ["ScriptedPolicy"]
@@ -20,15 +21,22 @@ class ScriptedPolicy:
     ``ScriptedPolicy(lambda request: ...)``."""
 
     def __init__(self, *replies: PolicyReply | Callable[[ChatRequest], PolicyReply]) -> None:
-        if not replies:
-            raise ValueError(
-                "ScriptedPolicy needs at least one reply (the last one repeats) "
-                "or one function of the request"
-            )
+        __tracebackhide__ = True
         functions = [r for r in replies if callable(r)]
-        if functions and len(replies) > 1:
-            raise ValueError(
-                "give ScriptedPolicy either one function of the request or fixed replies, not both"
+        if not replies or (functions and len(replies) > 1):
+            got = (
+                "no replies" if not replies else f"{len(functions)} function(s) among {len(replies)} replies"
+            )
+            raise SynthUsageError(
+                [
+                    ConfigProblem(
+                        "ScriptedPolicy",
+                        f"takes at least one reply (the last one repeats) or one function of the "
+                        f"request, not both; got {got}",
+                        'e.g. ScriptedPolicy("42"), ScriptedPolicy(Reply.tool("submit", answer=1), '
+                        '"done") or ScriptedPolicy(lambda request: ...)',
+                    )
+                ]
             )
         self._function: Callable[[ChatRequest], PolicyReply] | None = functions[0] if functions else None
         self.replies: tuple[PolicyReply, ...] = () if functions else tuple(replies)  # type: ignore[arg-type]

@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 
-from ..errors import TaskAppError, excerpt
+from ..errors import TaskAppError, excerpt, keywords_checked
 from ..inference import KEEP_INFERENCE_URL, InferencePolicy, StubInference
 from ..masking import Secret, SecretHeaders, redact
 from ..policies import Progress, RolloutIdentity
@@ -353,6 +353,7 @@ class _RolloutPlan:
         return request, run_id, correlation_id
 
 
+@keywords_checked
 def check_task_app_contract(
     url: str,
     api_key: str | Secret | None,

@@ -23,7 +23,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from ..errors import TaskAppError
+from ..errors import TaskAppError, keywords_checked
 from ..masking import Secret, key_problem, secret_or_none
 from ..support.loopback import normalise_loopback_host, url_host
 from ..support.serving import Lifespan, ServerThread
@@ -79,6 +79,7 @@ class InProcessTaskApp:
     server is serving it.
     """
 
+    @keywords_checked
     def __init__(
         self,
         app: Any = None,
