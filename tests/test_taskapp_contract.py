@@ -220,7 +220,32 @@ def test_each_defect_is_the_one_problem_reported(
 def test_app_that_does_not_enforce_auth(example: Any) -> None:
     report = run_check(example.create_app(require_api_key=False))
     assert problem_names(report) == ["auth enforced"], report.render()
-    assert report.check("auth enforced").got == "/task_info=HTTP 200, /rollout=HTTP 200"
+    assert report.check("auth enforced").got == (
+        "/task_info=HTTP 200, /rollout=HTTP 200, /task_info with a wrong key=HTTP 200, "
+        "/rollout with a wrong key=HTTP 200"
+    )
+
+
+def test_an_app_that_takes_any_key_fails_auth(example: Any) -> None:
+    # Before, only requests without a key were probed: an app checking that some key is there
+    # passed, though it lets anyone in.
+    async def any_key(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] in ("/task_info", "/rollout"):
+            headers = dict(scope["headers"])
+            if b"x-api-key" in headers:  # present: replaced by the app's own, whatever it was
+                headers[b"x-api-key"] = KEY.encode()
+                scope = {**scope, "headers": list(headers.items())}
+        await app(scope, receive, send)
+
+    app = example.create_app()
+    report = run_check(any_key)
+    assert problem_names(report) == ["auth enforced"], report.render()
+    auth = report.check("auth enforced")
+    assert auth.got == (
+        "/task_info=HTTP 400, /rollout=HTTP 400, /task_info with a wrong key=HTTP 200, "
+        "/rollout with a wrong key=HTTP 200"
+    )
+    assert auth.expected == "400/401/403 for /task_info and /rollout without a key or with a wrong one"
 
 
 def test_rollout_500_skips_the_checks_that_need_its_body(example: Any) -> None:

@@ -139,8 +139,11 @@ def test_demo_app_with_open_health_passes() -> None:
     assert report.warnings == []
     auth = report.check("auth enforced")
     assert auth.passed
-    assert auth.got == "/task_info=HTTP 400, /rollout=HTTP 400"
-    assert auth.expected == "400/401/403 for /task_info and /rollout without a key"
+    assert auth.got == (
+        "/task_info=HTTP 400, /rollout=HTTP 400, /task_info with a wrong key=HTTP 400, "
+        "/rollout with a wrong key=HTTP 400"
+    )
+    assert auth.expected == "400/401/403 for /task_info and /rollout without a key or with a wrong one"
     assert report.check("GET /health").got == "HTTP 200"
 
 
@@ -159,7 +162,10 @@ def test_app_open_on_rollout_fails_auth_and_names_the_route() -> None:
     app.post("/rollout")(unguarded_rollout)
     report = run_check(app)
     assert [p.name for p in report.problems] == ["auth enforced"]
-    assert report.check("auth enforced").got == "/task_info=HTTP 400, /rollout=HTTP 200"
+    assert report.check("auth enforced").got == (
+        "/task_info=HTTP 400, /rollout=HTTP 200, /task_info with a wrong key=HTTP 400, "
+        "/rollout with a wrong key=HTTP 200"
+    )
 
 
 def test_app_without_a_root_route_is_a_warning_only() -> None:

@@ -290,15 +290,21 @@ class _Checker:
     def add(self, name: str, passed: bool, expected: str, got: str, *, required: bool = True) -> None:
         self.report.checks.append(ContractCheck(name, passed, expected, redact(got), required))
 
-    def get(self, path: str, *, auth: bool = True, params: Any = None) -> httpx.Response | str:
+    def get(
+        self, path: str, *, auth: bool = True, params: Any = None, headers: SecretHeaders | None = None
+    ) -> httpx.Response | str:
+        sent = headers if headers is not None else self.headers if auth else {}
         try:
-            return self.client.get(self.base + path, headers=self.headers if auth else {}, params=params)
+            return self.client.get(self.base + path, headers=sent, params=params)
         except httpx.HTTPError as exc:
             return f"request failed: {type(exc).__name__}: {exc}"
 
-    def post(self, path: str, body: Any, *, auth: bool = True) -> httpx.Response | str:
+    def post(
+        self, path: str, body: Any, *, auth: bool = True, headers: SecretHeaders | None = None
+    ) -> httpx.Response | str:
+        sent = headers if headers is not None else self.headers if auth else {}
         try:
-            return self.client.post(self.base + path, json=body, headers=self.headers if auth else {})
+            return self.client.post(self.base + path, json=body, headers=sent)
         except httpx.HTTPError as exc:
             return f"request failed: {type(exc).__name__}: {exc}"
 
@@ -433,6 +439,15 @@ def _check_health_and_auth(checker: _Checker, plan: _RolloutPlan) -> None:
         "/task_info": checker.get("/task_info", auth=False),
         "/rollout": checker.post("/rollout", plan.request("contract-nokey")[0], auth=False),
     }
+    expected = "400/401/403 for /task_info and /rollout without a key"
+    if checker.headers:
+        # A key of the same shape that is not the app's: an app that only checks a key is there
+        # lets the trainer in with any key, and anyone else too.
+        wrong = task_app_auth_headers(Secret(f"wrong-key-{uuid.uuid4().hex}"))
+        probes["/task_info with a wrong key"] = checker.get("/task_info", headers=wrong)
+        request = plan.request("contract-wrongkey")[0]
+        probes["/rollout with a wrong key"] = checker.post("/rollout", request, headers=wrong)
+        expected += " or with a wrong one"
     got: list[str] = []
     enforced = True
     for path, response in probes.items():
@@ -442,12 +457,7 @@ def _check_health_and_auth(checker: _Checker, plan: _RolloutPlan) -> None:
             continue
         got.append(f"{path}=HTTP {response.status_code}")
         enforced = enforced and response.status_code in _REJECTED
-    checker.add(
-        "auth enforced",
-        enforced,
-        "400/401/403 for /task_info and /rollout without a key",
-        ", ".join(got),
-    )
+    checker.add("auth enforced", enforced, expected, ", ".join(got))
 
 
 def _advertised_env(plain: httpx.Response | str, seeded: httpx.Response | str) -> str | None:
