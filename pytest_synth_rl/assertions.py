@@ -430,9 +430,14 @@ class JobExpectation:
         first = sum(rewards[:k]) / k
         last = sum(rewards[-k:]) / k
         if last - first < by:
+            compared = ""
+            if k > 1 or k < window:  # say what was compared when it is not just the two ends
+                compared = f"; means of the first and last {k} of {len(rewards)} points"
+                if k < window:
+                    compared += f", as window={window} is more than half the curve"
             raise self._fail(
                 f"expected the reward to improve by at least {by}, but it went {first:.4f} -> {last:.4f} "
-                f"(change {last - first:+.4f})"
+                f"(change {last - first:+.4f}{compared})"
             )
         return self
 

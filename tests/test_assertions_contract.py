@@ -676,8 +676,21 @@ def test_improvement_window_smooths_a_noisy_curve() -> None:
     expect_job(curve_job(*noisy)[0]).to_improve_reward(by=0.5, window=3)
     with pytest.raises(AssertionError, match=r"went 0\.0000 -> 0\.2500 \(change \+0\.2500\)"):
         expect_job(curve_job(*noisy)[0]).to_improve_reward(by=0.5)
-    with pytest.raises(AssertionError, match=r"went 0\.2500 -> 0\.6250 \(change \+0\.3750\)"):
+    with pytest.raises(
+        AssertionError,
+        match=r"went 0\.2500 -> 0\.6250 \(change \+0\.3750; means of the first and last 2 of 6 points\)",
+    ):
         expect_job(curve_job(*noisy)[0]).to_improve_reward(by=0.5, window=2)
+
+
+def test_a_window_past_half_the_curve_says_what_was_compared() -> None:
+    # Before, window=50 on a 4-point curve quietly compared means of 2 points.
+    with pytest.raises(AssertionError) as info:
+        expect_job(curve_job(0.0, 1.0, 0.0, 1.0)[0]).to_improve_reward(by=2.0, window=50)
+    assert str(info.value).startswith(
+        "expected the reward to improve by at least 2.0, but it went 0.5000 -> 0.5000 (change +0.0000; "
+        "means of the first and last 2 of 4 points, as window=50 is more than half the curve)\n"
+    )
 
 
 def test_improvement_polls_the_job_to_the_end_first() -> None:
