@@ -57,16 +57,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "merge":
             # Refuse an output path that cannot be written before reading any shard.
-            if args.report:
+            if args.report is not None:
                 check_output_file(args.report, "--report")
                 refuse_overwriting_a_shard(args.report, args.reports)
-            if args.summary:
+            if args.summary is not None:
                 check_output_file(args.summary, "--summary", make_parents=False)
             report = merge_reports(args.reports)
-            print(report.render_terminal())
-            if args.report:
+            print(report.render_terminal(titled=True))
+            if args.report is not None:
                 print(f"synth-rl: merged JSON report written to {write_report(report, args.report)}")
-            if args.summary:
+            if args.summary is not None:
                 append_summary(report, args.summary)
                 print(f"synth-rl: merged summary appended to {args.summary}")
         else:

@@ -225,6 +225,15 @@ class Tolerance:
             raise BaselineError(
                 f"{where}: unknown tolerance keys {sorted(unknown)}; expected abs, rel, direction"
             )
+        for name in ("abs", "rel"):
+            number = _as_number(data.get(name))
+            if number is not None and not math.isfinite(number):
+                # Only a hand-edited file holds one (1e999, NaN, Infinity): the file could not be
+                # written back (JSON has no such numbers) when its baseline is refreshed.
+                raise BaselineError(
+                    f"{where}: {name} is {number!r}: expected a finite number >= 0",
+                    hint='write a number such as {"abs": 0.05}, or leave the key out for 0',
+                )
         try:
             return cls(
                 abs=data.get("abs", 0.0),
@@ -242,9 +251,13 @@ DEFAULT_TOLERANCE = Tolerance(abs=1e-9, rel=1e-9)
 
 # -- metrics -----------------------------------------------------------------------------------------
 def _as_number(value: Any) -> float | None:
+    """*value* as a float; an integer too large for one (JSON has no limit) is an infinity."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def _flatten_numbers(data: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
@@ -383,7 +396,8 @@ def _validated_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
         number = _as_number(value)
         if number is None or not math.isfinite(number):
             raise BaselineError(
-                f"metric {name!r} has value {value!r}: expected a finite number",
+                f"metric {name!r} has value {value if number is None else number!r}: "
+                "expected a finite number",
                 hint="baselines compare numbers only; drop the metric or convert it (e.g. float(x))",
             )
         out[name] = number
@@ -440,15 +454,23 @@ class Baseline:
             str(name): Tolerance.from_json(value, where=f"baseline file {path}, tolerances.{name}")
             for name, value in raw_tolerances.items()
         }
-        curve = data.get("reward_curve") or []
-        if not isinstance(curve, list) or any(_as_number(v) is None for v in curve):
+        raw_curve = data.get("reward_curve") or []
+        curve = [_as_number(v) for v in raw_curve] if isinstance(raw_curve, list) else [None]
+        numbers = [v for v in curve if v is not None]
+        if len(numbers) < len(curve):
             raise BaselineError(f'baseline file {path}: "reward_curve" must be a list of numbers', hint=fix)
+        for index, value in enumerate(numbers):
+            if not math.isfinite(value):  # 1e999, NaN or Infinity (Python's JSON reads them)
+                raise BaselineError(
+                    f'baseline file {path}: "reward_curve"[{index}] is {value!r}: expected a finite number',
+                    hint=fix,
+                )
         return cls(
             test_id=str(data.get("test_id", "")),
             metrics=metrics,
             tolerances=tolerances,
             path=path,
-            reward_curve=[float(v) for v in curve],
+            reward_curve=numbers,
         )
 
 

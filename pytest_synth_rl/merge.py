@@ -221,8 +221,13 @@ def refuse_overwriting_a_shard(
 
 
 def check_output_file(path: str | os.PathLike[str], option: str, *, make_parents: bool = True) -> None:
-    """Refuse an output path that cannot be a file (a directory, or under a file) before merging;
-    the message names *option* as the user wrote it."""
+    """Refuse an output path that cannot be a file (empty, a directory, or under a file) before
+    merging; the message names *option* as the user wrote it."""
+    if not str(path).strip():  # ``--report "$OUT"`` with the variable unset: never quietly nothing
+        raise MergeError(
+            f"{option}= is empty",
+            hint=f"give {option} a file path, or leave {option} out (an unset shell variable?)",
+        )
     problem = file_path_problem(path, make_parents=make_parents)
     if problem is not None:
         raise MergeError(

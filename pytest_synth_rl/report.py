@@ -13,6 +13,7 @@ import json
 import math
 import os
 import reprlib
+import sys
 import threading
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -75,12 +76,15 @@ def _finite(value: Any) -> Any:
 
 def _non_finite(row: dict[str, Any]) -> tuple[str, float] | None:
     """The first NaN or infinity in a job *row* read from JSON, as ``(path, value)``: in a number
-    field, a reward or a timeline run's seconds (JSON has no such numbers; Python reads them)."""
+    field, a reward or a timeline run's seconds (JSON has no such numbers; Python reads them). An
+    integer too large for a float counts as the infinity it would become."""
     pending: list[tuple[str, Any]] = [(f".{name}", row[name]) for name in reversed(list(row))]
     while pending:
         path, value = pending.pop()
         if isinstance(value, float) and not math.isfinite(value):
             return path, value
+        if type(value) is int and abs(value) > sys.float_info.max:  # no float can hold it
+            return path, -math.inf if value < 0 else math.inf
         if isinstance(value, list):
             pending.extend((f"{path}[{i}]", item) for i, item in reversed(list(enumerate(value))))
     return None
@@ -168,16 +172,56 @@ def _quoted(text: str) -> str:
     return '"' + text.replace('"', "'").replace("\n", " ") + '"'
 
 
+#: The largest reward the chart writes as it is. The offline fake refuses larger ones, but a
+#: backend or a merged shard can hold any finite value (1e308 is 309 digits as a plain decimal):
+#: such a chart counts in a power of ten, named in the y axis title.
+_PLAIN_LIMIT = 1e12
+#: Significant digits of the chart's span kept per number: far finer than a chart can show.
+_SPAN_DIGITS = 6
+#: Significant digits a float holds: more would print its binary noise (0.30000000000000004).
+_FLOAT_DIGITS = 15
+
+
+def _chart_decimals(low: float, high: float) -> int:
+    """Decimals that show *low*..*high* to :data:`_SPAN_DIGITS` digits of its span, and no more
+    than a float of that magnitude holds (*low* < *high*, both finite and within ±1e13)."""
+    wanted = _SPAN_DIGITS - 1 - math.floor(math.log10(high - low))
+    magnitude = max(abs(low), abs(high))
+    most = _FLOAT_DIGITS - 1 - math.floor(math.log10(magnitude))
+    return max(0, min(wanted, most))
+
+
+def _plain(value: float, decimals: int) -> str:
+    """*value* as Mermaid's xychart grammar reads a number: a plain decimal such as ``-0.00005``,
+    never with an exponent (``5e-05`` or ``1e+12`` stop GitHub drawing the chart)."""
+    text = f"{value:.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
+
+
 def mermaid_chart(record: JobRecord, max_points: int = MAX_CHART_POINTS) -> str:
-    """A Mermaid ``xychart-beta`` block of the job's reward per step (GitHub renders it)."""
-    rewards = record.rewards
-    steps = list(range(1, len(rewards) + 1))
-    if len(rewards) > max_points:
-        picks = sorted({round(i * (len(rewards) - 1) / (max_points - 1)) for i in range(max_points)})
-        steps, rewards = [steps[i] for i in picks], [rewards[i] for i in picks]
-    low, high = min(rewards), max(rewards)
-    if high - low < 1e-12:
+    """A Mermaid ``xychart-beta`` block of the job's reward per step (GitHub renders it).
+
+    Every number is a plain decimal with enough digits for the curve's shape; NaN and infinities
+    (which the JSON report leaves out too) are not charted, and the other points keep their steps.
+    """
+    points = [(step, r) for step, r in enumerate(record.rewards, start=1) if math.isfinite(r)]
+    if len(points) > max_points:
+        picks = sorted({round(i * (len(points) - 1) / (max_points - 1)) for i in range(max_points)})
+        points = [points[i] for i in picks]
+    steps = [step for step, _ in points]
+    rewards = [r for _, r in points]
+    unit = ""
+    largest = max((abs(r) for r in rewards), default=0.0)
+    if largest > _PLAIN_LIMIT:
+        exponent = math.floor(math.log10(largest))
+        rewards = [r / 10.0**exponent for r in rewards]
+        unit = f" (×10^{exponent})"
+    low, high = (min(rewards), max(rewards)) if rewards else (0.0, 0.0)
+    if high - low < 1e-12 * max(1.0, abs(low), abs(high)):  # flat: a range around the level
         low, high = low - 0.5, high + 0.5
+    decimals = _chart_decimals(low, high)
     title = f"{record.test_id} ({record.job_id or '-'}, {record.status_label})"
     return "\n".join(
         [
@@ -185,8 +229,8 @@ def mermaid_chart(record: JobRecord, max_points: int = MAX_CHART_POINTS) -> str:
             "xychart-beta",
             f"    title {_quoted(title)}",
             f"    x-axis {_quoted('step')} [{', '.join(str(s) for s in steps)}]",
-            f"    y-axis {_quoted('reward')} {low:.4g} --> {high:.4g}",
-            f"    line [{', '.join(f'{r:.4g}' for r in rewards)}]",
+            f"    y-axis {_quoted('reward' + unit)} {_plain(low, decimals)} --> {_plain(high, decimals)}",
+            f"    line [{', '.join(_plain(r, decimals) for r in rewards)}]",
             "```",
         ]
     )
@@ -252,6 +296,17 @@ def _row_problem(job: Any) -> str | None:
     return None
 
 
+#: The width of a terminal rule: pytest's when it cannot tell the terminal's.
+RULE_WIDTH = 80
+
+
+def _rule(title: str, width: int = RULE_WIDTH) -> str:
+    """``==== title ====``, *width* wide, drawn like pytest's section rules."""
+    fill = "=" * max((width - len(title) - 2) // 2, 1)
+    line = f"{fill} {title} {fill}"
+    return line + "=" if len(line) < width else line
+
+
 class RunReport:
     """Every job of a run, in the order their tests finished."""
 
@@ -296,14 +351,22 @@ class RunReport:
 
     _HEADERS = ("test", "job", "status", "duration", "wall", "final reward", "reward curve")
 
-    def render_terminal(self) -> str:
-        if not self.records:
-            return "no RL jobs were submitted"
-        return table(self._HEADERS, self._rows())
+    @property
+    def title(self) -> str:
+        """What the table is, as a pytest run titles it: ``synth-rl jobs (offline, fake of URL)``."""
+        where = f"fake of {self.backend}" if self.mode == "offline" else self.backend
+        return f"synth-rl jobs ({self.mode}, {where})"
+
+    def render_terminal(self, *, titled: bool = False) -> str:
+        """The job table; *titled* puts :attr:`title` above it in a ``===`` rule, as a pytest
+        run's terminal summary does (for output printed outside pytest, such as a merge's)."""
+        body = table(self._HEADERS, self._rows()) if self.records else "no RL jobs were submitted"
+        return f"{_rule(self.title)}\n{body}" if titled else body
 
     def render_markdown(self) -> str:
+        count = len(self.records)
         lines = [
-            f"### RL jobs ({self.mode}, {len(self.records)} jobs)",
+            f"### RL jobs ({self.mode}, {count} {'job' if count == 1 else 'jobs'})",
             "",
             "| " + " | ".join(self._HEADERS) + " |",
             "|" + "---|" * len(self._HEADERS),
@@ -311,7 +374,7 @@ class RunReport:
         for row in self._rows():
             cells = [_markdown_cell(c) for c in row]
             lines.append("| " + " | ".join(cells) + " |")
-        charts = [mermaid_chart(r) for r in self.records if r.rewards]
+        charts = [mermaid_chart(r) for r in self.records if any(map(math.isfinite, r.rewards))]
         if charts:
             lines.extend(["", "#### Reward curves", ""])
             for chart in charts:

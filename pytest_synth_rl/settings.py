@@ -326,6 +326,20 @@ class SynthSettings:
             sources[name] = source
         return replace(self, sources=sources, **changes)
 
+    def report_file(self, rootdir: str | os.PathLike[str]) -> str | None:
+        """Where ``--synth-report`` writes (``None``: no report), relative paths taken from *rootdir*.
+
+        From the environment or an ini file a leading ``~`` is the home directory, as a shell makes
+        it on the command line; ``$VARS`` stay as written. A trailing slash is kept, so that the
+        check before the run can refuse a path that names a directory."""
+        if not self.report:
+            return None
+        given = self.report
+        source = self.sources.get("report", "")
+        if source == "ini" or source.startswith("env:"):
+            given = os.path.expanduser(given)
+        return os.path.join(os.fspath(rootdir), given)
+
     def origin(self, name: str) -> str:
         """How the user gave setting *name*, in their own words: ``--synth-backend=URL``,
         ``SYNTH_BACKEND_URL=URL``, ``ini synth_backend = URL`` (for messages about its value)."""

@@ -104,7 +104,8 @@ class RunSummary:
     @property
     def report_path(self) -> Path | None:
         """Where ``--synth-report`` writes (relative paths are taken from the rootdir)."""
-        return Path(self.config.rootpath) / self.settings.report if self.settings.report else None
+        file = self.settings.report_file(self.config.rootpath)
+        return Path(file) if file is not None else None
 
     def pytest_unconfigure(self) -> None:
         self.drop_spool()  # also when the terminal summary never ran
@@ -112,7 +113,6 @@ class RunSummary:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if hasattr(self.config, "workerinput"):  # an xdist worker: the controller reports
             return
-        settings = self.settings
         for held in self._unreported.values():
             for record in held:
                 self.report.add(record)
@@ -124,8 +124,7 @@ class RunSummary:
             )
         records = self._report.records if self._report is not None else []
         if records:
-            where = f"fake of {settings.backend_url}" if settings.is_offline else settings.backend_url
-            terminalreporter.write_sep("=", f"synth-rl jobs ({settings.mode}, {where})")
+            terminalreporter.write_sep("=", self.report.title)
             terminalreporter.write_line(self.report.render_terminal())
         self._write_report(terminalreporter)
         summary = os.environ.get("GITHUB_STEP_SUMMARY")

@@ -1,9 +1,10 @@
 """A job's reward curve as a small inline SVG, for HTML reports.
 
 People read an RL run as a curve. This draws one in plain markup (no plotting library): axes with
-min/max labels, the reward curve, the baseline curve it was compared with, the point where the
-job failed, and a band of the statuses the job went through. Every value drawn is also kept as a
-``data-values`` attribute, so a reader (or a test) can get the numbers back exactly.
+min/max labels, the reward curve, the baseline curve it was compared with (a one-point curve as a
+dot), the point where the job failed, and a band of the statuses the job went through. Every
+value drawn is also kept as a ``data-values`` attribute, so a reader (or a test) can get the
+numbers back exactly.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ __all__ = ["STATUS_COLORS", "reward_chart_svg"]
 WIDTH, HEIGHT = 480, 230
 LEFT, RIGHT, TOP, BOTTOM = 56, 464, 30, 160  # the plot area
 BAND_TOP, BAND_HEIGHT = 196, 14  # the status timeline
+#: About the widest an average character of the 11px text is, and its height: what keeps a
+#: label placed beside a point inside the plot area.
+CHAR_WIDTH, TEXT_HEIGHT = 6.5, 11
 REWARD_COLOR, BASELINE_COLOR, FAILURE_COLOR = "#1f6feb", "#a5b1bd", "#d1242f"
 #: The baseline is a wide pale band under the reward curve, so it stays visible where they agree.
 BASELINE_STYLE = ' stroke-width="6" stroke-opacity="0.7" stroke-linecap="round"'
@@ -58,10 +62,11 @@ def reward_chart_svg(
     if half_span < 0.5e-12:
         low, high = low - 0.5, high + 0.5
         half_span = high / 2 - low / 2  # still 0 when 0.5 is lost in a value as large as 1e17
-    steps = max(len(rewards), len(baseline), 2)
+    steps = max(len(rewards), len(baseline))
+    middle = (LEFT + RIGHT) / 2
 
-    def x(index: int) -> float:  # index 0 is step 1
-        return LEFT + (RIGHT - LEFT) * index / (steps - 1)
+    def x(index: int) -> float:  # index 0 is step 1; a single step stands in the middle
+        return LEFT + (RIGHT - LEFT) * index / (steps - 1) if steps > 1 else middle
 
     def y(value: float) -> float:
         share = (value / 2 - low / 2) / half_span if half_span else 0.5  # a flat curve: mid-height
@@ -77,30 +82,21 @@ def reward_chart_svg(
         f'<text class="y-max" x="{LEFT - 4}" y="{TOP + 4}" text-anchor="end">{_num(high)}</text>',
         f'<text class="y-min" x="{LEFT - 4}" y="{BOTTOM}" text-anchor="end">{_num(low)}</text>',
         f'<text x="{LEFT - 4}" y="{(TOP + BOTTOM) / 2 + 4}" text-anchor="end" fill="#57606a">reward</text>',
-        f'<text class="x-min" x="{LEFT}" y="{BOTTOM + 14}" text-anchor="middle">1</text>',
-        f'<text class="x-max" x="{RIGHT}" y="{BOTTOM + 14}" text-anchor="middle">{steps}</text>',
-        f'<text x="{(LEFT + RIGHT) / 2}" y="{BOTTOM + 14}" text-anchor="middle" fill="#57606a">step</text>',
+        *_step_labels(steps),
     ]
     legend = [("reward", REWARD_COLOR, ' stroke-width="2"')]
     if baseline:
         legend.append(("baseline", BASELINE_COLOR, BASELINE_STYLE))
-        parts.append(_polyline("baseline", baseline, BASELINE_COLOR, x, y, BASELINE_STYLE))
+        parts.extend(_curve("baseline", baseline, BASELINE_COLOR, x, y, BASELINE_STYLE, radius=5))
     if rewards:
-        parts.append(_polyline("reward", rewards, REWARD_COLOR, x, y, ' stroke-width="2"'))
+        parts.extend(_curve("reward", rewards, REWARD_COLOR, x, y, ' stroke-width="2"', radius=3.5))
     else:
         parts.append(
-            f'<text x="{(LEFT + RIGHT) / 2}" y="{(TOP + BOTTOM) / 2}" text-anchor="middle" '
+            f'<text x="{middle}" y="{(TOP + BOTTOM) / 2}" text-anchor="middle" '
             'fill="#57606a">no rewards reported</text>'
         )
     if failed:
-        index = max(len(rewards) - 1, 0)
-        cx, cy = x(index), y(rewards[-1]) if rewards else (TOP + BOTTOM) / 2
-        parts.append(
-            f'<g class="failure" data-step="{index + 1}"><circle cx="{cx:.1f}" cy="{cy:.1f}" r="5" '
-            f'fill="none" stroke="{FAILURE_COLOR}" stroke-width="2"/><text x="{cx - 8:.1f}" '
-            f'y="{cy - 8:.1f}" text-anchor="end" fill="{FAILURE_COLOR}">failed after step {index + 1}'
-            "</text></g>"
-        )
+        parts.append(_failure(rewards, x, y))
         legend.append(("failure", FAILURE_COLOR, ' stroke-width="2"'))
     parts.extend(_legend(legend))
     parts.extend(_timeline(timeline))
@@ -110,12 +106,66 @@ def reward_chart_svg(
     return "".join(parts)
 
 
-def _polyline(name: str, values: list[float], color: str, x: Any, y: Any, style: str) -> str:
+def _step_labels(steps: int) -> list[str]:
+    """The step axis: its first and last step and its title; a single step is labelled under its
+    point in the middle (the title moves aside), and an axis without steps has the title only."""
+    middle, below = (LEFT + RIGHT) / 2, BOTTOM + 14
+    if steps == 1:
+        return [
+            f'<text class="x-only" x="{middle}" y="{below}" text-anchor="middle">1</text>',
+            f'<text x="{RIGHT}" y="{below}" text-anchor="end" fill="#57606a">step</text>',
+        ]
+    title = f'<text x="{middle}" y="{below}" text-anchor="middle" fill="#57606a">step</text>'
+    if not steps:
+        return [title]
+    return [
+        f'<text class="x-min" x="{LEFT}" y="{below}" text-anchor="middle">1</text>',
+        f'<text class="x-max" x="{RIGHT}" y="{below}" text-anchor="middle">{steps}</text>',
+        title,
+    ]
+
+
+def _curve(
+    name: str, values: list[float], color: str, x: Any, y: Any, style: str, *, radius: float
+) -> list[str]:
+    """The curve as a polyline; a single point also as a dot, since a one-point line draws nothing."""
     points = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
     data = " ".join(repr(v) for v in values)
-    return (
+    out = [
         f'<polyline class="{name}" data-values="{data}" points="{points}" fill="none" '
         f'stroke="{color}"{style}/>'
+    ]
+    if len(values) == 1:
+        out.append(
+            f'<circle class="{name}-point" cx="{x(0):.1f}" cy="{y(values[0]):.1f}" r="{radius}" '
+            f'fill="{color}"/>'
+        )
+    return out
+
+
+def _failure(rewards: list[float], x: Any, y: Any) -> str:
+    """A ring at the last point a failed job reached, labelled beside it within the plot area;
+    for a job that failed before its first step, the ring and label under "no rewards reported"."""
+    if rewards:
+        label = f"failed after step {len(rewards)}"
+        cx, cy = x(len(rewards) - 1), y(rewards[-1])
+        width = CHAR_WIDTH * len(label)
+        # Left of the ring when the label fits there, else right of it; above, else below.
+        if cx - 8 - width >= LEFT + 2:
+            tx, anchor = cx - 8, "end"
+        else:
+            tx, anchor = min(cx + 8, RIGHT - width), "start"
+        ty = cy - 8 if cy - 8 - TEXT_HEIGHT >= TOP else cy + 8 + TEXT_HEIGHT
+    else:
+        label = "failed before the first step"
+        width = CHAR_WIDTH * len(label)
+        tx, anchor = (LEFT + RIGHT) / 2 - width / 2 + 7, "start"  # centred with the ring before it
+        ty = (TOP + BOTTOM) / 2 + 8 + TEXT_HEIGHT
+        cx, cy = tx - 9, ty - 4
+    return (
+        f'<g class="failure" data-step="{len(rewards)}"><circle cx="{cx:.1f}" cy="{cy:.1f}" r="5" '
+        f'fill="none" stroke="{FAILURE_COLOR}" stroke-width="2"/><text x="{tx:.1f}" y="{ty:.1f}" '
+        f'text-anchor="{anchor}" fill="{FAILURE_COLOR}">{label}</text></g>'
     )
 
 

@@ -221,6 +221,47 @@ def test_corrupt_baseline_files_name_the_file_and_the_fix(
     assert expected in str(caught.value)
 
 
+HUGE = "1" + "0" * 400  # a JSON integer too large for a float
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ('{"metrics": {}, "reward_curve": [0.5, "high"]}', '"reward_curve" must be a list of numbers'),
+        (
+            '{"metrics": {}, "reward_curve": [0.5, 1e999]}',
+            '"reward_curve"[1] is inf: expected a finite number',
+        ),
+        ('{"metrics": {}, "reward_curve": [NaN]}', '"reward_curve"[0] is nan: expected a finite number'),
+        ('{"metrics": {}, "reward_curve": [0, -Infinity]}', '"reward_curve"[1] is -inf: expected a finite'),
+        (f'{{"metrics": {{}}, "reward_curve": [{HUGE}]}}', '"reward_curve"[0] is inf: expected a finite'),
+        (f'{{"metrics": {{"r": {HUGE}}}}}', "metric 'r' has value inf: expected a finite number"),
+        ('{"metrics": {"r": -1e999}}', "metric 'r' has value -inf: expected a finite number"),
+        (
+            '{"metrics": {}, "tolerances": {"r": {"abs": 1e999}}}',
+            "tolerances.r: abs is inf: expected a finite",
+        ),
+        ('{"metrics": {}, "tolerances": {"r": {"rel": NaN}}}', "tolerances.r: rel is nan: expected a finite"),
+    ],
+    ids=["string", "1e999", "NaN", "-Infinity", "huge-integer", "huge-metric", "metric", "abs", "rel"],
+)
+def test_a_baseline_file_holding_infinity_or_nan_is_refused_naming_file_and_key(
+    tmp_path: Path, content: str, expected: str
+) -> None:
+    # JSON reads 1e999 as infinity, and Python's reads NaN and Infinity: before, such a reward
+    # curve was accepted and its baseline line vanished from the HTML report's chart (a curve of
+    # strings was refused); a huge integer raised OverflowError; an infinite tolerance was kept,
+    # and refreshing the baseline then failed to write it back.
+    store = BaselineStore(tmp_path)
+    path = store.path_for(NODE)
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(BaselineError) as caught:
+        store.load(NODE)
+    assert caught.value.message.startswith(f"baseline file {path}")
+    assert expected in caught.value.message
+    assert caught.value.hint
+
+
 def test_non_finite_metrics_are_refused(tmp_path: Path) -> None:
     with pytest.raises(BaselineError, match=r"metric 'final_reward' has value nan: expected a finite number"):
         BaselineStore(tmp_path).save(NODE, {"final_reward": math.nan})

@@ -4,11 +4,14 @@ written: one ``error:`` line naming the file and the problem, exit code 2, no tr
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from fifo_support import FifoReader, full_device
 
 from pytest_synth_rl.__main__ import main as cli
 from pytest_synth_rl.baselines import BaselineStore
@@ -90,11 +93,12 @@ def test_large_finite_rewards_merge_into_a_table_a_summary_and_a_report(tmp_path
         timeout=120,
     )
     assert (run.returncode, run.stderr) == (0, "")
-    assert (
-        run.stdout.splitlines()[2] == "t.py::a  job_rl_000001  succeeded  -         -     1e+308        ███▁"
-    )
+    lines = run.stdout.splitlines()
+    assert lines[0].strip("= ") == report.title  # titled like a pytest run's table
+    assert lines[3] == "t.py::a  job_rl_000001  succeeded  -         -     1e+308        ███▁"
     assert json.loads(merged.read_text())["jobs"][0]["rewards"] == rewards
-    assert '    y-axis "reward" -1e+308 --> 1e+308' in summary.read_text().splitlines()
+    assert '    y-axis "reward (×10^308)" -1 --> 1' in summary.read_text().splitlines()
+    assert "    line [1, 1, 1, -1]" in summary.read_text().splitlines()
 
 
 @pytest.mark.parametrize(
@@ -109,6 +113,8 @@ def test_large_finite_rewards_merge_into_a_table_a_summary_and_a_report(tmp_path
             "Infinity",
             "timeline[1][1]",
         ),
+        # Before, an integer no float can hold was merged and the sparkline crashed on it.
+        ("rewards", [0.5, -(10**400)], "-Infinity", "rewards[1]"),
     ],
 )
 def test_a_shard_holding_nan_or_infinity_is_refused_naming_the_file_and_field(
@@ -265,3 +271,67 @@ def test_one_merged_baseline_is_counted_in_the_singular(
     into = tmp_path / "out"
     assert cli(["merge-baselines", str(shard.directory), "--into", str(into)]) == 0
     assert capsys.readouterr().out == f"synth-rl: 1 baseline file merged into {into}\n"
+
+
+def test_the_merged_report_is_written_through_a_symlink(
+    good: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before, the link became a regular file and the file it pointed to kept its old text.
+    target = good.parent / "kept" / "synth-report.json"
+    target.parent.mkdir()
+    target.write_text("old\n")
+    link = good.parent / "link.json"
+    link.symlink_to(target)
+    assert cli(["merge", str(good), "--report", str(link)]) == 0
+    assert f"synth-rl: merged JSON report written to {link}\n" in capsys.readouterr().out
+    assert link.is_symlink()
+    assert [job["test_id"] for job in json.loads(target.read_text())["jobs"]] == ["t.py::a"]
+
+
+@pytest.mark.parametrize("option", ["--report", "--summary"])
+def test_a_special_file_is_written_in_place_not_replaced(
+    good: Path, capsys: pytest.CaptureFixture[str], option: str
+) -> None:
+    # Before, --report replaced a device node (here a FIFO standing in for one) by a regular file.
+    with FifoReader(good.parent / "device") as device:
+        assert cli(["merge", str(good), option, str(device.path)]) == 0
+    assert stat.S_ISFIFO(os.lstat(device.path).st_mode)
+    text = device.data.decode()
+    if option == "--report":
+        assert [job["test_id"] for job in json.loads(text)["jobs"]] == ["t.py::a"]
+    else:
+        assert "| t.py::a | job_rl_000001 | succeeded |" in text
+    assert _error(capsys) == ""
+
+
+def test_a_full_device_is_an_error_naming_the_option_not_written(
+    good: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before, the device was replaced by a regular file and the report said "written".
+    with FifoReader(good.parent / "full") as device:
+        full_device(monkeypatch, device.path)
+        assert cli(["merge", str(good), "--report", str(device.path)]) == 2
+        monkeypatch.undo()
+    captured = capsys.readouterr()
+    assert captured.err == (
+        f"error: --report {device.path}: cannot write the merged report: No space left on device\n"
+        "  hint: give --report a file path you can write\n"
+    )
+    assert "written" not in captured.out
+    assert stat.S_ISFIFO(os.lstat(device.path).st_mode)
+    assert device.data == b""
+
+
+@pytest.mark.parametrize("option", ["--report", "--summary"])
+@pytest.mark.parametrize("value", ["", "  "], ids=["empty", "blank"])
+def test_an_empty_output_path_is_an_error_not_nothing_written(
+    good: Path, capsys: pytest.CaptureFixture[str], option: str, value: str
+) -> None:
+    # Before, ``--report ''`` exited 0 having written nothing (``--report "$OUT"``, OUT unset).
+    assert cli(["merge", str(good), option, value]) == 2
+    assert _error(capsys) == (
+        f"error: {option}= is empty\n"
+        f"  hint: give {option} a file path, or leave {option} out (an unset shell variable?)\n"
+    )
+    assert capsys.readouterr().out == ""  # refused before the merged table is printed
+    assert sorted(p.name for p in good.parent.iterdir()) == ["good.json"]

@@ -140,7 +140,7 @@ def test_pytest_html_rows_hold_reward_svgs_matching_the_metrics(suite: pytest.Py
 def test_svg_without_rewards_or_timeline_is_still_valid() -> None:
     svg = ET.fromstring(reward_chart_svg([], failed=True, title='a "quoted" <test>'))
     texts = [t.text for t in svg.iter(f"{SVG}text")]
-    assert {"no rewards reported", "failed after step 1"} <= set(texts)
+    assert {"no rewards reported", "failed before the first step"} <= set(texts)
     assert svg.find(f"{SVG}title").text == 'a "quoted" <test>'  # type: ignore[union-attr]
 
 
@@ -185,7 +185,8 @@ def test_rewards_of_any_finite_size_are_charted() -> None:
     flat = ET.fromstring(reward_chart_svg([1e308, 1e308]))
     assert [line.get("points") for line in flat.iter(f"{SVG}polyline")] == ["56.0,95.0 464.0,95.0"]
     chart = mermaid_chart(_record("t", [1e308, -1e308]))
-    assert '    y-axis "reward" -1e+308 --> 1e+308' in chart.splitlines()
+    assert '    y-axis "reward (×10^308)" -1 --> 1' in chart.splitlines()
+    assert "    line [1, -1]" in chart.splitlines()
 
 
 def test_step_summary_has_one_chart_per_job_with_rewards() -> None:
@@ -228,7 +229,8 @@ def test_three_shards_merge_into_the_unsharded_table_summary_and_json(
 ) -> None:
     path = suite.path
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(path / "whole.md"))
-    _run(suite, "--synth-update-baselines", "--synth-report=whole.json").assert_outcomes(passed=3)
+    whole_run = _run(suite, "--synth-update-baselines", "--synth-report=whole.json")
+    whole_run.assert_outcomes(passed=3)
     shards = []
     for index, name in enumerate(["test_a", "test_b", "test_c"], start=1):
         monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(path / f"shard{index}.md"))
@@ -255,6 +257,14 @@ def test_three_shards_merge_into_the_unsharded_table_summary_and_json(
     assert merged_md.count("```mermaid") == 3
     assert _summary_without_wall(merged_md) == _summary_without_wall(whole_md)
     assert merge_reports(shards).render_terminal().splitlines()[2].startswith("test_jobs.py::test_a_learns")
+    # Titled, the merged table reads like the unsharded run's.
+    (whole_title,) = [line for line in whole_run.stdout.lines if " synth-rl jobs (" in line]
+    merged_title = merge_reports(shards).render_terminal(titled=True).splitlines()[0]
+    assert (
+        merged_title.strip("= ")
+        == whole_title.strip("= ")
+        == "synth-rl jobs (offline, fake of https://api.usesynth.ai)"
+    )
 
 
 def test_merge_errors_name_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -272,3 +274,29 @@ def test_a_misspelled_boolean_gets_a_did_you_mean() -> None:
     with pytest.raises(SynthUsageError) as info:
         resolve_settings(cli={}, env={}, ini={"update_baselines": "maybe"})
     assert str(info.value).count("did you mean") == 0
+
+
+@pytest.mark.parametrize(
+    ("env", "ini"),
+    [({"SYNTH_REPORT": "~/out/r.json"}, {}), ({}, {"report": "~/out/r.json"})],
+    ids=["env", "ini"],
+)
+def test_a_report_path_from_the_environment_or_ini_expands_a_leading_tilde(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, env: dict[str, str], ini: dict[str, Any]
+) -> None:
+    # Before, "~" was a folder name under the rootdir.
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    settings = resolve_settings(cli={}, env=env, ini=ini)
+    assert settings.report_file(tmp_path / "root") == str(tmp_path / "home" / "out" / "r.json")
+    assert settings.report == "~/out/r.json"  # messages name the path as it was written
+
+
+def test_a_report_path_keeps_variables_and_a_trailing_slash_as_written(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("OUT", "elsewhere")
+    settings = resolve_settings(cli={}, env={}, ini={"report": "$OUT/r.json"})
+    assert settings.report_file(tmp_path) == os.path.join(tmp_path, "$OUT/r.json")
+    settings = resolve_settings(cli={"report": "newdir/"}, env={}, ini={})
+    assert settings.report_file(tmp_path) == os.path.join(tmp_path, "newdir/")
+    assert resolve_settings(cli={}, env={}, ini={}).report_file(tmp_path) is None

@@ -1,23 +1,32 @@
-"""Per-test files that survive concurrent writers: stable names and atomic replacement.
+"""Files written for the user: stable names and atomic replacement.
 
 Baselines and cassettes are both "one small JSON file per test id", written while other pytest
-workers (xdist) may be writing theirs, or even the same one. Two rules make that safe:
+workers (xdist) may be writing theirs, or even the same one; run reports are one file the user
+names. Two rules make that safe:
 
 * a file's name is a pure function of the test id, so every worker agrees on it and nothing
   machine-specific (absolute paths, worker ids, dates) ever ends up in a name;
-* a file is never written in place: the text goes to a uniquely named temporary file in the same
-  directory, is flushed to disk, and then :func:`os.replace` swaps it in. Readers see the old file
-  or the new one, never a torn mix; with two writers of the same id the last ``replace`` wins whole.
+* a regular file is never written in place: the text goes to a uniquely named temporary file in
+  the same directory, is flushed to disk, and then :func:`os.replace` swaps it in. Readers see the
+  old file or the new one, never a torn mix; with two writers of the same id the last ``replace``
+  wins whole.
+
+What the user named is kept what it is: a symbolic link is written through (the file it points to
+is replaced, the link stays), and a path that is neither a regular file nor a directory (a
+character device, a FIFO) is opened and written in place, never replaced.
 """
 
 from __future__ import annotations
 
 import contextlib
 import difflib
+import errno
 import hashlib
 import json
 import os
 import re
+import stat
+import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Sequence
@@ -76,15 +85,29 @@ def atomic_write_text(
     *,
     check: Callable[[Path], None] | None = None,
 ) -> Path:
-    """Write *text* (UTF-8) to *path* atomically and return the path.
+    """Write *text* (UTF-8) to *path* and return *path*: the one way files are written for the user.
 
-    *check*, if given, is called with the finished temporary file before it is swapped in; if it
-    raises, the temporary file is removed, the previous file (if any) is left untouched, and the
-    exception propagates. That is how a cassette that still contains a secret is kept off disk.
+    A regular file (or a new one; missing directories are made) is replaced atomically. A symbolic
+    link is written through: the file it points to is replaced, the link stays. An existing path
+    that is neither a regular file nor a directory (a character device, a FIFO) is opened and
+    written in place, never replaced. A failed write (a full disk or device) raises
+    :class:`OSError`; nothing is reported as written that was not.
+
+    *check*, if given, is called with a finished temporary file holding *text* before anything
+    reaches *path*; if it raises, the temporary file is removed, the previous file (if any) is left
+    untouched, and the exception propagates. That is how a cassette that still contains a secret
+    is kept off disk.
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temp = _temp_name(target)
+    real = _through_links(target)
+    if _is_special(real):
+        data = text.encode("utf-8")
+        if check is not None:
+            _check_apart(data, check)
+        _write_in_place(real, data)
+        return target
+    real.parent.mkdir(parents=True, exist_ok=True)
+    temp = _temp_name(real)
     try:
         with open(temp, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
@@ -92,12 +115,62 @@ def atomic_write_text(
             os.fsync(handle.fileno())
         if check is not None:
             check(temp)
-        os.replace(temp, target)
+        os.replace(temp, real)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp)
         raise
     return target
+
+
+def _through_links(target: Path) -> Path:
+    """The path a write to *target* lands on: *target*, or the file its symbolic links lead to
+    (which need not exist yet). A loop of links is an :class:`OSError`, as for any other write."""
+    if not target.is_symlink():
+        return target
+    real = Path(os.path.realpath(target))
+    if real.is_symlink():  # realpath stops on a link that leads back to itself
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(target))
+    return real
+
+
+def _is_special(path: Path) -> bool:
+    """Whether *path* exists and is neither a regular file nor a directory (a device, a FIFO)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:  # missing (a new file) or unreadable: the write itself says what is wrong
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def _write_in_place(path: Path, data: bytes) -> None:
+    """Write *data* into the existing special file *path* (no temporary file, no replace)."""
+    handle = os.open(path, os.O_WRONLY | getattr(os, "O_NOCTTY", 0))
+    try:
+        view = memoryview(data)
+        while view:
+            count = os.write(handle, view)
+            if count <= 0:  # a device that takes nothing would loop forever
+                raise OSError(errno.EIO, "the file took none of the data", str(path))
+            view = view[count:]
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.close(handle)
+        raise
+    os.close(handle)
+
+
+def _check_apart(data: bytes, check: Callable[[Path], None]) -> None:
+    """Run *check* on a temporary copy of *data* kept apart from the special file it is meant for
+    (next to a device there may be no place for it), then remove the copy."""
+    handle, name = tempfile.mkstemp(prefix=".synth-rl-", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        check(Path(name))
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name)
 
 
 def _not_a_directory(path: Path) -> str:
