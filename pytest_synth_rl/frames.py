@@ -16,8 +16,8 @@ always.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import inspect
 import sys
 import sysconfig
 from dataclasses import dataclass
@@ -28,6 +28,7 @@ from typing import Any
 from _pytest._code.code import ExceptionChainRepr, ReprEntry, ReprTraceback
 
 from .errors import SynthError
+from .support.callers import PACKAGE, is_ours, outside_caller, outside_stacklevel
 
 __all__ = [
     "PACKAGE",
@@ -40,37 +41,7 @@ __all__ = [
     "without_internal_causes",
 ]
 
-PACKAGE = __name__.rpartition(".")[0]
 _MACHINERY = frozenset({"_pytest", "pytest", "pluggy"})
-
-
-def _ours(module: str) -> bool:
-    return module == PACKAGE or module.startswith(PACKAGE + ".")
-
-
-def outside_stacklevel() -> int:
-    """The ``stacklevel`` that points a warning, warned by the caller, at the first frame outside
-    this package (the user's line), however deep in the package the warning is raised."""
-    return _outside(inspect.currentframe())[1]
-
-
-def outside_caller() -> str:
-    """``file.py:line`` of the first frame outside this package that led to the caller."""
-    frame = _outside(inspect.currentframe())[0]
-    return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}" if frame is not None else "<unknown>"
-
-
-def _outside(here: FrameType | None) -> tuple[FrameType | None, int]:
-    """From *here* (a helper above's frame): the first frame outside the package that led to the
-    helper's caller, and its ``stacklevel`` as seen from that caller."""
-    frame = here.f_back if here is not None else None
-    if frame is None:  # an interpreter without frame support: the caller itself
-        return None, 1
-    level = 1
-    while frame.f_back is not None and _ours(str(frame.f_globals.get("__name__", ""))):
-        frame = frame.f_back
-        level += 1
-    return frame, level
 
 
 @dataclass(frozen=True)
@@ -80,7 +51,7 @@ class _Frame:
 
     @property
     def ours(self) -> bool:
-        return _ours(self.module)
+        return is_ours(self.module)
 
     @property
     def users(self) -> bool:
@@ -102,6 +73,18 @@ def is_users_frame(frame: FrameType) -> bool:
 
 
 _INSTALLED_DIRS = frozenset({"site-packages", "dist-packages"})
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def is_users_file(filename: str) -> bool:
+    """Whether the source file *filename* is the user's (as :func:`is_users_frame`, from a path
+    alone: a traceback that reached us as text)."""
+    path = Path(filename)
+    if path.is_relative_to(_INSTALLED) or any(part in _INSTALLED_DIRS for part in path.parts):
+        return False
+    with contextlib.suppress(OSError):
+        path = path.resolve()
+    return not path.is_relative_to(_PACKAGE) and not filename.startswith("<")
 
 
 def _frames(excinfo: Any) -> list[_Frame]:
@@ -247,5 +230,5 @@ def mark_package_modules() -> None:
     added later is covered too; a function's own ``__tracebackhide__`` still takes precedence.
     """
     for name, module in list(sys.modules.items()):
-        if module is not None and _ours(name) and "__tracebackhide__" not in vars(module):
+        if module is not None and is_ours(name) and "__tracebackhide__" not in vars(module):
             module.__tracebackhide__ = hidden_from_users  # type: ignore[attr-defined]

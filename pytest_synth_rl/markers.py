@@ -39,11 +39,11 @@ TaskAppScope = Literal["session", "test"]
 _SCOPES: tuple[TaskAppScope, ...] = ("session", "test")
 
 MARKERS = {
-    "synth_rl": "(config=None, overrides=None, timeout=None, poll_interval=None, policy=None): the RL TOML "
-    "config of this test (path relative to the test file), dotted-key overrides, per-test settings "
-    "and the offline model policy.",
-    "synth_task_app": "(target_or_path, *, api_key=None, scope='session'): the task app "
-    "to serve in-process ('pkg.module:attr' or a .py path); scope='test' starts a fresh one.",
+    "synth_rl": "(config=None, overrides=None, timeout=None, poll_interval=None, policy=None, "
+    "rollout_timeout=None): the RL TOML config of this test (path relative to the test file), "
+    "dotted-key overrides, per-test settings, the offline model policy and the seconds a rollout may take.",
+    "synth_task_app": "(target_or_path, *, api_key=None, scope='session', startup_timeout=10): the "
+    "task app to serve in-process ('pkg.module:attr' or a .py path); scope='test' starts a fresh one.",
     "synth_scenario": "(**scenario): the offline lifecycle for jobs of this test "
     "(outcome=, steps=, duration=, polls=, fail_at_step=, error=, reward_curve=...); ignored online.",
     "synth_online": ": needs a real backend (--synth-backend=URL); skipped offline.",
@@ -101,6 +101,8 @@ class RLMarker:
     timeout: float | None = None
     poll_interval: float | None = None
     policy: object | None = None
+    #: Seconds one rollout may take against the offline fake (its default: 30).
+    rollout_timeout: float | None = None
 
     def settings_overrides(self) -> dict[str, float]:
         """The per-test settings this marker sets (for ``SynthSettings.with_overrides``)."""
@@ -110,11 +112,13 @@ class RLMarker:
 
 @dataclass(frozen=True)
 class TaskAppMarker:
-    """``@pytest.mark.synth_task_app(target_or_path, *, api_key=None, scope=...)``."""
+    """``@pytest.mark.synth_task_app(target_or_path, *, api_key=None, scope=..., startup_timeout=...)``."""
 
     source: str
     api_key: Secret | None = None
     scope: TaskAppScope | None = None
+    #: Seconds the app's lifespan startup may take (the default: 10).
+    startup_timeout: float | None = None
 
 
 @dataclass(frozen=True)
@@ -198,8 +202,12 @@ class _Reader:
 
 def _rl(node: MarkerNode) -> RLMarker:
     __tracebackhide__ = True
-    usage = "synth_rl(config='rl.toml', overrides={...}, timeout=..., poll_interval=..., policy=...)"
-    reader = _Reader(node, "synth_rl", ("config", "overrides", "timeout", "poll_interval", "policy"), usage)
+    usage = (
+        "synth_rl(config='rl.toml', overrides={...}, timeout=..., poll_interval=..., policy=..., "
+        "rollout_timeout=...)"
+    )
+    names = ("config", "overrides", "timeout", "poll_interval", "policy", "rollout_timeout")
+    reader = _Reader(node, "synth_rl", names, usage)
     reader.no_positional()
     config = reader.kwargs.get("config")
     if config is not None and not isinstance(config, (str, os.PathLike)):
@@ -248,6 +256,7 @@ def _rl(node: MarkerNode) -> RLMarker:
         overrides=overrides,
         timeout=reader.number("timeout"),
         poll_interval=reader.number("poll_interval"),
+        rollout_timeout=reader.number("rollout_timeout"),
         policy=policy,
     )
 
@@ -255,9 +264,10 @@ def _rl(node: MarkerNode) -> RLMarker:
 def _task_app(node: MarkerNode) -> TaskAppMarker | None:
     __tracebackhide__ = True
     usage = (
-        "synth_task_app('pkg.module:app', 'app.py' or 'app.py:attr', api_key=None, scope='session'|'test')"
+        "synth_task_app('pkg.module:app', 'app.py' or 'app.py:attr', api_key=None, scope='session'|'test', "
+        "startup_timeout=10)"
     )
-    reader = _Reader(node, "synth_task_app", ("api_key", "scope"), usage)
+    reader = _Reader(node, "synth_task_app", ("api_key", "scope", "startup_timeout"), usage)
     if not reader.present:
         return None
     reader.no_positional(1)
@@ -288,7 +298,12 @@ def _task_app(node: MarkerNode) -> TaskAppMarker | None:
             f"{guess}scope is 'session' (shared, the default) or 'test' (a fresh app per test)",
             argument="scope",
         )
-    return TaskAppMarker(source=str(reader.args[0]), api_key=secret_or_none(api_key), scope=scope)
+    return TaskAppMarker(
+        source=str(reader.args[0]),
+        api_key=secret_or_none(api_key),
+        scope=scope,
+        startup_timeout=reader.number("startup_timeout"),
+    )
 
 
 def _scenario(node: MarkerNode) -> Scenario | None:

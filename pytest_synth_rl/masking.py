@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import warnings
 from collections.abc import Iterable
 
 from .secret_forms import scrub_parts, scrub_whole
@@ -20,6 +21,7 @@ __all__ = [
     "SECRET_ENV_VARS",
     "Secret",
     "SecretHeaders",
+    "SynthSecretWarning",
     "key_problem",
     "known_secrets",
     "mask_handler",
@@ -29,6 +31,7 @@ __all__ = [
     "registered_secrets",
     "restore_registered_secrets",
     "secret_or_none",
+    "short_key_warning",
 ]
 
 #: Environment variables whose values are treated as secrets wherever they appear.
@@ -61,11 +64,41 @@ def mask_secret(value: str | None) -> str:
     return f"{value[:4]}…{value[-2:]}"
 
 
+class SynthSecretWarning(UserWarning):
+    """A key too short to be masked in output (fewer than 6 characters), e.g. upstream's ``test``."""
+
+
+_warned_short: set[str] = set()
+
+
+def short_key_warning(value: str | None, subject: str = "a key") -> SynthSecretWarning | None:
+    """The warning *value* earns when it is a key too short to be masked, the first time only
+    (None after that, or for a key long enough). *subject* names it: ``"ENVIRONMENT_API_KEY"``."""
+    if not value or len(value) >= _MIN_REDACT_LEN:
+        return None
+    with _lock:
+        if value in _warned_short:
+            return None
+        _warned_short.add(value)
+    return SynthSecretWarning(
+        f"{subject} of {len(value)} character(s) cannot be masked in output: text shorter than "
+        f"{_MIN_REDACT_LEN} characters is too common to remove safely, so this key may show in "
+        f"reports and logs; use a key of {_MIN_REDACT_LEN} or more characters"
+    )
+
+
 def register_secret(value: str | None) -> None:
-    """Remember *value* as a secret so :func:`redact` removes it from any text."""
+    """Remember *value* as a secret so :func:`redact` removes it from any text; a key too short
+    for that gets a :class:`SynthSecretWarning` (once), since it may then show in reports."""
     if value and len(value) >= _MIN_REDACT_LEN:
         with _lock:
             _registered.add(value)
+        return
+    warning = short_key_warning(value)
+    if warning is not None:
+        from .support.callers import outside_stacklevel  # only for a short key
+
+        warnings.warn(warning, stacklevel=outside_stacklevel())
 
 
 def registered_secrets() -> frozenset[str]:

@@ -20,6 +20,7 @@ import pytest
 from .errors import ConfigProblem, MarkerError, SynthError, SynthUsageError
 from .interrupts import TerminationAsInterrupt
 from .markers import MARKERS, SynthTestSpec, marker_guess, parse_test_spec
+from .masking import short_key_warning
 from .plugin_views import register_views
 from .settings import (
     OPTIONS,
@@ -73,6 +74,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     for name, description in MARKERS.items():
         config.addinivalue_line("markers", f"{name}{description}")
+    for name in ("SYNTH_API_KEY", "ENVIRONMENT_API_KEY"):  # warned once, here, by name
+        warning = short_key_warning(os.environ.get(name, "").strip(), name)
+        if warning is not None:
+            config.issue_config_time_warning(warning, stacklevel=2)
     cli = {spec.name: config.getoption(f"synth_{spec.name}") for spec in OPTIONS if spec.flag}
     ini = {spec.name: config.getini(spec.ini) for spec in OPTIONS if spec.ini}
     try:
@@ -85,8 +90,9 @@ def pytest_configure(config: pytest.Config) -> None:
             f"{settings.origin('backend')} runs RL jobs against a real backend, which needs an "
             "API key: set SYNTH_API_KEY (or run offline with --synth-backend=mock)."
         )
-    if settings.report:
-        _check_report_path(settings, settings.report, config.rootpath / settings.report)
+    report_file = settings.report_file(config.rootpath)
+    if report_file is not None:
+        _check_report_path(settings, str(settings.report), report_file)
     if settings.is_offline and settings.record in ("new", "rewrite"):
         raise pytest.UsageError(
             f"{settings.origin('record')} needs a backend to record from: add "
@@ -123,10 +129,11 @@ def _check_ini_keys(config: pytest.Config) -> None:
 _RUN_TASK_KEY = pytest.StashKey[str]()
 
 
-def _check_report_path(settings: SynthSettings, given: str, path: Path) -> None:
+def _check_report_path(settings: SynthSettings, given: str, path: str) -> None:
     """Refuse a ``--synth-report`` path that cannot be a file before any test runs, rather than
-    lose the report after a long run (permissions are left to the write)."""
-    if path.is_dir():
+    lose the report after a long run (permissions are left to the write). *path* is the string
+    itself, not a :class:`~pathlib.Path`, which would drop a trailing slash."""
+    if os.path.isdir(path):
         raise pytest.UsageError(
             f"{settings.origin('report')} is a directory; the run report is one JSON file: "
             f"give a file path such as {os.path.join(given, 'synth-report.json')}"
@@ -373,6 +380,7 @@ def _synth_fake(
     fake = _synth_run.fake_backend()
     fake.reset(clock=synth_clock, job_id_prefix=offline_job_id_prefix(_synth_test.node.nodeid))
     fake.use_policy(policy)
+    fake.use_rollout_timeout(spec.rl.rollout_timeout)
     if spec.scenario is not None:
         fake.scenario(spec.scenario)
     return fake
@@ -459,7 +467,12 @@ def synth_task_app(
             ]
         )
     source = _task_app_source(_synth_test.node, source, "synth_task_app" if marker else None)
-    spec = TaskAppSpec(source=source, api_key=(marker.api_key if marker else None) or task_key)
+    startup = marker.startup_timeout if marker else None
+    spec = TaskAppSpec(
+        source=source,
+        api_key=(marker.api_key if marker else None) or task_key,
+        options=(("startup_timeout", startup),) if startup is not None else (),
+    )
     if ((marker.scope if marker else None) or synth_settings.task_app_scope) == "test":
         app = spec.start()
         try:

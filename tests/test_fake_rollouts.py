@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from test_fake_support import TASK_KEY, no_real_sleep, poll_to_end, rl_payload, submit, url_building_app
 
 from pytest_synth_rl.clock import VirtualClock
+from pytest_synth_rl.errors import SynthUsageError
 from pytest_synth_rl.fake import FakeSynthBackend, extract_reward
 from pytest_synth_rl.inference import tool_call
 from pytest_synth_rl.taskapp import InProcessTaskApp
@@ -185,6 +186,7 @@ def test_an_unscripted_rollout_job_runs_its_configs_steps_and_a_scripted_one_its
 # -- broken task apps ------------------------------------------------
 def _broken_app(kind: str, release: threading.Event) -> FastAPI:
     app = FastAPI()
+    app.state.run_ids = []  # of every rollout it was sent
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
@@ -194,6 +196,7 @@ def _broken_app(kind: str, release: threading.Event) -> FastAPI:
     async def rollout(request: Request) -> Response | dict[str, Any]:
         body = await request.json()
         trace = body["trace_correlation_id"]
+        app.state.run_ids.append(body["run_id"])
         if kind == "http_500":
             return JSONResponse({"detail": "kaboom in the env"}, status_code=500)
         if kind == "wrong_echo":
@@ -459,3 +462,44 @@ def test_the_stand_in_model_lists_its_model_under_any_path(backend: FakeSynthBac
         for path in ("/v1/models", "/models", "/trace_x/v1/models", "/trace_x/models"):
             answer = httpx.get(root + path)
             assert (path, answer.status_code, answer.json()["data"][0]["id"]) == (path, 200, "stub-model")
+
+
+def test_a_timed_out_rollout_is_not_run_again_alone_and_says_how_to_give_it_longer(
+    client: httpx.Client,
+) -> None:
+    # Before, the failed rollout was retried alone to diagnose concurrency: a hanging app cost
+    # twice the timeout, and the hint named only FakeSynthBackend(rollout_timeout=...).
+    release = threading.Event()
+    app = _broken_app("hang", release)
+    try:
+        with InProcessTaskApp(app, api_key=TASK_KEY, export_api_key=False) as task_app:
+            with FakeSynthBackend(clock=VirtualClock(), task_app_api_key=TASK_KEY) as fake:
+                fake.use_rollout_timeout(0.2)
+                fake.scenario(immediate=True)
+                job = fake.job(submit(client, fake, rl_payload(task_app.url)))
+                status, error = job.status, job.error  # the job runs when it is looked at
+            fake.close()
+            release.set()
+    finally:
+        release.set()
+    assert status == "failed"
+    assert error is not None
+    assert "timed out after 0.2s" in error
+    assert error.endswith(
+        "(hint: make the rollout faster, or give it longer: @pytest.mark.synth_rl(rollout_timeout=...) in a "
+        "test, FakeSynthBackend(rollout_timeout=...) or fake.use_rollout_timeout(...) outside one)"
+    )
+    assert app.state.run_ids
+    assert not [run_id for run_id in app.state.run_ids if run_id.endswith("-alone")]
+
+
+@pytest.mark.parametrize("seconds", [0, -1, float("nan"), float("inf"), True, "30"])
+def test_a_rollout_timeout_that_is_not_a_positive_number_is_refused(seconds: object) -> None:
+    with pytest.raises(SynthUsageError) as info:
+        FakeSynthBackend().use_rollout_timeout(seconds)  # type: ignore[arg-type]
+    assert str(info.value).startswith(
+        f"invalid arguments: FakeSynthBackend.use_rollout_timeout: must be a finite number of seconds > 0, "
+        f"got {seconds!r}"
+    )
+    with pytest.raises(SynthUsageError, match=r"FakeSynthBackend\.rollout_timeout: must be a finite number"):
+        FakeSynthBackend(rollout_timeout=seconds)  # type: ignore[arg-type]

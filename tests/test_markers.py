@@ -110,12 +110,15 @@ def test_flag_markers_take_no_arguments(pytester: pytest.Pytester) -> None:
         ("timeout=0", "timeout=0"),
         ("timeout=float('nan')", "timeout=nan"),
         ("poll_interval=float('inf')", "poll_interval=inf"),
+        ("rollout_timeout=-1", "rollout_timeout=-1"),
+        ("'app.py', startup_timeout=0", "startup_timeout=0"),
     ],
 )
 def test_seconds_must_be_finite_and_positive(pytester: pytest.Pytester, argument: str, shown: str) -> None:
-    text = _run(pytester, f"@pytest.mark.synth_rl({argument})\ndef test_it():\n    pass\n")
+    marker = "synth_task_app" if argument.startswith("'app.py'") else "synth_rl"
+    text = _run(pytester, f"@pytest.mark.{marker}({argument})\ndef test_it():\n    pass\n")
     assert (
-        f"MarkerError: @pytest.mark.synth_rl on test_marks.py::test_it: {shown} is not a finite "
+        f"MarkerError: @pytest.mark.{marker} on test_marks.py::test_it: {shown} is not a finite "
         "positive number of seconds" in text
     )
 
@@ -135,8 +138,8 @@ def test_valid_markers_parse_into_the_spec(pytester: pytest.Pytester) -> None:
         def policy(request):
             return "42"
 
-        @pytest.mark.synth_rl(config="rl.toml", poll_interval=2, policy=policy)
-        @pytest.mark.synth_task_app("pkg.mod:app", scope="test", api_key="k")
+        @pytest.mark.synth_rl(config="rl.toml", poll_interval=2, policy=policy, rollout_timeout=45)
+        @pytest.mark.synth_task_app("pkg.mod:app", scope="test", api_key="k", startup_timeout=20)
         @pytest.mark.synth_scenario(outcome="failed", steps=3, fail_at_step=2)
         @pytest.mark.synth_offline
         def test_it(request):
@@ -145,6 +148,7 @@ def test_valid_markers_parse_into_the_spec(pytester: pytest.Pytester) -> None:
             assert spec.rl.settings_overrides() == {"poll_interval": 2.0}
             app, scenario = spec.task_app, spec.scenario
             assert (app.source, app.scope, app.api_key.value) == ("pkg.mod:app", "test", "k")
+            assert (spec.rl.rollout_timeout, app.startup_timeout) == (45.0, 20.0)
             assert (scenario.outcome, scenario.steps, scenario.fail_at_step) == ("failed", 3, 2)
             assert spec.offline and not spec.online
         """

@@ -84,3 +84,42 @@ def test_config_error_lists_every_problem_with_its_key() -> None:
     assert "compute.gpu_count (line 3, column 1): must be > 0" in text
     assert error.keys == ["rollout.env_name", "compute.gpu_count"]
     assert isinstance(error, ValueError)
+
+
+def test_a_key_too_short_to_mask_is_warned_about_once_without_showing_it() -> None:
+    # Before, a 5-character key (upstream's own default is "test") was silently never masked.
+    import warnings
+
+    from pytest_synth_rl.masking import Secret, SynthSecretWarning
+
+    short = "ab1d9"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        Secret(short)
+        Secret(short)  # the same key again: no second warning
+    (warning,) = [w for w in caught if w.category is SynthSecretWarning]
+    assert str(warning.message) == (
+        "a key of 5 character(s) cannot be masked in output: text shorter than 6 characters is too "
+        "common to remove safely, so this key may show in reports and logs; use a key of 6 or more "
+        "characters"
+    )
+    assert warning.filename == __file__  # the caller's line
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Secret("long-enough-key-0123")  # masked: nothing to warn about
+
+
+def test_a_short_key_in_the_environment_is_warned_about_by_name(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ENVIRONMENT_API_KEY", "q7z")
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:randomly")
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*SynthSecretWarning: ENVIRONMENT_API_KEY of 3 character(s) cannot be masked in output: text "
+            "shorter than 6 characters is too common to remove safely, so this key may show in reports and "
+            "logs; use a key of 6 or more characters"
+        ]
+    )

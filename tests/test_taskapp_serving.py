@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import re
 import socket
@@ -332,6 +333,30 @@ def test_startup_that_never_finishes_times_out() -> None:
         lambda: InProcessTaskApp(app, startup_timeout=0.3, shutdown_timeout=0.2).start(),
         "did not start within 0.3s",
     )
+
+
+def test_a_startup_timeout_says_where_the_app_waits_without_the_aborts_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Before, the message and the captured log each held uvicorn's traceback of the cancelled
+    # startup (the plugin's frames and asyncio's), and no line said where the app was stuck.
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await asyncio.Event().wait()  # the line the message points at
+        yield
+
+    app = FastAPI(lifespan=lifespan)
+    caplog.set_level(logging.INFO)
+    error = timed_error(lambda: InProcessTaskApp(app, startup_timeout=0.3, shutdown_timeout=0.2).start())
+    line = lifespan.__wrapped__.__code__.co_firstlineno + 2  # type: ignore[attr-defined]
+    assert str(error).startswith(
+        "the task app did not start within 0.3s: its lifespan startup is still running, waiting at "
+        f"test_taskapp_serving.py:{line} in lifespan: await asyncio.Event().wait()  # the line the "
+        "message points at\n  (the server logged nothing)\n  hint: "
+    )
+    assert "CancelledError" not in str(error)
+    assert "startup_timeout=..." in str(error)
+    assert [r for r in caplog.records if r.name.startswith("uvicorn") and r.levelno >= logging.ERROR] == []
 
 
 def test_server_thread_dying_during_startup() -> None:

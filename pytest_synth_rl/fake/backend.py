@@ -15,6 +15,7 @@ job store are all inspectable, because a fake you cannot see into is a fake you 
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
@@ -69,6 +70,17 @@ def _api_root(base_url: str) -> tuple[str, str]:
 _JOB_ID_PREFIX = re.compile(r"[A-Za-z0-9_-]{1,40}")
 
 
+def _seconds_problem(value: object) -> str | None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        return f"must be a finite number of seconds > 0, got {value!r}"
+    return None
+
+
 def _job_id_prefix_problem(prefix: object) -> str | None:
     if isinstance(prefix, str) and _JOB_ID_PREFIX.fullmatch(prefix):
         return None
@@ -102,12 +114,8 @@ def _check_settings(
         or max_rollouts_per_step < 1
     ):
         bad("max_rollouts_per_step", f"must be an int >= 1, got {max_rollouts_per_step!r}")
-    if (
-        isinstance(rollout_timeout, bool)
-        or not isinstance(rollout_timeout, (int, float))
-        or rollout_timeout <= 0
-    ):
-        bad("rollout_timeout", f"must be > 0 seconds, got {rollout_timeout!r}")
+    if _seconds_problem(rollout_timeout) is not None:
+        bad("rollout_timeout", str(_seconds_problem(rollout_timeout)))
     if policy is not None and replies is not None:
         bad("policy", "give either policy= (a callable) or replies= (canned answers), not both")
     elif policy is not None and policy_problem(policy) is not None:
@@ -171,6 +179,7 @@ class FakeSynthBackend:
         register_secret(key)
         task_key = task_app_api_key.value if isinstance(task_app_api_key, Secret) else task_app_api_key
         self.strict = strict
+        self._rollout_timeout = float(rollout_timeout)
         self.store = JobStore(
             clock=clock if clock is not None else VirtualClock(),
             validate=validate,
@@ -344,6 +353,16 @@ class FakeSynthBackend:
     def use_policy(self, policy: Policy | None) -> None:
         """Answer model calls with *policy* from now on (``None``: this fake's own policy again)."""
         self.store.use_policy(policy)
+
+    def use_rollout_timeout(self, seconds: float | None) -> None:
+        """Give each rollout *seconds* (real) from now on; ``None``: the constructor's
+        ``rollout_timeout`` again. The plugin does this per test (``synth_rl(rollout_timeout=...)``)."""
+        __tracebackhide__ = True
+        problem = None if seconds is None else _seconds_problem(seconds)
+        if problem is not None:
+            key = "FakeSynthBackend.use_rollout_timeout"
+            raise SynthUsageError([ConfigProblem(key, problem, "e.g. fake.use_rollout_timeout(60), or None")])
+        self.store.use_rollout_timeout(self._rollout_timeout if seconds is None else float(seconds))
 
     def use_task_app_key(self, key: str | Secret | None) -> None:
         """Send *key* to task apps from now on, as if a client had uploaded it (``None`` forgets

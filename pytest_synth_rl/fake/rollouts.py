@@ -126,11 +126,15 @@ def _status_hint(response: PostResponse, key_replaced: bool = False) -> str:
 class RolloutFailure(Exception):
     """A rollout the job cannot survive; ``str()`` is the job's error message."""
 
-    def __init__(self, message: str, record: RolloutRecord, *, policy_failed: bool = False) -> None:
+    def __init__(
+        self, message: str, record: RolloutRecord, *, policy_failed: bool = False, timed_out: bool = False
+    ) -> None:
         super().__init__(message)
         self.record = record
         #: The stand-in model's policy failed during the rollout: the message blames it.
         self.policy_failed = policy_failed
+        #: The task app did not answer within the rollout timeout.
+        self.timed_out = timed_out
 
 
 def _number(value: Any) -> float | None:
@@ -424,7 +428,7 @@ class RolloutDriver:
         """Retry a rollout that failed among concurrent ones alone (as the *retry* body):
         passing alone means the task app breaks under concurrency, which is what the report must
         say. Not when the stand-in model's policy failed: that is the cause, whatever the retry."""
-        if failure.policy_failed:
+        if failure.policy_failed or failure.timed_out:  # a timed-out retry would cost as long again
             return failure
         alone = self._attempt(base_url, retry, step, mode)
         if isinstance(alone, RolloutFailure):
@@ -461,7 +465,12 @@ class RolloutDriver:
             record.elapsed = time.perf_counter() - started
             if exc.kind == "timeout":
                 self._fail(
-                    record, str(exc), "make the rollout faster or raise FakeSynthBackend(rollout_timeout=...)"
+                    record,
+                    str(exc),
+                    "make the rollout faster, or give it longer: @pytest.mark.synth_rl(rollout_timeout=...) "
+                    "in a test, FakeSynthBackend(rollout_timeout=...) or fake.use_rollout_timeout(...) "
+                    "outside one",
+                    timed_out=True,
                 )
             if exc.kind == "connect":
                 self._fail(
@@ -541,7 +550,7 @@ class RolloutDriver:
                 "echo the request's trace_correlation_id (0.4.12) or run_id (older apps)",
             )
 
-    def _fail(self, record: RolloutRecord, what: str, hint: str) -> NoReturn:
+    def _fail(self, record: RolloutRecord, what: str, hint: str, *, timed_out: bool = False) -> NoReturn:
         cid = record.request.get("trace_correlation_id")
         ids = f"seed {record.seed}, run_id {record.run_id}, trace_correlation_id {cid}"
         policy = self._policy_failure(cid) if isinstance(cid, str) else None
@@ -568,4 +577,4 @@ class RolloutDriver:
             f" (hint: {hint})"
         )
         record.error = message
-        raise RolloutFailure(message, record, policy_failed=policy is not None)
+        raise RolloutFailure(message, record, policy_failed=policy is not None, timed_out=timed_out)

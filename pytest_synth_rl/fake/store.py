@@ -685,6 +685,10 @@ class JobStore:
         # rewards that depend on which tests ran first.
         self.use_policy(None)
 
+    def use_rollout_timeout(self, seconds: float) -> None:
+        """Give each rollout *seconds* (real) from now on."""
+        self._driver.timeout = seconds
+
     def use_policy(self, policy: Policy | None) -> None:
         """Answer model calls with *policy* from now on; None restores this store's own (the
         constructor's ``policy=``/``replies=``, else a fresh built-in :func:`default_policy`)."""

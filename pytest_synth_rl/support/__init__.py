@@ -5,7 +5,8 @@
 * :mod:`.loopback`: is an address loopback, and which one to bind;
 * :mod:`.tls`: one verifying SSL context per process;
 * :mod:`.files`: per-test file names and atomic writes;
-* :mod:`.asgi`: the raw ASGI chores of the plugin's framework-free servers.
+* :mod:`.asgi`: the raw ASGI chores of the plugin's framework-free servers;
+* :mod:`.callers`: the user's line a call into the package came from (where warnings point).
 
 Nothing is imported here, so importing one helper never pays for another (uvicorn, ssl).
 """

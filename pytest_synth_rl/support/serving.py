@@ -32,6 +32,8 @@ import contextlib
 import errno
 import logging
 import math
+import os
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -84,6 +86,43 @@ class _ThreadLogCapture(logging.Handler):
             self.lines.append(redact(self.format(record)))
         except Exception:  # pragma: no cover - a broken record must not break the server
             self.handleError(record)
+
+
+class _AbortNoise(logging.Filter):
+    """Drops what aborting a startup makes uvicorn log from the server's thread (the cancelled
+    startup's traceback: our doing, not the app's), keeping the one fact worth telling from it:
+    the innermost line of the app's own code the startup was waiting in."""
+
+    def __init__(self, thread_id: int | None) -> None:
+        super().__init__()
+        self.thread_id = thread_id
+        self.waiting_at: str | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.thread != self.thread_id:
+            return True
+        if self.waiting_at is None:  # uvicorn logs the traceback as its message text
+            self.waiting_at = _users_innermost_line(record.getMessage())
+        return False
+
+
+#: A frame of a formatted traceback: its file, line, function and (if shown) source line.
+_TRACEBACK_FRAME = re.compile(
+    r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>[^\n]+)(?:\n(?P<source>[^\n]*))?'
+)
+
+
+def _users_innermost_line(traceback_text: str) -> str | None:
+    """``app.py:7 in lifespan: await asyncio.sleep(3600)``: the innermost frame of the app's own
+    code in a formatted traceback (the last such frame, over every chained exception)."""
+    from ..frames import is_users_file  # only when a startup was aborted
+
+    found = None
+    for match in _TRACEBACK_FRAME.finditer(traceback_text):
+        if is_users_file(match["file"]):
+            source = (match["source"] or "").strip()
+            found = f"{os.path.basename(match['file'])}:{match['line']} in {match['name'].strip()}: {source}"
+    return found
 
 
 class _Server(uvicorn.Server):
@@ -363,12 +402,16 @@ class ServerThread:
         ready = self._ready.wait(timeout)
         where = f"http://{url_host(self.host)}:{self.port}"
         if not ready:
-            self._abort()
+            waiting_at = self._abort()
+            self.error = None  # the abort's own CancelledError
+            at = f", waiting at {waiting_at}" if waiting_at else ""
             raise TaskAppError(
                 f"the {self.description} did not start within {timeout:g}s: "
-                "its lifespan startup is still running\n  " + self.failure_text(),
+                f"its lifespan startup is still running{at}\n  " + self.failure_text(),
                 url=where,
-                hint="make the app's startup faster or pass a larger startup_timeout",
+                hint="make the app's startup faster, or give it longer: "
+                "@pytest.mark.synth_task_app(..., startup_timeout=...) in a test, "
+                "InProcessTaskApp(startup_timeout=...) outside one",
             )
         if not self._server.started:
             self._thread.join(self.shutdown_timeout)
@@ -438,18 +481,24 @@ class ServerThread:
         thread.join(timeout)
         return not thread.is_alive()
 
-    def _abort(self) -> None:
-        """Stop a server whose startup has not finished: nothing to drain, cancel it outright."""
+    def _abort(self) -> str | None:
+        """Stop a server whose startup has not finished: nothing to drain, cancel it outright.
+        Returns where in the app's code the startup was waiting, if it passed through any."""
         self._stopping = True
         server, thread = self._server, self._thread
+        noise = _AbortNoise(self._capture.thread_id)
+        uvicorn_log = logging.getLogger("uvicorn.error")
+        uvicorn_log.addFilter(noise)
         try:
             if server is not None and thread is not None:
                 server.request_exit(force=True)
                 server.cancel_main_task()
                 thread.join(1.0)
         finally:
+            uvicorn_log.removeFilter(noise)
             self._uninstall_capture()
             self._close_socket()
+        return noise.waiting_at
 
     # -- helpers ------------------------------------------------------------------------------
     def _install_capture(self) -> None:

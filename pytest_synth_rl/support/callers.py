@@ -1,0 +1,45 @@
+"""Where a call into the package came from: the first frame outside it, i.e. the user's line.
+
+Warnings point there (``stacklevel``), and messages name it. A leaf module: anything may use it,
+``masking`` included, without an import cycle.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from types import FrameType
+
+__all__ = ["PACKAGE", "is_ours", "outside_caller", "outside_stacklevel"]
+
+PACKAGE = __name__.split(".")[0]
+
+
+def is_ours(module: str) -> bool:
+    """Whether the module named *module* belongs to this package."""
+    return module == PACKAGE or module.startswith(PACKAGE + ".")
+
+
+def outside_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning, warned by the caller, at the first frame outside
+    this package (the user's line), however deep in the package the warning is raised."""
+    return _outside(inspect.currentframe())[1]
+
+
+def outside_caller() -> str:
+    """``file.py:line`` of the first frame outside this package that led to the caller."""
+    frame = _outside(inspect.currentframe())[0]
+    return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}" if frame is not None else "<unknown>"
+
+
+def _outside(here: FrameType | None) -> tuple[FrameType | None, int]:
+    """From *here* (a helper above's frame): the first frame outside the package that led to the
+    helper's caller, and its ``stacklevel`` as seen from that caller."""
+    frame = here.f_back if here is not None else None
+    if frame is None:  # an interpreter without frame support: the caller itself
+        return None, 1
+    level = 1
+    while frame.f_back is not None and is_ours(str(frame.f_globals.get("__name__", ""))):
+        frame = frame.f_back
+        level += 1
+    return frame, level
