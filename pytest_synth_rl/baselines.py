@@ -21,13 +21,18 @@ Metric names produced by :func:`summarize_job`
 ``reward.points``   number of points on the curve
 ``steps``           highest training step reported (``progress.completed`` / ``step``),
                     else the number of curve points
-``polls``           number of status polls the client made
+``polls``           number of status polls the client made [wait]
 ``elapsed_s``       seconds from submit to terminal status, on the job's clock (virtual
-                    time offline, so it is deterministic)
+                    time offline, so it is deterministic) [wait]
 ``<path>``          every other numeric field of the final status payload, flattened with
                     dots: ``metrics.reward``, ``results.metrics.accuracy``,
                     ``progress.total`` ... (lists and non-numbers are skipped)
 ==================  ==================================================================
+
+[wait] How the test waited, not what the job learned: they follow the poll interval and the
+backend's speed (an offline baseline checked online, or a run with another
+``--synth-poll-interval``), so they are recorded and shown but not compared unless a tolerance
+names them (``{"polls": Tolerance(abs=2)}``).
 """
 
 from __future__ import annotations
@@ -54,6 +59,8 @@ from .support.files import (
 
 __all__ = [
     "DEFAULT_TOLERANCE",
+    "NOT_COMPARED",
+    "WAIT_METRICS",
     "Baseline",
     "BaselineComparison",
     "BaselineError",
@@ -205,6 +212,8 @@ class Tolerance:
             body = parts[0]
         else:
             body = f"max({parts[0]}, {parts[1]})"
+        if math.isinf(self.abs) or math.isinf(self.rel):
+            return "not compared"
         sign = {"two_sided": "±", "higher_is_better": "-", "lower_is_better": "+"}[self.direction]
         if self.direction == "two_sided" and max(self.abs, self.rel) <= _NOISE:
             return "exact"
@@ -247,6 +256,10 @@ class Tolerance:
 #: Used for metrics without an explicit tolerance: offline runs are deterministic (virtual clock,
 #: scripted fake), so anything beyond float noise is a real change.
 DEFAULT_TOLERANCE = Tolerance(abs=1e-9, rel=1e-9)
+#: What a metric of :data:`WAIT_METRICS` gets unless a tolerance names it: any value passes.
+NOT_COMPARED = Tolerance(abs=math.inf)
+#: Metrics of how the test waited (see the module docstring): not compared by default.
+WAIT_METRICS = frozenset({"polls", "elapsed_s"})
 
 
 # -- metrics -----------------------------------------------------------------------------------------
@@ -631,14 +644,15 @@ def _tolerance_for(
     stored: Mapping[str, Tolerance],
     default: Tolerance,
 ) -> Tolerance:
-    """Exact name first, then glob patterns (``"reward.*"``); explicit beats stored beats default."""
+    """Exact name first, then glob patterns (``"reward.*"``); explicit beats stored beats default.
+    A metric of :data:`WAIT_METRICS` is compared only when a tolerance names it (a pattern counts)."""
     for source in (explicit, stored):
         if name in source:
             return source[name]
         for pattern, tol in source.items():
             if any(ch in pattern for ch in "*?[") and fnmatch.fnmatchcase(name, pattern):
                 return tol
-    return default
+    return NOT_COMPARED if name in WAIT_METRICS else default
 
 
 def compare(

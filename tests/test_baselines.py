@@ -114,13 +114,13 @@ def test_drift_beyond_tolerance_fails_with_an_aligned_table() -> None:
     assert [r.metric for r in result.drifted] == ["final_reward"]
     assert [r.metric for r in result.new] == ["steps"]
     assert result.render().splitlines() == [
-        "metric        baseline  now   tolerance  verdict",
-        "------------  --------  ----  ---------  -------------",
-        "elapsed_s     7200      7200  exact      ok",
-        "final_reward  0.8       0.61  -0.05      DRIFT (-0.19)",
-        "polls         720       720   exact      ok",
-        "reward.max    0.9       0.9   exact      ok",
-        "steps         -         3     exact      new",
+        "metric        baseline  now   tolerance     verdict",
+        "------------  --------  ----  ------------  -------------",
+        "elapsed_s     7200      7200  not compared  ok",
+        "final_reward  0.8       0.61  -0.05         DRIFT (-0.19)",
+        "polls         720       720   not compared  ok",
+        "reward.max    0.9       0.9   exact         ok",
+        "steps         -         3     exact         new",
     ]
     with pytest.raises(BaselineMismatch) as caught:
         result.raise_for_drift()
@@ -518,3 +518,21 @@ def test_concurrent_processes_never_tear_a_baseline(tmp_path: Path) -> None:
     assert len(files) == 3
     assert all(name.endswith(".json") for name in files)
     assert json.loads(store.path_for("proc-1").read_text())["test_id"] == "proc-1"
+
+
+def test_how_the_test_waited_is_shown_but_not_compared_unless_a_tolerance_names_it() -> None:
+    # Before, a baseline written offline failed online (elapsed_s 60 -> 20.86, polls 7 -> 19), and
+    # offline with another --synth-poll-interval: both follow the wait, not the training.
+    base = {"final_reward": 0.8, "elapsed_s": 60.0, "polls": 7.0}
+    now = {"final_reward": 0.8, "elapsed_s": 20.86, "polls": 19.0}
+    assert compare(now, base).ok
+    assert [(r.metric, r.tolerance.render(), r.verdict) for r in compare(now, base).rows] == [
+        ("elapsed_s", "not compared", "ok"),
+        ("final_reward", "exact", "ok"),
+        ("polls", "not compared", "ok"),
+    ]
+    named = compare(now, base, {"polls": Tolerance(abs=2)})
+    assert [r.metric for r in named.drifted] == ["polls"]
+    pattern = compare(now, base, {"*": Tolerance(abs=1)})  # a pattern naming them counts too
+    assert [r.metric for r in pattern.drifted] == ["elapsed_s", "polls"]
+    assert compare({**now, "final_reward": 0.7}, base).drifted[0].metric == "final_reward"
