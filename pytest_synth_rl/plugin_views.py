@@ -81,6 +81,13 @@ class ProgressPlugin:
                     self.config.get_terminal_writer().write("\n", flush=True)
                 self._live = False
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """A wait that ended without a final status gets its last line before pytest writes the
+        test's letter: after it, the letter would land at the end of the live line."""
+        if report.when == "call" and self.reporter is not None:
+            self.reporter.end_waits()
+
     @contextlib.contextmanager
     def _uncaptured(self) -> Iterator[None]:
         """Output capturing suspended, so the line reaches the terminal during a test."""

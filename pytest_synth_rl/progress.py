@@ -80,7 +80,7 @@ class ProgressUpdate:
             parts.append(f"reward {self.reward:.3f}")
         parts.append(f"elapsed {format_duration(self.elapsed)}")
         if wait_ended and not self.terminal:
-            parts.append("(wait ended without a final status)")
+            parts.append("(wait ended)")
         elif not self.terminal:
             parts.append(f"left {format_duration(max(0.0, self.remaining))}")
         return " ".join(parts)

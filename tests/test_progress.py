@@ -263,7 +263,7 @@ def test_a_wait_that_ends_without_a_final_status_gets_a_last_line(mode: str) -> 
     finally:
         reporter.stop()
     facts = "t.py::test_a job_1 running step 2/10 reward 0.250 elapsed 20.0s"
-    last = f"{facts} (wait ended without a final status)"
+    last = f"{facts} (wait ended)"
     if mode == "heartbeat":
         assert lines == [
             "synth-rl heartbeat: t.py::test_a job_1 running step 0/10 reward 0.250 elapsed 0s left 20.0s",
@@ -293,5 +293,22 @@ def test_an_online_wait_that_times_out_ends_its_heartbeats_with_a_last_line(
     assert [line.startswith("synth-rl heartbeat:") for line in heartbeats] == [True, True], heartbeats
     assert " left " in heartbeats[0]
     assert heartbeats[1].startswith("synth-rl heartbeat: test_wait.py::test_trains job_rl_")
-    assert heartbeats[1].endswith(" (wait ended without a final status)")
+    assert heartbeats[1].endswith(" (wait ended)")
     assert " running step " in heartbeats[1]
+
+
+def test_a_live_line_that_times_out_ends_before_the_tests_letter(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before, "F" landed at the end of the live line, past its last column.
+    suite.makepyfile(test_wait=SUITE.replace("within=600", "within=0.2"))
+    with ServedFake.start(polls_to_finish=1000) as served:
+        served.fake.scenario(polls=1000, steps=4, reward_curve=[0.2, 0.35, 0.5, 0.7])
+        monkeypatch.setenv("SYNTH_API_KEY", served.api_key.value)
+        args = [f"--synth-backend={served.url}", "--synth-poll-interval=0.05", "-p", "no:randomly"]
+        result = suite.runpytest_subprocess(*args, "--synth-progress=line", timeout=300)
+    result.assert_outcomes(failed=1)
+    lines = result.stdout.str().split("\n")
+    (last,) = [i for i, line in enumerate(lines) if line.rstrip().endswith("(wait ended)")]
+    assert lines[last].split("\r")[-1].startswith("synth-rl: job_rl_000001 running step 0/4 elapsed ")
+    assert lines[last + 1].startswith("F")
