@@ -403,3 +403,22 @@ def test_a_model_url_that_drops_the_handed_out_path_fails_naming_the_fix() -> No
     got = report.check("model calls keep the inference URL").got
     assert got.startswith("1 call(s) to POST /v1/chat/completions without it; build the model URL from ")
     assert "policy.config.inference_url keeping its path and query" in got
+
+
+@pytest.mark.parametrize(("status", "ok"), [(201, True), (204, False), (302, False)])
+def test_a_rollout_answered_with_any_2xx_json_object_passes_as_the_fake_takes_it(
+    example: Any, status: int, ok: bool
+) -> None:
+    # Before, the check wanted exactly 200 while the fake's jobs took any 2xx: one app, two verdicts.
+    def answer(code: int, body: Any) -> tuple[int, Any]:
+        return (status, None if status == 204 else body)
+
+    report = run_check(rewriting(example.create_app(), "/rollout", answer))
+    check = report.check("POST /rollout")
+    assert check.passed is ok, report.render()
+    if status == 201:
+        assert check.got == "HTTP 201"
+    elif status == 204:
+        assert check.got == "HTTP 204 but not a JSON object"
+    else:
+        assert check.got.startswith("HTTP 302: ")
