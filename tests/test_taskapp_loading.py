@@ -323,6 +323,24 @@ def test_target_module_missing() -> None:
     )
 
 
+def test_a_misspelt_module_of_a_target_gets_a_did_you_mean(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = unique("teampkg")
+    (tmp_path / package).mkdir()
+    (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / package / "extract_app.py").write_text("app = None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    error = assert_fast_task_app_error(
+        lambda: InProcessTaskApp(target=f"{package}.extract_ap:app").start(), "cannot import module"
+    )
+    assert f"did you mean '{package}.extract_app:app'?" in str(error)
+    top = unique("server_mod")
+    (tmp_path / f"{top}.py").write_text("app = None\n")
+    error = assert_fast_task_app_error(lambda: InProcessTaskApp(target=f"{top[:-1]}:app").start())
+    assert f"did you mean '{top}:app'?" in str(error)
+
+
 def test_target_module_with_missing_dependency(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     module = unique("needs_dep")
     missing = unique("missing_dependency")

@@ -379,10 +379,12 @@ def _app_from_target(target: str, *, fresh: bool = False) -> tuple[ASGIApp, type
     except ModuleNotFoundError as exc:
         missing = exc.name or ""
         if missing and (missing == module_name or module_name.startswith(missing + ".")):
+            near = _near_module(missing)
+            guess = f"did you mean {near + module_name[len(missing) :] + ':' + attr_path!r}? " if near else ""
             raise TaskAppError(
                 f"cannot import module {module_name!r} for target {target!r}: {exc}",
-                hint="make sure the module is importable from the test run (installed, or its "
-                "directory on sys.path / pytest's pythonpath)",
+                hint=f"{guess}make sure the module is importable from the test run (installed, or "
+                "its directory on sys.path / pytest's pythonpath)",
             ) from exc
         raise TaskAppError(
             f"importing module {module_name!r} for target {target!r} raised "
@@ -404,6 +406,22 @@ def _app_from_target(target: str, *, fresh: bool = False) -> tuple[ASGIApp, type
             unload_module(module)
         raise
     return app, module if fresh else None
+
+
+def _near_module(name: str) -> str | None:
+    """The importable module *name* was most likely meant to be: a sibling in its package (or a
+    top-level module on ``sys.path``) with a close name."""
+    import difflib
+    import pkgutil
+
+    parent, _, leaf = name.rpartition(".")
+    try:
+        where = importlib.import_module(parent).__path__ if parent else None
+    except (ImportError, AttributeError):  # the parent is missing too, or not a package
+        return None
+    names = [info.name for info in pkgutil.iter_modules(where)]
+    found = difflib.get_close_matches(leaf, names, n=1, cutoff=0.8)
+    return f"{parent + '.' if parent else ''}{found[0]}" if found else None
 
 
 class _NotFromSource(Exception):
