@@ -10,14 +10,42 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from .errors import SynthError
 
 __all__ = ["main"]
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m pytest_synth_rl", description=__doc__.splitlines()[0])
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose errors add a "did you mean" for a misspelt command or option."""
+
+    #: The commands' long options, which the top parser reports as unrecognized when misspelt.
+    options: tuple[str, ...] = ()
+
+    def error(self, message: str) -> NoReturn:
+        guess = _near_miss(message, self.options)
+        super().error(f"{message} (did you mean {guess}?)" if guess else message)
+
+
+def _near_miss(message: str, options: Sequence[str]) -> str | None:
+    import difflib
+    import re
+
+    choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    if choice:
+        found = difflib.get_close_matches(choice[1], re.findall(r"'([^']*)'", choice[2]), n=1)
+        return repr(found[0]) if found else None
+    unknown = re.search(r"unrecognized arguments: (.*)", message)
+    for word in unknown[1].split() if unknown else ():
+        found = difflib.get_close_matches(word.split("=")[0], options, n=1)
+        if word.startswith("--") and found:
+            return repr(found[0])
+    return None
+
+
+def _parser() -> _Parser:
+    parser = _Parser(prog="python -m pytest_synth_rl", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     merge = commands.add_parser(
         "merge",
@@ -26,8 +54,8 @@ def _parser() -> argparse.ArgumentParser:
         "report and appends one step summary (table and reward charts).",
     )
     merge.add_argument("reports", nargs="+", metavar="SHARD_REPORT", help="a shard's --synth-report JSON")
-    merge.add_argument("--report", metavar="PATH", help="write the merged JSON report here")
-    merge.add_argument(
+    report = merge.add_argument("--report", metavar="PATH", help="write the merged JSON report here")
+    summary = merge.add_argument(
         "--summary", metavar="PATH", help='append the merged Markdown summary here ("$GITHUB_STEP_SUMMARY")'
     )
     baselines = commands.add_parser(
@@ -37,7 +65,8 @@ def _parser() -> argparse.ArgumentParser:
         "from two shards must agree.",
     )
     baselines.add_argument("directories", nargs="+", metavar="SHARD_BASELINE_DIR")
-    baselines.add_argument("--into", required=True, metavar="DIR", help="merged baselines go here")
+    into = baselines.add_argument("--into", required=True, metavar="DIR", help="merged baselines go here")
+    parser.options = tuple(option for action in (report, summary, into) for option in action.option_strings)
     return parser
 
 

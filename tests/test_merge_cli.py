@@ -335,3 +335,29 @@ def test_an_empty_output_path_is_an_error_not_nothing_written(
     )
     assert capsys.readouterr().out == ""  # refused before the merged table is printed
     assert sorted(p.name for p in good.parent.iterdir()) == ["good.json"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ["merg", "s.json"],
+            "invalid choice: 'merg' (choose from 'merge', 'merge-baselines') (did you mean 'merge'?)",
+        ),
+        (
+            ["merge", "s.json", "--reprot", "m.json"],
+            "unrecognized arguments: --reprot m.json (did you mean '--report'?)",
+        ),
+        (
+            ["merge", "s.json", "--sumary=x.md"],
+            "unrecognized arguments: --sumary=x.md (did you mean '--summary'?)",
+        ),
+    ],
+)
+def test_a_misspelt_command_or_option_gets_a_did_you_mean(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli(argv)
+    assert exited.value.code == 2
+    assert said in capsys.readouterr().err
