@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ParamSpec, Protocol, TypeVar
 
 from .clock import Clock, RealClock
-from .errors import ConfigProblem, JobTimeoutError, a_type
+from .errors import ConfigProblem, JobTimeoutError, SynthUsageError, a_type, seconds_problem
 from .expectation_arguments import (
     bounds_problems,
     checked_call,
@@ -74,8 +74,17 @@ def eventually(
     is returned. Other exceptions propagate at once (a bug is not something to wait out). The
     last attempt happens at the deadline, never after it.
     """
-    if timeout < 0 or interval <= 0:
-        raise ValueError(f"eventually() needs timeout >= 0 and interval > 0, got {timeout}, {interval}")
+    __tracebackhide__ = True
+    problems = [
+        ConfigProblem(f"eventually.{name}", problem, "e.g. eventually(check, timeout=30, interval=1)")
+        for name, problem in (
+            ("timeout", seconds_problem(timeout, allow_zero=True)),
+            ("interval", seconds_problem(interval)),
+        )
+        if problem is not None
+    ]
+    if problems:  # a NaN timeout would never be reached: the wait would not end
+        raise SynthUsageError(problems)
     clock = clock or RealClock()
     start = clock.now()
     attempts: list[tuple[float, str]] = []

@@ -8,6 +8,8 @@ says *where* (file, key, URL), *what was expected* and *how to fix it*. Messages
 from __future__ import annotations
 
 import functools
+import inspect
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -30,6 +32,7 @@ __all__ = [
     "TaskAppError",
     "TaskAppVerificationError",
     "keywords_checked",
+    "seconds_problem",
 ]
 
 _EXCERPT_LIMIT = 500
@@ -39,6 +42,17 @@ def a_type(value: object) -> str:
     """``an int``, ``a str``: the type of a value the user passed, with its article."""
     name = type(value).__name__
     return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
+def seconds_problem(value: object, *, allow_zero: bool = False) -> str | None:
+    """What is wrong with *value* as a number of seconds (a bool, a string, NaN, infinity, a
+    negative number, or 0 unless *allow_zero*), or None when it is fine."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    finite = number and math.isfinite(value)  # type: ignore[arg-type]
+    if finite and (value > 0 or (allow_zero and value == 0)):  # type: ignore[operator]
+        return None
+    bound = ">= 0" if allow_zero else "> 0"
+    return f"must be a finite number of seconds {bound}, got {value!r}"
 
 
 def unknown_argument(
@@ -64,6 +78,23 @@ def keywords_checked(func: F) -> F:
     keyword the signature lacks means the call never entered *func*, so no ``TypeError`` of its
     own body is ever mistaken for a misspelt argument.
     """
+
+    if inspect.iscoroutinefunction(func):  # an async method stays one (awaited, it checks)
+
+        @functools.wraps(func)
+        async def checked_async(*args: Any, **kwargs: Any) -> Any:
+            __tracebackhide__ = True
+            try:
+                awaitable = func(*args, **kwargs)
+            except TypeError:
+                problems = _unknown_keywords(func, args, kwargs)
+                if not problems:
+                    raise
+            else:
+                return await awaitable
+            raise SynthUsageError(problems)
+
+        return checked_async  # type: ignore[return-value]
 
     @functools.wraps(func)
     def checked(*args: Any, **kwargs: Any) -> Any:
@@ -96,7 +127,6 @@ def _unknown_keywords(
     func: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
 ) -> list[ConfigProblem]:
     import difflib
-    import inspect
 
     try:
         parameters = inspect.signature(func).parameters

@@ -156,13 +156,31 @@ def test_eventually_without_a_clock_uses_real_time() -> None:
         eventually(lambda: 0, timeout=0)
 
 
-@pytest.mark.parametrize(("timeout", "interval"), [(-1, 1.0), (1, 0), (1, -1.0), (-0.5, 0)])
-def test_eventually_rejects_a_negative_timeout_or_non_positive_interval(
-    timeout: float, interval: float
+@pytest.mark.parametrize(
+    ("timeout", "interval", "keys"),
+    [
+        (-1, 1.0, ["eventually.timeout"]),
+        (1, 0, ["eventually.interval"]),
+        (1, -1.0, ["eventually.interval"]),
+        (-0.5, 0, ["eventually.timeout", "eventually.interval"]),
+        # Before, a NaN timeout was never reached: the wait did not end.
+        (float("nan"), 1.0, ["eventually.timeout"]),
+        (1, float("inf"), ["eventually.interval"]),
+        ("30", 1.0, ["eventually.timeout"]),
+    ],
+)
+def test_eventually_rejects_a_timeout_or_interval_that_is_no_number_of_seconds(
+    timeout: float, interval: float, keys: list[str]
 ) -> None:
-    with pytest.raises(ValueError, match="needs timeout") as info:
+    with pytest.raises(SynthUsageError) as info:
         eventually(lambda: True, timeout=timeout, interval=interval, clock=VirtualClock(START))
-    assert str(info.value) == (f"eventually() needs timeout >= 0 and interval > 0, got {timeout}, {interval}")
+    assert info.value.keys == keys
+    text = str(info.value)
+    if "eventually.timeout" in keys:
+        assert f"eventually.timeout: must be a finite number of seconds >= 0, got {timeout!r}" in text
+    if "eventually.interval" in keys:
+        assert f"eventually.interval: must be a finite number of seconds > 0, got {interval!r}" in text
+    assert "e.g. eventually(check, timeout=30, interval=1)" in text
 
 
 def test_eventually_masks_secrets_in_its_message() -> None:

@@ -131,3 +131,19 @@ def test_a_scripted_policy_without_a_usable_script_is_a_usage_error(
         "takes at least one reply (the last one repeats) or one function of the request, not both; " + got
     ) in str(info.value)
     assert 'e.g. ScriptedPolicy("42")' in str(info.value)
+
+
+def test_a_misspelt_keyword_to_an_async_wait_is_a_usage_error_when_awaited() -> None:
+    import asyncio
+    import inspect
+
+    job = AsyncRLJob.from_job_id("job_1", api_key="k" * 20)
+    assert inspect.iscoroutinefunction(AsyncRLJob.poll_until_complete)  # still awaitable as before
+    with pytest.raises(SynthUsageError) as info:
+        asyncio.run(job.poll_until_complete(timout=10))  # type: ignore[call-arg]
+    assert (
+        "got AsyncRLJob.poll_until_complete(timout=...); AsyncRLJob.poll_until_complete() has no "
+        "argument 'timout'" in str(info.value)
+    )
+    assert "did you mean AsyncRLJob.poll_until_complete(timeout=...)?" in str(info.value)
+    asyncio.run(job.close())

@@ -25,7 +25,7 @@ import pytest
 from fastapi import FastAPI, Request
 from hang_guard import HANG_GUARD, finishes
 
-from pytest_synth_rl.errors import TaskAppError
+from pytest_synth_rl.errors import SynthUsageError, TaskAppError
 from pytest_synth_rl.masking import redact
 from pytest_synth_rl.taskapp import CONTRACT_ENDPOINTS, InProcessTaskApp, task_app_auth_headers
 from pytest_synth_rl.taskapp.loading import load_module_from_path
@@ -502,3 +502,13 @@ def test_no_sockets_leak_when_the_server_dies_or_is_cut_off() -> None:
         [sys.executable, "-c", LEAK_SCRIPT], capture_output=True, text=True, timeout=60, check=False
     )
     assert "LEAKS: []" in result.stdout, result.stdout + result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("name", ["startup_timeout", "shutdown_timeout"])
+@pytest.mark.parametrize("seconds", [0, -1, float("nan"), float("inf"), "10", True])
+def test_a_timeout_that_is_no_number_of_seconds_is_a_usage_error(name: str, seconds: object) -> None:
+    # Before, a NaN startup_timeout was taken and "10" raised a bare TypeError.
+    with pytest.raises(SynthUsageError) as info:
+        InProcessTaskApp(health_app(), **{name: seconds})  # type: ignore[arg-type]
+    assert info.value.keys == [f"InProcessTaskApp.{name}"]
+    assert f"must be a finite number of seconds > 0, got {seconds!r}" in str(info.value)

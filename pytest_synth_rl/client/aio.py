@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import httpx
 
 from ..clock import Clock
-from ..errors import BackendError
+from ..errors import BackendError, keywords_checked
 from ..masking import Secret
 from ..support.tls import shared_ssl_context
 from ..taskapp.health import async_check_task_app_health
@@ -88,6 +88,7 @@ class AsyncRLJob(JobBase[httpx.AsyncClient, httpx.AsyncBaseTransport]):
     async def get_status(self) -> dict[str, Any]:
         return (await self._run(self._status_call()))[0]
 
+    @keywords_checked
     async def poll_until_complete(
         self,
         timeout: float = 7200.0,

@@ -15,7 +15,6 @@ job store are all inspectable, because a fake you cannot see into is a fake you 
 from __future__ import annotations
 
 import contextlib
-import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
@@ -27,7 +26,7 @@ import respx
 
 from ..clock import Clock, ScaledClock, VirtualClock
 from ..config.urls import normalize_backend_url
-from ..errors import ConfigProblem, SynthError, SynthUsageError, keywords_checked
+from ..errors import ConfigProblem, SynthError, SynthUsageError, keywords_checked, seconds_problem
 from ..inference import StubInference
 from ..masking import Secret, key_problem, mask_secret, register_secret, secret_or_none
 from ..policies import Policy, PolicyReply
@@ -70,17 +69,6 @@ def _api_root(base_url: str) -> tuple[str, str]:
 _JOB_ID_PREFIX = re.compile(r"[A-Za-z0-9_-]{1,40}")
 
 
-def _seconds_problem(value: object) -> str | None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        return f"must be a finite number of seconds > 0, got {value!r}"
-    return None
-
-
 def _job_id_prefix_problem(prefix: object) -> str | None:
     if isinstance(prefix, str) and _JOB_ID_PREFIX.fullmatch(prefix):
         return None
@@ -114,8 +102,9 @@ def _check_settings(
         or max_rollouts_per_step < 1
     ):
         bad("max_rollouts_per_step", f"must be an int >= 1, got {max_rollouts_per_step!r}")
-    if _seconds_problem(rollout_timeout) is not None:
-        bad("rollout_timeout", str(_seconds_problem(rollout_timeout)))
+    timeout_problem = seconds_problem(rollout_timeout)
+    if timeout_problem is not None:
+        bad("rollout_timeout", timeout_problem)
     if policy is not None and replies is not None:
         bad("policy", "give either policy= (a callable) or replies= (canned answers), not both")
     elif policy is not None and policy_problem(policy) is not None:
@@ -358,7 +347,7 @@ class FakeSynthBackend:
         """Give each rollout *seconds* (real) from now on; ``None``: the constructor's
         ``rollout_timeout`` again. The plugin does this per test (``synth_rl(rollout_timeout=...)``)."""
         __tracebackhide__ = True
-        problem = None if seconds is None else _seconds_problem(seconds)
+        problem = None if seconds is None else seconds_problem(seconds)
         if problem is not None:
             key = "FakeSynthBackend.use_rollout_timeout"
             raise SynthUsageError([ConfigProblem(key, problem, "e.g. fake.use_rollout_timeout(60), or None")])

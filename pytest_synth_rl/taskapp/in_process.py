@@ -23,7 +23,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from ..errors import TaskAppError, keywords_checked
+from ..errors import ConfigProblem, SynthUsageError, TaskAppError, keywords_checked, seconds_problem
 from ..masking import Secret, key_problem, secret_or_none
 from ..support.loopback import normalise_loopback_host, url_host
 from ..support.serving import Lifespan, ServerThread
@@ -121,8 +121,17 @@ class InProcessTaskApp:
                 f"lifespan must be 'auto', 'on' or 'off', got {lifespan!r}",
                 hint="'auto' runs the app's startup/shutdown if it has any; 'on' requires it",
             )
-        if startup_timeout <= 0:
-            raise TaskAppError(f"startup_timeout must be > 0 seconds, got {startup_timeout!r}")
+        timeouts = {"startup_timeout": startup_timeout, "shutdown_timeout": shutdown_timeout}
+        for name, seconds in timeouts.items():
+            problem = seconds_problem(seconds)
+            if problem is not None:
+                raise SynthUsageError(
+                    [
+                        ConfigProblem(
+                            f"InProcessTaskApp.{name}", problem, f"e.g. InProcessTaskApp(..., {name}=10)"
+                        )
+                    ]
+                )
         self._source: dict[str, Any] = {
             "app": app,
             "task_app_path": task_app_path,
