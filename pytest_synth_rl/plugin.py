@@ -376,14 +376,20 @@ def _synth_fake(
     if not synth_settings.is_offline:
         pytest.skip(f"synth_fake: the offline fake is not used against {synth_settings.backend_url}")
     spec = _synth_test.spec
-    policy = _checked_policy(spec, synth_policy)
     fake = _synth_run.fake_backend()
     fake.reset(clock=synth_clock, job_id_prefix=offline_job_id_prefix(_synth_test.node.nodeid))
-    fake.use_policy(policy)
-    fake.use_rollout_timeout(spec.rl.rollout_timeout)
+    _for_this_test(fake, spec, synth_policy)
     if spec.scenario is not None:
         fake.scenario(spec.scenario)
     return fake
+
+
+def _for_this_test(fake: FakeSynthBackend, spec: SynthTestSpec, fixture_policy: object) -> None:
+    """What a test's markers and ``synth_policy`` set on a fake it uses: the policy its stand-in
+    model answers with and the seconds each rollout may take."""
+    __tracebackhide__ = True
+    fake.use_policy(_checked_policy(spec, fixture_policy))
+    fake.use_rollout_timeout(spec.rl.rollout_timeout)
 
 
 def _checked_policy(spec: SynthTestSpec, fixture_policy: object) -> Policy | None:
@@ -649,12 +655,13 @@ def synth_fake_server(
     client finishes without waiting.
 
     One server per session (per xdist worker): its URL and jobs stay. Jobs submitted during a
-    test follow that test's ``synth_scenario`` marker (else the default scenario) and its policy
-    (``synth_rl(policy=...)``, else the ``synth_policy`` fixture), as with ``synth_fake``.
+    test follow that test's ``synth_scenario`` marker (else the default scenario), its policy
+    (``synth_rl(policy=...)``, else the ``synth_policy`` fixture) and its
+    ``synth_rl(rollout_timeout=...)``, as with ``synth_fake``.
     """
     __tracebackhide__ = True
     fake = _synth_served_fake.fake
-    fake.use_policy(_checked_policy(_synth_test.spec, synth_policy))
+    _for_this_test(fake, _synth_test.spec, synth_policy)
     fake.scenario(_synth_test.spec.scenario)
     return _synth_served_fake
 

@@ -430,3 +430,14 @@ def test_a_reset_prefix_that_cannot_sit_in_a_url_path_is_refused_and_changes_not
 def test_offline_job_id_prefixes_are_a_hash_of_the_test_id() -> None:
     assert offline_job_id_prefix("t.py::test_a") == "job_rl_75a2b72a2c_"
     assert offline_job_id_prefix("t.py::test_a[\udcff]") != offline_job_id_prefix("t.py::test_a")
+
+
+@pytest.mark.parametrize("policy", [42, "42", object()])
+def test_use_policy_refuses_what_is_no_policy_as_the_constructor_does(policy: object) -> None:
+    fake = FakeSynthBackend()
+    with pytest.raises(SynthUsageError) as info:
+        fake.use_policy(policy)  # type: ignore[arg-type]
+    assert info.value.keys == ["FakeSynthBackend.use_policy"]
+    assert "a policy is policy(request) -> reply" in str(info.value)
+    with pytest.raises(SynthUsageError):
+        FakeSynthBackend(policy=policy)  # type: ignore[arg-type]

@@ -91,3 +91,28 @@ def test_enough_time_passes(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("SLOW_ROLLOUT", "0.15")  # a job runs a few dozen rollouts: keep them short
     suite.makepyfile(test_slow=SUITE.format(startup=30, rollout=30))
     suite.runpytest_subprocess("-p", "no:randomly").assert_outcomes(passed=2)
+
+
+SERVED_SUITE = """
+import httpx
+import pytest
+
+
+@pytest.mark.synth_task_app("slow_apps.py:hanging")
+@pytest.mark.synth_rl(config="arithmetic.toml", rollout_timeout=0.1)
+@pytest.mark.synth_scenario(immediate=True)
+def test_served(synth_fake_server, synth_task_app, synth_rl_config):
+    payload = synth_rl_config.build(task_url=synth_task_app.url)
+    headers = {"Authorization": f"Bearer {synth_fake_server.api_key.value}"}
+    with httpx.Client(base_url=synth_fake_server.url, headers=headers) as client:
+        job_id = client.post("/api/rl/jobs", json=payload).json()["job_id"]
+        status = client.get(f"/api/rl/jobs/{job_id}").json()
+    assert status["status"] == "failed"
+    assert "timed out after 0.1s" in status["error"]
+"""
+
+
+def test_the_served_fake_gives_rollouts_the_tests_timeout_too(suite: pytest.Pytester) -> None:
+    # Before, synth_fake_server took the test's policy but not its rollout_timeout (30 s).
+    suite.makepyfile(test_served=SERVED_SUITE)
+    suite.runpytest_subprocess("-p", "no:randomly").assert_outcomes(passed=1)

@@ -341,6 +341,11 @@ class FakeSynthBackend:
 
     def use_policy(self, policy: Policy | None) -> None:
         """Answer model calls with *policy* from now on (``None``: this fake's own policy again)."""
+        __tracebackhide__ = True
+        problem = None if policy is None else policy_problem(policy)
+        if problem is not None:
+            hint = "a policy is policy(request) -> reply, e.g. LearningPolicy(solve=...); None: the fake's"
+            raise SynthUsageError([ConfigProblem("FakeSynthBackend.use_policy", str(problem), hint)])
         self.store.use_policy(policy)
 
     def use_rollout_timeout(self, seconds: float | None) -> None:
