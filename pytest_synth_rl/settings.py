@@ -379,20 +379,37 @@ class SynthSettings:
 
 
 def _parse(spec: OptionSpec, raw: Any, source: str) -> Any:
+    env = source.removeprefix("env:")
     where = {
         "cli": spec.flag,
         "ini": f"ini option {spec.ini}",
         "marker": f"marker argument {spec.name}",
-    }.get(source, source)
+    }.get(source, f"environment variable {env}")
     try:
         value = spec.parse(raw)
         if spec.choices:
             value = _choice(f"{spec.name}", spec.choices, value)
     except ValueError as exc:
         raise SynthUsageError(
-            [ConfigProblem(key=spec.name, message=f"{where}: {exc}", hint=spec.help)]
+            [ConfigProblem(key=spec.name, message=f"{where}: {exc}", hint=_example(spec, source))]
         ) from None
     return value
+
+
+def _example(spec: OptionSpec, source: str) -> str:
+    """A good value of *spec*, written where *source* says it was given: the fix to show."""
+    value = spec.default if spec.default not in (None, False) else spec.metavar or "..."
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if source == "ini":
+        written = f"{spec.ini} = {value}"
+    elif source == "marker":
+        written = f"{spec.name}={value!r}"
+    elif source.startswith("env:"):
+        written = f"{source[4:]}={value}"
+    else:
+        written = f"{spec.flag}={value}"
+    return f"e.g. {written}"
 
 
 def resolve_settings(

@@ -86,7 +86,8 @@ def test_every_bad_value_is_reported_at_once_with_where_it_came_from() -> None:
         )
     text = str(info.value)
     assert "--synth-timeout" in text
-    assert "env:SYNTH_POLL_INTERVAL" in text
+    assert "environment variable SYNTH_POLL_INTERVAL: " in text
+    assert "(hint: e.g. SYNTH_POLL_INTERVAL=10)" in text
     assert "ini option synth_record" in text
     assert sorted(info.value.keys) == ["poll_interval", "record", "timeout"]
 
@@ -152,7 +153,7 @@ def test_seconds_must_be_finite(name: str, raw: str) -> None:
     ("source", "layer", "where"),
     [
         ("cli", {"cli": {"backend": "mok"}}, "--synth-backend"),
-        ("env", {"env": {"SYNTH_BACKEND_URL": "mok"}}, "env:SYNTH_BACKEND_URL"),
+        ("env", {"env": {"SYNTH_BACKEND_URL": "mok"}}, "environment variable SYNTH_BACKEND_URL"),
         ("ini", {"ini": {"backend": "mok"}}, "ini option synth_backend"),
     ],
 )
@@ -193,8 +194,9 @@ def test_a_misspelt_task_app_scope_names_the_ini_key_and_the_near_miss() -> None
 def test_a_task_app_url_must_be_an_http_url() -> None:
     with pytest.raises(SynthUsageError) as info:
         resolve_settings(cli={}, env={"TASK_APP_URL": "notaurl"}, ini={})
-    assert "env:TASK_APP_URL: expected an http(s) URL such as http://127.0.0.1:8001, got 'notaurl'" in str(
-        info.value
+    assert str(info.value) == (
+        "invalid pytest-synth-rl settings: task_app_url: environment variable TASK_APP_URL: expected an "
+        "http(s) URL such as http://127.0.0.1:8001, got 'notaurl' (hint: e.g. TASK_APP_URL=URL)"
     )
     assert resolve_settings(cli={"task_app_url": "http://127.0.0.1:9"}, env={}, ini={}).task_app_url == (
         "http://127.0.0.1:9"
