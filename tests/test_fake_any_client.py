@@ -384,7 +384,7 @@ def _refusing_app(body: dict[str, Any]) -> FastAPI:
             "the key the fake sent is one the task app allows (its got_first15 is among its allowed_first15)",
             "RLJob.upload_environment_api_key()",
         ),
-        ({"detail": "unknown env 'math'"}, "the task app's /rollout must answer 200", "environment key"),
+        ({"detail": "unknown env 'math'"}, "the task app's /rollout must answer 2xx", "environment key"),
     ],
     ids=["right-key-refused", "not-about-the-key"],
 )

@@ -497,7 +497,7 @@ def test_a_failed_rollout_fails_the_job_with_its_evidence_and_keeps_the_last_rew
             f"task app rollout failed at step 2 ({mode}; seed {seed}, run_id {run_id}, "
             f"trace_correlation_id trace_{run_id}): POST {url}: "
             f'HTTP 500: {{"detail":"env crashed on seed {seed}"}} '
-            "(hint: the task app's /rollout must answer 200 with a RolloutResponse; see its server log)"
+            "(hint: the task app's /rollout must answer 2xx with a RolloutResponse; see its server log)"
         )
         assert (job.status, job.error, job.rewards, job.final_reward) == ("failed", error, rewards, 0.333333)
         [failed] = [e for e in job.events if e["type"] == "rl.train.failed"]

@@ -191,7 +191,7 @@ def _ignores_seed(status: int, body: Any) -> tuple[int, Any]:
         ("/rollout", _wrong_echo, None, "rollout echoes its id", "trace_someone-else"),
         ("/rollout", _no_echo, None, "rollout echoes its id", "no id in the response"),
         ("/rollout", _set_metric("1.0"), None, "rollout reward is numeric", "'1.0' (str)"),
-        ("/rollout", _set_metric(None), None, "rollout reward is numeric", "None"),
+        ("/rollout", _set_metric(None), None, "rollout reward is numeric", "outcome_reward is null"),
         ("/rollout", _bad_history, None, "rollout trace shape", "event_history is str"),
         ("/rollout", _trace_not_object, None, "rollout trace shape", "trace is list"),
         ("/rollout", _server_error, None, "POST /rollout", "HTTP 500"),

@@ -286,7 +286,8 @@ def test_bad_reward_under_one_of_two_keys_is_a_problem() -> None:
     report = run_check(task_app(shape=split))
     assert [p.name for p in report.problems] == ["rollout reward is numeric"]
     assert report.check("rollout reward is numeric").got == (
-        "reward_info.outcome_reward = 1.0; metrics.outcome_reward = 'high' (str)"
+        "reward_info.outcome_reward = 1.0; metrics.outcome_reward is 'high' (str); expected a finite number "
+        "from -1e+12 to 1e+12"
     )
     assert report.eras == ("0.5.0",)
 

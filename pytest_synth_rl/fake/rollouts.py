@@ -43,12 +43,12 @@ from ..errors import excerpt
 from ..inference import KEEP_INFERENCE_URL, ModelCall
 from ..masking import Secret, redact
 from ..policies import Progress, RolloutIdentity
+from ..rewards import MAX_REWARD, extract_reward
 from ..support.http_post import PostFailure, PostPool, PostResponse
 from ..support.tls import shared_ssl_context
 from ..taskapp.health import task_app_auth_headers
 from .jobs import RolloutRecord
 from .rollout_feed import RolloutFeed
-from .scenario import MAX_REWARD, REWARD_RANGE, reward_in_range
 
 __all__ = [
     "DEFAULT_MAX_CONCURRENT_ROLLOUTS",
@@ -64,15 +64,6 @@ __all__ = [
 DEFAULT_MAX_CONCURRENT_ROLLOUTS = 4
 #: Upper bound on rollouts in flight at once, whatever the config says (threads are bounded).
 MAX_CONCURRENCY = 32
-
-#: Legacy metric keys, in the order they are tried after ``outcome_reward``.
-_REWARD_KEYS: tuple[str, ...] = (
-    "outcome_reward",
-    "mean_return",
-    "reward_mean",
-    "episode_returns",
-    "outcome_score",
-)
 
 
 def _key_matched(content: bytes) -> bool:
@@ -120,7 +111,7 @@ def _status_hint(response: PostResponse, key_replaced: bool = False) -> str:
             "returned (invalid_rollout_response); return reward_info (0.5.0) / metrics (0.4.x) with "
             "outcome_reward and echo trace_correlation_id"
         )
-    return "the task app's /rollout must answer 200 with a RolloutResponse; see its server log"
+    return "the task app's /rollout must answer 2xx with a RolloutResponse; see its server log"
 
 
 class RolloutFailure(Exception):
@@ -135,44 +126,6 @@ class RolloutFailure(Exception):
         self.policy_failed = policy_failed
         #: The task app did not answer within the rollout timeout.
         self.timed_out = timed_out
-
-
-def _number(value: Any) -> float | None:
-    """*value* as a reward, or None: a reward is a number within ``±MAX_REWARD``, so no mean or
-    loss over a job can overflow (a huge int is refused, not turned into inf)."""
-    return float(value) if reward_in_range(value) else None
-
-
-def extract_reward(metrics: Any, field: str = "metrics") -> float:
-    """The scalar reward in a rollout response's *field* (``metrics`` or, from 0.5.0, ``reward_info``).
-
-    ``ValueError`` says what is wrong.
-    """
-    if not isinstance(metrics, Mapping):
-        raise ValueError(f"'{field}' must be an object, got {type(metrics).__name__}")
-    for key in _REWARD_KEYS:
-        if key not in metrics or metrics[key] is None:
-            continue
-        raw = metrics[key]
-        if key == "episode_returns":
-            if not isinstance(raw, Sequence) or isinstance(raw, str) or not raw:
-                raise ValueError(
-                    f"{field}.episode_returns must be a non-empty list of numbers, got {raw!r:.80}"
-                )
-            values = [_number(v) for v in raw]
-            if any(v is None for v in values):
-                raise ValueError(
-                    f"{field}.episode_returns must hold only numbers, each {REWARD_RANGE}, got {raw!r:.80}"
-                )
-            return sum(v for v in values if v is not None) / len(values)
-        number = _number(raw)
-        if number is None:
-            raise ValueError(f"{field}.{key} is {raw!r:.80} ({type(raw).__name__}); expected {REWARD_RANGE}")
-        return number
-    raise ValueError(
-        f"'{field}' has no reward: expected {field}.outcome_reward (or a legacy mean_return, "
-        f"reward_mean, episode_returns, outcome_score); got keys {sorted(metrics)[:12]}"
-    )
 
 
 @dataclass(frozen=True)

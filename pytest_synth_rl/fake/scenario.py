@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import ConfigProblem, SynthUsageError, keywords_checked
+from ..rewards import MAX_REWARD, REWARD_RANGE, reward_in_range
 from .checks import MAX_ERROR_CHARS, bool_problem, error_text_problem
 
 __all__ = [
@@ -69,20 +70,6 @@ MAX_POLLS = 1_000_000
 #: Most labels, and the longest label key or value (characters).
 MAX_LABELS = 64
 MAX_LABEL_CHARS = 256
-#: Largest reward magnitude the fake takes, from a scenario or a task app's rollout. Far beyond
-#: any real reward, yet small enough that every sum, mean and loss over a whole job stays finite
-#: (1e308 was accepted, and a mean of two overflowed to inf: a status body JSON cannot carry).
-MAX_REWARD = 1e12
-#: The accepted rewards, as messages say it.
-REWARD_RANGE = f"a finite number from {-MAX_REWARD:g} to {MAX_REWARD:g}"
-
-
-def reward_in_range(value: object) -> bool:
-    """Whether *value* is a number (not a bool) within ``[-MAX_REWARD, MAX_REWARD]``; NaN and
-    infinities are not, and a huge int is compared exactly rather than overflowing a float."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    return -MAX_REWARD <= value <= MAX_REWARD
 
 
 def default_reward_curve(step: int, steps: int) -> float:

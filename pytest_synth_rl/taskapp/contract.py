@@ -33,6 +33,7 @@ from ..errors import TaskAppError, excerpt, keywords_checked
 from ..inference import KEEP_INFERENCE_URL, InferencePolicy, StubInference
 from ..masking import Secret, SecretHeaders, redact
 from ..policies import Progress, RolloutIdentity
+from ..rewards import reward_of
 from ..support.loopback import is_loopback_host
 from ..support.tls import shared_ssl_context
 from .health import json_or_none, task_app_auth_headers, task_app_base_url
@@ -47,7 +48,6 @@ __all__ = [
 ]
 
 _REJECTED = (400, 401, 403)
-_LEGACY_REWARD_KEYS = ("mean_return", "reward_mean", "outcome_score")
 _REWARD_KEYS = ("reward_info", "metrics")
 
 #: The rollout response schemas of the SDK releases that submit RL jobs: era label, the id key
@@ -192,28 +192,13 @@ def _looks_like_task_info(value: Any) -> bool:
 
 
 def _one_reward_verdict(where: str, metrics: Any) -> tuple[bool, str]:
-    """The reward under one key (*where*); the pre-0.4.12 reward names count only in ``metrics``."""
-    if not isinstance(metrics, dict):
-        return False, f"{where} is {type(metrics).__name__}, not an object"
-    # A null field is an absent one, as pydantic dumps unset optional fields (and as the fake reads).
-    if metrics.get("outcome_reward") is not None:
-        value = metrics["outcome_reward"]
-        if _is_number(value):
-            return True, f"{where}.outcome_reward = {value!r}"
-        return False, f"{where}.outcome_reward = {value!r} ({type(value).__name__})"
-    if where == "metrics":
-        for key in _LEGACY_REWARD_KEYS:
-            if metrics.get(key) is not None:
-                value = metrics[key]
-                if _is_number(value):
-                    return True, f"legacy metrics.{key} = {value!r}"
-                return False, f"legacy metrics.{key} = {value!r} ({type(value).__name__})"
-        returns = metrics.get("episode_returns")
-        if isinstance(returns, list) and returns and all(_is_number(v) for v in returns):
-            return True, f"legacy metrics.episode_returns = {returns!r}"
-    if "outcome_reward" in metrics:
-        return False, f"{where}.outcome_reward = None, and no legacy reward"
-    return False, f"no numeric reward among {where} keys {sorted(metrics)}"
+    """The reward under one key (*where*), read as the fake's jobs read it."""
+    try:
+        key, _ = reward_of(metrics, where)
+    except ValueError as exc:
+        return False, str(exc)
+    legacy = "legacy " if key != "outcome_reward" else ""
+    return True, f"{legacy}{where}.{key} = {metrics[key]!r}"
 
 
 def _reward_verdict(body: dict[str, Any]) -> tuple[bool, str]:

@@ -1,0 +1,74 @@
+"""What counts as a reward, and where a task app's rollout answer holds it.
+
+One reader for the fake's jobs and the contract check alike, so an app never gets two verdicts:
+``outcome_reward`` under ``reward_info`` (0.5.0) or ``metrics`` (0.4.x); under ``metrics`` only,
+the pre-0.4.12 names ``mean_return``, ``reward_mean``, ``episode_returns`` (their mean) and
+``outcome_score``, in that order. A reward is a number within ``±MAX_REWARD``, so no mean or loss
+over a job can overflow (a huge int is refused, not turned into inf).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "LEGACY_REWARD_KEYS",
+    "MAX_REWARD",
+    "REWARD_RANGE",
+    "extract_reward",
+    "reward_in_range",
+    "reward_of",
+]
+
+#: The largest reward magnitude accepted anywhere (scenarios, callable curves, rollouts).
+MAX_REWARD = 1e12
+#: The accepted rewards, as messages say it.
+REWARD_RANGE = f"a finite number from {-MAX_REWARD:g} to {MAX_REWARD:g}"
+#: Reward names older task apps put under ``metrics``, tried in order after ``outcome_reward``.
+LEGACY_REWARD_KEYS: tuple[str, ...] = ("mean_return", "reward_mean", "episode_returns", "outcome_score")
+
+
+def reward_in_range(value: object) -> bool:
+    """Whether *value* is a number (not a bool) within ``[-MAX_REWARD, MAX_REWARD]``; NaN and
+    infinities are not, and a huge int is compared exactly rather than overflowing a float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return -MAX_REWARD <= value <= MAX_REWARD
+
+
+def reward_of(metrics: Any, field: str = "metrics") -> tuple[str, float]:
+    """``(key, reward)`` of a rollout answer's *field* (``metrics`` or ``reward_info``): the key
+    the reward was read from and its value. ``ValueError`` says what is wrong. A null key counts as
+    absent, as pydantic dumps unset optional fields."""
+    if not isinstance(metrics, Mapping):
+        raise ValueError(f"'{field}' must be an object, got {type(metrics).__name__}")
+    keys = ("outcome_reward", *LEGACY_REWARD_KEYS) if field == "metrics" else ("outcome_reward",)
+    for key in keys:
+        raw = metrics.get(key)
+        if raw is None:
+            continue
+        if key == "episode_returns":
+            if not isinstance(raw, Sequence) or isinstance(raw, str) or not raw:
+                raise ValueError(
+                    f"{field}.episode_returns must be a non-empty list of numbers, got {raw!r:.80}"
+                )
+            if not all(reward_in_range(v) for v in raw):
+                raise ValueError(
+                    f"{field}.episode_returns must hold only numbers, each {REWARD_RANGE}, got {raw!r:.80}"
+                )
+            return key, sum(float(v) for v in raw) / len(raw)
+        if not reward_in_range(raw):
+            raise ValueError(f"{field}.{key} is {raw!r:.80} ({type(raw).__name__}); expected {REWARD_RANGE}")
+        return key, float(raw)
+    legacy = f" (or a legacy {', '.join(LEGACY_REWARD_KEYS)})" if field == "metrics" else ""
+    null = f"{field}.outcome_reward is null; " if "outcome_reward" in metrics else ""
+    given = sorted(metrics)[:12]
+    raise ValueError(
+        f"'{field}' has no reward: {null}expected {field}.outcome_reward{legacy}; got keys {given}"
+    )
+
+
+def extract_reward(metrics: Any, field: str = "metrics") -> float:
+    """The scalar reward in a rollout answer's *field* (see :func:`reward_of`)."""
+    return reward_of(metrics, field)[1]
