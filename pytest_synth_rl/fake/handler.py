@@ -17,7 +17,7 @@ from . import api
 from .admin import handle_admin
 from .routes import match_route, route_listing
 from .store import JobStore
-from .wire import RecordedRequest, error_response, json_response
+from .wire import RecordedRequest, error_response, json_response, masked_response
 
 __all__ = ["ADMIN_PREFIX", "MAX_BODY_BYTES", "FakeRouteError", "RequestHandler"]
 
@@ -63,7 +63,15 @@ class RequestHandler:
         return response
 
     def _answer(self, request: httpx.Request) -> tuple[httpx.Response, bool]:
-        """``(response, matched)``; *matched* is False for paths the API does not have."""
+        """``(response, matched)``; *matched* is False for paths the API does not have. Errors
+        and admin answers are masked (they echo what the client sent); successful API answers,
+        the hot path of every poll, hold only what the fake made."""
+        response, matched = self._route(request)
+        if response.status_code >= 400 or request.url.path.startswith(ADMIN_PREFIX):
+            response = masked_response(response)
+        return response, matched
+
+    def _route(self, request: httpx.Request) -> tuple[httpx.Response, bool]:
         request.read()  # a no-op for transports that already did; needed for streamed bodies
         if len(request.content) > MAX_BODY_BYTES:
             message = (

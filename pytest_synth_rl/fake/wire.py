@@ -32,6 +32,7 @@ __all__ = [
     "json_response",
     "load_json",
     "mask_headers",
+    "masked_response",
     "non_finite_field",
 ]
 
@@ -53,6 +54,22 @@ _COMPACT = json.JSONEncoder(separators=(",", ":"))
 def json_response(status: int, body: Any, headers: Sequence[tuple[str, str]] = ()) -> httpx.Response:
     content = body if isinstance(body, bytes) else _COMPACT.encode(body).encode()
     return bytes_response(status, content, [*JSON_HEADERS, *headers])
+
+
+def masked_response(response: httpx.Response) -> httpx.Response:
+    """*response* with every known secret in its body masked: error and admin answers echo what
+    clients sent (a path, a query value, a field), and a client may have sent a key there. A
+    streamed body is left alone (nothing of it is in memory)."""
+    try:
+        content = response.content
+    except httpx.ResponseNotRead:
+        return response
+    text = content.decode("utf-8", "replace")
+    masked = redact(text)
+    if masked == text:
+        return response
+    headers = [(k, v) for k, v in response.headers.items() if k.lower() != "content-length"]
+    return bytes_response(response.status_code, masked.encode(), headers)
 
 
 def error_response(
