@@ -402,3 +402,21 @@ def test_a_400_that_is_not_about_a_wrong_key_does_not_blame_the_key(
     assert "HTTP 400" in result["error"]
     assert hint in result["error"]
     assert not_in_hint not in result["error"]
+
+
+def test_a_key_no_header_can_carry_is_refused_at_upload(
+    plain: FakeSynthBackend, client: httpx.Client
+) -> None:
+    # Before, it was stored, and every later rollout failed with "invalid header 'X-API-Key'".
+    public = PublicKey(base64.b64decode(plain.store.public_key_b64))
+    sealed = base64.b64encode(SealedBox(public).encrypt(b"abcdefgh\r\nX-Evil: 1 zzzzzzzzzzzz")).decode()
+    response = client.post(
+        f"{API}/v1/env-keys",
+        json={"name": "ENVIRONMENT_API_KEY", "ciphertext_b64": sealed},
+        headers=auth(plain),
+    )
+    assert response.status_code == 400
+    message = response.json()["detail"]["error"]["message"]
+    assert "the key contains a line break (character 9 of 32); an HTTP header cannot carry it" in message
+    assert "X-Evil" not in message
+    assert not plain.store.has_env_key

@@ -34,7 +34,7 @@ from nacl.public import PrivateKey, SealedBox
 from ..clock import Clock, VirtualClock
 from ..errors import ConfigProblem, SynthError, SynthUsageError
 from ..inference import StubInference
-from ..masking import Secret, mask_secret
+from ..masking import Secret, key_problem, mask_secret
 from ..policies import ArithmeticPolicy, Policy, PolicyReply, Progress, RolloutIdentity, linear
 from ..support.loopback import is_loopback_url
 from ..taskapp.health import check_task_app_health
@@ -757,6 +757,9 @@ class JobStore:
             raise EnvKeyRejected("the key is not UTF-8 text") from None
         if not text.strip():
             raise EnvKeyRejected("the key is empty")
+        problem = key_problem(text)
+        if problem is not None:  # rollouts send it in headers: refused now, not at every rollout
+            raise EnvKeyRejected(f"the key {problem}")
         self.keep_env_key(Secret(text))
 
     def keep_env_key(self, key: Secret | None) -> None:
