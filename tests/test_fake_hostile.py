@@ -296,6 +296,11 @@ def test_the_request_log_keeps_the_last_requests_with_capped_bodies(
     first = fake.requests[-1]
     assert (first.body_truncated, first.body_size > 100_000, first.json) == (True, True, None)
     assert len(first.body_text) == 64 * 1024
+    # The admin API shows the kept 64 KiB as text (before, a cut body showed as nothing at all).
+    shown = client.get("/_fake/requests").json()["requests"][-1]
+    assert (shown["json"], shown["body_truncated"]) == (None, True)
+    assert shown["body"] == first.body_text
+    assert shown["body"].startswith('{"job_type":"rl","blob":"zzz')
     for index in range(1100):
         if index % 2:
             client.post("/api/rl/jobs", headers={"Authorization": "Bearer wrong"}, content=b"x" * 1000)

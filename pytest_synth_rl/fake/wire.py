@@ -256,6 +256,9 @@ class RecordedRequest:
         return redact(self._body.decode("utf-8", "replace"))
 
     def to_json(self) -> dict[str, Any]:
+        """The record as the admin API shows it: the body as JSON when it is whole JSON, else as
+        text (its first :data:`MAX_LOGGED_BODY` bytes when ``body_truncated``)."""
+        parsed = self.json
         return {
             "method": self.method,
             "url": redact(self.url),
@@ -267,7 +270,8 @@ class RecordedRequest:
             "job_id": self.job_id,
             "error": self.error,
             "headers": self.headers,
-            "json": Redactor().json(self.json),
+            "json": Redactor().json(parsed),
+            "body": self.body_text if parsed is None and self._body else None,
             "body_size": self.body_size,
             "body_truncated": self.body_truncated,
         }
