@@ -28,7 +28,7 @@ from typing import Any
 from _pytest._code.code import ExceptionChainRepr, ReprEntry, ReprTraceback
 
 from .errors import SynthError
-from .support.callers import PACKAGE, is_ours, outside_caller, outside_stacklevel
+from .support.callers import PACKAGE, is_ours
 
 __all__ = [
     "PACKAGE",
@@ -36,8 +36,6 @@ __all__ = [
     "is_users_frame",
     "mark_package_modules",
     "message_only",
-    "outside_caller",
-    "outside_stacklevel",
     "without_internal_causes",
 ]
 

@@ -31,11 +31,11 @@ from .client.results import is_terminal, job_status
 from .clock import Clock, RealClock, VirtualClock
 from .errors import BackendUnreachableError, ConfigError, ConfigProblem, SynthError, SynthUsageError
 from .fake import FakeSynthBackend
-from .frames import outside_caller
 from .masking import Secret, get_logger, secret_or_none
 from .recording import Replayer
 from .report import JobRecord, job_record
 from .settings import SynthSettings
+from .support.callers import outside_caller
 from .support.tls import shared_ssl_context
 from .taskapp import InProcessTaskApp, check_task_app_health
 from .taskapp.loading import split_app_path

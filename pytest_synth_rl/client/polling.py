@@ -34,7 +34,7 @@ from ..errors import (
     JobTimeoutError,
     SynthUsageError,
 )
-from ..frames import outside_stacklevel
+from ..support.callers import outside_stacklevel
 from ..support.poll_watch import PollObserver, observe_polls, poll_observers
 from .results import JobResult, PollRecord, is_terminal, job_status
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import ConfigProblem
-from ..frames import outside_stacklevel
+from ..support.callers import outside_stacklevel
 from .fields import Section
 from .problems import KeyPath, ProblemList, capped_error, format_key, found_instead, key_text
 from .schema import RL_CONFIG
