@@ -262,29 +262,17 @@ def pytest_runtest_makereport(
 def _resolve_path(node: pytest.Item, raw: str | os.PathLike[str], marker: str | None, ini_key: str) -> Path:
     """A path from a marker (relative to the test file) or the ini option *ini_key* (relative to
     the rootdir)."""
+    from .support.files import find_file  # not at pytest start
+
     __tracebackhide__ = True
-    path = Path(raw)
-    candidates = (
-        [path]
-        if path.is_absolute()
-        else list(dict.fromkeys([node.path.parent / path, node.config.rootpath / path]))
-    )
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    folders = [c for c in candidates if c.is_dir()]
-    if folders:
-        problem = f"{raw!s} is a directory ({folders[0]}), not a file"
-    else:
-        problem = f"{raw!s} does not exist (looked in: {', '.join(str(c) for c in candidates)})"
+    found = find_file(Path(raw), [node.path.parent, node.config.rootpath])
+    if isinstance(found, Path):
+        return found
     fix = "give" if marker is not None else f"set {ini_key} to"
     hint = f"{fix} a path relative to the test file or the rootdir"
-    from .support.files import near_file_name  # only on the error path: not at pytest start
-
-    near = None if folders else near_file_name(candidates)
-    if near is not None:
-        hint = f"did you mean {str(path.parent / near) if path.parent != Path() else near!r}? {hint}"
-    _where_given_error(node, marker, ini_key, problem, hint)
+    if found.near is not None:
+        hint = f"did you mean {found.near!r}? {hint}"
+    _where_given_error(node, marker, ini_key, found.problem, hint)
 
 
 def _where_given_error(

@@ -414,23 +414,22 @@ class SynthJobFactory:
         (by default the test's config's folder; with neither, the working directory's, as
         ``RLJob.from_config`` takes it)."""
         __tracebackhide__ = True
+        from .support.files import find_file
+
         folders = self.config_dirs or ((self.config.path.parent,) if self.config is not None else ())
-        if given.is_absolute() or not folders:
+        if not folders:
             return given
-        candidates = list(dict.fromkeys(folder / given for folder in folders))
-        for candidate in candidates:
-            if candidate.is_file():
-                return candidate
+        found = find_file(given, folders)
+        if isinstance(found, Path):
+            return found
+        hint = (
+            "give a path relative to the test file (or to the test's synth_rl config, or the rootdir), "
+            "or an absolute path"
+        )
+        if found.near is not None:
+            hint = f"did you mean {found.near!r}? {hint}"
         raise SynthUsageError(
-            [
-                ConfigProblem(
-                    key=f"{call}.config",
-                    message=f"RL config file {str(given)!r} does not exist (looked in: "
-                    f"{', '.join(str(c) for c in candidates)})",
-                    hint="give a path relative to the test file (or to the test's synth_rl config, or "
-                    "the rootdir), or an absolute path",
-                )
-            ]
+            [ConfigProblem(key=f"{call}.config", message=f"RL config file {found.problem}", hint=hint)]
         )
 
     def _options(

@@ -305,10 +305,21 @@ def test_missing_names_every_folder_looked_in(synth_rl_job):
     with pytest.raises(SynthUsageError) as info:
         synth_rl_job(config="nope.toml")
     assert str(info.value) == (
-        "invalid arguments: synth_rl_job.config: RL config file 'nope.toml' does not exist (looked in: "
+        "invalid arguments: synth_rl_job.config: RL config file nope.toml does not exist (looked in: "
         "{here}/nope.toml, {root}/nope.toml) (hint: give a path relative to the test file (or to the "
         "test's synth_rl config, or the rootdir), or an absolute path)"
     )
+
+
+def test_a_near_miss_gets_a_did_you_mean(synth_rl_job):
+    with pytest.raises(SynthUsageError, match="did you mean 'sibling.toml'"):
+        synth_rl_job(config="sibling.tom")
+
+
+def test_a_directory_is_named_as_one(synth_rl_job):
+    # Before, a folder of that name was reported as not existing.
+    with pytest.raises(SynthUsageError, match="RL config file configs is a directory"):
+        synth_rl_job(config="configs")
 """
 
 
@@ -336,7 +347,7 @@ def test_a_relative_config_is_found_like_the_markers_and_named_where_it_was_look
         )
     )
     result = pytester.runpytest("-p", "no:randomly", "--rootdir", str(pytester.path), "suite")
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=5)
 
 
 def test_a_test_serving_no_task_app_is_told_to_add_the_marker(pytester: pytest.Pytester) -> None:

@@ -30,14 +30,17 @@ import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "FileMiss",
     "UnreadableDocument",
     "atomic_write_text",
     "directory_path_problem",
     "file_path_problem",
+    "find_file",
     "near_file_name",
     "parse_json_document",
     "safe_file_stem",
@@ -263,6 +266,33 @@ def parse_json_document(data: bytes | str) -> Any:
 
 #: Entries of a folder looked through for a near miss (a test folder has a few dozen).
 _NEAR_SCAN_LIMIT = 2000
+
+
+@dataclass(frozen=True)
+class FileMiss:
+    """Why :func:`find_file` found no file: *problem* in words, and the file *near* (written as
+    the user wrote the path) that was most likely meant, for a "did you mean"."""
+
+    problem: str
+    near: str | None = None
+
+
+def find_file(given: Path, folders: Sequence[Path]) -> Path | FileMiss:
+    """*given* if it is an absolute file path, else the first file ``folder / given`` of *folders*
+    (markers and jobs look in the test's folder, its config's and the rootdir); else a
+    :class:`FileMiss` that says whether a directory was found instead or where it looked."""
+    candidates = [given] if given.is_absolute() else list(dict.fromkeys(folder / given for folder in folders))
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    directories = [c for c in candidates if c.is_dir()]
+    if directories:
+        return FileMiss(f"{given!s} is a directory ({directories[0]}), not a file")
+    near = near_file_name(candidates)
+    if near is not None and given.parent != Path():
+        near = str(given.parent / near)
+    looked = ", ".join(str(c) for c in candidates)
+    return FileMiss(f"{given!s} does not exist (looked in: {looked})", near)
 
 
 def near_file_name(missing: Sequence[Path]) -> str | None:
