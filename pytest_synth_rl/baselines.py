@@ -49,6 +49,7 @@ from typing import Any, Literal
 
 from .errors import SynthError
 from .render import table
+from .status_numbers import REWARD_PATHS, STEP_PATHS, number_at
 from .support.files import (
     UnreadableDocument,
     atomic_write_text,
@@ -291,23 +292,6 @@ def _payload_of(record: Any) -> Mapping[str, Any] | None:
     return payload if isinstance(payload, Mapping) else None
 
 
-def _first_number(payload: Mapping[str, Any], paths: Sequence[tuple[str, ...]]) -> float | None:
-    for path in paths:
-        current: Any = payload
-        for key in path:
-            current = current.get(key) if isinstance(current, Mapping) else None
-        number = _as_number(current)
-        if number is not None and math.isfinite(number):
-            return number
-    return None
-
-
-# Where an in-flight status payload reports the current reward and training step (the contract's
-# RL guide shows ``metrics.reward`` and ``progress.completed``; ``step`` is common elsewhere).
-_REWARD_PATHS = (("metrics", "reward"), ("reward",), ("metrics", "mean_reward"))
-_STEP_PATHS = (("progress", "completed"), ("step",), ("metrics", "step"))
-
-
 def _reward_curve(history: Iterable[Any]) -> tuple[list[float], float | None]:
     """One reward per training step, in step order; plus the highest step reported.
 
@@ -324,10 +308,10 @@ def _reward_curve(history: Iterable[Any]) -> tuple[list[float], float | None]:
         payload = _payload_of(record)
         if payload is None:
             continue
-        step = _first_number(payload, _STEP_PATHS)
+        step = number_at(payload, STEP_PATHS)
         if step is not None:
             max_step = step if max_step is None else max(max_step, step)
-        reward = _first_number(payload, _REWARD_PATHS)
+        reward = number_at(payload, REWARD_PATHS)
         if reward is None:
             continue
         in_order.append(reward)

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from .render import format_duration
+from .status_numbers import REWARD_PATHS, STEP_PATHS, TOTAL_STEPS_PATHS, number_at
 from .support.poll_watch import observe_polls
 
 if TYPE_CHECKING:
@@ -33,22 +34,6 @@ __all__ = [
 ]
 
 DEFAULT_HEARTBEAT_INTERVAL = 60.0
-
-#: Where status payloads carry the step counter and the latest reward (contract §status).
-_STEP_PATHS = (("progress", "completed"), ("step",), ("current_step",))
-_TOTAL_PATHS = (("progress", "total"), ("total_steps",))
-_REWARD_PATHS = (("metrics", "reward"), ("reward",), ("metrics", "mean_reward"))
-
-
-def _number_at(payload: Mapping[str, Any], paths: tuple[tuple[str, ...], ...]) -> float | None:
-    for path in paths:
-        value: Any = payload
-        for key in path:
-            value = value.get(key) if isinstance(value, Mapping) else None
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    return None
-
 
 @dataclass(frozen=True)
 class ProgressUpdate:
@@ -88,14 +73,14 @@ class ProgressUpdate:
 
 def progress_update(poller: Poller, record: PollRecord) -> ProgressUpdate:
     """The update one poll of *poller* means."""
-    step = _number_at(record.payload, _STEP_PATHS)
-    total = _number_at(record.payload, _TOTAL_PATHS)
+    step = number_at(record.payload, STEP_PATHS)
+    total = number_at(record.payload, TOTAL_STEPS_PATHS)
     return ProgressUpdate(
         job_id=poller.job_id,
         status=record.status,
         step=int(step) if step is not None else None,
         total_steps=int(total) if total is not None else None,
-        reward=_number_at(record.payload, _REWARD_PATHS),
+        reward=number_at(record.payload, REWARD_PATHS),
         elapsed=record.elapsed,
         remaining=poller.timeout - record.elapsed,
     )

@@ -97,7 +97,7 @@ def _dig(payload: Mapping[str, Any], *path: str) -> Any:
 
 # Where a finished job may report its reward, most specific first. The backend's shape is not
 # specified (contract, open question 1); these are the places its docs and examples use.
-_REWARD_PATHS: tuple[tuple[str, ...], ...] = (
+_FINAL_REWARD_PATHS: tuple[tuple[str, ...], ...] = (
     ("final_reward",),
     ("results", "final_reward"),
     ("result", "final_reward"),
@@ -110,7 +110,7 @@ _REWARD_PATHS: tuple[tuple[str, ...], ...] = (
 
 def extract_final_reward(payload: Mapping[str, Any]) -> float | None:
     """The job's final reward as a float, from the first of the known places that holds a number."""
-    for path in _REWARD_PATHS:
+    for path in _FINAL_REWARD_PATHS:
         value = _number(_dig(payload, *path))
         if value is not None:
             return value
