@@ -45,7 +45,7 @@ class HtmlCurves:
         report = yield
         if report.when == "teardown":
             records = [
-                JobRecord(**json.loads(str(value)))
+                JobRecord.from_json(json.loads(str(value)))
                 for name, value in report.user_properties
                 if name == JOB_PROPERTY
             ]

@@ -53,6 +53,16 @@ class JobRecord:
             return self.status
         return "status unknown" if self.job_id else "not submitted"
 
+    @classmethod
+    def from_json(cls, row: Any) -> JobRecord:
+        """A record read back from :meth:`to_json` output (a report, a test's JUnit property, an
+        xdist worker's spool). :class:`ValueError` says what is wrong, as the end of a sentence
+        naming where it was read (``.rewards is 'x', expected a list of numbers``)."""
+        problem = _row_problem(row)
+        if problem is not None:
+            raise ValueError(problem)
+        return cls(**{"job_id": None, "status": None, "backend": "", **row})
+
     def to_json(self) -> dict[str, Any]:
         """The row as standard JSON: a NaN or infinity (a backend can send one) is written as null,
         and left out of the reward curve, since JSON has no such numbers and readers refuse them."""
@@ -390,10 +400,10 @@ class RunReport:
             raise ValueError(f"{where}: report format version {data.get('version')!r}; this reads version 1")
         report = cls(mode=str(data.get("mode", "offline")), backend=str(data.get("backend", "")))
         for index, job in enumerate(data["jobs"]):
-            problem = _row_problem(job)
-            if problem is not None:
-                raise ValueError(f"{where}: jobs[{index}]{problem}")
-            report.add(JobRecord(**{"job_id": None, "status": None, "backend": "", **job}))
+            try:
+                report.add(JobRecord.from_json(job))
+            except ValueError as exc:
+                raise ValueError(f"{where}: jobs[{index}]{exc}") from None
         return report
 
     def to_json(self) -> dict[str, Any]:

@@ -99,7 +99,7 @@ class RunSummary:
             if name == JOB_PROPERTY:
                 from .report import JobRecord
 
-                self.report.add(JobRecord(**json.loads(str(value))))
+                self.report.add(JobRecord.from_json(json.loads(str(value))))
 
     @property
     def report_path(self) -> Path | None:
@@ -178,7 +178,7 @@ class RunSummary:
                     entry = json.loads(line)
                     test, row = entry["test"], entry["row"]
                     if test not in self._reported:
-                        self.report.add(JobRecord(**row))
+                        self.report.add(JobRecord.from_json(row))
                 except (ValueError, KeyError, TypeError):
                     unreadable += 1
         self.drop_spool()

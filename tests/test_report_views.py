@@ -350,3 +350,13 @@ def test_a_flat_curve_shows_its_level_on_the_reward_scale() -> None:
     assert sparkline([-3.0, -3.0]) == "▁▁"  # outside 0..1: the nearest end
     assert sparkline([1e308] * 2) == "██"
     assert sparkline([0.2, 0.2, 0.8]) == "▁▁█"  # a curve with a range still scales to it
+
+
+def test_a_record_read_back_is_checked_wherever_it_comes_from() -> None:
+    # Before, only a report file's rows were checked; a worker's spooled row went in as it was.
+    record = _record("t::a", [0.1, 0.2])
+    assert JobRecord.from_json(record.to_json()) == record
+    with pytest.raises(ValueError, match=r"^\.rewards is 'x', expected a list of numbers$"):
+        JobRecord.from_json({**record.to_json(), "rewards": "x"})
+    with pytest.raises(ValueError, match=r"^ is not a job row \(no test_id\)$"):
+        JobRecord.from_json({"job_id": "j"})
