@@ -51,6 +51,23 @@ def test_learning_policy_refuses_what_it_could_not_call() -> None:
     )
 
 
+def test_learning_policy_refuses_functions_it_would_call_with_the_wrong_arguments() -> None:
+    # Before: wrong(request) was accepted, then failed inside every rollout with a TypeError
+    # seen only in the captured log.
+    def wrong(request: object) -> str:
+        return "no"
+
+    with pytest.raises(SynthUsageError) as info:
+        LearningPolicy(lambda: "right", wrong=wrong, curve=lambda: 0.5)  # type: ignore[arg-type]
+    assert info.value.keys == ["LearningPolicy.curve", "LearningPolicy.solve", "LearningPolicy.wrong"]
+    text = str(info.value)
+    assert "takes (); it is called with 1 argument(s)" in text
+    assert (
+        "takes (request: object) -> str; it is called with 2 argument(s) (hint: pass wrong(request, rng)"
+        in text
+    )
+
+
 def test_a_learning_policy_with_valid_arguments_answers() -> None:
     policy = LearningPolicy(lambda request: "right", curve=1.0)
     assert policy(_chat("anything")) == "right"

@@ -13,6 +13,7 @@ arrival order, so concurrent rollouts give the same rewards as serial ones.
 
 from __future__ import annotations
 
+import inspect
 import random
 import re
 import threading
@@ -69,10 +70,31 @@ def _probability_problem(value: object, what: str) -> ConfigProblem | None:
     return None
 
 
-def _callable_problem(name: str, value: object, usage: str) -> ConfigProblem | None:
-    if callable(value):
+def _callable_problem(name: str, value: object, usage: str, arguments: int = 1) -> ConfigProblem | None:
+    """Why *value* cannot be called with *arguments* positional arguments (checked here: at call
+    time the only sign would be every rollout failing), or None."""
+    if not callable(value):
+        return ConfigProblem(
+            f"LearningPolicy.{name}", f"must be a function, got {value!r:.80}", f"pass {usage}"
+        )
+    try:
+        inspect.signature(value).bind(*range(arguments))
+    except TypeError:
+        return ConfigProblem(
+            f"LearningPolicy.{name}",
+            f"{value!r:.80} takes {_signature(value)}; it is called with {arguments} argument(s)",
+            f"pass {usage}",
+        )
+    except ValueError:  # no signature to read (a builtin): trust it
         return None
-    return ConfigProblem(f"LearningPolicy.{name}", f"must be a function, got {value!r:.80}", f"pass {usage}")
+    return None
+
+
+def _signature(value: object) -> str:
+    try:
+        return str(inspect.signature(value))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "(...)"
 
 
 def _say_wrong(request: ChatRequest, rng: random.Random) -> PolicyReply:
@@ -103,9 +125,13 @@ class LearningPolicy:
         if curve is None:
             curve = linear()
         problems = [
-            _probability_problem(curve, "LearningPolicy.curve") if not callable(curve) else None,
+            _probability_problem(curve, "LearningPolicy.curve")
+            if not callable(curve)
+            else _callable_problem(
+                "curve", curve, "curve(fraction done) -> probability, e.g. linear(0.1, 0.9)"
+            ),
             _callable_problem("solve", solve, "solve(request) -> the right reply, e.g. my_reference_solver"),
-            _callable_problem("wrong", wrong, "wrong(request, rng) -> a wrong reply"),
+            _callable_problem("wrong", wrong, "wrong(request, rng) -> a wrong reply", arguments=2),
         ]
         if isinstance(seed, bool) or not isinstance(seed, int):
             problems.append(
