@@ -63,7 +63,7 @@ def test_learning_policy_refuses_functions_it_would_call_with_the_wrong_argument
     text = str(info.value)
     assert "takes (); it is called with 1 argument(s)" in text
     assert (
-        "takes (request: object) -> str; it is called with 2 argument(s) (hint: pass wrong(request, rng)"
+        "takes (request: 'object') -> 'str'; it is called with 2 argument(s) (hint: pass wrong(request, rng)"
         in text
     )
 
