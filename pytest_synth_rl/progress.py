@@ -35,6 +35,7 @@ __all__ = [
 
 DEFAULT_HEARTBEAT_INTERVAL = 60.0
 
+
 @dataclass(frozen=True)
 class ProgressUpdate:
     """Where one job stands after a poll."""
