@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from .render import format_duration
-from .status_numbers import REWARD_PATHS, STEP_PATHS, TOTAL_STEPS_PATHS, number_at
 from .support.poll_watch import observe_polls
 
 if TYPE_CHECKING:
@@ -74,6 +73,8 @@ class ProgressUpdate:
 
 def progress_update(poller: Poller, record: PollRecord) -> ProgressUpdate:
     """The update one poll of *poller* means."""
+    from .status_numbers import REWARD_PATHS, STEP_PATHS, TOTAL_STEPS_PATHS, number_at  # not at start
+
     step = number_at(record.payload, STEP_PATHS)
     total = number_at(record.payload, TOTAL_STEPS_PATHS)
     return ProgressUpdate(
