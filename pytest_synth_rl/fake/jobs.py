@@ -9,21 +9,40 @@ A job keeps its whole history (clients page through events and metrics from the 
 10,000-step job has over 10,000 events and 20,000 metric points: as dicts they took about 1 KB a
 step. History is kept as tuples instead (a training step, its event and both its metric points
 are one), and rendered as the wire's dicts when read: about 0.2 KB a step.
+
+A job also keeps a record of every rollout it ran (:class:`RolloutRecord`), and with it a bounded
+view of each task-app answer: see :class:`RolloutLog`.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 from .scenario import Scenario, Stage
 
-__all__ = ["TERMINAL", "JobRecord", "RolloutRecord", "iso"]
+__all__ = [
+    "MAX_KEPT_RESPONSE",
+    "MAX_KEPT_RESPONSES",
+    "TERMINAL",
+    "JobRecord",
+    "RolloutLog",
+    "RolloutRecord",
+    "iso",
+]
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled", "error"})
+#: The largest task-app answer (its body's bytes) a rollout record keeps; a larger one is read
+#: for its reward and then dropped (see :class:`RolloutRecord`).
+MAX_KEPT_RESPONSE = 64 * 1024
+#: The most answer bytes one job's rollout records keep in all (see :class:`RolloutLog`): half
+#: the least a job counts for against the fake's job-data cap (``store.MAX_JOB_DATA /
+#: store.MAX_JOBS``), and well above the ~90 KB of answers of a default 10-step job.
+MAX_KEPT_RESPONSES = 128 * 1024
 
 
 @functools.lru_cache(maxsize=4096)
@@ -120,7 +139,15 @@ def _point(name: str, step: int, value: float, ts: float, job_id: str) -> dict[s
 
 @dataclass
 class RolloutRecord:
-    """One ``/rollout`` call the fake made to the task app on a job's behalf."""
+    """One ``/rollout`` call the fake made to the task app on a job's behalf.
+
+    The task app's answer is kept as its body's bytes (:attr:`response_body`, what it really
+    costs: parsed JSON takes up to ~22 times its text) and decoded on each read of
+    :attr:`response`. Only a bounded view is kept: an answer of more than
+    :data:`MAX_KEPT_RESPONSE` bytes is read for its reward and then dropped, as is any answer past
+    its job's :data:`MAX_KEPT_RESPONSES` (see :class:`RolloutLog`); :attr:`response_omitted`
+    then says so, and :attr:`response_size` still gives its size.
+    """
 
     step: int
     seed: int
@@ -129,10 +156,86 @@ class RolloutRecord:
     url: str
     request: dict[str, Any]
     status_code: int | None = None
-    response: Any = None
     reward: float | None = None
     error: str | None = None
     elapsed: float = 0.0
+    #: The answer's body as received, when it was JSON and is kept (see the class docstring).
+    response_body: bytes | None = field(default=None, repr=False)
+    #: Bytes of the answer's body (0 before an answer came).
+    response_size: int = 0
+    #: The answer was JSON but is not kept: too large, or past its job's budget.
+    response_omitted: bool = False
+
+    @property
+    def response(self) -> Any:
+        """The task app's answer as parsed JSON (a fresh object on each read), or None: no
+        JSON answer came, or it was not kept (:attr:`response_omitted`)."""
+        return None if self.response_body is None else json.loads(self.response_body)
+
+    def keep_response(self, body: bytes) -> None:
+        """Keep the JSON answer *body* if it is at most :data:`MAX_KEPT_RESPONSE` bytes."""
+        self.response_size = len(body)
+        kept = len(body) <= MAX_KEPT_RESPONSE
+        self.response_body = body if kept else None
+        self.response_omitted = not kept
+
+    def omit_response(self) -> None:
+        """Drop the kept answer, leaving its size and the flag that says it was dropped."""
+        if self.response_body is not None:
+            self.response_body = None
+            self.response_omitted = True
+
+
+class RolloutLog(Sequence[RolloutRecord]):
+    """A job's rollout records, in the order they ran. :meth:`append` and :meth:`extend` (the
+    only ways in) keep a record's answer only while the answers kept so far, and it, fit in
+    :data:`MAX_KEPT_RESPONSES` bytes; later records keep the answer's size and
+    ``response_omitted`` instead (the first answers stay: a record once read does not change).
+
+    So a job holds at most :data:`MAX_KEPT_RESPONSES` bytes of answers (plus one small record
+    per rollout), however many rollouts it runs and however large the task app's answers, and
+    a fake at most that times the jobs it keeps (``store.MAX_JOBS``), about 125 MiB: within the
+    256 KiB each job counts for at least against ``store.MAX_JOB_DATA``, of which it is half.
+    Only while a batch runs do its records hold more: up to :data:`MAX_KEPT_RESPONSE` each,
+    until the batch's records are added here.
+    """
+
+    __slots__ = ("_records", "kept_bytes")
+
+    def __init__(self, records: Iterable[RolloutRecord] = ()) -> None:
+        self._records: list[RolloutRecord] = []
+        #: Bytes of the answers kept by the records added so far.
+        self.kept_bytes = 0
+        self.extend(records)
+
+    def append(self, record: RolloutRecord) -> None:
+        body = record.response_body
+        if body is not None:
+            if self.kept_bytes + len(body) <= MAX_KEPT_RESPONSES:
+                self.kept_bytes += len(body)
+            else:
+                record.omit_response()
+        self._records.append(record)
+
+    def extend(self, records: Iterable[RolloutRecord]) -> None:
+        for record in records:
+            self.append(record)
+
+    @overload
+    def __getitem__(self, index: int) -> RolloutRecord: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[RolloutRecord]: ...
+    def __getitem__(self, index: int | slice) -> RolloutRecord | list[RolloutRecord]:
+        return self._records[index]
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __iter__(self) -> Iterator[RolloutRecord]:
+        return iter(self._records)
+
+    def __repr__(self) -> str:
+        return f"RolloutLog({self._records!r})"
 
 
 @dataclass
@@ -174,7 +277,8 @@ class JobRecord:
     events: list[_Event | _Step | _Eval] = field(default_factory=list)
     points: list[_Step | _Eval] = field(default_factory=list)
     timeline: list[dict[str, Any]] = field(default_factory=list)
-    rollouts: list[RolloutRecord] = field(default_factory=list)
+    #: Every rollout the job ran, each with a bounded view of its answer (see :class:`RolloutLog`).
+    rollouts: RolloutLog = field(default_factory=RolloutLog)
     version: int = 0
     #: ``(version, next stage, its slot position)``, maintained by the lifecycle.
     next_cache: tuple[int, Stage, float] | None = field(default=None, repr=False)

@@ -24,12 +24,20 @@ Rollouts are posted with :class:`~pytest_synth_rl.support.http_post.PostPool` (k
 HTTP/1.1 connections over plain sockets), a small fraction of an httpx client's CPU per call.
 That matters because the task app, the stub model and the fake share one interpreter lock: what
 the caller spends per rollout is taken from the task app under test. Proxy environment variables
-are not read: the task app is on loopback and the calls must stay there.
+are not read: the task app is on loopback and the calls must stay there. The rollout timeout
+(:attr:`RolloutDriver.timeout`, as it is when the rollout starts) bounds the whole exchange:
+connecting, sending, and reading the answer until its body is complete, so a task app that
+trickles its answer fails the rollout as timed out.
+
+An answer is decoded once, for its checks and its reward; the record keeps only a bounded view
+of it (see :class:`~.jobs.RolloutRecord` and :class:`~.jobs.RolloutLog`). An answer nested too
+deeply to decode fails the rollout like one that is not JSON, with the same evidence.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -71,7 +79,7 @@ def _key_matched(content: bytes) -> bool:
     among ``allowed_first15``): then the rejection is the app's own, not the key's."""
     try:
         body = json.loads(content)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     detail = body.get("detail", body) if isinstance(body, dict) else None
     error = detail.get("error", detail) if isinstance(detail, dict) else None
@@ -413,7 +421,7 @@ class RolloutDriver:
         headers["Content-Type"] = "application/json"
         started = time.perf_counter()
         try:
-            response = self.http.post(url, json.dumps(body).encode(), headers)
+            response = self.http.post(url, json.dumps(body).encode(), headers, timeout=self.timeout)
         except PostFailure as exc:
             record.elapsed = time.perf_counter() - started
             if exc.kind == "timeout":
@@ -455,7 +463,27 @@ class RolloutDriver:
                 f"response is not JSON: {excerpt(response.content, 200)}",
                 "return a JSON RolloutResponse object",
             )
-        record.response = parsed
+        except RecursionError:
+            self._too_deep(record)
+        # Only a bounded view of the answer stays on the record (see RolloutRecord): this
+        # rollout's checks read *parsed*, which goes when they are done.
+        record.keep_response(response.content)
+        try:
+            return self._read_answer(record, body, parsed)
+        except RecursionError:  # an error message's repr of a value nested almost too deeply
+            self._too_deep(record)
+
+    def _too_deep(self, record: RolloutRecord) -> NoReturn:
+        self._fail(
+            record,
+            "the response is nested too deeply to decode (arrays or objects nested more than about "
+            f"{sys.getrecursionlimit()} levels deep)",
+            "return a flat RolloutResponse: keep any trace or details shallow, or leave the trace out "
+            "(the fake asks for record.return_trace = false)",
+        )
+
+    def _read_answer(self, record: RolloutRecord, body: dict[str, Any], parsed: Any) -> RolloutRecord:
+        """Check the decoded answer *parsed* to the rollout *body* and read its reward."""
         if not isinstance(parsed, dict):
             self._fail(
                 record,
@@ -489,10 +517,16 @@ class RolloutDriver:
             value = got.get(key)
             if value is None:
                 continue
+            if not isinstance(value, str):
+                self._fail(
+                    record,
+                    f"id echo mismatch: response {key} is a {type(value).__name__}, expected {sent[key]!r}",
+                    "echo the request's run_id / trace_correlation_id unchanged",
+                )
             if value not in expected:
                 self._fail(
                     record,
-                    f"id echo mismatch: response {key}={value!r:.80}, expected {sent[key]!r}",
+                    f"id echo mismatch: response {key}={value[:80]!r}, expected {sent[key]!r}",
                     "echo the request's run_id / trace_correlation_id unchanged",
                 )
             echoed = True

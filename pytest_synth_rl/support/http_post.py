@@ -11,7 +11,11 @@ with it:
 
 * connections kept per origin and reused (an idle one the server has closed is dropped before
   use, as httpcore does), at most ``max_idle`` kept per origin;
-* the timeout on each operation (connect, send, each read), as httpx applies it;
+* one deadline for the whole exchange: connecting, sending the request and reading the answer
+  until its body is complete must all be done within ``timeout`` seconds of the call (the
+  pool's, or the call's own), so an answer that trickles in a byte at a time fails as timed out
+  instead of holding the caller for as long as the server keeps sending (httpx bounds each read
+  only);
 * bounds on the answer's head and body, read as they come, so a runaway answer cannot exhaust
   memory; bodies framed by ``Content-Length``, chunks, or the end of the connection;
 * one exception, :class:`PostFailure`, saying which step failed (``kind``) in words;
@@ -27,6 +31,7 @@ import select
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -87,13 +92,23 @@ def _split(url: str) -> tuple[_Origin, str]:
 
 
 class _Connection:
-    """One socket and the bytes read from it that are not consumed yet."""
+    """One socket, the bytes read from it that are not consumed yet, and the deadline
+    (``time.monotonic()``) of the exchange under way on it."""
 
-    __slots__ = ("buffer", "sock")
+    __slots__ = ("buffer", "deadline", "sock")
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
         self.sock = sock
         self.buffer = b""
+        self.deadline = deadline
+
+    def wait_at_most(self) -> None:
+        """Let the next blocking call on the socket wait only until the deadline;
+        ``TimeoutError`` if it has passed."""
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        self.sock.settimeout(remaining)
 
     def stale(self) -> bool:
         """True if the idle connection cannot carry a request: the server closed it (or sent
@@ -107,7 +122,8 @@ class _Connection:
         return bool(readable)
 
     def fill(self) -> bool:
-        """Read what is there (blocking up to the timeout); False at the end of the stream."""
+        """Read what is there (blocking up to the deadline); False at the end of the stream."""
+        self.wait_at_most()
         data = self.sock.recv(_READ_SIZE)
         if not data:
             return False
@@ -140,8 +156,13 @@ class PostPool:
         self._origins: dict[str, tuple[_Origin, str]] = {}
         self._closed = False
 
-    def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> PostResponse:
-        """POST *body* to *url*; raises :class:`PostFailure` when no whole answer came back."""
+    def post(
+        self, url: str, body: bytes, headers: Mapping[str, str], *, timeout: float | None = None
+    ) -> PostResponse:
+        """POST *body* to *url*; raises :class:`PostFailure` when no whole answer came back
+        within *timeout* seconds (the pool's ``timeout`` when None) of the call."""
+        seconds = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + seconds
         with self._lock:
             split = self._origins.get(url)
         if split is None:
@@ -151,11 +172,11 @@ class PostPool:
                     self._origins[url] = split
         origin, target = split
         request = self._request(origin, target, body, headers)
-        connection = self._acquire(origin)
+        connection = self._acquire(origin, deadline, seconds)
         reusable = False
         try:
-            self._send(connection, request)
-            response, reusable = self._receive(connection)
+            self._send(connection, request, seconds)
+            response, reusable = self._receive(connection, seconds)
             return response
         finally:
             self._release(origin, connection, reusable)
@@ -190,20 +211,23 @@ class PostPool:
             ) from None
         return head + body
 
-    def _send(self, connection: _Connection, request: bytes) -> None:
+    def _send(self, connection: _Connection, request: bytes, seconds: float) -> None:
         try:
-            connection.sock.sendall(request)
+            connection.wait_at_most()
+            connection.sock.sendall(request)  # the timeout bounds the whole of sendall
         except TimeoutError:
-            raise PostFailure("timeout", self._timed_out("sending the request")) from None
+            raise PostFailure("timeout", _timed_out(seconds, "sending the request")) from None
         except OSError as exc:
             raise PostFailure("protocol", f"sending the request failed: {_describe(exc)}") from None
 
-    def _receive(self, connection: _Connection) -> tuple[PostResponse, bool]:
+    def _receive(self, connection: _Connection, seconds: float) -> tuple[PostResponse, bool]:
+        doing = "waiting for the response"
         try:
             while True:
                 status, version, fields = self._read_head(connection)
                 if not 100 <= status < 200:
                     break  # an interim answer (100 Continue, 103 Early Hints) is followed by the real one
+            doing = "reading the response body"
             connection_field = fields.get("connection", "").lower()
             keep_alive = "close" not in connection_field if version == 1 else "keep-alive" in connection_field
             if status in (204, 304):
@@ -222,7 +246,7 @@ class PostPool:
                 raise PostFailure("protocol", f"no complete response: malformed content-length {length!r}")
             return PostResponse(status, self._read_exactly(connection, int(length))), keep_alive
         except TimeoutError:
-            raise PostFailure("timeout", self._timed_out("waiting for the response")) from None
+            raise PostFailure("timeout", _timed_out(seconds, doing)) from None
         except OSError as exc:
             raise PostFailure("protocol", f"no complete response: {_describe(exc)}") from None
 
@@ -318,14 +342,11 @@ class PostPool:
                     "protocol", "no complete response: the server closed the connection mid-body"
                 )
 
-    def _timed_out(self, doing: str) -> str:
-        return f"timed out after {self.timeout:g}s {doing}"
-
     def _too_large(self, size: str) -> str:
         return f"the response body is {size}; at most {self.max_body} bytes are read"
 
     # -- the pool -------------------------------------------------------------------------------
-    def _acquire(self, origin: _Origin) -> _Connection:
+    def _acquire(self, origin: _Origin, deadline: float, seconds: float) -> _Connection:
         while True:
             with self._lock:
                 if self._closed:
@@ -337,9 +358,10 @@ class PostPool:
             if connection is None:
                 break
             if not connection.stale():
+                connection.deadline = deadline
                 return connection
             self._discard(connection)
-        connection = self._open(origin)
+        connection = self._open(origin, deadline, seconds)
         with self._lock:
             if self._closed:
                 connection.close()
@@ -347,27 +369,32 @@ class PostPool:
             self._busy.add(connection)
         return connection
 
-    def _open(self, origin: _Origin) -> _Connection:
+    def _open(self, origin: _Origin, deadline: float, seconds: float) -> _Connection:
         try:
-            sock = socket.create_connection((origin.host, origin.port), timeout=self.timeout)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            sock = socket.create_connection((origin.host, origin.port), timeout=remaining)
         except TimeoutError:
-            raise PostFailure("timeout", self._timed_out("connecting")) from None
+            raise PostFailure("timeout", _timed_out(seconds, "connecting")) from None
         except OSError as exc:
             raise PostFailure("connect", str(exc) or type(exc).__name__) from None
+        connection = _Connection(sock, deadline)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if origin.scheme == "https":
                 context = (
                     self._ssl_context() if self._ssl_context is not None else ssl.create_default_context()
                 )
-                sock = context.wrap_socket(sock, server_hostname=origin.host)
+                connection.wait_at_most()  # the handshake, within what is left
+                connection.sock = context.wrap_socket(sock, server_hostname=origin.host)
         except TimeoutError:
             sock.close()
-            raise PostFailure("timeout", self._timed_out("connecting")) from None
+            raise PostFailure("timeout", _timed_out(seconds, "connecting")) from None
         except OSError as exc:
             sock.close()
             raise PostFailure("connect", str(exc) or type(exc).__name__) from None
-        return _Connection(sock)
+        return connection
 
     def _release(self, origin: _Origin, connection: _Connection, reusable: bool) -> None:
         with self._lock:
@@ -382,6 +409,10 @@ class PostPool:
         with self._lock:
             self._busy.discard(connection)
         connection.close()
+
+
+def _timed_out(seconds: float, doing: str) -> str:
+    return f"timed out after {seconds:g}s {doing}"
 
 
 def _describe(exc: BaseException) -> str:
