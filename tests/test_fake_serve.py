@@ -110,8 +110,10 @@ def test_admin_routes_script_the_fake_from_outside(served: tuple[FakeSynthBacken
     assert call("GET", f"{url}/api/rl/jobs")[0] == 503
     assert call("GET", f"{url}/api/rl/jobs")[0] == 200
     status, pushed, _ = call("POST", f"{url}/_fake/jobs/{second}/fail", {"error": "x"})
-    assert status == 200  # already succeeded: failing a finished job changes nothing
-    assert pushed["status"] == "succeeded"
+    assert status == 409  # already succeeded: refused, as the API's cancel of a finished job
+    assert pushed["detail"]["error"]["code"] == "job_already_finished"
+    assert pushed["detail"]["error"]["job_status"] == "succeeded"
+    assert call("GET", f"{url}/api/rl/jobs/{second}")[1]["status"] == "succeeded"
     assert call("POST", f"{url}/_fake/reset")[0] == 200
     assert fake.jobs == []
 

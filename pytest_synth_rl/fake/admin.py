@@ -22,6 +22,7 @@ from ..errors import ConfigError, ConfigProblem, SynthError, SynthUsageError
 from .checks import error_text_problem, written
 from .faults import make_fault
 from .handle import FakeJob
+from .jobs import TERMINAL
 from .scenario import Scenario
 from .store import JobStore, StoreFull
 from .wire import error_response, json_response, load_json, non_finite_field
@@ -165,13 +166,38 @@ def _advance(job: FakeJob, body: dict[str, Any]) -> None:
         raise SynthUsageError(problems) from None
 
 
-def _fail(job: FakeJob, body: dict[str, Any]) -> None:
-    """``POST /_fake/jobs/{id}/fail {"error": ...}``: the error is checked like ``Scenario.error``."""
-    error = body.get("error")
-    problem = None if error is None else error_text_problem(error, "fail.error")
-    if problem is not None:
-        raise SynthUsageError([problem])
-    job.fail(error or "failed via the admin API")
+#: The job actions that finish a job, and the status each leaves it in.
+_FINISHING: dict[str, str] = {"succeed": "succeeded", "fail": "failed", "cancel": "cancelled"}
+
+
+def _finish(store: JobStore, job: FakeJob, action: str, body: dict[str, Any]) -> httpx.Response:
+    """``POST /_fake/jobs/{id}/succeed|fail|cancel``; a job already finished gets the 409 the
+    API's cancel gives (``job_already_finished``, naming the job and its status), not a 200."""
+    if action == "fail":
+        error = body.get("error")
+        problem = None if error is None else error_text_problem(error, "fail.error")
+        if problem is not None:
+            raise SynthUsageError([problem])
+    with store.lock:
+        before = job.status
+        if before not in TERMINAL:
+            if action == "succeed":
+                job.succeed()
+            elif action == "fail":
+                job.fail(body.get("error") or "failed via the admin API")
+            else:
+                job.cancel()
+        status = job.status
+        if before in TERMINAL or status != _FINISHING[action]:
+            # Finished before, or (while the push waited for a rollout batch) on its own.
+            return error_response(
+                409,
+                "job_already_finished",
+                f"job {job.id} already {status}; POST /_fake/jobs/{job.id}/{action} finishes only "
+                "queued or running jobs",
+                job_status=status,
+            )
+        return json_response(200, job.status_payload())
 
 
 def _allowed_methods(parts: list[str]) -> list[str]:
@@ -256,6 +282,9 @@ def _route(store: JobStore, request: httpx.Request, api_base: str) -> httpx.Resp
         here = request.url.copy_with(path=httpx.URL(api_base).path, query=None, fragment=None)
         return json_response(200, {"routes": list(ADMIN_ROUTES), "api_base": str(here)})
     if key == ("POST", "reset") and len(parts) == 1:
+        bad = _unknown_fields(_body(request), frozenset(), "reset")
+        if bad is not None:
+            return bad
         store.reset()
         return json_response(200, {"ok": True})
     if parts[:1] == ["scenario"] and len(parts) == 1:
@@ -289,12 +318,8 @@ def _route(store: JobStore, request: httpx.Request, api_base: str) -> httpx.Resp
                 return bad
             if action == "advance":
                 _advance(job, body)
-            elif action == "succeed":
-                job.succeed()
-            elif action == "fail":
-                _fail(job, body)
-            elif action == "cancel":
-                job.cancel()
+            elif action in _FINISHING:
+                return _finish(store, job, action, body)
             else:
                 return error_response(
                     404, "not_found", f"unknown job action {action!r}; use advance, succeed, fail, cancel"

@@ -308,12 +308,42 @@ def events(call: Call) -> httpx.Response:
     return json_response(200, job.events_page(since, limit))
 
 
+def _last_event_id(call: Call, default: int) -> int:
+    """The SSE ``Last-Event-ID`` header (the ``id:`` of the last event a reconnecting client
+    got) as the seq to resume after; *default* when it is absent or empty."""
+    raw = call.request.headers.get("last-event-id")
+    if raw is None or not raw.strip():
+        return default
+    text = raw.strip()
+    value = int(text) if text.isascii() and text.isdigit() and len(text) <= 13 else None
+    if value is None or value > 10**12:
+        raise _BadParam(
+            json_response(
+                422,
+                {
+                    "detail": [
+                        {
+                            "loc": ["header", "last-event-id"],
+                            "msg": f"must be the id of an event (an integer in 0..{10**12}), got {raw!r:.80}",
+                            "hint": "send the id: of the last event received, or leave the header out to "
+                            "start from since_seq (default 0)",
+                        }
+                    ]
+                },
+            )
+        )
+    return value
+
+
 def events_stream(call: Call) -> httpx.Response:
     # Live SSE: open until the job is terminal, ending with its terminal event (see .stream).
+    # A reconnecting client resumes after its Last-Event-ID, unless since_seq says where.
     job = _job(call)
     if isinstance(job, httpx.Response):
         return job
     since = _int_param(call, "since_seq", 0, -1, 10**12)
+    if not call.params.get("since_seq"):
+        since = _last_event_id(call, since)
     return httpx.Response(
         200,
         stream=EventStream(call.store, job, since),

@@ -7,7 +7,11 @@ and never on the server's event loop: one slow request never holds up another cl
 workers are daemon threads, at most :data:`MAX_WORKERS` at once, so a handler that never returns
 can neither stop the server from stopping nor the process from exiting. A response whose body
 is a stream (the live event stream) is pulled chunk by chunk, also off the event loop, and sent
-as it comes; a client that hangs up ends the stream.
+as it comes; a client that hangs up ends the stream. An event stream holds a worker only while
+it looks at its job, never while it waits for the next look (that wait is on the event loop),
+and at most :data:`MAX_STREAMS` streams are open at once, well below :data:`MAX_WORKERS`: one
+more gets 503 with ``Retry-After``, so however many streams clients open, other requests still
+find a worker.
 
 Hostile input gets an HTTP answer, never a 500 or a socket held open: a body over
 :data:`MAX_BODY_BYTES` gets 413 and the connection is closed as soon as that is known (from its
@@ -39,6 +43,7 @@ import httpx
 
 from ..support.asgi import Receive, Scope, Send, serve_lifespan
 from .handler import MAX_BODY_BYTES
+from .stream import EventStream
 
 __all__ = [
     "BODY_BUDGET",
@@ -46,6 +51,7 @@ __all__ = [
     "DEFAULT_READ_TIMEOUT",
     "MAX_BODY_BYTES",
     "MAX_BUFFERED_BYTES",
+    "MAX_STREAMS",
     "MAX_TARGET_CHARS",
     "MAX_WORKERS",
     "BodyBudget",
@@ -58,6 +64,11 @@ T = TypeVar("T")
 DEFAULT_READ_TIMEOUT = 30.0
 #: Requests answered at once; more wait (on the event loop, without blocking it) for a worker.
 MAX_WORKERS = 64
+#: Event streams (``GET .../events/stream``) one served fake keeps open at once: a quarter of
+#: :data:`MAX_WORKERS`, so streams can never take every worker from the other requests.
+MAX_STREAMS = MAX_WORKERS // 4
+#: How an event stream's path ends: such a request is counted before its handler runs.
+_STREAM_SUFFIX = "/events/stream"
 #: Longest request target (path and query) the fake takes, in characters. Its routes need well
 #: under a hundred; httpx, which the handler's request is built with, refuses URLs over 65,536.
 MAX_TARGET_CHARS = 8 * 1024
@@ -210,6 +221,8 @@ class FakeASGIApp:
         self.read_timeout = read_timeout
         self.max_body = max_body
         self._slots: asyncio.Semaphore | None = None
+        #: Event streams open now (only touched on the event loop, so no lock).
+        self._streams = 0
 
     async def _off_loop(self, call: Callable[..., T], *args: object) -> T:
         """``call(*args)`` on a daemon worker thread; the event loop stays free meanwhile."""
@@ -259,15 +272,45 @@ class FakeASGIApp:
                 "as /api/rl/jobs/<job id>, take short ids and a few query parameters)",
             )
             return
-        holding = _Holding()
+        # A stream request takes its place among the open streams before its handler runs, so
+        # one past the bound costs nothing (no body read, no handler, no worker).
+        counted = scope.get("method") == "GET" and str(scope.get("path", "")).endswith(_STREAM_SUFFIX)
+        if counted and not self._open_stream():
+            await self._too_many_streams(send)
+            return
         try:
-            response = await self._handle(scope, receive, send, holding)
+            holding = _Holding()
+            try:
+                response = await self._handle(scope, receive, send, holding)
+            finally:
+                # However the request ended (answered, refused, timed out, cancelled by a stop),
+                # its body is no longer held: the next request may take its bytes.
+                holding.give_back()
+            if response is not None:
+                await self._respond(response, receive, send, counted)
         finally:
-            # However the request ended (answered, refused, timed out, cancelled by a stop), its
-            # body is no longer held: the next request may take its bytes.
-            holding.give_back()
-        if response is not None:
-            await self._respond(response, receive, send)
+            if counted:
+                self._streams -= 1
+
+    def _open_stream(self) -> bool:
+        """Count one more open event stream; False (nothing counted) when :data:`MAX_STREAMS`
+        (read at each call) are open already."""
+        if self._streams >= MAX_STREAMS:
+            return False
+        self._streams += 1
+        return True
+
+    async def _too_many_streams(self, send: Send) -> None:
+        await _plain_answer(
+            send,
+            503,
+            "too_many_streams",
+            f"this fake backend keeps at most {MAX_STREAMS} event streams open at once, and "
+            f"{self._streams} are open: close one (a stream ends with its job's terminal event), "
+            f"or retry after {BUSY_RETRY_AFTER}s (Retry-After); GET .../events?since_seq=<seq> "
+            "reads the same events without holding a stream open",
+            [(b"retry-after", str(BUSY_RETRY_AFTER).encode())],
+        )
 
     async def _handle(
         self, scope: Scope, receive: Receive, send: Send, holding: _Holding
@@ -340,12 +383,21 @@ class FakeASGIApp:
             )
         return None
 
-    async def _respond(self, response: httpx.Response, receive: Receive, send: Send) -> None:
+    async def _respond(self, response: httpx.Response, receive: Receive, send: Send, counted: bool) -> None:
+        """Send *response*; a streamed one counts among the open streams (*counted*: already)."""
         headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.multi_items()]
         try:
             content = response.content
         except httpx.ResponseNotRead:
-            await self._stream(response, headers, receive, send)
+            if not counted and not self._open_stream():
+                await self._off_loop(response.close)
+                await self._too_many_streams(send)
+                return
+            try:
+                await self._stream(response, headers, receive, send)
+            finally:
+                if not counted:
+                    self._streams -= 1
             return
         await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
         await send({"type": "http.response.body", "body": content})
@@ -363,20 +415,35 @@ class FakeASGIApp:
                     return
 
         watcher = asyncio.ensure_future(watch())
-        chunks = response.iter_raw()
         headers = [(k, v) for k, v in headers if k.lower() != b"content-length"]
         try:
             await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
-            while not gone.is_set():
-                chunk = await self._off_loop(next, chunks, None)
-                if chunk is None:
-                    break
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            if isinstance(response.stream, EventStream):
+                await self._send_steps(response.stream, watcher, send)
+            else:
+                chunks = response.iter_raw()
+                while not gone.is_set():
+                    chunk = await self._off_loop(next, chunks, None)
+                    if chunk is None:
+                        break
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
             if not gone.is_set():
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             watcher.cancel()
             await self._off_loop(response.close)
+
+    async def _send_steps(self, stream: EventStream, watcher: asyncio.Future[None], send: Send) -> None:
+        """Send an event stream step by step: each look at the job on a worker, each wait
+        between looks here on the event loop (ended early by the client hanging up)."""
+        while not watcher.done():
+            chunks, pause = await self._off_loop(stream.step)
+            for chunk in chunks:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            if pause is None:
+                return
+            if pause:
+                await asyncio.wait({watcher}, timeout=pause)
 
     @staticmethod
     def _to_request(scope: Scope, body: bytes) -> httpx.Request | None:

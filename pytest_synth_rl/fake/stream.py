@@ -8,7 +8,11 @@ that are new, and, when nothing is new, waits for the next stage the way the clo
 is what moves time), any other clock is slept on in short slices.
 
 One object serves sync and async readers (``httpx.Client`` and ``httpx.AsyncClient`` over
-respx or a ``MockTransport``); the ASGI adapter pulls it chunk by chunk off its event loop.
+respx or a ``MockTransport``). Its :meth:`EventStream.step` is one look at the job (blocking: it
+may run a stage) and says how long to wait before the next; the ASGI adapter runs each step off
+its event loop and waits between steps on the loop, so a served stream holds a handler thread
+only while it looks. A reconnecting client's ``Last-Event-ID`` is the *since_seq* it resumes
+after (the route reads it).
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ class EventStream(httpx.SyncByteStream, httpx.AsyncByteStream):
         self._job = job
         self._seq = max(0, since_seq)
         self._closed = False
+        self._idle_since: float | None = None
+        self._last_beat: float | None = None
 
     def _tick(self) -> tuple[list[dict[str, Any]], bool, float | None]:
         store = self._store
@@ -56,45 +62,64 @@ class EventStream(httpx.SyncByteStream, httpx.AsyncByteStream):
             page: list[dict[str, Any]] = self._job.events_page(self._seq, 10**9)["events"]
             return page, self._job.terminal, store.next_due(self._job)
 
-    def _wait(self, due: float | None) -> None:
+    def _pause(self, due: float | None) -> float:
+        """Real seconds to wait before the next look (a virtual clock on ``pacing="clock"`` is
+        advanced to *due* here instead, and the next look comes at once)."""
         clock = self._store.clock
         if isinstance(clock, VirtualClock) and self._store.pacing == "clock" and due is not None:
             clock.advance(max(0.0, due - clock.now()))
-            return
+            return 0.0
         if due is not None and not isinstance(clock, VirtualClock):
             speed = float(getattr(clock, "speed", 1.0))
-            time.sleep(min(max((due - clock.now()) / speed, 0.005), _SLICE))
-            return
-        time.sleep(0.05)  # a job that moves only by status polls (or not at all): let them happen
+            return min(max((due - clock.now()) / speed, 0.005), _SLICE)
+        return 0.05  # a job that moves only by status polls (or not at all): let them happen
+
+    def step(self) -> tuple[list[bytes], float | None]:
+        """One look at the job: the chunks to send now, and the real seconds to wait before the
+        next step (None: the stream is over).
+
+        Blocking (it observes the job, which may run a stage), but it never waits out time
+        itself: a server can wait between steps without holding a thread.
+        """
+        now = time.monotonic()
+        if self._idle_since is None or self._last_beat is None:
+            self._idle_since = self._last_beat = now
+        page, terminal, due = self._tick()
+        chunks = []
+        for event in page:
+            self._seq = int(event["seq"])
+            chunks.append(sse_event(event))
+        if terminal:
+            return chunks, None
+        now = time.monotonic()
+        if page:
+            self._idle_since = self._last_beat = now
+            return chunks, 0.0
+        if now - self._idle_since > _IDLE_LIMIT:
+            return [b": no new event for 600 s; closing (the job is still running)\n\n"], None
+        if now - self._last_beat > _HEARTBEAT:
+            self._last_beat = now
+            chunks.append(f": waiting for job {self._job.id} (status {self._job.status})\n\n".encode())
+        return chunks, self._pause(due)
 
     def __iter__(self) -> Iterator[bytes]:
-        idle_since = last_beat = time.monotonic()
         while not self._closed:
-            page, terminal, due = self._tick()
-            for event in page:
-                self._seq = int(event["seq"])
-                yield sse_event(event)
-            if terminal:
+            chunks, pause = self.step()
+            yield from chunks
+            if pause is None:
                 return
-            now = time.monotonic()
-            if page:
-                idle_since = last_beat = now
-                continue
-            if now - idle_since > _IDLE_LIMIT:
-                yield b": no new event for 600 s; closing (the job is still running)\n\n"
-                return
-            if now - last_beat > _HEARTBEAT:
-                last_beat = now
-                yield f": waiting for job {self._job.id} (status {self._job.status})\n\n".encode()
-            self._wait(due)
+            if pause:
+                time.sleep(pause)
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        chunks = iter(self)
-        while True:
-            chunk = await asyncio.to_thread(next, chunks, None)
-            if chunk is None:
+        while not self._closed:
+            chunks, pause = await asyncio.to_thread(self.step)
+            for chunk in chunks:
+                yield chunk
+            if pause is None:
                 return
-            yield chunk
+            if pause:
+                await asyncio.sleep(pause)
 
     def close(self) -> None:
         self._closed = True
