@@ -9,7 +9,6 @@ clients the bound is for. Every wait is bounded by a socket or client timeout th
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +28,8 @@ from test_fake_support import (
 
 import pytest_synth_rl.fake.asgi as asgi_module
 import pytest_synth_rl.fake.stream as stream_module
+from pytest_synth_rl.assertions import eventually
+from pytest_synth_rl.clock import RealClock
 from pytest_synth_rl.fake import FakeSynthBackend
 from pytest_synth_rl.fake.asgi import MAX_STREAMS, MAX_WORKERS
 
@@ -78,13 +79,14 @@ def read_head(sock: socket.socket) -> bytes:
 def answers_a_new_stream(client: httpx.Client, job_id: str) -> bytes:
     """The head of the first stream answered 200, trying again while the server still counts
     streams that were just closed (it notices a hang-up on its own time)."""
-    deadline = time.monotonic() + GENEROUS
-    while True:
+
+    def answered() -> bytes:
         with open_stream(client, job_id) as sock:
             head = read_head(sock)
-        if head.startswith(b"HTTP/1.1 200") or time.monotonic() > deadline:
-            return head
-        time.sleep(0.02)
+        assert head.startswith(b"HTTP/1.1 200"), head[:200]
+        return head
+
+    return eventually(answered, timeout=GENEROUS, interval=0.02, clock=RealClock())
 
 
 def test_the_bound_is_well_below_the_worker_pool_as_the_readme_says() -> None:
