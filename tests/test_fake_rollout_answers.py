@@ -7,7 +7,6 @@ test writes, framing included."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import socket
 import threading
@@ -18,14 +17,13 @@ from typing import Any
 import httpx
 import pytest
 from hang_guard import finishes
+from raw_server import GENEROUS, RawServer, read_request
 from test_fake_support import TASK_KEY, rl_payload, submit
 
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.fake import FakeSynthBackend, RolloutRecord
 from pytest_synth_rl.support.http_post import PostFailure, PostPool
 
-#: Seconds; only a hang gets near it.
-GENEROUS = 60.0
 #: The most of one answer a rollout record keeps, and of all its answers a job keeps (README).
 MAX_KEPT_RESPONSE = 64 * 1024
 MAX_KEPT_RESPONSES = 128 * 1024
@@ -70,7 +68,7 @@ def rollout_answer(request: dict[str, Any], **extra: Any) -> dict[str, Any]:
     }
 
 
-class RawTaskApp:
+class RawTaskApp(RawServer):
     """A task app on a loopback socket: each ``POST /rollout`` gets ``answer(request)``; every
     connection thread ends when :attr:`stop` is set (or its peer goes away)."""
 
@@ -78,52 +76,22 @@ class RawTaskApp:
         self.answer = answer
         self.stop = threading.Event()
         self.requests = 0
-        self._sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
-        self._threads: list[threading.Thread] = []
-        self._conns: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                return
-            self._conns.append(conn)
-            thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
-            self._threads.append(thread)
-            thread.start()
-
-    def _serve(self, conn: socket.socket) -> None:
+    def serve(self, conn: socket.socket) -> None:
         conn.settimeout(GENEROUS)
-        try:
-            buffer = b""
-            while not self.stop.is_set():
-                while b"\r\n\r\n" not in buffer:
-                    data = conn.recv(65536)
-                    if not data:
-                        return
-                    buffer += data
-                head, _, rest = buffer.partition(b"\r\n\r\n")
-                sized = [line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")]
-                length = int(sized[0].split(b":")[1])
-                while len(rest) < length:
-                    data = conn.recv(65536)
-                    if not data:
-                        return
-                    rest += data
-                body, buffer = rest[:length], rest[length:]
-                self.requests += 1
-                answer = self.answer(json.loads(body))
-                if isinstance(answer, Trickle):
-                    self._trickle(conn, answer)
-                    return
-                conn.sendall(answer)
-        except OSError:
-            return  # the fake hung up
-        finally:
-            conn.close()
+        buffer = b""
+        while not self.stop.is_set():
+            read = read_request(conn, buffer)
+            if read is None:
+                return
+            _, body, buffer = read
+            self.requests += 1
+            answer = self.answer(json.loads(body))
+            if isinstance(answer, Trickle):
+                self._trickle(conn, answer)
+                return
+            conn.sendall(answer)
 
     def _trickle(self, conn: socket.socket, answer: Trickle) -> None:
         pending = answer.head if answer.head_too else b""
@@ -136,14 +104,7 @@ class RawTaskApp:
 
     def close(self) -> None:
         self.stop.set()
-        with contextlib.suppress(OSError):
-            self._sock.shutdown(socket.SHUT_RDWR)  # ends the accept() under way
-        self._sock.close()
-        for conn in self._conns:  # a thread waiting for a next request on it gets its end
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
-        for thread in self._threads:
-            thread.join(GENEROUS)
+        super().close()
 
 
 @pytest.fixture

@@ -9,11 +9,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from hang_guard import finishes
+from raw_server import GENEROUS, RawServer, read_request
 
 from pytest_synth_rl.support.http_post import MAX_HEAD_BYTES, PostFailure, PostPool
-
-#: Seconds; only a hang gets near it.
-GENEROUS = 60.0
 
 Script = Callable[[int, bytes], bytes | None]
 
@@ -22,7 +20,7 @@ def ok(body: bytes = b"{}", extra: bytes = b"") -> bytes:
     return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n%s\r\n%s" % (len(body), extra, body)
 
 
-class ScriptedServer:
+class ScriptedServer(RawServer):
     """Answers each request with ``script(number, request)``: bytes to write (then the
     connection stays open unless the bytes are followed by ``CLOSE``), or None to hang up."""
 
@@ -31,48 +29,26 @@ class ScriptedServer:
     def __init__(self, script: Script) -> None:
         self.script = script
         self.requests: list[bytes] = []
-        self.connections = 0
         self.release = threading.Event()
         self.received = threading.Event()
         self.hung_up = threading.Event()
-        self._sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
-        self._threads: list[threading.Thread] = []
-        self._accepting = threading.Thread(target=self._accept, daemon=True)
-        self._accepting.start()
+        super().__init__()
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
-            self._threads.append(thread)
-            thread.start()
-
-    def _serve(self, conn: socket.socket) -> None:
+    def serve(self, conn: socket.socket) -> None:
         try:
             self._exchange(conn)
         finally:
-            conn.close()
+            conn.close()  # closed when hung_up says so
             self.hung_up.set()
 
     def _exchange(self, conn: socket.socket) -> None:
         buffer = b""
         while True:
-            while b"\r\n\r\n" not in buffer:
-                data = conn.recv(65536)
-                if not data:
-                    return
-                buffer += data
-            head, _, rest = buffer.partition(b"\r\n\r\n")
-            sized = [line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")]
-            length = int(sized[0].split(b":")[1])
-            while len(rest) < length:
-                rest += conn.recv(65536)
-            request, buffer = head + b"\r\n\r\n" + rest[:length], rest[length:]
+            read = read_request(conn, buffer)
+            if read is None:
+                return
+            head, body, buffer = read
+            request = head + b"\r\n\r\n" + body
             self.requests.append(request)
             self.received.set()
             answer = self.script(len(self.requests), request)
@@ -85,9 +61,7 @@ class ScriptedServer:
 
     def stop(self) -> None:
         self.release.set()
-        self._sock.close()
-        for thread in self._threads:
-            thread.join(GENEROUS)
+        self.close()
 
 
 @pytest.fixture
