@@ -287,7 +287,7 @@ class FakeASGIApp:
                 # its body is no longer held: the next request may take its bytes.
                 holding.give_back()
             if response is not None:
-                await self._respond(response, receive, send, counted)
+                await self._respond(response, receive, send)
         finally:
             if counted:
                 self._streams -= 1
@@ -383,21 +383,13 @@ class FakeASGIApp:
             )
         return None
 
-    async def _respond(self, response: httpx.Response, receive: Receive, send: Send, counted: bool) -> None:
-        """Send *response*; a streamed one counts among the open streams (*counted*: already)."""
+    async def _respond(self, response: httpx.Response, receive: Receive, send: Send) -> None:
+        """Send *response* (a streamed one, the event stream, was counted when it was asked for)."""
         headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.multi_items()]
         try:
             content = response.content
         except httpx.ResponseNotRead:
-            if not counted and not self._open_stream():
-                await self._off_loop(response.close)
-                await self._too_many_streams(send)
-                return
-            try:
-                await self._stream(response, headers, receive, send)
-            finally:
-                if not counted:
-                    self._streams -= 1
+            await self._stream(response, headers, receive, send)
             return
         await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
         await send({"type": "http.response.body", "body": content})
