@@ -278,16 +278,22 @@ def test_a_wait_that_ends_without_a_final_status_gets_a_last_line(mode: str) -> 
         assert lines[2] == f"synth-rl: {facts} left 0s final=False"
 
 
-def test_an_online_wait_that_times_out_ends_its_heartbeats_with_a_last_line(
-    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def timed_out_wait(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str) -> pytest.RunResult:
+    """The suite's one test, online against a served fake whose job never ends, waiting 0.2 s."""
     suite.makepyfile(test_wait=SUITE.replace("within=600", "within=0.2"))
     with ServedFake.start(polls_to_finish=1000) as served:
         served.fake.scenario(polls=1000, steps=4, reward_curve=[0.2, 0.35, 0.5, 0.7])
         monkeypatch.setenv("SYNTH_API_KEY", served.api_key.value)
-        args = [f"--synth-backend={served.url}", "--synth-poll-interval=0.05", "-q", "-p", "no:randomly"]
-        result = suite.runpytest_subprocess(*args, "--synth-heartbeat-interval=600", timeout=300)
+        online = [f"--synth-backend={served.url}", "--synth-poll-interval=0.05", "-p", "no:randomly"]
+        result = suite.runpytest_subprocess(*online, *args, timeout=300)
     result.assert_outcomes(failed=1)
+    return result
+
+
+def test_an_online_wait_that_times_out_ends_its_heartbeats_with_a_last_line(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = timed_out_wait(suite, monkeypatch, "-q", "--synth-heartbeat-interval=600")
     # Each on a line of its own: before, the last one came right after -q's "F".
     heartbeats = [line for line in result.outlines if "synth-rl heartbeat:" in line]
     assert [line.startswith("synth-rl heartbeat:") for line in heartbeats] == [True, True], heartbeats
@@ -301,13 +307,7 @@ def test_a_live_line_that_times_out_ends_before_the_tests_letter(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Before, "F" landed at the end of the live line, past its last column.
-    suite.makepyfile(test_wait=SUITE.replace("within=600", "within=0.2"))
-    with ServedFake.start(polls_to_finish=1000) as served:
-        served.fake.scenario(polls=1000, steps=4, reward_curve=[0.2, 0.35, 0.5, 0.7])
-        monkeypatch.setenv("SYNTH_API_KEY", served.api_key.value)
-        args = [f"--synth-backend={served.url}", "--synth-poll-interval=0.05", "-p", "no:randomly"]
-        result = suite.runpytest_subprocess(*args, "--synth-progress=line", timeout=300)
-    result.assert_outcomes(failed=1)
+    result = timed_out_wait(suite, monkeypatch, "--synth-progress=line")
     lines = result.stdout.str().split("\n")
     (last,) = [i for i, line in enumerate(lines) if line.rstrip().endswith("(wait ended)")]
     assert lines[last].split("\r")[-1].startswith("synth-rl: job_rl_000001 running step 0/4 elapsed ")
