@@ -22,7 +22,7 @@ if str(ROOT) not in sys.path:
 
 from bench._common import report  # noqa: E402
 
-PLUGIN = "pytest_synth_rl.plugin"
+PLUGIN = "pytest_synth_rl.plugin.hooks"
 TARGET_MS = 30.0
 RUNS = 9
 

@@ -33,7 +33,7 @@ from bench._common import report  # noqa: E402
 from pytest_synth_rl.client import RLJob  # noqa: E402
 from pytest_synth_rl.clock import VirtualClock  # noqa: E402
 from pytest_synth_rl.fake import FakeSynthBackend  # noqa: E402
-from pytest_synth_rl.inference import StubInference  # noqa: E402
+from pytest_synth_rl.fake.model.inference import StubInference  # noqa: E402
 from pytest_synth_rl.taskapp import InProcessTaskApp, task_app_auth_headers  # noqa: E402
 
 CONFIG = ROOT / "examples" / "arithmetic.toml"

@@ -1,6 +1,6 @@
 """pytest-synth-rl: put Synth RL training jobs under test.
 
-Every capability is a plain library first (usable without pytest); :mod:`pytest_synth_rl.plugin`
+Every capability is a plain library first (usable without pytest); :mod:`pytest_synth_rl.plugin.hooks`
 wires them into fixtures, options and markers. ``__all__`` is what a test or a conftest
 writes: fixture types, what tests construct (scenarios, policies, tolerances) and the errors they
 catch. Everything else is imported from its module (``pytest_synth_rl.client``,
@@ -11,18 +11,28 @@ still resolve. Names load on first access, so the plugin's import at pytest star
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import types
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
-    from .baselines import Tolerance
-    from .client import AsyncRLJob, RLJob
-    from .clock import Clock, VirtualClock
-    from .errors import ConfigError, JobFailedError, JobTimeoutError, SynthError, SynthUsageError
-    from .fake import FakeSynthBackend, Scenario
-    from .masking import Secret
-    from .policies import ChatRequest, LearningPolicy, Policy, ScriptedPolicy, linear
-    from .recording import Replayer
-    from .session import (
+    from pytest_synth_rl.baselines import Tolerance
+    from pytest_synth_rl.client import AsyncRLJob, RLJob
+    from pytest_synth_rl.clock import Clock, VirtualClock
+    from pytest_synth_rl.errors import (
+        ConfigError,
+        JobFailedError,
+        JobTimeoutError,
+        SynthError,
+        SynthUsageError,
+    )
+    from pytest_synth_rl.fake import FakeSynthBackend, Scenario
+    from pytest_synth_rl.fake.contract import check_task_app_contract
+    from pytest_synth_rl.fake.model import ChatRequest, LearningPolicy, Policy, ScriptedPolicy, linear
+    from pytest_synth_rl.plugin.session import (
         BaselineCheck,
         ExpectJob,
         RLConfigRef,
@@ -31,17 +41,19 @@ if TYPE_CHECKING:
         SynthJobFactory,
         TaskAppHandle,
     )
-    from .settings import SynthSettings
-    from .taskapp import InProcessTaskApp, check_task_app_contract
+    from pytest_synth_rl.plugin.settings import SynthSettings
+    from pytest_synth_rl.recording import Replayer
+    from pytest_synth_rl.secrets.masking import Secret
+    from pytest_synth_rl.taskapp import InProcessTaskApp
 
 if TYPE_CHECKING:  # exported here by earlier releases: still resolved, not in ``__all__``
-    from .assertions import JobExpectation as JobExpectation
-    from .assertions import eventually as eventually
-    from .assertions import expect_job as expect_job
-    from .client import JobResult as JobResult
-    from .policies import ReplayPolicy as ReplayPolicy
-    from .policies import Reply as Reply
-    from .recording import Cassette as Cassette
+    from pytest_synth_rl.assertions import JobExpectation as JobExpectation
+    from pytest_synth_rl.assertions import eventually as eventually
+    from pytest_synth_rl.assertions import expect_job as expect_job
+    from pytest_synth_rl.client import JobResult as JobResult
+    from pytest_synth_rl.fake.model import ReplayPolicy as ReplayPolicy
+    from pytest_synth_rl.fake.model import Reply as Reply
+    from pytest_synth_rl.recording import Cassette as Cassette
 
 __version__ = "0.1.0"
 
@@ -62,26 +74,26 @@ _HOMES = {
     "SynthUsageError": "errors",
     "FakeSynthBackend": "fake",
     "Scenario": "fake",
-    "Secret": "masking",
-    "ChatRequest": "policies",
-    "LearningPolicy": "policies",
-    "Reply": "policies",
-    "linear": "policies",
-    "Policy": "policies",
-    "ReplayPolicy": "policies",
-    "ScriptedPolicy": "policies",
+    "Secret": "secrets.masking",
+    "ChatRequest": "fake.model",
+    "LearningPolicy": "fake.model",
+    "Reply": "fake.model",
+    "linear": "fake.model",
+    "Policy": "fake.model",
+    "ReplayPolicy": "fake.model",
+    "ScriptedPolicy": "fake.model",
     "Cassette": "recording",
     "Replayer": "recording",
-    "BaselineCheck": "session",
-    "ExpectJob": "session",
-    "RLConfigRef": "session",
-    "ServedFake": "session",
-    "SynthBackend": "session",
-    "SynthJobFactory": "session",
-    "TaskAppHandle": "session",
-    "SynthSettings": "settings",
+    "BaselineCheck": "plugin.session",
+    "ExpectJob": "plugin.session",
+    "RLConfigRef": "plugin.session",
+    "ServedFake": "plugin.session",
+    "SynthBackend": "plugin.session",
+    "SynthJobFactory": "plugin.session",
+    "TaskAppHandle": "plugin.session",
+    "SynthSettings": "plugin.settings",
     "InProcessTaskApp": "taskapp",
-    "check_task_app_contract": "taskapp",
+    "check_task_app_contract": "fake.contract",
 }
 
 
@@ -94,6 +106,24 @@ def __getattr__(name: str) -> Any:
     if name in __all__:  # a former name stays out of dir(), however often it is used
         globals()[name] = value
     return value
+
+
+class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Modules that moved keep importing from their documented place."""
+
+    MOVED: ClassVar[dict[str, str]] = {f"{__name__}.policies": f"{__name__}.fake.model"}
+
+    def find_spec(
+        self, name: str, path: Any = None, target: Any = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        return importlib.util.spec_from_loader(name, self) if name in self.MOVED else None
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        home = importlib.import_module(self.MOVED[module.__name__])
+        module.__dict__.update({name: getattr(home, name) for name in home.__all__}, __all__=home.__all__)
+
+
+sys.meta_path.append(_MovedModules())
 
 
 def __dir__() -> list[str]:

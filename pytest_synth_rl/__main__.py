@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from .errors import SynthError
+from pytest_synth_rl.errors import SynthError
 
 __all__ = ["main"]
 
@@ -74,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run a command; a problem with the files given is one ``error:`` message and exit code 2
     (argparse's code for a usage error), never a traceback."""
     args = _parser().parse_args(argv)
-    from .merge import (
+    from pytest_synth_rl.reporting.merge import (
         append_summary,
         check_output_file,
         merge_baselines,

@@ -47,16 +47,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from .errors import SynthError
-from .render import table
-from .status_numbers import REWARD_PATHS, STEP_PATHS, number_at
-from .support.files import (
+from pytest_synth_rl.client.status_numbers import REWARD_PATHS, STEP_PATHS, number_at
+from pytest_synth_rl.errors import SynthError
+from pytest_synth_rl.reporting.files import (
     UnreadableDocument,
     atomic_write_text,
     parse_json_document,
     safe_file_stem,
     shell_quote,
 )
+from pytest_synth_rl.reporting.render import table
 
 __all__ = [
     "DEFAULT_TOLERANCE",
@@ -474,7 +474,7 @@ class Baseline:
 class BaselineStore:
     """A directory of baselines, one JSON file per test id.
 
-    File names come from :func:`~pytest_synth_rl.support.files.safe_file_stem` (readable node
+    File names come from :func:`~pytest_synth_rl.reporting.files.safe_file_stem` (readable node
     id + short hash), contents are sorted, indented and newline-terminated so they diff well in
     review. Writes are atomic, so concurrent xdist workers never leave a torn file.
     """

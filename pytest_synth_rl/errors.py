@@ -2,7 +2,7 @@
 
 Each error carries structured fields (so tests can assert on them) and renders a message that
 says *where* (file, key, URL), *what was expected* and *how to fix it*. Messages pass through
-:func:`~pytest_synth_rl.masking.redact` so no API key survives into a traceback.
+:func:`~pytest_synth_rl.secrets.masking.redact` so no API key survives into a traceback.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .masking import redact
+from pytest_synth_rl.secrets.masking import redact
 
 __all__ = [
     "Attempt",
@@ -31,11 +31,31 @@ __all__ = [
     "SynthUsageError",
     "TaskAppError",
     "TaskAppVerificationError",
+    "closest",
+    "did_you_mean",
     "keywords_checked",
     "seconds_problem",
 ]
 
 _EXCERPT_LIMIT = 500
+
+
+#: How alike a near miss must be to its target to be suggested: one cutoff for every did-you-mean.
+CLOSE_MATCH_CUTOFF = 0.6
+
+
+def closest(word: str, choices: Iterable[str]) -> str | None:
+    """The one of *choices* that *word* most likely misspells, or None: every did-you-mean's source."""
+    import difflib
+
+    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=CLOSE_MATCH_CUTOFF)
+    return found[0] if found else None
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """``did you mean 'x'?`` for a near miss of *word* among *choices*, else ``""``."""
+    found = closest(word, choices)
+    return f"did you mean {found!r}?" if found is not None else ""
 
 
 def a_type(value: object) -> str:
@@ -126,8 +146,6 @@ def _call_name(func: Callable[..., Any], first: str | None, args: tuple[Any, ...
 def _unknown_keywords(
     func: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
 ) -> list[ConfigProblem]:
-    import difflib
-
     try:
         parameters = inspect.signature(func).parameters
     except (TypeError, ValueError):
@@ -139,11 +157,7 @@ def _unknown_keywords(
     known = [name for name, p in parameters.items() if name not in ("self", "cls") and p.kind in by_keyword]
     call = _call_name(func, first, args)
     usage = f"{call}() takes {', '.join(k + '=' for k in known)}" if known else f"{call}() takes no keywords"
-    return [
-        unknown_argument(call, name, next(iter(difflib.get_close_matches(name, known, n=1)), None), usage)
-        for name in kwargs
-        if name not in known
-    ]
+    return [unknown_argument(call, name, closest(name, known), usage) for name in kwargs if name not in known]
 
 
 def excerpt(text: str | bytes | None, limit: int = _EXCERPT_LIMIT) -> str:

@@ -11,7 +11,7 @@ from test_fake_support import TASK_KEY, load_example
 
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.fake import FakeSynthBackend
-from pytest_synth_rl.masking import registered_secrets, restore_registered_secrets
+from pytest_synth_rl.secrets.masking import registered_secrets, restore_registered_secrets
 from pytest_synth_rl.taskapp import InProcessTaskApp
 
 

@@ -312,7 +312,7 @@ def test_expect_job_refuses_a_result_instead_of_the_job(job: RLJob) -> None:
 def test_an_async_job_is_refused_naming_the_call_the_user_wrote() -> None:
     # Before: a TypeError naming expect_job() even when the test wrote synth_expect(job).
     from pytest_synth_rl.client import AsyncRLJob
-    from pytest_synth_rl.session import ExpectJob
+    from pytest_synth_rl.plugin.session import ExpectJob
 
     clock = VirtualClock()
     job = AsyncRLJob.from_job_id(

@@ -28,7 +28,7 @@ from pytest_synth_rl.assertions import (
 from pytest_synth_rl.client import AsyncRLJob, RetryPolicy, RLJob
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import SynthUsageError
-from pytest_synth_rl.masking import register_secret
+from pytest_synth_rl.secrets.masking import register_secret
 
 START = 1_000.0
 BACKEND = "https://api.usesynth.ai"

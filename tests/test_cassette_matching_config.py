@@ -11,6 +11,7 @@ from pytest_synth_rl.client import RLJob
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import SynthUsageError
 from pytest_synth_rl.fake import FakeSynthBackend
+from pytest_synth_rl.plugin.session import job_tags
 from pytest_synth_rl.recording import (
     DEFAULT_IGNORED_PATHS,
     CassetteMismatchError,
@@ -19,7 +20,6 @@ from pytest_synth_rl.recording import (
     request_key,
     use_cassette,
 )
-from pytest_synth_rl.session import job_tags
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "examples" / "rl_minimal.toml"

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from pytest_synth_rl.fake import FakeSynthBackend
+from pytest_synth_rl.plugin.settings import new_task_app_key, resolve_settings, with_run_task_app_key
 from pytest_synth_rl.recording import cassette_path
-from pytest_synth_rl.settings import new_task_app_key, resolve_settings, with_run_task_app_key
 
 pytestmark = pytest.mark.slow
 

@@ -33,7 +33,7 @@ from pytest_synth_rl.client import (
 from pytest_synth_rl.client.aio import AsyncRLJob
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import BackendError, EnvKeyUploadError, SynthUsageError, TaskAppVerificationError
-from pytest_synth_rl.masking import Secret
+from pytest_synth_rl.secrets.masking import Secret
 
 
 @pytest.fixture(autouse=True)

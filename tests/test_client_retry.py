@@ -183,7 +183,7 @@ def test_unseeded_jitter_is_drawn_apart_per_policy_and_a_bad_seed_fails_at_once(
 
 
 def test_retries_are_logged_masked(caplog: pytest.LogCaptureFixture) -> None:
-    from pytest_synth_rl.masking import Secret
+    from pytest_synth_rl.secrets.masking import Secret
 
     Secret(KEY)  # registers the key as a secret, as the client does with its keys
     caplog.set_level(logging.WARNING, logger="pytest_synth_rl.client")

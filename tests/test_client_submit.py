@@ -447,7 +447,7 @@ def test_health_check_unreachable_task_app(config_path: Path) -> None:
 
 def test_the_library_and_the_plugin_read_the_backend_variables_in_one_order() -> None:
     from pytest_synth_rl.client.jobconfig import BACKEND_URL_ENV_VARS
-    from pytest_synth_rl.settings import OPTIONS
+    from pytest_synth_rl.plugin.settings import OPTIONS
 
     backend = next(option for option in OPTIONS if option.name == "backend")
     assert BACKEND_URL_ENV_VARS == backend.env == ("SYNTH_BACKEND_URL", "BACKEND_BASE_URL")

@@ -13,7 +13,7 @@ import pytest
 
 from pytest_synth_rl.client import AsyncRLJob, RetryPolicy, RLJob
 from pytest_synth_rl.clock import VirtualClock
-from pytest_synth_rl.support.serving import serve_asgi
+from pytest_synth_rl.taskapp.serving import serve_asgi
 
 API_KEY = "sk_test_client_key_0123456789abcdef"
 TASK_KEY = "env_task_key_0123456789abcdef"

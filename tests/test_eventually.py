@@ -8,7 +8,7 @@ import pytest
 
 from pytest_synth_rl.assertions import EventuallyTimeout, eventually
 from pytest_synth_rl.clock import VirtualClock
-from pytest_synth_rl.render import format_duration, sparkline, status_timeline, table
+from pytest_synth_rl.reporting.render import format_duration, sparkline, status_timeline, table
 
 
 def test_returns_the_first_truthy_value_and_sleeps_on_the_clock() -> None:

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from pytest_synth_rl.config import build_rl_payload
-from pytest_synth_rl.inference import SUBMIT_ANSWER_TOOL, ArithmeticPolicy, StubInference
+from pytest_synth_rl.fake.model.inference import SUBMIT_ANSWER_TOOL, ArithmeticPolicy, StubInference
 from pytest_synth_rl.taskapp import InProcessTaskApp, task_app_auth_headers
 from pytest_synth_rl.taskapp.loading import load_module_from_path
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_synth_rl import LearningPolicy, linear
-from pytest_synth_rl.session import ServedFake
+from pytest_synth_rl.plugin.session import ServedFake
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "unscramble"
 

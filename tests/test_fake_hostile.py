@@ -25,7 +25,7 @@ from pytest_synth_rl.clock import RealClock, VirtualClock
 from pytest_synth_rl.errors import SynthUsageError
 from pytest_synth_rl.fake import FakeSynthBackend, Scenario
 from pytest_synth_rl.fake.locking import StoreLock
-from pytest_synth_rl.masking import register_secret
+from pytest_synth_rl.secrets.masking import register_secret
 from pytest_synth_rl.taskapp import InProcessTaskApp
 
 KEY = "sk_test_hostile_input_key_0123"

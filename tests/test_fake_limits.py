@@ -23,7 +23,7 @@ from pytest_synth_rl.fake.admin import DETAIL_ITEMS
 from pytest_synth_rl.fake.asgi import MAX_TARGET_CHARS
 from pytest_synth_rl.fake.handler import MAX_BODY_BYTES
 from pytest_synth_rl.fake.store import MAX_JOB_DATA, MAX_JOBS, job_size
-from pytest_synth_rl.support.read_deadline import MAX_REQUEST_LINE
+from pytest_synth_rl.taskapp.read_deadline import MAX_REQUEST_LINE
 
 KEY = "sk_test_limits_key_0123456789"
 #: Seconds; only a hang gets near it.

@@ -12,7 +12,7 @@ from test_fake_support import API, auth, rl_payload, submit
 
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.fake import FakeSynthBackend
-from pytest_synth_rl.inference import StubInference
+from pytest_synth_rl.fake.model.inference import StubInference
 
 OTHER = "https://api.openai.example/v1/models"
 

@@ -22,7 +22,7 @@ from test_fake_support import TASK_KEY, rl_payload, submit
 
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.fake import FakeSynthBackend, RolloutRecord
-from pytest_synth_rl.support.http_post import PostFailure, PostPool
+from pytest_synth_rl.fake.http_post import PostFailure, PostPool
 
 #: The most of one answer a rollout record keeps, and of all its answers a job keeps (README).
 MAX_KEPT_RESPONSE = 64 * 1024

@@ -17,7 +17,7 @@ from test_fake_support import TASK_KEY, no_real_sleep, poll_to_end, rl_payload, 
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import SynthUsageError
 from pytest_synth_rl.fake import FakeSynthBackend, extract_reward
-from pytest_synth_rl.inference import tool_call
+from pytest_synth_rl.fake.model.inference import tool_call
 from pytest_synth_rl.taskapp import InProcessTaskApp
 
 

@@ -12,7 +12,7 @@ from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import SynthUsageError
 from pytest_synth_rl.fake import DEFAULT_API_KEY, FakeRouteError, FakeSynthBackend
 from pytest_synth_rl.fake.scenario import DEFAULT_DURATION
-from pytest_synth_rl.session import offline_job_id_prefix
+from pytest_synth_rl.plugin.session import offline_job_id_prefix
 
 
 # -- auth ------------------------------------------------

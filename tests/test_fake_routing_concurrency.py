@@ -14,7 +14,7 @@ from test_fake_support import TASK_KEY, poll_to_end, rl_payload, submit
 
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.fake import FakeSynthBackend
-from pytest_synth_rl.policies import ChatRequest, LearningPolicy, Progress, RolloutIdentity, linear
+from pytest_synth_rl.fake.model import ChatRequest, LearningPolicy, Progress, RolloutIdentity, linear
 from pytest_synth_rl.taskapp import InProcessTaskApp
 
 ROLLOUT = {"env_name": "arithmetic", "policy_name": "p", "max_turns": 1, "episodes_per_batch": 4}
@@ -112,7 +112,7 @@ def test_task_apps_building_either_url_complete_rollouts(
 def test_every_synth_chat_path_is_served_and_recorded_under_its_correlation_id(
     path: str, cid: str | None
 ) -> None:
-    from pytest_synth_rl.inference import StubInference
+    from pytest_synth_rl.fake.model.inference import StubInference
 
     stub = StubInference(replies=["ok"])
     with stub.serve() as base:
@@ -123,7 +123,7 @@ def test_every_synth_chat_path_is_served_and_recorded_under_its_correlation_id(
 
 
 def test_unknown_paths_get_a_404_listing_what_is_served() -> None:
-    from pytest_synth_rl.inference import StubInference
+    from pytest_synth_rl.fake.model.inference import StubInference
 
     with StubInference().serve() as base:
         root = base.removesuffix("/v1")

@@ -27,7 +27,7 @@ def synth_policy():
 SUITE = """
 import pytest
 from pytest_synth_rl import RLJob, VirtualClock
-from pytest_synth_rl.policies import ArithmeticPolicy
+from pytest_synth_rl.fake.model import ArithmeticPolicy
 
 pytestmark = pytest.mark.synth_task_app("arithmetic_task_app.py")
 

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_synth_rl.config.loader import parse_toml
 from pytest_synth_rl.errors import ConfigError
-from pytest_synth_rl.frames import hidden_from_users, mark_package_modules
+from pytest_synth_rl.plugin.frames import hidden_from_users, mark_package_modules
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -66,7 +66,7 @@ def test_an_error_with_no_user_frame_is_left_to_pytest() -> None:
 
 def test_the_message_alone_keeps_what_it_wraps_when_it_does_not_say_it() -> None:
     from pytest_synth_rl.errors import TaskAppError
-    from pytest_synth_rl.frames import message_only
+    from pytest_synth_rl.plugin.frames import message_only
 
     raising = "raise ValueError('weights file is truncated')"
     cause = _run_as("pytest_synth_rl._probe", raising)
@@ -196,7 +196,7 @@ def test_errors_raised_before_the_test_runs_are_the_message_alone(pytester: pyte
     assert "plugin.py" not in text
     assert "All traceback entries are hidden" not in text
     full = pytester.runpytest("-p", "no:randomly", "--full-trace", "-k", "typo")
-    full.stdout.fnmatch_lines(["*pytest_synth_rl/markers.py:*: MarkerError"])
+    full.stdout.fnmatch_lines(["*pytest_synth_rl/plugin/markers.py:*: MarkerError"])
 
 
 # -- warnings point at the user's line too -------------------------------------------------------

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from pytest_synth_rl.errors import BackendError, SynthError
-from pytest_synth_rl.frames import message_only
+from pytest_synth_rl.plugin.frames import message_only
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_synth_rl.session import ServedFake
+from pytest_synth_rl.plugin.session import ServedFake
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 ENV_KEY = "env_interrupt_task_app_key_4be1d09c"
@@ -155,7 +155,7 @@ def handlers():
     return {n: repr(signal.getsignal(getattr(signal, n))) for n in names}
 
 before = handlers()
-import pytest_synth_rl.plugin  # noqa: F401
+import pytest_synth_rl.plugin.hooks  # noqa: F401
 import pytest_synth_rl
 import pytest_synth_rl.taskapp.in_process  # noqa: F401
 import pytest_synth_rl.fake  # noqa: F401

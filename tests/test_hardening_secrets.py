@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_synth_rl.masking import mask_secret
-from pytest_synth_rl.session import ServedFake
+from pytest_synth_rl.plugin.session import ServedFake
+from pytest_synth_rl.secrets.masking import mask_secret
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -19,7 +19,7 @@ from starlette.routing import Route
 from test_client_support import free_port, serve_app
 
 from pytest_synth_rl.errors import TaskAppError
-from pytest_synth_rl.masking import Secret
+from pytest_synth_rl.secrets.masking import Secret
 from pytest_synth_rl.taskapp.health import (
     HealthReport,
     async_check_task_app_health,

@@ -11,7 +11,7 @@ import pytest
 from hang_guard import finishes
 from raw_server import GENEROUS, RawServer, read_request
 
-from pytest_synth_rl.support.http_post import MAX_HEAD_BYTES, PostFailure, PostPool
+from pytest_synth_rl.fake.http_post import MAX_HEAD_BYTES, PostFailure, PostPool
 
 Script = Callable[[int, bytes], bytes | None]
 

@@ -9,7 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from pytest_synth_rl.inference import (
+from pytest_synth_rl.fake.model import Progress
+from pytest_synth_rl.fake.model.inference import (
     SUBMIT_ANSWER_TOOL,
     ArithmeticPolicy,
     StubInference,
@@ -19,7 +20,6 @@ from pytest_synth_rl.inference import (
     solve_arithmetic,
     tool_call,
 )
-from pytest_synth_rl.policies import Progress
 
 TOOLS = [{"type": "function", "function": {"name": SUBMIT_ANSWER_TOOL, "parameters": {"type": "object"}}}]
 

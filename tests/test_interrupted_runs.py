@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_synth_rl.session import ServedFake
+from pytest_synth_rl.plugin.session import ServedFake
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 ENV_KEY = "env_interrupted_task_app_key_5d0c7e"

@@ -14,9 +14,9 @@ import pytest
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import SynthUsageError
 from pytest_synth_rl.fake import FakeSynthBackend
-from pytest_synth_rl.masking import Secret
-from pytest_synth_rl.session import RLConfigRef, SynthJobFactory
-from pytest_synth_rl.settings import resolve_settings
+from pytest_synth_rl.plugin.session import RLConfigRef, SynthJobFactory
+from pytest_synth_rl.plugin.settings import resolve_settings
+from pytest_synth_rl.secrets.masking import Secret
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 CONFIG = EXAMPLES / "arithmetic.toml"

@@ -15,7 +15,7 @@ import pytest
 from pytest_synth_rl.client import RLJob
 from pytest_synth_rl.errors import SynthError
 from pytest_synth_rl.fake import FakeSynthBackend
-from pytest_synth_rl.masking import key_problem
+from pytest_synth_rl.secrets.masking import key_problem
 from pytest_synth_rl.taskapp import InProcessTaskApp
 
 CONFIG = Path(__file__).resolve().parent.parent / "examples" / "arithmetic.toml"

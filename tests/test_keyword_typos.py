@@ -10,7 +10,8 @@ import pytest
 from pytest_synth_rl import FakeSynthBackend, Scenario, SynthUsageError
 from pytest_synth_rl.client import AsyncRLJob, RetryPolicy, RLJob
 from pytest_synth_rl.config import build_rl_payload, load_rl_config
-from pytest_synth_rl.taskapp import InProcessTaskApp, check_task_app_contract
+from pytest_synth_rl.fake.contract import check_task_app_contract
+from pytest_synth_rl.taskapp import InProcessTaskApp
 
 CONFIG = Path(__file__).resolve().parents[1] / "examples" / "arithmetic.toml"
 
@@ -122,7 +123,7 @@ def test_serve_refuses_a_speed_that_is_not_a_finite_positive_number(speed: objec
 def test_a_scripted_policy_without_a_usable_script_is_a_usage_error(
     replies: tuple[object, ...], got: str
 ) -> None:
-    from pytest_synth_rl.policies import ScriptedPolicy
+    from pytest_synth_rl.fake.model import ScriptedPolicy
 
     with pytest.raises(SynthUsageError) as info:
         ScriptedPolicy(*replies)  # type: ignore[arg-type]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_synth_rl.support.loopback import is_loopback_host, is_loopback_url
+from pytest_synth_rl.taskapp.loopback import is_loopback_host, is_loopback_url
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.8.9.10", "localhost", "LOCALHOST", "::1", "[::1]"])

@@ -133,7 +133,7 @@ def test_valid_markers_parse_into_the_spec(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """
         import pytest
-        from pytest_synth_rl.markers import parse_test_spec
+        from pytest_synth_rl.plugin.markers import parse_test_spec
 
         def policy(request):
             return "42"
@@ -274,7 +274,7 @@ def test_overrides_merge_key_by_key_module_class_function(pytester: pytest.Pytes
     pytester.makepyfile(
         """
         import pytest
-        from pytest_synth_rl.markers import parse_test_spec
+        from pytest_synth_rl.plugin.markers import parse_test_spec
 
         pytestmark = pytest.mark.synth_rl(
             config="rl.toml", overrides={"training.batch_size": 2, "model.base": "a"}, timeout=100

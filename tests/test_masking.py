@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from pytest_synth_rl.errors import BackendError, ConfigError, ConfigProblem, TaskAppError
-from pytest_synth_rl.masking import Secret, get_logger, mask_secret, redact, register_secret
+from pytest_synth_rl.secrets.masking import Secret, get_logger, mask_secret, redact, register_secret
 
 KEY = "sk_live_0123456789abcdef23"
 
@@ -90,7 +90,7 @@ def test_a_key_too_short_to_mask_is_warned_about_once_without_showing_it() -> No
     # Before, a 5-character key (upstream's own default is "test") was silently never masked.
     import warnings
 
-    from pytest_synth_rl.masking import Secret, SynthSecretWarning
+    from pytest_synth_rl.secrets.masking import Secret, SynthSecretWarning
 
     short = "ab1d9"
     with warnings.catch_warnings(record=True) as caught:

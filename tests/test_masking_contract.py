@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from pytest_synth_rl.masking import (
+from pytest_synth_rl.secrets.masking import (
     SECRET_ENV_VARS,
     RedactingFilter,
     Secret,
@@ -194,7 +194,7 @@ def test_the_logging_filter_masks_secrets_in_tracebacks_and_stacks() -> None:
 
 
 def test_a_served_apps_exception_reaches_the_captured_log_masked(caplog: pytest.LogCaptureFixture) -> None:
-    from pytest_synth_rl.support.serving import serve_asgi
+    from pytest_synth_rl.taskapp.serving import serve_asgi
 
     register_secret("served-secret-7171")
 

@@ -15,8 +15,8 @@ from fifo_support import FifoReader, full_device
 
 from pytest_synth_rl.__main__ import main as cli
 from pytest_synth_rl.baselines import BaselineStore
-from pytest_synth_rl.merge import MergeError, merge_baselines, merge_reports
-from pytest_synth_rl.report import JobRecord, RunReport
+from pytest_synth_rl.reporting.merge import MergeError, merge_baselines, merge_reports
+from pytest_synth_rl.reporting.report import JobRecord, RunReport
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from pytest_synth_rl.support.asgi import Receive, Scope, Send, read_body, serve_lifespan
-from pytest_synth_rl.support.minimal_http import MAX_HEAD_BYTES, MAX_TARGET_BYTES
-from pytest_synth_rl.support.serving import ServerThread
+from pytest_synth_rl.taskapp.asgi import Receive, Scope, Send, read_body, serve_lifespan
+from pytest_synth_rl.taskapp.http import MAX_HEAD_BYTES, MAX_TARGET_BYTES
+from pytest_synth_rl.taskapp.serving import ServerThread
 
 #: Seconds; only a hang gets near it.
 GENEROUS = 60.0

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from fifo_support import FifoReader, full_device
 
-from pytest_synth_rl.support.files import atomic_write_text
+from pytest_synth_rl.reporting.files import atomic_write_text
 
 
 def test_a_regular_file_is_still_replaced_whole(tmp_path: Path) -> None:

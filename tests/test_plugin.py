@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_synth_rl.session import ServedFake, offline_job_id_prefix
+from pytest_synth_rl.plugin.session import ServedFake, offline_job_id_prefix
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -190,7 +190,7 @@ def test_markers_merge_module_class_function(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """
         import pytest
-        from pytest_synth_rl.markers import parse_test_spec
+        from pytest_synth_rl.plugin.markers import parse_test_spec
 
         pytestmark = pytest.mark.synth_rl(config="a.toml", overrides={"x": 1}, timeout=10)
 

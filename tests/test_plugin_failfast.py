@@ -11,8 +11,8 @@ import pytest
 
 from pytest_synth_rl.client import reachability
 from pytest_synth_rl.errors import BackendUnreachableError
-from pytest_synth_rl.session import ServedFake, SynthRun
-from pytest_synth_rl.settings import resolve_settings
+from pytest_synth_rl.plugin.session import ServedFake, SynthRun
+from pytest_synth_rl.plugin.settings import resolve_settings
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_synth_rl.session import ServedFake
+from pytest_synth_rl.plugin.session import ServedFake
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SYNTH_KEY = "sk_live_cassette_secret_4242"

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from pytest_synth_rl.errors import SynthUsageError
-from pytest_synth_rl.policies import ChatRequest, LearningPolicy, PolicyError, ReplayPolicy, linear
-from pytest_synth_rl.policies.replay import ReplayError
+from pytest_synth_rl.fake.model import ChatRequest, LearningPolicy, PolicyError, ReplayPolicy, linear
+from pytest_synth_rl.fake.model.replay import ReplayError
 
 
 def _completion(text: str) -> dict[str, Any]:
@@ -166,7 +166,7 @@ def test_a_policy_that_cannot_be_called_with_the_request_is_refused_where_given(
 ) -> None:
     # Before: accepted, and every rollout of every job failed with a TypeError or a coroutine.
     from pytest_synth_rl.fake import FakeSynthBackend
-    from pytest_synth_rl.policies.base import policy_problem
+    from pytest_synth_rl.fake.model.policy import policy_problem
 
     assert problem in (policy_problem(policy) or "")
     with pytest.raises(SynthUsageError, match=r"FakeSynthBackend\.policy: "):

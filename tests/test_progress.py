@@ -12,9 +12,9 @@ import pytest
 from pytest_synth_rl.client.polling import Poller, SynthCallbackWarning, observe_polls
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import SynthUsageError
-from pytest_synth_rl.progress import ProgressReporter, ProgressUpdate, choose_mode, progress_update
-from pytest_synth_rl.session import ServedFake
-from pytest_synth_rl.settings import resolve_settings
+from pytest_synth_rl.plugin.progress import ProgressReporter, ProgressUpdate, choose_mode, progress_update
+from pytest_synth_rl.plugin.session import ServedFake
+from pytest_synth_rl.plugin.settings import resolve_settings
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -223,7 +223,7 @@ def test_offline_wait_on_the_virtual_clock_prints_nothing(suite: pytest.Pytester
 def test_a_narrow_terminal_cuts_the_test_id_before_the_job_facts() -> None:
     # Before, the live line was cut at its end: on 80 columns the reward, elapsed time and time
     # left (what the line is for) were lost behind a long test id.
-    from pytest_synth_rl.progress import fit_line
+    from pytest_synth_rl.plugin.progress import fit_line
 
     label = "tests/test_training.py::test_learns_to_add_numbers"
     facts = "job_rl_000002 running step 3/10 reward 0.450 elapsed 1m00s left 1h59m"

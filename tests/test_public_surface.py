@@ -13,25 +13,28 @@ import pytest_synth_rl
 STARTUP_MODULES = {
     "pytest_synth_rl",
     "pytest_synth_rl.errors",
-    "pytest_synth_rl.interrupts",
-    "pytest_synth_rl.markers",
-    "pytest_synth_rl.masking",
+    "pytest_synth_rl.plugin.interrupts",
+    "pytest_synth_rl.plugin.markers",
+    "pytest_synth_rl.secrets.masking",
     "pytest_synth_rl.plugin",
-    "pytest_synth_rl.plugin_views",
-    "pytest_synth_rl.progress",
-    "pytest_synth_rl.render",
-    "pytest_synth_rl.report",
-    "pytest_synth_rl.secret_forms",
-    "pytest_synth_rl.settings",
-    "pytest_synth_rl.summary",
-    "pytest_synth_rl.support",
-    "pytest_synth_rl.support.poll_watch",
+    "pytest_synth_rl.plugin.hooks",
+    "pytest_synth_rl.plugin.views",
+    "pytest_synth_rl.plugin.progress",
+    "pytest_synth_rl.reporting.render",
+    "pytest_synth_rl.reporting.report",
+    "pytest_synth_rl.secrets.forms",
+    "pytest_synth_rl.plugin.settings",
+    "pytest_synth_rl.reporting.summary",
+    "pytest_synth_rl.reporting",
+    "pytest_synth_rl.secrets",
+    "pytest_synth_rl.client",
+    "pytest_synth_rl.client.poll_watch",
 }
 
 
 def test_loading_the_plugin_imports_only_options_and_markers() -> None:
     code = (
-        "import sys, pytest_synth_rl.plugin\n"
+        "import sys, pytest_synth_rl.plugin.hooks\n"
         "heavy = ('uvicorn', 'httpx')\n"
         "print(sorted(m for m in sys.modules if m.startswith('pytest_synth_rl') or m in heavy))"
     )
@@ -62,8 +65,8 @@ FORMER_TOP_LEVEL = {
     "eventually": "pytest_synth_rl.assertions",
     "expect_job": "pytest_synth_rl.assertions",
     "Cassette": "pytest_synth_rl.recording",
-    "ReplayPolicy": "pytest_synth_rl.policies",
-    "Reply": "pytest_synth_rl.policies",
+    "ReplayPolicy": "pytest_synth_rl.fake.model",
+    "Reply": "pytest_synth_rl.fake.model",
 }
 
 

@@ -22,7 +22,7 @@ from pytest_synth_rl.recording import (
     cassette_path,
 )
 from pytest_synth_rl.recording.cassette import decode_body, encode_body
-from pytest_synth_rl.support.files import safe_file_stem
+from pytest_synth_rl.reporting.files import safe_file_stem
 
 
 @pytest.fixture(scope="module")

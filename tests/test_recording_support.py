@@ -18,8 +18,8 @@ from urllib.parse import parse_qsl
 
 import httpx
 
-from pytest_synth_rl.support.asgi import Receive, Scope, Send
-from pytest_synth_rl.support.serving import ServerThread
+from pytest_synth_rl.taskapp.asgi import Receive, Scope, Send
+from pytest_synth_rl.taskapp.serving import ServerThread
 
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 

@@ -8,7 +8,6 @@ import json
 import pytest
 
 from pytest_synth_rl.errors import SynthError
-from pytest_synth_rl.masking import SECRET_ENV_VARS, register_secret, restore_registered_secrets
 from pytest_synth_rl.recording.redaction import (
     REDACTED,
     SENSITIVE_HEADERS,
@@ -17,6 +16,7 @@ from pytest_synth_rl.recording.redaction import (
     find_leaks,
     is_sensitive_name,
 )
+from pytest_synth_rl.secrets.masking import SECRET_ENV_VARS, register_secret, restore_registered_secrets
 
 SECRET = "sk-redaction-secret-0123456789"
 

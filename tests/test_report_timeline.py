@@ -10,8 +10,8 @@ from test_fake_support import job_on
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import JobTimeoutError
 from pytest_synth_rl.fake import FakeSynthBackend
-from pytest_synth_rl.report import job_record
-from pytest_synth_rl.session import offline_job_id_prefix
+from pytest_synth_rl.plugin.session import offline_job_id_prefix
+from pytest_synth_rl.reporting.report import job_record
 
 CONFIG = Path(__file__).resolve().parent.parent / "examples" / "arithmetic.toml"
 

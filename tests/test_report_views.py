@@ -15,10 +15,10 @@ import pytest
 
 from pytest_synth_rl.__main__ import main as cli
 from pytest_synth_rl.baselines import BaselineStore
-from pytest_synth_rl.merge import MergeError, merge_baselines, merge_reports
-from pytest_synth_rl.report import JobRecord, RunReport, mermaid_chart
-from pytest_synth_rl.session import offline_job_id_prefix
-from pytest_synth_rl.svg_chart import reward_chart_svg
+from pytest_synth_rl.plugin.session import offline_job_id_prefix
+from pytest_synth_rl.reporting.merge import MergeError, merge_baselines, merge_reports
+from pytest_synth_rl.reporting.report import JobRecord, RunReport, mermaid_chart
+from pytest_synth_rl.reporting.svg import reward_chart_svg
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SVG = "{http://www.w3.org/2000/svg}"
@@ -170,7 +170,7 @@ LARGEST = 1.7976931348623157e308
 def test_rewards_of_any_finite_size_are_charted() -> None:
     # Before, the span 1e308 - -1e308 overflowed to inf: the sparkline raised "cannot convert float
     # NaN to integer", the SVG drew y=nan, and a flat 1e308 curve divided by zero.
-    from pytest_synth_rl.render import reward_curve_line, sparkline
+    from pytest_synth_rl.reporting.render import reward_curve_line, sparkline
 
     assert sparkline([1e308, -1e308]) == "█▁"
     assert sparkline([LARGEST] * 40 + [-LARGEST] * 40, width=4) == "██▁▁"  # bucket means stay finite
@@ -289,7 +289,7 @@ def test_merge_errors_name_the_file(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 def test_a_shard_given_twice_or_overlapping_shards_are_refused(tmp_path: Path) -> None:
-    from pytest_synth_rl.report import JobRecord
+    from pytest_synth_rl.reporting.report import JobRecord
 
     def shard(name: str, *tests: str) -> Path:
         report = RunReport(mode="offline", backend="b")
@@ -342,7 +342,7 @@ def test_reward_curves_are_drawn_only_when_an_html_report_is_written(pytester: p
 
 def test_a_flat_curve_shows_its_level_on_the_reward_scale() -> None:
     # Before, every flat curve drew the middle bar: a job stuck at 0 looked like one stuck at 1.
-    from pytest_synth_rl.render import sparkline
+    from pytest_synth_rl.reporting.render import sparkline
 
     assert sparkline([0.0] * 4) == "▁▁▁▁"
     assert sparkline([1.0] * 3) == "███"

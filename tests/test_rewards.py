@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from pytest_synth_rl.fake import extract_reward
-from pytest_synth_rl.rewards import reward_of
+from pytest_synth_rl.fake.model.rewards import reward_of
 
 
 @pytest.mark.parametrize(

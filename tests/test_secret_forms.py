@@ -9,7 +9,6 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
-from pytest_synth_rl.masking import redact
 from pytest_synth_rl.recording import (
     REDACTED,
     Cassette,
@@ -20,7 +19,8 @@ from pytest_synth_rl.recording import (
     SecretLeakError,
     find_leaks,
 )
-from pytest_synth_rl.secret_forms import base64_cores, contains, scrub
+from pytest_synth_rl.secrets.forms import base64_cores, contains, scrub
+from pytest_synth_rl.secrets.masking import redact
 
 KEY = "sk_live_Q7+x/Zp9Kw"  # has base64-special characters, so std and urlsafe forms differ
 MASKED = "sk_l…Kw"

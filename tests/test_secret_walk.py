@@ -20,8 +20,8 @@ import pytest
 
 from pytest_synth_rl.fake import FakeSynthBackend
 from pytest_synth_rl.fake.backend import DEFAULT_API_KEY
-from pytest_synth_rl.masking import mask_secret
-from pytest_synth_rl.secret_forms import contains
+from pytest_synth_rl.secrets.forms import contains
+from pytest_synth_rl.secrets.masking import mask_secret
 
 pytestmark = pytest.mark.slow
 
@@ -56,8 +56,8 @@ import types
 
 from _pytest._io.saferepr import saferepr
 
-from pytest_synth_rl.masking import Secret, SecretHeaders
-from pytest_synth_rl.secret_forms import contains
+from pytest_synth_rl.secrets.masking import Secret, SecretHeaders
+from pytest_synth_rl.secrets.forms import contains
 
 #: Where a key is meant to live: checked by repr, never entered.
 HOLDERS = (Secret, SecretHeaders)
@@ -263,7 +263,7 @@ def test_the_walker_finds_a_plain_key_and_not_a_masked_one(
     monkeypatch.syspath_prepend(str(_suite(pytester).path))
     import walker  # type: ignore[import-not-found]
 
-    from pytest_synth_rl.masking import Secret
+    from pytest_synth_rl.secrets.masking import Secret
 
     @dataclasses.dataclass
     class Holder:

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from pytest_synth_rl.clock import VirtualClock
-from pytest_synth_rl.session import SynthJobFactory, SynthRun
-from pytest_synth_rl.settings import resolve_settings
+from pytest_synth_rl.plugin.session import SynthJobFactory, SynthRun
+from pytest_synth_rl.plugin.settings import resolve_settings
 from pytest_synth_rl.taskapp import InProcessTaskApp
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pytest_synth_rl.errors import SynthUsageError
-from pytest_synth_rl.settings import DEFAULT_BACKEND_URL, OPTIONS, resolve_settings
+from pytest_synth_rl.plugin.settings import DEFAULT_BACKEND_URL, OPTIONS, resolve_settings
 
 
 def test_defaults_are_offline_with_the_sdk_poll_cadence() -> None:

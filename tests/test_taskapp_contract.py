@@ -19,13 +19,15 @@ from fastapi.responses import JSONResponse
 from test_fake_support import url_building_app
 
 from pytest_synth_rl.errors import TaskAppError
-from pytest_synth_rl.inference import ArithmeticPolicy
-from pytest_synth_rl.taskapp import (
+from pytest_synth_rl.fake.contract import (
     ContractReport,
-    InProcessTaskApp,
     TaskAppContractError,
     assert_task_app_contract,
     check_task_app_contract,
+)
+from pytest_synth_rl.fake.model.inference import ArithmeticPolicy
+from pytest_synth_rl.taskapp import (
+    InProcessTaskApp,
 )
 from pytest_synth_rl.taskapp.loading import load_module_from_path
 

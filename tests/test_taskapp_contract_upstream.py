@@ -15,12 +15,14 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from pytest_synth_rl.taskapp import (
+from pytest_synth_rl.fake.contract import (
     ROLLOUT_ERAS,
     ContractReport,
-    InProcessTaskApp,
     TaskAppContractError,
     check_task_app_contract,
+)
+from pytest_synth_rl.taskapp import (
+    InProcessTaskApp,
 )
 
 KEY = "upstream-shape-key-0123456789abcdef"

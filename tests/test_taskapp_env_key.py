@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pytest_synth_rl.masking import redact
+from pytest_synth_rl.secrets.masking import redact
 from pytest_synth_rl.taskapp.env_key import ALIASES_VAR, KEY_VAR, acquire_env_key, release_env_key
 
 

@@ -26,7 +26,7 @@ from fastapi import FastAPI, Request
 from hang_guard import HANG_GUARD, finishes
 
 from pytest_synth_rl.errors import SynthUsageError, TaskAppError
-from pytest_synth_rl.masking import redact
+from pytest_synth_rl.secrets.masking import redact
 from pytest_synth_rl.taskapp import CONTRACT_ENDPOINTS, InProcessTaskApp, task_app_auth_headers
 from pytest_synth_rl.taskapp.loading import load_module_from_path
 

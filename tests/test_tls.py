@@ -8,8 +8,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pytest_synth_rl.support.tls import CertsOnFirstUse
 from pytest_synth_rl.taskapp import InProcessTaskApp
+from pytest_synth_rl.taskapp.tls import CertsOnFirstUse
 
 
 def test_it_verifies_like_httpxs_default_context() -> None:

@@ -6,7 +6,7 @@ boolean, a call statement), then the given test files run against it in a forked
 imports the mutated module in place of the real one. A mutant the tests still pass on
 "survived": the behavior it changes is not pinned down.
 
-    python tools/mutate.py pytest_synth_rl/masking.py tests/test_masking.py tests/test_masking_contract.py
+    python tools/mutate.py pytest_synth_rl/secrets/masking.py tests/test_masking.py
     python tools/mutate.py pytest_synth_rl/baselines.py tests/test_baselines_contract.py \
         --only Tolerance,compare
 
@@ -370,7 +370,9 @@ def _run_child(
 
 def _main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("module", type=Path, help="source file to mutate, e.g. pytest_synth_rl/masking.py")
+    parser.add_argument(
+        "module", type=Path, help="source file to mutate, e.g. pytest_synth_rl/secrets/masking.py"
+    )
     parser.add_argument("tests", nargs="+", help="test files (or node ids) that cover the module")
     parser.add_argument("--only", default="", help="comma-separated top-level functions/classes to mutate")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds before a mutant counts as hung")

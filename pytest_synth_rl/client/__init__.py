@@ -8,60 +8,82 @@ never show up in reprs or errors.
 
 from __future__ import annotations
 
-from .aio import AsyncRLJob, async_list_rl_jobs
-from .env_keys import (
-    ENV_KEY_NAME,
-    MAX_ENV_KEY_BYTES,
-    SEALED_BOX_ALG,
-    EnvKeyUpload,
-    async_upload_environment_api_key,
-    upload_environment_api_key,
-)
-from .jobconfig import DEFAULT_BACKEND_URL, RLJobConfig, resolve_api_key, resolve_backend_url
-from .polling import SynthCallbackWarning
-from .results import (
-    CANCELLED_STATUSES,
-    FAILURE_STATUSES,
-    SUCCESS_STATUSES,
-    TERMINAL_STATUSES,
-    EventPage,
-    JobResult,
-    PollRecord,
-    is_terminal,
-    job_status,
-)
-from .retry import RetryPolicy, parse_retry_after
-from .sync import RLJob, list_rl_jobs
-from .task_verify import TaskAppVerification, async_verify_task_app, verify_task_app
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "CANCELLED_STATUSES",
-    "DEFAULT_BACKEND_URL",
-    "ENV_KEY_NAME",
-    "FAILURE_STATUSES",
-    "MAX_ENV_KEY_BYTES",
-    "SEALED_BOX_ALG",
-    "SUCCESS_STATUSES",
-    "TERMINAL_STATUSES",
-    "AsyncRLJob",
-    "EnvKeyUpload",
-    "EventPage",
-    "JobResult",
-    "PollRecord",
-    "RLJob",
-    "RLJobConfig",
-    "RetryPolicy",
-    "SynthCallbackWarning",
-    "TaskAppVerification",
-    "async_list_rl_jobs",
-    "async_upload_environment_api_key",
-    "async_verify_task_app",
-    "is_terminal",
-    "job_status",
-    "list_rl_jobs",
-    "parse_retry_after",
-    "resolve_api_key",
-    "resolve_backend_url",
-    "upload_environment_api_key",
-    "verify_task_app",
-]
+if TYPE_CHECKING:
+    from pytest_synth_rl.client.aio import AsyncRLJob as AsyncRLJob
+    from pytest_synth_rl.client.aio import async_list_rl_jobs as async_list_rl_jobs
+    from pytest_synth_rl.client.env_keys import ENV_KEY_NAME as ENV_KEY_NAME
+    from pytest_synth_rl.client.env_keys import MAX_ENV_KEY_BYTES as MAX_ENV_KEY_BYTES
+    from pytest_synth_rl.client.env_keys import SEALED_BOX_ALG as SEALED_BOX_ALG
+    from pytest_synth_rl.client.env_keys import EnvKeyUpload as EnvKeyUpload
+    from pytest_synth_rl.client.env_keys import (
+        async_upload_environment_api_key as async_upload_environment_api_key,
+    )
+    from pytest_synth_rl.client.env_keys import upload_environment_api_key as upload_environment_api_key
+    from pytest_synth_rl.client.jobconfig import DEFAULT_BACKEND_URL as DEFAULT_BACKEND_URL
+    from pytest_synth_rl.client.jobconfig import RLJobConfig as RLJobConfig
+    from pytest_synth_rl.client.jobconfig import resolve_api_key as resolve_api_key
+    from pytest_synth_rl.client.jobconfig import resolve_backend_url as resolve_backend_url
+    from pytest_synth_rl.client.polling import SynthCallbackWarning as SynthCallbackWarning
+    from pytest_synth_rl.client.results import CANCELLED_STATUSES as CANCELLED_STATUSES
+    from pytest_synth_rl.client.results import FAILURE_STATUSES as FAILURE_STATUSES
+    from pytest_synth_rl.client.results import SUCCESS_STATUSES as SUCCESS_STATUSES
+    from pytest_synth_rl.client.results import TERMINAL_STATUSES as TERMINAL_STATUSES
+    from pytest_synth_rl.client.results import EventPage as EventPage
+    from pytest_synth_rl.client.results import JobResult as JobResult
+    from pytest_synth_rl.client.results import PollRecord as PollRecord
+    from pytest_synth_rl.client.results import is_terminal as is_terminal
+    from pytest_synth_rl.client.results import job_status as job_status
+    from pytest_synth_rl.client.retry import RetryPolicy as RetryPolicy
+    from pytest_synth_rl.client.retry import parse_retry_after as parse_retry_after
+    from pytest_synth_rl.client.sync import RLJob as RLJob
+    from pytest_synth_rl.client.sync import list_rl_jobs as list_rl_jobs
+    from pytest_synth_rl.client.task_verify import TaskAppVerification as TaskAppVerification
+    from pytest_synth_rl.client.task_verify import async_verify_task_app as async_verify_task_app
+    from pytest_synth_rl.client.task_verify import verify_task_app as verify_task_app
+
+_HOMES = {
+    "AsyncRLJob": "aio",
+    "async_list_rl_jobs": "aio",
+    "ENV_KEY_NAME": "env_keys",
+    "MAX_ENV_KEY_BYTES": "env_keys",
+    "SEALED_BOX_ALG": "env_keys",
+    "EnvKeyUpload": "env_keys",
+    "async_upload_environment_api_key": "env_keys",
+    "upload_environment_api_key": "env_keys",
+    "DEFAULT_BACKEND_URL": "jobconfig",
+    "RLJobConfig": "jobconfig",
+    "resolve_api_key": "jobconfig",
+    "resolve_backend_url": "jobconfig",
+    "SynthCallbackWarning": "polling",
+    "CANCELLED_STATUSES": "results",
+    "FAILURE_STATUSES": "results",
+    "SUCCESS_STATUSES": "results",
+    "TERMINAL_STATUSES": "results",
+    "EventPage": "results",
+    "JobResult": "results",
+    "PollRecord": "results",
+    "is_terminal": "results",
+    "job_status": "results",
+    "RetryPolicy": "retry",
+    "parse_retry_after": "retry",
+    "RLJob": "sync",
+    "list_rl_jobs": "sync",
+    "TaskAppVerification": "task_verify",
+    "async_verify_task_app": "task_verify",
+    "verify_task_app": "task_verify",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name from its module on first access, so light modules import alone."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = globals()[name] = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    return value
+
+
+__all__ = sorted(_HOMES)

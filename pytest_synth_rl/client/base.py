@@ -17,10 +17,23 @@ from typing import Any, Generic, TypeVar
 
 import httpx
 
-from ..clock import Clock, RealClock
-from ..config import RLBuildResult, build_rl_payload
-from ..config.urls import normalize_backend_url
-from ..errors import (
+from pytest_synth_rl.client.calls import Call, event_page, extract_job_id, json_list, read_body, read_object
+from pytest_synth_rl.client.jobconfig import RLJobConfig
+from pytest_synth_rl.client.polling import Poller
+from pytest_synth_rl.client.results import (
+    EventPage,
+    JobResult,
+    PollRecord,
+    add_status_run,
+    extract_error,
+    job_status,
+    outcome_of,
+)
+from pytest_synth_rl.client.retry import RetryPolicy
+from pytest_synth_rl.clock import Clock, RealClock
+from pytest_synth_rl.config import RLBuildResult, build_rl_payload
+from pytest_synth_rl.config.urls import normalize_backend_url
+from pytest_synth_rl.errors import (
     ConfigProblem,
     JobFailedError,
     JobSubmitError,
@@ -29,13 +42,8 @@ from ..errors import (
     TaskAppError,
     keywords_checked,
 )
-from ..masking import Secret, SecretHeaders, mask_secret
-from ..taskapp.health import HealthReport
-from .calls import Call, event_page, extract_job_id, json_list, read_body, read_object
-from .jobconfig import RLJobConfig
-from .polling import Poller
-from .results import EventPage, JobResult, PollRecord, add_status_run, extract_error, job_status, outcome_of
-from .retry import RetryPolicy
+from pytest_synth_rl.secrets.masking import Secret, SecretHeaders, mask_secret
+from pytest_synth_rl.taskapp.health import HealthReport
 
 __all__ = ["DEFAULT_REQUEST_TIMEOUT", "JobBase"]
 

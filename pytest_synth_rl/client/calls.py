@@ -15,10 +15,10 @@ from typing import Any, Generic, TypeVar
 
 import httpx
 
-from ..errors import BackendError, JobSubmitError, excerpt
-from ..masking import SecretHeaders, get_logger
-from .results import EventPage
-from .retry import Sent
+from pytest_synth_rl.client.results import EventPage
+from pytest_synth_rl.client.retry import Sent
+from pytest_synth_rl.errors import BackendError, JobSubmitError, excerpt
+from pytest_synth_rl.secrets.masking import SecretHeaders, get_logger
 
 __all__ = [
     "Call",

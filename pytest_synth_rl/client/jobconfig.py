@@ -2,7 +2,7 @@
 
 Resolution happens once, when the job object is made, so a job never changes target because the
 environment changed under it, and a missing key is reported before anything is sent. Keys are
-held as :class:`~pytest_synth_rl.masking.Secret` so no repr or message can show them.
+held as :class:`~pytest_synth_rl.secrets.masking.Secret` so no repr or message can show them.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Any
 
 import httpx
 
-from ..config import normalize_backend_url
-from ..errors import ConfigError, ConfigProblem, SynthUsageError
-from ..masking import Secret, key_problem
+from pytest_synth_rl.config import normalize_backend_url
+from pytest_synth_rl.errors import ConfigError, ConfigProblem, SynthUsageError
+from pytest_synth_rl.secrets.masking import Secret, key_problem
 
 __all__ = [
     "BACKEND_URL_ENV_VARS",

@@ -13,10 +13,10 @@ from typing import TypeVar
 
 import httpx
 
-from ..clock import Clock
-from ..support.tls import shared_ssl_context
-from .calls import Call
-from .retry import RetryPolicy, async_send, send
+from pytest_synth_rl.client.calls import Call
+from pytest_synth_rl.client.retry import RetryPolicy, async_send, send
+from pytest_synth_rl.clock import Clock
+from pytest_synth_rl.taskapp.tls import shared_ssl_context
 
 __all__ = ["DEFAULT_ONESHOT_TIMEOUT", "async_client_for", "async_run", "client_for", "run"]
 

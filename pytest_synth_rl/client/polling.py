@@ -25,8 +25,10 @@ import traceback
 import warnings
 from typing import Any
 
-from ..clock import Clock
-from ..errors import (
+from pytest_synth_rl.client.poll_watch import PollObserver, observe_polls, poll_observers
+from pytest_synth_rl.client.results import JobResult, PollRecord, is_terminal, job_status
+from pytest_synth_rl.clock import Clock
+from pytest_synth_rl.errors import (
     Attempt,
     BackendError,
     ConfigProblem,
@@ -34,9 +36,7 @@ from ..errors import (
     JobTimeoutError,
     SynthUsageError,
 )
-from ..support.callers import outside_stacklevel
-from ..support.poll_watch import PollObserver, observe_polls, poll_observers
-from .results import JobResult, PollRecord, is_terminal, job_status
+from pytest_synth_rl.secrets.callers import outside_stacklevel
 
 __all__ = [
     "DEFAULT_MAX_FAILED_POLLS",

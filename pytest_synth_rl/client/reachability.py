@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from ..support.tls import shared_ssl_context
+from pytest_synth_rl.taskapp.tls import shared_ssl_context
 
 __all__ = ["probe_backend"]
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from ..clock import Clock
-from ..errors import Attempt, BackendError, ConfigProblem, SynthUsageError, keywords_checked
-from ..masking import get_logger
+from pytest_synth_rl.clock import Clock
+from pytest_synth_rl.errors import Attempt, BackendError, ConfigProblem, SynthUsageError, keywords_checked
+from pytest_synth_rl.secrets.masking import get_logger
 
 __all__ = ["RetryLoop", "RetryPolicy", "Sent", "async_send", "parse_retry_after", "send"]
 

@@ -12,21 +12,21 @@ from typing import Any, TypeVar
 
 import httpx
 
-from ..clock import Clock
-from ..errors import BackendError, keywords_checked
-from ..masking import Secret
-from ..support.tls import shared_ssl_context
-from ..taskapp.health import check_task_app_health
-from .base import DEFAULT_REQUEST_TIMEOUT, JobBase
-from .calls import Call
-from .env_keys import EnvKeyUpload
-from .env_keys import upload_environment_api_key as _upload
-from .jobconfig import RLJobConfig
-from .polling import DEFAULT_MAX_FAILED_POLLS, Poller
-from .results import EventPage, JobResult
-from .retry import RetryPolicy, send
-from .task_verify import TaskAppVerification
-from .task_verify import verify_task_app as _verify
+from pytest_synth_rl.client.base import DEFAULT_REQUEST_TIMEOUT, JobBase
+from pytest_synth_rl.client.calls import Call
+from pytest_synth_rl.client.env_keys import EnvKeyUpload
+from pytest_synth_rl.client.env_keys import upload_environment_api_key as _upload
+from pytest_synth_rl.client.jobconfig import RLJobConfig
+from pytest_synth_rl.client.polling import DEFAULT_MAX_FAILED_POLLS, Poller
+from pytest_synth_rl.client.results import EventPage, JobResult
+from pytest_synth_rl.client.retry import RetryPolicy, send
+from pytest_synth_rl.client.task_verify import TaskAppVerification
+from pytest_synth_rl.client.task_verify import verify_task_app as _verify
+from pytest_synth_rl.clock import Clock
+from pytest_synth_rl.errors import BackendError, keywords_checked
+from pytest_synth_rl.secrets.masking import Secret
+from pytest_synth_rl.taskapp.health import check_task_app_health
+from pytest_synth_rl.taskapp.tls import shared_ssl_context
 
 __all__ = ["RLJob", "list_rl_jobs"]
 

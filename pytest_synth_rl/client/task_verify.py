@@ -16,14 +16,20 @@ from typing import Any
 
 import httpx
 
-from ..clock import Clock, RealClock
-from ..config import normalize_backend_url
-from ..errors import ConfigProblem, SynthUsageError, TaskAppVerificationError
-from ..masking import Secret, SecretHeaders, mask_secret
-from .calls import Call, read_object
-from .jobconfig import resolve_api_key, resolve_backend_url
-from .oneshot import DEFAULT_ONESHOT_TIMEOUT, async_client_for, async_run, client_for, run
-from .retry import RetryPolicy
+from pytest_synth_rl.client.calls import Call, read_object
+from pytest_synth_rl.client.jobconfig import resolve_api_key, resolve_backend_url
+from pytest_synth_rl.client.oneshot import (
+    DEFAULT_ONESHOT_TIMEOUT,
+    async_client_for,
+    async_run,
+    client_for,
+    run,
+)
+from pytest_synth_rl.client.retry import RetryPolicy
+from pytest_synth_rl.clock import Clock, RealClock
+from pytest_synth_rl.config import normalize_backend_url
+from pytest_synth_rl.errors import ConfigProblem, SynthUsageError, TaskAppVerificationError
+from pytest_synth_rl.secrets.masking import Secret, SecretHeaders, mask_secret
 
 __all__ = ["TaskAppVerification", "async_verify_task_app", "verify_task_app", "verify_task_app_call"]
 

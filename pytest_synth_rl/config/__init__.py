@@ -9,20 +9,20 @@ and returns the ``POST /api/rl/jobs`` body the SDK would send. The pieces are us
 
 from __future__ import annotations
 
-from .known_keys import SynthConfigWarning
-from .loader import load_rl_config, parse_toml, read_toml_file
-from .models import (
+from pytest_synth_rl.config.known_keys import SynthConfigWarning
+from pytest_synth_rl.config.loader import load_rl_config, parse_toml, read_toml_file
+from pytest_synth_rl.config.models import (
     EXPERIMENTAL_MODELS,
     FINE_TUNED_PREFIXES,
     KNOWN_BASE_MODELS,
     SUPPORTED_RL_MODELS,
     experimental_models,
 )
-from .overrides import SPECIAL_KEYS, apply_overrides
-from .payload import RLBuildResult, build_rl_payload, build_rl_payload_from_mapping
-from .payload_check import validate_rl_payload
-from .urls import normalize_backend_url, resolve_task_url
-from .validate import collect_config_problems, validate_rl_config
+from pytest_synth_rl.config.overrides import SPECIAL_KEYS, apply_overrides
+from pytest_synth_rl.config.payload import RLBuildResult, build_rl_payload, build_rl_payload_from_mapping
+from pytest_synth_rl.config.payload_check import validate_rl_payload
+from pytest_synth_rl.config.urls import normalize_backend_url, resolve_task_url
+from pytest_synth_rl.config.validate import collect_config_problems, validate_rl_config
 
 __all__ = [
     "EXPERIMENTAL_MODELS",

@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .coerce import CoercionError, describe, to_bool, to_float, to_int, to_str
-from .problems import KeyPath, ProblemList, format_key, key_text
-from .tree import plain_copy
+from pytest_synth_rl.config.coerce import CoercionError, describe, to_bool, to_float, to_int, to_str
+from pytest_synth_rl.config.problems import KeyPath, ProblemList, format_key, key_text
+from pytest_synth_rl.config.tree import plain_copy
 
 __all__ = ["NO_DEFAULT", "Field", "Kind", "Section", "check_section"]
 

@@ -21,12 +21,19 @@ import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..errors import ConfigProblem
-from ..support.callers import outside_stacklevel
-from .fields import Section
-from .problems import KeyPath, ProblemList, capped_error, format_key, found_instead, key_text
-from .schema import RL_CONFIG
-from .verifier import VERIFIER_OPTIONS_KEYS
+from pytest_synth_rl.config.fields import Section
+from pytest_synth_rl.config.problems import (
+    KeyPath,
+    ProblemList,
+    capped_error,
+    format_key,
+    found_instead,
+    key_text,
+)
+from pytest_synth_rl.config.schema import RL_CONFIG
+from pytest_synth_rl.config.verifier import VERIFIER_OPTIONS_KEYS
+from pytest_synth_rl.errors import ConfigProblem
+from pytest_synth_rl.secrets.callers import outside_stacklevel
 
 __all__ = [
     "COUNT_KEYS",

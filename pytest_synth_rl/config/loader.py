@@ -19,13 +19,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ..errors import ConfigError, ConfigProblem, keywords_checked
-from .coerce import describe
-from .overrides import apply_overrides
-from .problems import short_key
-from .source_file import read_config_bytes
-from .toml_scan import long_integer_problem, long_key_problem
-from .tree import TreeShapeError, copy_tree, plain_copy
+from pytest_synth_rl.config.coerce import describe
+from pytest_synth_rl.config.overrides import apply_overrides
+from pytest_synth_rl.config.problems import short_key
+from pytest_synth_rl.config.source_file import read_config_bytes
+from pytest_synth_rl.config.toml_scan import long_integer_problem, long_key_problem
+from pytest_synth_rl.config.tree import TreeShapeError, copy_tree, plain_copy
+from pytest_synth_rl.errors import ConfigError, ConfigProblem, keywords_checked
 
 __all__ = ["config_source", "load_rl_config", "parse_file_bytes", "parse_toml", "read_toml_file"]
 

@@ -22,11 +22,11 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigError, ConfigProblem
-from .coerce import describe
-from .known_keys import check_override_keys
-from .problems import format_key, key_text, short_key
-from .tree import MAX_DEPTH, TreeShapeError, plain_copy
+from pytest_synth_rl.config.coerce import describe
+from pytest_synth_rl.config.known_keys import check_override_keys
+from pytest_synth_rl.config.problems import format_key, key_text, short_key
+from pytest_synth_rl.config.tree import MAX_DEPTH, TreeShapeError, plain_copy
+from pytest_synth_rl.errors import ConfigError, ConfigProblem
 
 __all__ = ["SPECIAL_KEYS", "SdkOverrides", "apply_overrides", "parse_dotted_key", "split_overrides"]
 

@@ -17,16 +17,16 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigError, ConfigProblem, keywords_checked
-from .coerce import describe
-from .known_keys import config_warnings, warn_about_config
-from .loader import config_source, parse_file_bytes
-from .memo import MemoInfo, PassedChecks, exact_key
-from .overrides import apply_overrides, split_overrides
-from .source_file import read_config_bytes
-from .tree import copy_tree, plain_copy
-from .urls import normalize_backend_url, resolve_task_url
-from .validate import check_rl_config
+from pytest_synth_rl.config.coerce import describe
+from pytest_synth_rl.config.known_keys import config_warnings, warn_about_config
+from pytest_synth_rl.config.loader import config_source, parse_file_bytes
+from pytest_synth_rl.config.memo import MemoInfo, PassedChecks, exact_key
+from pytest_synth_rl.config.overrides import apply_overrides, split_overrides
+from pytest_synth_rl.config.source_file import read_config_bytes
+from pytest_synth_rl.config.tree import copy_tree, plain_copy
+from pytest_synth_rl.config.urls import normalize_backend_url, resolve_task_url
+from pytest_synth_rl.config.validate import check_rl_config
+from pytest_synth_rl.errors import ConfigError, ConfigProblem, keywords_checked
 
 __all__ = [
     "RLBuildResult",

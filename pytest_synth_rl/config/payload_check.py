@@ -17,13 +17,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ConfigProblem
-from ..support.http_urls import http_url_problem
-from .coerce import describe
-from .models import ModelRejected, resolve_rl_model
-from .problems import ProblemList
-from .rules import truthy
-from .validate import config_problems
+from pytest_synth_rl.config.coerce import describe
+from pytest_synth_rl.config.http_urls import http_url_problem
+from pytest_synth_rl.config.models import ModelRejected, resolve_rl_model
+from pytest_synth_rl.config.problems import ProblemList
+from pytest_synth_rl.config.rules import truthy
+from pytest_synth_rl.config.validate import config_problems
+from pytest_synth_rl.errors import ConfigProblem
 
 __all__ = ["validate_rl_payload"]
 

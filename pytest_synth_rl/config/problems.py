@@ -14,8 +14,8 @@ import json
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 
-from ..errors import ConfigError, ConfigProblem
-from .coerce import describe
+from pytest_synth_rl.config.coerce import describe
+from pytest_synth_rl.errors import ConfigError, ConfigProblem
 
 __all__ = [
     "PER_TABLE_LIMIT",

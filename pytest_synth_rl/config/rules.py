@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
-from .coerce import describe
-from .problems import KeyPath, ProblemList
+from pytest_synth_rl.config.coerce import describe
+from pytest_synth_rl.config.problems import KeyPath, ProblemList
 
 __all__ = ["RL_ALGORITHM", "check_algorithm_triple", "inject_defaults", "precheck", "truthy"]
 

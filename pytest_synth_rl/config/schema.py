@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .fields import Field, Section, check_section
-from .problems import KeyPath, ProblemList
+from pytest_synth_rl.config.fields import Field, Section, check_section
+from pytest_synth_rl.config.problems import KeyPath, ProblemList
 
 __all__ = ["RL_CONFIG", "check_rl_schema"]
 

@@ -13,7 +13,7 @@ import os
 import stat
 from pathlib import Path
 
-from ..errors import ConfigError, ConfigProblem
+from pytest_synth_rl.errors import ConfigError, ConfigProblem
 
 __all__ = ["MAX_CONFIG_BYTES", "read_config_bytes"]
 

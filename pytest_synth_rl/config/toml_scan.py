@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 import sys
 
-from ..errors import ConfigProblem
-from .tree import MAX_DEPTH
+from pytest_synth_rl.config.tree import MAX_DEPTH
+from pytest_synth_rl.errors import ConfigProblem
 
 __all__ = ["long_integer_problem", "long_key_problem"]
 

@@ -16,16 +16,22 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from ..errors import ConfigProblem
-from .coerce import INT64_LIMIT, describe
-from .known_keys import point_at_near_misses
-from .memo import MemoInfo, PassedChecks, exact_key
-from .models import ModelRejected, ResolvedModel, experimental_allowed, experimental_models, resolve_rl_model
-from .problems import KeyPath, ProblemList, key_text
-from .rules import check_algorithm_triple, inject_defaults, precheck
-from .schema import check_rl_schema
-from .tree import TreeShapeError, plain_copy
-from .verifier import check_reward_sections
+from pytest_synth_rl.config.coerce import INT64_LIMIT, describe
+from pytest_synth_rl.config.known_keys import point_at_near_misses
+from pytest_synth_rl.config.memo import MemoInfo, PassedChecks, exact_key
+from pytest_synth_rl.config.models import (
+    ModelRejected,
+    ResolvedModel,
+    experimental_allowed,
+    experimental_models,
+    resolve_rl_model,
+)
+from pytest_synth_rl.config.problems import KeyPath, ProblemList, key_text
+from pytest_synth_rl.config.rules import check_algorithm_triple, inject_defaults, precheck
+from pytest_synth_rl.config.schema import check_rl_schema
+from pytest_synth_rl.config.tree import TreeShapeError, plain_copy
+from pytest_synth_rl.config.verifier import check_reward_sections
+from pytest_synth_rl.errors import ConfigProblem
 
 __all__ = [
     "ConfigCheck",

@@ -13,10 +13,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .coerce import describe
-from .fields import Field, Section, check_section
-from .problems import KeyPath, ProblemList
-from .rules import truthy
+from pytest_synth_rl.config.coerce import describe
+from pytest_synth_rl.config.fields import Field, Section, check_section
+from pytest_synth_rl.config.problems import KeyPath, ProblemList
+from pytest_synth_rl.config.rules import truthy
 
 __all__ = ["VERIFIER_OPTIONS_KEYS", "check_reward_sections"]
 

@@ -8,13 +8,13 @@ pushed through :class:`FakeJob`; :meth:`FakeSynthBackend.fault` injects failures
 
 from __future__ import annotations
 
-from .backend import DEFAULT_API_KEY, DEFAULT_BASE_URL, FakeRouteError, FakeSynthBackend
-from .faults import Fault
-from .handle import FakeJob
-from .jobs import RolloutRecord
-from .rollouts import extract_reward
-from .scenario import Scenario
-from .wire import RecordedRequest
+from pytest_synth_rl.fake.backend import DEFAULT_API_KEY, DEFAULT_BASE_URL, FakeRouteError, FakeSynthBackend
+from pytest_synth_rl.fake.faults import Fault
+from pytest_synth_rl.fake.handle import FakeJob
+from pytest_synth_rl.fake.jobs import RolloutRecord
+from pytest_synth_rl.fake.rollouts import extract_reward
+from pytest_synth_rl.fake.scenario import Scenario
+from pytest_synth_rl.fake.wire import RecordedRequest
 
 __all__ = [
     "DEFAULT_API_KEY",

@@ -17,15 +17,15 @@ from typing import Any
 
 import httpx
 
-from ..clock import VirtualClock
-from ..errors import ConfigError, ConfigProblem, SynthError, SynthUsageError
-from .checks import error_text_problem, written
-from .faults import make_fault
-from .handle import FakeJob
-from .jobs import TERMINAL
-from .scenario import Scenario
-from .store import JobStore, StoreFull
-from .wire import error_response, json_response, load_json, non_finite_field
+from pytest_synth_rl.clock import VirtualClock
+from pytest_synth_rl.errors import ConfigError, ConfigProblem, SynthError, SynthUsageError
+from pytest_synth_rl.fake.checks import error_text_problem, written
+from pytest_synth_rl.fake.faults import make_fault
+from pytest_synth_rl.fake.handle import FakeJob
+from pytest_synth_rl.fake.jobs import TERMINAL
+from pytest_synth_rl.fake.scenario import Scenario
+from pytest_synth_rl.fake.store import JobStore, StoreFull
+from pytest_synth_rl.fake.wire import error_response, json_response, load_json, non_finite_field
 
 __all__ = ["ADMIN_ROUTES", "DETAIL_ITEMS", "MAX_CLOCK_ADVANCE", "handle_admin"]
 

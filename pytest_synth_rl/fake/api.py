@@ -15,11 +15,23 @@ from typing import Any
 
 import httpx
 
-from .jobs import TERMINAL, JobRecord, iso
-from .legacy_body import legacy_payload
-from .store import SEALED_BOX_ALG, EnvKeyRejected, IdempotencyConflict, JobStore, StoreFull
-from .stream import EventStream
-from .wire import TooManyDigits, error_response, json_response, load_json, non_finite_field
+from pytest_synth_rl.fake.jobs import TERMINAL, JobRecord, iso
+from pytest_synth_rl.fake.legacy_body import legacy_payload
+from pytest_synth_rl.fake.store import (
+    SEALED_BOX_ALG,
+    EnvKeyRejected,
+    IdempotencyConflict,
+    JobStore,
+    StoreFull,
+)
+from pytest_synth_rl.fake.stream import EventStream
+from pytest_synth_rl.fake.wire import (
+    TooManyDigits,
+    error_response,
+    json_response,
+    load_json,
+    non_finite_field,
+)
 
 __all__ = ["HANDLERS", "Call"]
 

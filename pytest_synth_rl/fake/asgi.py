@@ -41,9 +41,9 @@ from typing import TypeVar
 
 import httpx
 
-from ..support.asgi import Receive, Scope, Send, serve_lifespan
-from .handler import MAX_BODY_BYTES
-from .stream import EventStream
+from pytest_synth_rl.fake.handler import MAX_BODY_BYTES
+from pytest_synth_rl.fake.stream import EventStream
+from pytest_synth_rl.taskapp.asgi import Receive, Scope, Send, serve_lifespan
 
 __all__ = [
     "BODY_BUDGET",

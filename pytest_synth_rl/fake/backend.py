@@ -24,22 +24,28 @@ from urllib.parse import urlsplit
 import httpx
 import respx
 
-from ..clock import Clock, ScaledClock, VirtualClock
-from ..config.urls import normalize_backend_url
-from ..errors import ConfigProblem, SynthError, SynthUsageError, keywords_checked, seconds_problem
-from ..inference import StubInference
-from ..masking import Secret, key_problem, mask_secret, register_secret, secret_or_none
-from ..policies import Policy, PolicyReply
-from ..policies.base import policy_problem
-from .asgi import DEFAULT_READ_TIMEOUT
-from .faults import Fault, make_fault
-from .handle import FakeJob
-from .handler import FakeRouteError, RequestHandler
-from .mount import mount, unmount
-from .scenario import Scenario
-from .server import FakeServer
-from .store import PACING_MODES, JobStore, Pacing, RolloutsMode
-from .wire import RecordedRequest
+from pytest_synth_rl.clock import Clock, ScaledClock, VirtualClock
+from pytest_synth_rl.config.urls import normalize_backend_url
+from pytest_synth_rl.errors import (
+    ConfigProblem,
+    SynthError,
+    SynthUsageError,
+    keywords_checked,
+    seconds_problem,
+)
+from pytest_synth_rl.fake.asgi import DEFAULT_READ_TIMEOUT
+from pytest_synth_rl.fake.faults import Fault, make_fault
+from pytest_synth_rl.fake.handle import FakeJob
+from pytest_synth_rl.fake.handler import FakeRouteError, RequestHandler
+from pytest_synth_rl.fake.model import Policy, PolicyReply
+from pytest_synth_rl.fake.model.inference import StubInference
+from pytest_synth_rl.fake.model.policy import policy_problem
+from pytest_synth_rl.fake.mount import mount, unmount
+from pytest_synth_rl.fake.scenario import Scenario
+from pytest_synth_rl.fake.server import FakeServer
+from pytest_synth_rl.fake.store import PACING_MODES, JobStore, Pacing, RolloutsMode
+from pytest_synth_rl.fake.wire import RecordedRequest
+from pytest_synth_rl.secrets.masking import Secret, key_problem, mask_secret, register_secret, secret_or_none
 
 __all__ = ["DEFAULT_API_KEY", "DEFAULT_BASE_URL", "FakeRouteError", "FakeSynthBackend"]
 
@@ -130,7 +136,7 @@ class FakeSynthBackend:
         clock: shared with the client under test; default a new :class:`VirtualClock`.
         task_app_api_key: the key sent to task apps on rollouts (default ``$ENVIRONMENT_API_KEY``).
         policy / replies: how the stub model answers during rollouts (see
-            :class:`~pytest_synth_rl.inference.StubInference`); default an arithmetic solver whose
+            :class:`~pytest_synth_rl.fake.model.inference.StubInference`); default an arithmetic solver whose
             accuracy improves over the job, so rewards from real rollouts rise.
         rollouts: ``"auto"`` runs real rollouts when the job's task app URL is on loopback,
             ``True`` for any http(s) URL, ``False`` never (scripted rewards).

@@ -6,7 +6,7 @@ from users; each rule lives here once so that every way in says the same thing a
 
 from __future__ import annotations
 
-from ..errors import ConfigProblem
+from pytest_synth_rl.errors import ConfigProblem
 
 __all__ = ["MAX_ERROR_CHARS", "bool_problem", "error_text_problem", "written"]
 

@@ -21,8 +21,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..errors import ConfigProblem, SynthUsageError
-from .checks import bool_problem, written
+from pytest_synth_rl.errors import ConfigProblem, SynthUsageError
+from pytest_synth_rl.fake.checks import bool_problem, written
 
 __all__ = [
     "FAULT_KINDS",

@@ -10,11 +10,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ..errors import ConfigProblem, SynthUsageError
-from .jobs import JobRecord, RolloutRecord
-from .lifecycle import Target
-from .scenario import Scenario
-from .store import JobStore
+from pytest_synth_rl.errors import ConfigProblem, SynthUsageError
+from pytest_synth_rl.fake.jobs import JobRecord, RolloutRecord
+from pytest_synth_rl.fake.lifecycle import Target
+from pytest_synth_rl.fake.scenario import Scenario
+from pytest_synth_rl.fake.store import JobStore
 
 __all__ = ["FakeJob"]
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import httpx
 
-from ..clock import VirtualClock
-from ..errors import SynthError
-from ..masking import Secret, mask_secret
-from . import api
-from .admin import handle_admin
-from .routes import match_route, route_listing
-from .store import JobStore
-from .wire import RecordedRequest, error_response, json_response, masked_response
+from pytest_synth_rl.clock import VirtualClock
+from pytest_synth_rl.errors import SynthError
+from pytest_synth_rl.fake import api
+from pytest_synth_rl.fake.admin import handle_admin
+from pytest_synth_rl.fake.routes import match_route, route_listing
+from pytest_synth_rl.fake.store import JobStore
+from pytest_synth_rl.fake.wire import RecordedRequest, error_response, json_response, masked_response
+from pytest_synth_rl.secrets.masking import Secret, mask_secret
 
 __all__ = ["ADMIN_PREFIX", "MAX_BODY_BYTES", "FakeRouteError", "RequestHandler"]
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, NamedTuple, overload
 
-from .scenario import Scenario, Stage
+from pytest_synth_rl.fake.scenario import Scenario, Stage
 
 __all__ = [
     "MAX_KEPT_RESPONSE",

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ConfigProblem
-from ..support.http_urls import http_url_problem
+from pytest_synth_rl.config.http_urls import http_url_problem
+from pytest_synth_rl.errors import ConfigProblem
 
 __all__ = ["legacy_payload"]
 

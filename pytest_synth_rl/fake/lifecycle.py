@@ -19,12 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..clock import Clock
-from ..masking import redact
-from .jobs import JobRecord
-from .rollout_feed import RolloutFeed
-from .rollouts import BatchPlan, RolloutDriver, RolloutFailure, RolloutSpec
-from .scenario import Stage
+from pytest_synth_rl.clock import Clock
+from pytest_synth_rl.fake.jobs import JobRecord
+from pytest_synth_rl.fake.rollout_feed import RolloutFeed
+from pytest_synth_rl.fake.rollouts import BatchPlan, RolloutDriver, RolloutFailure, RolloutSpec
+from pytest_synth_rl.fake.scenario import Stage
+from pytest_synth_rl.secrets.masking import redact
 
 __all__ = ["Lifecycle", "Target"]
 

@@ -24,7 +24,7 @@ import httpx
 import respx
 from respx.models import AllMockedAssertionError
 
-from ..support.loopback import is_loopback_host
+from pytest_synth_rl.taskapp.loopback import is_loopback_host
 
 __all__ = ["mount", "unmount"]
 

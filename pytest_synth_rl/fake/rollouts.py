@@ -20,7 +20,7 @@ reported as the task app not being safe under concurrency. Consecutive batches o
 share a :class:`~.rollout_feed.RolloutFeed`, so the next step's first rollouts fill the workers
 a step's last ones leave idle (never more than ``concurrency`` in flight in all).
 
-Rollouts are posted with :class:`~pytest_synth_rl.support.http_post.PostPool` (kept-alive
+Rollouts are posted with :class:`~pytest_synth_rl.fake.http_post.PostPool` (kept-alive
 HTTP/1.1 connections over plain sockets), a small fraction of an httpx client's CPU per call.
 That matters because the task app, the stub model and the fake share one interpreter lock: what
 the caller spends per rollout is taken from the task app under test. Proxy environment variables
@@ -47,16 +47,16 @@ from typing import Any, NoReturn
 
 import httpx
 
-from ..errors import excerpt
-from ..inference import KEEP_INFERENCE_URL, ModelCall
-from ..masking import Secret, redact
-from ..policies import Progress, RolloutIdentity
-from ..rewards import MAX_REWARD, extract_reward
-from ..support.http_post import PostFailure, PostPool, PostResponse
-from ..support.tls import shared_ssl_context
-from ..taskapp.health import task_app_auth_headers
-from .jobs import RolloutRecord
-from .rollout_feed import RolloutFeed
+from pytest_synth_rl.errors import excerpt
+from pytest_synth_rl.fake.http_post import PostFailure, PostPool, PostResponse
+from pytest_synth_rl.fake.jobs import RolloutRecord
+from pytest_synth_rl.fake.model import Progress, RolloutIdentity
+from pytest_synth_rl.fake.model.inference import KEEP_INFERENCE_URL, ModelCall
+from pytest_synth_rl.fake.model.rewards import MAX_REWARD, extract_reward
+from pytest_synth_rl.fake.rollout_feed import RolloutFeed
+from pytest_synth_rl.secrets.masking import Secret, redact
+from pytest_synth_rl.taskapp.health import task_app_auth_headers
+from pytest_synth_rl.taskapp.tls import shared_ssl_context
 
 __all__ = [
     "DEFAULT_MAX_CONCURRENT_ROLLOUTS",

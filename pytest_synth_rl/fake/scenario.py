@@ -25,9 +25,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..errors import ConfigProblem, SynthUsageError, keywords_checked
-from ..rewards import MAX_REWARD, REWARD_RANGE, reward_in_range
-from .checks import MAX_ERROR_CHARS, bool_problem, error_text_problem
+from pytest_synth_rl.errors import ConfigProblem, SynthUsageError, keywords_checked
+from pytest_synth_rl.fake.checks import MAX_ERROR_CHARS, bool_problem, error_text_problem
+from pytest_synth_rl.fake.model.rewards import MAX_REWARD, REWARD_RANGE, reward_in_range
 
 __all__ = [
     "MAX_DURATION",

@@ -1,6 +1,6 @@
 """Serving the fake on a loopback port: the ASGI adapter on the task app's uvicorn thread.
 
-Reuses :class:`~pytest_synth_rl.support.serving.ServerThread` (port 0, readiness from the server,
+Reuses :class:`~pytest_synth_rl.taskapp.serving.ServerThread` (port 0, readiness from the server,
 fast stop, TCP_NODELAY) rather than :class:`InProcessTaskApp`, whose task-app key export and
 ``/health`` probe mean nothing for a backend.
 """
@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 import httpx
 
-from ..support.serving import ServerThread
-from .asgi import DEFAULT_READ_TIMEOUT, FakeASGIApp
+from pytest_synth_rl.fake.asgi import DEFAULT_READ_TIMEOUT, FakeASGIApp
+from pytest_synth_rl.taskapp.serving import ServerThread
 
 __all__ = ["FakeServer"]
 

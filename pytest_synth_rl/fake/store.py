@@ -31,21 +31,28 @@ from typing import Any, Literal
 from nacl.exceptions import CryptoError
 from nacl.public import PrivateKey, SealedBox
 
-from ..clock import Clock, VirtualClock
-from ..errors import ConfigProblem, SynthError, SynthUsageError
-from ..inference import StubInference
-from ..masking import Secret, key_problem, mask_secret
-from ..policies import ArithmeticPolicy, Policy, PolicyReply, Progress, RolloutIdentity, linear
-from ..support.loopback import is_loopback_url
-from ..taskapp.health import check_task_app_health
-from .checks import error_text_problem
-from .faults import Fault
-from .jobs import JobRecord
-from .lifecycle import Lifecycle, Target
-from .locking import StoreLock
-from .rollouts import RolloutDriver
-from .scenario import Scenario
-from .wire import RecordedRequest
+from pytest_synth_rl.clock import Clock, VirtualClock
+from pytest_synth_rl.errors import ConfigProblem, SynthError, SynthUsageError
+from pytest_synth_rl.fake.checks import error_text_problem
+from pytest_synth_rl.fake.faults import Fault
+from pytest_synth_rl.fake.jobs import JobRecord
+from pytest_synth_rl.fake.lifecycle import Lifecycle, Target
+from pytest_synth_rl.fake.locking import StoreLock
+from pytest_synth_rl.fake.model import (
+    ArithmeticPolicy,
+    Policy,
+    PolicyReply,
+    Progress,
+    RolloutIdentity,
+    linear,
+)
+from pytest_synth_rl.fake.model.inference import StubInference
+from pytest_synth_rl.fake.rollouts import RolloutDriver
+from pytest_synth_rl.fake.scenario import Scenario
+from pytest_synth_rl.fake.wire import RecordedRequest
+from pytest_synth_rl.secrets.masking import Secret, key_problem, mask_secret
+from pytest_synth_rl.taskapp.health import check_task_app_health
+from pytest_synth_rl.taskapp.loopback import is_loopback_url
 
 __all__ = [
     "MAX_ENV_KEY_BYTES",
@@ -408,7 +415,7 @@ class JobStore:
         """Problems with a submitted payload (none when validation is off)."""
         if not self.validate_payloads:
             return []
-        from ..config import validate_rl_payload  # the config layer, not needed until a submit
+        from pytest_synth_rl.config import validate_rl_payload  # the config layer, not needed until a submit
 
         return list(validate_rl_payload(payload))
 

@@ -25,9 +25,9 @@ from typing import Any
 
 import httpx
 
-from ..clock import VirtualClock
-from .jobs import JobRecord
-from .store import JobStore
+from pytest_synth_rl.clock import VirtualClock
+from pytest_synth_rl.fake.jobs import JobRecord
+from pytest_synth_rl.fake.store import JobStore
 
 __all__ = ["EventStream", "sse_event"]
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import httpx
 
-from ..masking import mask_secret, redact
-from ..recording.redaction import Redactor
+from pytest_synth_rl.recording.redaction import Redactor
+from pytest_synth_rl.secrets.masking import mask_secret, redact
 
 __all__ = [
     "JSON_HEADERS",

@@ -7,7 +7,7 @@ pytest-recording / VCR.py; see :mod:`.modes`.
 
 from __future__ import annotations
 
-from .cassette import (
+from pytest_synth_rl.recording.cassette import (
     Cassette,
     CassetteError,
     Interaction,
@@ -15,11 +15,17 @@ from .cassette import (
     RecordedResponse,
     cassette_path,
 )
-from .matching import DEFAULT_IGNORED_PATHS, DEFAULT_MATCH_ON, MatchConfig, RequestKey, request_key
-from .modes import RecordMode, RecordModeError
-from .recorder import AsyncRecordingTransport, Recorder, RecordingTransport
-from .redaction import REDACTED, Redactor, SecretLeakError, find_leaks
-from .replayer import CassetteMismatchError, Replayer, use_cassette
+from pytest_synth_rl.recording.matching import (
+    DEFAULT_IGNORED_PATHS,
+    DEFAULT_MATCH_ON,
+    MatchConfig,
+    RequestKey,
+    request_key,
+)
+from pytest_synth_rl.recording.modes import RecordMode, RecordModeError
+from pytest_synth_rl.recording.recorder import AsyncRecordingTransport, Recorder, RecordingTransport
+from pytest_synth_rl.recording.redaction import REDACTED, Redactor, SecretLeakError, find_leaks
+from pytest_synth_rl.recording.replayer import CassetteMismatchError, Replayer, use_cassette
 
 __all__ = [
     "DEFAULT_IGNORED_PATHS",

@@ -40,9 +40,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import SynthError
-from ..support.files import UnreadableDocument, atomic_write_text, parse_json_document, safe_file_stem
-from .redaction import Redactor, SecretLeakError, find_leaks
+from pytest_synth_rl.errors import SynthError
+from pytest_synth_rl.recording.redaction import Redactor, SecretLeakError, find_leaks
+from pytest_synth_rl.reporting.files import (
+    UnreadableDocument,
+    atomic_write_text,
+    parse_json_document,
+    safe_file_stem,
+)
 
 __all__ = [
     "FORMAT_VERSION",

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from ..errors import ConfigProblem, SynthUsageError
-from .cassette import RecordedRequest, decode_body
+from pytest_synth_rl.errors import ConfigProblem, SynthUsageError
+from pytest_synth_rl.recording.cassette import RecordedRequest, decode_body
 
 __all__ = [
     "BODY_METHODS",

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from ..errors import SynthError
+from pytest_synth_rl.errors import SynthError
 
 __all__ = ["RecordMode", "RecordModeError"]
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from .cassette import (
+from pytest_synth_rl.recording.cassette import (
     DROPPED_HEADERS,
     Cassette,
     Interaction,
@@ -29,7 +29,7 @@ from .cassette import (
     encode_body,
     header_value,
 )
-from .redaction import Redactor
+from pytest_synth_rl.recording.redaction import Redactor
 
 __all__ = [
     "AsyncRecordingTransport",

@@ -10,7 +10,7 @@ by three independent rules, any one of which suffices:
    (``api_key``, ``accessToken``, ``client-secret``, ``password`` ...), when their value is text;
 3. any occurrence of a *known secret value* (``masking.known_secrets()``: registered keys, the
    secret environment variables, plus secrets passed explicitly), wherever it appears, also
-   percent-encoded, JSON ``\\u``-escaped or base64'd (see :mod:`pytest_synth_rl.secret_forms`).
+   percent-encoded, JSON ``\\u``-escaped or base64'd (see :mod:`pytest_synth_rl.secrets.forms`).
 
 Then, because rules can be wrong, :func:`find_leaks` scans the bytes actually written; a cassette
 that still contains a known secret is refused with :class:`SecretLeakError`.
@@ -25,9 +25,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import quote, unquote_plus, urlsplit, urlunsplit
 
-from ..errors import SynthError
-from ..masking import known_secrets, mask_secret
-from ..secret_forms import contains, scrub
+from pytest_synth_rl.errors import SynthError
+from pytest_synth_rl.secrets.forms import contains, scrub
+from pytest_synth_rl.secrets.masking import known_secrets, mask_secret
 
 __all__ = [
     "REDACTED",

@@ -37,11 +37,9 @@ from typing import Any
 import httpx
 import respx
 
-from ..errors import SynthError
-from ..support.files import shell_quote
-from ..support.loopback import is_loopback_host
-from .cassette import Cassette, Interaction, RecordedResponse, header_items
-from .matching import (
+from pytest_synth_rl.errors import SynthError
+from pytest_synth_rl.recording.cassette import Cassette, Interaction, RecordedResponse, header_items
+from pytest_synth_rl.recording.matching import (
     DEFAULT_IGNORED_FIELDS,
     DEFAULT_IGNORED_PATHS,
     DEFAULT_MATCH_ON,
@@ -52,9 +50,11 @@ from .matching import (
     origin_of,
     request_key,
 )
-from .modes import RecordMode
-from .recorder import Recorder, capture_request, rebuild_response
-from .redaction import Redactor
+from pytest_synth_rl.recording.modes import RecordMode
+from pytest_synth_rl.recording.recorder import Recorder, capture_request, rebuild_response
+from pytest_synth_rl.recording.redaction import Redactor
+from pytest_synth_rl.reporting.files import shell_quote
+from pytest_synth_rl.taskapp.loopback import is_loopback_host
 
 __all__ = ["CassetteMismatchError", "Replayer", "use_cassette"]
 

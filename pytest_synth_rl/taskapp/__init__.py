@@ -9,35 +9,21 @@
 
 from __future__ import annotations
 
-from .contract import (
-    ROLLOUT_ERAS,
-    ContractCheck,
-    ContractReport,
-    TaskAppContractError,
-    assert_task_app_contract,
-    check_task_app_contract,
-)
-from .health import (
+from pytest_synth_rl.taskapp.health import (
     HealthReport,
     async_check_task_app_health,
     check_task_app_health,
     task_app_auth_headers,
 )
-from .in_process import CONTRACT_ENDPOINTS, InProcessTaskApp
-from .loading import FACTORY_NAMES, is_asgi_app, resolve_app
+from pytest_synth_rl.taskapp.in_process import CONTRACT_ENDPOINTS, InProcessTaskApp
+from pytest_synth_rl.taskapp.loading import FACTORY_NAMES, is_asgi_app, resolve_app
 
 __all__ = [
     "CONTRACT_ENDPOINTS",
     "FACTORY_NAMES",
-    "ROLLOUT_ERAS",
-    "ContractCheck",
-    "ContractReport",
     "HealthReport",
     "InProcessTaskApp",
-    "TaskAppContractError",
-    "assert_task_app_contract",
     "async_check_task_app_health",
-    "check_task_app_contract",
     "check_task_app_health",
     "is_asgi_app",
     "resolve_app",

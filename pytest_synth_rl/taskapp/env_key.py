@@ -22,7 +22,7 @@ import itertools
 import os
 import threading
 
-from ..masking import register_secret
+from pytest_synth_rl.secrets.masking import register_secret
 
 __all__ = ["ALIASES_VAR", "KEY_VAR", "acquire_env_key", "release_env_key"]
 

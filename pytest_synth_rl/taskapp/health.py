@@ -22,9 +22,9 @@ from typing import Any
 
 import httpx
 
-from ..errors import TaskAppError
-from ..masking import Secret, SecretHeaders, redact, register_secret
-from ..support.tls import shared_ssl_context
+from pytest_synth_rl.errors import TaskAppError
+from pytest_synth_rl.secrets.masking import Secret, SecretHeaders, redact, register_secret
+from pytest_synth_rl.taskapp.tls import shared_ssl_context
 
 __all__ = [
     "HealthReport",

@@ -23,13 +23,19 @@ from typing import Any
 
 import anyio.to_thread
 
-from ..errors import ConfigProblem, SynthUsageError, TaskAppError, keywords_checked, seconds_problem
-from ..masking import Secret, key_problem, secret_or_none
-from ..support.loopback import normalise_loopback_host, url_host
-from ..support.serving import Lifespan, ServerThread
-from .env_key import KEY_VAR, acquire_env_key, release_env_key
-from .health import HealthReport, check_task_app_health, task_app_auth_headers
-from .loading import resolve_app, resolve_fresh_app, unload_module
+from pytest_synth_rl.errors import (
+    ConfigProblem,
+    SynthUsageError,
+    TaskAppError,
+    keywords_checked,
+    seconds_problem,
+)
+from pytest_synth_rl.secrets.masking import Secret, key_problem, secret_or_none
+from pytest_synth_rl.taskapp.env_key import KEY_VAR, acquire_env_key, release_env_key
+from pytest_synth_rl.taskapp.health import HealthReport, check_task_app_health, task_app_auth_headers
+from pytest_synth_rl.taskapp.loading import resolve_app, resolve_fresh_app, unload_module
+from pytest_synth_rl.taskapp.loopback import normalise_loopback_host, url_host
+from pytest_synth_rl.taskapp.serving import Lifespan, ServerThread
 
 __all__ = ["CONTRACT_ENDPOINTS", "InProcessTaskApp"]
 

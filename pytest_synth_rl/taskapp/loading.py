@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import TaskAppError
+from pytest_synth_rl.errors import TaskAppError
 
 __all__ = [
     "APP_ATTRIBUTE",

@@ -1,0 +1,514 @@
+"""Polling assertions for RL jobs, on the test's clock.
+
+``eventually`` retries a check until it passes or the timeout (measured on a :class:`Clock`)
+expires. :func:`expect_job` wraps a submitted job in fluent expectations that read like the
+requirement they check::
+
+    expect_job(job).to_succeed(within=7200).to_have_final_reward(at_least=0.6).to_improve_reward(by=0.2)
+
+A failure never says just ``False``: the message carries the job's history (statuses over time,
+its last events, its reward curve) so a red CI run explains itself. Offline the clock is virtual,
+so "within 2 h" costs milliseconds; online the same test waits for real.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ParamSpec, Protocol, TypeVar
+
+from pytest_synth_rl.assertions.arguments import (
+    bounds_problems,
+    checked_call,
+    event_types_problems,
+    given_settings,
+    number_problem,
+    raise_problems,
+    setting_problem,
+    shown,
+    status_problem,
+    text_problem,
+    window_problem,
+    within_problem,
+)
+from pytest_synth_rl.clock import Clock, RealClock
+from pytest_synth_rl.errors import ConfigProblem, JobTimeoutError, SynthUsageError, a_type, seconds_problem
+from pytest_synth_rl.reporting.render import format_duration, reward_curve_line, status_timeline
+from pytest_synth_rl.secrets.masking import redact
+
+__all__ = [
+    "EventuallyTimeout",
+    "JobExpectation",
+    "JobHistory",
+    "collect_job_history",
+    "eventually",
+    "expect_job",
+    "job_rewards",
+    "reward_curve",
+]
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+_LAST_EVENTS = 8
+_EVENT_PAGE = 200
+_REWARD_METRIC_NAMES = ("train.reward", "reward", "train.mean_reward")
+
+
+class EventuallyTimeout(AssertionError):
+    """``eventually`` ran out of time; the message lists what each attempt saw."""
+
+
+def eventually(
+    check: Callable[[], T],
+    *,
+    timeout: float,
+    interval: float = 1.0,
+    clock: Clock | None = None,
+    description: str | None = None,
+) -> T:
+    """Call *check* until it passes, sleeping *interval* on *clock* between attempts.
+
+    A check passes when it returns a truthy value without raising ``AssertionError``; that value
+    is returned. Other exceptions propagate at once (a bug is not something to wait out). The
+    last attempt happens at the deadline, never after it.
+    """
+    __tracebackhide__ = True
+    problems = [
+        ConfigProblem(f"eventually.{name}", problem, "e.g. eventually(check, timeout=30, interval=1)")
+        for name, problem in (
+            ("timeout", seconds_problem(timeout, allow_zero=True)),
+            ("interval", seconds_problem(interval)),
+        )
+        if problem is not None
+    ]
+    if problems:  # a NaN timeout would never be reached: the wait would not end
+        raise SynthUsageError(problems)
+    clock = clock or RealClock()
+    start = clock.now()
+    attempts: list[tuple[float, str]] = []
+    while True:
+        elapsed = clock.now() - start
+        try:
+            value = check()
+        except AssertionError as exc:
+            attempts.append((elapsed, f"AssertionError: {exc}".splitlines()[0]))
+        else:
+            if value:
+                return value
+            attempts.append((elapsed, f"returned {value!r}"))
+        remaining = timeout - (clock.now() - start)
+        if remaining <= 0:
+            break
+        clock.sleep(min(interval, remaining))
+    what = description or getattr(check, "__name__", "check")
+    shown = attempts[-5:]
+    lines = [f"  t={format_duration(t)}: {outcome}" for t, outcome in shown]
+    if len(attempts) > len(shown):
+        lines.insert(0, f"  … {len(attempts) - len(shown)} earlier attempts")
+    raise EventuallyTimeout(
+        redact(
+            f"{what} did not pass within {format_duration(timeout)} ({len(attempts)} attempts, "
+            f"every {format_duration(interval)}):\n" + "\n".join(lines)
+        )
+    )
+
+
+class _Job(Protocol):
+    """What expectations need from a job: the public surface of ``RLJob``."""
+
+    @property
+    def job_id(self) -> str | None: ...
+
+    def get_status(self) -> dict[str, Any]: ...
+
+    def poll_until_complete(
+        self,
+        timeout: float = ...,
+        interval: float = ...,
+        on_status: Callable[[dict[str, Any]], None] | None = ...,
+    ) -> Any: ...
+
+    def events(self, since_seq: int = ..., limit: int = ...) -> Any: ...
+
+    def metrics(self, after_step: int = ..., limit: int = ...) -> list[dict[str, Any]]: ...
+
+
+@dataclass
+class JobHistory:
+    """What a job went through, as far as the client saw it: enough to explain a failure."""
+
+    job_id: str | None
+    statuses: list[tuple[float, str]] = field(default_factory=list)
+    events: list[Mapping[str, Any]] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    final_status: str | None = None
+    final_reward: float | None = None
+    error: str | None = None
+
+    def render(self) -> str:
+        lines = [f"job {self.job_id or '<not submitted>'}: status {self.final_status or '?'}"]
+        if self.error:
+            lines.append(f"  error: {self.error}")
+        lines.append(f"  statuses: {status_timeline(self.statuses)}")
+        lines.append(f"  reward curve: {reward_curve_line(self.rewards)}")
+        if self.final_reward is not None:
+            lines.append(f"  final reward: {self.final_reward:.4f}")
+        if self.events:
+            lines.append(f"  last {min(len(self.events), _LAST_EVENTS)} of {len(self.events)} events:")
+            for event in self.events[-_LAST_EVENTS:]:
+                message = str(event.get("message") or "")
+                lines.append(f"    #{event.get('seq', '?')} {event.get('type', '?')} {message}".rstrip())
+        else:
+            lines.append("  events: (none)")
+        return "\n".join(lines)
+
+
+def _safe(fetch: Callable[[], T], default: T) -> T:
+    """Fetch optional context for a failure message; a failing fetch must not hide the failure."""
+    try:
+        return fetch()
+    except Exception:
+        return default
+
+
+def _all_events(job: _Job) -> list[Mapping[str, Any]]:
+    events: list[Mapping[str, Any]] = []
+    since = 0
+    for _ in range(50):  # bounded: a backend that never advances its cursor cannot loop us forever
+        page = job.events(since_seq=since, limit=_EVENT_PAGE)
+        batch = list(getattr(page, "events", None) or [])
+        if not batch:
+            break
+        events.extend(batch)
+        if len(batch) < _EVENT_PAGE:  # a short page is the last one: no need to ask for an empty one
+            break
+        next_seq = getattr(page, "next_seq", None)
+        last = batch[-1].get("seq")
+        cursor = next_seq if isinstance(next_seq, int) else last
+        if not isinstance(cursor, int) or cursor <= since:
+            break
+        since = cursor
+    return events
+
+
+def job_rewards(job: _Job) -> list[float]:
+    """The job's reward curve, asking the backend as little as possible: metric points first,
+    the (longer) event log only when the metrics carry no reward."""
+    rewards = reward_curve(job.metrics(after_step=-1, limit=10_000))
+    return rewards or reward_curve(events=_all_events(job))
+
+
+def reward_curve(
+    metrics: Sequence[Mapping[str, Any]] = (), events: Sequence[Mapping[str, Any]] = ()
+) -> list[float]:
+    """The job's reward per training step: ``train.reward`` metric points, else step events."""
+    for name in _REWARD_METRIC_NAMES:
+        points = [p for p in metrics if p.get("name") == name and isinstance(p.get("value"), (int, float))]
+        if points:
+            points.sort(key=lambda p: p.get("step", 0))
+            return [float(p["value"]) for p in points]
+    rewards = []
+    for event in events:
+        data = event.get("data") or {}
+        if str(event.get("type", "")).endswith("train.step") and isinstance(data.get("reward"), (int, float)):
+            rewards.append(float(data["reward"]))
+    return rewards
+
+
+def collect_job_history(job: _Job, result: Any = None, polls: Sequence[Any] = ()) -> JobHistory:
+    """Gather a job's history from a poll result (if any) plus its events and metrics.
+
+    *polls* are the poll records of a wait that ended without a result (a timeout carries them
+    in ``JobTimeoutError.history``), so the message still shows every status that was seen.
+    """
+    history = JobHistory(job_id=job.job_id)
+    for record in polls:
+        history.statuses.append((float(record.elapsed), str(record.status)))
+    if result is not None:
+        for record in getattr(result, "history", None) or []:
+            history.statuses.append((float(record.elapsed), str(record.status)))
+        history.final_status = getattr(result, "status", None)
+        history.final_reward = getattr(result, "final_reward", None)
+        history.error = getattr(result, "error", None)
+    elif job.job_id:
+        empty: dict[str, Any] = {}
+        status = _safe(job.get_status, empty)
+        history.final_status = str(status.get("status") or status.get("state") or "?")
+        history.error = status.get("error") if isinstance(status.get("error"), str) else None
+    if job.job_id:
+        history.events = _safe(lambda: _all_events(job), [])
+        no_points: list[dict[str, Any]] = []
+        metrics = _safe(lambda: job.metrics(after_step=-1, limit=10_000), no_points)
+        history.rewards = reward_curve(metrics, history.events)
+    return history
+
+
+class JobExpectation:
+    """Fluent expectations about one job. Each method returns ``self`` so they chain.
+
+    Arguments are checked before anything is polled: a wrong type, a NaN or infinite number, a
+    ``within`` that is not > 0, a misspelled keyword or a call that would check nothing raises
+    :class:`~pytest_synth_rl.errors.SynthUsageError` naming the call as written.
+    """
+
+    def __init__(
+        self,
+        job: _Job,
+        *,
+        clock: Clock | None = None,
+        interval: float | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        raise_problems(
+            [setting_problem("JobExpectation", n, v) for n, v in given_settings(interval, timeout)]
+        )
+        self.job = job
+        self.clock = clock or getattr(job, "clock", None) or RealClock()
+        self.interval = interval
+        self.timeout = timeout
+        self.result: Any = None
+        #: Expectations called on this object so far: 0 at the end of a test means it checked
+        #: nothing (``synth_expect(job).to_succeed`` without its parentheses).
+        self.checks_made = 0
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _fail(self, summary: str, polls: Sequence[Any] = ()) -> AssertionError:
+        history = collect_job_history(self.job, self.result, polls)
+        # The history quotes the backend's own words (job errors, event messages), which may echo
+        # a key back; an assertion message ends up in terminal output, JUnit XML and CI logs.
+        return AssertionError(redact(f"{summary}\n{history.render()}"))
+
+    def _poll_kwargs(self, within: float | None) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {}
+        timeout = within if within is not None else self.timeout
+        if timeout is not None:
+            kwargs["timeout"] = timeout
+        if self.interval is not None:
+            kwargs["interval"] = self.interval
+        return kwargs
+
+    def _finished(self) -> Any:
+        if self.result is None:
+            self._wait(None)
+        return self.result
+
+    def _wait(self, within: float | None) -> None:
+        """Poll the job to a terminal status (``within`` already checked by the caller)."""
+        try:
+            self.result = self.job.poll_until_complete(**self._poll_kwargs(within))
+        except JobTimeoutError as exc:
+            limit = exc.timeout if exc.timeout is not None else within
+            raise self._fail(
+                f"expected job {self.job.job_id} to finish within {format_duration(limit)}, "
+                f"but it was still {exc.last_status!r} after {len(exc.history)} polls",
+                exc.history,
+            ) from None
+
+    # -- expectations -------------------------------------------------------------------------
+    @checked_call
+    def to_finish(self, within: float | None = None) -> JobExpectation:
+        """The job reaches any terminal status within *within* seconds (on the job's clock)."""
+        __tracebackhide__ = True
+        raise_problems([within_problem("to_finish", within)])
+        self._wait(within)
+        return self
+
+    @checked_call
+    def to_succeed(self, within: float | None = None) -> JobExpectation:
+        """The job reaches ``succeeded`` (or ``completed``) within *within* seconds."""
+        __tracebackhide__ = True
+        raise_problems([within_problem("to_succeed", within)])
+        self._wait(within)
+        if not getattr(self.result, "succeeded", False):
+            ended = getattr(self.result, "status", "?")
+            raise self._fail(f"expected job {self.job.job_id} to succeed, but it ended {ended!r}")
+        return self
+
+    @checked_call
+    def to_fail(self, within: float | None = None, *, error_contains: str | None = None) -> JobExpectation:
+        """The job ends ``failed`` (or ``error``, any case); optionally its error text contains
+        *error_contains*."""
+        __tracebackhide__ = True
+        raise_problems(
+            [
+                within_problem("to_fail", within),
+                None
+                if error_contains is None
+                else text_problem(
+                    "to_fail",
+                    "error_contains",
+                    error_contains,
+                    expected="non-blank text the job's error must contain",
+                    example="CUDA out of memory",
+                ),
+            ]
+        )
+        self._wait(within)
+        if not getattr(self.result, "failed", False):
+            raise self._fail(f"expected job {self.job.job_id} to fail, but it ended {self.result.status!r}")
+        error = getattr(self.result, "error", None) or ""
+        if error_contains is not None and error_contains not in error:
+            raise self._fail(f"expected the job's error to contain {error_contains!r}, got {error!r}")
+        return self
+
+    @checked_call
+    def to_be_cancelled(self, within: float | None = None) -> JobExpectation:
+        """The job ends ``cancelled`` (any spelling)."""
+        __tracebackhide__ = True
+        raise_problems([within_problem("to_be_cancelled", within)])
+        self._wait(within)
+        if not getattr(self.result, "cancelled", False):
+            raise self._fail(
+                f"expected job {self.job.job_id} to be cancelled, but it ended {self.result.status!r}"
+            )
+        return self
+
+    @checked_call
+    def to_reach_status(self, status: str, within: float | None = None) -> JobExpectation:
+        """The job's status becomes *status* (case-insensitive) within *within* seconds."""
+        __tracebackhide__ = True
+        raise_problems([status_problem(status), within_problem("to_reach_status", within)])
+        wanted = status.strip().lower()
+        seen: list[tuple[float, str]] = []
+        start = self.clock.now()
+
+        def check() -> bool:
+            payload = self.job.get_status()
+            current = str(payload.get("status") or payload.get("state") or "").lower()
+            seen.append((self.clock.now() - start, current))
+            return current == wanted
+
+        limit = within if within is not None else (self.timeout if self.timeout is not None else 7200.0)
+        try:
+            eventually(check, timeout=limit, interval=self.interval or 10.0, clock=self.clock)
+        except EventuallyTimeout:
+            raise self._fail(
+                f"expected job {self.job.job_id} to reach status {status!r} within {format_duration(limit)}; "
+                f"saw {status_timeline(seen)}"
+            ) from None
+        return self
+
+    @checked_call
+    def to_have_final_reward(
+        self, *, at_least: float | None = None, at_most: float | None = None
+    ) -> JobExpectation:
+        """The finished job's final reward lies within the given bounds (at least one is needed)."""
+        __tracebackhide__ = True
+        raise_problems(bounds_problems(at_least, at_most))
+        result = self._finished()
+        reward = getattr(result, "final_reward", None)
+        if reward is None:
+            raise self._fail(f"expected job {self.job.job_id} to report a final reward, but it has none")
+        if at_least is not None and reward < at_least:
+            raise self._fail(f"expected final reward >= {at_least}, got {reward:.4f}")
+        if at_most is not None and reward > at_most:
+            raise self._fail(f"expected final reward <= {at_most}, got {reward:.4f}")
+        return self
+
+    @checked_call
+    def to_improve_reward(self, *, by: float = 0.0, window: int = 1) -> JobExpectation:
+        """The reward curve rose by at least *by* from start to end.
+
+        With ``window=k`` the means of the first and last *k* points are compared, which is kinder
+        to noisy curves than first-vs-last.
+        """
+        __tracebackhide__ = True
+        raise_problems(
+            [
+                number_problem(
+                    "to_improve_reward",
+                    "by",
+                    by,
+                    positive=False,
+                    expected="a finite number: the least rise from the start of the reward curve to its end",
+                    hint="e.g. to_improve_reward(by=0.2); a negative by tolerates a drop that small",
+                ),
+                window_problem(window),
+            ]
+        )
+        self._finished()
+        history = collect_job_history(self.job, self.result)
+        rewards = history.rewards
+        if len(rewards) < 2:
+            raise self._fail(
+                f"expected the reward to improve by {by}, but the job reported {len(rewards)} reward point(s)"
+            )
+        k = max(1, min(window, len(rewards) // 2))
+        first = sum(rewards[:k]) / k
+        last = sum(rewards[-k:]) / k
+        if last - first < by:
+            compared = ""
+            if k > 1 or k < window:  # say what was compared when it is not just the two ends
+                compared = f"; means of the first and last {k} of {len(rewards)} points"
+                if k < window:
+                    compared += f", as window={window} is more than half the curve"
+            raise self._fail(
+                f"expected the reward to improve by at least {by}, but it went {first:.4f} -> {last:.4f} "
+                f"(change {last - first:+.4f}{compared})"
+            )
+        return self
+
+    @checked_call
+    def to_emit_events(self, types: Sequence[str]) -> JobExpectation:
+        """The job's events contain *types* in this order (others may come between)."""
+        __tracebackhide__ = True
+        raise_problems(event_types_problems(types))
+        events = _all_events(self.job) if self.job.job_id else []
+        seen = [str(e.get("type")) for e in events]
+        position = 0
+        for wanted in types:
+            try:
+                position = seen.index(wanted, position) + 1
+            except ValueError:
+                raise self._fail(
+                    f"expected events {list(types)} in order; {wanted!r} is missing after "
+                    f"position {position}. Seen: {seen}"
+                ) from None
+        return self
+
+
+def expect_job(
+    job: _Job, *, clock: Clock | None = None, interval: float | None = None, timeout: float | None = None
+) -> JobExpectation:
+    """Start fluent expectations about *job* (an ``RLJob``).
+
+    *interval* and *timeout* default to the job's own polling defaults; the pytest fixtures pass
+    the run's ``--synth-poll-interval`` / ``--synth-timeout``.
+    """
+    __tracebackhide__ = True
+    return start_expectation("expect_job", job, clock=clock, interval=interval, timeout=timeout)
+
+
+def start_expectation(
+    call: str, job: _Job, *, clock: Clock | None, interval: float | None, timeout: float | None
+) -> JobExpectation:
+    """:func:`expect_job` as *call* (``synth_expect`` for the fixture): its errors name the call
+    the user wrote."""
+    __tracebackhide__ = True
+    problems: list[ConfigProblem | None] = [
+        setting_problem(call, n, v) for n, v in given_settings(interval, timeout)
+    ]
+    if inspect.iscoroutinefunction(getattr(job, "poll_until_complete", None)):
+        problems.insert(
+            0,
+            ConfigProblem(
+                key=f"{call}.job",
+                message=f"got {call}(<AsyncRLJob>); expectations wait by blocking, so they take an RLJob",
+                hint="await the async job's own methods (result = await job.poll_until_complete(); "
+                "assert result.status == 'succeeded'), or make a blocking job with synth_rl_job()",
+            ),
+        )
+    elif not callable(getattr(job, "poll_until_complete", None)):
+        problems.insert(
+            0,
+            ConfigProblem(
+                key=f"{call}.job",
+                message=f"got {call}({shown(job)}), {a_type(job)}; expected the RLJob itself",
+                hint="pass the job, not what it returned: job = synth_rl_job(); job.submit(); "
+                "synth_expect(job).to_succeed()",
+            ),
+        )
+    raise_problems(problems)
+    return JobExpectation(job, clock=clock, interval=interval, timeout=timeout)

@@ -1,0 +1,56 @@
+"""Policies: how the offline stand-in model answers the task app's chat-completions calls.
+
+See :mod:`.base` for the protocol; :class:`LearningPolicy`, :class:`ScriptedPolicy` and
+:class:`ReplayPolicy` are ready-made.
+"""
+
+from pytest_synth_rl.fake.model.learning import (
+    SUBMIT_ANSWER_TOOL,
+    ArithmeticPolicy,
+    Curve,
+    LearningPolicy,
+    linear,
+    parse_arithmetic,
+    solve_arithmetic,
+)
+from pytest_synth_rl.fake.model.policy import (
+    ChatRequest,
+    Policy,
+    PolicyError,
+    PolicyReply,
+    Progress,
+    Reply,
+    RolloutIdentity,
+    ToolCall,
+    answer_with,
+    last_user_text,
+    offered_tools,
+    tool_call,
+)
+from pytest_synth_rl.fake.model.replay import ReplayError, ReplayPolicy
+from pytest_synth_rl.fake.model.scripted import ScriptedPolicy
+
+__all__ = [
+    "SUBMIT_ANSWER_TOOL",
+    "ArithmeticPolicy",
+    "ChatRequest",
+    "Curve",
+    "LearningPolicy",
+    "Policy",
+    "PolicyError",
+    "PolicyReply",
+    "Progress",
+    "ReplayError",
+    "ReplayPolicy",
+    "Reply",
+    "RolloutIdentity",
+    "ScriptedPolicy",
+    "ToolCall",
+    "answer_with",
+    "last_user_text",
+    "linear",
+    "offered_tools",
+    "parse_arithmetic",
+    "solve_arithmetic",
+    "tool_call",
+]

@@ -1,0 +1,572 @@
+"""A stand-in for the model: an OpenAI-compatible chat-completions endpoint, routed like Synth's.
+
+During a rollout the task app calls the chat-completions URL built from
+``policy.config.inference_url``; in production that is the trainer's inference server. Offline
+we hand the task app this stub instead, so a rollout really runs end to end (task app → HTTP →
+model reply → grading) without a GPU, while a *policy* (see :mod:`pytest_synth_rl.fake.model`)
+decides what the "model" answers.
+
+Routing follows Synth (contract §10.2): each rollout gets its own URL,
+``http://127.0.0.1:<port>/<correlation id>`` (the id is a ``trace_…`` path segment), from
+:meth:`StubInference.route`. The stub answers POST on every path that ends in
+``/chat/completions`` (``/v1``, ``/openai/v1`` or any other prefix), reads the correlation id
+from a ``trace_``/``cid_``/``eval_`` segment or a ``?cid=`` / ``trace_correlation_id`` /
+``trace`` query, gives the policy that rollout's identity and training progress, and records the call under it
+(:meth:`StubInference.calls`). Unknown paths get a 404 that lists what it serves.
+
+* ``StubInference()`` answers the arithmetic example correctly (an :class:`ArithmeticPolicy`);
+* ``StubInference(policy=fn)`` calls ``fn(ChatRequest)`` for each call (see
+  :class:`~pytest_synth_rl.fake.model.Policy`);
+* ``StubInference(replies=[...])`` serves canned replies (a :class:`ScriptedPolicy`).
+
+It is a plain ASGI app (no web framework), records every request body in
+:attr:`StubInference.requests`, and is served on loopback with :meth:`StubInference.serve`.
+:meth:`StubInference.complete` is the same logic without HTTP.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import threading
+import time
+import traceback
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs
+
+from pytest_synth_rl.fake.model import (
+    SUBMIT_ANSWER_TOOL,
+    ArithmeticPolicy,
+    ChatRequest,
+    Policy,
+    PolicyError,
+    PolicyReply,
+    Progress,
+    Reply,
+    RolloutIdentity,
+    ScriptedPolicy,
+    ToolCall,
+    last_user_text,
+    offered_tools,
+    parse_arithmetic,
+    solve_arithmetic,
+    tool_call,
+)
+from pytest_synth_rl.secrets.masking import get_logger, redact
+from pytest_synth_rl.taskapp.asgi import Receive, Scope, Send, read_body, serve_lifespan
+
+__all__ = [
+    "SUBMIT_ANSWER_TOOL",
+    "ArithmeticPolicy",
+    "InferencePolicy",
+    "InferenceReply",
+    "ModelCall",
+    "StubInference",
+    "last_user_text",
+    "offered_tools",
+    "parse_arithmetic",
+    "solve_arithmetic",
+    "tool_call",
+]
+
+#: What a policy returns (kept as an alias of :data:`~pytest_synth_rl.fake.model.PolicyReply`).
+InferenceReply = PolicyReply
+#: A policy (kept as an alias of :class:`~pytest_synth_rl.fake.model.Policy`).
+InferencePolicy = Policy
+
+_CHAT_SUFFIX = "/chat/completions"
+_ID_PREFIXES = ("trace_", "cid_", "eval_")
+_ID_QUERY_KEYS = ("cid", "trace_correlation_id", "trace")
+#: The model list is served under any path, as chat calls are: clients list models at their base URL.
+_MODELS_SUFFIX = "/models"
+_MAX_BODY_BYTES = 8 * 1024 * 1024
+#: Rollout routes and per-rollout call lists kept at most (oldest dropped first).
+_MAX_ROUTES = 10_000
+#: Calls :meth:`StubInference.calls` keeps per correlation id (the newest); a rollout makes a few.
+_MAX_CALLS_PER_ROLLOUT = 1_000
+#: Request bodies :attr:`StubInference.requests` keeps (the newest).
+_MAX_REQUESTS = 10_000
+#: Why a call without a correlation id is refused where every handed-out URL carries one.
+NO_CORRELATION_ID = (
+    "the call carried no correlation id: POST {path} is not under the URL the rollout was given "
+    "(policy.config.inference_url, which ends in the rollout's '/trace_...' segment)"
+)
+#: How to fix it, for the errors that name such calls.
+KEEP_INFERENCE_URL = (
+    "build the model URL from policy.config.inference_url keeping its path and query, e.g. "
+    "f\"{inference_url}/chat/completions\"; urljoin(inference_url, '/v1/chat/completions') drops the "
+    "segment the trainer attributes model calls by"
+)
+
+_SERVED = (
+    "POST <any path>/chat/completions (correlation id from a /trace_<id>, /cid_<id> or /eval_<id> "
+    "segment, or ?cid=<id>), GET <any path>/models, GET /health"
+)
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """One chat-completions call the stub answered (or refused), and the rollout it belonged to."""
+
+    correlation_id: str | None
+    path: str
+    request: dict[str, Any]
+    status: int
+    response: dict[str, Any]
+    progress: Progress
+    rollout: RolloutIdentity
+    #: When the policy itself failed (raised, or returned what is not a reply): one line saying
+    #: what and where, and the policy's traceback (its own frames only; None if it returned).
+    policy_error: str | None = None
+    policy_traceback: str | None = None
+
+
+log = get_logger("pytest_synth_rl.fake.model.inference")
+
+#: Characters of a policy's traceback kept (the end: the innermost frames and the error).
+_MAX_TRACEBACK_CHARS = 4000
+
+
+def _policy_failure(exc: BaseException) -> tuple[str, str]:
+    """``(one line, traceback)`` of an exception the policy raised, the stub's frame left out."""
+    from pytest_synth_rl.secrets.callers import is_users_frame
+
+    own = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+    # The innermost line of the team's own code: pytest.fail() raises inside pytest's.
+    place: tuple[str, int, str] | None = None
+    tb = own
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        spot = (code.co_filename, tb.tb_lineno, code.co_name)
+        if place is None or is_users_frame(tb.tb_frame):
+            place = spot
+        tb = tb.tb_next
+    where = f" ({os.path.basename(place[0])}:{place[1]} in {place[2]})" if place else ""
+    text = "".join(traceback.format_exception(type(exc), exc, own))
+    return f"raised {type(exc).__name__}: {exc}{where}", text[-_MAX_TRACEBACK_CHARS:]
+
+
+def _correlation_id(path: str, query: str) -> str | None:
+    """The correlation id of a chat-completions call: *query*'s, else *path*'s last ``trace_``,
+    ``cid_`` or ``eval_`` segment (*path* without the suffix). Any path is served (contract
+    §10.2: anything under the handed-out base that ends in ``/chat/completions``)."""
+    cid: str | None = None
+    for segment in (s for s in path.split("/") if s):
+        if segment.startswith(_ID_PREFIXES):
+            cid = segment
+    params = parse_qs(query)
+    for key in _ID_QUERY_KEYS:
+        values = params.get(key)
+        if values and values[0]:
+            return values[0]
+    return cid
+
+
+# -- the stub -------------------------------------------------------------------------------
+class _RequestError(Exception):
+    def __init__(
+        self, status: int, message: str, code: str, error_type: str = "invalid_request_error"
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.error_type = error_type
+
+
+def _error_body(message: str, code: str, error_type: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
+
+
+def _words(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value.split())
+    if isinstance(value, Mapping):
+        return sum(_words(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_words(v) for v in value)
+    return 0
+
+
+class StubInference:
+    """An OpenAI-compatible chat-completions server whose answers a policy decides.
+
+    Give at most one of *policy* (a :class:`~pytest_synth_rl.fake.model.Policy`) and *replies*
+    (canned answers, a :class:`~pytest_synth_rl.fake.model.ScriptedPolicy`). With neither, an
+    :class:`ArithmeticPolicy` answers correctly. :attr:`requests` holds the well-formed request
+    bodies received, in order (the newest :attr:`max_requests`, 10,000 by default); :meth:`calls`
+    the calls of one rollout.
+    """
+
+    def __init__(
+        self,
+        policy: Policy | None = None,
+        replies: Sequence[PolicyReply] | None = None,
+        *,
+        model: str = "stub-model",
+    ) -> None:
+        if policy is not None and replies is not None:
+            raise ValueError("give StubInference either policy= or replies=, not both")
+        if replies is not None and len(replies) == 0:
+            raise ValueError("replies= must hold at least one reply (the last one repeats)")
+        self.replies: list[PolicyReply] | None = list(replies) if replies is not None else None
+        self.policy: Policy = (
+            policy
+            if policy is not None
+            else ScriptedPolicy(*self.replies)
+            if self.replies is not None
+            else ArithmeticPolicy()
+        )
+        self.model = model
+        #: Training progress given to calls that no routed rollout claims (direct use).
+        self.progress = Progress()
+        #: Chat-completions request bodies received, in arrival order: the newest
+        #: :attr:`max_requests` (a stub served for hours must not grow without end).
+        self.requests: list[dict[str, Any]] = []
+        self.max_requests = _MAX_REQUESTS
+        #: How many of the oldest request bodies were dropped to keep within :attr:`max_requests`.
+        self.dropped_requests = 0
+        #: Refuse (HTTP 400) chat calls that carry no correlation id: set where every URL handed
+        #: out carries one (the fake's rollouts, the contract check), so a task app that builds
+        #: the model URL without the handed-out path fails offline, not only on the trainer.
+        self.require_correlation_id = False
+        #: The base URL (``http://127.0.0.1:<port>/v1``) while :meth:`serve` is active.
+        self.base_url: str | None = None
+        self._root_url: str | None = None
+        self._routes: OrderedDict[str, tuple[RolloutIdentity, Progress]] = OrderedDict()
+        self._calls: OrderedDict[str | None, list[ModelCall]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+
+    # -- routing rollouts -----------------------------------------------------------------------
+    def route(self, rollout: RolloutIdentity, progress: Progress) -> str:
+        """Register one rollout; returns its inference URL (``http://127.0.0.1:<port>/<cid>``).
+
+        Calls that carry the rollout's correlation id (path segment or query) are answered with
+        this identity and progress. Needs :meth:`serve` to be active.
+        """
+        cid = rollout.correlation_id
+        if not cid or "/" in cid or "?" in cid:
+            raise ValueError(f"a routed rollout needs a correlation id without '/' or '?', got {cid!r}")
+        with self._lock:
+            if self._root_url is None:
+                raise RuntimeError("StubInference.route() needs the stub to be served (use serve())")
+            self._routes[cid] = (rollout, progress)
+            self._routes.move_to_end(cid)
+            while len(self._routes) > _MAX_ROUTES:
+                self._routes.popitem(last=False)
+            return f"{self._root_url}/{cid}"
+
+    def calls(self, correlation_id: str | None = None) -> list[ModelCall]:
+        """The model calls of one rollout (by correlation id), in order; None: calls without one."""
+        with self._lock:
+            return list(self._calls.get(correlation_id, ()))
+
+    def policy_failure(self, correlation_id: str) -> str | None:
+        """What went wrong in the policy itself during one rollout's model calls (the first
+        such call), e.g. ``"raised KeyError: 'x' (policy.py:12 in solve), on model call 2"``."""
+        for number, call in enumerate(self.calls(correlation_id), 1):
+            if call.policy_error is not None:
+                return f"{call.policy_error}, on model call {number} of the rollout"
+        return None
+
+    # -- plain-Python use ---------------------------------------------------------------------
+    def complete(self, request: Mapping[str, Any], *, correlation_id: str | None = None) -> dict[str, Any]:
+        """Answer one chat-completions *request* body; returns the ``chat.completion`` object.
+
+        Raises :class:`ValueError` if the body is not a chat-completions request or the policy
+        answers with an error.
+        """
+        try:
+            return self._complete(request, correlation_id, "")
+        except _RequestError as exc:
+            raise ValueError(str(exc)) from exc
+
+    def clear(self) -> None:
+        """Forget recorded requests, calls and routes."""
+        with self._lock:
+            self.requests.clear()
+            self.dropped_requests = 0
+            self._calls.clear()
+            self._routes.clear()
+
+    @property
+    def last_request(self) -> dict[str, Any] | None:
+        """The most recent request body, or None."""
+        with self._lock:
+            return self.requests[-1] if self.requests else None
+
+    def _record(
+        self,
+        cid: str | None,
+        path: str,
+        body: dict[str, Any],
+        status: int,
+        response: dict[str, Any],
+        chat: ChatRequest,
+        failure: tuple[str, str | None] | None = None,
+    ) -> None:
+        problem, trace = (redact(failure[0]), failure[1] and redact(failure[1])) if failure else (None, None)
+        if trace is not None:
+            log.warning("the stand-in model's policy %s, in rollout %s\n%s", problem, cid, trace)
+        call = ModelCall(cid, path, body, status, response, chat.progress, chat.rollout, problem, trace)
+        with self._lock:
+            calls = self._calls.get(cid)
+            if calls is None:
+                calls = self._calls[cid] = []
+                while len(self._calls) > _MAX_ROUTES:
+                    self._calls.popitem(last=False)
+            calls.append(call)
+            if len(calls) > _MAX_CALLS_PER_ROLLOUT:  # calls without an id all land in one list
+                del calls[0]
+
+    def _complete(self, request: Mapping[str, Any], cid: str | None, path: str) -> dict[str, Any]:
+        if not isinstance(request, Mapping):
+            raise _RequestError(400, "the request body must be a JSON object", "invalid_body")
+        messages = request.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise _RequestError(
+                400, "'messages' must be a non-empty list of chat messages", "invalid_messages"
+            )
+        if request.get("stream"):
+            raise _RequestError(
+                400, "streaming is not supported by the stub; send stream=false", "unsupported"
+            )
+        body = dict(request)
+        with self._lock:
+            self.requests.append(body)
+            excess = len(self.requests) - max(1, self.max_requests)
+            if excess > 0:
+                del self.requests[:excess]
+                self.dropped_requests += excess
+            number = next(self._ids)
+            routed = self._routes.get(cid) if cid is not None else None
+            turn = len(self._calls.get(cid, ()))
+        if routed is not None:
+            identity, progress = routed
+        else:
+            identity, progress = RolloutIdentity(correlation_id=cid), self.progress
+        chat = ChatRequest(body, identity, progress, turn)
+        failure: tuple[str, str | None] | None = None
+        try:
+            if cid is None and self.require_correlation_id:
+                refusal = NO_CORRELATION_ID.format(path=path or _CHAT_SUFFIX)
+                raise _RequestError(400, f"{refusal}; {KEEP_INFERENCE_URL}", "missing_correlation_id")
+            try:
+                reply = self.policy(chat)
+            except BaseException as exc:  # pytest.fail() and sys.exit() in a policy fail it too
+                if isinstance(exc, (KeyboardInterrupt, GeneratorExit)):
+                    raise
+                failure = _policy_failure(exc)
+                raise _RequestError(
+                    500,
+                    f"the stub's policy raised {type(exc).__name__}: {exc}",
+                    "policy_error",
+                    "server_error",
+                ) from exc
+            if isinstance(reply, PolicyError):
+                raise _RequestError(reply.status, reply.message, reply.code, "server_error")
+            try:
+                message = self._as_message(reply)
+                json.dumps(message, allow_nan=False)  # what cannot be sent fails here, named
+            except _RequestError as exc:
+                failure = (str(exc).replace("the stub's policy ", "", 1), None)
+                raise
+            except (TypeError, ValueError, AttributeError, KeyError) as exc:
+                problem = f"returned a message the stub cannot send ({type(exc).__name__}: {exc})"
+                failure = (problem, None)
+                raise _RequestError(
+                    500, f"the stub's policy {problem}", "policy_error", "server_error"
+                ) from None
+        except _RequestError as exc:
+            error = _error_body(str(exc), exc.code, exc.error_type)
+            self._record(cid, path, body, exc.status, error, chat, failure)
+            raise
+        model = request.get("model") if isinstance(request.get("model"), str) else self.model
+        prompt_tokens = _words(messages)
+        completion_tokens = _words(message.get("content")) + _words(message.get("tool_calls"))
+        completion = {
+            "id": f"chatcmpl-stub-{number}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+                    "logprobs": None,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+        self._record(cid, path, body, 200, completion, chat)
+        return completion
+
+    @staticmethod
+    def _as_message(reply: Any) -> dict[str, Any]:
+        if isinstance(reply, str):
+            return {"role": "assistant", "content": reply}
+        if isinstance(reply, ToolCall):
+            reply = Reply(tool_calls=(reply,))
+        if isinstance(reply, Reply):
+            return reply.to_message()
+        if not isinstance(reply, Mapping):
+            raise _RequestError(
+                500,
+                f"the stub's policy returned {type(reply).__name__}; expected a str, Reply, ToolCall, "
+                "PolicyError or a message dict",
+                "policy_error",
+                "server_error",
+            )
+        message = dict(reply)
+        message.setdefault("role", "assistant")
+        message.setdefault("content", None)
+        calls = message.get("tool_calls")
+        if calls:
+            normalised = []
+            for i, call in enumerate(calls):
+                if isinstance(call, ToolCall):
+                    call = call.to_wire(i)
+                if isinstance(call, Mapping) and "function" not in call and "name" in call:
+                    call = tool_call(str(call["name"]), call.get("arguments", {}))
+                call = dict(call)
+                call.setdefault("id", f"call_{i}")
+                call.setdefault("type", "function")
+                function = dict(call.get("function") or {})
+                if not isinstance(function.get("arguments"), str):
+                    function["arguments"] = json.dumps(function.get("arguments") or {})
+                call["function"] = function
+                normalised.append(call)
+            message["tool_calls"] = normalised
+        else:
+            message.pop("tool_calls", None)
+        return message
+
+    # -- ASGI ---------------------------------------------------------------------------------
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await serve_lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        path = scope.get("path", "/").rstrip("/") or "/"
+        method = scope.get("method", "GET")
+        if path.endswith(_CHAT_SUFFIX):
+            query = scope.get("query_string", b"").decode("latin-1")
+            cid = _correlation_id(path[: -len(_CHAT_SUFFIX)], query)
+            if method != "POST":
+                await self._respond(
+                    send,
+                    405,
+                    _error_body(f"use POST for {path}", "method_not_allowed", "invalid_request_error"),
+                )
+                return
+            raw = await read_body(receive, _MAX_BODY_BYTES)
+            status, payload = self._handle(raw, cid, path)
+            try:
+                encoded = _encode(payload)
+            except (TypeError, ValueError) as exc:
+                status, encoded = (
+                    500,
+                    _encode(
+                        _error_body(
+                            f"the stub's reply is not JSON serialisable: {exc}",
+                            "policy_error",
+                            "server_error",
+                        )
+                    ),
+                )
+            await self._send(send, status, encoded)
+        elif path.endswith(_MODELS_SUFFIX) and method == "GET":
+            await self._respond(
+                send,
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {"id": self.model, "object": "model", "created": 0, "owned_by": "pytest-synth-rl"}
+                    ],
+                },
+            )
+        elif path in ("/", "/health") and method in ("GET", "HEAD"):
+            await self._respond(send, 200, {"status": "ok", "service": "stub-inference"})
+        else:
+            await self._respond(
+                send,
+                404,
+                _error_body(
+                    f"no route {method} {path}; the stub serves {_SERVED}",
+                    "not_found",
+                    "invalid_request_error",
+                ),
+            )
+
+    def _handle(self, raw: bytes, cid: str | None = None, path: str = "") -> tuple[int, dict[str, Any]]:
+        try:
+            try:
+                body = json.loads(raw)
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise _RequestError(
+                    400, f"the request body is not valid JSON: {exc}", "invalid_json"
+                ) from exc
+            return 200, self._complete(body, cid, path)
+        except _RequestError as exc:
+            return exc.status, _error_body(str(exc), exc.code, exc.error_type)
+
+    @classmethod
+    async def _respond(cls, send: Send, status: int, payload: Mapping[str, Any]) -> None:
+        await cls._send(send, status, _encode(payload))
+
+    @staticmethod
+    async def _send(send: Send, status: int, body: bytes) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    # -- serving ------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def serve(self, *, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+        """Serve the stub on loopback; yields the base URL ``http://127.0.0.1:<port>/v1``.
+
+        Pass that URL as ``policy.config.inference_url``; task apps append
+        ``/chat/completions``. No API key is needed, and the environment is not touched.
+        """
+        from pytest_synth_rl.taskapp.serving import serve_asgi  # uvicorn loads only when a stub is served
+
+        with serve_asgi(
+            self, host=host, port=port, lifespan="on", description="stub model", protocol="minimal"
+        ) as server:
+            with self._lock:
+                self._root_url = server.url
+            self.base_url = f"{server.url}/v1"
+            try:
+                yield self.base_url
+            finally:
+                self.base_url = None
+                with self._lock:
+                    self._root_url = None
+
+    def __repr__(self) -> str:
+        source = f"replies={len(self.replies)}" if self.replies is not None else f"policy={self.policy!r}"
+        return f"StubInference({source}, requests={len(self.requests)})"
+
+
+def _encode(payload: Mapping[str, Any]) -> bytes:
+    return json.dumps(payload, allow_nan=False).encode()

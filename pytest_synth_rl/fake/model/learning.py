@@ -1,0 +1,245 @@
+"""A policy that learns: right answers with a probability that rises over training.
+
+The team supplies what a right answer is (``solve(request) -> reply``, e.g. their reference
+solver or dataset labels) and, optionally, what a wrong one looks like (``wrong(request, rng)``).
+:class:`LearningPolicy` answers right with probability ``curve(progress.fraction)``, so "the reward
+improves" becomes a statement about the task app's grading and reward plumbing: if the app grades
+right answers as right, its reward rises with the curve.
+
+Whether a call is answered right is deterministic: it depends only on the policy's ``seed``, the
+rollout (seed, mode, training step), the prompt and the call's turn within its rollout, never on
+arrival order, so concurrent rollouts give the same rewards as serial ones.
+"""
+
+from __future__ import annotations
+
+import inspect
+import random
+import re
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_synth_rl.errors import ConfigProblem, SynthUsageError
+from pytest_synth_rl.fake.model.policy import ChatRequest, PolicyReply, Reply, answer_with, as_chat_request
+
+__all__ = [
+    "SUBMIT_ANSWER_TOOL",
+    "ArithmeticPolicy",
+    "Curve",
+    "LearningPolicy",
+    "linear",
+    "parse_arithmetic",
+    "solve_arithmetic",
+]
+
+#: The tool the arithmetic example app offers; the arithmetic policy answers through it.
+SUBMIT_ANSWER_TOOL = "submit_answer"
+
+#: Probability of a right answer as a function of the fraction of training done (0..1).
+Curve = Callable[[float], float]
+
+
+@dataclass(frozen=True)
+class linear:
+    """A straight line from *start* (fraction 0) to *end* (fraction 1)."""
+
+    start: float = 0.15
+    end: float = 0.95
+
+    def __post_init__(self) -> None:
+        problems = [_probability_problem(getattr(self, name), f"linear.{name}") for name in ("start", "end")]
+        if any(problems):
+            raise SynthUsageError([p for p in problems if p is not None])
+
+    def __call__(self, fraction: float) -> float:
+        return self.start + (self.end - self.start) * fraction
+
+
+def _probability(value: object, what: str) -> float:
+    problem = _probability_problem(value, what)
+    if problem is not None:
+        raise SynthUsageError([problem])
+    return float(value)  # type: ignore[arg-type]  # a number: checked just above
+
+
+def _probability_problem(value: object, what: str) -> ConfigProblem | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        return ConfigProblem(what, f"must be a probability in [0, 1], got {value!r}", "e.g. linear(0.2, 0.9)")
+    return None
+
+
+def _callable_problem(name: str, value: object, usage: str, arguments: int = 1) -> ConfigProblem | None:
+    """Why *value* cannot be called with *arguments* positional arguments (checked here: at call
+    time the only sign would be every rollout failing), or None."""
+    if not callable(value):
+        return ConfigProblem(
+            f"LearningPolicy.{name}", f"must be a function, got {value!r:.80}", f"pass {usage}"
+        )
+    try:
+        inspect.signature(value).bind(*range(arguments))
+    except TypeError:
+        return ConfigProblem(
+            f"LearningPolicy.{name}",
+            f"{value!r:.80} takes {_signature(value)}; it is called with {arguments} argument(s)",
+            f"pass {usage}",
+        )
+    except ValueError:  # no signature to read (a builtin): trust it
+        return None
+    return None
+
+
+def _signature(value: object) -> str:
+    try:
+        return str(inspect.signature(value))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "(...)"
+
+
+def _say_wrong(request: ChatRequest, rng: random.Random) -> PolicyReply:
+    return "I am not sure."
+
+
+class LearningPolicy:
+    """Right answers (``solve``) with probability ``curve(fraction done)``, else ``wrong``.
+
+    Arguments:
+        solve: ``solve(request) -> reply``: the right answer (text, :class:`Reply`, ...); ``None``
+            means "no answer for this prompt" and is sent as the text of *unanswerable*.
+        wrong: ``wrong(request, rng) -> reply``: a wrong answer (default: "I am not sure."); use
+            *rng* for any randomness so answers stay reproducible.
+        curve: a probability (constant) or ``fraction -> probability``; default ``linear(0.15, 0.95)``.
+        seed: varies which calls are answered right, reproducibly.
+    """
+
+    def __init__(
+        self,
+        solve: Callable[[ChatRequest], PolicyReply | None],
+        *,
+        wrong: Callable[[ChatRequest, random.Random], PolicyReply] = _say_wrong,
+        curve: float | Curve | None = None,
+        seed: int = 0,
+        unanswerable: str = "I could not find a question to answer.",
+    ) -> None:
+        if curve is None:
+            curve = linear()
+        problems = [
+            _probability_problem(curve, "LearningPolicy.curve")
+            if not callable(curve)
+            else _callable_problem(
+                "curve", curve, "curve(fraction done) -> probability, e.g. linear(0.1, 0.9)"
+            ),
+            _callable_problem("solve", solve, "solve(request) -> the right reply, e.g. my_reference_solver"),
+            _callable_problem("wrong", wrong, "wrong(request, rng) -> a wrong reply", arguments=2),
+        ]
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            problems.append(
+                ConfigProblem("LearningPolicy.seed", f"must be an int, got {seed!r}", "e.g. seed=0")
+            )
+        if not isinstance(unanswerable, str):
+            problems.append(
+                ConfigProblem("LearningPolicy.unanswerable", f"must be text, got {unanswerable!r}", None)
+            )
+        if any(problems):
+            raise SynthUsageError([p for p in problems if p is not None])
+        self.solve = solve
+        self.wrong = wrong
+        self.curve: float | Curve = curve
+        self.seed = seed
+        self.unanswerable = unanswerable
+        self._asked: dict[tuple[int, str], int] = {}
+        self._lock = threading.Lock()
+
+    def accuracy_at(self, fraction: float) -> float:
+        """The probability of a right answer when *fraction* of training is done."""
+        value = self.curve(fraction) if callable(self.curve) else self.curve
+        return _probability(value, f"the curve's value at fraction {fraction:g}")
+
+    def _rng(self, request: ChatRequest) -> random.Random:
+        rollout = request.rollout
+        if rollout.correlation_id is not None:
+            key = (
+                f"{self.seed}|{rollout.mode}|{request.progress.step}|{rollout.seed}|{request.prompt}|"
+                f"{request.turn}"
+            )
+        else:  # a direct call: vary by how often this prompt was asked at this step
+            with self._lock:
+                marker = (request.progress.step, request.prompt)
+                occurrence = self._asked.get(marker, 0)
+                self._asked[marker] = occurrence + 1
+            key = f"{self.seed}|{request.progress.step}|{request.prompt}|{occurrence}"
+        return random.Random(key)
+
+    def __call__(self, request: Mapping[str, Any]) -> PolicyReply:
+        request = as_chat_request(request)
+        rng = self._rng(request)
+        right = rng.random() < self.accuracy_at(request.progress.fraction)
+        if right:
+            answer = self.solve(request)
+            return self.unanswerable if answer is None else answer
+        return self.wrong(request, rng)
+
+    def __repr__(self) -> str:
+        curve = repr(self.curve) if isinstance(self.curve, (int, float, linear)) else "<function>"
+        name = getattr(self.solve, "__name__", type(self.solve).__name__)
+        return f"{type(self).__name__}(solve={name}, curve={curve}, seed={self.seed})"
+
+
+# -- the arithmetic instance ----------------------------------------------------------------
+_QUESTION = re.compile(r"(-?\d+)\s*([-+*×x])\s*(-?\d+)")
+
+
+def parse_arithmetic(text: str) -> tuple[int, str, int] | None:
+    """The last ``a <op> b`` in *text* (op one of ``+ - *``; ``×``/``x`` read as ``*``)."""
+    matches = _QUESTION.findall(text)
+    if not matches:
+        return None
+    left, op, right = matches[-1]
+    return int(left), "*" if op in ("×", "x") else op, int(right)
+
+
+def solve_arithmetic(left: int, op: str, right: int) -> int:
+    """The exact answer to ``left op right``."""
+    if op == "+":
+        return left + right
+    if op == "-":
+        return left - right
+    if op == "*":
+        return left * right
+    raise ValueError(f"unsupported operator {op!r}; expected one of + - *")
+
+
+def _arithmetic_answer(request: ChatRequest) -> int | None:
+    parsed = parse_arithmetic(request.prompt)
+    return None if parsed is None else solve_arithmetic(*parsed)
+
+
+def _solve_arithmetic(request: ChatRequest) -> Reply | None:
+    answer = _arithmetic_answer(request)
+    return None if answer is None else answer_with(request, answer, tool=SUBMIT_ANSWER_TOOL)
+
+
+def _wrong_arithmetic(request: ChatRequest, rng: random.Random) -> PolicyReply:
+    answer = _arithmetic_answer(request)
+    if answer is None:
+        return "I could not find an arithmetic question to answer."
+    return answer_with(request, answer + rng.choice((-3, -2, -1, 1, 2, 3)), tool=SUBMIT_ANSWER_TOOL)
+
+
+class ArithmeticPolicy(LearningPolicy):
+    """The arithmetic example's model: a :class:`LearningPolicy` whose solver does the sum.
+
+    Answers through the ``submit_answer`` tool when the request offers it, else as text; a wrong
+    answer is the right one plus a small non-zero offset. ``accuracy`` is the curve (a constant
+    probability, or ``fraction -> probability``); default always right.
+    """
+
+    def __init__(self, accuracy: float | Curve = 1.0, *, seed: int = 0) -> None:
+        super().__init__(
+            _solve_arithmetic,
+            wrong=_wrong_arithmetic,
+            curve=accuracy,
+            seed=seed,
+            unanswerable="I could not find an arithmetic question to answer.",
+        )

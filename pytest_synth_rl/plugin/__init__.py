@@ -1,0 +1,1 @@
+"""The pytest wiring: hooks, options, markers, fixtures, run state and live progress."""

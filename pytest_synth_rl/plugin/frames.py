@@ -1,0 +1,183 @@
+"""Which traceback frames a user sees when one of our errors or expectations fails their test.
+
+A ``ConfigError`` for a typo in the team's TOML, or ``to_succeed`` failing on a failed job, is
+about the user's code and data: the frames inside this package between their test line and the
+``raise`` only push the message off the screen (and ``--showlocals`` would print their locals).
+pytest asks each frame's ``__tracebackhide__`` (its locals, then its module's globals); our
+modules answer with :func:`hidden_from_users`: hide for our own errors and assertions, never for
+anything else passing through (a bug here, the user's own code failing). Where no frame of the
+user's is left (raised by our hook or fixture), the report is the message alone. An exception
+chained under ours (``raise ... from``, or raised while handling it) with no frame of the user's
+is our internal detail too: pytest would print it, frames and all, above the user's line, so it
+is left out of the report (what it says and our message does not is kept as one line); a chain
+through the user's code is theirs to read and stays. ``--full-trace`` shows every frame, as
+always.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from types import TracebackType
+from typing import Any
+
+from _pytest._code.code import ExceptionChainRepr, ReprEntry, ReprTraceback
+
+from pytest_synth_rl.errors import SynthError
+from pytest_synth_rl.secrets.callers import PACKAGE, Frame, is_ours, is_users_frame
+
+__all__ = [
+    "PACKAGE",
+    "hidden_from_users",
+    "is_users_frame",
+    "mark_package_modules",
+    "message_only",
+    "without_internal_causes",
+]
+
+
+def _frames(excinfo: Any) -> list[Frame]:
+    return _frames_of(excinfo.tb)
+
+
+def _frames_of(tb: TracebackType | None) -> list[Frame]:
+    frames = []
+    while tb is not None:
+        name = tb.tb_frame.f_globals.get("__name__", "")
+        frames.append(Frame(name if isinstance(name, str) else "", tb.tb_frame.f_code.co_filename))
+        tb = tb.tb_next
+    return frames
+
+
+def hidden_from_users(excinfo: Any) -> bool:
+    """pytest's question to a frame of ours: hide it from the report of *excinfo*?"""
+    if excinfo is None or not excinfo.errisinstance((SynthError, AssertionError)):
+        return False
+    frames = _frames(excinfo)
+    if not frames:
+        return False
+    if excinfo.errisinstance(AssertionError) and not frames[-1].ours:
+        return False  # the user's own assert, maybe called through us (a policy, a callback)
+    # An error raised from a hook or fixture of ours has no user frame: see message_only().
+    return any(frame.users for frame in frames)
+
+
+def message_only(excinfo: Any) -> str | None:
+    """The whole report of one of our errors raised where the user has no frame (a marker
+    checked by our hook, a fixture of ours), else ``None``.
+
+    Such a traceback is only pytest's machinery and ours; its message already names the
+    marker, test or option and the fix, so the message alone is what the user reads.
+    """
+    if excinfo is None or not excinfo.errisinstance(SynthError):
+        return None
+    if any(frame.users for frame in _frames(excinfo)):
+        return None
+    error = excinfo.value
+    text = f"{type(error).__module__}.{type(error).__qualname__}: {error}"
+    notes = [f"  {line}" for note in _unsaid(_chain(error)) for line in note.splitlines()]
+    return "\n".join([text, *notes])  # what it wraps and the message does not say, kept
+
+
+_LINKS = {"cause": "caused by", "context": "while handling"}
+
+
+def _chain(error: BaseException) -> list[tuple[BaseException, str]]:
+    """*error*, then each exception pytest prints above it, with its link to the one below.
+
+    The same walk as pytest's ``repr_excinfo``, so the list lines up with its report's chain.
+    """
+    chain, seen = [(error, "")], {id(error)}
+    while not _is_group(error):
+        if error.__cause__ is not None:
+            error, link = error.__cause__, "cause"
+        elif error.__context__ is not None and not error.__suppress_context__:
+            error, link = error.__context__, "context"
+        else:
+            break
+        if id(error) in seen:
+            break
+        seen.add(id(error))
+        chain.append((error, link))
+    return chain
+
+
+def _is_group(error: BaseException) -> bool:
+    """An exception group, which pytest prints whole and walks no further (on Python 3.10 the
+    class is the ``exceptiongroup`` backport's, so it is known by name)."""
+    return any(cls.__name__ == "BaseExceptionGroup" for cls in type(error).__mro__)
+
+
+def _unsaid(chain: list[tuple[BaseException, str]]) -> list[str]:
+    """A note for each exception under ours whose message ours does not already carry.
+
+    Our own errors wrap each other on purpose (the poll's ``BackendError`` under the one for the
+    whole wait) and repeat the first line of what they wrap; anything else must be said whole.
+    """
+    said, notes = str(chain[0][0]), []
+    for error, link in chain[1:]:
+        text = str(error)
+        key = text.splitlines()[0] if isinstance(error, SynthError) and text else text
+        if (key or type(error).__name__) in said:
+            continue
+        notes.append(f"{_LINKS[link]} {type(error).__name__}" + (f": {text}" if text else ""))
+        said += "\n" + text
+    return notes
+
+
+def without_internal_causes(excinfo: Any, longrepr: Any) -> Any:
+    """*longrepr* of one of our errors without the exceptions chained under it, when none of them
+    ran the user's code; else *longrepr* unchanged.
+
+    pytest prints a chained cause with every frame of its own traceback, and a cause of ours has
+    no frame of the user's to hide ours behind: the user would read our internals, then "The
+    above exception was the direct cause", then their line. Whatever such a cause says that our
+    message does not is added under the message, so dropping it loses nothing.
+    """
+    if not isinstance(longrepr, ExceptionChainRepr) or not hidden_from_users(excinfo):
+        return longrepr
+    chain = _chain(excinfo.value)
+    if len(chain) < 2 or len(chain) != len(longrepr.chain):
+        return longrepr  # nothing chained, or a chain we cannot line up with pytest's
+    if any(frame.users for error, _ in chain[1:] for frame in _frames_of(error.__traceback__)):
+        return longrepr  # the user's own code failed under ours: theirs to read in full
+    reprtraceback, reprcrash, _ = longrepr.chain[-1]
+    notes = _unsaid(chain)
+    if notes:
+        noted = _with_notes(reprtraceback, notes)
+        if noted is None:
+            return longrepr  # no place to say them: better our frames than a lost cause
+        reprtraceback = noted
+    trimmed = ExceptionChainRepr([(reprtraceback, reprcrash, None)])
+    for section in longrepr.sections:
+        trimmed.addsection(*section)
+    return trimmed
+
+
+def _with_notes(reprtraceback: ReprTraceback, notes: list[str]) -> ReprTraceback | None:
+    """*reprtraceback* with *notes* as more ``E`` lines of its message, or ``None`` if it has no
+    message lines to extend (a style that shows no message)."""
+    entries = list(reprtraceback.reprentries)
+    if type(reprtraceback) is not ReprTraceback or not entries or not isinstance(entries[-1], ReprEntry):
+        return None
+    lines = list(entries[-1].lines)
+    marked = [n for n, line in enumerate(lines) if line.startswith("E")]
+    if not marked:
+        return None
+    first = lines[marked[0]][1:]  # "E", then the message indented under the line it failed on
+    indent = "E" + " " * (len(first) - len(first.lstrip())) + "  "
+    extra = [indent + line for note in notes for line in note.splitlines()]
+    lines[marked[-1] + 1 : marked[-1] + 1] = extra
+    entries[-1] = dataclasses.replace(entries[-1], lines=lines)
+    return dataclasses.replace(reprtraceback, reprentries=entries)
+
+
+def mark_package_modules() -> None:
+    """Give every loaded module of this package the module-level ``__tracebackhide__``.
+
+    Done when a report is about to be made rather than in each module's source, so a module
+    added later is covered too; a function's own ``__tracebackhide__`` still takes precedence.
+    """
+    for name, module in list(sys.modules.items()):
+        if module is not None and is_ours(name) and "__tracebackhide__" not in vars(module):
+            module.__tracebackhide__ = hidden_from_users  # type: ignore[attr-defined]

@@ -1,0 +1,358 @@
+"""The ``synth_*`` markers, parsed once per test into a typed, validated :class:`SynthTestSpec`.
+
+Markers are read in one place so a typo cannot pass silently: unknown keys (with a "did you
+mean"), wrong types, stray positional arguments and bad enum values all raise one
+:class:`~pytest_synth_rl.errors.MarkerError` naming the marker, the test and the fix. Arguments
+merge module < class < function, the closest marker winning (``overrides`` merge key by key).
+Usable without pytest's fixtures: ``parse_test_spec(item)`` needs only an item with
+``iter_markers`` and ``nodeid``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import math
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol
+
+from pytest_synth_rl.errors import MarkerError, SynthUsageError
+from pytest_synth_rl.secrets.masking import Secret, key_problem, secret_or_none
+
+if TYPE_CHECKING:
+    from pytest_synth_rl.fake.scenario import Scenario
+
+__all__ = [
+    "MARKERS",
+    "MarkerNode",
+    "RLMarker",
+    "SynthTestSpec",
+    "TaskAppMarker",
+    "marker_guess",
+    "parse_test_spec",
+]
+
+TaskAppScope = Literal["session", "test"]
+_SCOPES: tuple[TaskAppScope, ...] = ("session", "test")
+
+MARKERS = {
+    "synth_rl": "(config=None, overrides=None, timeout=None, poll_interval=None, policy=None, "
+    "rollout_timeout=None): the RL TOML config of this test (path relative to the test file), "
+    "dotted-key overrides, per-test settings, the offline model policy and the seconds a rollout may take.",
+    "synth_task_app": "(target_or_path, *, api_key=None, scope='session', startup_timeout=10): the "
+    "task app to serve in-process ('pkg.module:attr' or a .py path); scope='test' starts a fresh one.",
+    "synth_scenario": "(**scenario): the offline lifecycle for jobs of this test "
+    "(outcome=, steps=, duration=, polls=, fail_at_step=, error=, reward_curve=...); ignored online.",
+    "synth_online": ": needs a real backend (--synth-backend=URL); skipped offline.",
+    "synth_offline": ": only meaningful against the offline fake; skipped online.",
+}
+
+
+@functools.lru_cache(maxsize=256)
+def marker_guess(name: str) -> str | None:
+    """The synth marker that *name* (not one of them) is a typo of, if it looks like one: a
+    ``synth_`` prefix, or a near miss of a marker's name. A typo'd marker would otherwise only
+    get pytest's "unknown mark" warning, and ``@synth_onlin`` would quietly run offline."""
+    if name in MARKERS:
+        return None
+    near = difflib.get_close_matches(name, MARKERS, n=1, cutoff=0.8)
+    if near:
+        return near[0]
+    return "" if name.startswith("synth_") else None
+
+
+def _check_marker_names(node: MarkerNode) -> None:
+    __tracebackhide__ = True
+    for marker in node.iter_markers():
+        guess = marker_guess(marker.name)
+        if guess is not None:
+            did_you_mean = f"did you mean @pytest.mark.{guess}? " if guess else ""
+            raise MarkerError(
+                marker.name,
+                node.nodeid,
+                "is not a pytest-synth-rl marker",
+                hint=f"{did_you_mean}the markers are {', '.join(f'@pytest.mark.{m}' for m in MARKERS)}",
+            )
+
+
+class _Marker(Protocol):
+    args: tuple[Any, ...]
+    kwargs: Mapping[str, Any]
+
+
+class MarkerNode(Protocol):
+    """What parsing needs from a pytest item."""
+
+    @property
+    def nodeid(self) -> str: ...
+
+    def iter_markers(self, name: str | None = None) -> Iterable[Any]: ...
+
+
+@dataclass(frozen=True)
+class RLMarker:
+    """``@pytest.mark.synth_rl(...)``: the test's RL config, overrides and settings."""
+
+    config: str | os.PathLike[str] | None = None
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    timeout: float | None = None
+    poll_interval: float | None = None
+    policy: object | None = None
+    #: Seconds one rollout may take against the offline fake (its default: 30).
+    rollout_timeout: float | None = None
+
+    def settings_overrides(self) -> dict[str, float]:
+        """The per-test settings this marker sets (for ``SynthSettings.with_overrides``)."""
+        given = {"timeout": self.timeout, "poll_interval": self.poll_interval}
+        return {name: value for name, value in given.items() if value is not None}
+
+
+@dataclass(frozen=True)
+class TaskAppMarker:
+    """``@pytest.mark.synth_task_app(target_or_path, *, api_key=None, scope=..., startup_timeout=...)``."""
+
+    source: str
+    api_key: Secret | None = None
+    scope: TaskAppScope | None = None
+    #: Seconds the app's lifespan startup may take (the default: 10).
+    startup_timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class SynthTestSpec:
+    """Everything the ``synth_*`` markers say about one test."""
+
+    test_id: str
+    rl: RLMarker = field(default_factory=RLMarker)
+    task_app: TaskAppMarker | None = None
+    scenario: Scenario | None = None
+    online: bool = False
+    offline: bool = False
+
+    @property
+    def policy(self) -> object | None:
+        """The offline model policy from ``synth_rl(policy=...)`` (``None``: the fake's default)."""
+        return self.rl.policy
+
+
+def _merged(node: MarkerNode, name: str) -> tuple[tuple[Any, ...], dict[str, Any], bool]:
+    """A marker's arguments merged module < class < function (closest positional args win)."""
+    markers: list[_Marker] = list(node.iter_markers(name))  # closest first
+    kwargs: dict[str, Any] = {}
+    args: tuple[Any, ...] = ()
+    for marker in reversed(markers):
+        kwargs.update(marker.kwargs)
+        if marker.args:
+            args = marker.args
+    return args, kwargs, bool(markers)
+
+
+class _Reader:
+    """Checks one marker's arguments, raising ``MarkerError`` with the marker and test named."""
+
+    def __init__(self, node: MarkerNode, name: str, allowed: Iterable[str], usage: str) -> None:
+        self.name = name
+        self.test_id = node.nodeid
+        self.usage = usage
+        self.args, self.kwargs, self.present = _merged(node, name)
+        known = list(allowed)
+        for key in self.kwargs:
+            if key not in known:
+                close = difflib.get_close_matches(key, known, n=1)
+                guess = f"did you mean {close[0]}=? " if close else ""
+                self.fail(
+                    f"unknown argument {key}=",
+                    f"{guess}{name} takes {', '.join(k + '=' for k in known) or 'no arguments'}",
+                    argument=key,
+                )
+
+    def fail(self, problem: str, hint: str, *, argument: str = "") -> NoReturn:
+        __tracebackhide__ = True
+        raise MarkerError(self.name, self.test_id, problem, hint=hint, argument=argument)
+
+    def no_positional(self, allowed: int = 0) -> None:
+        __tracebackhide__ = True
+        if len(self.args) > allowed:
+            extra = self.args[allowed:]
+            self.fail(
+                f"unexpected positional argument{'s' if len(extra) > 1 else ''} "
+                f"{', '.join(repr(a) for a in extra)}",
+                f"write it as {self.usage}",
+            )
+
+    def number(self, key: str) -> float | None:
+        __tracebackhide__ = True
+        value = self.kwargs.get(key)
+        if value is None:
+            return None
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or value <= 0
+        ):
+            self.fail(
+                f"{key}={value!r} is not a finite positive number of seconds", f"e.g. {key}=30", argument=key
+            )
+        return float(value)
+
+
+def _rl(node: MarkerNode) -> RLMarker:
+    __tracebackhide__ = True
+    usage = (
+        "synth_rl(config='rl.toml', overrides={...}, timeout=..., poll_interval=..., policy=..., "
+        "rollout_timeout=...)"
+    )
+    names = ("config", "overrides", "timeout", "poll_interval", "policy", "rollout_timeout")
+    reader = _Reader(node, "synth_rl", names, usage)
+    reader.no_positional()
+    config = reader.kwargs.get("config")
+    if config is not None and not isinstance(config, (str, os.PathLike)):
+        reader.fail(
+            f"config={config!r} is not a path",
+            "pass the RL TOML path as a string, relative to the test file",
+            argument="config",
+        )
+    if isinstance(config, str) and not config.strip():
+        reader.fail(
+            f"config={config!r} is empty",
+            "give the RL TOML path, relative to the test file, or leave config out to use the ini "
+            "option synth_rl_config",
+            argument="config",
+        )
+    # Overrides merge key by key, module < class < function: a function's marker adds to its
+    # module's overrides (and wins on a key both set) instead of dropping them.
+    overrides: dict[str, Any] = {}
+    markers: list[_Marker] = list(node.iter_markers("synth_rl"))
+    for marker in reversed(markers):
+        level = marker.kwargs.get("overrides")
+        if level is None:
+            continue
+        if not isinstance(level, Mapping) or not all(isinstance(k, str) for k in level):
+            reader.fail(
+                f"overrides={level!r} is not a mapping of dotted keys",
+                "e.g. overrides={'training.batch_size': 2}",
+                argument="overrides",
+            )
+        overrides.update(level)
+    policy = reader.kwargs.get("policy")
+    if policy is not None and not callable(policy):
+        reader.fail(
+            f"policy={policy!r:.80} is not a policy (a callable taking the chat request)",
+            "e.g. policy=LearningPolicy(solve=...), ScriptedPolicy('42') or ReplayPolicy('calls.jsonl')",
+            argument="policy",
+        )
+    if policy is not None:
+        from pytest_synth_rl.fake.model.policy import policy_problem
+
+        problem = policy_problem(policy)
+        if problem is not None:
+            reader.fail(f"policy: {problem}", "a policy is policy(request) -> reply", argument="policy")
+    return RLMarker(
+        config=config,
+        overrides=overrides,
+        timeout=reader.number("timeout"),
+        poll_interval=reader.number("poll_interval"),
+        rollout_timeout=reader.number("rollout_timeout"),
+        policy=policy,
+    )
+
+
+def _task_app(node: MarkerNode) -> TaskAppMarker | None:
+    __tracebackhide__ = True
+    usage = (
+        "synth_task_app('pkg.module:app', 'app.py' or 'app.py:attr', api_key=None, scope='session'|'test', "
+        "startup_timeout=10)"
+    )
+    reader = _Reader(node, "synth_task_app", ("api_key", "scope", "startup_timeout"), usage)
+    if not reader.present:
+        return None
+    reader.no_positional(1)
+    if not reader.args or not isinstance(reader.args[0], (str, os.PathLike)) or not str(reader.args[0]):
+        got = repr(reader.args[0]) if reader.args else "nothing"
+        reader.fail(f"expected the task app ('pkg.module:app' or a .py path), got {got}", f"write {usage}")
+    api_key = reader.kwargs.get("api_key")
+    if api_key is not None and not isinstance(api_key, str):
+        reader.fail(
+            f"api_key must be a string, got {type(api_key).__name__}", "api_key='...'", argument="api_key"
+        )
+    if isinstance(api_key, str) and not api_key.strip():
+        reader.fail(
+            "api_key is empty",
+            "give the key the app should enforce, or leave api_key out to use ENVIRONMENT_API_KEY "
+            "(or a key generated for the run)",
+            argument="api_key",
+        )
+    problem = key_problem(api_key) if isinstance(api_key, str) else None
+    if problem is not None:
+        reader.fail(f"api_key {problem}", "give the key as printable ASCII text", argument="api_key")
+    scope = reader.kwargs.get("scope")
+    if scope is not None and scope not in _SCOPES:
+        close = difflib.get_close_matches(str(scope), _SCOPES, n=1)
+        guess = f"did you mean scope={close[0]!r}? " if close else ""
+        reader.fail(
+            f"scope={scope!r} is not a task app scope",
+            f"{guess}scope is 'session' (shared, the default) or 'test' (a fresh app per test)",
+            argument="scope",
+        )
+    return TaskAppMarker(
+        source=str(reader.args[0]),
+        api_key=secret_or_none(api_key),
+        scope=scope,
+        startup_timeout=reader.number("startup_timeout"),
+    )
+
+
+def _scenario(node: MarkerNode) -> Scenario | None:
+    __tracebackhide__ = True
+    if next(iter(node.iter_markers("synth_scenario")), None) is None:
+        return None
+    from pytest_synth_rl.fake.scenario import Scenario  # loaded only for tests that script the fake
+
+    known = [f.name for f in dataclasses.fields(Scenario) if f.init]
+    reader = _Reader(node, "synth_scenario", known, "synth_scenario(outcome='failed', steps=4, ...)")
+    reader.no_positional()
+    if not reader.kwargs:
+        return None
+    try:
+        return Scenario(**reader.kwargs)
+    except SynthUsageError as exc:
+        wrong = exc  # reported below, outside this block: one error, not a chain of two
+    hints = [p.hint for p in wrong.problems if p.hint]
+    reader.fail(
+        "; ".join(f"{p.key.removeprefix('Scenario.')}: {p.message}" for p in wrong.problems),
+        "; ".join(hints) or "see the Scenario docstring in pytest_synth_rl.fake",
+        argument=wrong.keys[0].removeprefix("Scenario.") if wrong.keys else "",
+    )
+
+
+def _flag(node: MarkerNode, name: str) -> bool:
+    __tracebackhide__ = True
+    reader = _Reader(node, name, (), f"@pytest.mark.{name} (no arguments)")
+    reader.no_positional()
+    return reader.present
+
+
+def parse_test_spec(node: MarkerNode) -> SynthTestSpec:
+    """Read and validate every ``synth_*`` marker on *node*; raises :class:`MarkerError`."""
+    __tracebackhide__ = True
+    _check_marker_names(node)
+    online, offline = _flag(node, "synth_online"), _flag(node, "synth_offline")
+    if online and offline:
+        raise MarkerError(
+            "synth_online",
+            node.nodeid,
+            "and @pytest.mark.synth_offline are both on this test, so it is skipped in either mode",
+            hint="keep the one for the mode the test needs (markers on its module or class count too)",
+        )
+    return SynthTestSpec(
+        test_id=node.nodeid,
+        rl=_rl(node),
+        task_app=_task_app(node),
+        scenario=_scenario(node),
+        online=online,
+        offline=offline,
+    )

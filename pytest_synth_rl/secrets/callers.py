@@ -1,0 +1,102 @@
+"""Where a call into the package came from: the first frame outside it, i.e. the user's line.
+
+Warnings point there (``stacklevel``), and messages name it. A leaf module: anything may use it,
+``masking`` included, without an import cycle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+__all__ = [
+    "PACKAGE",
+    "Frame",
+    "is_ours",
+    "is_users_file",
+    "is_users_frame",
+    "outside_caller",
+    "outside_stacklevel",
+]
+
+PACKAGE = __name__.split(".")[0]
+
+
+def is_ours(module: str) -> bool:
+    """Whether the module named *module* belongs to this package."""
+    return module == PACKAGE or module.startswith(PACKAGE + ".")
+
+
+def outside_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning, warned by the caller, at the first frame outside
+    this package (the user's line), however deep in the package the warning is raised."""
+    return _outside(inspect.currentframe())[1]
+
+
+def outside_caller() -> str:
+    """``file.py:line`` of the first frame outside this package that led to the caller."""
+    frame = _outside(inspect.currentframe())[0]
+    return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}" if frame is not None else "<unknown>"
+
+
+def _outside(here: FrameType | None) -> tuple[FrameType | None, int]:
+    """From *here* (a helper above's frame): the first frame outside the package that led to the
+    helper's caller, and its ``stacklevel`` as seen from that caller."""
+    frame = here.f_back if here is not None else None
+    if frame is None:  # an interpreter without frame support: the caller itself
+        return None, 1
+    level = 1
+    while frame.f_back is not None and is_ours(str(frame.f_globals.get("__name__", ""))):
+        frame = frame.f_back
+        level += 1
+    return frame, level
+
+
+_MACHINERY = frozenset({"_pytest", "pytest", "pluggy"})
+
+
+@dataclass(frozen=True)
+class Frame:
+    module: str
+    filename: str
+
+    @property
+    def ours(self) -> bool:
+        return is_ours(self.module)
+
+    @property
+    def users(self) -> bool:
+        """The test, a conftest, the user's task app: not ours, not pytest's, not installed."""
+        if self.ours or self.module.partition(".")[0] in _MACHINERY:
+            return False
+        return not Path(self.filename).is_relative_to(_INSTALLED) and not any(
+            part in _INSTALLED_DIRS for part in Path(self.filename).parts
+        )
+
+
+_INSTALLED = Path(sysconfig.get_paths()["stdlib"])
+
+
+def is_users_frame(frame: FrameType) -> bool:
+    """Whether *frame* runs the user's code (a test, a conftest, their policy or task app)."""
+    name = frame.f_globals.get("__name__", "")
+    return Frame(name if isinstance(name, str) else "", frame.f_code.co_filename).users
+
+
+_INSTALLED_DIRS = frozenset({"site-packages", "dist-packages"})
+_PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def is_users_file(filename: str) -> bool:
+    """Whether the source file *filename* is the user's (as :func:`is_users_frame`, from a path
+    alone: a traceback that reached us as text)."""
+    path = Path(filename)
+    if path.is_relative_to(_INSTALLED) or any(part in _INSTALLED_DIRS for part in path.parts):
+        return False
+    with contextlib.suppress(OSError):
+        path = path.resolve()
+    return not path.is_relative_to(_PACKAGE) and not filename.startswith("<")

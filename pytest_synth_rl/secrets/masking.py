@@ -1,0 +1,281 @@
+"""Keeping API keys out of every string we produce.
+
+Keys reach us from arguments and from the environment, and our text leaves through reprs,
+exception messages, log records, reports and cassettes. Rather than trusting every call site to
+remember, known secrets are registered once and :func:`redact` scrubs them from any text; the
+:class:`Secret` wrapper makes the *repr* of a key safe by construction.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import warnings
+from collections.abc import Iterable
+
+from pytest_synth_rl.secrets.forms import scrub_parts, scrub_whole
+
+__all__ = [
+    "CREDENTIAL_HEADERS",
+    "SECRET_ENV_VARS",
+    "Secret",
+    "SecretHeaders",
+    "SynthSecretWarning",
+    "key_problem",
+    "known_secrets",
+    "mask_handler",
+    "mask_secret",
+    "redact",
+    "register_secret",
+    "registered_secrets",
+    "restore_registered_secrets",
+    "secret_or_none",
+    "short_key_warning",
+]
+
+#: Environment variables whose values are treated as secrets wherever they appear.
+SECRET_ENV_VARS: tuple[str, ...] = (
+    "SYNTH_API_KEY",
+    "ENVIRONMENT_API_KEY",
+    "DEV_ENVIRONMENT_API_KEY",
+    "ENVIRONMENT_API_KEY_ALIASES",
+    "OPENAI_API_KEY",
+    "GROQ_API_KEY",
+)
+
+# Values shorter than this are not scrubbed from free text: replacing every "1" or "abc" in a
+# message would destroy it, and such short values are not credentials worth protecting.
+_MIN_REDACT_LEN = 6
+
+_lock = threading.Lock()
+_registered: set[str] = set()
+
+
+def mask_secret(value: str | None) -> str:
+    """Return a display form of *value* that identifies it without revealing it.
+
+    ``"sk_live_0123456789abcd23"`` -> ``"sk_l…23"``. Short values reveal nothing at all.
+    """
+    if not value:
+        return "<none>"
+    if len(value) < 10:
+        return "…"
+    return f"{value[:4]}…{value[-2:]}"
+
+
+class SynthSecretWarning(UserWarning):
+    """A key too short to be masked in output (fewer than 6 characters), e.g. upstream's ``test``."""
+
+
+_warned_short: set[str] = set()
+
+
+def short_key_warning(value: str | None, subject: str = "a key") -> SynthSecretWarning | None:
+    """The warning *value* earns when it is a key too short to be masked, the first time only
+    (None after that, or for a key long enough). *subject* names it: ``"ENVIRONMENT_API_KEY"``."""
+    if not value or len(value) >= _MIN_REDACT_LEN:
+        return None
+    with _lock:
+        if value in _warned_short:
+            return None
+        _warned_short.add(value)
+    return SynthSecretWarning(
+        f"{subject} of {len(value)} character(s) cannot be masked in output: text shorter than "
+        f"{_MIN_REDACT_LEN} characters is too common to remove safely, so this key may show in "
+        f"reports and logs; use a key of {_MIN_REDACT_LEN} or more characters"
+    )
+
+
+def register_secret(value: str | None) -> None:
+    """Remember *value* as a secret so :func:`redact` removes it from any text; a key too short
+    for that gets a :class:`SynthSecretWarning` (once), since it may then show in reports."""
+    if value and len(value) >= _MIN_REDACT_LEN:
+        with _lock:
+            _registered.add(value)
+        return
+    warning = short_key_warning(value)
+    if warning is not None:
+        from pytest_synth_rl.secrets.callers import outside_stacklevel  # only for a short key
+
+        warnings.warn(warning, stacklevel=outside_stacklevel())
+
+
+def registered_secrets() -> frozenset[str]:
+    """The secrets registered so far; pass them to :func:`restore_registered_secrets` later.
+
+    Lets a test suite keep each test's secrets to that test, so no test passes because a
+    neighbor happened to register the key it forgot to.
+    """
+    with _lock:
+        return frozenset(_registered)
+
+
+def restore_registered_secrets(snapshot: Iterable[str]) -> None:
+    """Make the registered secrets exactly *snapshot* again (see :func:`registered_secrets`)."""
+    with _lock:
+        _registered.clear()
+        _registered.update(snapshot)
+
+
+def known_secrets(extra: Iterable[str | None] = ()) -> list[str]:
+    """Every secret we know of: registered ones, secret env vars, and *extra*.
+
+    Longest first, so that a secret containing another is replaced whole.
+    """
+    found: set[str] = set()
+    with _lock:
+        found.update(_registered)
+    for name in SECRET_ENV_VARS:
+        raw = os.environ.get(name)
+        if raw:
+            found.add(raw)
+            if "," in raw:  # alias lists
+                found.update(part.strip() for part in raw.split(","))
+    found.update(v for v in extra if v)
+    return sorted((s for s in found if len(s) >= _MIN_REDACT_LEN), key=len, reverse=True)
+
+
+def redact(text: str, extra: Iterable[str | None] = ()) -> str:
+    """Replace every known secret in *text* by its masked form.
+
+    Encoded spellings count too: percent-encoded, JSON ``\\u``-escaped, and base64'd (alone or
+    inside a larger blob such as a Basic auth pair); see :mod:`pytest_synth_rl.secrets.forms`.
+    """
+    if not text:
+        return text
+    secrets = known_secrets(extra)
+    for secret in secrets:  # whole forms of every secret first: one may be part of another
+        text = scrub_whole(text, secret, mask_secret(secret))
+    for secret in secrets:
+        text = scrub_parts(text, secret, mask_secret(secret))
+    return text
+
+
+class Secret:
+    """A string that must not be shown: its repr and str are masked; ``.value`` is the key."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+        register_secret(value)
+
+    @property
+    def value(self) -> str:
+        return self._value
+
+    @property
+    def masked(self) -> str:
+        return mask_secret(self._value)
+
+    def __repr__(self) -> str:
+        return f"Secret({self.masked!r})"
+
+    __str__ = __repr__
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Secret):
+            return self._value == other.value
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+def key_problem(key: str) -> str | None:
+    """Why *key* cannot travel in an HTTP header (a line break, a control or non-ASCII
+    character), or None. Said without showing the key: only the character and its place."""
+    for index, char in enumerate(key):
+        if char in "\r\n":
+            where = f"character {index + 1} of {len(key)}"
+            return f"contains a line break ({where}); an HTTP header cannot carry it"
+        if not " " <= char <= "~":
+            return (
+                f"contains {char!r} (character {index + 1} of {len(key)}); keys travel in HTTP headers, "
+                "which take printable ASCII only"
+            )
+    return None
+
+
+def secret_or_none(value: str | Secret | None) -> Secret | None:
+    """*value* as a :class:`Secret` (``None`` and ``""`` stay ``None``): the one place a key
+    given as plain text becomes a masked value, so no field or local holds it in clear."""
+    if value is None or isinstance(value, Secret):
+        return value or None
+    return Secret(value) if value else None
+
+
+#: Headers that carry a credential; :class:`SecretHeaders` masks their values in its repr.
+CREDENTIAL_HEADERS: frozenset[str] = frozenset(
+    {"authorization", "proxy-authorization", "x-api-key", "x-api-keys", "cookie", "set-cookie"}
+)
+
+
+class SecretHeaders(dict[str, str]):
+    """Request headers whose repr masks credentials (``Authorization: Bearer sk_l…23``).
+
+    Still a plain ``dict`` to every HTTP library; only its repr changes, so a traceback's locals
+    (``-l``), an assertion diff or a dataclass repr holding it never shows a key.
+    """
+
+    def __repr__(self) -> str:
+        shown = {name: _masked_header(name, value) for name, value in self.items()}
+        return f"SecretHeaders({shown!r})"
+
+    __str__ = __repr__
+
+
+def _masked_header(name: str, value: str) -> str:
+    if name.lower() not in CREDENTIAL_HEADERS:
+        return redact(value)
+    scheme, _, token = value.partition(" ")
+    if token and scheme.isalpha():
+        return f"{scheme} {mask_secret(token)}"
+    return mask_secret(value)
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that masks known secrets in a record's rendered message and traceback.
+
+    Installed on our package logger, so that nothing we log carries a key even when a caller
+    passes one through a format argument, and on the servers' loggers (``uvicorn.error``), whose
+    "Exception in ASGI application" records carry whatever the app's exception said.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a broken format string is the caller's problem, not a reason to drop
+            return True
+        cleaned = redact(message)
+        if cleaned != message:
+            record.msg = cleaned
+            record.args = None
+        if record.exc_info and not record.exc_text:
+            # Formatters use a record's exc_text when it is set: render the traceback once, masked.
+            record.exc_text = redact(_TRACEBACKS.formatException(record.exc_info))
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
+        return True
+
+
+_TRACEBACKS = logging.Formatter()
+
+
+def mask_handler(handler: logging.Handler) -> None:
+    """Mask every record *handler* writes, whoever logged it: pytest's live log and log file
+    print the test's own records too, and those never pass through a test report."""
+    if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+        handler.addFilter(RedactingFilter())
+
+
+def get_logger(name: str) -> logging.Logger:
+    """The logger *name* (ours, or a server's we run), its records always redacted."""
+    logger = logging.getLogger(name)
+    if not any(isinstance(f, RedactingFilter) for f in logger.filters):
+        logger.addFilter(RedactingFilter())
+    return logger

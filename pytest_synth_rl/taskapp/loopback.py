@@ -1,0 +1,69 @@
+"""Is this address on this machine? One answer for everyone who asks.
+
+The plugin's network rule is "loopback only": the fake backend runs real rollouts only against
+loopback task apps, its respx mount lets loopback traffic pass through, cassette replay never
+intercepts loopback, the contract check treats a loopback task app as local, and the servers we
+start bind loopback only. They all ask here.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from urllib.parse import urlsplit
+
+from pytest_synth_rl.errors import TaskAppError
+
+__all__ = ["is_loopback_host", "is_loopback_url", "normalise_loopback_host", "url_host"]
+
+# The common spellings, answered without parsing (this sits on the respx mount's hot path).
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for ``localhost`` and any loopback IP (``127.0.0.0/8``, ``::1``, bracketed or not)."""
+    if host in _LOOPBACK_NAMES:
+        return True
+    host = host.strip("[]").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def is_loopback_url(url: str) -> bool:
+    """True if *url*'s host is loopback; False for anything unparsable."""
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
+        return False
+    return is_loopback_host(host)
+
+
+def normalise_loopback_host(host: str) -> str:
+    """The literal loopback address to bind for *host*; :class:`TaskAppError` for anything else.
+
+    We serve test apps only on loopback: binding ``0.0.0.0`` would expose a test server (and
+    its API key check) to the network.
+    """
+    text = (host or "").strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    if text.lower() == "localhost":
+        return "127.0.0.1"
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        address = None
+    if address is None or not address.is_loopback:
+        raise TaskAppError(
+            f"host {host!r} is not a loopback address; task apps are only served on loopback",
+            hint="use host='127.0.0.1' (the default), 'localhost' or '::1'",
+        )
+    return str(address)
+
+
+def url_host(host: str) -> str:
+    """*host* as it appears in a URL (IPv6 literals in brackets)."""
+    return f"[{host}]" if ":" in host else host

@@ -1,0 +1,544 @@
+"""One ASGI app served by uvicorn on a loopback socket, in a background thread.
+
+The one way the plugin serves anything: task apps, the served fake backend, the stub model, and
+the test suite's own small servers all run on :class:`ServerThread` (or :func:`serve_asgi`).
+
+Four choices here are about speed and one about honesty:
+
+* **The socket is bound here, with ``IPPROTO_TCP``.** Binding ourselves turns "port busy" into a
+  clear error in the caller's thread instead of a ``sys.exit`` inside the server thread, and
+  lets port 0 work without a race. The protocol number matters: asyncio only turns Nagle's
+  algorithm off (``TCP_NODELAY``) on accepted sockets whose listening socket says
+  ``proto == IPPROTO_TCP``; a socket made with the default ``proto=0`` makes every loopback
+  request wait ~40 ms for a delayed ACK.
+* **Readiness comes from the server**, through a :class:`threading.Event` set when uvicorn's
+  startup returns (successfully or not), never by sleep-polling the port.
+* **Stopping wakes the server at once.** Stock uvicorn notices ``should_exit`` on a 100 ms tick
+  and sleeps another fixed 100 ms while draining; a test suite that starts a task app per test
+  pays that on every test. Our subclass wakes its main loop on request and drains by polling
+  the open connections every few milliseconds, with the same graceful-timeout semantics.
+* **The plugin's own apps can skip h11** (``protocol="minimal"``, the stub model): they are
+  served with :mod:`.minimal_http`, a fifth of uvicorn's h11 CPU per request. A team's task app
+  always gets uvicorn's own protocol, as in production.
+* **The server's own log lines are kept** (records emitted from the server thread), so a
+  failed startup can be reported with the app's traceback instead of "it did not start".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import errno
+import logging
+import math
+import os
+import re
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any, Literal
+
+import uvicorn
+
+from pytest_synth_rl.errors import TaskAppError
+from pytest_synth_rl.secrets.masking import get_logger, redact
+from pytest_synth_rl.taskapp.http import minimal_http_protocol
+from pytest_synth_rl.taskapp.loopback import normalise_loopback_host, url_host
+from pytest_synth_rl.taskapp.read_deadline import header_deadline_protocol
+
+__all__ = ["Lifespan", "Protocol", "ServerThread", "serve_asgi"]
+
+#: uvicorn's lifespan modes: "auto" runs it if the app supports it, "on" requires it.
+Lifespan = Literal["auto", "on", "off"]
+#: How requests are parsed: uvicorn's own protocol, or :mod:`.minimal_http` (our own apps only).
+Protocol = Literal["uvicorn", "minimal"]
+
+log = get_logger(__name__)
+#: uvicorn logs an app's exception (message and traceback) here: redacted like our own logs.
+_uvicorn_log = get_logger("uvicorn.error")
+
+_MAX_LOG_LINES = 500
+_DRAIN_POLL_S = 0.002
+_TICK_S = 0.1
+_ABORT_WAIT_S = 0.5
+
+
+class _ThreadLogCapture(logging.Handler):
+    """Keeps the log records emitted from one thread (the server's), formatted and redacted.
+
+    Attached to the root logger and to ``uvicorn`` (whose default logging config stops
+    propagation); a record seen by both is kept once.
+    """
+
+    def __init__(self, limit: int = _MAX_LOG_LINES) -> None:
+        super().__init__(level=logging.NOTSET)
+        self.thread_id: int | None = None
+        self.lines: collections.deque[str] = collections.deque(maxlen=limit)
+        self._last: logging.LogRecord | None = None
+        self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.thread_id is None or record.thread != self.thread_id or record is self._last:
+            return
+        self._last = record
+        try:
+            self.lines.append(redact(self.format(record)))
+        except Exception:  # pragma: no cover - a broken record must not break the server
+            self.handleError(record)
+
+
+class _AbortNoise(logging.Filter):
+    """Drops what aborting a startup makes uvicorn log from the server's thread (the cancelled
+    startup's traceback: our doing, not the app's), keeping the one fact worth telling from it:
+    the innermost line of the app's own code the startup was waiting in."""
+
+    def __init__(self, thread_id: int | None) -> None:
+        super().__init__()
+        self.thread_id = thread_id
+        self.waiting_at: str | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.thread != self.thread_id:
+            return True
+        if self.waiting_at is None:  # uvicorn logs the traceback as its message text
+            self.waiting_at = _users_innermost_line(record.getMessage())
+        return False
+
+
+#: A frame of a formatted traceback: its file, line, function and (if shown) source line.
+_TRACEBACK_FRAME = re.compile(
+    r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>[^\n]+)(?:\n(?P<source>[^\n]*))?'
+)
+
+
+def _users_innermost_line(traceback_text: str) -> str | None:
+    """``app.py:7 in lifespan: await asyncio.sleep(3600)``: the innermost frame of the app's own
+    code in a formatted traceback (the last such frame, over every chained exception)."""
+    from pytest_synth_rl.secrets.callers import is_users_file  # only when a startup was aborted
+
+    found = None
+    for match in _TRACEBACK_FRAME.finditer(traceback_text):
+        if is_users_file(match["file"]):
+            source = (match["source"] or "").strip()
+            found = f"{os.path.basename(match['file'])}:{match['line']} in {match['name'].strip()}: {source}"
+    return found
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, plus a readiness event and a stop that does not wait for a tick."""
+
+    def __init__(self, config: uvicorn.Config, ready: threading.Event, graceful_timeout: float) -> None:
+        super().__init__(config)
+        self._ready = ready
+        self.graceful_timeout = graceful_timeout
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.main_task: asyncio.Task[Any] | None = None
+        self._wake: asyncio.Event | None = None
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await super().serve(sockets=sockets)
+        finally:
+            # Normally a no-op. When the server is cancelled (a stop that had to be forced) or its
+            # loop was stopped under it (asyncio.run then cancels this task), connections would
+            # otherwise be left open until garbage collection.
+            if self.server_state.connections or self.server_state.tasks:
+                await self._abort_connections()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.main_task = asyncio.current_task()
+        self._wake = asyncio.Event()
+        try:
+            await super().startup(sockets=sockets)
+        finally:
+            self._ready.set()
+
+    async def main_loop(self) -> None:
+        # Same ticks as uvicorn's loop (they refresh the Date header), but a stop request wakes
+        # it immediately instead of at the next 100 ms tick.
+        assert self._wake is not None
+        counter = 0
+        should_exit = await self.on_tick(counter)
+        while not should_exit:
+            counter = (counter + 1) % 864000
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), _TICK_S)
+            should_exit = await self.on_tick(counter)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # uvicorn's shutdown with its fixed 100 ms sleeps replaced by a short poll; the order
+        # (stop accepting, ask connections to close, drain within the graceful timeout, then the
+        # lifespan shutdown) is unchanged. Unlike uvicorn, the app's own shutdown is bounded too.
+        for server in self.servers:
+            server.close()
+        for sock in sockets or []:
+            sock.close()
+        for connection in list(self.server_state.connections):
+            connection.shutdown()
+        try:
+            await asyncio.wait_for(self._drain(), timeout=self.graceful_timeout)
+        except asyncio.TimeoutError:
+            _uvicorn_log.error(
+                "Cancel %s running task(s), timeout graceful shutdown exceeded",
+                len(self.server_state.tasks),
+            )
+            await self._abort_connections()
+        if not self.force_exit:
+            try:
+                await asyncio.wait_for(self.lifespan.shutdown(), timeout=self.graceful_timeout)
+            except asyncio.TimeoutError:
+                _uvicorn_log.error(
+                    "Application shutdown did not finish within %.2gs; abandoned", self.graceful_timeout
+                )
+
+    async def _abort_connections(self) -> None:
+        """Cancel requests still running after the graceful timeout and close their sockets.
+
+        uvicorn only cancels the tasks; their connections then linger until garbage collection
+        (an unclosed-socket ResourceWarning in the test run). We abort the transports too and
+        wait (briefly) until they are gone.
+        """
+        tasks = list(self.server_state.tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=_ABORT_WAIT_S)
+        state = self.server_state
+        for connection in list(state.connections):
+            transport = getattr(connection, "transport", None)
+            if transport is not None:
+                transport.abort()
+        # connection_lost (which closes each socket) runs from the loop: give it its turns.
+        deadline = asyncio.get_running_loop().time() + _ABORT_WAIT_S
+        while state.connections and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(_DRAIN_POLL_S)
+
+    async def _drain(self) -> None:
+        state = self.server_state
+        while (state.connections or state.tasks) and not self.force_exit:
+            await asyncio.sleep(_DRAIN_POLL_S)
+        if not self.force_exit:
+            for server in self.servers:
+                await server.wait_closed()
+
+    def request_exit(self, *, force: bool = False) -> None:
+        """Ask the server to stop (from any thread) and wake its loop."""
+        self.should_exit = True
+        if force:
+            self.force_exit = True
+        self._call_in_loop(self._set_wake)
+
+    def cancel_main_task(self) -> None:
+        """Last resort for a stop that hangs (e.g. an app whose shutdown never returns)."""
+        task = self.main_task
+        if task is not None:
+            self._call_in_loop(task.cancel)
+
+    def _set_wake(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    def _call_in_loop(self, callback: Any) -> None:
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            return
+        # RuntimeError: the loop closed between the check and the call; nothing left to wake.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(callback)
+
+
+def _bind(host: str, port: int, description: str) -> socket.socket:
+    """A listening TCP socket on *host*:*port* (see the module docstring for ``IPPROTO_TCP``)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+            reason = "already in use" if exc.errno == errno.EADDRINUSE else "not available to this user"
+            raise TaskAppError(
+                f"cannot serve the {description} on {url_host(host)}:{port}: the port is {reason}",
+                hint="pass port=0 (the default) to let the OS pick a free port; "
+                "pytest-synth-rl never stops other processes to free a port",
+            ) from exc
+        raise TaskAppError(
+            f"cannot bind {url_host(host)}:{port} for the {description}: {exc}",
+            hint="check that the loopback interface supports this address "
+            "(IPv6 may be disabled; try host='127.0.0.1')",
+        ) from exc
+    return sock
+
+
+class ServerThread:
+    """Serve *app* with uvicorn on a loopback socket from a daemon thread.
+
+    :meth:`start` returns once the server accepts connections (or raises
+    :class:`TaskAppError` with the server's log lines); :meth:`stop` always returns within a
+    bounded time, escalating from a graceful stop to a forced one to cancelling the loop.
+    With *read_timeout*, a request whose headers have not all arrived that many seconds after
+    the connection opened (or after the previous answer) gets 408 and is closed.
+    ``protocol="minimal"`` serves the plugin's own plain-ASGI apps with
+    :mod:`.minimal_http` instead of uvicorn's h11 protocol (never a team's app); there
+    *read_timeout* bounds the arrival of whole requests.
+    """
+
+    def __init__(
+        self,
+        app: Any,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        lifespan: Lifespan = "auto",
+        log_level: str | int | None = "warning",
+        shutdown_timeout: float = 3.0,
+        description: str = "task app",
+        read_timeout: float | None = None,
+        protocol: Protocol = "uvicorn",
+    ) -> None:
+        self.app = app
+        self.read_timeout = read_timeout
+        self.protocol = protocol
+        self.host = normalise_loopback_host(host)
+        self.requested_port = port
+        self.lifespan = lifespan
+        self.log_level = log_level
+        self.shutdown_timeout = shutdown_timeout
+        self.description = description
+        self.port: int | None = None
+        self.error: BaseException | None = None
+        self._exit: SystemExit | None = None
+        self._ready = threading.Event()
+        self._capture = _ThreadLogCapture()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._sock: socket.socket | None = None
+        self._stopping = False
+
+    # -- state --------------------------------------------------------------------------------
+    @property
+    def logs(self) -> list[str]:
+        """Log lines the server thread emitted (uvicorn's and the app's), oldest first."""
+        return list(self._capture.lines)
+
+    @property
+    def alive(self) -> bool:
+        """True while the server thread runs and has finished starting up."""
+        return (
+            self._thread is not None
+            and self._thread.is_alive()
+            and self._server is not None
+            and self._server.started
+        )
+
+    @property
+    def died(self) -> bool:
+        """True if the thread ended although nobody asked it to stop."""
+        return (
+            self._thread is not None
+            and not self._thread.is_alive()
+            and not self._stopping
+            and self._server is not None
+            and self._server.started
+        )
+
+    @property
+    def url(self) -> str:
+        """``http://<host>:<port>`` of the running server."""
+        if self.port is None:
+            raise RuntimeError(f"the {self.description} has not been started, so it has no URL yet")
+        return f"http://{url_host(self.host)}:{self.port}"
+
+    def failure_text(self) -> str:
+        """What went wrong in the thread, as text for an error message."""
+        parts: list[str] = []
+        if self.error is not None:
+            parts.append(f"{type(self.error).__name__}: {self.error}")
+        lines = self.logs
+        if lines:
+            parts.append("server log:\n" + "\n".join(f"    {line}" for line in lines[-40:]))
+        return "\n  ".join(parts) if parts else "(the server logged nothing)"
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self, timeout: float) -> int:
+        """Bind, start the thread, wait for readiness; return the bound port."""
+        if self._thread is not None:
+            raise RuntimeError("a ServerThread can only be started once")
+        self._sock = _bind(self.host, self.requested_port, self.description)
+        self.port = int(self._sock.getsockname()[1])
+        http: type[asyncio.Protocol] | str = "auto"
+        if self.protocol == "minimal":
+            http = minimal_http_protocol(self.read_timeout if self.read_timeout is not None else 5.0)
+        elif self.read_timeout is not None:
+            http = header_deadline_protocol(self.read_timeout)
+        config = uvicorn.Config(
+            self.app,
+            lifespan=self.lifespan,
+            log_config=None,  # never reconfigure the process's logging
+            log_level=self.log_level,
+            timeout_graceful_shutdown=max(1, math.ceil(self.shutdown_timeout)),
+            http=http,
+            # Our own apps never sit behind a proxy; a team's app gets uvicorn's default.
+            proxy_headers=self.protocol != "minimal",
+        )
+        try:
+            config.load()
+        except Exception as exc:
+            self._close_socket()
+            raise TaskAppError(
+                f"uvicorn could not load the {self.description}: {type(exc).__name__}: {exc}",
+                hint="the app must be an ASGI 3 application",
+            ) from exc
+        self._server = _Server(config, self._ready, self.shutdown_timeout)
+        self._thread = threading.Thread(
+            target=self._run, name=f"synth-{self.description.replace(' ', '-')}-{self.port}", daemon=True
+        )
+        self._install_capture()
+        self._thread.start()
+        ready = self._ready.wait(timeout)
+        where = f"http://{url_host(self.host)}:{self.port}"
+        if not ready:
+            waiting_at = self._abort()
+            self.error = None  # the abort's own CancelledError
+            at = f", waiting at {waiting_at}" if waiting_at else ""
+            raise TaskAppError(
+                f"the {self.description} did not start within {timeout:g}s: "
+                f"its lifespan startup is still running{at}\n  " + self.failure_text(),
+                url=where,
+                hint="make the app's startup faster, or give it longer: "
+                "@pytest.mark.synth_task_app(..., startup_timeout=...) in a test, "
+                "InProcessTaskApp(startup_timeout=...) outside one",
+            )
+        if not self._server.started:
+            self._thread.join(self.shutdown_timeout)
+            self._stopping = True
+            self._uninstall_capture()
+            self._close_socket()
+            what = "its lifespan startup failed" if self._exit is not None else "the server thread died"
+            raise TaskAppError(
+                f"the {self.description} failed to start: {what}\n  " + self.failure_text(),
+                url=where,
+                hint="fix the error in the app's startup (lifespan / on_startup handlers) shown above",
+                details={"logs": self.logs},
+            )
+        return self.port
+
+    def _run(self) -> None:
+        assert self._server is not None
+        assert self._sock is not None
+        self._capture.thread_id = threading.get_ident()
+        try:
+            self._server.run(sockets=[self._sock])
+        except SystemExit as exc:  # uvicorn exits this way when the lifespan startup fails
+            self._exit = exc
+        except BaseException as exc:
+            self.error = exc
+            if not self._stopping:
+                log.error("the %s server thread died: %s: %s", self.description, type(exc).__name__, exc)
+        finally:
+            self._ready.set()
+            self._close_socket()
+
+    def stop(self) -> None:
+        """Stop serving; idempotent, and bounded by about ``2 * shutdown_timeout + 2`` seconds.
+
+        Open requests get ``shutdown_timeout`` to finish, then the app's lifespan shutdown gets
+        as long again; past that the server is forced, then its task cancelled, and as a last
+        resort the daemon thread is left behind (it dies with the process).
+        """
+        self._stopping = True
+        server, thread = self._server, self._thread
+        try:
+            if server is None or thread is None or not thread.is_alive():
+                return
+            server.request_exit()
+            thread.join(2 * self.shutdown_timeout + 0.5)
+            if thread.is_alive():
+                server.request_exit(force=True)
+                thread.join(0.5)
+            if thread.is_alive():
+                server.cancel_main_task()
+                thread.join(1.0)
+            if thread.is_alive():
+                log.warning(
+                    "the %s on port %s did not stop in time; leaving its daemon thread behind",
+                    self.description,
+                    self.port,
+                )
+        finally:
+            self._uninstall_capture()
+            self._close_socket()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the server thread to end; True if it has (or never started)."""
+        thread = self._thread
+        if thread is None:
+            return True
+        thread.join(timeout)
+        return not thread.is_alive()
+
+    def _abort(self) -> str | None:
+        """Stop a server whose startup has not finished: nothing to drain, cancel it outright.
+        Returns where in the app's code the startup was waiting, if it passed through any."""
+        self._stopping = True
+        server, thread = self._server, self._thread
+        noise = _AbortNoise(self._capture.thread_id)
+        uvicorn_log = logging.getLogger("uvicorn.error")
+        uvicorn_log.addFilter(noise)
+        try:
+            if server is not None and thread is not None:
+                server.request_exit(force=True)
+                server.cancel_main_task()
+                thread.join(1.0)
+        finally:
+            uvicorn_log.removeFilter(noise)
+            self._uninstall_capture()
+            self._close_socket()
+        return noise.waiting_at
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _install_capture(self) -> None:
+        logging.getLogger().addHandler(self._capture)
+        logging.getLogger("uvicorn").addHandler(self._capture)
+
+    def _uninstall_capture(self) -> None:
+        logging.getLogger().removeHandler(self._capture)
+        logging.getLogger("uvicorn").removeHandler(self._capture)
+
+    def _close_socket(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            sock.close()
+
+
+@contextlib.contextmanager
+def serve_asgi(
+    app: Any,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    lifespan: Lifespan = "auto",
+    log_level: str | int | None = "warning",
+    startup_timeout: float = 15.0,
+    description: str = "ASGI app",
+    protocol: Protocol = "uvicorn",
+) -> Iterator[ServerThread]:
+    """Serve *app* for the ``with`` block; the yielded server has ``.url`` and ``.logs``."""
+    server = ServerThread(
+        app,
+        host=host,
+        port=port,
+        lifespan=lifespan,
+        log_level=log_level,
+        description=description,
+        protocol=protocol,
+    )
+    server.start(startup_timeout)
+    try:
+        yield server
+    finally:
+        server.stop()
