@@ -48,9 +48,11 @@ CLOSE_MATCH_CUTOFF = 0.6
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def closest(word: str, choices: Iterable[str]) -> str | None:
-    """The one of *choices* that *word* most likely misspells, or None."""
-    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=CLOSE_MATCH_CUTOFF)
+def closest(word: str, choices: Iterable[str], *, cutoff: float = CLOSE_MATCH_CUTOFF) -> str | None:
+    """The one of *choices* that *word* most likely misspells, or None.
+
+    Only a check that *rejects* a value as a typo (not just hints) passes a stricter *cutoff*."""
+    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff)
     return found[0] if found else None
 
 
