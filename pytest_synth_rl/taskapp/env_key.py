@@ -1,19 +1,8 @@
-"""Lending ``ENVIRONMENT_API_KEY`` to task apps while they run, and giving it back.
+"""Lending ``ENVIRONMENT_API_KEY`` to in-process task apps while they run, and giving it back.
 
-Task apps read the key they enforce from the process environment (contract §4.2: the
-``ENVIRONMENT_API_KEY`` variable, plus the comma-separated ``ENVIRONMENT_API_KEY_ALIASES``). An
-in-process task app shares the test's environment, so the key must be set while the app runs and
-the caller's values restored afterwards.
-
-Several apps may run at once in one process, each with its own key. One variable cannot hold two
-keys, so the most recently started app's key goes in ``ENVIRONMENT_API_KEY`` and the keys of the
-other running apps go in ``ENVIRONMENT_API_KEY_ALIASES`` (after any aliases the caller had set):
-every running app then accepts every running app's key, which is what tests need (each app
-answers its own key) at the price of not isolating running apps from each other's keys. Apps
-that ignore the alias variable only accept the latest key. When the last app stops, both
-variables return to exactly what they were (set or unset) when the first one started, unless
-someone else changed them meanwhile (then their value stays, and aliases they set while apps ran
-are honoured).
+With several apps running, the latest key is ``ENVIRONMENT_API_KEY`` and the others go into
+``ENVIRONMENT_API_KEY_ALIASES`` (after the caller's own). When the last app stops, both return
+to what they were, unless someone else changed them meanwhile.
 """
 
 from __future__ import annotations
@@ -33,7 +22,7 @@ _lock = threading.Lock()
 _tokens = itertools.count(1)
 _active: dict[int, str] = {}  # token -> key, in start order
 _saved: dict[str, str | None] = {}  # the caller's values when the first app started
-_written: dict[str, str | None] = {}  # what we last wrote, to notice changes made by others
+_written: dict[str, str | None] = {}  # what we last wrote, to notice changes by others
 _user_aliases: str | None = None  # the caller's aliases, kept in front of ours
 
 
@@ -46,7 +35,6 @@ def _set(name: str, value: str | None) -> None:
 
 
 def _apply() -> None:
-    """Write the variables for the currently active keys (lock held)."""
     global _user_aliases
     current_aliases = os.environ.get(ALIASES_VAR)
     if current_aliases != _written.get(ALIASES_VAR):
@@ -62,7 +50,7 @@ def _apply() -> None:
 
 
 def acquire_env_key(key: str) -> int:
-    """Make *key* accepted by task apps in this process; return a token for :func:`release_env_key`."""
+    """Make *key* accepted by task apps in this process; returns a token for :func:`release_env_key`."""
     global _user_aliases
     register_secret(key)
     with _lock:
@@ -79,10 +67,7 @@ def acquire_env_key(key: str) -> int:
 
 
 def release_env_key(token: int) -> None:
-    """Withdraw the key lent under *token*; restores the caller's values after the last one.
-
-    A variable that someone else changed while apps ran is left as they set it.
-    """
+    """Withdraw the key lent under *token*; after the last one, restore the caller's values."""
     with _lock:
         if _active.pop(token, None) is None:
             return
