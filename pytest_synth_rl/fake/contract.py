@@ -7,14 +7,13 @@
 
 from __future__ import annotations
 
-import math
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
-from pytest_synth_rl.errors import TaskAppError, excerpt, keywords_checked
+from pytest_synth_rl.errors import TaskAppError, excerpt, finite_number, keywords_checked
 from pytest_synth_rl.fake.model import Progress, RolloutIdentity
 from pytest_synth_rl.fake.model.inference import KEEP_INFERENCE_URL, InferencePolicy, StubInference
 from pytest_synth_rl.fake.model.rewards import reward_of
@@ -147,10 +146,6 @@ class TaskAppContractError(TaskAppError, AssertionError):
         )
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _status_text(response: httpx.Response, ok_status: int | None = None) -> str:
     """``HTTP <status>``, plus a body excerpt unless the status is the expected one."""
     if response.status_code == ok_status:
@@ -187,27 +182,19 @@ def _reward_verdict(body: dict[str, Any]) -> tuple[bool, str]:
 def rollout_eras(body: dict[str, Any]) -> tuple[str, ...]:
     """The :data:`ROLLOUT_ERAS` whose id key is a non-empty string in *body* and reward key an
     object (from 0.4.12 on with a numeric ``outcome_reward``)."""
-    eras = []
-    for label, id_key, reward_key in ROLLOUT_ERAS:
-        ident, reward = body.get(id_key), body.get(reward_key)
-        if not (isinstance(ident, str) and ident and isinstance(reward, dict)):
-            continue
-        if id_key == "trace_correlation_id" and not _is_number(reward.get("outcome_reward")):
-            continue
-        eras.append(label)
-    return tuple(eras)
+    return tuple(
+        label
+        for label, id_key, reward_key in ROLLOUT_ERAS
+        if isinstance(ident := body.get(id_key), str)
+        and ident
+        and isinstance(reward := body.get(reward_key), dict)
+        and (id_key != "trace_correlation_id" or finite_number(reward.get("outcome_reward")) is not None)
+    )
 
 
 def _era_text(label: str) -> str:
     keys = {era: f"{era} ({id_key} + {reward_key})" for era, id_key, reward_key in ROLLOUT_ERAS}
     return keys.get(label, label)
-
-
-def _trajectories_ok(trajectories: Any) -> bool:
-    """The 0.4.0-era shape: a list of objects, each with a ``steps`` list."""
-    return isinstance(trajectories, list) and all(
-        isinstance(t, dict) and isinstance(t.get("steps", []), list) for t in trajectories
-    )
 
 
 def _trace_verdict(body: dict[str, Any]) -> tuple[bool, str]:
@@ -225,12 +212,14 @@ def _trace_verdict(body: dict[str, Any]) -> tuple[bool, str]:
             return False, f"trace.event_history is {type(history).__name__}, not a list"
         if "metadata" in trace and not isinstance(metadata, dict):
             return False, f"trace.metadata is {type(metadata).__name__}, not an object"
-    if trajectories is not None and not _trajectories_ok(trajectories):
+    legacy_ok = isinstance(trajectories, list) and all(  # the 0.4.0 shape
+        isinstance(t, dict) and isinstance(t.get("steps", []), list) for t in trajectories
+    )
+    if trajectories is not None and not legacy_ok:
         return False, "trajectories is not a list of objects with a steps list"
-    shown = []
-    if isinstance(trace, dict):
-        n = len(trace.get("event_history") or [])
-        shown.append(f"trace with {n} event(s)")
+    shown = (
+        [f"trace with {len(trace.get('event_history') or [])} event(s)"] if isinstance(trace, dict) else []
+    )
     if trajectories is not None:
         shown.append(f"{len(trajectories)} legacy trajectory(ies)")
     return True, ", ".join(shown)
@@ -364,12 +353,9 @@ def _check_health_and_auth(checker: _Checker) -> None:
     ``/rollout``. ``/health`` without a key is not judged: upstream demos answer it with 200
     ``{"authorized": false}`` and later releases drop auth on it entirely."""
     health = checker.get("/health")
-    if isinstance(health, str):
-        checker.add("GET /health", False, "HTTP 200 with the key", health)
-    else:
-        checker.add(
-            "GET /health", health.status_code == 200, "HTTP 200 with the key", _status_text(health, 200)
-        )
+    ok = not isinstance(health, str) and health.status_code == 200
+    got = health if isinstance(health, str) else _status_text(health, 200)
+    checker.add("GET /health", ok, "HTTP 200 with the key", got)
     probes = {
         "/task_info": checker.get("/task_info", auth=False),
         "/rollout": checker.post("/rollout", checker.rollout_request("contract-nokey")[0], auth=False),
@@ -382,16 +368,9 @@ def _check_health_and_auth(checker: _Checker) -> None:
         request = checker.rollout_request("contract-wrongkey")[0]
         probes["/rollout with a wrong key"] = checker.post("/rollout", request, headers=wrong)
         expected += " or with a wrong one"
-    got: list[str] = []
-    enforced = True
-    for path, response in probes.items():
-        if isinstance(response, str):
-            got.append(f"{path}: {response}")
-            enforced = False
-            continue
-        got.append(f"{path}=HTTP {response.status_code}")
-        enforced = enforced and response.status_code in _REJECTED
-    checker.add("auth enforced", enforced, expected, ", ".join(got))
+    seen = [f"{p}: {r}" if isinstance(r, str) else f"{p}=HTTP {r.status_code}" for p, r in probes.items()]
+    enforced = all(not isinstance(r, str) and r.status_code in _REJECTED for r in probes.values())
+    checker.add("auth enforced", enforced, expected, ", ".join(seen))
 
 
 def _advertised_env(plain: httpx.Response | str, seeded: httpx.Response | str) -> str | None:
@@ -450,14 +429,12 @@ def _check_task_info(
 
 def _check_info(checker: _Checker) -> None:
     info = checker.get("/info")
-    expected = "HTTP 200 with a JSON object"
-    if isinstance(info, str):
-        checker.add("GET /info", False, expected, info)
-        return
-    body = json_or_none(info)
-    passed = info.status_code == 200 and isinstance(body, dict)
-    got = _status_text(info) if not passed else f"HTTP 200, keys {sorted(body)}"
-    checker.add("GET /info", passed, expected, got)
+    body: Any = None if isinstance(info, str) else json_or_none(info)
+    passed = not isinstance(info, str) and info.status_code == 200 and isinstance(body, dict)
+    got = (
+        info if isinstance(info, str) else f"HTTP 200, keys {sorted(body)}" if passed else _status_text(info)
+    )
+    checker.add("GET /info", passed, "HTTP 200 with a JSON object", got)
 
 
 def _check_rollout(checker: _Checker) -> None:
@@ -500,7 +477,7 @@ def _check_rollout_answer(checker: _Checker, calls_before: int) -> None:
         "rollout echoes its id",
         bool(matches) and not wrong,
         f"trace_correlation_id={correlation_id!r} or run_id={run_id!r}, and no other value for either",
-        ", ".join(wrong) if wrong else (", ".join(f"{k} echoed" for k in matches) or "no id in the response"),
+        ", ".join(wrong or [f"{k} echoed" for k in matches]) or "no id in the response",
     )
     passed, got = _reward_verdict(body)
     checker.add(

@@ -14,7 +14,6 @@ import types
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import anyio.to_thread
@@ -149,10 +148,7 @@ class InProcessTaskApp:
     def url(self) -> str:
         """``http://127.0.0.1:<port>``; raises :class:`TaskAppError` if never started or died."""
         if self._url is None:
-            raise TaskAppError(
-                "the in-process task app has not been started, so it has no URL yet",
-                hint="use `with InProcessTaskApp(...) as app:` or call app.start() first",
-            )
+            raise _not_started("URL")
         self.ensure_running()
         return self._url
 
@@ -160,10 +156,7 @@ class InProcessTaskApp:
     def port(self) -> int:
         """The bound port (the OS's pick when ``port=0``)."""
         if self._port is None:
-            raise TaskAppError(
-                "the in-process task app has not been started, so it has no port yet",
-                hint="use `with InProcessTaskApp(...) as app:` or call app.start() first",
-            )
+            raise _not_started("port")
         return self._port
 
     @property
@@ -215,8 +208,7 @@ class InProcessTaskApp:
             )
             port = server.start(self.startup_timeout)
         except BaseException:
-            self._release_module()
-            self._release_env()
+            self._release()
             if server is not None:
                 self._last_logs = server.logs
             raise
@@ -238,8 +230,7 @@ class InProcessTaskApp:
                 server.stop()
                 self._last_logs = server.logs
         finally:
-            self._release_module()
-            self._release_env()
+            self._release()
 
     def _load(self) -> Any:
         """The app to serve: the shared one of its source, or with ``fresh`` a private copy."""
@@ -266,8 +257,8 @@ class InProcessTaskApp:
             )
         return app
 
-    def _release_module(self) -> None:
-        """Forget the app this server served and drop its private module, if it had one."""
+    def _release(self) -> None:
+        """Forget the served app, drop its private module, give the lent key back."""
         served, self._served_app = self._served_app, None
         if served is not None:
             with _served_lock:
@@ -277,8 +268,6 @@ class InProcessTaskApp:
         module, self._module = self._module, None
         if module is not None:
             unload_module(module)
-
-    def _release_env(self) -> None:
         token, self._env_token = self._env_token, None
         if token is not None:
             release_env_key(token)
@@ -316,27 +305,24 @@ class InProcessTaskApp:
     def __enter__(self) -> InProcessTaskApp:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     async def __aenter__(self) -> InProcessTaskApp:
         await anyio.to_thread.run_sync(self.start)
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await anyio.to_thread.run_sync(self.stop)
 
     def __repr__(self) -> str:
         where = self._url or f"{url_host(self.host)}:{self.requested_port}"
         state = "running" if self.is_running else "stopped"
         return f"InProcessTaskApp({where!r}, api_key={self._api_key.masked!r}, {state})"
+
+
+def _not_started(what: str) -> TaskAppError:
+    return TaskAppError(
+        f"the in-process task app has not been started, so it has no {what} yet",
+        hint="use `with InProcessTaskApp(...) as app:` or call app.start() first",
+    )
