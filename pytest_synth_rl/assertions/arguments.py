@@ -22,19 +22,6 @@ from pytest_synth_rl.errors import (
     unknown_argument,
 )
 
-__all__ = [
-    "bounds_problems",
-    "checked_call",
-    "event_types_problems",
-    "number_problem",
-    "raise_problems",
-    "settings_problems",
-    "shown",
-    "status_problem",
-    "text_problem",
-    "window_problem",
-    "within_problem",
-]
 
 T = TypeVar("T")
 P = ParamSpec("P")
