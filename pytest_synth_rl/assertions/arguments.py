@@ -22,7 +22,6 @@ from pytest_synth_rl.errors import (
     unknown_argument,
 )
 
-
 T = TypeVar("T")
 P = ParamSpec("P")
 
