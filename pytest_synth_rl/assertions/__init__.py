@@ -167,15 +167,11 @@ def _all_events(job: _Job) -> list[Mapping[str, Any]]:
     for _ in range(50):  # bounded, against a cursor that never advances
         page = job.events(since_seq=since, limit=_EVENT_PAGE)
         batch = list(getattr(page, "events", None) or [])
-        if not batch:
-            break
         events.extend(batch)
-        if len(batch) < _EVENT_PAGE:  # a short page is the last one
-            break
         next_seq = getattr(page, "next_seq", None)
-        last = batch[-1].get("seq")
-        cursor = next_seq if isinstance(next_seq, int) else last
-        if not isinstance(cursor, int) or cursor <= since:
+        cursor = next_seq if isinstance(next_seq, int) else batch[-1].get("seq") if batch else None
+        # A short page is the last one.
+        if len(batch) < _EVENT_PAGE or not isinstance(cursor, int) or cursor <= since:
             break
         since = cursor
     return events

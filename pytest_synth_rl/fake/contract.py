@@ -53,14 +53,6 @@ class ContractCheck:
     got: str
     required: bool = True
 
-    @property
-    def is_problem(self) -> bool:
-        return self.required and not self.passed
-
-    @property
-    def is_warning(self) -> bool:
-        return not self.required and not self.passed
-
     def render(self) -> str:
         return f"{self.name}: expected {self.expected}; got {self.got}"
 
@@ -80,11 +72,11 @@ class ContractReport:
 
     @property
     def problems(self) -> list[ContractCheck]:
-        return [c for c in self.checks if c.is_problem]
+        return [c for c in self.checks if c.required and not c.passed]
 
     @property
     def warnings(self) -> list[ContractCheck]:
-        return [c for c in self.checks if c.is_warning]
+        return [c for c in self.checks if not c.required and not c.passed]
 
     def summary(self) -> str:
         """``ok``, ``ok, 1 warning(s)``, ``2 problem(s), 1 warning(s)``."""
