@@ -71,10 +71,8 @@ def _apply() -> None:
     keys = list(_active.values())
     primary = keys[-1]
     _set(KEY_VAR, primary)
-    aliases: list[str] = []
-    for key in [*(a.strip() for a in (_user_aliases or "").split(",")), *keys[:-1]]:
-        if key and key != primary and key not in aliases:
-            aliases.append(key)
+    given = [*(a.strip() for a in (_user_aliases or "").split(",")), *keys[:-1]]
+    aliases = [key for key in dict.fromkeys(given) if key and key != primary]
     _set(ALIASES_VAR, ",".join(aliases) if aliases else _user_aliases)
 
 
