@@ -6,7 +6,6 @@ messages are redacted. ``closest``/``did_you_mean`` are every did-you-mean's sou
 
 from __future__ import annotations
 
-import difflib
 import functools
 import inspect
 import math
@@ -52,6 +51,8 @@ def closest(word: str, choices: Iterable[str], *, cutoff: float = CLOSE_MATCH_CU
     """The one of *choices* that *word* most likely misspells, or None.
 
     Only a check that *rejects* a value as a typo (not just hints) passes a stricter *cutoff*."""
+    import difflib  # only a wrong call pays for it
+
     found = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff)
     return found[0] if found else None
 
