@@ -1,8 +1,7 @@
 """Does a task app keep the contract the trainer relies on? One pass over every endpoint.
 
-:func:`check_task_app_contract` checks auth, ``/task_info``, ``/info`` and one real rollout
-(against a stub model served on loopback), keeps going after a failure, and returns a
-:class:`ContractReport` listing every problem once (calibration: contract §10.6).
+:func:`check_task_app_contract` checks auth, ``/task_info``, ``/info`` and one real rollout against
+a stub model on loopback, and lists every problem once in a :class:`ContractReport`.
 """
 
 from __future__ import annotations
@@ -300,12 +299,10 @@ def check_task_app_contract(
     timeout: float = 10.0,
     model: str = DEFAULT_MODEL,
 ) -> ContractReport:
-    """Check the task app at *url* against the contract; raises (:class:`TaskAppError`) only for
-    a malformed *url*, never for a breach.
+    """Check the task app at *url* against the contract; raises only for a malformed *url*.
 
     ``env_name`` defaults to the one the app advertises; ``policy`` decides what the stub model
-    answers (default: the right answer to the arithmetic example).
-    """
+    answers (default: the right answer to the arithmetic example)."""
     base = task_app_base_url(url)
     loopback = is_loopback_host(httpx.URL(base).host)  # never through an environment's proxy
     with httpx.Client(

@@ -1,9 +1,7 @@
 """Run a task app inside the test process, served for real over loopback.
 
-The key is lent as ``ENVIRONMENT_API_KEY`` while an app runs (several apps: the others' keys
-go into ``ENVIRONMENT_API_KEY_ALIASES``) and the caller's values come back after the last one.
-Unlike the upstream SDK's class of the same name: no tunnels, port 0 by default, no killing
-whatever holds a port, no ``"test"`` key fallback, no signal handlers, readiness from the server.
+While apps run their keys are lent through ``ENVIRONMENT_API_KEY`` (and ``..._ALIASES`` for
+several); unlike upstream's class: no tunnels, port 0, no key fallback, readiness from the server.
 """
 
 from __future__ import annotations
@@ -118,18 +116,11 @@ _served_lock = threading.Lock()
 class InProcessTaskApp:
     """Serve a task app with uvicorn on loopback in a background thread, for the test's duration.
 
-    Give exactly one of ``app`` (any ASGI app), ``task_app_path`` (a ``.py`` file defining
-    ``app`` or a factory such as ``create_app``; ``file.py:attr`` names another), ``target``
-    (``"pkg.module:attr"``) or ``factory`` (a callable returning the app). Use as
-    ``with``/``async with`` or call :meth:`start`/:meth:`stop` (idempotent, restartable); every
-    failure raises :class:`~pytest_synth_rl.errors.TaskAppError`.
-
-    The key is ``api_key``, else ``$ENVIRONMENT_API_KEY``, else a random one; it is exported as
-    ``ENVIRONMENT_API_KEY`` while the app runs (unless ``export_api_key=False``).
-    ``health_path`` is probed once after startup (``None`` for an ASGI app that is not a task
-    app). ``log_level`` goes to uvicorn's loggers; ``shutdown_timeout`` bounds open requests and
-    then the lifespan shutdown. ``fresh=True`` loads a file or target anew at each start into a
-    private module, so this server shares neither app object nor module state with another.
+    Give exactly one of ``app``, ``task_app_path`` (``file.py`` or ``file.py:attr``), ``target``
+    (``"pkg.module:attr"``) or ``factory``. The key is ``api_key``, else ``$ENVIRONMENT_API_KEY``,
+    else a random one. ``health_path=None`` serves an ASGI app that is not a task app;
+    ``fresh=True`` loads a file or target anew at each start, sharing no app or module state.
+    Use with ``with``/``async with`` or :meth:`start`/:meth:`stop`; failures are ``TaskAppError``.
     """
 
     @keywords_checked

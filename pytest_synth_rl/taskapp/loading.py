@@ -1,8 +1,7 @@
 """Turning "the task app" as a user names it into one ASGI application, never starting it.
 
-Four sources: the app itself, a ``.py`` file (``file.py[:attr]``), an import target
-``"pkg.module:attr"`` or a factory. Every failure is a :class:`~pytest_synth_rl.errors.TaskAppError`
-naming what was looked at and carrying the user's own traceback.
+Sources: the app, a ``.py`` file (``file.py[:attr]``), a target ``"pkg.module:attr"`` or a factory;
+every failure is a ``TaskAppError`` naming what was looked at, with the user's own traceback.
 """
 
 from __future__ import annotations
@@ -157,12 +156,8 @@ def _app_or_factory(obj: Any, what: str) -> ASGIApp:
 
 
 def load_module_from_path(path: str | Path, *, fresh: bool = False) -> types.ModuleType:
-    """The ``.py`` file at *path* as a uniquely named module, executed once per file version.
-
-    The file's directory is on ``sys.path`` while it runs; an exception it raises becomes a
-    :class:`TaskAppError`. ``fresh=True`` executes it again into a private module, neither
-    remembered nor shared, to hand to :func:`unload_module` when done.
-    """
+    """The ``.py`` file at *path* as a uniquely named module, executed once per file version;
+    ``fresh=True`` executes it again into a private module, for :func:`unload_module` later."""
     file = _task_app_file(path)
     with _loaded_lock:  # also serialises the sys.path edits of _execute
         if fresh:
