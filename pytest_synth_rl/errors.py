@@ -321,9 +321,7 @@ class BackendError(SynthError):
         attempts: Sequence[Attempt] = (),
         hint: str | None = None,
     ) -> None:
-        self.method = method
-        self.url = url
-        self.status_code = status_code
+        self.method, self.url, self.status_code = method, url, status_code
         self.response_excerpt = excerpt(response_text)
         self.attempts: list[Attempt] = list(attempts)
         parts = [message]
@@ -344,9 +342,7 @@ class BackendUnreachableError(SynthError):
     """Nothing answers at the online backend's URL; ``setting`` is where the URL came from."""
 
     def __init__(self, setting: str, url: str, problem: str) -> None:
-        self.setting = setting
-        self.url = url
-        self.problem = problem
+        self.setting, self.url, self.problem = setting, url, problem
         super().__init__(
             f"the backend at {url} (from {setting}) is unreachable: {problem}; every test that "
             "needs the backend fails with this message",
@@ -380,10 +376,7 @@ class JobFailedError(SynthError):
         result: Any = None,
         hint: str | None = None,
     ) -> None:
-        self.job_id = job_id
-        self.status = status
-        self.error = error
-        self.result = result
+        self.job_id, self.status, self.error, self.result = job_id, status, error, result
         super().__init__(message, hint=hint)
 
 
@@ -400,8 +393,10 @@ class JobTimeoutError(SynthError, TimeoutError):
         history: Sequence[Any] = (),
         hint: str | None = None,
     ) -> None:
-        self.job_id = job_id
-        self.timeout = timeout
-        self.last_status = last_status
-        self.history = list(history)
+        self.job_id, self.timeout, self.last_status, self.history = (
+            job_id,
+            timeout,
+            last_status,
+            list(history),
+        )
         super().__init__(message, hint=hint)
