@@ -233,18 +233,14 @@ class _Checker:
     def add(self, name: str, passed: bool, expected: str, got: str, *, required: bool = True) -> None:
         self.report.checks.append(ContractCheck(name, passed, expected, redact(got), required))
 
-    def get(
-        self, path: str, *, auth: bool = True, params: Any = None, headers: SecretHeaders | None = None
-    ) -> httpx.Response | str:
-        return self.send("GET", path, auth=auth, params=params, headers=headers)
-
-    def post(
-        self, path: str, body: Any, *, auth: bool = True, headers: SecretHeaders | None = None
-    ) -> httpx.Response | str:
-        return self.send("POST", path, auth=auth, json=body, headers=headers)
-
     def send(
-        self, method: str, path: str, *, auth: bool, headers: SecretHeaders | None, **kwargs: Any
+        self,
+        method: str,
+        path: str,
+        *,
+        auth: bool = True,
+        headers: SecretHeaders | None = None,
+        **kwargs: Any,
     ) -> httpx.Response | str:
         """The response, or what went wrong as text."""
         sent = headers if headers is not None else self.headers if auth else {}
@@ -312,7 +308,7 @@ def check_task_app_contract(
         stub = StubInference(policy=policy)
         stub.require_correlation_id = True
         checker = _Checker(client, base, task_app_auth_headers(api_key), stub)
-        root = checker.get("/", auth=False)
+        root = checker.send("GET", "/", auth=False)
         if isinstance(root, str):
             checker.add("reachable", False, f"an HTTP server at {redact(base)}", root)
             return checker.report
@@ -321,8 +317,8 @@ def check_task_app_contract(
         checker.add("GET / (no auth)", ok, "HTTP 200 without a key", _status_text(root, 200), required=False)
         with stub.serve():
             # The advertised env name first, so the probe rollout is one the app can run.
-            plain_task_info = checker.get("/task_info")
-            seeded_task_info = checker.get("/task_info", params={"seed": seed})
+            plain_task_info = checker.send("GET", "/task_info")
+            seeded_task_info = checker.send("GET", "/task_info", params={"seed": seed})
             chosen = env_name or _advertised_env(plain_task_info, seeded_task_info)
             checker.seed, checker.env_name, checker.env_guessed = seed, chosen or "default", chosen is None
             checker.policy_name, checker.model, checker.timeout = (
@@ -341,21 +337,23 @@ def _check_health_and_auth(checker: _Checker) -> None:
     """``/health`` must answer with the key; the key is *enforced* on ``/task_info`` and
     ``/rollout``. ``/health`` without a key is not judged: upstream demos answer it with 200
     ``{"authorized": false}`` and later releases drop auth on it entirely."""
-    health = checker.get("/health")
+    health = checker.send("GET", "/health")
     ok = not isinstance(health, str) and health.status_code == 200
     got = health if isinstance(health, str) else _status_text(health, 200)
     checker.add("GET /health", ok, "HTTP 200 with the key", got)
     probes = {
-        "/task_info": checker.get("/task_info", auth=False),
-        "/rollout": checker.post("/rollout", checker.rollout_request("contract-nokey")[0], auth=False),
+        "/task_info": checker.send("GET", "/task_info", auth=False),
+        "/rollout": checker.send(
+            "POST", "/rollout", json=checker.rollout_request("contract-nokey")[0], auth=False
+        ),
     }
     expected = "400/401/403 for /task_info and /rollout without a key"
     if checker.headers:
         # An app that only checks that a key is there lets anyone in.
         wrong = task_app_auth_headers(Secret(f"wrong-key-{uuid.uuid4().hex}"))
-        probes["/task_info with a wrong key"] = checker.get("/task_info", headers=wrong)
+        probes["/task_info with a wrong key"] = checker.send("GET", "/task_info", headers=wrong)
         request = checker.rollout_request("contract-wrongkey")[0]
-        probes["/rollout with a wrong key"] = checker.post("/rollout", request, headers=wrong)
+        probes["/rollout with a wrong key"] = checker.send("POST", "/rollout", json=request, headers=wrong)
         expected += " or with a wrong one"
     seen = [f"{p}: {r}" if isinstance(r, str) else f"{p}=HTTP {r.status_code}" for p, r in probes.items()]
     enforced = all(not isinstance(r, str) and r.status_code in _REJECTED for r in probes.values())
@@ -417,7 +415,7 @@ def _check_task_info(
 
 
 def _check_info(checker: _Checker) -> None:
-    info = checker.get("/info")
+    info = checker.send("GET", "/info")
     body: Any = None if isinstance(info, str) else json_or_none(info)
     passed = not isinstance(info, str) and info.status_code == 200 and isinstance(body, dict)
     got = (
@@ -447,7 +445,7 @@ def _check_rollout(checker: _Checker) -> None:
 
 def _check_rollout_answer(checker: _Checker, calls_before: int) -> None:
     request, run_id, correlation_id = checker.rollout_request("contract")
-    response = checker.post("/rollout", request)
+    response = checker.send("POST", "/rollout", json=request)
     if isinstance(response, str):
         checker.add("POST /rollout", False, "HTTP 200", response)
         return
