@@ -1,10 +1,7 @@
-"""Time as a dependency.
+"""Time as a dependency: everything that waits asks a :class:`Clock`, not the ``time`` module.
 
-Everything in the plugin that waits (polling, retry backoff, the fake backend's job lifecycles)
-asks a :class:`Clock` instead of the ``time`` module. Offline, a :class:`VirtualClock` makes a
-two-hour job poll to completion in milliseconds: ``sleep`` advances virtual time at once, the
-requested sleeps are recorded for assertions, and listeners (the fake backend) advance their jobs
-when time moves. Online, :class:`RealClock` is plain wall-clock time.
+Offline a :class:`VirtualClock` makes a two-hour job finish in milliseconds (sleeps advance it
+at once, are recorded, and notify listeners such as the fake backend); online it is real time.
 """
 
 from __future__ import annotations
@@ -21,18 +18,13 @@ __all__ = ["Clock", "RealClock", "ScaledClock", "TimeListener", "VirtualClock"]
 #: Called as ``listener(previous_now, new_now)`` after virtual time moved forward.
 TimeListener = Callable[[float, float], None]
 
-# A fixed default epoch keeps virtual timestamps (``created_at`` in fake job events) reproducible:
-# 2026-01-01T00:00:00Z.
+#: 2026-01-01T00:00:00Z: a fixed epoch keeps virtual timestamps reproducible.
 DEFAULT_EPOCH = 1767225600.0
 
 
 @runtime_checkable
 class Clock(Protocol):
-    """What the plugin needs from time.
-
-    ``now`` is monotonic seconds (only differences matter); ``time`` is seconds since the Unix
-    epoch, for timestamps that end up in payloads and reports.
-    """
+    """``now``: monotonic seconds; ``time``: seconds since the Unix epoch, for timestamps."""
 
     def now(self) -> float: ...
 
@@ -65,14 +57,9 @@ class RealClock:
         return "RealClock()"
 
 
-class ScaledClock:
-    """Real time running *speed* times faster: sleeping ``s`` really sleeps ``s / speed``.
-
-    For the served fake backend, whose clients (other processes) cannot share a virtual clock but
-    should still not wait two real hours for a two-hour job.
-    """
-
-    is_virtual = False
+class ScaledClock(RealClock):
+    """Real time running *speed* times faster: for the served fake, whose clients cannot share a
+    virtual clock but should not wait two real hours for a two-hour job."""
 
     def __init__(self, speed: float = 1.0) -> None:
         if speed <= 0:
@@ -88,11 +75,10 @@ class ScaledClock:
         return self._origin_wall + (time.monotonic() - self._origin_mono) * self.speed
 
     def sleep(self, seconds: float) -> None:
-        if seconds > 0:
-            time.sleep(seconds / self.speed)
+        super().sleep(seconds / self.speed)
 
     async def async_sleep(self, seconds: float) -> None:
-        await asyncio.sleep(max(0.0, seconds) / self.speed)
+        await super().async_sleep(seconds / self.speed)
 
     def __repr__(self) -> str:
         return f"ScaledClock(speed={self.speed})"
@@ -101,22 +87,19 @@ class ScaledClock:
 class VirtualClock:
     """Time that only moves when someone sleeps or calls :meth:`advance`.
 
-    Thread-safe: the fake backend may be driven from a server thread while the test sleeps.
-    Listeners run after the clock has moved, outside the lock, in the thread that moved it.
+    Thread-safe; listeners run after the clock moved, outside the lock, in the moving thread.
     """
 
     is_virtual = True
 
     def __init__(self, start: float = 0.0, *, epoch: float = DEFAULT_EPOCH) -> None:
-        self._now = float(start)
-        self._start = float(start)
+        self._now = self._start = float(start)
         self._epoch = float(epoch)
         self._lock = threading.Lock()
         self._listeners: list[TimeListener] = []
         #: Every duration passed to :meth:`sleep` / :meth:`async_sleep`, in order.
         self.sleeps: list[float] = []
 
-    # -- reading ------------------------------------------------------------------------------
     def now(self) -> float:
         with self._lock:
             return self._now
@@ -135,7 +118,6 @@ class VirtualClock:
     def total_slept(self) -> float:
         return sum(self.sleeps)
 
-    # -- moving -------------------------------------------------------------------------------
     def advance(self, seconds: float) -> None:
         """Move time forward by *seconds* (>= 0) and notify listeners."""
         if not math.isfinite(seconds):
@@ -144,8 +126,7 @@ class VirtualClock:
             raise ValueError(f"virtual time cannot go backwards (advance by {seconds!r})")
         with self._lock:
             before = self._now
-            self._now = before + seconds
-            after = self._now
+            self._now = after = before + seconds
             listeners = list(self._listeners)
         if seconds:
             for listener in listeners:
@@ -159,18 +140,14 @@ class VirtualClock:
     async def async_sleep(self, seconds: float) -> None:
         with self._lock:
             listened = bool(self._listeners)
-        if listened:
-            # Listeners (a fake's jobs) may do real work as time moves, such as rollouts against
-            # a task app: done in a thread, so the event loop (and whatever it serves) stays free.
+        if listened:  # listeners may run rollouts: in a thread, so the event loop stays free
             import anyio.to_thread
 
             await anyio.to_thread.run_sync(self.sleep, seconds)
         else:
             self.sleep(seconds)
-        # Yield once so other tasks get a turn, as a real sleep would allow.
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # a turn for other tasks, as a real sleep gives
 
-    # -- listeners ----------------------------------------------------------------------------
     def subscribe(self, listener: TimeListener) -> Callable[[], None]:
         """Call *listener(before, after)* whenever time advances; returns an unsubscribe function."""
         with self._lock:

@@ -1,8 +1,7 @@
-"""The one exception family every part of the plugin raises.
+"""The exception family every part of the plugin raises, and the one way to check arguments.
 
-Each error carries structured fields (so tests can assert on them) and renders a message that
-says *where* (file, key, URL), *what was expected* and *how to fix it*. Messages pass through
-:func:`~pytest_synth_rl.secrets.masking.redact` so no API key survives into a traceback.
+Errors carry structured fields for tests and say where, what was expected and how to fix it;
+messages are redacted. ``closest``/``did_you_mean`` are every did-you-mean's source.
 """
 
 from __future__ import annotations
@@ -10,6 +9,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -31,24 +31,29 @@ __all__ = [
     "SynthUsageError",
     "TaskAppError",
     "TaskAppVerificationError",
+    "a_type",
     "closest",
     "did_you_mean",
+    "excerpt",
+    "finite_number",
     "keywords_checked",
     "seconds_problem",
+    "unknown_argument",
 ]
 
-_EXCERPT_LIMIT = 500
-
-
-#: How alike a near miss must be to its target to be suggested: one cutoff for every did-you-mean.
+#: How alike a near miss must be to be suggested: one cutoff for every did-you-mean.
 CLOSE_MATCH_CUTOFF = 0.6
 
+F = TypeVar("F", bound=Callable[..., Any])
 
-def closest(word: str, choices: Iterable[str]) -> str | None:
-    """The one of *choices* that *word* most likely misspells, or None: every did-you-mean's source."""
-    import difflib
 
-    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=CLOSE_MATCH_CUTOFF)
+def closest(word: str, choices: Iterable[str], *, cutoff: float = CLOSE_MATCH_CUTOFF) -> str | None:
+    """The one of *choices* that *word* most likely misspells, or None.
+
+    Only a check that *rejects* a value as a typo (not just hints) passes a stricter *cutoff*."""
+    import difflib  # only a wrong call pays for it
+
+    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff)
     return found[0] if found else None
 
 
@@ -59,47 +64,43 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
 
 
 def a_type(value: object) -> str:
-    """``an int``, ``a str``: the type of a value the user passed, with its article."""
+    """``an int``, ``a str``: the type of a value, with its article."""
     name = type(value).__name__
     return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
-def seconds_problem(value: object, *, allow_zero: bool = False) -> str | None:
-    """What is wrong with *value* as a number of seconds (a bool, a string, NaN, infinity, a
-    negative number, or 0 unless *allow_zero*), or None when it is fine."""
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    finite = number and math.isfinite(value)  # type: ignore[arg-type]
-    if finite and (value > 0 or (allow_zero and value == 0)):  # type: ignore[operator]
+def finite_number(value: object) -> float | None:
+    """*value* as a float if it is a finite real number (never a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return None
-    bound = ">= 0" if allow_zero else "> 0"
-    return f"must be a finite number of seconds {bound}, got {value!r}"
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def seconds_problem(value: object, *, allow_zero: bool = False) -> str | None:
+    """What is wrong with *value* as a number of seconds (> 0, or >= 0 with *allow_zero*), or None."""
+    number = finite_number(value) if isinstance(value, (int, float)) else None
+    if number is not None and (number > 0 or (allow_zero and number == 0)):
+        return None
+    return f"must be a finite number of seconds {'>= 0' if allow_zero else '> 0'}, got {value!r}"
 
 
 def unknown_argument(
     call: str, name: str, guess: str | None, usage: str, shown: str = "..."
 ) -> ConfigProblem:
     """``call(name=...)`` where *call* takes no *name*: with a "did you mean" for *guess*."""
-    did_you_mean = f"did you mean {call}({guess}=...)? " if guess else ""
+    suggestion = f"did you mean {call}({guess}=...)? " if guess else ""
     return ConfigProblem(
         key=f"{call}.{name}",
         message=f"got {call}({name}={shown}); {call}() has no argument {name!r}",
-        hint=f"{did_you_mean}{usage}",
+        hint=f"{suggestion}{usage}",
     )
 
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
 def keywords_checked(func: F) -> F:
-    """*func* (a function, method or ``__init__``), where a keyword it does not take is a
-    :class:`SynthUsageError` with a "did you mean", not Python's bare ``TypeError``.
-
-    Costs nothing on a good call: the signature is only read once the call failed, and a
-    keyword the signature lacks means the call never entered *func*, so no ``TypeError`` of its
-    own body is ever mistaken for a misspelt argument.
-    """
-
-    if inspect.iscoroutinefunction(func):  # an async method stays one (awaited, it checks)
+    """*func* where a keyword it does not take is a :class:`SynthUsageError` with a "did you
+    mean", not a bare ``TypeError``. Free on a good call: the signature is read only on failure."""
+    if inspect.iscoroutinefunction(func):  # stays a coroutine function
 
         @functools.wraps(func)
         async def checked_async(*args: Any, **kwargs: Any) -> Any:
@@ -130,19 +131,6 @@ def keywords_checked(func: F) -> F:
     return checked  # type: ignore[return-value]
 
 
-def _call_name(func: Callable[..., Any], first: str | None, args: tuple[Any, ...]) -> str:
-    """How the user spelled the call: ``RLJob.from_config`` even where the method is defined on
-    a base class, ``InProcessTaskApp`` for a constructor."""
-    owner = None
-    if args and first == "self":
-        owner = type(args[0]).__name__
-    elif args and first == "cls" and isinstance(args[0], type):
-        owner = args[0].__name__
-    if owner is None:
-        return func.__qualname__.removesuffix(".__init__")
-    return owner if func.__name__ == "__init__" else f"{owner}.{func.__name__}"
-
-
 def _unknown_keywords(
     func: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
 ) -> list[ConfigProblem]:
@@ -153,48 +141,47 @@ def _unknown_keywords(
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
         return []
     by_keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    known = [n for n, p in parameters.items() if n not in ("self", "cls") and p.kind in by_keyword]
+    # How the user spelled the call: the subclass for a method defined on a base class.
     first = next(iter(parameters), None)
-    known = [name for name, p in parameters.items() if name not in ("self", "cls") and p.kind in by_keyword]
-    call = _call_name(func, first, args)
+    owner = None
+    if args and first == "self":
+        owner = type(args[0]).__name__
+    elif args and first == "cls" and isinstance(args[0], type):
+        owner = args[0].__name__
+    if owner is None:
+        call = func.__qualname__.removesuffix(".__init__")
+    else:
+        call = owner if func.__name__ == "__init__" else f"{owner}.{func.__name__}"
     usage = f"{call}() takes {', '.join(k + '=' for k in known)}" if known else f"{call}() takes no keywords"
-    return [unknown_argument(call, name, closest(name, known), usage) for name in kwargs if name not in known]
+    return [unknown_argument(call, n, closest(n, known), usage) for n in kwargs if n not in known]
 
 
-def excerpt(text: str | bytes | None, limit: int = _EXCERPT_LIMIT) -> str:
-    """A short, redacted, single-string view of a response body for messages."""
+def excerpt(text: str | bytes | None, limit: int = 500) -> str:
+    """A short, redacted view of a response body for messages."""
     if text is None:
         return ""
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
     text = redact(text)
-    if len(text) > limit:
-        return text[:limit] + f"… ({len(text) - limit} more chars)"
-    return text
+    return text[:limit] + f"… ({len(text) - limit} more chars)" if len(text) > limit else text
 
 
 class SynthError(Exception):
-    """Base of every error raised by pytest-synth-rl.
-
-    ``hint`` is the "how to fix it" sentence; it is appended to the message.
-    """
+    """Base of every error raised by pytest-synth-rl; ``hint`` (how to fix it) is appended."""
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         self.message = redact(message)
         self.hint = redact(hint) if hint else None
-        super().__init__(self._render())
-
-    def _render(self) -> str:
-        if self.hint:
-            return f"{self.message}\n  hint: {self.hint}"
-        return self.message
+        super().__init__(str(self))
 
     def __str__(self) -> str:
-        return self._render()
+        return f"{self.message}\n  hint: {self.hint}" if self.hint else self.message
 
 
 @dataclass(frozen=True)
 class ConfigProblem:
-    """One thing wrong with an RL config: where (``key`` as a dotted TOML path), what, how to fix."""
+    """One thing wrong: where (``key``, a dotted TOML path or argument), what, how to fix."""
 
     key: str
     message: str
@@ -205,18 +192,14 @@ class ConfigProblem:
     def render(self) -> str:
         where = self.key or "<config>"
         if self.line is not None and not self.key:
-            where = f"line {self.line}, column {self.column}"  # a file-wide problem: its place
+            where = f"line {self.line}, column {self.column}"
         elif self.line is not None:
             where += f" (line {self.line}, column {self.column})"
-        text = f"{where}: {self.message}"
-        if self.hint:
-            text += f" (hint: {self.hint})"
-        return text
+        return f"{where}: {self.message}" + (f" (hint: {self.hint})" if self.hint else "")
 
 
 class _ProblemsError(SynthError, ValueError):
-    """What :class:`ConfigError` and :class:`SynthUsageError` share: *every* problem is listed,
-    each with its key, the message saying how many there are."""
+    """Lists *every* problem, each with its key; the message says how many there are."""
 
     def __init__(
         self,
@@ -227,8 +210,7 @@ class _ProblemsError(SynthError, ValueError):
         many: Callable[[int], str],
     ) -> None:
         if isinstance(problems, str):
-            problems = [ConfigProblem(key="", message=problems, hint=hint)]
-            hint = None
+            problems, hint = [ConfigProblem(key="", message=problems, hint=hint)], None
         self.problems: list[ConfigProblem] = list(problems)
         if len(self.problems) == 1:
             message = f"{one}: {self.problems[0].render()}"
@@ -239,12 +221,12 @@ class _ProblemsError(SynthError, ValueError):
 
     @property
     def keys(self) -> list[str]:
-        """The key of every problem (a dotted TOML path or an argument name), for assertions."""
+        """The key of every problem, for assertions."""
         return [p.key for p in self.problems]
 
 
 class ConfigError(_ProblemsError):
-    """The RL config (TOML or overrides) is unusable. Lists *every* problem found, not just one."""
+    """The RL config (TOML or overrides) is unusable; lists every problem found."""
 
     def __init__(
         self,
@@ -255,8 +237,7 @@ class ConfigError(_ProblemsError):
         total: int | None = None,
     ) -> None:
         self.path = path
-        #: How many problems there are, when only some are listed (thousands of bad items).
-        self.total = total
+        self.total = total  # how many problems there are, when only some are listed
         source = f"RL config {path}" if path else "RL config"
 
         def many(count: int) -> str:
@@ -268,12 +249,7 @@ class ConfigError(_ProblemsError):
 
 
 class SynthUsageError(_ProblemsError):
-    """An argument or setting the caller wrote is wrong (not the RL config itself).
-
-    Fault, scenario, retry-policy and job arguments, command-line options, ini keys and markers
-    land here, so ``ConfigError`` keeps meaning "the RL TOML or its payload is invalid". Like
-    ``ConfigError`` it lists every problem with the argument it concerns and a hint.
-    """
+    """An argument, option, ini key or marker the caller wrote is wrong (not the RL config)."""
 
     def __init__(
         self,
@@ -284,10 +260,7 @@ class SynthUsageError(_ProblemsError):
     ) -> None:
         self.subject = subject
         super().__init__(
-            problems,
-            hint=hint,
-            one=f"invalid {subject}",
-            many=lambda count: f"{count} problems with {subject}",
+            problems, hint=hint, one=f"invalid {subject}", many=lambda n: f"{n} problems with {subject}"
         )
 
 
@@ -330,10 +303,8 @@ class Attempt:
 
     def render(self) -> str:
         outcome = f"HTTP {self.status_code}" if self.status_code is not None else (self.error or "?")
-        text = f"{self.method} {self.url} -> {outcome}"
-        if self.waited:
-            text += f" (then waited {self.waited:.2f}s)"
-        return redact(text)
+        waited = f" (then waited {self.waited:.2f}s)" if self.waited else ""
+        return redact(f"{self.method} {self.url} -> {outcome}{waited}")
 
 
 class BackendError(SynthError):
@@ -350,9 +321,7 @@ class BackendError(SynthError):
         attempts: Sequence[Attempt] = (),
         hint: str | None = None,
     ) -> None:
-        self.method = method
-        self.url = url
-        self.status_code = status_code
+        self.method, self.url, self.status_code = method, url, status_code
         self.response_excerpt = excerpt(response_text)
         self.attempts: list[Attempt] = list(attempts)
         parts = [message]
@@ -370,16 +339,10 @@ class BackendError(SynthError):
 
 
 class BackendUnreachableError(SynthError):
-    """Nothing answers at the online backend's URL: the run's one probe could not connect.
-
-    ``setting`` is how the user gave the URL (``--synth-backend=...``, an environment variable or
-    the ini key), so the message points at what to fix.
-    """
+    """Nothing answers at the online backend's URL; ``setting`` is where the URL came from."""
 
     def __init__(self, setting: str, url: str, problem: str) -> None:
-        self.setting = setting
-        self.url = url
-        self.problem = problem
+        self.setting, self.url, self.problem = setting, url, problem
         super().__init__(
             f"the backend at {url} (from {setting}) is unreachable: {problem}; every test that "
             "needs the backend fails with this message",
@@ -393,8 +356,7 @@ class JobSubmitError(BackendError):
 
 
 class EnvKeyUploadError(BackendError):
-    """Handing the task app's key to the backend failed: the key itself, the public key, the upload,
-    or the check that the backend holds it."""
+    """Handing the task app's key to the backend failed (key, public key, upload or check)."""
 
 
 class TaskAppVerificationError(BackendError):
@@ -414,15 +376,12 @@ class JobFailedError(SynthError):
         result: Any = None,
         hint: str | None = None,
     ) -> None:
-        self.job_id = job_id
-        self.status = status
-        self.error = error
-        self.result = result
+        self.job_id, self.status, self.error, self.result = job_id, status, error, result
         super().__init__(message, hint=hint)
 
 
 class JobTimeoutError(SynthError, TimeoutError):
-    """The job did not reach a terminal state within the timeout (measured on the job's clock)."""
+    """The job did not reach a terminal state within the timeout (on the job's clock)."""
 
     def __init__(
         self,
@@ -434,8 +393,10 @@ class JobTimeoutError(SynthError, TimeoutError):
         history: Sequence[Any] = (),
         hint: str | None = None,
     ) -> None:
-        self.job_id = job_id
-        self.timeout = timeout
-        self.last_status = last_status
-        self.history = list(history)
+        self.job_id, self.timeout, self.last_status, self.history = (
+            job_id,
+            timeout,
+            last_status,
+            list(history),
+        )
         super().__init__(message, hint=hint)

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from pytest_synth_rl.secrets.masking import redact
-from pytest_synth_rl.taskapp.env_key import ALIASES_VAR, KEY_VAR, acquire_env_key, release_env_key
+from pytest_synth_rl.taskapp.in_process import ALIASES_VAR, KEY_VAR, acquire_env_key, release_env_key
 
 
 @pytest.fixture(autouse=True)

@@ -1,14 +1,7 @@
-"""Polling assertions for RL jobs, on the test's clock.
+"""Polling assertions for RL jobs, on the test's clock: :func:`eventually` and :func:`expect_job`.
 
-``eventually`` retries a check until it passes or the timeout (measured on a :class:`Clock`)
-expires. :func:`expect_job` wraps a submitted job in fluent expectations that read like the
-requirement they check::
-
-    expect_job(job).to_succeed(within=7200).to_have_final_reward(at_least=0.6).to_improve_reward(by=0.2)
-
-A failure never says just ``False``: the message carries the job's history (statuses over time,
-its last events, its reward curve) so a red CI run explains itself. Offline the clock is virtual,
-so "within 2 h" costs milliseconds; online the same test waits for real.
+``expect_job(job).to_succeed(within=7200).to_have_final_reward(at_least=0.6)``; a failure carries
+the job's history (statuses over time, last events, reward curve) so a red CI run explains itself.
 """
 
 from __future__ import annotations
@@ -22,10 +15,9 @@ from pytest_synth_rl.assertions.arguments import (
     bounds_problems,
     checked_call,
     event_types_problems,
-    given_settings,
     number_problem,
     raise_problems,
-    setting_problem,
+    settings_problems,
     shown,
     status_problem,
     text_problem,
@@ -68,12 +60,9 @@ def eventually(
     clock: Clock | None = None,
     description: str | None = None,
 ) -> T:
-    """Call *check* until it passes, sleeping *interval* on *clock* between attempts.
-
-    A check passes when it returns a truthy value without raising ``AssertionError``; that value
-    is returned. Other exceptions propagate at once (a bug is not something to wait out). The
-    last attempt happens at the deadline, never after it.
-    """
+    """Call *check* until it returns a truthy value (returned) without ``AssertionError``,
+    sleeping *interval* on *clock* between attempts; the last attempt is at the deadline.
+    Other exceptions propagate at once."""
     __tracebackhide__ = True
     problems = [
         ConfigProblem(f"eventually.{name}", problem, "e.g. eventually(check, timeout=30, interval=1)")
@@ -83,7 +72,7 @@ def eventually(
         )
         if problem is not None
     ]
-    if problems:  # a NaN timeout would never be reached: the wait would not end
+    if problems:
         raise SynthUsageError(problems)
     clock = clock or RealClock()
     start = clock.now()
@@ -103,10 +92,9 @@ def eventually(
             break
         clock.sleep(min(interval, remaining))
     what = description or getattr(check, "__name__", "check")
-    shown = attempts[-5:]
-    lines = [f"  t={format_duration(t)}: {outcome}" for t, outcome in shown]
-    if len(attempts) > len(shown):
-        lines.insert(0, f"  … {len(attempts) - len(shown)} earlier attempts")
+    lines = [f"  t={format_duration(t)}: {outcome}" for t, outcome in attempts[-5:]]
+    if len(attempts) > 5:
+        lines.insert(0, f"  … {len(attempts) - 5} earlier attempts")
     raise EventuallyTimeout(
         redact(
             f"{what} did not pass within {format_duration(timeout)} ({len(attempts)} attempts, "
@@ -137,7 +125,7 @@ class _Job(Protocol):
 
 @dataclass
 class JobHistory:
-    """What a job went through, as far as the client saw it: enough to explain a failure."""
+    """What a job went through, as far as the client saw it."""
 
     job_id: str | None
     statuses: list[tuple[float, str]] = field(default_factory=list)
@@ -166,7 +154,7 @@ class JobHistory:
 
 
 def _safe(fetch: Callable[[], T], default: T) -> T:
-    """Fetch optional context for a failure message; a failing fetch must not hide the failure."""
+    """Context for a failure message; a failing fetch must not hide the failure."""
     try:
         return fetch()
     except Exception:
@@ -176,26 +164,21 @@ def _safe(fetch: Callable[[], T], default: T) -> T:
 def _all_events(job: _Job) -> list[Mapping[str, Any]]:
     events: list[Mapping[str, Any]] = []
     since = 0
-    for _ in range(50):  # bounded: a backend that never advances its cursor cannot loop us forever
+    for _ in range(50):  # bounded, against a cursor that never advances
         page = job.events(since_seq=since, limit=_EVENT_PAGE)
         batch = list(getattr(page, "events", None) or [])
-        if not batch:
-            break
         events.extend(batch)
-        if len(batch) < _EVENT_PAGE:  # a short page is the last one: no need to ask for an empty one
-            break
         next_seq = getattr(page, "next_seq", None)
-        last = batch[-1].get("seq")
-        cursor = next_seq if isinstance(next_seq, int) else last
-        if not isinstance(cursor, int) or cursor <= since:
+        cursor = next_seq if isinstance(next_seq, int) else batch[-1].get("seq") if batch else None
+        # A short page is the last one.
+        if len(batch) < _EVENT_PAGE or not isinstance(cursor, int) or cursor <= since:
             break
         since = cursor
     return events
 
 
 def job_rewards(job: _Job) -> list[float]:
-    """The job's reward curve, asking the backend as little as possible: metric points first,
-    the (longer) event log only when the metrics carry no reward."""
+    """The job's reward curve: metric points, else (longer to fetch) the event log."""
     rewards = reward_curve(job.metrics(after_step=-1, limit=10_000))
     return rewards or reward_curve(events=_all_events(job))
 
@@ -218,17 +201,12 @@ def reward_curve(
 
 
 def collect_job_history(job: _Job, result: Any = None, polls: Sequence[Any] = ()) -> JobHistory:
-    """Gather a job's history from a poll result (if any) plus its events and metrics.
-
-    *polls* are the poll records of a wait that ended without a result (a timeout carries them
-    in ``JobTimeoutError.history``), so the message still shows every status that was seen.
-    """
+    """A job's history from a poll result (if any), its events and metrics; *polls* are the
+    records of a wait that ended without a result (``JobTimeoutError.history``)."""
     history = JobHistory(job_id=job.job_id)
-    for record in polls:
-        history.statuses.append((float(record.elapsed), str(record.status)))
+    records = [*polls, *((getattr(result, "history", None) or []) if result is not None else [])]
+    history.statuses = [(float(r.elapsed), str(r.status)) for r in records]
     if result is not None:
-        for record in getattr(result, "history", None) or []:
-            history.statuses.append((float(record.elapsed), str(record.status)))
         history.final_status = getattr(result, "status", None)
         history.final_reward = getattr(result, "final_reward", None)
         history.error = getattr(result, "error", None)
@@ -246,12 +224,8 @@ def collect_job_history(job: _Job, result: Any = None, polls: Sequence[Any] = ()
 
 
 class JobExpectation:
-    """Fluent expectations about one job. Each method returns ``self`` so they chain.
-
-    Arguments are checked before anything is polled: a wrong type, a NaN or infinite number, a
-    ``within`` that is not > 0, a misspelled keyword or a call that would check nothing raises
-    :class:`~pytest_synth_rl.errors.SynthUsageError` naming the call as written.
-    """
+    """Fluent expectations about one job; each returns ``self`` so they chain. Wrong arguments
+    raise :class:`~pytest_synth_rl.errors.SynthUsageError` before anything is polled."""
 
     def __init__(
         self,
@@ -261,33 +235,19 @@ class JobExpectation:
         interval: float | None = None,
         timeout: float | None = None,
     ) -> None:
-        raise_problems(
-            [setting_problem("JobExpectation", n, v) for n, v in given_settings(interval, timeout)]
-        )
+        raise_problems(settings_problems("JobExpectation", interval, timeout))
         self.job = job
         self.clock = clock or getattr(job, "clock", None) or RealClock()
         self.interval = interval
         self.timeout = timeout
         self.result: Any = None
-        #: Expectations called on this object so far: 0 at the end of a test means it checked
-        #: nothing (``synth_expect(job).to_succeed`` without its parentheses).
+        #: Expectations called so far: 0 at the end of a test means it checked nothing.
         self.checks_made = 0
 
-    # -- helpers ------------------------------------------------------------------------------
     def _fail(self, summary: str, polls: Sequence[Any] = ()) -> AssertionError:
         history = collect_job_history(self.job, self.result, polls)
-        # The history quotes the backend's own words (job errors, event messages), which may echo
-        # a key back; an assertion message ends up in terminal output, JUnit XML and CI logs.
+        # Redacted: the backend's own words may echo a key back into CI logs.
         return AssertionError(redact(f"{summary}\n{history.render()}"))
-
-    def _poll_kwargs(self, within: float | None) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {}
-        timeout = within if within is not None else self.timeout
-        if timeout is not None:
-            kwargs["timeout"] = timeout
-        if self.interval is not None:
-            kwargs["interval"] = self.interval
-        return kwargs
 
     def _finished(self) -> Any:
         if self.result is None:
@@ -296,8 +256,12 @@ class JobExpectation:
 
     def _wait(self, within: float | None) -> None:
         """Poll the job to a terminal status (``within`` already checked by the caller)."""
+        timeout = within if within is not None else self.timeout
+        kwargs: dict[str, Any] = {
+            k: v for k, v in (("timeout", timeout), ("interval", self.interval)) if v is not None
+        }
         try:
-            self.result = self.job.poll_until_complete(**self._poll_kwargs(within))
+            self.result = self.job.poll_until_complete(**kwargs)
         except JobTimeoutError as exc:
             limit = exc.timeout if exc.timeout is not None else within
             raise self._fail(
@@ -306,48 +270,42 @@ class JobExpectation:
                 exc.history,
             ) from None
 
-    # -- expectations -------------------------------------------------------------------------
+    def _end(
+        self, method: str, within: float | None, flag: str, verb: str, *more: ConfigProblem | None
+    ) -> None:
+        """Check the arguments, wait for the end, and fail unless the result has *flag* set."""
+        __tracebackhide__ = True
+        raise_problems([within_problem(method, within), *more])
+        self._wait(within)
+        if flag and not getattr(self.result, flag, False):
+            ended = getattr(self.result, "status", "?")
+            raise self._fail(f"expected job {self.job.job_id} to {verb}, but it ended {ended!r}")
+
     @checked_call
     def to_finish(self, within: float | None = None) -> JobExpectation:
         """The job reaches any terminal status within *within* seconds (on the job's clock)."""
         __tracebackhide__ = True
-        raise_problems([within_problem("to_finish", within)])
-        self._wait(within)
+        self._end("to_finish", within, "", "")
         return self
 
     @checked_call
     def to_succeed(self, within: float | None = None) -> JobExpectation:
         """The job reaches ``succeeded`` (or ``completed``) within *within* seconds."""
         __tracebackhide__ = True
-        raise_problems([within_problem("to_succeed", within)])
-        self._wait(within)
-        if not getattr(self.result, "succeeded", False):
-            ended = getattr(self.result, "status", "?")
-            raise self._fail(f"expected job {self.job.job_id} to succeed, but it ended {ended!r}")
+        self._end("to_succeed", within, "succeeded", "succeed")
         return self
 
     @checked_call
     def to_fail(self, within: float | None = None, *, error_contains: str | None = None) -> JobExpectation:
-        """The job ends ``failed`` (or ``error``, any case); optionally its error text contains
-        *error_contains*."""
+        """The job ends ``failed`` (or ``error``), its error containing *error_contains* if given."""
         __tracebackhide__ = True
-        raise_problems(
-            [
-                within_problem("to_fail", within),
-                None
-                if error_contains is None
-                else text_problem(
-                    "to_fail",
-                    "error_contains",
-                    error_contains,
-                    expected="non-blank text the job's error must contain",
-                    example="CUDA out of memory",
-                ),
-            ]
-        )
-        self._wait(within)
-        if not getattr(self.result, "failed", False):
-            raise self._fail(f"expected job {self.job.job_id} to fail, but it ended {self.result.status!r}")
+        text = None
+        if error_contains is not None:
+            expected = "non-blank text the job's error must contain"
+            text = text_problem(
+                "to_fail", "error_contains", error_contains, expected=expected, example="CUDA out of memory"
+            )
+        self._end("to_fail", within, "failed", "fail", text)
         error = getattr(self.result, "error", None) or ""
         if error_contains is not None and error_contains not in error:
             raise self._fail(f"expected the job's error to contain {error_contains!r}, got {error!r}")
@@ -357,12 +315,7 @@ class JobExpectation:
     def to_be_cancelled(self, within: float | None = None) -> JobExpectation:
         """The job ends ``cancelled`` (any spelling)."""
         __tracebackhide__ = True
-        raise_problems([within_problem("to_be_cancelled", within)])
-        self._wait(within)
-        if not getattr(self.result, "cancelled", False):
-            raise self._fail(
-                f"expected job {self.job.job_id} to be cancelled, but it ended {self.result.status!r}"
-            )
+        self._end("to_be_cancelled", within, "cancelled", "be cancelled")
         return self
 
     @checked_call
@@ -409,11 +362,8 @@ class JobExpectation:
 
     @checked_call
     def to_improve_reward(self, *, by: float = 0.0, window: int = 1) -> JobExpectation:
-        """The reward curve rose by at least *by* from start to end.
-
-        With ``window=k`` the means of the first and last *k* points are compared, which is kinder
-        to noisy curves than first-vs-last.
-        """
+        """The reward curve rose by at least *by*; ``window=k`` compares the means of the first
+        and last *k* points (kinder to noisy curves)."""
         __tracebackhide__ = True
         raise_problems(
             [
@@ -440,7 +390,7 @@ class JobExpectation:
         last = sum(rewards[-k:]) / k
         if last - first < by:
             compared = ""
-            if k > 1 or k < window:  # say what was compared when it is not just the two ends
+            if k > 1 or k < window:
                 compared = f"; means of the first and last {k} of {len(rewards)} points"
                 if k < window:
                     compared += f", as window={window} is more than half the curve"
@@ -472,11 +422,8 @@ class JobExpectation:
 def expect_job(
     job: _Job, *, clock: Clock | None = None, interval: float | None = None, timeout: float | None = None
 ) -> JobExpectation:
-    """Start fluent expectations about *job* (an ``RLJob``).
-
-    *interval* and *timeout* default to the job's own polling defaults; the pytest fixtures pass
-    the run's ``--synth-poll-interval`` / ``--synth-timeout``.
-    """
+    """Start fluent expectations about *job* (an ``RLJob``); *interval* and *timeout* default
+    to the job's own polling defaults."""
     __tracebackhide__ = True
     return start_expectation("expect_job", job, clock=clock, interval=interval, timeout=timeout)
 
@@ -484,12 +431,9 @@ def expect_job(
 def start_expectation(
     call: str, job: _Job, *, clock: Clock | None, interval: float | None, timeout: float | None
 ) -> JobExpectation:
-    """:func:`expect_job` as *call* (``synth_expect`` for the fixture): its errors name the call
-    the user wrote."""
+    """:func:`expect_job` as *call* (``synth_expect`` for the fixture), named in its errors."""
     __tracebackhide__ = True
-    problems: list[ConfigProblem | None] = [
-        setting_problem(call, n, v) for n, v in given_settings(interval, timeout)
-    ]
+    problems = settings_problems(call, interval, timeout)
     if inspect.iscoroutinefunction(getattr(job, "poll_until_complete", None)):
         problems.insert(
             0,

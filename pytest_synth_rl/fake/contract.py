@@ -1,35 +1,18 @@
 """Does a task app keep the contract the trainer relies on? One pass over every endpoint.
 
-A health probe proves the app is up; the trainer needs more: that it enforces the key, describes
-its taskset and individual seeds, answers ``/info``, and that a rollout echoes the id it was given
-and reports a numeric reward (what training optimises) and a well-formed trace (what verifiers
-score). Each of those breaks in its own way in real task apps, and the trainer reports them late
-and vaguely, so :func:`check_task_app_contract` checks them all up front, keeps going after a
-failure, and returns a :class:`ContractReport` listing every problem once.
-
-The check is calibrated on what upstream's own apps do and the trainer accepts (contract §10.6):
-"auth enforced" is judged on ``/task_info`` and ``/rollout`` (demo apps answer ``/health``
-without a key); an empty ``/task_info?seed=N`` list and a rollout that never asks the model are
-*warnings*, shown in the report but never failing it. The rollout reward is read from
-``reward_info`` (0.5.0), ``metrics`` (0.4.x) or both, and the report names every SDK era whose
-response schema the answer satisfies.
-
-The rollout really runs: a :class:`~pytest_synth_rl.fake.model.inference.StubInference` is served on
-loopback for the duration of the check and passed as ``policy.config.inference_url``, so the app
-exercises its model-calling path. The request carries both ``run_id`` and
-``trace_correlation_id`` so apps of every rollout schema era accept it.
+:func:`check_task_app_contract` checks auth, ``/task_info``, ``/info`` and one real rollout against
+a stub model on loopback, and lists every problem once in a :class:`ContractReport`.
 """
 
 from __future__ import annotations
 
-import math
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
-from pytest_synth_rl.errors import TaskAppError, excerpt, keywords_checked
+from pytest_synth_rl.errors import TaskAppError, excerpt, finite_number, keywords_checked
 from pytest_synth_rl.fake.model import Progress, RolloutIdentity
 from pytest_synth_rl.fake.model.inference import KEEP_INFERENCE_URL, InferencePolicy, StubInference
 from pytest_synth_rl.fake.model.rewards import reward_of
@@ -50,8 +33,7 @@ __all__ = [
 _REJECTED = (400, 401, 403)
 _REWARD_KEYS = ("reward_info", "metrics")
 
-#: The rollout response schemas of the SDK releases that submit RL jobs: era label, the id key
-#: it requires, the reward key it requires (contract §4.4 and §10.1).
+#: Rollout response schemas of the SDK releases that submit RL jobs: (era, id key, reward key).
 ROLLOUT_ERAS: tuple[tuple[str, str, str], ...] = (
     ("0.4.4–0.4.11", "run_id", "metrics"),
     ("0.4.12", "trace_correlation_id", "metrics"),
@@ -62,11 +44,7 @@ DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
 
 @dataclass(frozen=True)
 class ContractCheck:
-    """One verdict: what was checked, whether it held, what we expected and what we got.
-
-    ``required=False`` marks informational checks: shown in the report (a failed one as a
-    warning), never a problem.
-    """
+    """One verdict; ``required=False`` marks an informational check (a warning when failed)."""
 
     name: str
     passed: bool
@@ -74,25 +52,14 @@ class ContractCheck:
     got: str
     required: bool = True
 
-    @property
-    def is_problem(self) -> bool:
-        return self.required and not self.passed
-
-    @property
-    def is_warning(self) -> bool:
-        return not self.required and not self.passed
-
     def render(self) -> str:
         return f"{self.name}: expected {self.expected}; got {self.got}"
 
 
 @dataclass
 class ContractReport:
-    """All checks of one run, in order; ``ok`` when no required check failed.
-
-    ``eras`` names the SDK releases whose rollout response schema the app's answer satisfies
-    (labels from :data:`ROLLOUT_ERAS`; empty when the rollout failed or satisfies none).
-    """
+    """All checks of one run, in order; ``ok`` when no required check failed. ``eras``: the
+    :data:`ROLLOUT_ERAS` labels whose response schema the rollout's answer satisfies."""
 
     url: str
     checks: list[ContractCheck] = field(default_factory=list)
@@ -104,12 +71,11 @@ class ContractReport:
 
     @property
     def problems(self) -> list[ContractCheck]:
-        return [c for c in self.checks if c.is_problem]
+        return [c for c in self.checks if c.required and not c.passed]
 
     @property
     def warnings(self) -> list[ContractCheck]:
-        """Failed informational checks: worth knowing, never a reason to fail."""
-        return [c for c in self.checks if c.is_warning]
+        return [c for c in self.checks if not c.required and not c.passed]
 
     def summary(self) -> str:
         """``ok``, ``ok, 1 warning(s)``, ``2 problem(s), 1 warning(s)``."""
@@ -126,7 +92,7 @@ class ContractReport:
         raise KeyError(f"no check named {name!r}; checks: {[c.name for c in self.checks]}")
 
     def render(self) -> str:
-        """A plain-text table, one row per check; failed checks also say what was expected."""
+        """A plain-text table, one row per check; failed ones also say what was expected."""
         width = max([len(c.name) for c in self.checks] + [5])
         lines = [f"task app contract: {self.url} ({self.summary()})"]
         for c in self.checks:
@@ -137,8 +103,7 @@ class ContractReport:
         return redact("\n".join(lines))
 
     def raise_for_problems(self) -> None:
-        """Raise :class:`TaskAppContractError` listing every failed required check (and, apart,
-        the warnings); warnings alone never raise."""
+        """Raise :class:`TaskAppContractError` if a required check failed (warnings never raise)."""
         if self.problems:
             raise TaskAppContractError(self)
 
@@ -152,7 +117,7 @@ def _clip(text: str, width: int) -> str:
 
 
 class TaskAppContractError(TaskAppError, AssertionError):
-    """The task app broke its contract. An ``AssertionError`` too, so pytest shows it as a failure."""
+    """The task app broke its contract (an ``AssertionError`` too: pytest shows a failure)."""
 
     def __init__(self, report: ContractReport) -> None:
         self.report = report
@@ -172,11 +137,6 @@ class TaskAppContractError(TaskAppError, AssertionError):
         )
 
 
-# -- response inspection ------------------------------------------------------------------------
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _status_text(response: httpx.Response, ok_status: int | None = None) -> str:
     """``HTTP <status>``, plus a body excerpt unless the status is the expected one."""
     if response.status_code == ok_status:
@@ -192,7 +152,7 @@ def _looks_like_task_info(value: Any) -> bool:
 
 
 def _one_reward_verdict(where: str, metrics: Any) -> tuple[bool, str]:
-    """The reward under one key (*where*), read as the fake's jobs read it."""
+    """The reward under one key, read as the fake's jobs read it."""
     try:
         key, _ = reward_of(metrics, where)
     except ValueError as exc:
@@ -211,31 +171,21 @@ def _reward_verdict(body: dict[str, Any]) -> tuple[bool, str]:
 
 
 def rollout_eras(body: dict[str, Any]) -> tuple[str, ...]:
-    """The :data:`ROLLOUT_ERAS` labels whose schema *body* satisfies: its id key is a non-empty
-    string and its reward key an object (from 0.4.12 on, with a numeric ``outcome_reward``)."""
-    eras = []
-    for label, id_key, reward_key in ROLLOUT_ERAS:
-        ident, reward = body.get(id_key), body.get(reward_key)
-        if not (isinstance(ident, str) and ident and isinstance(reward, dict)):
-            continue
-        if id_key == "trace_correlation_id" and not _is_number(reward.get("outcome_reward")):
-            continue
-        eras.append(label)
-    return tuple(eras)
+    """The :data:`ROLLOUT_ERAS` whose id key is a non-empty string in *body* and reward key an
+    object (from 0.4.12 on with a numeric ``outcome_reward``)."""
+    return tuple(
+        label
+        for label, id_key, reward_key in ROLLOUT_ERAS
+        if isinstance(ident := body.get(id_key), str)
+        and ident
+        and isinstance(reward := body.get(reward_key), dict)
+        and (id_key != "trace_correlation_id" or finite_number(reward.get("outcome_reward")) is not None)
+    )
 
 
 def _era_text(label: str) -> str:
-    for era, id_key, reward_key in ROLLOUT_ERAS:
-        if era == label:
-            return f"{era} ({id_key} + {reward_key})"
-    return label
-
-
-def _trajectories_ok(trajectories: Any) -> bool:
-    """The 0.4.0-era shape: a list of objects, each with a ``steps`` list."""
-    return isinstance(trajectories, list) and all(
-        isinstance(t, dict) and isinstance(t.get("steps", []), list) for t in trajectories
-    )
+    keys = {era: f"{era} ({id_key} + {reward_key})" for era, id_key, reward_key in ROLLOUT_ERAS}
+    return keys.get(label, label)
 
 
 def _trace_verdict(body: dict[str, Any]) -> tuple[bool, str]:
@@ -253,60 +203,51 @@ def _trace_verdict(body: dict[str, Any]) -> tuple[bool, str]:
             return False, f"trace.event_history is {type(history).__name__}, not a list"
         if "metadata" in trace and not isinstance(metadata, dict):
             return False, f"trace.metadata is {type(metadata).__name__}, not an object"
-    if trajectories is not None and not _trajectories_ok(trajectories):
+    legacy_ok = isinstance(trajectories, list) and all(  # the 0.4.0 shape
+        isinstance(t, dict) and isinstance(t.get("steps", []), list) for t in trajectories
+    )
+    if trajectories is not None and not legacy_ok:
         return False, "trajectories is not a list of objects with a steps list"
-    shown = []
-    if isinstance(trace, dict):
-        n = len(trace.get("event_history") or [])
-        shown.append(f"trace with {n} event(s)")
+    shown = (
+        [f"trace with {len(trace.get('event_history') or [])} event(s)"] if isinstance(trace, dict) else []
+    )
     if trajectories is not None:
         shown.append(f"{len(trajectories)} legacy trajectory(ies)")
     return True, ", ".join(shown)
 
 
-# -- the check ----------------------------------------------------------------------------------
 class _Checker:
-    def __init__(self, client: httpx.Client, base: str, headers: SecretHeaders) -> None:
+    """One run of the check: its client, the report so far, and what its rollouts ask for."""
+
+    def __init__(self, client: httpx.Client, base: str, headers: SecretHeaders, stub: StubInference) -> None:
         self.client = client
         self.base = base
         self.headers = headers
         self.report = ContractReport(url=redact(base))
+        #: The served stand-in model: each rollout gets its own inference URL on it, ending in the
+        #: rollout's correlation id, as the trainer hands them out.
+        self.stub = stub
+        self.seed, self.env_name, self.env_guessed = 0, "default", False
+        self.policy_name, self.model, self.timeout = "contract-check", DEFAULT_MODEL, 10.0
 
     def add(self, name: str, passed: bool, expected: str, got: str, *, required: bool = True) -> None:
         self.report.checks.append(ContractCheck(name, passed, expected, redact(got), required))
 
-    def get(
-        self, path: str, *, auth: bool = True, params: Any = None, headers: SecretHeaders | None = None
+    def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        auth: bool = True,
+        headers: SecretHeaders | None = None,
+        **kwargs: Any,
     ) -> httpx.Response | str:
+        """The response, or what went wrong as text."""
         sent = headers if headers is not None else self.headers if auth else {}
         try:
-            return self.client.get(self.base + path, headers=sent, params=params)
+            return self.client.request(method, self.base + path, headers=sent, **kwargs)
         except httpx.HTTPError as exc:
             return f"request failed: {type(exc).__name__}: {exc}"
-
-    def post(
-        self, path: str, body: Any, *, auth: bool = True, headers: SecretHeaders | None = None
-    ) -> httpx.Response | str:
-        sent = headers if headers is not None else self.headers if auth else {}
-        try:
-            return self.client.post(self.base + path, json=body, headers=sent)
-        except httpx.HTTPError as exc:
-            return f"request failed: {type(exc).__name__}: {exc}"
-
-
-@dataclass(frozen=True)
-class _RolloutPlan:
-    """What the check's rollouts ask for; each rollout gets fresh ids from :meth:`request`."""
-
-    seed: int
-    env_name: str
-    policy_name: str
-    model: str
-    #: The stand-in model, served: each rollout gets its own inference URL on it, ending in the
-    #: rollout's correlation id, as the trainer hands them out.
-    stub: StubInference
-    timeout: float
-    env_guessed: bool = False  # no env_name given or advertised: "default" is the check's guess
 
     @property
     def expected_rollout(self) -> str:
@@ -318,22 +259,20 @@ class _RolloutPlan:
             )
         return expected
 
-    def request(self, tag: str) -> tuple[dict[str, Any], str, str]:
+    def rollout_request(self, tag: str) -> tuple[dict[str, Any], str, str]:
         """A request every rollout schema era accepts, with its ``run_id`` and correlation id."""
         token = uuid.uuid4().hex[:12]
-        run_id = f"{tag}-{token}"
-        correlation_id = f"trace_{tag}-{token}"
+        run_id, correlation_id = f"{tag}-{token}", f"trace_{tag}-{token}"
         identity = RolloutIdentity(
             correlation_id=correlation_id, seed=self.seed, env_name=self.env_name, mode="rl", run_id=run_id
         )
-        inference_url = self.stub.route(identity, Progress())
         request: dict[str, Any] = {
             "run_id": run_id,
             "trace_correlation_id": correlation_id,
             "env": {"env_name": self.env_name, "seed": self.seed, "config": {"seed": self.seed}},
             "policy": {
                 "policy_name": self.policy_name,
-                "config": {"model": self.model, "inference_url": inference_url},
+                "config": {"model": self.model, "inference_url": self.stub.route(identity, Progress())},
             },
             "ops": ["agent", "env"],
             "on_done": "reset",
@@ -356,93 +295,69 @@ def check_task_app_contract(
     timeout: float = 10.0,
     model: str = DEFAULT_MODEL,
 ) -> ContractReport:
-    """Check the task app at *url* against the contract; never raises for contract breaches.
+    """Check the task app at *url* against the contract; raises only for a malformed *url*.
 
-    ``env_name`` defaults to the taskset's ``env_name`` (or the TaskInfo ``environment``) when
-    the app advertises one. ``policy`` decides what the stub model answers during the rollout
-    (default: the correct answer to the arithmetic example). Raises :class:`TaskAppError` only
-    for a malformed *url*.
-    """
+    ``env_name`` defaults to the one the app advertises; ``policy`` decides what the stub model
+    answers (default: the right answer to the arithmetic example)."""
     base = task_app_base_url(url)
-    headers = task_app_auth_headers(api_key)
-    # Loopback traffic must never go through a proxy configured in the environment.
-    loopback = is_loopback_host(httpx.URL(base).host)
+    loopback = is_loopback_host(httpx.URL(base).host)  # never through an environment's proxy
     with httpx.Client(
         timeout=httpx.Timeout(timeout), verify=shared_ssl_context(), trust_env=not loopback
     ) as client:
-        checker = _Checker(client, base, headers)
-        root = checker.get("/", auth=False)
+        # The stub serves every rollout of the check, the unauthenticated probe's included.
+        stub = StubInference(policy=policy)
+        stub.require_correlation_id = True
+        checker = _Checker(client, base, task_app_auth_headers(api_key), stub)
+        root = checker.send("GET", "/", auth=False)
         if isinstance(root, str):
             checker.add("reachable", False, f"an HTTP server at {redact(base)}", root)
             return checker.report
-        # The SDK's template serves ``/``, but the trainer never calls it: a missing root is
-        # worth a warning, not a failure.
-        checker.add(
-            "GET / (no auth)",
-            root.status_code == 200,
-            "HTTP 200 without a key",
-            _status_text(root, 200),
-            required=False,
-        )
-        # The stub model serves every rollout of the check, the unauthenticated probe included
-        # (an app that does not enforce the key runs that one for real).
-        stub = StubInference(policy=policy)
-        stub.require_correlation_id = True
+        # The SDK's template serves ``/`` but the trainer never calls it: a warning at most.
+        ok = root.status_code == 200
+        checker.add("GET / (no auth)", ok, "HTTP 200 without a key", _status_text(root, 200), required=False)
         with stub.serve():
-            # Read the advertised env name first, so the probe rollout is one the app can run.
-            plain_task_info = checker.get("/task_info")
-            seeded_task_info = checker.get("/task_info", params={"seed": seed})
+            # The advertised env name first, so the probe rollout is one the app can run.
+            plain_task_info = checker.send("GET", "/task_info")
+            seeded_task_info = checker.send("GET", "/task_info", params={"seed": seed})
             chosen = env_name or _advertised_env(plain_task_info, seeded_task_info)
-            plan = _RolloutPlan(
-                seed=seed,
-                env_name=chosen or "default",
-                env_guessed=chosen is None,
-                policy_name=policy_name or "contract-check",
-                model=model,
-                stub=stub,
-                timeout=timeout,
+            checker.seed, checker.env_name, checker.env_guessed = seed, chosen or "default", chosen is None
+            checker.policy_name, checker.model, checker.timeout = (
+                policy_name or "contract-check",
+                model,
+                timeout,
             )
-            _check_health_and_auth(checker, plan)
+            _check_health_and_auth(checker)
             _check_task_info(checker, seed, plain_task_info, seeded_task_info)
             _check_info(checker)
-            _check_rollout(checker, plan, stub)
+            _check_rollout(checker)
         return checker.report
 
 
-def _check_health_and_auth(checker: _Checker, plan: _RolloutPlan) -> None:
+def _check_health_and_auth(checker: _Checker) -> None:
     """``/health`` must answer with the key; the key is *enforced* on ``/task_info`` and
     ``/rollout``. ``/health`` without a key is not judged: upstream demos answer it with 200
     ``{"authorized": false}`` and later releases drop auth on it entirely."""
-    health = checker.get("/health")
-    if isinstance(health, str):
-        checker.add("GET /health", False, "HTTP 200 with the key", health)
-    else:
-        checker.add(
-            "GET /health", health.status_code == 200, "HTTP 200 with the key", _status_text(health, 200)
-        )
+    health = checker.send("GET", "/health")
+    ok = not isinstance(health, str) and health.status_code == 200
+    got = health if isinstance(health, str) else _status_text(health, 200)
+    checker.add("GET /health", ok, "HTTP 200 with the key", got)
     probes = {
-        "/task_info": checker.get("/task_info", auth=False),
-        "/rollout": checker.post("/rollout", plan.request("contract-nokey")[0], auth=False),
+        "/task_info": checker.send("GET", "/task_info", auth=False),
+        "/rollout": checker.send(
+            "POST", "/rollout", json=checker.rollout_request("contract-nokey")[0], auth=False
+        ),
     }
     expected = "400/401/403 for /task_info and /rollout without a key"
     if checker.headers:
-        # A key of the same shape that is not the app's: an app that only checks a key is there
-        # lets the trainer in with any key, and anyone else too.
+        # An app that only checks that a key is there lets anyone in.
         wrong = task_app_auth_headers(Secret(f"wrong-key-{uuid.uuid4().hex}"))
-        probes["/task_info with a wrong key"] = checker.get("/task_info", headers=wrong)
-        request = plan.request("contract-wrongkey")[0]
-        probes["/rollout with a wrong key"] = checker.post("/rollout", request, headers=wrong)
+        probes["/task_info with a wrong key"] = checker.send("GET", "/task_info", headers=wrong)
+        request = checker.rollout_request("contract-wrongkey")[0]
+        probes["/rollout with a wrong key"] = checker.send("POST", "/rollout", json=request, headers=wrong)
         expected += " or with a wrong one"
-    got: list[str] = []
-    enforced = True
-    for path, response in probes.items():
-        if isinstance(response, str):
-            got.append(f"{path}: {response}")
-            enforced = False
-            continue
-        got.append(f"{path}=HTTP {response.status_code}")
-        enforced = enforced and response.status_code in _REJECTED
-    checker.add("auth enforced", enforced, expected, ", ".join(got))
+    seen = [f"{p}: {r}" if isinstance(r, str) else f"{p}=HTTP {r.status_code}" for p, r in probes.items()]
+    enforced = all(not isinstance(r, str) and r.status_code in _REJECTED for r in probes.values())
+    checker.add("auth enforced", enforced, expected, ", ".join(seen))
 
 
 def _advertised_env(plain: httpx.Response | str, seeded: httpx.Response | str) -> str | None:
@@ -487,8 +402,7 @@ def _check_task_info(
     elif _looks_like_task_info(body):
         checker.add(name, True, expected, f"TaskInfo {body['task']['id']!r}")
     elif body == []:
-        # The SDK's own template answers [] when it has no instances, and its validator accepts
-        # any 200: training still runs, but nothing describes the seeds.
+        # The SDK's template answers [] without instances: training runs, nothing describes seeds.
         checker.add(
             name, False, expected, "HTTP 200 with an empty list: no TaskInfo for this seed", required=False
         )
@@ -501,50 +415,47 @@ def _check_task_info(
 
 
 def _check_info(checker: _Checker) -> None:
-    info = checker.get("/info")
-    expected = "HTTP 200 with a JSON object"
-    if isinstance(info, str):
-        checker.add("GET /info", False, expected, info)
-        return
-    body = json_or_none(info)
-    passed = info.status_code == 200 and isinstance(body, dict)
-    got = _status_text(info) if not passed else f"HTTP 200, keys {sorted(body)}"
-    checker.add("GET /info", passed, expected, got)
-
-
-def _check_model_urls(checker: _Checker, stub: StubInference, refused_before: int) -> None:
-    """Fails when the rollout's model calls left the URL they were given (its correlation id)."""
-    refused = [call.path for call in stub.calls(None)][refused_before:]
-    checker.add(
-        "model calls keep the inference URL",
-        not refused,
-        "chat calls under policy.config.inference_url, carrying the rollout's correlation id",
-        f"{len(refused)} call(s) to POST {', '.join(dict.fromkeys(refused))} without it; {KEEP_INFERENCE_URL}"
-        if refused
-        else "every call carried it",
+    info = checker.send("GET", "/info")
+    body: Any = None if isinstance(info, str) else json_or_none(info)
+    passed = not isinstance(info, str) and info.status_code == 200 and isinstance(body, dict)
+    got = (
+        info if isinstance(info, str) else f"HTTP 200, keys {sorted(body)}" if passed else _status_text(info)
     )
+    checker.add("GET /info", passed, "HTTP 200 with a JSON object", got)
 
 
-def _check_rollout(checker: _Checker, plan: _RolloutPlan, stub: StubInference) -> None:
-    calls_before = len(stub.requests)
+def _check_rollout(checker: _Checker) -> None:
+    """The rollout's checks, then (whatever happened) whether its model calls kept their URL."""
+    stub = checker.stub
     refused_before = len(stub.calls(None))
-    request, run_id, correlation_id = plan.request("contract")
-    response = checker.post("/rollout", request)
+    try:
+        _check_rollout_answer(checker, len(stub.requests))
+    finally:
+        refused = [call.path for call in stub.calls(None)][refused_before:]
+        checker.add(
+            "model calls keep the inference URL",
+            not refused,
+            "chat calls under policy.config.inference_url, carrying the rollout's correlation id",
+            f"{len(refused)} call(s) to POST {', '.join(dict.fromkeys(refused))} without it; "
+            f"{KEEP_INFERENCE_URL}"
+            if refused
+            else "every call carried it",
+        )
+
+
+def _check_rollout_answer(checker: _Checker, calls_before: int) -> None:
+    request, run_id, correlation_id = checker.rollout_request("contract")
+    response = checker.send("POST", "/rollout", json=request)
     if isinstance(response, str):
         checker.add("POST /rollout", False, "HTTP 200", response)
-        _check_model_urls(checker, stub, refused_before)
         return
     body = json_or_none(response)
-    # Any 2xx, as the fake (and a trainer's client checking for success) takes it; the SDK's
-    # own server answers 200.
-    success = 200 <= response.status_code < 300
+    success = 200 <= response.status_code < 300  # any 2xx, as the fake and trainers take it
     if not success or not isinstance(body, dict):
         got = f"HTTP {response.status_code} but not a JSON object" if success else _status_text(response)
-        checker.add("POST /rollout", False, plan.expected_rollout, got)
-        _check_model_urls(checker, stub, refused_before)
+        checker.add("POST /rollout", False, checker.expected_rollout, got)
         return
     checker.add("POST /rollout", True, "HTTP 2xx with a JSON object", f"HTTP {response.status_code}")
-
     echoed = {k: body.get(k) for k in ("trace_correlation_id", "run_id") if body.get(k) is not None}
     sent = {"trace_correlation_id": correlation_id, "run_id": run_id}
     matches = [k for k, v in echoed.items() if v == sent[k]]
@@ -553,7 +464,7 @@ def _check_rollout(checker: _Checker, plan: _RolloutPlan, stub: StubInference) -
         "rollout echoes its id",
         bool(matches) and not wrong,
         f"trace_correlation_id={correlation_id!r} or run_id={run_id!r}, and no other value for either",
-        ", ".join(wrong) if wrong else (", ".join(f"{k} echoed" for k in matches) or "no id in the response"),
+        ", ".join(wrong or [f"{k} echoed" for k in matches]) or "no id in the response",
     )
     passed, got = _reward_verdict(body)
     checker.add(
@@ -581,7 +492,7 @@ def _check_rollout(checker: _Checker, plan: _RolloutPlan, stub: StubInference) -
         "trace {event_history: list, metadata: object} if present",
         got,
     )
-    calls = len(stub.requests) - calls_before
+    calls = len(checker.stub.requests) - calls_before
     checker.add(
         "rollout called the model",
         calls > 0,
@@ -589,7 +500,6 @@ def _check_rollout(checker: _Checker, plan: _RolloutPlan, stub: StubInference) -
         f"{calls} chat completion request(s)",
         required=False,
     )
-    _check_model_urls(checker, stub, refused_before)
 
 
 def assert_task_app_contract(url: str, api_key: str | Secret | None, **kwargs: Any) -> ContractReport:

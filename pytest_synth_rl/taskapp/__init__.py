@@ -1,11 +1,5 @@
-"""Task apps under test: serve one in-process, probe its health, check its contract.
-
-* :class:`InProcessTaskApp` serves a task app (an ASGI app, a ``.py`` file, an import target
-  or a factory) with uvicorn on loopback for the duration of a test.
-* :func:`check_task_app_health` is the probe run before a job is submitted.
-* :func:`check_task_app_contract` checks every endpoint the trainer uses, including one real
-  rollout against a stub model.
-"""
+"""Task apps under test: :class:`InProcessTaskApp` serves one on loopback, the health probe runs
+before a job is submitted, and ``check_task_app_contract`` checks every endpoint the trainer uses."""
 
 from __future__ import annotations
 

@@ -1,16 +1,13 @@
 """Run a task app inside the test process, served for real over loopback.
 
-:class:`InProcessTaskApp` is the piece users touch: give it the app (or where to find it), enter
-it, and use ``.url`` and ``.api_key`` as the backend would. Compared with the upstream SDK's
-class of the same name it keeps the idea and drops what hurts in tests: no tunnels, no fixed
-default port (port 0), no killing whatever holds a port, no ``"test"`` key fallback, no
-process-wide signal handlers, readiness from the server instead of half-second health polling,
-and loading errors that carry the user's traceback.
+While apps run their keys are lent through ``ENVIRONMENT_API_KEY`` (and ``..._ALIASES`` for
+several); unlike upstream's class: no tunnels, port 0, no key fallback, readiness from the server.
 """
 
 from __future__ import annotations
 
 import http.client
+import itertools
 import os
 import secrets
 import threading
@@ -18,7 +15,6 @@ import types
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import anyio.to_thread
@@ -30,59 +26,101 @@ from pytest_synth_rl.errors import (
     keywords_checked,
     seconds_problem,
 )
-from pytest_synth_rl.secrets.masking import Secret, key_problem, secret_or_none
-from pytest_synth_rl.taskapp.env_key import KEY_VAR, acquire_env_key, release_env_key
+from pytest_synth_rl.secrets.masking import Secret, key_problem, register_secret, secret_or_none
 from pytest_synth_rl.taskapp.health import HealthReport, check_task_app_health, task_app_auth_headers
 from pytest_synth_rl.taskapp.loading import resolve_app, resolve_fresh_app, unload_module
 from pytest_synth_rl.taskapp.loopback import normalise_loopback_host, url_host
 from pytest_synth_rl.taskapp.serving import Lifespan, ServerThread
 
-__all__ = ["CONTRACT_ENDPOINTS", "InProcessTaskApp"]
+__all__ = [
+    "ALIASES_VAR",
+    "CONTRACT_ENDPOINTS",
+    "KEY_VAR",
+    "InProcessTaskApp",
+    "acquire_env_key",
+    "release_env_key",
+]
+
+# -- lending ENVIRONMENT_API_KEY to the apps that run ---------------------------------------
+KEY_VAR = "ENVIRONMENT_API_KEY"
+ALIASES_VAR = "ENVIRONMENT_API_KEY_ALIASES"
+
+_lock = threading.Lock()
+_tokens = itertools.count(1)
+_active: dict[int, str] = {}  # token -> key, in start order
+_saved: dict[str, str | None] = {}  # the caller's values when the first app started
+_written: dict[str, str | None] = {}  # what we last wrote, to notice changes by others
+_user_aliases: str | None = None  # the caller's aliases, kept in front of ours
+
+
+def _set(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+    _written[name] = value
+
+
+def _apply() -> None:
+    global _user_aliases
+    current_aliases = os.environ.get(ALIASES_VAR)
+    if current_aliases != _written.get(ALIASES_VAR):
+        _user_aliases = current_aliases  # changed by someone else while apps ran: adopt it
+    keys = list(_active.values())
+    primary = keys[-1]
+    _set(KEY_VAR, primary)
+    given = [*(a.strip() for a in (_user_aliases or "").split(",")), *keys[:-1]]
+    aliases = [key for key in dict.fromkeys(given) if key and key != primary]
+    _set(ALIASES_VAR, ",".join(aliases) if aliases else _user_aliases)
+
+
+def acquire_env_key(key: str) -> int:
+    """Make *key* accepted by task apps in this process; returns a token for :func:`release_env_key`."""
+    global _user_aliases
+    register_secret(key)
+    with _lock:
+        if not _active:
+            _saved.clear()
+            _saved.update({name: os.environ.get(name) for name in (KEY_VAR, ALIASES_VAR)})
+            _written.clear()
+            _written.update(_saved)
+            _user_aliases = _saved[ALIASES_VAR]
+        token = next(_tokens)
+        _active[token] = key
+        _apply()
+        return token
+
+
+def release_env_key(token: int) -> None:
+    """Withdraw the key lent under *token*; after the last one, restore the caller's values."""
+    with _lock:
+        if _active.pop(token, None) is None:
+            return
+        if _active:
+            _apply()
+            return
+        for name, value in _saved.items():
+            if os.environ.get(name) == _written.get(name):
+                _set(name, value)
+
 
 #: The endpoints every task app serves (contract §4.1), listed in error messages.
 CONTRACT_ENDPOINTS: tuple[str, ...] = ("/health", "/task_info", "/info", "/rollout")
 
-# Every app object an InProcessTaskApp of this process is serving, by id(), with how many
-# servers serve it: a fresh load that still yields one of them is worth a warning. The object is
-# held here, so its id cannot be reused by another while it is listed.
+# Every app object being served, by id(), with how many servers serve it (held, so its id
+# cannot be reused): a fresh load that still yields one of them is worth a warning.
 _served: dict[int, tuple[Any, int]] = {}
 _served_lock = threading.Lock()
 
 
 class InProcessTaskApp:
-    """Serve a task app with uvicorn on 127.0.0.1 in a background thread, for the test's duration.
+    """Serve a task app with uvicorn on loopback in a background thread, for the test's duration.
 
-    Give exactly one of ``app`` (any ASGI app), ``task_app_path`` (a ``.py`` file defining
-    ``app`` or a factory such as ``create_app``), ``target`` (``"pkg.module:attr"``, an app or a
-    zero-argument factory) or ``factory`` (a callable returning the app).
-
-    The key the app enforces is ``api_key`` if given, else ``$ENVIRONMENT_API_KEY``, else a
-    random one generated for this app. While the app runs it is exported as
-    ``ENVIRONMENT_API_KEY`` (the variable task apps read); the previous value is restored on
-    stop. See :mod:`pytest_synth_rl.taskapp.env_key` for several apps running at once.
-
-    Use as ``with``/``async with``, or call :meth:`start`/:meth:`stop` (both idempotent; a
-    stopped app can be started again). Every failure (loading, busy port, non-loopback host,
-    failed startup, missing ``/health``) raises :class:`~pytest_synth_rl.errors.TaskAppError`.
-
-    ``health_path`` is probed once after startup so that an app without the contract's
-    ``/health`` route fails here rather than at job submission; pass ``None`` to serve an ASGI
-    app that is not a task app. ``export_api_key=False`` leaves the environment untouched.
-
-    ``log_level`` is handed to uvicorn, which applies it to its (process-wide) ``uvicorn.*``
-    loggers; logging is otherwise left as configured. ``shutdown_timeout`` bounds how long
-    open requests, and then the app's lifespan shutdown, may take when stopping.
-
-    ``fresh=True`` loads a ``task_app_path`` or ``target`` anew at each start: the app comes
-    from a private copy of its module (dropped from ``sys.modules`` on stop), so this server
-    shares neither the app object nor the module's state (such as a client its lifespan puts on
-    ``app.state`` and closes at shutdown) with another server of the same source. Without it a
-    file is executed once per version and a target imported once, so servers of one source
-    serve one app object. ``app=`` has nothing to reload: the object is served as given, and
-    serving it from two servers at once is the caller's choice; ``factory=`` is called at every
-    start either way. A fresh load only reloads the named module: one that merely imports its
-    app from another module still yields that shared object, and a warning says so when another
-    server is serving it.
+    Give exactly one of ``app``, ``task_app_path`` (``file.py`` or ``file.py:attr``), ``target``
+    (``"pkg.module:attr"``) or ``factory``. The key is ``api_key``, else ``$ENVIRONMENT_API_KEY``,
+    else a random one. ``health_path=None`` serves an ASGI app that is not a task app;
+    ``fresh=True`` loads a file or target anew at each start, sharing no app or module state.
+    Use with ``with``/``async with`` or :meth:`start`/:meth:`stop`; failures are ``TaskAppError``.
     """
 
     @keywords_checked
@@ -104,19 +142,13 @@ class InProcessTaskApp:
         export_api_key: bool = True,
         fresh: bool = False,
     ) -> None:
-        sources = [
-            n
-            for n, v in (
-                ("app", app),
-                ("task_app_path", task_app_path),
-                ("target", target),
-                ("factory", factory),
-            )
-            if v is not None
-        ]
-        if len(sources) != 1:
-            # Checked here as well as in the loader so that a wrong call fails at construction.
-            resolve_app(app, task_app_path=task_app_path, target=target, factory=factory)
+        self._source: dict[str, Any] = {
+            "task_app_path": task_app_path,
+            "target": target,
+            "factory": factory,
+        }
+        if sum(v is not None for v in (app, task_app_path, target, factory)) != 1:
+            resolve_app(app, **self._source)  # the loader's error, at construction
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
             raise TaskAppError(
                 f"port must be an integer between 0 and 65535, got {port!r}",
@@ -127,23 +159,12 @@ class InProcessTaskApp:
                 f"lifespan must be 'auto', 'on' or 'off', got {lifespan!r}",
                 hint="'auto' runs the app's startup/shutdown if it has any; 'on' requires it",
             )
-        timeouts = {"startup_timeout": startup_timeout, "shutdown_timeout": shutdown_timeout}
-        for name, seconds in timeouts.items():
+        for name, seconds in (("startup_timeout", startup_timeout), ("shutdown_timeout", shutdown_timeout)):
             problem = seconds_problem(seconds)
             if problem is not None:
-                raise SynthUsageError(
-                    [
-                        ConfigProblem(
-                            f"InProcessTaskApp.{name}", problem, f"e.g. InProcessTaskApp(..., {name}=10)"
-                        )
-                    ]
-                )
-        self._source: dict[str, Any] = {
-            "app": app,
-            "task_app_path": task_app_path,
-            "target": target,
-            "factory": factory,
-        }
+                hint = f"e.g. InProcessTaskApp(..., {name}=10)"
+                raise SynthUsageError([ConfigProblem(f"InProcessTaskApp.{name}", problem, hint)])
+        self._app = app
         self.host = normalise_loopback_host(host)
         self.requested_port = port
         self.startup_timeout = float(startup_timeout)
@@ -176,13 +197,10 @@ class InProcessTaskApp:
         self._port: int | None = None
         self._last_logs: list[str] = []
 
-    # -- public state -------------------------------------------------------------------------
     @property
     def api_key(self) -> Secret:
-        """The key the app enforces, masked in every repr (``.value`` is the text to send).
-
-        A test argument is printed whenever the test fails (``-l`` prints its attributes'
-        values too), so the key is never handed out as plain text."""
+        """The key the app enforces, masked in every repr (``.value`` is the text to send): a
+        failing test prints its arguments."""
         return self._api_key
 
     @property
@@ -193,10 +211,7 @@ class InProcessTaskApp:
     def url(self) -> str:
         """``http://127.0.0.1:<port>``; raises :class:`TaskAppError` if never started or died."""
         if self._url is None:
-            raise TaskAppError(
-                "the in-process task app has not been started, so it has no URL yet",
-                hint="use `with InProcessTaskApp(...) as app:` or call app.start() first",
-            )
+            raise _not_started("URL")
         self.ensure_running()
         return self._url
 
@@ -204,10 +219,7 @@ class InProcessTaskApp:
     def port(self) -> int:
         """The bound port (the OS's pick when ``port=0``)."""
         if self._port is None:
-            raise TaskAppError(
-                "the in-process task app has not been started, so it has no port yet",
-                hint="use `with InProcessTaskApp(...) as app:` or call app.start() first",
-            )
+            raise _not_started("port")
         return self._port
 
     @property
@@ -229,10 +241,7 @@ class InProcessTaskApp:
             )
 
     def wait_until_stopped(self, timeout: float | None = None) -> bool:
-        """Block until the server thread ends (the app stopped it, or it died); True if it did.
-
-        For serving a task app until something else ends it; tests use it to observe a crash.
-        """
+        """Block until the server thread ends (the app stopped it, or it died); True if it did."""
         server = self._server
         return True if server is None else server.join(timeout)
 
@@ -240,14 +249,13 @@ class InProcessTaskApp:
         """Run the standard ``/health`` + ``/task_info`` probe against this app."""
         return check_task_app_health(self.url, self._api_key, timeout=timeout)
 
-    # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> InProcessTaskApp:
         """Load the app, serve it, and wait until it answers; no-op if already running."""
         __tracebackhide__ = True
         if self._server is not None:
             self.ensure_running()
             return self
-        # Exported before the app is imported: a task app may read its key at import time.
+        # Before the app is imported: a task app may read its key at import time.
         if self.export_api_key:
             self._env_token = acquire_env_key(self._api_key.value)
         server: ServerThread | None = None
@@ -263,8 +271,7 @@ class InProcessTaskApp:
             )
             port = server.start(self.startup_timeout)
         except BaseException:
-            self._release_module()
-            self._release_env()
+            self._release()
             if server is not None:
                 self._last_logs = server.logs
             raise
@@ -286,26 +293,15 @@ class InProcessTaskApp:
                 server.stop()
                 self._last_logs = server.logs
         finally:
-            self._release_module()
-            self._release_env()
+            self._release()
 
     def _load(self) -> Any:
         """The app to serve: the shared one of its source, or with ``fresh`` a private copy."""
         source = self._source
-        if not self.fresh:
-            app = resolve_app(
-                source["app"],
-                task_app_path=source["task_app_path"],
-                target=source["target"],
-                factory=source["factory"],
-            )
+        if self.fresh:
+            app, self._module = resolve_fresh_app(self._app, **source)
         else:
-            app, self._module = resolve_fresh_app(
-                source["app"],
-                task_app_path=source["task_app_path"],
-                target=source["target"],
-                factory=source["factory"],
-            )
+            app = resolve_app(self._app, **source)
         with _served_lock:
             listed, count = _served.get(id(app), (app, 0))
             shared = self._module is not None and count > 0 and listed is app
@@ -324,8 +320,8 @@ class InProcessTaskApp:
             )
         return app
 
-    def _release_module(self) -> None:
-        """Forget the app this server served and drop its private module, if it had one."""
+    def _release(self) -> None:
+        """Forget the served app, drop its private module, give the lent key back."""
         served, self._served_app = self._served_app, None
         if served is not None:
             with _served_lock:
@@ -335,18 +331,16 @@ class InProcessTaskApp:
         module, self._module = self._module, None
         if module is not None:
             unload_module(module)
-
-    def _release_env(self) -> None:
         token, self._env_token = self._env_token, None
         if token is not None:
             release_env_key(token)
 
     def _probe_health(self) -> None:
-        """One GET of the health route: a 404 means this is not a task app (or a typo'd route)."""
+        """One GET of the health route: a 404 means this is not a task app."""
         if self.health_path is None:
             return
         assert self._port is not None
-        # http.client rather than httpx: no SSL context or pool to build for a single request.
+        # http.client: no SSL context or pool to build for one request.
         conn = http.client.HTTPConnection(self.host, self._port, timeout=self.startup_timeout)
         try:
             conn.request("GET", self.health_path, headers=task_app_auth_headers(self._api_key))
@@ -374,28 +368,24 @@ class InProcessTaskApp:
     def __enter__(self) -> InProcessTaskApp:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     async def __aenter__(self) -> InProcessTaskApp:
-        # Starting blocks on the server's readiness event: do it off the event loop.
         await anyio.to_thread.run_sync(self.start)
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await anyio.to_thread.run_sync(self.stop)
 
     def __repr__(self) -> str:
         where = self._url or f"{url_host(self.host)}:{self.requested_port}"
         state = "running" if self.is_running else "stopped"
         return f"InProcessTaskApp({where!r}, api_key={self._api_key.masked!r}, {state})"
+
+
+def _not_started(what: str) -> TaskAppError:
+    return TaskAppError(
+        f"the in-process task app has not been started, so it has no {what} yet",
+        hint="use `with InProcessTaskApp(...) as app:` or call app.start() first",
+    )

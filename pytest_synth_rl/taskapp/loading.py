@@ -1,23 +1,17 @@
-"""Turning "the task app" as a user names it into one ASGI application.
+"""Turning "the task app" as a user names it into one ASGI application, never starting it.
 
-Users point us at their task app in one of four ways: the app object itself, a ``.py`` file, an
-import target ``"pkg.module:attr"``, or a factory callable. Each way can fail in its own way
-(missing file, import error, a module that defines no app, a factory that raises), and each
-failure must become a :class:`~pytest_synth_rl.errors.TaskAppError` that names what we looked at
-and carries the user's own traceback, because a bare ``ImportError`` from deep inside importlib
-says nothing about *which* of their files broke.
-
-The loader never starts anything; serving is :mod:`.server`'s job.
+Sources: the app, a ``.py`` file (``file.py[:attr]``), a target ``"pkg.module:attr"`` or a factory;
+every failure is a ``TaskAppError`` naming what was looked at, with the user's own traceback.
 """
 
 from __future__ import annotations
 
 import contextlib
-import difflib
 import importlib
 import importlib.util
 import inspect
 import itertools
+import pkgutil
 import re
 import sys
 import threading
@@ -27,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_synth_rl.errors import TaskAppError
+from pytest_synth_rl.errors import TaskAppError, closest
 
 __all__ = [
     "APP_ATTRIBUTE",
@@ -57,96 +51,72 @@ FACTORY_NAMES: tuple[str, ...] = (
     "configure_app",
 )
 
-_SOURCES_HINT = (
-    "pass exactly one of: app=<ASGI app>, task_app_path='path/to/task_app.py', "
-    "target='package.module:attribute', factory=<zero-argument callable returning an ASGI app>"
-)
-
-# Distinct module names, so two loads of files with the same stem never share sys.modules slots.
 _module_counter = itertools.count(1)
-
-# One loaded module per task app file, keyed by its resolved path; reused while the file is
-# unchanged (same mtime and size), exactly as an import target is reused through sys.modules.
-# Executing the file again for every start would leave a module (and the app it built) behind
-# each time: about 1 MB per start/stop cycle.
+# One module per task app file and file version (mtime, size): executing the file at every
+# start would leave a module and its app behind each time.
 _loaded: dict[Path, tuple[tuple[int, int], types.ModuleType]] = {}
 _loaded_lock = threading.Lock()
+_PATH_WITH_ATTRIBUTE = re.compile(r"^(?P<path>.+\.py):(?P<attr>[A-Za-z_][\w.]*)$")
 
 
-def _positional_arity(obj: Any) -> tuple[int, int, bool] | None:
-    """(required positional params, total positional params, has *args) or None if unknowable."""
+def _arity(obj: Any) -> tuple[int, int, bool] | None:
+    """(required positional, total positional, has ``*args``); required is -1 when a keyword-only
+    parameter is required; None when the signature cannot be read."""
     try:
-        signature = inspect.signature(obj)
+        parameters = inspect.signature(obj).parameters.values()
     except (TypeError, ValueError):
         return None
-    required = total = 0
-    var_positional = False
-    for param in signature.parameters.values():
-        if param.kind is inspect.Parameter.VAR_POSITIONAL:
-            var_positional = True
-        elif param.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
-            total += 1
-            if param.default is inspect.Parameter.empty:
-                required += 1
-        elif param.kind is inspect.Parameter.KEYWORD_ONLY and param.default is inspect.Parameter.empty:
-            # A required keyword-only parameter: callable neither as an app nor as a factory.
-            return (-1, total, var_positional)
-    return (required, total, var_positional)
+    kind = inspect.Parameter
+    positional = [p for p in parameters if p.kind in (kind.POSITIONAL_ONLY, kind.POSITIONAL_OR_KEYWORD)]
+    if any(p.kind is kind.KEYWORD_ONLY and p.default is kind.empty for p in parameters):
+        return (-1, len(positional), False)
+    required = sum(p.default is kind.empty for p in positional)
+    return (required, len(positional), any(p.kind is kind.VAR_POSITIONAL for p in parameters))
 
 
 def is_asgi_app(obj: Any) -> bool:
-    """Whether *obj* can be called as ``app(scope, receive, send)``.
-
-    Classes are excluded: an ASGI 2 class (instantiated per connection) is not supported, and a
-    class used as a zero-argument factory is far more common.
-    """
+    """Whether *obj* can be called as ``app(scope, receive, send)`` (a class never is: it is far
+    more often a zero-argument factory than an ASGI 2 app)."""
     if not callable(obj) or inspect.isclass(obj):
         return False
-    arity = _positional_arity(obj)
+    arity = _arity(obj)
     if arity is None:
-        return True  # a C-level callable: nothing to inspect, trust the caller
+        return True  # a C-level callable: trust the caller
     required, total, var_positional = arity
-    if required < 0:
-        return False
-    return required <= 3 and (total >= 3 or var_positional)
+    return 0 <= required <= 3 and (total >= 3 or var_positional)
 
 
 def _is_factory(obj: Any) -> bool:
-    """Whether *obj* can be called with no arguments (and is not itself an app)."""
-    if not callable(obj):
-        return False
-    arity = _positional_arity(obj)
-    if arity is None:
-        return False
-    return arity[0] == 0
+    arity = _arity(obj) if callable(obj) else None
+    return arity is not None and arity[0] == 0
 
 
 def _describe(obj: Any) -> str:
     if inspect.isclass(obj):
         return f"the class {obj.__qualname__}"
     if inspect.isfunction(obj) or inspect.ismethod(obj):
-        return f"the function {obj.__qualname__}{_signature_text(obj)}"
+        try:
+            signature = str(inspect.signature(obj))
+        except (TypeError, ValueError):
+            signature = "(...)"
+        return f"the function {obj.__qualname__}{signature}"
     return f"a {type(obj).__qualname__} object"
 
 
-def _signature_text(obj: Any) -> str:
-    try:
-        return str(inspect.signature(obj))
-    except (TypeError, ValueError):
-        return "(...)"
-
-
 def _user_traceback(exc: BaseException) -> str:
-    """The traceback of *exc* without the leading importlib/loader frames that precede user code."""
+    """The traceback of *exc* without the loader and importlib frames before the user's code."""
     tb = exc.__traceback__
-    this_file = __file__
     while tb is not None and tb.tb_next is not None:
         filename = tb.tb_frame.f_code.co_filename
-        if filename == this_file or filename.startswith("<frozen importlib"):
-            tb = tb.tb_next
-            continue
-        break
+        if filename != __file__ and not filename.startswith("<frozen importlib"):
+            break
+        tb = tb.tb_next
     return "".join(traceback.format_exception(type(exc), exc, tb)).rstrip()
+
+
+def _raised(what: str, exc: BaseException, hint: str, doing: str = "") -> TaskAppError:
+    """``<what> raised <Error><doing>:`` and the user's traceback."""
+    return TaskAppError(f"{what} raised {type(exc).__name__}{doing}:\n{_user_traceback(exc)}", hint=hint)
 
 
 def _call_factory(factory: Callable[[], Any], what: str) -> ASGIApp:
@@ -154,14 +124,12 @@ def _call_factory(factory: Callable[[], Any], what: str) -> ASGIApp:
     try:
         result = factory()
     except Exception as exc:
-        raise TaskAppError(
-            f"{what} raised {type(exc).__name__} while building the task app:\n{_user_traceback(exc)}",
-            hint="fix the error above in the factory; it must return an ASGI app",
-        ) from exc
+        hint = "fix the error above in the factory; it must return an ASGI app"
+        raise _raised(what, exc, hint, " while building the task app") from exc
     if inspect.isawaitable(result):
         close = getattr(result, "close", None)
         if callable(close):
-            close()  # do not leave a never-awaited coroutine behind
+            close()  # no never-awaited coroutine left behind
         raise TaskAppError(
             f"{what} returned an awaitable, not an ASGI app",
             hint="async factories are not supported: build the app synchronously and return it",
@@ -176,7 +144,6 @@ def _call_factory(factory: Callable[[], Any], what: str) -> ASGIApp:
 
 
 def _app_or_factory(obj: Any, what: str) -> ASGIApp:
-    """*obj* is either the app itself or a zero-argument factory for it."""
     if is_asgi_app(obj):
         return obj  # type: ignore[no-any-return]
     if _is_factory(obj):
@@ -189,20 +156,8 @@ def _app_or_factory(obj: Any, what: str) -> ASGIApp:
 
 
 def load_module_from_path(path: str | Path, *, fresh: bool = False) -> types.ModuleType:
-    """The ``.py`` file at *path* as a uniquely named module, executed once per file version.
-
-    Loading the same unchanged file again returns the module already loaded (like ``import``),
-    so starting and stopping a task app many times keeps memory and ``sys.modules`` flat; a file
-    that changed on disk (mtime or size) is executed afresh and replaces the old module. The
-    file's directory is on ``sys.path`` while it executes, so the task app can import its
-    sibling modules the way it would when run as a script. Any exception raised by the module
-    becomes a :class:`TaskAppError` carrying the original traceback (and is not remembered).
-
-    ``fresh=True`` executes the file again into a private module that is neither remembered nor
-    returned to anyone else (the shared module, if loaded, is left alone): for a server that
-    must not share the app or its module state with another. The caller hands it to
-    :func:`unload_module` when done with it.
-    """
+    """The ``.py`` file at *path* as a uniquely named module, executed once per file version;
+    ``fresh=True`` executes it again into a private module, for :func:`unload_module` later."""
     file = _task_app_file(path)
     with _loaded_lock:  # also serialises the sys.path edits of _execute
         if fresh:
@@ -220,14 +175,12 @@ def load_module_from_path(path: str | Path, *, fresh: bool = False) -> types.Mod
 
 
 def unload_module(module: types.ModuleType) -> None:
-    """Drop a private module (from ``fresh`` loading) from ``sys.modules`` once its app is no
-    longer served, so that per-test loads do not pile up; a no-op for a module not registered."""
+    """Drop a private (``fresh``) module from ``sys.modules``; a no-op for one not registered."""
     if sys.modules.get(module.__name__) is module:
         del sys.modules[module.__name__]
 
 
 def _task_app_file(path: str | Path) -> Path:
-    """*path* resolved, or a :class:`TaskAppError` saying why it cannot be a task app file."""
     file = Path(path)
     if not file.exists():
         raise TaskAppError(
@@ -247,20 +200,14 @@ def _task_app_file(path: str | Path) -> Path:
     return file.resolve()
 
 
-def _unique_name(stem: str, parent: str = "") -> str:
-    """A module name no other load uses (under *parent*, so relative imports resolve as there)."""
+def _exec_as(
+    stem: str, file: Path, parent: str = "", package_path: list[str] | None = None
+) -> types.ModuleType:
+    """Execute *file* as a new module of a name no other load uses (under *parent*, so relative
+    imports resolve as there); with *package_path* it is a copy of a package's ``__init__``."""
     safe = "".join(ch if ch.isalnum() else "_" for ch in stem)
     name = f"_synth_task_app_{safe}_{next(_module_counter)}"
-    return f"{parent}.{name}" if parent else name
-
-
-def _exec_as(name: str, file: Path, *, package_path: list[str] | None = None) -> types.ModuleType:
-    """Execute the source *file* as a new module *name*; exceptions propagate unchanged.
-
-    With *package_path* the module is a copy of a package's ``__init__``: a plain module of
-    that package (so relative imports resolve to the package's own modules) that keeps the
-    package's ``__path__`` for code reading it.
-    """
+    name = f"{parent}.{name}" if parent else name
     if package_path is None:
         spec = importlib.util.spec_from_file_location(name, file)
     else:
@@ -270,8 +217,7 @@ def _exec_as(name: str, file: Path, *, package_path: list[str] | None = None) ->
     module = importlib.util.module_from_spec(spec)
     if package_path is not None:
         module.__path__ = package_path
-    # Registered before executing: dataclasses and pydantic resolve annotations via sys.modules.
-    sys.modules[name] = module
+    sys.modules[name] = module  # before executing: dataclasses and pydantic look it up there
     try:
         spec.loader.exec_module(module)
     except BaseException:
@@ -286,30 +232,29 @@ def _execute(file: Path) -> types.ModuleType:
     if added_to_path:
         sys.path.insert(0, directory)
     try:
-        return _exec_as(_unique_name(file.stem), file)
+        return _exec_as(file.stem, file)
     except Exception as exc:
-        raise TaskAppError(
-            f"importing task app file {str(file)!r} raised {type(exc).__name__}:\n{_user_traceback(exc)}",
-            hint="fix the error above in the task app module (it happens at import time)",
-        ) from exc
+        raise _raised(f"importing task app file {str(file)!r}", exc, _IMPORT_HINT) from exc
     finally:
         if added_to_path:
             with contextlib.suppress(ValueError):
                 sys.path.remove(directory)
 
 
+_IMPORT_HINT = "fix the error above in the task app module (it happens at import time)"
+
+
 def _app_from_module(module: types.ModuleType, where: str) -> ASGIApp:
-    """Find the app in a loaded task app module: ``app`` first, then the known factories."""
+    """The app of a task app module: ``app`` first, then the known factories."""
     found: list[str] = []
     for attribute in (APP_ATTRIBUTE, *FACTORY_NAMES):
         if not hasattr(module, attribute):
             continue
         obj = getattr(module, attribute)
-        what = f"{where}:{attribute}"
         if attribute == APP_ATTRIBUTE and is_asgi_app(obj):
             return obj  # type: ignore[no-any-return]
         if _is_factory(obj) and not is_asgi_app(obj):
-            return _call_factory(obj, what)
+            return _call_factory(obj, f"{where}:{attribute}")
         found.append(f"`{attribute}` is {_describe(obj)}")
     looked_for = ", ".join(f"`{n}`" for n in (APP_ATTRIBUTE, *FACTORY_NAMES))
     message = f"task app module {where} defines no usable app: looked for {looked_for}"
@@ -331,9 +276,8 @@ def _app_from_module(module: types.ModuleType, where: str) -> ASGIApp:
 
 
 def _module_apps(module: types.ModuleType, *, include_app: bool = False) -> list[tuple[str, Any]]:
-    """The module's ASGI apps (``app`` itself only with *include_app*): app objects (a
-    ``FastAPI()``) and functions written as ``(scope, receive, send)``, never a helper that
-    happens to take three arguments, nor a router."""
+    """The module's ASGI apps (``app`` only with *include_app*): app objects and middleware
+    around one, and functions of ``(scope, receive, send)``; never a router or a helper."""
     found = []
     for name, obj in vars(module).items():
         if name.startswith("_") or (name == APP_ATTRIBUTE and not include_app):
@@ -341,32 +285,33 @@ def _module_apps(module: types.ModuleType, *, include_app: bool = False) -> list
         if inspect.isclass(obj) or not is_asgi_app(obj):
             continue
         if inspect.isfunction(obj):
-            params = list(_signature_parameters(obj))
-            if params[:3] != ["scope", "receive", "send"]:
+            if list(inspect.signature(obj).parameters)[:3] != ["scope", "receive", "send"]:
                 continue
         elif not (hasattr(obj, "router") or (hasattr(obj, "app") and not hasattr(obj, "routes"))):
-            continue  # an app object (FastAPI, Starlette) or a middleware around one; not a router
+            continue
         found.append((name, obj))
     return found
 
 
-def _signature_parameters(obj: Any) -> list[str]:
-    try:
-        return list(inspect.signature(obj).parameters)
-    except (TypeError, ValueError):
-        return []
+class _NotFromSource(Exception):
+    """The module to copy has no Python source file (an extension, a zip, a namespace package)."""
+
+    def __init__(self, origin: str | None) -> None:
+        super().__init__(origin)
+        self.origin = origin
 
 
 def _app_from_target(target: str, *, fresh: bool = False) -> tuple[ASGIApp, types.ModuleType | None]:
-    """Import ``"pkg.module:attr"`` (``attr`` may be dotted) and return the app it names, with the
-    private copy of the module it came from when *fresh* (else None: the module is shared)."""
+    """The app ``"pkg.module:attr"`` names (``attr`` may be dotted), with the module's private
+    copy when *fresh* (else None: the module is shared)."""
     module_name, sep, attr_path = target.partition(":")
-    if not sep or not module_name.strip() or not attr_path.strip():
+    module_name, attr_path = module_name.strip(), attr_path.strip()
+    if not sep or not module_name or not attr_path:
         raise TaskAppError(
             f"target {target!r} is not of the form 'package.module:attribute'",
             hint="e.g. target='my_tasks.server:app' or target='my_tasks.server:create_app'",
         )
-    module_name, attr_path = module_name.strip(), attr_path.strip()
+    importing = f"importing module {module_name!r} for target {target!r}"
     try:
         module = _module_copy(module_name) if fresh else importlib.import_module(module_name)
     except _NotFromSource as exc:
@@ -386,21 +331,13 @@ def _app_from_target(target: str, *, fresh: bool = False) -> tuple[ASGIApp, type
                 hint=f"{guess}make sure the module is importable from the test run (installed, or "
                 "its directory on sys.path / pytest's pythonpath)",
             ) from exc
-        raise TaskAppError(
-            f"importing module {module_name!r} for target {target!r} raised "
-            f"{type(exc).__name__}:\n{_user_traceback(exc)}",
-            hint="a module imported by the task app is missing; install it or fix the import",
-        ) from exc
+        hint = "a module imported by the task app is missing; install it or fix the import"
+        raise _raised(importing, exc, hint) from exc
     except Exception as exc:
-        raise TaskAppError(
-            f"importing module {module_name!r} for target {target!r} raised "
-            f"{type(exc).__name__}:\n{_user_traceback(exc)}",
-            hint="fix the error above in the task app module (it happens at import time)",
-        ) from exc
+        raise _raised(importing, exc, _IMPORT_HINT) from exc
     try:
-        app = _app_or_factory(
-            _attribute(module, attr_path, f"module {module_name!r}", target), f"target {target!r}"
-        )
+        obj = _attribute(module, attr_path, f"module {module_name!r}", target)
+        app = _app_or_factory(obj, f"target {target!r}")
     except BaseException:
         if fresh:
             unload_module(module)
@@ -409,37 +346,19 @@ def _app_from_target(target: str, *, fresh: bool = False) -> tuple[ASGIApp, type
 
 
 def _near_module(name: str) -> str | None:
-    """The importable module *name* was most likely meant to be: a sibling in its package (or a
-    top-level module on ``sys.path``) with a close name."""
-    import difflib
-    import pkgutil
-
+    """A close-named sibling of module *name* in its package, or top-level module."""
     parent, _, leaf = name.rpartition(".")
     try:
         where = importlib.import_module(parent).__path__ if parent else None
     except (ImportError, AttributeError):  # the parent is missing too, or not a package
         return None
-    names = [info.name for info in pkgutil.iter_modules(where)]
-    found = difflib.get_close_matches(leaf, names, n=1, cutoff=0.8)
-    return f"{parent + '.' if parent else ''}{found[0]}" if found else None
-
-
-class _NotFromSource(Exception):
-    """The module to copy has no Python source file (an extension, a zip, a namespace package)."""
-
-    def __init__(self, origin: str | None) -> None:
-        super().__init__(origin)
-        self.origin = origin
+    found = closest(leaf, [info.name for info in pkgutil.iter_modules(where)])
+    return f"{parent + '.' if parent else ''}{found}" if found else None
 
 
 def _module_copy(module_name: str) -> types.ModuleType:
-    """A private copy of *module_name*, executed anew from its source file.
-
-    The module registered under *module_name* (if imported) is neither replaced nor touched, so
-    whoever serves its app keeps it. The copy is a sibling of the original in its package (a
-    package's ``__init__`` becomes a module of the package itself): its relative imports resolve
-    to the same modules as the original's, which are shared like any import.
-    """
+    """A private copy of *module_name*, executed anew from source beside the original in its
+    package (so relative imports share its modules); the registered module is left alone."""
     spec = importlib.util.find_spec(module_name)  # imports the parent packages, not the module
     if spec is None:
         raise ModuleNotFoundError(f"No module named {module_name!r}", name=module_name)
@@ -448,8 +367,8 @@ def _module_copy(module_name: str) -> types.ModuleType:
         raise _NotFromSource(spec.origin)
     locations = spec.submodule_search_locations
     parent = module_name if locations is not None else module_name.rpartition(".")[0]
-    name = _unique_name(module_name.rpartition(".")[2], parent)
-    return _exec_as(name, origin, package_path=None if locations is None else list(locations))
+    package_path = None if locations is None else list(locations)
+    return _exec_as(module_name.rpartition(".")[2], origin, parent, package_path)
 
 
 def _attribute(module: types.ModuleType, attr_path: str, what: str, source: str) -> Any:
@@ -459,8 +378,8 @@ def _attribute(module: types.ModuleType, attr_path: str, what: str, source: str)
         if not hasattr(obj, part):
             public = sorted(n for n in vars(module) if not n.startswith("_"))
             apps = [name for name, _ in _module_apps(module, include_app=True)]
-            close = difflib.get_close_matches(attr_path, public, n=1) or apps[:1]
-            guess = f"did you mean {close[0]!r}? " if close else ""
+            close = closest(attr_path, public) or (apps[0] if apps else None)
+            guess = f"did you mean {close!r}? " if close else ""
             if apps:  # what the user is after, not every import of the module
                 listed = f"its apps: {', '.join(apps)}"
             else:
@@ -472,15 +391,9 @@ def _attribute(module: types.ModuleType, attr_path: str, what: str, source: str)
     return obj
 
 
-_PATH_WITH_ATTRIBUTE = re.compile(r"^(?P<path>.+\.py):(?P<attr>[A-Za-z_][\w.]*)$")
-
-
 def split_app_path(source: str | Path) -> tuple[Path, str | None]:
-    """``"app.py:attr"`` -> ``(Path("app.py"), "attr")``; a plain path -> ``(path, None)``.
-
-    The ``file.py:attribute`` form names the app in a file the way ``module:attribute`` names it
-    in an importable module (as uvicorn writes it).
-    """
+    """``"app.py:attr"`` -> ``(Path("app.py"), "attr")``, as uvicorn writes it; a plain path (or
+    an existing file whose name has a colon) -> ``(path, None)``."""
     text = str(source)
     match = _PATH_WITH_ATTRIBUTE.match(text)
     if match is None or Path(text).exists():
@@ -495,12 +408,8 @@ def resolve_app(
     target: str | None = None,
     factory: Callable[[], Any] | None = None,
 ) -> ASGIApp:
-    """Return the ASGI app described by exactly one of the four sources.
-
-    Raises :class:`TaskAppError` when zero or several sources are given, and for every way a
-    source can fail to produce an app. A ``.py`` file is executed once per version of the file
-    and a target imported once, so every caller gets the same app from the same module.
-    """
+    """The ASGI app of exactly one of the four sources; a file is executed once per version and
+    a target imported once, so every caller gets the same app. Raises :class:`TaskAppError`."""
     return _resolve(app, task_app_path, target, factory, fresh=False)[0]
 
 
@@ -511,17 +420,9 @@ def resolve_fresh_app(
     target: str | None = None,
     factory: Callable[[], Any] | None = None,
 ) -> tuple[ASGIApp, types.ModuleType | None]:
-    """Like :func:`resolve_app`, but a source is loaded anew, for one server alone.
-
-    A task app keeps state on its app object and module (a lifespan puts a client on
-    ``app.state`` and closes it at shutdown), so two servers of one app object break each other.
-    Here a ``.py`` file is executed again and a target's module copied afresh from its source
-    (the shared module in ``sys.modules`` is left alone): the app comes from a private module,
-    returned with it for :func:`unload_module` once the app is no longer served. Modules that
-    module imports are shared as usual. ``app=`` and ``factory=`` have nothing to reload: the
-    object is returned as given, the factory called as by :func:`resolve_app`, and the module
-    is None.
-    """
+    """Like :func:`resolve_app`, but a file or target is loaded anew into a private module, for
+    one server alone (returned with the app, for :func:`unload_module`; None for ``app=`` and
+    ``factory=``, which have nothing to reload)."""
     return _resolve(app, task_app_path, target, factory, fresh=True)
 
 
@@ -533,19 +434,13 @@ def _resolve(
     *,
     fresh: bool,
 ) -> tuple[ASGIApp, types.ModuleType | None]:
-    """The app of the single source given, and its private module when *fresh* loaded one."""
-    given = {
-        "app": app is not None,
-        "task_app_path": task_app_path is not None,
-        "target": target is not None,
-        "factory": factory is not None,
-    }
-    chosen = [name for name, present in given.items() if present]
+    given = {"app": app, "task_app_path": task_app_path, "target": target, "factory": factory}
+    chosen = [name for name, value in given.items() if value is not None]
     if len(chosen) != 1:
-        got = "none" if not chosen else ", ".join(chosen)
         raise TaskAppError(
-            f"InProcessTaskApp needs exactly one task app source; got {got}",
-            hint=_SOURCES_HINT,
+            f"InProcessTaskApp needs exactly one task app source; got {', '.join(chosen) or 'none'}",
+            hint="pass exactly one of: app=<ASGI app>, task_app_path='path/to/task_app.py', "
+            "target='package.module:attribute', factory=<zero-argument callable returning an ASGI app>",
         )
     if app is not None:
         if not is_asgi_app(app):
@@ -559,17 +454,16 @@ def _resolve(
         path, attribute = split_app_path(task_app_path)
         module = load_module_from_path(path, fresh=fresh)
         try:
-            if attribute is not None:
-                obj = _attribute(module, attribute, f"task app file {str(path)!r}", str(task_app_path))
-                return _app_or_factory(obj, repr(str(task_app_path))), module if fresh else None
-            return _app_from_module(module, repr(str(path))), module if fresh else None
+            if attribute is None:
+                return _app_from_module(module, repr(str(path))), module if fresh else None
+            obj = _attribute(module, attribute, f"task app file {str(path)!r}", str(task_app_path))
+            return _app_or_factory(obj, repr(str(task_app_path))), module if fresh else None
         except BaseException:
             if fresh:
                 unload_module(module)
             raise
     if target is not None:
         return _app_from_target(target, fresh=fresh)
-    assert factory is not None
     if not callable(factory):
         raise TaskAppError(
             f"factory= is {_describe(factory)}, which is not callable",
