@@ -1,26 +1,13 @@
-"""Polling a job to a terminal status, on whatever clock the job runs on.
+"""Polling a job to a terminal status, on whatever clock the job runs on: the rules, without I/O.
 
-The upstream SDK ignored the caller's ``interval``, treated only three exact spellings as
-terminal, and swallowed callback errors into a log. Here a :class:`Poller` owns the rules:
-
-- the first poll is at t=0; between polls we sleep ``min(interval, time left)``, so the last poll
-  lands exactly on the deadline and the total wait is exactly ``timeout`` on the clock;
-- a terminal status in any spelling ends polling (see :mod:`.results`);
-- a callback that raises is reported as a :class:`SynthCallbackWarning` with its traceback, and
-  polling goes on, because a broken progress printer must not fail a training run;
-- a poll whose own retries were exhausted on a transient failure (connection error, 408, 429,
-  5xx) does not end the wait: a job with hours left must not be abandoned over one bad minute.
-  The wait goes on until its timeout, or until the *failure budget* is spent: ``max_failed_polls``
-  consecutive polls (default 5) each failed after all their retries. Then the error says how many
-  polls failed and lists every attempt they made. A non-transient answer (401, 404, ...) still
-  ends the wait at once, because waiting will not fix it.
-
-The poller does no I/O; the sync and async jobs call it between their own requests.
+The first poll is at t=0, then every ``min(interval, time left)``, so the last lands on the
+deadline. A raising callback is a :class:`SynthCallbackWarning` and polling goes on. A poll that
+failed after its retries on a transient error does not end the wait unless ``max_failed_polls``
+fail in a row; a non-transient answer (401, 404, ...) ends it at once.
 """
 
 from __future__ import annotations
 
-import math
 import traceback
 import warnings
 from typing import Any
@@ -35,6 +22,7 @@ from pytest_synth_rl.errors import (
     JobFailedError,
     JobTimeoutError,
     SynthUsageError,
+    seconds_problem,
 )
 from pytest_synth_rl.secrets.callers import outside_stacklevel
 
@@ -51,7 +39,7 @@ __all__ = [
 #: Consecutive failed polls (each after all its retries) that end a wait before its timeout.
 DEFAULT_MAX_FAILED_POLLS = 5
 
-# Float noise from summing many virtual sleeps must not buy an extra poll past the deadline.
+#: Float noise from summing many virtual sleeps must not buy an extra poll past the deadline.
 _EPSILON = 1e-9
 
 
@@ -60,15 +48,13 @@ class SynthCallbackWarning(UserWarning):
 
 
 def _check_number(name: str, value: float, *, allow_zero: bool) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    ok = ok and (value >= 0 if allow_zero else value > 0)
-    if not ok:
-        bound = ">= 0" if allow_zero else "> 0"
+    problem = seconds_problem(value, allow_zero=allow_zero)
+    if problem is not None:
         raise SynthUsageError(
             [
                 ConfigProblem(
                     key=f"poll_until_complete.{name}",
-                    message=f"must be a finite number of seconds {bound}, got {value!r}",
+                    message=problem,
                     hint="e.g. poll_until_complete(timeout=7200, interval=10)",
                 )
             ]
