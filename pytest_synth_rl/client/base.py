@@ -67,6 +67,14 @@ T = TypeVar("T")
 
 #: Seconds allowed for each request of the pre-submission task app probe.
 HEALTH_TIMEOUT = 10.0
+#: Each operation on a job: what it does (for errors), method, route suffix, has a fallback route.
+_ROUTES = {
+    "status": ("get the job status", "GET", "", False),
+    "cancel": ("cancel the job", "POST", "/cancel", False),
+    "events": ("read job events", "GET", "/events", True),
+    "metrics": ("read job metrics", "GET", "/metrics", True),
+    "timeline": ("read the job timeline", "GET", "/timeline", True),
+}
 
 
 class JobBase(Generic[ClientT, TransportT]):
@@ -375,38 +383,20 @@ class JobBase(Generic[ClientT, TransportT]):
         self.submitted_wall = time.perf_counter()
         return job_id
 
-    def _job_call(
-        self,
-        operation: str,
-        action: str,
-        parse: Callable[[httpx.Response], T],
-        *,
-        method: str = "GET",
-        suffix: str = "",
-        params: Mapping[str, str | int] | None = None,
-        json: Any = None,
-        fallback: bool = False,
-    ) -> Call[T]:
-        """A call on this job's resource; with ``fallback``, ``/learning/jobs/...`` answers a 404."""
+    def _job_call(self, operation: str, parse: Callable[[httpx.Response], T], **params: int) -> Call[T]:
+        """A call on this job's resource (see ``_ROUTES``); where the route has a fallback,
+        ``/learning/jobs/...`` answers a 404, and is tried first once it answered instead."""
+        action, method, suffix, fallback = _ROUTES[operation]
         job_id = self._require_job_id(action)
         primary = f"{self.api_base}/rl/jobs/{job_id}{suffix}"
         alternate = f"{self.api_base}/learning/jobs/{job_id}{suffix}" if fallback else None
         if alternate is not None and operation in self._sender.fallback_routes:
             primary, alternate = alternate, None
+        json: dict[str, Any] | None = {} if method == "POST" else None
         call = Call(
-            operation=operation,
-            method=method,
-            url=alternate or primary,
-            parse=parse,
-            headers=self._auth(),
-            params=params,
-            json=json,
-            job_id=job_id,
+            operation, method, alternate or primary, parse, self._auth(), params or None, json, job_id=job_id
         )
         return call if alternate is None else replace(call, url=primary, fallback=call)
-
-    def _status_call(self) -> Call[tuple[dict[str, Any], str | None]]:
-        return self._job_call("status", "get the job status", self._read_status)
 
     def _read_status(self, response: httpx.Response) -> tuple[dict[str, Any], str | None]:
         read = read_object(response)
@@ -418,46 +408,26 @@ class JobBase(Generic[ClientT, TransportT]):
             add_status_run(self.observed_statuses, status, max(0.0, now - self._observed_since))
         return read
 
-    def _cancel_call(self) -> Call[dict[str, Any]]:
-        return self._job_call(
-            "cancel", "cancel the job", lambda r: read_object(r)[0], method="POST", suffix="/cancel", json={}
-        )
-
-    def _events_call(self, since_seq: int, limit: int) -> Call[EventPage]:
-        return self._job_call(
-            "events",
-            "read job events",
-            lambda r: event_page(r, since_seq),
-            suffix="/events",
-            params={"since_seq": since_seq, "limit": limit},
-            fallback=True,
-        )
-
-    def _metrics_call(self, after_step: int, limit: int) -> Call[list[dict[str, Any]]]:
-        return self._job_call(
-            "metrics",
-            "read job metrics",
-            lambda r: json_list(r, "points"),
-            suffix="/metrics",
-            params={"after_step": after_step, "limit": limit},
-            fallback=True,
-        )
-
-    def _timeline_call(self) -> Call[list[dict[str, Any]]]:
-        return self._job_call(
-            "timeline",
-            "read the job timeline",
-            lambda r: json_list(r, "events"),
-            suffix="/timeline",
-            fallback=True,
-        )
-
     # -- steps -------------------------------------------------------------------------------
     def _status(self) -> Steps[dict[str, Any]]:
-        return (yield from self._sender.send(self._status_call()))[0]
+        return (yield from self._sender.send(self._job_call("status", self._read_status)))[0]
 
     def _results(self) -> Steps[dict[str, Any]]:
         return self._results_from((yield from self._status()))
+
+    def _cancel(self) -> Steps[dict[str, Any]]:
+        return self._sender.send(self._job_call("cancel", lambda r: read_object(r)[0]))
+
+    def _events(self, since_seq: int, limit: int) -> Steps[EventPage]:
+        call = self._job_call("events", lambda r: event_page(r, since_seq), since_seq=since_seq, limit=limit)
+        return self._sender.send(call)
+
+    def _metrics(self, after_step: int, limit: int) -> Steps[list[dict[str, Any]]]:
+        call = self._job_call("metrics", lambda r: json_list(r, "points"), after_step=after_step, limit=limit)
+        return self._sender.send(call)
+
+    def _timeline(self) -> Steps[list[dict[str, Any]]]:
+        return self._sender.send(self._job_call("timeline", lambda r: json_list(r, "events")))
 
     def _upload(self, env_key: str | Secret | None, verify: bool) -> Steps[EnvKeyUpload]:
         """The upload of *env_key*, by default this job's ``task_app_api_key``."""
@@ -489,7 +459,7 @@ class JobBase(Generic[ClientT, TransportT]):
             max_failed_polls=max_failed_polls,
         )
         self.last_polls = poller.history
-        status_call = self._status_call()
+        status_call = self._job_call("status", self._read_status)
         while True:
             try:
                 payload, note = yield from self._sender.send(status_call)

@@ -95,19 +95,19 @@ class RLJob(JobBase[httpx.Client, httpx.BaseTransport]):
 
     def cancel(self) -> dict[str, Any]:
         """Ask the backend to cancel the job; returns its answer."""
-        return self._drive(self._sender.send(self._cancel_call()))
+        return self._drive(self._cancel())
 
     def events(self, since_seq: int = 0, limit: int = 200) -> EventPage:
         """Events after ``since_seq``; pass ``page.next_seq`` back to continue."""
-        return self._drive(self._sender.send(self._events_call(since_seq, limit)))
+        return self._drive(self._events(since_seq, limit))
 
     def metrics(self, after_step: int = -1, limit: int = 200) -> list[dict[str, Any]]:
         """Metric points (``name``, ``step``, ``value``, ...) after ``after_step``."""
-        return self._drive(self._sender.send(self._metrics_call(after_step, limit)))
+        return self._drive(self._metrics(after_step, limit))
 
     def timeline(self) -> list[dict[str, Any]]:
         """The job's phase timeline (entries with ``phase`` and ``created_at``)."""
-        return self._drive(self._sender.send(self._timeline_call()))
+        return self._drive(self._timeline())
 
     def close(self) -> None:
         """Close the HTTP client if the job created it (an injected client stays open)."""
@@ -176,16 +176,16 @@ class AsyncRLJob(JobBase[httpx.AsyncClient, httpx.AsyncBaseTransport]):
         return await self._drive(self._results())
 
     async def cancel(self) -> dict[str, Any]:
-        return await self._drive(self._sender.send(self._cancel_call()))
+        return await self._drive(self._cancel())
 
     async def events(self, since_seq: int = 0, limit: int = 200) -> EventPage:
-        return await self._drive(self._sender.send(self._events_call(since_seq, limit)))
+        return await self._drive(self._events(since_seq, limit))
 
     async def metrics(self, after_step: int = -1, limit: int = 200) -> list[dict[str, Any]]:
-        return await self._drive(self._sender.send(self._metrics_call(after_step, limit)))
+        return await self._drive(self._metrics(after_step, limit))
 
     async def timeline(self) -> list[dict[str, Any]]:
-        return await self._drive(self._sender.send(self._timeline_call()))
+        return await self._drive(self._timeline())
 
     async def close(self) -> None:
         """Close the HTTP client if the job created it (an injected client stays open)."""

@@ -197,27 +197,24 @@ def upload_steps(
     url = f"{api_base}/v1/env-keys"
     auth = bearer(resolve_api_key(api_key))
     key = _resolve_env_key(env_key, url)
+    key_call = partial(Call, headers=auth, error_cls=EnvKeyUploadError, fix=_FIX_BACKEND)
     public_key = yield from sender.send(
-        Call(
-            operation="public-key",
-            method="GET",
-            url=f"{api_base}/v1/crypto/public-key",
-            parse=_read_public_key,
-            headers=auth,
-            error_cls=EnvKeyUploadError,
+        key_call(
+            "public-key",
+            "GET",
+            f"{api_base}/v1/crypto/public-key",
+            _read_public_key,
             action=f"fetching the backend's public key to upload {ENV_KEY_NAME} failed",
-            fix=_FIX_BACKEND,
         )
     )
+    sealed = {"name": ENV_KEY_NAME, "ciphertext_b64": seal_env_key(key, public_key)}
     upload = yield from sender.send(
-        Call(
-            operation="env-key-upload",
-            method="POST",
-            url=url,
-            parse=partial(_read_upload, url),
-            headers=auth,
-            json={"name": ENV_KEY_NAME, "ciphertext_b64": seal_env_key(key, public_key)},
-            error_cls=EnvKeyUploadError,
+        key_call(
+            "env-key-upload",
+            "POST",
+            url,
+            partial(_read_upload, url),
+            json=sealed,
             action=f"uploading {ENV_KEY_NAME} failed",
             fix="the backend refused the sealed key; " + _FIX_BACKEND,
         )
@@ -226,15 +223,12 @@ def upload_steps(
         return upload
     check = f"{url}/verify"
     present = yield from sender.send(
-        Call(
-            operation="env-key-verify",
-            method="GET",
-            url=check,
-            parse=lambda response: read_object(response)[0].get("present") is True,
-            headers=auth,
-            error_cls=EnvKeyUploadError,
+        key_call(
+            "env-key-verify",
+            "GET",
+            check,
+            lambda response: read_object(response)[0].get("present") is True,
             action=f"checking that the backend holds {ENV_KEY_NAME} failed",
-            fix=_FIX_BACKEND,
         )
     )
     if not present:
