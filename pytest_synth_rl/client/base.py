@@ -186,14 +186,13 @@ class JobBase(Generic[ClientT, TransportT]):
             tags=tags,
             allow_new_keys=allow_new_keys,
         )
+        options: dict[str, Any] = {"clock": clock, "http_client": http_client, "transport": transport}
         job = cls(
             config,
             skip_health_check=skip_health_check,
-            clock=clock,
-            http_client=http_client,
-            transport=transport,
             retry=retry,
             request_timeout=request_timeout,
+            **options,
         )
         try:
             job.build()
@@ -220,15 +219,8 @@ class JobBase(Generic[ClientT, TransportT]):
         if not isinstance(job_id, str) or not job_id.strip():
             raise SynthError(f"job_id must be a non-empty string, got {job_id!r}")
         config = RLJobConfig.resolve(None, backend_url=backend_url, api_key=api_key)
-        return cls(
-            config,
-            job_id=job_id.strip(),
-            clock=clock,
-            http_client=http_client,
-            transport=transport,
-            retry=retry,
-            request_timeout=request_timeout,
-        )
+        options: dict[str, Any] = {"clock": clock, "http_client": http_client, "transport": transport}
+        return cls(config, job_id=job_id.strip(), retry=retry, request_timeout=request_timeout, **options)
 
     @classmethod
     def list_jobs(
@@ -250,31 +242,13 @@ class JobBase(Generic[ClientT, TransportT]):
     ) -> Any:
         """``GET /rl/jobs``: the backend's answer as parsed JSON (awaitable on :class:`AsyncRLJob`)."""
         config = RLJobConfig.resolve(None, backend_url=backend_url, api_key=api_key)
-        params: dict[str, str | int] = {"limit": limit}
-        if status:
-            params["status"] = status
-        filters = {
-            "model": model,
-            "created_after": created_after,
-            "created_before": created_before,
-            "after": after,
-        }
-        params.update({k: v for k, v in filters.items() if v is not None})
-        lister = cls(
-            config,
-            clock=clock,
-            http_client=http_client,
-            transport=transport,
-            retry=retry,
-            request_timeout=request_timeout,
-        )
+        filters = {"status": status or None, "model": model, "created_after": created_after}
+        filters |= {"created_before": created_before, "after": after}
+        params: dict[str, str | int] = {"limit": limit, **{k: v for k, v in filters.items() if v is not None}}
+        options: dict[str, Any] = {"clock": clock, "http_client": http_client, "transport": transport}
+        lister = cls(config, retry=retry, request_timeout=request_timeout, **options)
         call = Call(
-            operation="list",
-            method="GET",
-            url=f"{lister.api_base}/rl/jobs",
-            parse=lambda r: read_json(r)[0],
-            headers=lister._auth(),
-            params=params,
+            "list", "GET", f"{lister.api_base}/rl/jobs", lambda r: read_json(r)[0], lister._auth(), params
         )
         return lister._drive_and_close(lister._sender.send(call))
 

@@ -42,13 +42,8 @@ logger = get_logger("pytest_synth_rl.client")
 
 #: Transport failures that say nothing about the request itself, so sending it again may work.
 #: Safe for POST too: submissions carry an ``Idempotency-Key`` that is the same on every retry.
-RETRYABLE_ERRORS: tuple[type[Exception], ...] = (
-    httpx.ConnectError,
-    httpx.TimeoutException,
-    httpx.ReadError,
-    httpx.WriteError,
-    httpx.RemoteProtocolError,
-)
+RETRYABLE_ERRORS: tuple[type[Exception], ...] = (httpx.ConnectError, httpx.TimeoutException, httpx.ReadError)
+RETRYABLE_ERRORS += (httpx.WriteError, httpx.RemoteProtocolError)
 
 
 def _problem(key: str, message: str) -> SynthUsageError:
@@ -59,16 +54,10 @@ def _problem(key: str, message: str) -> SynthUsageError:
 
 @dataclass
 class RetryPolicy:
-    """How hard to try. Injectable per job; the defaults ride out a short outage.
-
-    - up to ``max_attempts`` sends in total;
-    - between them, exponential backoff ``backoff_base * backoff_multiplier**n`` capped at
-      ``backoff_max``, with full jitter (uniform in ``[0, cap]``); ``seed`` makes the draws
-      reproducible, ``jitter=False`` makes them the caps themselves;
-    - a ``Retry-After`` header (seconds or HTTP-date) on 429/503 is honoured, capped at
-      ``max_retry_after``;
-    - never more than ``total_budget`` clock seconds from the first send to the last.
-    """
+    """How hard to try: up to ``max_attempts`` sends; between them backoff
+    ``backoff_base * backoff_multiplier**n`` capped at ``backoff_max``, drawn uniformly below the
+    cap (``jitter``; ``seed`` makes draws reproducible); ``Retry-After`` on 429/503 honoured up to
+    ``max_retry_after``; at most ``total_budget`` clock seconds from the first send to the last."""
 
     max_attempts: int = 6
     backoff_base: float = 0.5
@@ -168,44 +157,33 @@ class RetryLoop:
         """Record *outcome*; return seconds to wait before sending again, or None to stop."""
         policy = self.policy
         if isinstance(outcome, httpx.Response):
+            what, retry = f"HTTP {outcome.status_code}", policy.retries_status(outcome.status_code)
             attempt = Attempt(self.method, self.url, status_code=outcome.status_code)
-            self.attempts.append(attempt)
-            if not policy.retries_status(outcome.status_code):
-                return None
-            wait = self._wait_for(outcome)
-            what = f"HTTP {outcome.status_code}"
         else:
-            attempt = Attempt(self.method, self.url, error=_describe(outcome))
-            self.attempts.append(attempt)
-            if not policy.retries_error(outcome):
-                return None
-            wait = policy.backoff(len(self.attempts) - 1)
-            what = _describe(outcome)
-        if len(self.attempts) >= policy.max_attempts:
-            self.exhausted = True
-            self.stop_reason = f"retry limit RetryPolicy.max_attempts={policy.max_attempts} reached"
+            what, retry = _describe(outcome), policy.retries_error(outcome)
+            attempt = Attempt(self.method, self.url, error=what)
+        self.attempts.append(attempt)
+        if not retry:
             return None
-        if self.clock.now() - self._started + wait > policy.total_budget:
+        wait = self._wait_for(outcome)
+        if len(self.attempts) >= policy.max_attempts:
+            self.stop_reason = f"retry limit RetryPolicy.max_attempts={policy.max_attempts} reached"
+        elif self.clock.now() - self._started + wait > policy.total_budget:
+            budget = policy.total_budget
+            self.stop_reason = f"waiting {wait:.2f}s more would exceed RetryPolicy.total_budget={budget:g}s"
+        if self.stop_reason:
             self.exhausted = True
-            self.stop_reason = (
-                f"waiting {wait:.2f}s more would exceed RetryPolicy.total_budget={policy.total_budget:g}s"
-            )
             return None
         attempt.waited = wait
+        count = (len(self.attempts) + 1, policy.max_attempts)
         logger.warning(
-            "%s %s -> %s; retrying in %.2fs (attempt %d of %d)",
-            self.method,
-            self.url,
-            what,
-            wait,
-            len(self.attempts) + 1,
-            policy.max_attempts,
+            "%s %s -> %s; retrying in %.2fs (attempt %d of %d)", self.method, self.url, what, wait, *count
         )
         return wait
 
-    def _wait_for(self, response: httpx.Response) -> float:
-        if response.status_code in (429, 503):
-            advised = parse_retry_after(response.headers.get("retry-after"), self.clock.time())
+    def _wait_for(self, outcome: httpx.Response | Exception) -> float:
+        if isinstance(outcome, httpx.Response) and outcome.status_code in (429, 503):
+            advised = parse_retry_after(outcome.headers.get("retry-after"), self.clock.time())
             if advised is not None:
                 return min(advised, self.policy.max_retry_after)
         return self.policy.backoff(len(self.attempts) - 1)
