@@ -131,7 +131,6 @@ class JobBase(Generic[ClientT, TransportT]):
         self.finished_at: float | None = None
         self.finished_wall: float | None = None
 
-    # -- running steps (the sync and async classes differ only here) --------------------------
     def _drive(self, steps: Steps[T]) -> Any:
         raise NotImplementedError
 
@@ -143,7 +142,6 @@ class JobBase(Generic[ClientT, TransportT]):
         if self._owns_client and isinstance(self._http, httpx.Client):
             self._http.close()
 
-    # -- construction ------------------------------------------------------------------------
     @classmethod
     @keywords_checked
     def from_config(
@@ -252,7 +250,6 @@ class JobBase(Generic[ClientT, TransportT]):
         )
         return lister._drive_and_close(lister._sender.send(call))
 
-    # -- state -------------------------------------------------------------------------------
     @property
     def job_id(self) -> str | None:
         """The backend's id for this job; None until :meth:`submit` succeeded."""
@@ -328,7 +325,6 @@ class JobBase(Generic[ClientT, TransportT]):
             )
         return self._job_id
 
-    # -- calls -------------------------------------------------------------------------------
     def _auth(self) -> SecretHeaders:
         return bearer(self._config.api_key)
 
@@ -382,7 +378,6 @@ class JobBase(Generic[ClientT, TransportT]):
             add_status_run(self.observed_statuses, status, max(0.0, now - self._observed_since))
         return read
 
-    # -- steps -------------------------------------------------------------------------------
     def _status(self) -> Steps[dict[str, Any]]:
         return (yield from self._sender.send(self._job_call("status", self._read_status)))[0]
 
@@ -464,7 +459,6 @@ class JobBase(Generic[ClientT, TransportT]):
             raise
         return self.last_result
 
-    # -- verdicts ----------------------------------------------------------------------------
     def _health_target(self) -> tuple[str, Secret | None]:
         return self.build().task_url, self._config.task_app_api_key
 

@@ -226,7 +226,6 @@ async def async_run_once(
             await client.aclose()
 
 
-# -- reading answers ---------------------------------------------------------------------------
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -283,7 +282,6 @@ def event_page(response: httpx.Response, since_seq: int) -> EventPage:
     return EventPage(events=events, next_seq=next_seq)
 
 
-# -- errors ------------------------------------------------------------------------------------
 def _problems_422(response: httpx.Response) -> list[str]:
     """Readable problem lines from a validation error body (FastAPI ``detail`` or our ``problems``)."""
     body, _ = read_json(response)

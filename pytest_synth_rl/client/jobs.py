@@ -7,7 +7,6 @@ Every wait is on the job's clock. ``AsyncRLJob`` works under asyncio and anyio's
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx
@@ -117,9 +116,7 @@ class RLJob(JobBase[httpx.Client, httpx.BaseTransport]):
     def __enter__(self) -> RLJob:
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
 
@@ -197,9 +194,7 @@ class AsyncRLJob(JobBase[httpx.AsyncClient, httpx.AsyncBaseTransport]):
     async def __aenter__(self) -> AsyncRLJob:
         return self
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
 

@@ -108,7 +108,6 @@ def _api_base(backend_url: str | None) -> str:
     return normalize_backend_url(resolve_backend_url(backend_url))
 
 
-# -- the environment key -----------------------------------------------------------------------
 def _unusable(response: httpx.Response, what: str, fix: str = _FIX_BACKEND) -> EnvKeyUploadError:
     return EnvKeyUploadError(
         f"uploading {ENV_KEY_NAME} failed: {what}",
@@ -282,7 +281,6 @@ async def async_upload_environment_api_key(
     return await async_run_once(steps, http_client, transport, clock, retry, request_timeout)
 
 
-# -- the task app ------------------------------------------------------------------------------
 def _read_verification(task_url: str, response: httpx.Response) -> TaskAppVerification:
     body, _ = read_object(response)
     candidates = body.get("candidates_first15")
