@@ -27,11 +27,9 @@ __all__ = [
     "Sent",
     "Steps",
     "async_drive",
-    "async_send",
     "drive",
     "parse_retry_after",
     "retrying",
-    "send",
 ]
 
 T = TypeVar("T")
@@ -260,27 +258,3 @@ async def async_drive(steps: Steps[T], client: httpx.AsyncClient, clock: Clock) 
                 await effect
             except Exception as exc:
                 reply = exc
-
-
-def send(
-    client: httpx.Client,
-    request: httpx.Request,
-    *,
-    policy: RetryPolicy,
-    clock: Clock,
-    error_cls: type[BackendError] = BackendError,
-) -> Sent:
-    """Send *request* until it gets a final response; raise *error_cls* if it never gets one."""
-    return drive(retrying(request, policy, clock, error_cls), client, clock)
-
-
-async def async_send(
-    client: httpx.AsyncClient,
-    request: httpx.Request,
-    *,
-    policy: RetryPolicy,
-    clock: Clock,
-    error_cls: type[BackendError] = BackendError,
-) -> Sent:
-    """:func:`send` over ``httpx.AsyncClient``, waiting with ``clock.async_sleep``."""
-    return await async_drive(retrying(request, policy, clock, error_cls), client, clock)
