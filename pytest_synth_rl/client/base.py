@@ -29,7 +29,7 @@ from pytest_synth_rl.client.calls import (
     read_json,
     read_object,
 )
-from pytest_synth_rl.client.jobconfig import RLJobConfig
+from pytest_synth_rl.client.jobconfig import RLJobConfig, usage_error
 from pytest_synth_rl.client.polling import DEFAULT_MAX_FAILED_POLLS, Poller
 from pytest_synth_rl.client.preflight import EnvKeyUpload, TaskAppVerification, upload_steps, verify_steps
 from pytest_synth_rl.client.results import (
@@ -47,11 +47,9 @@ from pytest_synth_rl.config import RLBuildResult, build_rl_payload
 from pytest_synth_rl.config.urls import normalize_backend_url
 from pytest_synth_rl.errors import (
     BackendError,
-    ConfigProblem,
     JobFailedError,
     JobSubmitError,
     SynthError,
-    SynthUsageError,
     TaskAppError,
     keywords_checked,
 )
@@ -535,13 +533,6 @@ def _check_backend_override(given: object, backend_url: str) -> None:
     if not isinstance(given, str) or not given.strip():
         return
     if normalize_backend_url(given) != normalize_backend_url(backend_url):
-        raise SynthUsageError(
-            [
-                ConfigProblem(
-                    key='overrides["backend"]',
-                    message=f"is {given!r}, but this job is sent to {backend_url!r}",
-                    hint="choose the backend with backend_url= (or --synth-backend under pytest) "
-                    'and drop overrides["backend"]',
-                )
-            ]
-        )
+        message = f"is {given!r}, but this job is sent to {backend_url!r}"
+        hint = "choose the backend with backend_url= (or --synth-backend under pytest) and drop "
+        raise usage_error('overrides["backend"]', message, hint + 'overrides["backend"]')

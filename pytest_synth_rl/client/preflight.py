@@ -27,11 +27,11 @@ from pytest_synth_rl.client.calls import (
     read_object,
     run_once,
 )
-from pytest_synth_rl.client.jobconfig import resolve_api_key, resolve_backend_url
+from pytest_synth_rl.client.jobconfig import resolve_api_key, resolve_backend_url, usage_error
 from pytest_synth_rl.client.retry import RetryPolicy, Steps
 from pytest_synth_rl.clock import Clock
 from pytest_synth_rl.config import normalize_backend_url
-from pytest_synth_rl.errors import ConfigProblem, EnvKeyUploadError, SynthUsageError, TaskAppVerificationError
+from pytest_synth_rl.errors import EnvKeyUploadError, TaskAppVerificationError
 from pytest_synth_rl.secrets.masking import Secret, mask_secret
 
 __all__ = [
@@ -100,10 +100,6 @@ def _attempt_text(attempt: dict[str, Any]) -> str:
     return f"{where} -> {status}" if where else f"status {status}"
 
 
-def _missing(key: str, what: str, hint: str) -> SynthUsageError:
-    return SynthUsageError([ConfigProblem(key=key, message=what, hint=hint)])
-
-
 def _api_base(backend_url: str | None) -> str:
     return normalize_backend_url(resolve_backend_url(backend_url))
 
@@ -167,7 +163,7 @@ def _resolve_env_key(env_key: str | Secret | None, url: str) -> Secret:
     value = env_key.value if isinstance(env_key, Secret) else env_key
     value = (value or "").strip() or os.environ.get(ENV_KEY_NAME, "").strip()
     if not value:
-        raise _missing(
+        raise usage_error(
             "env_key",
             f"no task app key was given and {ENV_KEY_NAME} is not set",
             f"pass env_key= (the key the task app enforces) or set {ENV_KEY_NAME}",
@@ -313,7 +309,7 @@ def verify_steps(
     auth = bearer(resolve_api_key(api_key))
     url = (task_url or "").strip() or os.environ.get("TASK_APP_URL", "").strip()
     if not url:
-        raise _missing(
+        raise usage_error(
             "task_url",
             "no task app URL was given and TASK_APP_URL is not set",
             "pass task_url= (the task app's base URL, e.g. InProcessTaskApp(...).url)",
