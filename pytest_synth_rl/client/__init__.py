@@ -1,9 +1,7 @@
 """Submit, follow and inspect RL jobs on the Synth backend (or a fake of it).
 
-:class:`RLJob` (blocking) and :class:`AsyncRLJob` keep the upstream SDK's interface, with the
-timeout and interval honoured on an injectable clock, every terminal spelling terminal, transient
-failures retried and reported, and keys kept out of reprs. Names load on first use (no httpx at
-plugin start).
+:class:`RLJob` and :class:`AsyncRLJob` keep the upstream SDK's interface, done right (see
+docs/design/client.md). Names load on first use, so the plugin starts without httpx.
 """
 
 from __future__ import annotations

@@ -162,14 +162,8 @@ class JobBase(Generic[ClientT, TransportT]):
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         allow_new_keys: bool = False,
     ) -> J:
-        """A new job from an RL TOML config; the payload is built (and validated) right away.
-
-        Resolution: ``backend_url`` -> ``SYNTH_BACKEND_URL`` -> ``BACKEND_BASE_URL`` -> the public
-        service; ``api_key`` -> ``SYNTH_API_KEY`` (else :class:`SynthUsageError`); ``task_app_url`` ->
-        ``TASK_APP_URL`` -> the TOML's ``[services].task_url``; ``task_app_api_key`` ->
-        ``ENVIRONMENT_API_KEY``. ``tags`` are merged into the payload's top-level ``tags``.
-        ``overrides`` may only add keys the config or the RL schema knows, unless ``allow_new_keys``.
-        """
+        """A new job from an RL TOML config, its payload built and validated now. Settings come from
+        the arguments, then the environment (see :class:`RLJobConfig`); ``tags`` join the payload's."""
         config = RLJobConfig.resolve(
             config_path,
             backend_url=backend_url,

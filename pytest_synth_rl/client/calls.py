@@ -1,8 +1,7 @@
 """The backend's API as data: which request each operation sends and what its answer means.
 
-A :class:`Call` is a request description plus the function that reads a good answer. A
-:class:`Sender` runs calls as steps (see :mod:`.retry`), so sync and async code share all of it.
-Errors are made here too, one place per status code, with the hint that fixes the usual cause.
+A :class:`Call` is a request plus the function that reads a good answer; a :class:`Sender` runs
+calls as steps (:mod:`.retry`). Errors are made here, one place per status code, with a hint.
 """
 
 from __future__ import annotations
@@ -75,12 +74,8 @@ def bearer(api_key: Secret) -> SecretHeaders:
 
 @dataclass(frozen=True)
 class Call(Generic[T]):
-    """One backend operation: the request to send, what counts as success, how to read it.
-
-    ``fallback`` is the route to try when this one answers 404 (older deployments served job
-    events under ``/learning/jobs``). ``action`` and ``fix``, for calls outside the job API, give
-    the error's opening words and the hint for a rejection not about the key or rate limits.
-    """
+    """One backend operation: the request, what counts as success, how to read it. ``fallback``
+    answers a 404 (older deployments); ``action``/``fix`` word errors of calls outside the job API."""
 
     operation: str
     method: str
@@ -148,13 +143,8 @@ def _url(url: str) -> httpx.URL | None:
 
 
 class Sender(Generic[ClientT]):
-    """Sends calls over one client, retrying per *retry* on *clock*.
-
-    Remembers the operations that answered on their fallback route only (``fallback_routes``).
-    A bodyless GET sent again by the same call object (each poll of a wait) is sent as first
-    built while the client holds no cookies: polls are most of a job's requests, and building
-    one costs about as much as the fake's whole answer.
-    """
+    """Sends calls over one client, retrying per *retry* on *clock*; remembers operations that
+    answered on their fallback route only, and resends a poll's request as first built."""
 
     def __init__(self, client: ClientT, retry: RetryPolicy, clock: Clock) -> None:
         self.client: ClientT = client

@@ -106,12 +106,8 @@ def _checked_key(value: str, argument: str, env_name: str) -> Secret:
 
 @dataclass
 class RLJobConfig:
-    """Everything needed to submit or follow one job, already resolved.
-
-    Field names follow the upstream SDK's ``RLJobConfig``; ``config_path`` is None for a job
-    attached by id. :meth:`resolve` applies the argument-then-environment rules; the constructor
-    takes values as given.
-    """
+    """Everything needed to submit or follow one job, already resolved (field names as in the
+    upstream SDK); :meth:`resolve` applies the argument-then-environment rules."""
 
     config_path: Path | None
     backend_url: str

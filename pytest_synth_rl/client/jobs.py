@@ -26,13 +26,8 @@ T = TypeVar("T")
 
 
 class RLJob(JobBase[httpx.Client, httpx.BaseTransport]):
-    """An RL training job on the Synth backend (or a fake of it), over a blocking httpx client.
-
-    Same surface as the upstream SDK's ``RLJob`` (``from_config``, ``from_job_id``, ``submit``,
-    ``get_status``, ``poll_until_complete``, ``get_results``), plus ``cancel``, ``events``,
-    ``metrics``, ``timeline``; with the clock, HTTP client or transport, and retry policy
-    injectable. Use as a context manager (or call :meth:`close`) to release the client it made.
-    """
+    """An RL training job on the Synth backend (or a fake of it), with the upstream SDK's surface;
+    clock, HTTP client or transport and retry policy injectable. A context manager."""
 
     _client_cls = httpx.Client
 
@@ -79,13 +74,9 @@ class RLJob(JobBase[httpx.Client, httpx.BaseTransport]):
         *,
         max_failed_polls: int = DEFAULT_MAX_FAILED_POLLS,
     ) -> JobResult:
-        """Poll until the job is terminal; ``timeout`` and ``interval`` are clock seconds, honoured exactly.
-
-        Raises :class:`JobTimeoutError` after the poll at the deadline, and
-        :class:`JobFailedError` for a failed/cancelled job if ``raise_on_failure``. A poll that
-        fails after all its retries on a transient error does not end the wait; ``max_failed_polls``
-        such polls in a row do (:class:`BackendError` listing every attempt).
-        """
+        """Poll every ``interval`` clock seconds until terminal, up to ``timeout`` (then
+        :class:`JobTimeoutError`); ``raise_on_failure``: :class:`JobFailedError` for a failed job;
+        ``max_failed_polls`` transient failures in a row end the wait."""
         return self._drive(self._poll(timeout, interval, on_status, raise_on_failure, max_failed_polls))
 
     def get_results(self) -> dict[str, Any]:

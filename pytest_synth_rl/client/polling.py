@@ -1,9 +1,7 @@
-"""Polling a job to a terminal status, on whatever clock the job runs on: the rules, without I/O.
+"""Polling a job to a terminal status on the job's clock: the rules, without I/O.
 
-The first poll is at t=0, then every ``min(interval, time left)``, so the last lands on the
-deadline. A raising callback is a :class:`SynthCallbackWarning` and polling goes on. A poll that
-failed after its retries on a transient error does not end the wait unless ``max_failed_polls``
-fail in a row; a non-transient answer (401, 404, ...) ends it at once.
+Polls at t=0 and every ``min(interval, time left)``, the last on the deadline; a raising callback
+warns and polling goes on; transient poll failures end the wait only ``max_failed_polls`` in a row.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Before submitting: hand the task app's key to the backend, and have the backend reach the task app.
-
-A backend in another process cannot read the test's ``ENVIRONMENT_API_KEY``, so the key is
-uploaded sealed (contract §1.2, §10.5); ``POST /rl/verify_task_app`` makes the backend call the
-task app with the key it holds (§10.3), turning a job that would fail on its first rollout an
-hour later into an error now. Both go through the client's retry loop with the Synth API key.
+"""Before submitting: upload the task app's key to the backend sealed (contract §1.2, §10.5), and
+have the backend reach the task app with the key it holds (§10.3), so a job that would fail on its
+first rollout an hour later fails now. Both go through the client's retry loop.
 """
 
 from __future__ import annotations
@@ -249,13 +246,8 @@ def upload_environment_api_key(
     retry: RetryPolicy | None = None,
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
 ) -> EnvKeyUpload:
-    """Upload the task app's key to the backend, sealed to the backend's public key.
-
-    ``backend_url`` -> ``SYNTH_BACKEND_URL`` -> ``BACKEND_BASE_URL`` -> the public service;
-    ``api_key`` -> ``SYNTH_API_KEY``; ``env_key`` -> ``ENVIRONMENT_API_KEY``. With ``verify``, also
-    asks ``GET /v1/env-keys/verify`` and raises unless the backend reports the key present.
-    Raises :class:`EnvKeyUploadError` (naming the URL and the fix) for every failure.
-    """
+    """Upload the task app's key (``env_key`` or ``ENVIRONMENT_API_KEY``) to the backend, sealed;
+    with ``verify``, raise unless the backend then reports it present."""
     steps = partial(upload_steps, backend_url=backend_url, api_key=api_key, env_key=env_key, verify=verify)
     return run_once(steps, http_client, transport, clock, retry, request_timeout)
 

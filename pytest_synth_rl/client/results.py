@@ -1,8 +1,7 @@
 """What a job is once read: the status vocabulary, poll records, final results.
 
-The backend's status vocabulary is loose (``succeeded``/``completed``, ``failed``/``error``,
-``cancelled``/``canceled``, any case, under ``status`` or ``state``); every status decision in
-the package goes through :func:`job_status` and :data:`TERMINAL_STATUSES`.
+Every status decision in the package goes through :func:`job_status` and the spellings in
+:data:`TERMINAL_STATUSES` (``completed``, ``error``, ``canceled``, ... in any case).
 """
 
 from __future__ import annotations
@@ -143,12 +142,8 @@ class EventPage:
 
 @dataclass(frozen=True, eq=False)
 class JobResult(Mapping[str, Any]):
-    """A job that reached a terminal status.
-
-    A mapping over the last status payload, like the upstream SDK's return value
-    (``result["status"]``), with typed fields: the normalised ``status``, ``final_reward``,
-    ``results``, ``error``, the poll ``history`` and ``elapsed`` clock seconds.
-    """
+    """A job that reached a terminal status: a mapping over its last status payload, like the
+    upstream SDK's return value, with typed fields."""
 
     job_id: str
     status: str

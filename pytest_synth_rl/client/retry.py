@@ -1,8 +1,7 @@
 """Retrying one HTTP request, and the two runners every client operation goes through.
 
-Operations are written once, as generators ("steps") that yield what they need done: an
-``httpx.Request`` to send (answered with the response or the transport error), seconds to sleep
-on the clock, or an awaitable. :func:`drive` does that I/O blocking, :func:`async_drive` awaiting.
+An operation is a generator ("steps") yielding an ``httpx.Request`` (answered with the response or
+the transport error), seconds to sleep, or an awaitable; :func:`drive` and :func:`async_drive` run it.
 """
 
 from __future__ import annotations
@@ -52,10 +51,8 @@ def _problem(key: str, message: str) -> SynthUsageError:
 
 @dataclass
 class RetryPolicy:
-    """How hard to try: up to ``max_attempts`` sends; between them backoff
-    ``backoff_base * backoff_multiplier**n`` capped at ``backoff_max``, drawn uniformly below the
-    cap (``jitter``; ``seed`` makes draws reproducible); ``Retry-After`` on 429/503 honoured up to
-    ``max_retry_after``; at most ``total_budget`` clock seconds from the first send to the last."""
+    """How hard to try: ``max_attempts`` sends, jittered exponential backoff, ``Retry-After``
+    honoured up to ``max_retry_after``, at most ``total_budget`` clock seconds in all."""
 
     max_attempts: int = 6
     backoff_base: float = 0.5
