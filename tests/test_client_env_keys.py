@@ -22,6 +22,7 @@ from test_client_support import API, API_KEY, BACKEND, TASK_KEY, TASK_URL, attac
 
 from pytest_synth_rl.client import (
     MAX_ENV_KEY_BYTES,
+    AsyncRLJob,
     EnvKeyUpload,
     RetryPolicy,
     TaskAppVerification,
@@ -30,7 +31,6 @@ from pytest_synth_rl.client import (
     upload_environment_api_key,
     verify_task_app,
 )
-from pytest_synth_rl.client.aio import AsyncRLJob
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import BackendError, EnvKeyUploadError, SynthUsageError, TaskAppVerificationError
 from pytest_synth_rl.secrets.masking import Secret

@@ -10,12 +10,24 @@ import pytest
 import respx
 
 from pytest_synth_rl.client import RetryPolicy, parse_retry_after
-from pytest_synth_rl.client.retry import Sent, send
+from pytest_synth_rl.client.retry import Sent, drive, retrying
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import BackendError, JobSubmitError, SynthUsageError
 
 URL = "https://api.usesynth.ai/api/rl/jobs/job-1"
 KEY = "sk_retry_secret_0123456789abcdef"
+
+
+def send(
+    client: httpx.Client,
+    request: httpx.Request,
+    *,
+    policy: RetryPolicy,
+    clock: VirtualClock,
+    error_cls: type[BackendError] = BackendError,
+) -> Sent:
+    """One request with retries, run blocking."""
+    return drive(retrying(request, policy, clock, error_cls), client, clock)
 
 
 def _send(

@@ -20,14 +20,41 @@ from pytest_synth_rl.client.retry import (
     RetryLoop,
     RetryPolicy,
     Sent,
-    async_send,
+    async_drive,
+    drive,
     parse_retry_after,
-    send,
+    retrying,
 )
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import BackendError, JobSubmitError, SynthUsageError
 
 URL = "https://api.usesynth.ai/api/rl/jobs/job-1"
+
+
+def send(
+    client: httpx.Client,
+    request: httpx.Request,
+    *,
+    policy: RetryPolicy,
+    clock: VirtualClock,
+    error_cls: type[BackendError] = BackendError,
+) -> Sent:
+    """One request with retries, run blocking."""
+    return drive(retrying(request, policy, clock, error_cls), client, clock)
+
+
+async def async_send(
+    client: httpx.AsyncClient,
+    request: httpx.Request,
+    *,
+    policy: RetryPolicy,
+    clock: VirtualClock,
+    error_cls: type[BackendError] = BackendError,
+) -> Sent:
+    """One request with retries, run awaiting."""
+    return await async_drive(retrying(request, policy, clock, error_cls), client, clock)
+
+
 START = 5_000.0
 Outcome = httpx.Response | Exception
 

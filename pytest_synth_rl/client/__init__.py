@@ -1,9 +1,7 @@
 """Submit, follow and inspect RL jobs on the Synth backend (or a fake of it).
 
-:class:`RLJob` (blocking) and :class:`AsyncRLJob` keep the upstream SDK's interface and fix its
-defects: timeout and interval are honoured on an injectable clock, every terminal spelling is
-terminal, transient failures are retried with backoff and reported attempt by attempt, and keys
-never show up in reprs or errors.
+:class:`RLJob` and :class:`AsyncRLJob` keep the upstream SDK's interface, done right (see
+docs/design/client.md). Names load on first use, so the plugin starts without httpx.
 """
 
 from __future__ import annotations
@@ -12,21 +10,26 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_synth_rl.client.aio import AsyncRLJob as AsyncRLJob
-    from pytest_synth_rl.client.aio import async_list_rl_jobs as async_list_rl_jobs
-    from pytest_synth_rl.client.env_keys import ENV_KEY_NAME as ENV_KEY_NAME
-    from pytest_synth_rl.client.env_keys import MAX_ENV_KEY_BYTES as MAX_ENV_KEY_BYTES
-    from pytest_synth_rl.client.env_keys import SEALED_BOX_ALG as SEALED_BOX_ALG
-    from pytest_synth_rl.client.env_keys import EnvKeyUpload as EnvKeyUpload
-    from pytest_synth_rl.client.env_keys import (
-        async_upload_environment_api_key as async_upload_environment_api_key,
-    )
-    from pytest_synth_rl.client.env_keys import upload_environment_api_key as upload_environment_api_key
     from pytest_synth_rl.client.jobconfig import DEFAULT_BACKEND_URL as DEFAULT_BACKEND_URL
     from pytest_synth_rl.client.jobconfig import RLJobConfig as RLJobConfig
     from pytest_synth_rl.client.jobconfig import resolve_api_key as resolve_api_key
     from pytest_synth_rl.client.jobconfig import resolve_backend_url as resolve_backend_url
+    from pytest_synth_rl.client.jobs import AsyncRLJob as AsyncRLJob
+    from pytest_synth_rl.client.jobs import RLJob as RLJob
+    from pytest_synth_rl.client.jobs import async_list_rl_jobs as async_list_rl_jobs
+    from pytest_synth_rl.client.jobs import list_rl_jobs as list_rl_jobs
     from pytest_synth_rl.client.polling import SynthCallbackWarning as SynthCallbackWarning
+    from pytest_synth_rl.client.preflight import ENV_KEY_NAME as ENV_KEY_NAME
+    from pytest_synth_rl.client.preflight import MAX_ENV_KEY_BYTES as MAX_ENV_KEY_BYTES
+    from pytest_synth_rl.client.preflight import SEALED_BOX_ALG as SEALED_BOX_ALG
+    from pytest_synth_rl.client.preflight import EnvKeyUpload as EnvKeyUpload
+    from pytest_synth_rl.client.preflight import TaskAppVerification as TaskAppVerification
+    from pytest_synth_rl.client.preflight import (
+        async_upload_environment_api_key as async_upload_environment_api_key,
+    )
+    from pytest_synth_rl.client.preflight import async_verify_task_app as async_verify_task_app
+    from pytest_synth_rl.client.preflight import upload_environment_api_key as upload_environment_api_key
+    from pytest_synth_rl.client.preflight import verify_task_app as verify_task_app
     from pytest_synth_rl.client.results import CANCELLED_STATUSES as CANCELLED_STATUSES
     from pytest_synth_rl.client.results import FAILURE_STATUSES as FAILURE_STATUSES
     from pytest_synth_rl.client.results import SUCCESS_STATUSES as SUCCESS_STATUSES
@@ -38,47 +41,26 @@ if TYPE_CHECKING:
     from pytest_synth_rl.client.results import job_status as job_status
     from pytest_synth_rl.client.retry import RetryPolicy as RetryPolicy
     from pytest_synth_rl.client.retry import parse_retry_after as parse_retry_after
-    from pytest_synth_rl.client.sync import RLJob as RLJob
-    from pytest_synth_rl.client.sync import list_rl_jobs as list_rl_jobs
-    from pytest_synth_rl.client.task_verify import TaskAppVerification as TaskAppVerification
-    from pytest_synth_rl.client.task_verify import async_verify_task_app as async_verify_task_app
-    from pytest_synth_rl.client.task_verify import verify_task_app as verify_task_app
 
+#: Each public name's module (keep in step with the imports above).
 _HOMES = {
-    "AsyncRLJob": "aio",
-    "async_list_rl_jobs": "aio",
-    "ENV_KEY_NAME": "env_keys",
-    "MAX_ENV_KEY_BYTES": "env_keys",
-    "SEALED_BOX_ALG": "env_keys",
-    "EnvKeyUpload": "env_keys",
-    "async_upload_environment_api_key": "env_keys",
-    "upload_environment_api_key": "env_keys",
-    "DEFAULT_BACKEND_URL": "jobconfig",
-    "RLJobConfig": "jobconfig",
-    "resolve_api_key": "jobconfig",
-    "resolve_backend_url": "jobconfig",
-    "SynthCallbackWarning": "polling",
-    "CANCELLED_STATUSES": "results",
-    "FAILURE_STATUSES": "results",
-    "SUCCESS_STATUSES": "results",
-    "TERMINAL_STATUSES": "results",
-    "EventPage": "results",
-    "JobResult": "results",
-    "PollRecord": "results",
-    "is_terminal": "results",
-    "job_status": "results",
-    "RetryPolicy": "retry",
-    "parse_retry_after": "retry",
-    "RLJob": "sync",
-    "list_rl_jobs": "sync",
-    "TaskAppVerification": "task_verify",
-    "async_verify_task_app": "task_verify",
-    "verify_task_app": "task_verify",
+    name: home
+    for home, names in {
+        "jobconfig": "DEFAULT_BACKEND_URL RLJobConfig resolve_api_key resolve_backend_url",
+        "jobs": "AsyncRLJob RLJob async_list_rl_jobs list_rl_jobs",
+        "polling": "SynthCallbackWarning",
+        "preflight": "ENV_KEY_NAME MAX_ENV_KEY_BYTES SEALED_BOX_ALG EnvKeyUpload TaskAppVerification "
+        "async_upload_environment_api_key async_verify_task_app upload_environment_api_key verify_task_app",
+        "results": "CANCELLED_STATUSES FAILURE_STATUSES SUCCESS_STATUSES TERMINAL_STATUSES EventPage "
+        "JobResult PollRecord is_terminal job_status",
+        "retry": "RetryPolicy parse_retry_after",
+    }.items()
+    for name in names.split()
 }
 
 
 def __getattr__(name: str) -> Any:
-    """Load a public name from its module on first access, so light modules import alone."""
+    """Load a public name from its module on first access."""
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

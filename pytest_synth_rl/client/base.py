@@ -1,12 +1,12 @@
-"""What :class:`~.sync.RLJob` and :class:`~.aio.AsyncRLJob` have in common: everything but I/O.
+"""What :class:`~.jobs.RLJob` and :class:`~.jobs.AsyncRLJob` share: everything but I/O.
 
-Construction and resolution, payload building, the calls each operation makes, the health-check
-verdict, result interpretation and the repr live here once. The two subclasses add only the
-methods that send requests and sleep, and differ from each other only in ``await``.
+Construction, payload building, the calls and steps of every operation, the health-check verdict,
+result interpretation and the repr live here once; the two job classes only run the steps.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import time
 import uuid
@@ -17,9 +17,21 @@ from typing import Any, Generic, TypeVar
 
 import httpx
 
-from pytest_synth_rl.client.calls import Call, event_page, extract_job_id, json_list, read_body, read_object
-from pytest_synth_rl.client.jobconfig import RLJobConfig
-from pytest_synth_rl.client.polling import Poller
+from pytest_synth_rl.client.calls import (
+    DEFAULT_REQUEST_TIMEOUT,
+    Call,
+    Sender,
+    bearer,
+    event_page,
+    extract_job_id,
+    json_list,
+    new_client,
+    read_json,
+    read_object,
+)
+from pytest_synth_rl.client.jobconfig import RLJobConfig, usage_error
+from pytest_synth_rl.client.polling import DEFAULT_MAX_FAILED_POLLS, Poller
+from pytest_synth_rl.client.preflight import EnvKeyUpload, TaskAppVerification, upload_steps, verify_steps
 from pytest_synth_rl.client.results import (
     EventPage,
     JobResult,
@@ -29,35 +41,44 @@ from pytest_synth_rl.client.results import (
     job_status,
     outcome_of,
 )
-from pytest_synth_rl.client.retry import RetryPolicy
+from pytest_synth_rl.client.retry import RetryPolicy, Steps
 from pytest_synth_rl.clock import Clock, RealClock
 from pytest_synth_rl.config import RLBuildResult, build_rl_payload
 from pytest_synth_rl.config.urls import normalize_backend_url
 from pytest_synth_rl.errors import (
-    ConfigProblem,
+    BackendError,
     JobFailedError,
     JobSubmitError,
     SynthError,
-    SynthUsageError,
     TaskAppError,
     keywords_checked,
 )
 from pytest_synth_rl.secrets.masking import Secret, SecretHeaders, mask_secret
 from pytest_synth_rl.taskapp.health import HealthReport
 
-__all__ = ["DEFAULT_REQUEST_TIMEOUT", "JobBase"]
+__all__ = ["DEFAULT_REQUEST_TIMEOUT", "HEALTH_TIMEOUT", "JobBase"]
 
 ClientT = TypeVar("ClientT", httpx.Client, httpx.AsyncClient)
 TransportT = TypeVar("TransportT", httpx.BaseTransport, httpx.AsyncBaseTransport)
 J = TypeVar("J", bound="JobBase[Any, Any]")
 T = TypeVar("T")
 
-#: Seconds for one HTTP request (connect, read, write, pool) when we create the client.
-DEFAULT_REQUEST_TIMEOUT = 30.0
+#: Seconds allowed for each request of the pre-submission task app probe.
+HEALTH_TIMEOUT = 10.0
+#: Each operation on a job: what it does (for errors), method, route suffix, has a fallback route.
+_ROUTES = {
+    "status": ("get the job status", "GET", "", False),
+    "cancel": ("cancel the job", "POST", "/cancel", False),
+    "events": ("read job events", "GET", "/events", True),
+    "metrics": ("read job metrics", "GET", "/metrics", True),
+    "timeline": ("read the job timeline", "GET", "/timeline", True),
+}
 
 
 class JobBase(Generic[ClientT, TransportT]):
-    """Shared state and logic of one RL job handle (see :class:`~.sync.RLJob` for the API)."""
+    """Shared state and logic of one RL job handle (see :class:`~.jobs.RLJob` for the API)."""
+
+    _client_cls: type[ClientT]
 
     @keywords_checked
     def __init__(
@@ -82,47 +103,42 @@ class JobBase(Generic[ClientT, TransportT]):
         self._skip_health_check = skip_health_check
         self._clock: Clock = clock if clock is not None else RealClock()
         self._retry = retry if retry is not None else RetryPolicy()
-        self._request_timeout = request_timeout
         self._owns_client = http_client is None
-        self._http: ClientT = http_client if http_client is not None else self._new_client(transport)
+        self._http: ClientT = (
+            http_client
+            if http_client is not None
+            else new_client(self._client_cls, transport, request_timeout)
+        )
+        self._sender: Sender[ClientT] = Sender(self._http, self._retry, self._clock)
         # One key per job object, reused by every retry of its submission, so a POST retried
         # after a lost answer cannot create a second job.
         self._idempotency_key = config.idempotency_key or uuid.uuid4().hex
         self._build: RLBuildResult | None = None
-        self._preferred_routes: set[str] = set()
-        self._last_built: tuple[Call[Any], httpx.Request] | None = None
-        #: The outcome of the last ``poll_until_complete`` (also when it raised JobFailedError),
-        #: and when the job was submitted (clock seconds and wall seconds): what run reports use.
+        #: The outcome of the last ``poll_until_complete`` (also when it raised JobFailedError).
         self.last_result: JobResult | None = None
-        #: The polls of the latest ``poll_until_complete``, filled as they happen: a wait that
-        #: timed out or was interrupted leaves no result, but its polls still tell the story.
+        #: The polls of the latest ``poll_until_complete``, filled as they happen (a wait that
+        #: timed out or was interrupted leaves no result, but its polls still tell the story).
         self.last_polls: list[PollRecord] = []
-        #: Every status this handle read (its polls, ``get_status`` and the expectations' waits),
-        #: as runs ``[status, first, last]`` in clock seconds since submission: the job's story
-        #: across waits, which run reports draw.
+        #: Every status this handle read, as runs ``[status, first, last]`` in clock seconds
+        #: since submission: the job's story across waits, which run reports draw.
         self.observed_statuses: list[list[Any]] = []
         self._observed_since: float | None = None
+        #: When the job was submitted and its last wait ended (clock seconds, wall seconds).
         self.submitted_at: float | None = None
         self.submitted_wall: float | None = None
         self.finished_at: float | None = None
         self.finished_wall: float | None = None
 
-    # -- construction ------------------------------------------------------------------------
-    def _new_client(self, transport: TransportT | None) -> ClientT:
+    def _drive(self, steps: Steps[T]) -> Any:
         raise NotImplementedError
 
-    def _request(self, call: Call[Any]) -> httpx.Request:
-        """*call*'s request; a bodyless GET sent again by the same call object (each poll of a
-        wait) is sent as built the first time, as a retry resends it, while the client holds no
-        cookies (a rebuild would then be the same): the job's polls are most of its requests,
-        and building one costs about as much as the fake's whole answer."""
-        last = self._last_built
-        if last is not None and last[0] is call and not self._http.cookies:
-            return last[1]
-        request = call.build(self._http)
-        if call.method == "GET" and call.json is None:
-            self._last_built = (call, request)
-        return request
+    def _drive_and_close(self, steps: Steps[T]) -> Any:
+        raise NotImplementedError
+
+    def _discard(self) -> None:
+        """Release an owned client synchronously (construction failed; nothing was sent)."""
+        if self._owns_client and isinstance(self._http, httpx.Client):
+            self._http.close()
 
     @classmethod
     @keywords_checked
@@ -146,15 +162,8 @@ class JobBase(Generic[ClientT, TransportT]):
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         allow_new_keys: bool = False,
     ) -> J:
-        """A new job from an RL TOML config; the payload is built (and validated) right away.
-
-        Resolution: ``backend_url`` -> ``SYNTH_BACKEND_URL`` -> ``BACKEND_BASE_URL`` -> the public
-        service; ``api_key`` -> ``SYNTH_API_KEY`` (else :class:`SynthUsageError`); ``task_app_url`` ->
-        ``TASK_APP_URL`` -> the TOML's ``[services].task_url``; ``task_app_api_key`` ->
-        ``ENVIRONMENT_API_KEY``. ``tags`` are merged into the payload's top-level ``tags``
-        (which otherwise stays exactly what the upstream SDK sends). ``overrides`` may only add
-        keys the config or the RL schema knows, unless ``allow_new_keys=True``.
-        """
+        """A new job from an RL TOML config, its payload built and validated now. Settings come from
+        the arguments, then the environment (see :class:`RLJobConfig`); ``tags`` join the payload's."""
         config = RLJobConfig.resolve(
             config_path,
             backend_url=backend_url,
@@ -167,14 +176,13 @@ class JobBase(Generic[ClientT, TransportT]):
             tags=tags,
             allow_new_keys=allow_new_keys,
         )
+        options: dict[str, Any] = {"clock": clock, "http_client": http_client, "transport": transport}
         job = cls(
             config,
             skip_health_check=skip_health_check,
-            clock=clock,
-            http_client=http_client,
-            transport=transport,
             retry=retry,
             request_timeout=request_timeout,
+            **options,
         )
         try:
             job.build()
@@ -201,22 +209,39 @@ class JobBase(Generic[ClientT, TransportT]):
         if not isinstance(job_id, str) or not job_id.strip():
             raise SynthError(f"job_id must be a non-empty string, got {job_id!r}")
         config = RLJobConfig.resolve(None, backend_url=backend_url, api_key=api_key)
-        return cls(
-            config,
-            job_id=job_id.strip(),
-            clock=clock,
-            http_client=http_client,
-            transport=transport,
-            retry=retry,
-            request_timeout=request_timeout,
+        options: dict[str, Any] = {"clock": clock, "http_client": http_client, "transport": transport}
+        return cls(config, job_id=job_id.strip(), retry=retry, request_timeout=request_timeout, **options)
+
+    @classmethod
+    def list_jobs(
+        cls,
+        limit: int = 20,
+        status: str | None = None,
+        *,
+        model: str | None = None,
+        created_after: str | None = None,
+        created_before: str | None = None,
+        after: str | None = None,
+        backend_url: str | None = None,
+        api_key: str | Secret | None = None,
+        clock: Clock | None = None,
+        http_client: ClientT | None = None,
+        transport: TransportT | None = None,
+        retry: RetryPolicy | None = None,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    ) -> Any:
+        """``GET /rl/jobs``: the backend's answer as parsed JSON (awaitable on :class:`AsyncRLJob`)."""
+        config = RLJobConfig.resolve(None, backend_url=backend_url, api_key=api_key)
+        filters = {"status": status or None, "model": model, "created_after": created_after}
+        filters |= {"created_before": created_before, "after": after}
+        params: dict[str, str | int] = {"limit": limit, **{k: v for k, v in filters.items() if v is not None}}
+        options: dict[str, Any] = {"clock": clock, "http_client": http_client, "transport": transport}
+        lister = cls(config, retry=retry, request_timeout=request_timeout, **options)
+        call = Call(
+            "list", "GET", f"{lister.api_base}/rl/jobs", lambda r: read_json(r)[0], lister._auth(), params
         )
+        return lister._drive_and_close(lister._sender.send(call))
 
-    def _discard(self) -> None:
-        """Release an owned client synchronously (construction failed; nothing was sent)."""
-        if self._owns_client and isinstance(self._http, httpx.Client):
-            self._http.close()
-
-    # -- state -------------------------------------------------------------------------------
     @property
     def job_id(self) -> str | None:
         """The backend's id for this job; None until :meth:`submit` succeeded."""
@@ -257,8 +282,8 @@ class JobBase(Generic[ClientT, TransportT]):
                 "this job has no RL config to build a payload from (it was attached with from_job_id)",
                 hint="use RLJob.from_config(path, ...) to submit a new job",
             )
-        # The upstream SDK wrote these two keys into the caller's own dict, over what the caller
-        # had put there; we use a copy, and a caller's task_url override wins (contract §3).
+        # The upstream SDK wrote these two keys into the caller's own dict; we use a copy, and a
+        # caller's task_url override wins (contract §3).
         overrides: dict[str, Any] = dict(config.overrides or {})
         _check_backend_override(overrides.get("backend"), config.backend_url)
         overrides["backend"] = config.backend_url
@@ -275,9 +300,7 @@ class JobBase(Generic[ClientT, TransportT]):
         )
         if config.tags:
             existing = build.payload.get("tags")
-            merged = dict(existing) if isinstance(existing, Mapping) else {}
-            merged.update(config.tags)
-            build.payload["tags"] = merged
+            build.payload["tags"] = {**(existing if isinstance(existing, Mapping) else {}), **config.tags}
         self._build = build
         return build
 
@@ -294,11 +317,8 @@ class JobBase(Generic[ClientT, TransportT]):
             )
         return self._job_id
 
-    # -- calls -------------------------------------------------------------------------------
     def _auth(self) -> SecretHeaders:
-        return SecretHeaders(
-            {"Authorization": f"Bearer {self._config.api_key.value}", "Accept": "application/json"}
-        )
+        return bearer(self._config.api_key)
 
     def _submit_call(self) -> Call[str]:
         if self._job_id is not None:
@@ -307,7 +327,6 @@ class JobBase(Generic[ClientT, TransportT]):
                 hint=f"create a new job with from_config() to submit again, or follow this one "
                 f"with RLJob.from_job_id({self._job_id!r})",
             )
-        payload = self.build().payload
         url = f"{self.api_base}/rl/jobs"
         return Call(
             operation="submit",
@@ -315,7 +334,7 @@ class JobBase(Generic[ClientT, TransportT]):
             url=url,
             parse=partial(extract_job_id, url=url),
             headers=SecretHeaders({**self._auth(), "Idempotency-Key": self._idempotency_key}),
-            json=payload,
+            json=self.build().payload,
             ok_statuses=frozenset({200, 201}),
             error_cls=JobSubmitError,
         )
@@ -326,56 +345,20 @@ class JobBase(Generic[ClientT, TransportT]):
         self.submitted_wall = time.perf_counter()
         return job_id
 
-    def _finish_poll(self, poller: Poller) -> JobResult:
-        """End a poll: remember the result (even a failed one that is about to be raised)."""
-        self.finished_at = self._clock.now()
-        self.finished_wall = time.perf_counter()
-        try:
-            self.last_result = poller.finish()
-        except JobFailedError as exc:
-            self.last_result = exc.result
-            raise
-        return self.last_result
-
-    def _job_call(
-        self,
-        operation: str,
-        action: str,
-        parse: Callable[[httpx.Response], T],
-        *,
-        method: str = "GET",
-        suffix: str = "",
-        params: Mapping[str, str | int] | None = None,
-        json: Any = None,
-        fallback: bool = False,
-    ) -> Call[T]:
-        """A call on this job's resource; with ``fallback``, ``/learning/jobs/...`` answers a 404."""
+    def _job_call(self, operation: str, parse: Callable[[httpx.Response], T], **params: int) -> Call[T]:
+        """A call on this job's resource (see ``_ROUTES``); where the route has a fallback,
+        ``/learning/jobs/...`` answers a 404, and is tried first once it answered instead."""
+        action, method, suffix, fallback = _ROUTES[operation]
         job_id = self._require_job_id(action)
         primary = f"{self.api_base}/rl/jobs/{job_id}{suffix}"
         alternate = f"{self.api_base}/learning/jobs/{job_id}{suffix}" if fallback else None
-        if alternate is not None and operation in self._preferred_routes:
+        if alternate is not None and operation in self._sender.fallback_routes:
             primary, alternate = alternate, None
+        json: dict[str, Any] | None = {} if method == "POST" else None
         call = Call(
-            operation=operation,
-            method=method,
-            url=alternate or primary,
-            parse=parse,
-            headers=self._auth(),
-            params=params,
-            json=json,
-            job_id=job_id,
+            operation, method, alternate or primary, parse, self._auth(), params or None, json, job_id=job_id
         )
-        if alternate is None:
-            return call
-        return replace(call, url=primary, fallback=call)
-
-    def _note_route(self, call: Call[Any]) -> None:
-        """Remember that this job's backend serves *call*'s operation only on the fallback route."""
-        if call.fell_back_from is not None:
-            self._preferred_routes.add(call.operation)
-
-    def _status_call(self) -> Call[tuple[dict[str, Any], str | None]]:
-        return self._job_call("status", "get the job status", self._read_status)
+        return call if alternate is None else replace(call, url=primary, fallback=call)
 
     def _read_status(self, response: httpx.Response) -> tuple[dict[str, Any], str | None]:
         read = read_object(response)
@@ -387,80 +370,87 @@ class JobBase(Generic[ClientT, TransportT]):
             add_status_run(self.observed_statuses, status, max(0.0, now - self._observed_since))
         return read
 
-    def _cancel_call(self) -> Call[dict[str, Any]]:
-        return self._job_call(
-            "cancel", "cancel the job", lambda r: read_object(r)[0], method="POST", suffix="/cancel", json={}
+    def _status(self) -> Steps[dict[str, Any]]:
+        return (yield from self._sender.send(self._job_call("status", self._read_status)))[0]
+
+    def _results(self) -> Steps[dict[str, Any]]:
+        return self._results_from((yield from self._status()))
+
+    def _cancel(self) -> Steps[dict[str, Any]]:
+        return self._sender.send(self._job_call("cancel", lambda r: read_object(r)[0]))
+
+    def _events(self, since_seq: int, limit: int) -> Steps[EventPage]:
+        call = self._job_call("events", lambda r: event_page(r, since_seq), since_seq=since_seq, limit=limit)
+        return self._sender.send(call)
+
+    def _metrics(self, after_step: int, limit: int) -> Steps[list[dict[str, Any]]]:
+        call = self._job_call("metrics", lambda r: json_list(r, "points"), after_step=after_step, limit=limit)
+        return self._sender.send(call)
+
+    def _timeline(self) -> Steps[list[dict[str, Any]]]:
+        return self._sender.send(self._job_call("timeline", lambda r: json_list(r, "events")))
+
+    def _upload(self, env_key: str | Secret | None, verify: bool) -> Steps[EnvKeyUpload]:
+        """The upload of *env_key*, by default this job's ``task_app_api_key``."""
+        key = env_key if env_key is not None else self._config.task_app_api_key
+        return upload_steps(self._sender, self._config.backend_url, self._config.api_key, key, verify)
+
+    def _verify(self, task_url: str | None) -> Steps[TaskAppVerification]:
+        """The verification of *task_url*, by default this job's task app (TOML included)."""
+        if task_url is None:
+            task_url = self._config.task_app_url or None
+        if task_url is None and self._config.config_path is not None:
+            task_url = self.build().task_url
+        return verify_steps(self._sender, self._config.backend_url, self._config.api_key, task_url)
+
+    def _poll(
+        self,
+        timeout: float,
+        interval: float,
+        on_status: Callable[[dict[str, Any]], object] | None,
+        raise_on_failure: bool,
+        max_failed_polls: int = DEFAULT_MAX_FAILED_POLLS,
+    ) -> Steps[JobResult]:
+        poller = Poller(
+            self._require_job_id("poll the job"),
+            timeout=timeout,
+            interval=interval,
+            clock=self._clock,
+            raise_on_failure=raise_on_failure,
+            max_failed_polls=max_failed_polls,
         )
+        self.last_polls = poller.history
+        status_call = self._job_call("status", self._read_status)
+        while True:
+            try:
+                payload, note = yield from self._sender.send(status_call)
+            except BackendError as exc:
+                yield poller.poll_failed(exc)
+                continue
+            poller.record(payload, note)
+            if on_status is not None:
+                try:
+                    returned = on_status(payload)
+                except Exception as exc:
+                    poller.callback_failed(exc)
+                else:
+                    if inspect.isawaitable(returned):
+                        failure = yield returned
+                        if failure is not None:
+                            poller.callback_failed(failure)
+            wait = poller.next_wait()
+            if wait is None:
+                break
+            yield wait
+        self.finished_at = self._clock.now()
+        self.finished_wall = time.perf_counter()
+        try:
+            self.last_result = poller.finish()
+        except JobFailedError as exc:
+            self.last_result = exc.result
+            raise
+        return self.last_result
 
-    def _events_call(self, since_seq: int, limit: int) -> Call[EventPage]:
-        return self._job_call(
-            "events",
-            "read job events",
-            lambda r: event_page(r, since_seq),
-            suffix="/events",
-            params={"since_seq": since_seq, "limit": limit},
-            fallback=True,
-        )
-
-    def _metrics_call(self, after_step: int, limit: int) -> Call[list[dict[str, Any]]]:
-        return self._job_call(
-            "metrics",
-            "read job metrics",
-            lambda r: json_list(r, "points"),
-            suffix="/metrics",
-            params={"after_step": after_step, "limit": limit},
-            fallback=True,
-        )
-
-    def _timeline_call(self) -> Call[list[dict[str, Any]]]:
-        return self._job_call(
-            "timeline",
-            "read the job timeline",
-            lambda r: json_list(r, "events"),
-            suffix="/timeline",
-            fallback=True,
-        )
-
-    def _list_call(self, limit: int, status: str | None, filters: Mapping[str, str | None]) -> Call[Any]:
-        params: dict[str, str | int] = {"limit": limit}
-        if status:
-            params["status"] = status
-        params.update({k: v for k, v in filters.items() if v is not None})
-        return Call(
-            operation="list",
-            method="GET",
-            url=f"{self.api_base}/rl/jobs",
-            parse=lambda r: read_body(r)[0],
-            headers=self._auth(),
-            params=params,
-        )
-
-    # -- before submitting ------------------------------------------------------------------
-    def _upload_key(self, env_key: str | Secret | None) -> str | Secret | None:
-        """The key to upload: the argument, else the job's task app key (``ENVIRONMENT_API_KEY``)."""
-        return env_key if env_key is not None else self._config.task_app_api_key
-
-    def _verify_target(self, task_url: str | None) -> str | None:
-        """The task app to verify: the argument, else the job's task app URL (TOML included)."""
-        if task_url is not None:
-            return task_url
-        if self._config.task_app_url:
-            return self._config.task_app_url
-        if self._config.config_path is not None:
-            return self.build().task_url
-        return None
-
-    def _oneshot_options(self) -> dict[str, Any]:
-        """What the plain upload/verify functions need to run on this job's client and clock."""
-        return {
-            "backend_url": self._config.backend_url,
-            "api_key": self._config.api_key,
-            "http_client": self._http,
-            "clock": self._clock,
-            "retry": self._retry,
-        }
-
-    # -- verdicts ----------------------------------------------------------------------------
     def _health_target(self) -> tuple[str, Secret | None]:
         return self.build().task_url, self._config.task_app_api_key
 
@@ -474,8 +464,10 @@ class JobBase(Generic[ClientT, TransportT]):
                 "TASK_APP_URL / [services].task_url"
             )
         elif 400 in (report.health_status, report.task_info_status) or report.health_status in (401, 403):
+            key = self._config.task_app_api_key
             hint = (
-                f"the task app rejected the key {mask_secret(self._task_key_value())}, sent as X-API-Key, "
+                f"the task app rejected the key {mask_secret(key.value if key else None)}, sent as "
+                "X-API-Key, "
                 "X-API-Keys and Authorization: Bearer: pass task_app_api_key= or set ENVIRONMENT_API_KEY "
                 "to the key the task app expects; a task app that reads its key from another header "
                 "must accept one of these, as the trainer sends only these"
@@ -494,10 +486,6 @@ class JobBase(Generic[ClientT, TransportT]):
                 "detail": report.detail,
             },
         )
-
-    def _task_key_value(self) -> str | None:
-        key = self._config.task_app_api_key
-        return key.value if key is not None else None
 
     def _results_from(self, payload: Mapping[str, Any]) -> dict[str, Any]:
         job_id = self._job_id or "?"
@@ -522,7 +510,6 @@ class JobBase(Generic[ClientT, TransportT]):
             hint="wait for it with poll_until_complete() before asking for results",
         )
 
-    # -- display -----------------------------------------------------------------------------
     def __repr__(self) -> str:
         config = self._config
         task_key = config.task_app_api_key.masked if config.task_app_api_key else None
@@ -540,13 +527,6 @@ def _check_backend_override(given: object, backend_url: str) -> None:
     if not isinstance(given, str) or not given.strip():
         return
     if normalize_backend_url(given) != normalize_backend_url(backend_url):
-        raise SynthUsageError(
-            [
-                ConfigProblem(
-                    key='overrides["backend"]',
-                    message=f"is {given!r}, but this job is sent to {backend_url!r}",
-                    hint="choose the backend with backend_url= (or --synth-backend under pytest) "
-                    'and drop overrides["backend"]',
-                )
-            ]
-        )
+        message = f"is {given!r}, but this job is sent to {backend_url!r}"
+        hint = "choose the backend with backend_url= (or --synth-backend under pytest) and drop "
+        raise usage_error('overrides["backend"]', message, hint + 'overrides["backend"]')

@@ -1,9 +1,7 @@
-"""The backend's job API as data: which request each operation sends and what its answer means.
+"""The backend's API as data: which request each operation sends and what its answer means.
 
-A :class:`Call` is a request description plus the function that turns a good answer into a
-value. Building calls and reading answers involves no I/O, so :class:`~.sync.RLJob` and
-:class:`~.aio.AsyncRLJob` share all of it and differ only in how they send. Errors are made here
-too, one place per status code, with the hint that fixes the usual cause.
+A :class:`Call` is a request plus the function that reads a good answer; a :class:`Sender` runs
+calls as steps (:mod:`.retry`). Errors are made here, one place per status code, with a hint.
 """
 
 from __future__ import annotations
@@ -16,32 +14,40 @@ from typing import Any, Generic, TypeVar
 import httpx
 
 from pytest_synth_rl.client.results import EventPage
-from pytest_synth_rl.client.retry import Sent
+from pytest_synth_rl.client.retry import RetryPolicy, Sent, Steps, async_drive, drive, retrying
+from pytest_synth_rl.clock import Clock, RealClock
 from pytest_synth_rl.errors import BackendError, JobSubmitError, excerpt
-from pytest_synth_rl.secrets.masking import SecretHeaders, get_logger
+from pytest_synth_rl.secrets.masking import Secret, SecretHeaders, get_logger
+from pytest_synth_rl.taskapp.tls import shared_ssl_context
 
 __all__ = [
+    "DEFAULT_REQUEST_TIMEOUT",
     "Call",
+    "Sender",
+    "async_run_once",
+    "bearer",
     "error_for",
     "event_page",
     "extract_job_id",
     "json_list",
-    "read_body",
+    "new_client",
+    "read_json",
     "read_object",
-    "status_payload",
+    "run_once",
 ]
 
 T = TypeVar("T")
+ClientT = TypeVar("ClientT", httpx.Client, httpx.AsyncClient)
+
+#: Seconds for one HTTP request (connect, read, write, pool) when we create the client.
+DEFAULT_REQUEST_TIMEOUT = 30.0
 
 logger = get_logger("pytest_synth_rl.client")
 
 
-def read_body(response: httpx.Response) -> tuple[Any, str | None]:
-    """The response's JSON, or ``({}, note)`` when it is not JSON (the note names the content-type).
-
-    Proxies and load balancers answer with HTML pages; reading those as "no information" rather
-    than crashing keeps a poll loop alive through a blip, and the note keeps it diagnosable.
-    """
+def read_json(response: httpx.Response) -> tuple[Any, str | None]:
+    """The response's JSON, or ``({}, note)`` when it is not JSON (the note names the content-type):
+    a proxy's HTML page must not crash a poll loop, and the note keeps it diagnosable."""
     if not response.content:
         return {}, None
     try:
@@ -54,22 +60,22 @@ def read_body(response: httpx.Response) -> tuple[Any, str | None]:
 
 
 def read_object(response: httpx.Response) -> tuple[dict[str, Any], str | None]:
-    """Like :func:`read_body` but always a dict: a JSON array or scalar also counts as ``{}``."""
-    body, note = read_body(response)
+    """Like :func:`read_json` but always a dict: a JSON array or scalar also counts as ``{}``."""
+    body, note = read_json(response)
     if isinstance(body, dict):
         return body, note
-    if note is None:
-        note = f"JSON {type(body).__name__} where an object was expected, treated as {{}}"
-    return {}, note
+    return {}, note or f"JSON {type(body).__name__} where an object was expected, treated as {{}}"
+
+
+def bearer(api_key: Secret) -> SecretHeaders:
+    """The Synth API key as a bearer token, in headers whose repr masks it."""
+    return SecretHeaders({"Authorization": f"Bearer {api_key.value}", "Accept": "application/json"})
 
 
 @dataclass(frozen=True)
 class Call(Generic[T]):
-    """One backend operation: the request to send, what counts as success, how to read it.
-
-    ``fallback`` is an alternative route to try when this one answers 404 (older deployments
-    served job events under ``/learning/jobs``).
-    """
+    """One backend operation: the request, what counts as success, how to read it. ``fallback``
+    answers a 404 (older deployments); ``action``/``fix`` word errors of calls outside the job API."""
 
     operation: str
     method: str
@@ -83,14 +89,11 @@ class Call(Generic[T]):
     job_id: str | None = None
     fallback: Call[T] | None = None
     fell_back_from: str | None = None
-    #: For calls outside the job API: what failed (the error's opening words) and how to fix a
-    #: rejection that is not about the API key or rate limits.
     action: str | None = None
     fix: str | None = None
 
     def __post_init__(self) -> None:
-        # Headers carry the API key: whatever mapping a caller passed, hold it in the type whose
-        # repr masks credentials, so no traceback local or dataclass repr shows the key.
+        # Headers carry the API key: hold them in the type whose repr masks credentials.
         if not isinstance(self.headers, SecretHeaders):
             object.__setattr__(self, "headers", SecretHeaders(self.headers))
 
@@ -124,12 +127,8 @@ class Call(Generic[T]):
 
 
 def _parsed_url(url: str, params: Mapping[str, str | int] | None) -> httpx.URL | None:
-    """*url* with *params* as its query (encoded as httpx encodes them), parsed once; None where
-    httpx could build another URL from the string and params (a relative URL, one with a query
-    or fragment of its own, one httpx refuses), which are then left to httpx.
-
-    httpx parses a URL string for every request, and again to add params, which costs about as
-    much as the rest of building it; a suite sends every job's submission to the same URL."""
+    """*url* with *params* as its query, parsed once and cached (httpx would parse it for every
+    request); None where httpx could build another URL from the parts, left to httpx."""
     if not url.startswith(("http://", "https://")) or "?" in url or "#" in url:
         return None
     return _url(f"{url}?{httpx.QueryParams(params)}" if params else url)
@@ -137,16 +136,88 @@ def _parsed_url(url: str, params: Mapping[str, str | int] | None) -> httpx.URL |
 
 @functools.lru_cache(maxsize=256)
 def _url(url: str) -> httpx.URL | None:
-    """The parsed URL (immutable, so one object serves every request to it)."""
     try:
         return httpx.URL(url)
     except httpx.InvalidURL:
         return None
 
 
-# -- reading answers ---------------------------------------------------------------------------
-def status_payload(response: httpx.Response) -> dict[str, Any]:
-    return read_object(response)[0]
+class Sender(Generic[ClientT]):
+    """Sends calls over one client, retrying per *retry* on *clock*; remembers operations that
+    answered on their fallback route only, and resends a poll's request as first built."""
+
+    def __init__(self, client: ClientT, retry: RetryPolicy, clock: Clock) -> None:
+        self.client: ClientT = client
+        self.retry = retry
+        self.clock = clock
+        self.fallback_routes: set[str] = set()
+        self._last_built: tuple[Call[Any], httpx.Request] | None = None
+
+    def request(self, call: Call[Any]) -> httpx.Request:
+        last = self._last_built
+        if last is not None and last[0] is call and not self.client.cookies:
+            return last[1]
+        request = call.build(self.client)
+        if call.method == "GET" and call.json is None:
+            self._last_built = (call, request)
+        return request
+
+    def send(self, call: Call[T]) -> Steps[T]:
+        """Steps that send *call* (and its fallback on a 404) and return the answer's value."""
+        while True:
+            sent = yield from retrying(self.request(call), self.retry, self.clock, call.error_cls)
+            following = call.next_after(sent)
+            if following is None:
+                value = call.outcome(sent)
+                if call.fell_back_from is not None:
+                    self.fallback_routes.add(call.operation)
+                return value
+            call = following
+
+
+def new_client(cls: type[ClientT], transport: Any, timeout: float) -> ClientT:
+    """A client of ours: *transport* (None: the network), *timeout* per request, our TLS context."""
+    return cls(transport=transport, timeout=timeout, verify=shared_ssl_context())
+
+
+def run_once(
+    steps: Callable[[Sender[Any]], Steps[T]],
+    http_client: httpx.Client | None,
+    transport: httpx.BaseTransport | None,
+    clock: Clock | None,
+    retry: RetryPolicy | None,
+    timeout: float,
+) -> T:
+    """Run *steps* outside a job, on *http_client* (left open) or a client made for the occasion."""
+    client = http_client if http_client is not None else new_client(httpx.Client, transport, timeout)
+    clock = clock or RealClock()
+    try:
+        return drive(steps(Sender(client, retry or RetryPolicy(), clock)), client, clock)
+    finally:
+        if http_client is None:
+            client.close()
+
+
+async def async_run_once(
+    steps: Callable[[Sender[Any]], Steps[T]],
+    http_client: httpx.AsyncClient | None,
+    transport: httpx.AsyncBaseTransport | None,
+    clock: Clock | None,
+    retry: RetryPolicy | None,
+    timeout: float,
+) -> T:
+    """:func:`run_once` over ``httpx.AsyncClient``."""
+    client = http_client if http_client is not None else new_client(httpx.AsyncClient, transport, timeout)
+    clock = clock or RealClock()
+    try:
+        return await async_drive(steps(Sender(client, retry or RetryPolicy(), clock)), client, clock)
+    finally:
+        if http_client is None:
+            await client.aclose()
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def extract_job_id(response: httpx.Response, *, url: str) -> str:
@@ -168,62 +239,47 @@ def extract_job_id(response: httpx.Response, *, url: str) -> str:
     )
 
 
-def _nested_list(body: Any, key: str) -> list[Any] | None:
+def _nested_list(body: Any, key: str) -> list[Any]:
+    """The list under *key*, also accepted nested under ``data``/``result``/``items``, or bare."""
     if isinstance(body, list):
         return body
     if not isinstance(body, Mapping):
-        return None
-    value = body.get(key)
-    if isinstance(value, list):
-        return value
+        return []
+    if isinstance(body.get(key), list):
+        return list(body[key])
     for wrapper in ("data", "result", "items"):
         inner = body.get(wrapper)
         if isinstance(inner, list):
             return inner
         if isinstance(inner, Mapping) and isinstance(inner.get(key), list):
             return list(inner[key])
-    return None
+    return []
 
 
 def json_list(response: httpx.Response, key: str) -> list[dict[str, Any]]:
-    """The list under *key* (also accepted nested under ``data``/``result``/``items``, or bare)."""
-    body, _ = read_body(response)
-    found = _nested_list(body, key) or []
-    return [item for item in found if isinstance(item, dict)]
-
-
-def _seq(event: Mapping[str, Any]) -> int | None:
-    value = event.get("seq")
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    return None
+    """The objects of the list under *key* (see :func:`_nested_list` for where it may be)."""
+    return [item for item in _nested_list(read_json(response)[0], key) if isinstance(item, dict)]
 
 
 def event_page(response: httpx.Response, since_seq: int) -> EventPage:
     """A page of events; the cursor is the answer's ``next_seq``, else the highest ``seq`` seen."""
-    body, _ = read_body(response)
-    events = [e for e in (_nested_list(body, "events") or []) if isinstance(e, dict)]
-    next_seq: int | None = None
-    if isinstance(body, Mapping):
-        candidate = body.get("next_seq")
-        if isinstance(candidate, int) and not isinstance(candidate, bool):
-            next_seq = candidate
+    body, _ = read_json(response)
+    events = [e for e in _nested_list(body, "events") if isinstance(e, dict)]
+    next_seq = _int(body.get("next_seq")) if isinstance(body, Mapping) else None
     if next_seq is None:
-        seqs = [s for s in (_seq(e) for e in events) if s is not None]
+        seqs = [s for s in (_int(e.get("seq")) for e in events) if s is not None]
         next_seq = max([since_seq, *seqs])
     return EventPage(events=events, next_seq=next_seq)
 
 
-# -- errors ------------------------------------------------------------------------------------
 def _problems_422(response: httpx.Response) -> list[str]:
     """Readable problem lines from a validation error body (FastAPI ``detail`` or our ``problems``)."""
-    body, _ = read_body(response)
+    body, _ = read_json(response)
     items: Any = None
     if isinstance(body, Mapping):
-        for key in ("detail", "problems", "errors"):
-            if isinstance(body.get(key), list):
-                items = body[key]
-                break
+        items = next(
+            (body[k] for k in ("detail", "problems", "errors") if isinstance(body.get(k), list)), None
+        )
         if items is None and isinstance(body.get("detail"), str):
             return [body["detail"]]
     lines: list[str] = []
@@ -239,7 +295,7 @@ def _problems_422(response: httpx.Response) -> list[str]:
     return lines
 
 
-def _hint(call: Call[Any], status: int, response: httpx.Response, exhausted: bool) -> str:
+def _hint(call: Call[Any], status: int, exhausted: bool) -> str:
     base = call.url.split("/rl/jobs")[0].split("/learning/jobs")[0]
     if status in (401, 403):
         return (
@@ -249,13 +305,11 @@ def _hint(call: Call[Any], status: int, response: httpx.Response, exhausted: boo
     if call.fix is not None and status < 500 and status != 429:
         return call.fix
     if status == 404:
-        if call.operation == "submit":
-            return (
-                f"no RL jobs route at {call.url}: check backend_url / BACKEND_BASE_URL (now {base}); "
-                "the job API lives under /api, which is appended when missing"
-            )
-        if call.operation == "list":
-            return f"no RL jobs route at {call.url}: check backend_url / BACKEND_BASE_URL (now {base})"
+        if call.operation in ("submit", "list"):
+            hint = f"no RL jobs route at {call.url}: check backend_url / BACKEND_BASE_URL (now {base})"
+            if call.operation == "submit":
+                hint += "; the job API lives under /api, which is appended when missing"
+            return hint
         return (
             f"job {call.job_id!r} is unknown to {base}: check the job id and that backend_url is the "
             "backend that created it"
@@ -295,13 +349,12 @@ def error_for(call: Call[Any], sent: Sent) -> BackendError:
     if status == 422:
         lines = _problems_422(response) or ["(the answer lists no problems)"]
         message += "\n  problems:\n" + "\n".join(f"    - {excerpt(line, 300)}" for line in lines)
-    cls = call.error_cls
-    return cls(
+    return call.error_cls(
         message,
         method=call.method,
         url=str(response.request.url),
         status_code=status,
         response_text=response.text,
         attempts=sent.attempts,
-        hint=_hint(call, status, response, sent.exhausted),
+        hint=_hint(call, status, sent.exhausted),
     )

@@ -1,8 +1,7 @@
 """Where a job's backend, keys and task app come from: arguments, then the environment.
 
-Resolution happens once, when the job object is made, so a job never changes target because the
-environment changed under it, and a missing key is reported before anything is sent. Keys are
-held as :class:`~pytest_synth_rl.secrets.masking.Secret` so no repr or message can show them.
+Resolved once, when the job object is made, so a job never changes target because the
+environment changed, and a missing key is reported before anything is sent.
 """
 
 from __future__ import annotations
@@ -26,56 +25,47 @@ __all__ = [
     "RLJobConfig",
     "resolve_api_key",
     "resolve_backend_url",
+    "usage_error",
 ]
 
 DEFAULT_BACKEND_URL = "https://api.usesynth.ai"
-#: Checked in order when no ``backend_url`` argument is given: the plugin's own variable first,
-#: then the SDK's, in the same order as ``--synth-backend`` reads them, so one environment sends
-#: a suite's jobs and a script's jobs to the same backend.
+#: Read in order when no ``backend_url`` is given, as ``--synth-backend`` reads them.
 BACKEND_URL_ENV_VARS: tuple[str, ...] = ("SYNTH_BACKEND_URL", "BACKEND_BASE_URL")
 
 
-def _env(name: str) -> str | None:
-    value = os.environ.get(name, "").strip()
-    return value or None
+def usage_error(key: str, message: str, hint: str) -> SynthUsageError:
+    """A :class:`SynthUsageError` with one problem."""
+    return SynthUsageError([ConfigProblem(key=key, message=message, hint=hint)])
 
 
-def _blank_to_none(value: str | None) -> str | None:
-    if value is None:
-        return None
-    value = value.strip()
+def _text(value: str | None, env_name: str | None = None) -> str | None:
+    """*value* stripped, else the environment variable *env_name* stripped; None when blank."""
+    value = (value or "").strip() or (os.environ.get(env_name, "").strip() if env_name else "")
     return value or None
 
 
 def resolve_backend_url(backend_url: str | None = None) -> str:
-    """``backend_url`` argument, then ``SYNTH_BACKEND_URL``, then ``BACKEND_BASE_URL``, then the
-    public service. The value must be an absolute http(s) URL; the ``/api`` suffix is optional."""
-    source, value = "backend_url", _blank_to_none(backend_url)
-    if value is None:
-        for name in BACKEND_URL_ENV_VARS:
-            value = _env(name)
-            if value is not None:
-                source = name
-                break
+    """``backend_url``, then ``SYNTH_BACKEND_URL``, then ``BACKEND_BASE_URL``, then the public
+    service; an absolute http(s) URL, the ``/api`` suffix optional."""
+    source, value = "backend_url", _text(backend_url)
+    for name in BACKEND_URL_ENV_VARS:
+        if value is None:
+            source, value = name, _text(None, name)
     if value is None:
         return DEFAULT_BACKEND_URL
     if not _is_http_url(value):
-        raise SynthUsageError(
-            [
-                ConfigProblem(
-                    key=source,
-                    message=f"{value!r} is not an absolute http(s) URL",
-                    hint=f"use e.g. {DEFAULT_BACKEND_URL} (with or without /api)",
-                )
-            ]
+        raise usage_error(
+            source,
+            f"{value!r} is not an absolute http(s) URL",
+            f"use e.g. {DEFAULT_BACKEND_URL} (with or without /api)",
         )
     return value
 
 
 @functools.lru_cache(maxsize=64)
 def _is_http_url(value: str) -> bool:
-    """Whether *value* is an absolute http(s) URL; remembered, as every job of a suite names the
-    same backend and parsing it costs about half of resolving a job's settings."""
+    """Remembered: every job of a suite names the same backend, and parsing costs about half of
+    resolving a job's settings."""
     try:
         parsed = httpx.URL(value)
     except httpx.InvalidURL:
@@ -84,21 +74,17 @@ def _is_http_url(value: str) -> bool:
 
 
 def resolve_api_key(api_key: str | Secret | None = None) -> Secret:
-    """``api_key`` argument, then ``SYNTH_API_KEY``; a job without a key is a configuration error."""
+    """``api_key``, then ``SYNTH_API_KEY``; a job without a key is a configuration error."""
     if isinstance(api_key, Secret):
         if api_key:
             return api_key
         api_key = None
-    value = _blank_to_none(api_key) or _env("SYNTH_API_KEY")
+    value = _text(api_key, "SYNTH_API_KEY")
     if value is None:
-        raise SynthUsageError(
-            [
-                ConfigProblem(
-                    key="api_key",
-                    message="no Synth API key was given and SYNTH_API_KEY is not set",
-                    hint="set SYNTH_API_KEY in the environment or pass api_key=",
-                )
-            ]
+        raise usage_error(
+            "api_key",
+            "no Synth API key was given and SYNTH_API_KEY is not set",
+            "set SYNTH_API_KEY in the environment or pass api_key=",
         )
     return _checked_key(value, "api_key", "SYNTH_API_KEY")
 
@@ -106,7 +92,7 @@ def resolve_api_key(api_key: str | Secret | None = None) -> Secret:
 def _optional_secret(value: str | Secret | None, env_name: str) -> Secret | None:
     if isinstance(value, Secret):
         return value if value else None
-    text = _blank_to_none(value) or _env(env_name)
+    text = _text(value, env_name)
     return _checked_key(text, "task_app_api_key", env_name) if text else None
 
 
@@ -114,20 +100,14 @@ def _checked_key(value: str, argument: str, env_name: str) -> Secret:
     """*value* as a key, unless no HTTP header could carry it (raised here, not deep in a client)."""
     problem = key_problem(value)
     if problem is not None:
-        raise SynthUsageError(
-            [ConfigProblem(argument, problem, f"pass {argument}= or set {env_name} to the key")]
-        )
+        raise usage_error(argument, problem, f"pass {argument}= or set {env_name} to the key")
     return Secret(value)
 
 
 @dataclass
 class RLJobConfig:
-    """Everything needed to submit or follow one job, already resolved.
-
-    Field names follow the upstream SDK's ``RLJobConfig`` so code written against it ports over.
-    ``config_path`` is None for a job attached by id. Build one with :meth:`resolve` to apply the
-    argument-then-environment rules; the constructor takes values as given.
-    """
+    """Everything needed to submit or follow one job, already resolved (field names as in the
+    upstream SDK); :meth:`resolve` applies the argument-then-environment rules."""
 
     config_path: Path | None
     backend_url: str
@@ -163,49 +143,35 @@ class RLJobConfig:
         tags: Mapping[str, str] | None = None,
         allow_new_keys: bool = False,
     ) -> RLJobConfig:
-        """Apply the resolution rules: arguments first, then ``SYNTH_BACKEND_URL`` /
-        ``BACKEND_BASE_URL``, ``SYNTH_API_KEY``, ``TASK_APP_URL``, ``ENVIRONMENT_API_KEY``.
-
-        A *config_path* that does not exist is reported here, naming the path, rather than at
-        submission time.
-        """
-        path: Path | None = None
-        if config_path is not None:
-            path = Path(config_path)
-            if not path.is_file():
-                what = "is a directory, not a file" if path.is_dir() else "does not exist"
-                raise ConfigError(
-                    [
-                        ConfigProblem(
-                            key="config_path",
-                            message=f"RL config file {str(path)!r} {what}",
-                            hint="pass the path of an RL TOML config (relative paths are resolved "
-                            f"from the working directory, {os.getcwd()!r})",
-                        )
-                    ],
-                    path=str(path),
-                )
-        if tags is not None:
-            bad = [k for k, v in tags.items() if not isinstance(k, str) or not isinstance(v, str)]
-            if bad:
-                raise SynthUsageError(
-                    [
-                        ConfigProblem(
-                            key="tags",
-                            message=f"tags must map strings to strings; bad entries: {bad!r}",
-                            hint='e.g. tags={"suite": "nightly"}',
-                        )
-                    ]
-                )
+        """Arguments first, then ``SYNTH_BACKEND_URL`` / ``BACKEND_BASE_URL``, ``SYNTH_API_KEY``,
+        ``TASK_APP_URL``, ``ENVIRONMENT_API_KEY``; a *config_path* that is not a file is
+        reported here, naming the path."""
+        path = Path(config_path) if config_path is not None else None
+        if path is not None and not path.is_file():
+            what = "is a directory, not a file" if path.is_dir() else "does not exist"
+            problem = ConfigProblem(
+                key="config_path",
+                message=f"RL config file {str(path)!r} {what}",
+                hint="pass the path of an RL TOML config (relative paths are resolved from the working "
+                f"directory, {os.getcwd()!r})",
+            )
+            raise ConfigError([problem], path=str(path))
+        bad = [k for k, v in (tags or {}).items() if not isinstance(k, str) or not isinstance(v, str)]
+        if bad:
+            raise usage_error(
+                "tags",
+                f"tags must map strings to strings; bad entries: {bad!r}",
+                'e.g. tags={"suite": "nightly"}',
+            )
         return cls(
             config_path=path,
             backend_url=resolve_backend_url(backend_url),
             api_key=resolve_api_key(api_key),
-            task_app_url=_blank_to_none(task_app_url) or _env("TASK_APP_URL"),
+            task_app_url=_text(task_app_url, "TASK_APP_URL"),
             task_app_api_key=_optional_secret(task_app_api_key, "ENVIRONMENT_API_KEY"),
             allow_experimental=allow_experimental,
             overrides=dict(overrides) if overrides is not None else None,
-            idempotency_key=_blank_to_none(idempotency_key),
+            idempotency_key=_text(idempotency_key),
             tags=dict(tags) if tags is not None else None,
             allow_new_keys=allow_new_keys,
         )

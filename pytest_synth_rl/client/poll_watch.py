@@ -1,8 +1,5 @@
-"""Who watches status polls: a process-wide list of observers, importable without the client.
-
-A progress display registers here at pytest start; the client's poll loop reports to it. Kept
-apart from the client package so that registering costs no import of httpx or the config layer.
-"""
+"""Who watches status polls: a process-wide list of observers, importable without httpx, so a
+progress display can register at pytest start for every job's polls, user code's included."""
 
 from __future__ import annotations
 
@@ -17,11 +14,8 @@ _observers: list[PollObserver] = []
 
 
 def observe_polls(observer: PollObserver) -> Callable[[], None]:
-    """Watch every poll of every job (a progress display); returns the function that stops it.
-
-    Process-wide on purpose: a progress line must see jobs made by user code too, not only the
-    fixture's. An observer that raises is reported like a failing ``on_status`` callback.
-    """
+    """Watch every poll of every job; returns the function that stops it. An observer that raises
+    is reported like a failing ``on_status`` callback."""
     _observers.append(observer)
 
     def stop() -> None:

@@ -1,28 +1,14 @@
-"""Polling a job to a terminal status, on whatever clock the job runs on.
+"""Polling a job to a terminal status on the job's clock: the rules, without I/O.
 
-The upstream SDK ignored the caller's ``interval``, treated only three exact spellings as
-terminal, and swallowed callback errors into a log. Here a :class:`Poller` owns the rules:
-
-- the first poll is at t=0; between polls we sleep ``min(interval, time left)``, so the last poll
-  lands exactly on the deadline and the total wait is exactly ``timeout`` on the clock;
-- a terminal status in any spelling ends polling (see :mod:`.results`);
-- a callback that raises is reported as a :class:`SynthCallbackWarning` with its traceback, and
-  polling goes on, because a broken progress printer must not fail a training run;
-- a poll whose own retries were exhausted on a transient failure (connection error, 408, 429,
-  5xx) does not end the wait: a job with hours left must not be abandoned over one bad minute.
-  The wait goes on until its timeout, or until the *failure budget* is spent: ``max_failed_polls``
-  consecutive polls (default 5) each failed after all their retries. Then the error says how many
-  polls failed and lists every attempt they made. A non-transient answer (401, 404, ...) still
-  ends the wait at once, because waiting will not fix it.
-
-The poller does no I/O; the sync and async jobs call it between their own requests.
+Polls at t=0 and every ``min(interval, time left)``, the last on the deadline; a raising callback
+warns and polling goes on; transient poll failures end the wait only ``max_failed_polls`` in a row.
 """
 
 from __future__ import annotations
 
-import math
 import traceback
 import warnings
+from itertools import groupby
 from typing import Any
 
 from pytest_synth_rl.client.poll_watch import PollObserver, observe_polls, poll_observers
@@ -35,6 +21,7 @@ from pytest_synth_rl.errors import (
     JobFailedError,
     JobTimeoutError,
     SynthUsageError,
+    seconds_problem,
 )
 from pytest_synth_rl.secrets.callers import outside_stacklevel
 
@@ -51,7 +38,7 @@ __all__ = [
 #: Consecutive failed polls (each after all its retries) that end a wait before its timeout.
 DEFAULT_MAX_FAILED_POLLS = 5
 
-# Float noise from summing many virtual sleeps must not buy an extra poll past the deadline.
+#: Float noise from summing many virtual sleeps must not buy an extra poll past the deadline.
 _EPSILON = 1e-9
 
 
@@ -59,40 +46,23 @@ class SynthCallbackWarning(UserWarning):
     """A user callback (such as ``on_status``) raised; the plugin carried on without it."""
 
 
-def _check_number(name: str, value: float, *, allow_zero: bool) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    ok = ok and (value >= 0 if allow_zero else value > 0)
-    if not ok:
-        bound = ">= 0" if allow_zero else "> 0"
-        raise SynthUsageError(
-            [
-                ConfigProblem(
-                    key=f"poll_until_complete.{name}",
-                    message=f"must be a finite number of seconds {bound}, got {value!r}",
-                    hint="e.g. poll_until_complete(timeout=7200, interval=10)",
-                )
-            ]
-        )
-    return float(value)
+def _checked(name: str, value: Any, problem: str | None, example: str) -> Any:
+    if problem is not None:
+        hint = f"e.g. poll_until_complete({example})"
+        raise SynthUsageError([ConfigProblem(f"poll_until_complete.{name}", problem, hint)])
+    return value
 
 
 def summarize_history(history: list[PollRecord], limit: int = 5) -> str:
     """The last *limit* runs of equal statuses, e.g. ``queued x3 (0-20s) -> running x718 (30-7200s)``."""
-    runs: list[tuple[str, int, float, float]] = []
-    for record in history:
-        status = record.status or "<no status>"
-        if runs and runs[-1][0] == status:
-            name, count, first, _ = runs[-1]
-            runs[-1] = (name, count + 1, first, record.elapsed)
-        else:
-            runs.append((status, 1, record.elapsed, record.elapsed))
-    shown = runs[-limit:]
+    runs = [(status, list(run)) for status, run in groupby(history, lambda r: r.status or "<no status>")]
     parts = [
-        f"{name} x{count} ({first:g}-{last:g}s)" if count > 1 else f"{name} ({first:g}s)"
-        for name, count, first, last in shown
+        f"{status} x{len(run)} ({run[0].elapsed:g}-{run[-1].elapsed:g}s)"
+        if len(run) > 1
+        else f"{status} ({run[0].elapsed:g}s)"
+        for status, run in runs[-limit:]
     ]
-    prefix = "... -> " if len(runs) > limit else ""
-    return prefix + " -> ".join(parts)
+    return ("... -> " if len(runs) > limit else "") + " -> ".join(parts)
 
 
 def is_transient(exc: BackendError) -> bool:
@@ -114,24 +84,20 @@ class Poller:
         raise_on_failure: bool = False,
         max_failed_polls: int = DEFAULT_MAX_FAILED_POLLS,
     ) -> None:
-        if type(max_failed_polls) is not int or max_failed_polls < 1:
-            raise SynthUsageError(
-                [
-                    ConfigProblem(
-                        key="poll_until_complete.max_failed_polls",
-                        message=f"must be an integer >= 1, got {max_failed_polls!r}",
-                        hint="e.g. poll_until_complete(max_failed_polls=5)",
-                    )
-                ]
-            )
+        bad_count = type(max_failed_polls) is not int or max_failed_polls < 1
+        problem = f"must be an integer >= 1, got {max_failed_polls!r}" if bad_count else None
+        self.max_failed_polls: int = _checked(
+            "max_failed_polls", max_failed_polls, problem, "max_failed_polls=5"
+        )
+        example = "timeout=7200, interval=10"
+        timeout = _checked("timeout", timeout, seconds_problem(timeout, allow_zero=True), example)
+        self.timeout = float(timeout)
+        self.interval = float(_checked("interval", interval, seconds_problem(interval), example))
         self.job_id = job_id
-        self.max_failed_polls = max_failed_polls
         #: The errors of the current run of consecutive failed polls.
         self.failures: list[BackendError] = []
         #: How many polls failed over the whole wait.
         self.failed_polls = 0
-        self.timeout = _check_number("timeout", timeout, allow_zero=True)
-        self.interval = _check_number("interval", interval, allow_zero=False)
         self.clock = clock
         self.raise_on_failure = raise_on_failure
         self.started = clock.now()
@@ -141,12 +107,7 @@ class Poller:
 
     def record(self, payload: dict[str, Any], note: str | None = None) -> PollRecord:
         """Remember one status answer (``note`` says if the body was unreadable)."""
-        entry = PollRecord(
-            at=self.clock.time(),
-            elapsed=self.clock.now() - self.started,
-            status=job_status(payload),
-            payload=payload,
-        )
+        entry = PollRecord(self.clock.time(), self.clock.now() - self.started, job_status(payload), payload)
         self.history.append(entry)
         self.note = note
         for observer in poll_observers():
@@ -158,11 +119,8 @@ class Poller:
         return entry
 
     def poll_failed(self, exc: BackendError) -> float:
-        """Account for a poll that failed after its retries; the seconds to wait before the next.
-
-        Re-raises *exc* when it is not transient, raises :class:`BackendError` when the failure
-        budget is spent, and :class:`JobTimeoutError` when the deadline has passed.
-        """
+        """The seconds to wait after a poll that failed after its retries; re-raises *exc* if it is
+        not transient, raises when the failure budget is spent or the deadline has passed."""
         if not is_transient(exc):
             raise exc
         self.failures.append(exc)
@@ -182,10 +140,7 @@ class Poller:
                 hint="the backend kept failing; check its status, or raise "
                 "poll_until_complete(max_failed_polls=...) to wait through longer outages",
             ) from exc
-        remaining = self.deadline - self.clock.now()
-        if remaining <= _EPSILON:
-            raise self._timeout() from exc
-        return min(self.interval, remaining)
+        return self._wait(exc)
 
     def callback_failed(self, exc: BaseException) -> None:
         """Report a callback error without stopping the poll loop."""
@@ -199,21 +154,22 @@ class Poller:
         )
 
     def next_wait(self) -> float | None:
-        """Seconds to sleep before the next poll; None when the last answer was terminal.
-
-        Raises :class:`JobTimeoutError` once the deadline has been polled without a terminal status.
-        """
+        """Seconds to sleep before the next poll; None when the last answer was terminal;
+        :class:`JobTimeoutError` once the deadline has been polled without a terminal status."""
         if self.history and is_terminal(self.history[-1].status):
             return None
+        return self._wait()
+
+    def _wait(self, cause: BaseException | None = None) -> float:
         remaining = self.deadline - self.clock.now()
         if remaining <= _EPSILON:
-            raise self._timeout()
+            raise self._timeout() from cause
         return min(self.interval, remaining)
 
     def finish(self) -> JobResult:
-        last = self.history[-1]
+        elapsed = self.clock.now() - self.started
         result = JobResult.from_payload(
-            self.job_id, last.payload, history=self.history, elapsed=self.clock.now() - self.started
+            self.job_id, self.history[-1].payload, history=self.history, elapsed=elapsed
         )
         if self.raise_on_failure and not result.succeeded:
             raise JobFailedError(

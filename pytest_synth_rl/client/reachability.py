@@ -1,11 +1,7 @@
 """Is the online backend there at all? One cheap probe per run instead of retries per test.
 
-A mistyped ``--synth-backend`` URL (or a backend that is down) would otherwise cost every test
-its full retry budget before failing with a message about whichever request it tried first. A
-socket-level GET of the URL's root answers the one question that matters here: does anything
-speak HTTP at that address. Any HTTP answer, even a 404 or 401, counts as reachable; only a
-failure to connect or to get an answer does not. It bypasses httpx on purpose, so no mock or
-cassette recorder active in the test sees the probe.
+Any HTTP answer to a GET of the URL's root, even a 404, counts as reachable. The probe speaks
+``http.client`` on purpose, so no mock or cassette recorder active in the test sees it.
 """
 
 from __future__ import annotations
@@ -30,10 +26,8 @@ def probe_backend(
     delays: tuple[float, ...] = RETRY_DELAYS,
     sleep: Callable[[float], None] = time.sleep,
 ) -> str | None:
-    """``None`` when something answers HTTP at *url*, else why not (the last attempt's error).
-
-    At most ``len(delays) + 1`` attempts of *timeout* seconds each, so the probe is bounded.
-    """
+    """``None`` when something answers HTTP at *url*, else why not (the last attempt's error);
+    at most ``len(delays) + 1`` attempts of *timeout* seconds each."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return f"it is not an http(s) URL with a host (scheme {parts.scheme or 'missing'!r})"

@@ -1,10 +1,7 @@
-"""What a job *is* once we have read it: status vocabulary, poll history, final results.
+"""What a job is once read: the status vocabulary, poll records, final results.
 
-The backend's status vocabulary is loose (``succeeded`` or ``completed``, ``failed`` or
-``error``, ``cancelled`` or ``canceled``, any case, under ``status`` or ``state``). The upstream
-SDK compared the raw string case-sensitively in one place and lower-cased in another, so some
-finished jobs were polled until timeout. Every status decision in this package goes through
-:func:`job_status` and the :data:`TERMINAL_STATUSES` table here, and nowhere else.
+Every status decision in the package goes through :func:`job_status` and the spellings in
+:data:`TERMINAL_STATUSES` (``completed``, ``error``, ``canceled``, ... in any case).
 """
 
 from __future__ import annotations
@@ -12,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from pytest_synth_rl.client.status_numbers import value_at
 
 __all__ = [
     "CANCELLED_STATUSES",
@@ -34,10 +33,22 @@ SUCCESS_STATUSES: frozenset[str] = frozenset({"succeeded", "completed"})
 FAILURE_STATUSES: frozenset[str] = frozenset({"failed", "error"})
 CANCELLED_STATUSES: frozenset[str] = frozenset({"cancelled", "canceled"})
 TERMINAL_STATUSES: frozenset[str] = SUCCESS_STATUSES | FAILURE_STATUSES | CANCELLED_STATUSES
-
+_OUTCOMES = {"succeeded": SUCCESS_STATUSES, "failed": FAILURE_STATUSES, "cancelled": CANCELLED_STATUSES}
 
 #: Status runs a job handle keeps: a job that flaps between two statuses forever stays bounded.
 MAX_STATUS_RUNS = 1000
+
+# Where a finished job may report its reward, most specific first (the shape is not specified:
+# contract, open question 1; these are the places its docs and examples use).
+_FINAL_REWARD_PATHS: tuple[tuple[str, ...], ...] = (
+    ("final_reward",),
+    ("results", "final_reward"),
+    ("result", "final_reward"),
+    ("metrics", "final_reward"),
+    ("results", "metrics", "final_reward"),
+    ("results", "metrics", "reward"),
+    ("metrics", "reward"),
+)
 
 
 def add_status_run(runs: list[list[Any]], status: str, at: float) -> None:
@@ -60,74 +71,32 @@ def job_status(payload: Mapping[str, Any]) -> str:
 def outcome_of(status: str) -> str | None:
     """Canonical outcome for a terminal status (``succeeded``/``failed``/``cancelled``), else None."""
     status = status.strip().lower()
-    if status in SUCCESS_STATUSES:
-        return "succeeded"
-    if status in FAILURE_STATUSES:
-        return "failed"
-    if status in CANCELLED_STATUSES:
-        return "cancelled"
-    return None
+    return next((outcome for outcome, spellings in _OUTCOMES.items() if status in spellings), None)
 
 
 def is_terminal(status: str) -> bool:
     return status.strip().lower() in TERMINAL_STATUSES
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return None
-
-
-def _dig(payload: Mapping[str, Any], *path: str) -> Any:
-    current: Any = payload
-    for key in path:
-        if not isinstance(current, Mapping):
-            return None
-        current = current.get(key)
-    return current
-
-
-# Where a finished job may report its reward, most specific first. The backend's shape is not
-# specified (contract, open question 1); these are the places its docs and examples use.
-_FINAL_REWARD_PATHS: tuple[tuple[str, ...], ...] = (
-    ("final_reward",),
-    ("results", "final_reward"),
-    ("result", "final_reward"),
-    ("metrics", "final_reward"),
-    ("results", "metrics", "final_reward"),
-    ("results", "metrics", "reward"),
-    ("metrics", "reward"),
-)
-
-
 def extract_final_reward(payload: Mapping[str, Any]) -> float | None:
     """The job's final reward as a float, from the first of the known places that holds a number."""
     for path in _FINAL_REWARD_PATHS:
-        value = _number(_dig(payload, *path))
-        if value is not None:
-            return value
+        value = value_at(payload, path)
+        if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+            try:
+                return float(value)
+            except ValueError:
+                continue
     return None
 
 
 def _text(value: Any) -> str | None:
     if value is None or value == "":
         return None
-    if isinstance(value, str):
-        return value
     if isinstance(value, Mapping):
-        for key in ("message", "detail", "error"):
-            inner = value.get(key)
-            if isinstance(inner, str) and inner:
-                return inner
-    return str(value)
+        texts = (value.get(k) for k in ("message", "detail", "error"))
+        return next((t for t in texts if isinstance(t, str) and t), None) or str(value)
+    return value if isinstance(value, str) else str(value)
 
 
 def extract_error(payload: Mapping[str, Any], status: str | None = None) -> str | None:
@@ -138,15 +107,13 @@ def extract_error(payload: Mapping[str, Any], status: str | None = None) -> str 
         if text:
             return text
     status = job_status(payload) if status is None else status
-    if outcome_of(status) in ("failed", "cancelled"):
-        return _text(payload.get("message"))
-    return None
+    return _text(payload.get("message")) if outcome_of(status) in ("failed", "cancelled") else None
 
 
 @dataclass(frozen=True)
 class PollRecord:
-    """One status poll: when (``at``: epoch seconds on the job's clock; ``elapsed``: seconds since
-    polling began), the normalised status and the full payload."""
+    """One status poll: ``at`` (epoch seconds on the job's clock), ``elapsed`` (since polling
+    began), the normalised status and the full payload."""
 
     at: float
     elapsed: float
@@ -169,19 +136,14 @@ class EventPage:
 
     @property
     def types(self) -> list[str]:
-        """The ``type`` of every event, in order (handy in assertions)."""
+        """The ``type`` of every event, in order."""
         return [str(e.get("type", "")) for e in self.events]
 
 
 @dataclass(frozen=True, eq=False)
 class JobResult(Mapping[str, Any]):
-    """A job that reached a terminal status.
-
-    Reads like the upstream SDK's return value (a mapping over the last status payload:
-    ``result["status"]``, ``result.get("final_reward")``) and adds typed fields: the normalised
-    ``status``, ``final_reward``, ``results``, ``error``, the poll ``history`` and ``elapsed``
-    clock seconds.
-    """
+    """A job that reached a terminal status: a mapping over its last status payload, like the
+    upstream SDK's return value, with typed fields."""
 
     job_id: str
     status: str
@@ -236,7 +198,6 @@ class JobResult(Mapping[str, Any]):
     def polls(self) -> int:
         return len(self.history)
 
-    # Mapping over the raw payload, for code written against the upstream dict return value.
     def __getitem__(self, key: str) -> Any:
         return self.raw[key]
 

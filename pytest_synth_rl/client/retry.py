@@ -1,13 +1,7 @@
-"""Retrying one HTTP request: the policy, the decision loop, and its sync and async drivers.
+"""Retrying one HTTP request, and the two runners every client operation goes through.
 
-A hosted backend has bad seconds (a deploy, a rate limit, a dropped connection). The upstream SDK
-gave up on the first one and reported only the last response. Here every request goes through
-one loop that retries what is worth retrying (connection failures, timeouts, 429, 5xx), waits on
-the injected clock (so offline tests retry instantly), and, when it gives up, reports every
-attempt it made.
-
-:class:`RetryLoop` holds all decisions and never does I/O; :func:`send` and :func:`async_send`
-are the only code that touches the network, and differ only in ``await``.
+An operation is a generator ("steps") yielding an ``httpx.Request`` (answered with the response or
+the transport error), seconds to sleep, or an awaitable; :func:`drive` and :func:`async_drive` run it.
 """
 
 from __future__ import annotations
@@ -15,7 +9,9 @@ from __future__ import annotations
 import email.utils
 import math
 import random
+from collections.abc import Awaitable, Generator
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import httpx
 
@@ -23,19 +19,28 @@ from pytest_synth_rl.clock import Clock
 from pytest_synth_rl.errors import Attempt, BackendError, ConfigProblem, SynthUsageError, keywords_checked
 from pytest_synth_rl.secrets.masking import get_logger
 
-__all__ = ["RetryLoop", "RetryPolicy", "Sent", "async_send", "parse_retry_after", "send"]
+__all__ = [
+    "RETRYABLE_ERRORS",
+    "RetryLoop",
+    "RetryPolicy",
+    "Sent",
+    "Steps",
+    "async_drive",
+    "drive",
+    "parse_retry_after",
+    "retrying",
+]
+
+T = TypeVar("T")
+#: An operation: yields requests, sleeps (seconds) and awaitables; returns its value.
+Steps = Generator[httpx.Request | float | Awaitable[Any], Any, T]
 
 logger = get_logger("pytest_synth_rl.client")
 
 #: Transport failures that say nothing about the request itself, so sending it again may work.
 #: Safe for POST too: submissions carry an ``Idempotency-Key`` that is the same on every retry.
-RETRYABLE_ERRORS: tuple[type[Exception], ...] = (
-    httpx.ConnectError,
-    httpx.TimeoutException,
-    httpx.ReadError,
-    httpx.WriteError,
-    httpx.RemoteProtocolError,
-)
+RETRYABLE_ERRORS: tuple[type[Exception], ...] = (httpx.ConnectError, httpx.TimeoutException, httpx.ReadError)
+RETRYABLE_ERRORS += (httpx.WriteError, httpx.RemoteProtocolError)
 
 
 def _problem(key: str, message: str) -> SynthUsageError:
@@ -46,17 +51,8 @@ def _problem(key: str, message: str) -> SynthUsageError:
 
 @dataclass
 class RetryPolicy:
-    """How hard to try. Injectable per job; the defaults ride out a short outage.
-
-    - up to ``max_attempts`` sends in total;
-    - between them, exponential backoff ``backoff_base * backoff_multiplier**n`` capped at
-      ``backoff_max``, with *full jitter* (a uniform draw in ``[0, cap]``) so that many test
-      workers do not retry in lockstep; ``seed`` makes the draws reproducible, ``jitter=False``
-      makes them the caps themselves;
-    - a ``Retry-After`` header (seconds or HTTP-date) on 429/503 is honoured, capped at
-      ``max_retry_after``;
-    - never more than ``total_budget`` clock seconds from the first send to the last.
-    """
+    """How hard to try: ``max_attempts`` sends, jittered exponential backoff, ``Retry-After``
+    honoured up to ``max_retry_after``, at most ``total_budget`` clock seconds in all."""
 
     max_attempts: int = 6
     backoff_base: float = 0.5
@@ -77,8 +73,7 @@ class RetryPolicy:
                 raise _problem(name, f"must be a finite number >= 0, got {value!r}")
         if self.backoff_multiplier < 1:
             raise _problem("backoff_multiplier", f"must be >= 1, got {self.backoff_multiplier!r}")
-        # A seeded generator is made (and its seed checked) here; an unseeded one, which reads
-        # os.urandom, when a first retry needs it: made with every job, most policies never retry.
+        # An unseeded generator (it reads os.urandom) is made when a first retry needs one.
         self._rng = random.Random(self.seed) if self.seed is not None else None
 
     @classmethod
@@ -103,30 +98,24 @@ class RetryPolicy:
         return self._rng.uniform(0.0, cap)
 
 
-def parse_retry_after(value: str | None, now_epoch: float) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header: delta-seconds or an HTTP-date.
+# ``RetryPolicy(max_attemps=3)``: a usage error with a "did you mean", not a bare ``TypeError``.
+RetryPolicy.__init__ = keywords_checked(RetryPolicy.__init__)  # type: ignore[method-assign]
 
-    *now_epoch* comes from the clock so that dates are read against virtual time offline.
-    Unparseable values give None (the caller falls back to backoff); past dates give 0.
-    """
-    if value is None:
-        return None
-    text = value.strip()
+
+def parse_retry_after(value: str | None, now_epoch: float) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP-date read against
+    *now_epoch*); None if unparseable, 0 for a past date."""
+    text = (value or "").strip()
     if not text:
         return None
     try:
         seconds = float(text)
     except ValueError:
         try:
-            when = email.utils.parsedate_to_datetime(text)
+            seconds = email.utils.parsedate_to_datetime(text).timestamp() - now_epoch
         except (TypeError, ValueError, IndexError):
             return None
-        if when is None:
-            return None
-        seconds = when.timestamp() - now_epoch
-    if not math.isfinite(seconds):
-        return None
-    return max(0.0, seconds)
+    return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
 def _describe(exc: Exception) -> str:
@@ -136,10 +125,8 @@ def _describe(exc: Exception) -> str:
 
 @dataclass
 class Sent:
-    """The response a request ended with, and every attempt it took to get it.
-
-    ``exhausted`` means the response is itself a retryable failure we stopped retrying.
-    """
+    """The response a request ended with and every attempt it took; ``exhausted`` means the
+    response is itself a retryable failure we stopped retrying."""
 
     response: httpx.Response
     attempts: list[Attempt]
@@ -163,61 +150,38 @@ class RetryLoop:
 
     def next_wait(self, outcome: httpx.Response | Exception) -> float | None:
         """Record *outcome*; return seconds to wait before sending again, or None to stop."""
+        policy = self.policy
         if isinstance(outcome, httpx.Response):
+            what, retry = f"HTTP {outcome.status_code}", policy.retries_status(outcome.status_code)
             attempt = Attempt(self.method, self.url, status_code=outcome.status_code)
-            self.attempts.append(attempt)
-            if not self.policy.retries_status(outcome.status_code):
-                return None
-            wait = self._wait_for(outcome)
-            what = f"HTTP {outcome.status_code}"
         else:
-            attempt = Attempt(self.method, self.url, error=_describe(outcome))
-            self.attempts.append(attempt)
-            if not self.policy.retries_error(outcome):
-                return None
-            wait = self.policy.backoff(len(self.attempts) - 1)
-            what = _describe(outcome)
-        if len(self.attempts) >= self.policy.max_attempts:
-            self.exhausted = True
-            self.stop_reason = f"retry limit RetryPolicy.max_attempts={self.policy.max_attempts} reached"
+            what, retry = _describe(outcome), policy.retries_error(outcome)
+            attempt = Attempt(self.method, self.url, error=what)
+        self.attempts.append(attempt)
+        if not retry:
             return None
-        spent = self.clock.now() - self._started
-        if spent + wait > self.policy.total_budget:
-            self.exhausted = True
-            budget = self.policy.total_budget
+        wait = self._wait_for(outcome)
+        if len(self.attempts) >= policy.max_attempts:
+            self.stop_reason = f"retry limit RetryPolicy.max_attempts={policy.max_attempts} reached"
+        elif self.clock.now() - self._started + wait > policy.total_budget:
+            budget = policy.total_budget
             self.stop_reason = f"waiting {wait:.2f}s more would exceed RetryPolicy.total_budget={budget:g}s"
+        if self.stop_reason:
+            self.exhausted = True
             return None
         attempt.waited = wait
+        count = (len(self.attempts) + 1, policy.max_attempts)
         logger.warning(
-            "%s %s -> %s; retrying in %.2fs (attempt %d of %d)",
-            self.method,
-            self.url,
-            what,
-            wait,
-            len(self.attempts) + 1,
-            self.policy.max_attempts,
+            "%s %s -> %s; retrying in %.2fs (attempt %d of %d)", self.method, self.url, what, wait, *count
         )
         return wait
 
-    def _wait_for(self, response: httpx.Response) -> float:
-        if response.status_code in (429, 503):
-            advised = parse_retry_after(response.headers.get("retry-after"), self.clock.time())
+    def _wait_for(self, outcome: httpx.Response | Exception) -> float:
+        if isinstance(outcome, httpx.Response) and outcome.status_code in (429, 503):
+            advised = parse_retry_after(outcome.headers.get("retry-after"), self.clock.time())
             if advised is not None:
                 return min(advised, self.policy.max_retry_after)
         return self.policy.backoff(len(self.attempts) - 1)
-
-    def settle(self, outcome: httpx.Response | Exception, error_cls: type[BackendError]) -> Sent | float:
-        """Record *outcome*; return the final :class:`Sent`, or the seconds to wait before retrying.
-
-        The one place that decides how a logical request ends; ``send`` and ``async_send`` only
-        differ in how they do I/O. Raises *error_cls* when the final outcome is a transport error.
-        """
-        wait = self.next_wait(outcome)
-        if wait is not None:
-            return wait
-        if isinstance(outcome, Exception):
-            raise self.give_up(outcome, error_cls) from outcome
-        return Sent(outcome, self.attempts, self.exhausted, self.stop_reason)
 
     def give_up(self, exc: Exception, error_cls: type[BackendError]) -> BackendError:
         """The error for a request that never got a usable response."""
@@ -236,53 +200,58 @@ class RetryLoop:
         )
 
 
-def send(
-    client: httpx.Client,
-    request: httpx.Request,
-    *,
-    policy: RetryPolicy,
-    clock: Clock,
-    error_cls: type[BackendError] = BackendError,
-) -> Sent:
+def retrying(
+    request: httpx.Request, policy: RetryPolicy, clock: Clock, error_cls: type[BackendError] = BackendError
+) -> Steps[Sent]:
     """Send *request* until it gets a final response; raise *error_cls* if it never gets one."""
     loop = RetryLoop(policy, clock, request.method, str(request.url))
     while True:
-        outcome: httpx.Response | Exception
-        try:
-            outcome = client.send(request)
-        except httpx.TransportError as exc:
-            outcome = exc
-        step = loop.settle(outcome, error_cls)
-        if isinstance(step, Sent):
-            return step
-        if isinstance(outcome, httpx.Response):
-            outcome.close()
-        clock.sleep(step)
+        outcome = yield request
+        wait = loop.next_wait(outcome)
+        if wait is None:
+            if isinstance(outcome, Exception):
+                raise loop.give_up(outcome, error_cls) from outcome
+            return Sent(outcome, loop.attempts, loop.exhausted, loop.stop_reason)
+        yield wait
 
 
-async def async_send(
-    client: httpx.AsyncClient,
-    request: httpx.Request,
-    *,
-    policy: RetryPolicy,
-    clock: Clock,
-    error_cls: type[BackendError] = BackendError,
-) -> Sent:
-    """:func:`send` over ``httpx.AsyncClient``, waiting with ``clock.async_sleep``."""
-    loop = RetryLoop(policy, clock, request.method, str(request.url))
+def drive(steps: Steps[T], client: httpx.Client, clock: Clock) -> T:
+    """Run *steps* blocking; an awaitable (an async ``on_status``) is not awaited."""
+    reply: Any = None
     while True:
-        outcome: httpx.Response | Exception
         try:
-            outcome = await client.send(request)
-        except httpx.TransportError as exc:
-            outcome = exc
-        step = loop.settle(outcome, error_cls)
-        if isinstance(step, Sent):
-            return step
-        if isinstance(outcome, httpx.Response):
-            await outcome.aclose()
-        await clock.async_sleep(step)
+            effect = steps.send(reply)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        reply = None
+        if isinstance(effect, httpx.Request):
+            try:
+                reply = client.send(effect)
+            except httpx.TransportError as exc:
+                reply = exc
+        elif isinstance(effect, (int, float)):
+            clock.sleep(effect)
 
 
-# ``RetryPolicy(max_attemps=3)``: a usage error with a "did you mean", not a bare ``TypeError``.
-RetryPolicy.__init__ = keywords_checked(RetryPolicy.__init__)  # type: ignore[method-assign]
+async def async_drive(steps: Steps[T], client: httpx.AsyncClient, clock: Clock) -> T:
+    """Run *steps* over ``httpx.AsyncClient`` and ``clock.async_sleep``; an awaitable is awaited
+    and answered with None, or with the exception it raised."""
+    reply: Any = None
+    while True:
+        try:
+            effect = steps.send(reply)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        reply = None
+        if isinstance(effect, httpx.Request):
+            try:
+                reply = await client.send(effect)
+            except httpx.TransportError as exc:
+                reply = exc
+        elif isinstance(effect, (int, float)):
+            await clock.async_sleep(effect)
+        else:
+            try:
+                await effect
+            except Exception as exc:
+                reply = exc

@@ -1,10 +1,6 @@
-"""The numbers an in-flight job status reports: its training step, total steps, latest reward.
-
-The backend's status shape is open (the contract's RL guide shows ``progress.completed`` and
-``metrics.reward``; ``step`` and others are common elsewhere), so each is looked for at a few
-places, first found wins. One reading for the live progress line and the baselines alike, so the
-same status never shows one step on screen and records another.
-"""
+"""The numbers an in-flight job status reports (training step, total steps, latest reward), each
+looked for at a few places, first found wins: one reading for the live progress line and the
+baselines alike."""
 
 from __future__ import annotations
 
@@ -12,7 +8,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["REWARD_PATHS", "STEP_PATHS", "TOTAL_STEPS_PATHS", "number_at"]
+__all__ = ["REWARD_PATHS", "STEP_PATHS", "TOTAL_STEPS_PATHS", "number_at", "value_at"]
 
 Paths = tuple[tuple[str, ...], ...]
 
@@ -21,12 +17,17 @@ TOTAL_STEPS_PATHS: Paths = (("progress", "total"), ("total_steps",))
 REWARD_PATHS: Paths = (("metrics", "reward"), ("reward",), ("metrics", "mean_reward"))
 
 
+def value_at(payload: Any, path: tuple[str, ...]) -> Any:
+    """``payload[path[0]][path[1]]...``, or None where a step is missing or not a mapping."""
+    for key in path:
+        payload = payload.get(key) if isinstance(payload, Mapping) else None
+    return payload
+
+
 def number_at(payload: Mapping[str, Any], paths: Paths) -> float | None:
     """The first finite number (not a bool, not a string) at one of *paths* in *payload*."""
     for path in paths:
-        value: Any = payload
-        for key in path:
-            value = value.get(key) if isinstance(value, Mapping) else None
+        value = value_at(payload, path)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             return float(value)
     return None
