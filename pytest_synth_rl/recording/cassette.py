@@ -7,7 +7,6 @@ that still holds a secret is never written.
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
@@ -46,19 +45,17 @@ def cassette_path(directory: str | os.PathLike[str], test_id: str) -> Path:
     return Path(directory) / f"{safe_file_stem(test_id)}.json"
 
 
-def header_value(headers: Mapping[str, Any], name: str) -> str | None:
-    value = headers.get(name.lower())
-    if isinstance(value, list):
-        return value[0] if value else None
-    return value
-
-
 def header_items(headers: Mapping[str, str | list[str]]) -> list[tuple[str, str]]:
     return [(k, v) for k, value in headers.items() for v in (value if isinstance(value, list) else [value])]
 
 
+def _media_type(headers: Mapping[str, Any]) -> str:
+    value = headers.get("content-type") or ""
+    return str(value[0] if isinstance(value, list) else value).split(";", 1)[0].strip().lower()
+
+
 def _is_json_type(headers: Mapping[str, Any]) -> bool:
-    media = str(header_value(headers, "content-type") or "").split(";", 1)[0].strip().lower()
+    media = _media_type(headers)
     return media == "application/json" or media.endswith("+json")
 
 
@@ -127,6 +124,11 @@ class RecordedResponse(_Message):
     body: Any = None
     body_encoding: str | None = None
 
+    def to_httpx(self, request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            self.status, headers=header_items(self.headers), content=self.content(), request=request
+        )
+
 
 def _message_parts(part: Mapping[str, Any], where: str) -> dict[str, Any]:
     """Checked ``headers``, ``body`` and ``body_encoding`` of a stored request or response."""
@@ -146,22 +148,11 @@ def _message_parts(part: Mapping[str, Any], where: str) -> dict[str, Any]:
     if encoding == "base64" and body is not None:
         try:
             base64.b64decode(body if isinstance(body, str) else "\0", validate=True)
-        except (binascii.Error, ValueError) as error:
+        except ValueError as error:  # binascii.Error is one
             raise CassetteError(
                 f"{where}.body: body_encoding is base64 but the body is not valid base64 ({error})"
             ) from None
     return {"headers": headers, "body": body, "body_encoding": encoding}
-
-
-def _check_url(url: str, where: str) -> None:
-    """A URL that cannot be matched or sent is reported now, not as a raw error on replay."""
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - parsing the port is the check
-    except ValueError as error:
-        raise CassetteError(f"{where}: {url!r} is not a valid URL ({error})") from None
-    if not parts.scheme or not parts.netloc:
-        raise CassetteError(f"{where}: {url!r} is not an absolute http(s) URL")
 
 
 @dataclass
@@ -173,6 +164,15 @@ class Interaction:
 
     def to_json(self) -> dict[str, Any]:
         return {"request": self.request.to_json(), "response": self.response.to_json()}
+
+    @classmethod
+    def capture(
+        cls, request: httpx.Request, response: httpx.Response, content: bytes, redactor: Redactor
+    ) -> Interaction:
+        """The redacted record of an exchange; *content* is the response body, read and decoded."""
+        headers = _captured_headers(response.headers, redactor)
+        body = _captured_body(content, headers, redactor)
+        return cls(capture_request(request, redactor), RecordedResponse(response.status_code, headers, *body))
 
     @classmethod
     def from_json(cls, data: Any, *, where: str) -> Interaction:
@@ -191,7 +191,13 @@ class Interaction:
             raise CassetteError(f"{where}.response.status: expected an HTTP status 100-599, got {status!r}")
         recorded_request = RecordedRequest(method.upper(), url, **_message_parts(request, f"{where}.request"))
         recorded_response = RecordedResponse(status, **_message_parts(response, f"{where}.response"))
-        _check_url(url, f"{where}.request.url")
+        try:  # a URL that cannot be matched or sent is reported now, not as a raw error on replay
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 - parsing the port is the check
+        except ValueError as error:
+            raise CassetteError(f"{where}.request.url: {url!r} is not a valid URL ({error})") from None
+        if not parts.scheme or not parts.netloc:
+            raise CassetteError(f"{where}.request.url: {url!r} is not an absolute http(s) URL")
         return cls(recorded_request, recorded_response)
 
 
@@ -201,11 +207,7 @@ def _captured_body(content: bytes, headers: Headers, redactor: Redactor) -> tupl
         return encode_body(redactor.raw_bytes(content), headers)
     if not isinstance(body, str):
         return redactor.json(body), encoding
-    form = (
-        str(header_value(headers, "content-type") or "")
-        .lower()
-        .startswith("application/x-www-form-urlencoded")
-    )
+    form = _media_type(headers) == "application/x-www-form-urlencoded"
     return (redactor.query(body) if form else redactor.text(body)), encoding
 
 
@@ -216,18 +218,8 @@ def _captured_headers(headers: httpx.Headers, redactor: Redactor) -> Headers:
 def capture_request(request: httpx.Request, redactor: Redactor) -> RecordedRequest:
     """The redacted cassette form of *request* (its body must have been read)."""
     headers = _captured_headers(request.headers, redactor)
-    url = redactor.url(str(request.url))
-    return RecordedRequest(
-        request.method.upper(), url, headers, *_captured_body(request.content, headers, redactor)
-    )
-
-
-def capture_response(
-    status: int, headers: httpx.Headers, content: bytes, redactor: Redactor
-) -> RecordedResponse:
-    """The redacted cassette form of a response whose *content* is already decoded."""
-    clean = _captured_headers(headers, redactor)
-    return RecordedResponse(status, clean, *_captured_body(content, clean, redactor))
+    body = _captured_body(request.content, headers, redactor)
+    return RecordedRequest(request.method.upper(), redactor.url(str(request.url)), headers, *body)
 
 
 class Cassette:

@@ -18,24 +18,8 @@ import httpx
 import respx
 
 from pytest_synth_rl.errors import SynthError
-from pytest_synth_rl.recording.cassette import (
-    Cassette,
-    Interaction,
-    capture_request,
-    capture_response,
-    header_items,
-)
-from pytest_synth_rl.recording.matching import (
-    DEFAULT_IGNORED_FIELDS,
-    DEFAULT_IGNORED_PATHS,
-    DEFAULT_MATCH_ON,
-    MatchConfig,
-    RequestKey,
-    describe_difference,
-    nearest,
-    origin_of,
-    request_key,
-)
+from pytest_synth_rl.recording import matching
+from pytest_synth_rl.recording.cassette import Cassette, Interaction, capture_request
 from pytest_synth_rl.recording.redaction import Redactor
 from pytest_synth_rl.reporting.files import shell_quote
 from pytest_synth_rl.taskapp.loopback import is_loopback_host
@@ -87,6 +71,11 @@ def rebuild_response(response: httpx.Response, content: bytes) -> httpx.Response
     return httpx.Response(response.status_code, headers=headers, content=content, extensions=extensions)
 
 
+def _read_through(transport: httpx.BaseTransport, request: httpx.Request) -> httpx.Response:
+    with contextlib.closing(transport.handle_request(request)) as response:
+        return rebuild_response(response, response.read())
+
+
 class Recorder:
     """Appends redacted interactions to a cassette; safe to share between threads."""
 
@@ -96,25 +85,16 @@ class Recorder:
         self._lock = threading.Lock()
 
     def record(self, request: httpx.Request, response: httpx.Response, content: bytes) -> Interaction:
-        interaction = Interaction(
-            capture_request(request, self.redactor),
-            capture_response(response.status_code, response.headers, content, self.redactor),
-        )
+        interaction = Interaction.capture(request, response, content, self.redactor)
         with self._lock:
             self.cassette.append(interaction)
         return interaction
-
-
-class _RecordingBase:
-    def __init__(self, cassette: Cassette | None, redactor: Redactor | None) -> None:
-        self.cassette = cassette if cassette is not None else Cassette()
-        self.recorder = Recorder(self.cassette, redactor)
 
     def save(self, path: str | Path | None = None, *, secrets: Iterable[str | None] = ()) -> Path:
         return self.cassette.save(path, secrets=secrets)
 
 
-class RecordingTransport(_RecordingBase, httpx.BaseTransport):
+class RecordingTransport(Recorder, httpx.BaseTransport):
     """Forwards every request to *inner* (a real ``httpx.HTTPTransport`` by default) and records it,
     redacted; responses are read in full first. Call :meth:`save` when done."""
 
@@ -125,24 +105,20 @@ class RecordingTransport(_RecordingBase, httpx.BaseTransport):
         *,
         redactor: Redactor | None = None,
     ) -> None:
-        super().__init__(cassette, redactor)
+        super().__init__(cassette if cassette is not None else Cassette(), redactor)
         self.inner = inner if inner is not None else httpx.HTTPTransport()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         request.read()
-        response = self.inner.handle_request(request)
-        try:
-            content = response.read()
-        finally:
-            response.close()
-        self.recorder.record(request, response, content)
-        return rebuild_response(response, content)
+        response = _read_through(self.inner, request)
+        self.record(request, response, response.content)
+        return response
 
     def close(self) -> None:
         self.inner.close()
 
 
-class AsyncRecordingTransport(_RecordingBase, httpx.AsyncBaseTransport):
+class AsyncRecordingTransport(Recorder, httpx.AsyncBaseTransport):
     """The ``httpx.AsyncClient`` counterpart of :class:`RecordingTransport`."""
 
     def __init__(
@@ -152,17 +128,14 @@ class AsyncRecordingTransport(_RecordingBase, httpx.AsyncBaseTransport):
         *,
         redactor: Redactor | None = None,
     ) -> None:
-        super().__init__(cassette, redactor)
+        super().__init__(cassette if cassette is not None else Cassette(), redactor)
         self.inner = inner if inner is not None else httpx.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         await request.aread()
-        response = await self.inner.handle_async_request(request)
-        try:
+        async with contextlib.aclosing(await self.inner.handle_async_request(request)) as response:
             content = await response.aread()
-        finally:
-            await response.aclose()
-        self.recorder.record(request, response, content)
+        self.record(request, response, content)
         return rebuild_response(response, content)
 
     async def aclose(self) -> None:
@@ -195,12 +168,12 @@ class Replayer:
         mode: RecordMode | str = RecordMode.NONE,
         hosts: Iterable[str] | None = None,
         redactor: Redactor | None = None,
-        ignore_fields: Collection[str] = DEFAULT_IGNORED_FIELDS,
+        ignore_fields: Collection[str] = matching.DEFAULT_IGNORED_FIELDS,
         forward: httpx.BaseTransport | None = None,
         test_id: str | None = None,
         secrets: Iterable[str | None] = (),
-        match_on: Iterable[str] = DEFAULT_MATCH_ON,
-        ignore: Iterable[str] = DEFAULT_IGNORED_PATHS,
+        match_on: Iterable[str] = matching.DEFAULT_MATCH_ON,
+        ignore: Iterable[str] = matching.DEFAULT_IGNORED_PATHS,
     ) -> None:
         self.cassette = cassette
         self.mode = mode = RecordMode.parse(mode)
@@ -208,21 +181,21 @@ class Replayer:
         self._secrets = tuple(secrets)
         self.redactor = redactor or Redactor(self._secrets)
         self.ignore_fields = frozenset(ignore_fields)
-        self.match = MatchConfig(tuple(match_on), tuple(ignore), self.ignore_fields)
-        self._hosts = {origin_of(h) for h in hosts} if hosts is not None else None
+        self.match = matching.MatchConfig(tuple(match_on), tuple(ignore), self.ignore_fields)
+        self._hosts = {matching.origin_of(h) for h in hosts} if hosts is not None else None
         once = mode is RecordMode.ONCE
         self.replays = mode in (RecordMode.NONE, RecordMode.NEW) or (once and cassette.existed)
         self.records = mode in (RecordMode.NEW, RecordMode.REWRITE) or (once and not cassette.existed)
         if mode is RecordMode.REWRITE:
             cassette.interactions = []
         self._lock = threading.Lock()
-        self._queues: dict[RequestKey, list[Interaction]] = {}
+        self._queues: dict[matching.RequestKey, list[Interaction]] = {}
         for interaction in cassette.interactions if self.replays else ():
-            self._queues.setdefault(request_key(interaction.request, match=self.match), []).append(
+            self._queues.setdefault(matching.request_key(interaction.request, match=self.match), []).append(
                 interaction
             )
-        self._cursor: dict[RequestKey, int] = {}
-        self._origins = {origin_of(i.request.url) for i in cassette.interactions}
+        self._cursor: dict[matching.RequestKey, int] = {}
+        self._origins = {matching.origin_of(i.request.url) for i in cassette.interactions}
         self._recorder = Recorder(cassette, self.redactor)
         self._forward = forward
         self._owns_forward = forward is None
@@ -260,12 +233,10 @@ class Replayer:
     def in_scope(self, url: httpx.URL | str) -> bool:
         """Whether requests to *url* are served from (or recorded into) the cassette: by default
         every non-loopback host and every recorded origin; with ``hosts=`` exactly those."""
-        origin = origin_of(str(url))
+        origin = matching.origin_of(str(url))
         if self._hosts is not None:
             return origin in self._hosts
-        with self._lock:
-            known = origin in self._origins
-        return known or not is_loopback_host(httpx.URL(str(url)).host)
+        return origin in self._origins or not is_loopback_host(httpx.URL(str(url)).host)
 
     def handle(self, request: httpx.Request) -> httpx.Response | httpx.Request:
         """The respx side effect: a response, or the request itself to let it pass through."""
@@ -277,25 +248,19 @@ class Replayer:
             raise self._blocked(request)
         request.read()
         live = capture_request(request, self.redactor)
-        key = request_key(live, match=self.match)
+        key = matching.request_key(live, match=self.match)
         if self.replays and self.records and request.url.path.endswith(KEY_ROUTES):
             with self._lock:  # live, always; kept only if the cassette lacks it (offline replay needs one)
                 known = bool(self._queues.get(key))
             return self._forward_and_record(request, record=not known)
-        recorded = self._next(key) if self.replays else None
-        if recorded is not None:
-            headers = header_items(recorded.response.headers)
-            return httpx.Response(
-                recorded.response.status,
-                headers=headers,
-                content=recorded.response.content(),
-                request=request,
-            )
+        answer = self._replay(key, request) if self.replays else None
+        if answer is not None:
+            return answer
         if self.records:
             return self._forward_and_record(request)
-        raise self._mismatch(key, live.url, origin_of(str(request.url)))
+        raise self._mismatch(key, live.url, matching.origin_of(str(request.url)))
 
-    def _next(self, key: RequestKey) -> Interaction | None:
+    def _replay(self, key: matching.RequestKey, request: httpx.Request) -> httpx.Response | None:
         """The next recorded answer to *key*; the last one repeats once they run out."""
         with self._lock:
             queue = self._queues.get(key)
@@ -303,42 +268,31 @@ class Replayer:
                 return None
             index = self._cursor[key] = self._cursor.get(key, 0) + 1
             self.replayed += 1
-            return queue[min(index, len(queue)) - 1]
+        return queue[min(index, len(queue)) - 1].response.to_httpx(request)
 
     def _forward_and_record(self, request: httpx.Request, *, record: bool = True) -> httpx.Response:
         with self._lock:
-            if self._forward is None:
-                self._forward = httpx.HTTPTransport()
-            forward = self._forward
-        fresh = httpx.Request(
-            request.method,
-            request.url,
-            headers=request.headers,
-            content=request.content,
-            extensions=dict(request.extensions),
-        )
+            forward = self._forward = self._forward or httpx.HTTPTransport()
+        fresh = httpx.Request(request.method, request.url, headers=request.headers, content=request.content)
+        fresh.extensions = dict(request.extensions)
         token = _FORWARDING.set(True)
         try:
-            response = forward.handle_request(fresh)
-            try:
-                content = response.read()
-            finally:
-                response.close()
+            response = _read_through(forward, fresh)
         finally:
             _FORWARDING.reset(token)
         if record:
-            self._recorder.record(request, response, content)
+            self._recorder.record(request, response, response.content)
             with self._lock:
                 self.recorded += 1
-                self._origins.add(origin_of(str(request.url)))
-        return rebuild_response(response, content)
+                self._origins.add(matching.origin_of(str(request.url)))
+        return response
 
     def unplayed(self) -> list[Interaction]:
         """Recorded interactions never served (to assert a replay used the whole cassette)."""
         with self._lock:
             return [i for key, queue in self._queues.items() for i in queue[self._cursor.get(key, 0) :]]
 
-    def _mismatch(self, key: RequestKey, url: str, origin: str) -> CassetteMismatchError:
+    def _mismatch(self, key: matching.RequestKey, url: str, origin: str) -> CassetteMismatchError:
         mode = self.mode.value
         where = str(self.cassette.path) if self.cassette.path else "<in-memory cassette>"
         if not self.cassette.existed and not self.cassette.interactions:
@@ -359,9 +313,11 @@ class Replayer:
         ]
         if origins and origin not in origins:
             lines.append(f"nothing was recorded from {origin} (recorded hosts: {', '.join(origins)})")
-        near = nearest(key, recorded)
+        near = matching.nearest(key, recorded)
         lines.append("nearest recorded requests:" if near else "the cassette has no recorded requests")
-        lines += [f"  {i}. {k.render()}  [{describe_difference(k, key)}]" for i, k in enumerate(near, 1)]
+        lines += [
+            f"  {i}. {k.render()}  [{matching.describe_difference(k, key)}]" for i, k in enumerate(near, 1)
+        ]
         hint = (
             f"if the code changed on purpose, add the new request with "
             f"{_record_command('new', self.test_id)} or re-record everything with "
@@ -376,7 +332,7 @@ class Replayer:
         else:
             scope = "non-loopback hosts and origins recorded in the cassette"
         return CassetteMismatchError(
-            f"blocked {request.method} {url}: {origin_of(url)} is outside the cassette's scope "
+            f"blocked {request.method} {url}: {matching.origin_of(url)} is outside the cassette's scope "
             f"({scope}); while a cassette is active only loopback requests may reach the network",
             method=request.method,
             url=url,
