@@ -19,9 +19,7 @@ from pytest_synth_rl.recording.cassette import RecordedRequest
 BODY_METHODS: frozenset[str] = frozenset({"POST", "PUT", "PATCH"})
 
 #: Body fields, at any depth, that differ on every run (a sealed box differs every time).
-DEFAULT_IGNORED_FIELDS: frozenset[str] = frozenset(
-    {"idempotency_key", "request_id", "nonce", "ciphertext_b64"}
-)
+DEFAULT_IGNORED_FIELDS = frozenset({"idempotency_key", "request_id", "nonce", "ciphertext_b64"})
 
 #: Body values that differ per run, worker or test-id spelling: the job tags of ``session.job_tags``.
 DEFAULT_IGNORED_PATHS: tuple[str, ...] = ("tags.run", "tags.worker", "tags.test")
@@ -58,9 +56,7 @@ class MatchConfig:
     ignore_fields: frozenset[str] = DEFAULT_IGNORED_FIELDS
 
     def __post_init__(self) -> None:
-        problems = [
-            p for p in (_list_problem("match_on", self.match_on), _list_problem("ignore", self.ignore)) if p
-        ]
+        problems = [p for p in map(_list_problem, ("match_on", "ignore"), (self.match_on, self.ignore)) if p]
         if problems:
             raise SynthUsageError(problems)
         object.__setattr__(self, "match_on", tuple(self.match_on))
@@ -72,39 +68,17 @@ class MatchConfig:
                 guess = f"; did you mean {near!r}?" if near else ""
                 hint = f"choose from {', '.join(MATCH_PARTS)}"
                 problems.append(ConfigProblem("match_on", f"unknown request part {part!r}{guess}", hint))
+        hint = "name body values by their keys from the top, e.g. 'data.config.seed'"
         for path in self.ignore:
             if not isinstance(path, str) or not _split_path(path):
-                problems.append(
-                    ConfigProblem(
-                        "ignore",
-                        f"expected a dotted JSON path like 'tags.run', got {path!r}",
-                        "name body values by their keys from the top, e.g. 'data.config.seed'",
-                    )
-                )
+                message = f"expected a dotted JSON path like 'tags.run', got {path!r}"
+                problems.append(ConfigProblem("ignore", message, hint))
         if problems:
             raise SynthUsageError(problems)
 
     @property
     def ignored_paths(self) -> tuple[tuple[str, ...], ...]:
         return tuple(_split_path(path) for path in self.ignore)
-
-
-def _drop_paths(value: Any, paths: Collection[tuple[str, ...]]) -> Any:
-    """A copy of *value* without the values at *paths*."""
-    if not paths:
-        return value
-    ends = {path[0] for path in paths if len(path) == 1}
-    deeper = [path for path in paths if len(path) > 1]
-    if isinstance(value, dict):
-        return {
-            key: _drop_paths(item, [p[1:] for p in deeper if p[0] in (key, "*")])
-            for key, item in value.items()
-            if key not in ends and "*" not in ends
-        }
-    if isinstance(value, list):
-        below = [path[1:] for path in deeper if path[0] == "*"]
-        return [] if "*" in ends else [_drop_paths(item, below) for item in value]
-    return value
 
 
 def origin_of(url: str) -> str:
@@ -123,11 +97,20 @@ def _normalise_text(value: str, origin: str | None = None) -> str:
     return _LOOPBACK_URL.sub(r"\1<loopback>", value)
 
 
-def _strip(value: Any, ignore: Collection[str], origin: str | None) -> Any:
+def _canonical(
+    value: Any, paths: Collection[tuple[str, ...]], ignore: Collection[str], origin: str | None
+) -> Any:
+    """*value* without the values at *paths* and the fields named *ignore*, its texts normalised."""
+    ends = {path[0] for path in paths if len(path) == 1}
     if isinstance(value, dict):
-        return {k: _strip(v, ignore, origin) for k, v in value.items() if k not in ignore}
+        return {
+            k: _canonical(v, [p[1:] for p in paths if len(p) > 1 and p[0] in (k, "*")], ignore, origin)
+            for k, v in value.items()
+            if k not in ignore and k not in ends and "*" not in ends
+        }
     if isinstance(value, list):
-        return [_strip(v, ignore, origin) for v in value]
+        below = [p[1:] for p in paths if len(p) > 1 and p[0] == "*"]
+        return [] if "*" in ends else [_canonical(v, below, ignore, origin) for v in value]
     return _normalise_text(value, origin) if isinstance(value, str) else value
 
 
@@ -163,9 +146,7 @@ def _canonical_body(
             value = json.loads(text)
         except json.JSONDecodeError:
             return _normalise_text(text, origin)
-    return json.dumps(
-        _strip(_drop_paths(value, paths), ignore, origin), sort_keys=True, separators=(",", ":")
-    )
+    return json.dumps(_canonical(value, paths, ignore, origin), sort_keys=True, separators=(",", ":"))
 
 
 def request_key(
@@ -175,14 +156,12 @@ def request_key(
     match = match or MatchConfig()
     ignore = match.ignore_fields if ignore_fields is None else frozenset(ignore_fields)
     parts = urlsplit(request.url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
+    query = tuple(sorted((k, _normalise_text(v)) for k, v in parse_qsl(parts.query, True) if k not in ignore))
     on = match.match_on
     return RequestKey(
         method=request.method.upper() if "method" in on else "*",
         path=(parts.path or "/") if "path" in on else "",
-        query=tuple(sorted((k, _normalise_text(v)) for k, v in query if k not in ignore))
-        if "query" in on
-        else (),
+        query=query if "query" in on else (),
         body=_canonical_body(request, ignore, match.ignored_paths) if "body" in on else None,
         host=origin_of(request.url) if "host" in on else "",
     )

@@ -98,17 +98,10 @@ class Redactor:
     def headers_of(self, items: Iterable[tuple[str, str]]) -> dict[str, str | list[str]]:
         """Redacted headers as a mapping: lower-case names, repeated names as lists."""
         secrets = self.secrets()
-        out: dict[str, str | list[str]] = {}
+        grouped: dict[str, list[str]] = {}
         for name, value in items:
-            key, clean = name.lower(), self.header(name, value, secrets)
-            existing = out.get(key)
-            if existing is None:
-                out[key] = clean
-            elif isinstance(existing, list):
-                existing.append(clean)
-            else:
-                out[key] = [existing, clean]
-        return out
+            grouped.setdefault(name.lower(), []).append(self.header(name, value, secrets))
+        return {name: values[0] if len(values) == 1 else values for name, values in grouped.items()}
 
     def query(self, query: str, secrets: list[str] | None = None) -> str:
         """Redact an ``a=1&b=2`` string (a URL query or a form body); clean pairs keep their encoding."""
@@ -130,18 +123,11 @@ class Redactor:
         secrets = self.secrets()
         parts = urlsplit(url)
         netloc = parts.netloc
-        userinfo, at, hostport = netloc.rpartition("@")
-        if at and ":" in userinfo:
+        userinfo, _, hostport = netloc.rpartition("@")
+        if ":" in userinfo:
             netloc = f"{userinfo.split(':', 1)[0]}:{self.placeholder}@{hostport}"
-        return urlunsplit(
-            (
-                parts.scheme,
-                self.text(netloc, secrets),
-                self.text(parts.path, secrets),
-                self.query(parts.query, secrets),
-                self.text(parts.fragment, secrets),
-            )
-        )
+        clean = [self.text(netloc, secrets), self.text(parts.path, secrets), self.query(parts.query, secrets)]
+        return urlunsplit((parts.scheme, *clean, self.text(parts.fragment, secrets)))
 
     def json(self, value: Any, secrets: list[str] | None = None, *, name: str | None = None) -> Any:
         """A redacted copy of a JSON value: credential-named text fields and secret values.
