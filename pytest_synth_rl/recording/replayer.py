@@ -191,9 +191,8 @@ class Replayer:
         self._lock = threading.Lock()
         self._queues: dict[matching.RequestKey, list[Interaction]] = {}
         for interaction in cassette.interactions if self.replays else ():
-            self._queues.setdefault(matching.request_key(interaction.request, match=self.match), []).append(
-                interaction
-            )
+            key = matching.request_key(interaction.request, match=self.match)
+            self._queues.setdefault(key, []).append(interaction)
         self._cursor: dict[matching.RequestKey, int] = {}
         self._origins = {matching.origin_of(i.request.url) for i in cassette.interactions}
         self._recorder = Recorder(cassette, self.redactor)
@@ -209,15 +208,12 @@ class Replayer:
 
     def mount(self, router: respx.Router) -> respx.Route:
         """Add the catch-all replay route to *router* and return it."""
-        route = router.route()
-        route.side_effect = self.handle
-        return route
+        return router.route().mock(side_effect=self.handle)
 
     def __enter__(self) -> Replayer:
-        router = respx.MockRouter(assert_all_called=False)
-        self.mount(router)
-        router.__enter__()
-        self.router = router
+        self.router = respx.MockRouter(assert_all_called=False)
+        self.mount(self.router)
+        self.router.__enter__()
         return self
 
     def __exit__(
