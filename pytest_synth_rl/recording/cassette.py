@@ -19,12 +19,7 @@ import httpx
 
 from pytest_synth_rl.errors import SynthError
 from pytest_synth_rl.recording.redaction import Redactor, SecretLeakError, find_leaks
-from pytest_synth_rl.reporting.files import (
-    UnreadableDocument,
-    atomic_write_text,
-    parse_json_document,
-    safe_file_stem,
-)
+from pytest_synth_rl.reporting import files
 
 _VERSION = 1
 
@@ -42,7 +37,7 @@ class CassetteError(SynthError):
 
 def cassette_path(directory: str | os.PathLike[str], test_id: str) -> Path:
     """Where the cassette of *test_id* lives in *directory* (one file per test, stable name)."""
-    return Path(directory) / f"{safe_file_stem(test_id)}.json"
+    return Path(directory) / f"{files.safe_file_stem(test_id)}.json"
 
 
 def header_items(headers: Mapping[str, str | list[str]]) -> list[tuple[str, str]]:
@@ -125,9 +120,8 @@ class RecordedResponse(_Message):
     body_encoding: str | None = None
 
     def to_httpx(self, request: httpx.Request) -> httpx.Response:
-        return httpx.Response(
-            self.status, headers=header_items(self.headers), content=self.content(), request=request
-        )
+        headers = header_items(self.headers)
+        return httpx.Response(self.status, headers=headers, content=self.content(), request=request)
 
 
 def _message_parts(part: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -223,9 +217,7 @@ def capture_request(request: httpx.Request, redactor: Redactor) -> RecordedReque
 
 
 class Cassette:
-    """The interactions of one test, in the order they happened.
-
-    ``existed`` tells whether it was loaded from an existing file (what record mode ``once`` asks)."""
+    """The interactions of one test, in order; ``existed``: loaded from a file (what ``once`` asks)."""
 
     def __init__(
         self,
@@ -262,8 +254,8 @@ class Cassette:
     def from_json(cls, text: str | bytes, *, path: str | os.PathLike[str] | None = None) -> Cassette:
         where = str(path) if path is not None else "cassette"
         try:
-            data = parse_json_document(text)
-        except UnreadableDocument as error:
+            data = files.parse_json_document(text)
+        except files.UnreadableDocument as error:
             hint = "fix the file, or delete it and re-record with --synth-record=rewrite"
             raise CassetteError(f"{where} {error}", hint=hint) from None
         if not isinstance(data, Mapping) or not isinstance(data.get("interactions"), list):
@@ -276,10 +268,8 @@ class Cassette:
                 f"{where} has format version {data.get('version')!r}; this plugin reads version {_VERSION}",
                 hint="re-record it with --synth-record=rewrite",
             )
-        interactions = [
-            Interaction.from_json(item, where=f"{where}: interactions[{index}]")
-            for index, item in enumerate(data["interactions"])
-        ]
+        items = enumerate(data["interactions"])
+        interactions = [Interaction.from_json(item, where=f"{where}: interactions[{i}]") for i, item in items]
         test_id = data.get("test_id")
         return cls(path, interactions, test_id=test_id if isinstance(test_id, str) else None, existed=True)
 
@@ -330,6 +320,6 @@ class Cassette:
                     "Redactor(secrets=[...]) or register it with masking.register_secret()",
                 )
 
-        written = atomic_write_text(target, self.to_json(), check=scan)
+        written = files.atomic_write_text(target, self.to_json(), check=scan)
         self.path, self.existed = target, True
         return written

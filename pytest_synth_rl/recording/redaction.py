@@ -86,7 +86,7 @@ class Redactor:
     def credential(self, name: str, value: str) -> str:
         """The placeholder for a credential named *name*; auth values keep their scheme."""
         match = _SCHEME_VALUE.match(value.strip())
-        if name.lower() in ("authorization", "proxy-authorization") and match:
+        if match and name.lower() in ("authorization", "proxy-authorization"):
             return f"{match.group(1)} {self.placeholder}"
         return self.placeholder
 

@@ -63,8 +63,7 @@ class RecordMode(str, Enum):
 
 
 def rebuild_response(response: httpx.Response, content: bytes) -> httpx.Response:
-    """A fresh response carrying the already-read, decoded *content* of *response* (the wire's
-    encoding and length headers no longer apply; httpx recomputes the length)."""
+    """*response* again with its read, decoded *content*, without the wire's encoding and length."""
     wire = ("content-encoding", "content-length", "transfer-encoding")
     headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in wire]
     extensions = {k: v for k, v in response.extensions.items() if k in ("http_version", "reason_phrase")}
@@ -79,8 +78,8 @@ def _read_through(transport: httpx.BaseTransport, request: httpx.Request) -> htt
 class Recorder:
     """Appends redacted interactions to a cassette; safe to share between threads."""
 
-    def __init__(self, cassette: Cassette, redactor: Redactor | None = None) -> None:
-        self.cassette = cassette
+    def __init__(self, cassette: Cassette | None = None, redactor: Redactor | None = None) -> None:
+        self.cassette = cassette if cassette is not None else Cassette()
         self.redactor = redactor or Redactor()
         self._lock = threading.Lock()
 
@@ -105,7 +104,7 @@ class RecordingTransport(Recorder, httpx.BaseTransport):
         *,
         redactor: Redactor | None = None,
     ) -> None:
-        super().__init__(cassette if cassette is not None else Cassette(), redactor)
+        super().__init__(cassette, redactor)
         self.inner = inner if inner is not None else httpx.HTTPTransport()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
@@ -128,7 +127,7 @@ class AsyncRecordingTransport(Recorder, httpx.AsyncBaseTransport):
         *,
         redactor: Redactor | None = None,
     ) -> None:
-        super().__init__(cassette if cassette is not None else Cassette(), redactor)
+        super().__init__(cassette, redactor)
         self.inner = inner if inner is not None else httpx.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -156,7 +155,8 @@ def _record_command(mode: str, test_id: str | None) -> str:
 
 
 class Replayer:
-    """Serves a cassette to every httpx client while active, and records as *mode* allows.
+    """Serves a cassette to every httpx client while active, and records as *mode* allows; its scope
+    is every non-loopback host and recorded origin, or exactly the origins in *hosts*.
 
     ``with Replayer(cassette, mode="none"):`` runs its own respx router; ``replayer.mount(router)``
     adds the route to a router you run (then call :meth:`finish` to write recordings)."""
@@ -198,8 +198,7 @@ class Replayer:
         self._recorder = Recorder(cassette, self.redactor)
         self._forward = forward
         self._owns_forward = forward is None
-        self.recorded = 0
-        self.replayed = 0
+        self.recorded = self.replayed = 0
         self.router: respx.MockRouter | None = None
         self._finished = False
 
@@ -227,8 +226,7 @@ class Replayer:
             self.finish()
 
     def in_scope(self, url: httpx.URL | str) -> bool:
-        """Whether requests to *url* are served from (or recorded into) the cassette: by default
-        every non-loopback host and every recorded origin; with ``hosts=`` exactly those."""
+        """Whether requests to *url* are served from (or recorded into) the cassette."""
         origin = matching.origin_of(str(url))
         if self._hosts is not None:
             return origin in self._hosts
@@ -289,15 +287,13 @@ class Replayer:
             return [i for key, queue in self._queues.items() for i in queue[self._cursor.get(key, 0) :]]
 
     def _mismatch(self, key: matching.RequestKey, url: str, origin: str) -> CassetteMismatchError:
-        mode = self.mode.value
+        mode, method = self.mode.value, key.method
         where = str(self.cassette.path) if self.cassette.path else "<in-memory cassette>"
         if not self.cassette.existed and not self.cassette.interactions:
+            message = f"cassette {where} does not exist (record mode {mode!r} only replays)"
+            hint = f"record it first: {_record_command('once', self.test_id)}"
             return CassetteMismatchError(
-                f"cannot replay {key.method} {url}: cassette {where} does not exist "
-                f"(record mode {mode!r} only replays)",
-                method=key.method,
-                url=url,
-                hint=f"record it first: {_record_command('once', self.test_id)}",
+                f"cannot replay {method} {url}: {message}", method=method, url=url, hint=hint
             )
         with self._lock:
             recorded = list(self._queues)
@@ -311,34 +307,28 @@ class Replayer:
             lines.append(f"nothing was recorded from {origin} (recorded hosts: {', '.join(origins)})")
         near = matching.nearest(key, recorded)
         lines.append("nearest recorded requests:" if near else "the cassette has no recorded requests")
-        lines += [
-            f"  {i}. {k.render()}  [{matching.describe_difference(k, key)}]" for i, k in enumerate(near, 1)
-        ]
+        for i, k in enumerate(near, 1):
+            lines.append(f"  {i}. {k.render()}  [{matching.describe_difference(k, key)}]")
         hint = (
             f"if the code changed on purpose, add the new request with "
             f"{_record_command('new', self.test_id)} or re-record everything with "
             f"{_record_command('rewrite', self.test_id)}"
         )
-        return CassetteMismatchError("\n  ".join(lines), method=key.method, url=url, hint=hint)
+        return CassetteMismatchError("\n  ".join(lines), method=method, url=url, hint=hint)
 
     def _blocked(self, request: httpx.Request) -> CassetteMismatchError:
         url = self.redactor.url(str(request.url))
-        if self._hosts is not None:
-            scope = "the hosts " + ", ".join(sorted(self._hosts))
-        else:
-            scope = "non-loopback hosts and origins recorded in the cassette"
-        return CassetteMismatchError(
+        scope = "non-loopback hosts and origins recorded in the cassette"
+        scope = "the hosts " + ", ".join(sorted(self._hosts)) if self._hosts is not None else scope
+        message = (
             f"blocked {request.method} {url}: {matching.origin_of(url)} is outside the cassette's scope "
-            f"({scope}); while a cassette is active only loopback requests may reach the network",
-            method=request.method,
-            url=url,
-            hint="add the host to hosts=[...] to record and replay it, or mock it in the test",
+            f"({scope}); while a cassette is active only loopback requests may reach the network"
         )
+        hint = "add the host to hosts=[...] to record and replay it, or mock it in the test"
+        return CassetteMismatchError(message, method=request.method, url=url, hint=hint)
 
     def finish(self) -> Path | None:
-        """Write what was recorded (recording modes only); returns the cassette path if written.
-
-        ``rewrite`` removes the old file when the test made no request, like pytest-recording."""
+        """Write what was recorded (recording modes only); returns the cassette path if written."""
         if self._finished:
             return None
         self._finished = True
@@ -355,11 +345,9 @@ class Replayer:
 def use_cassette(
     path: str | Path, *, mode: RecordMode | str = RecordMode.NONE, test_id: str | None = None, **options: Any
 ) -> Replayer:
-    """A :class:`Replayer` for the cassette file at *path*, ready to use as a context manager.
+    """A :class:`Replayer` (given *options*) for the cassette file at *path*, as a context manager.
 
-    ``rewrite`` does not parse the old file (a broken cassette is what rewrite is for). Other
-    options (``hosts``, ``redactor``, ``ignore_fields``, ``forward``, ``secrets``, ``match_on``,
-    ``ignore``) go to :class:`Replayer`."""
+    ``rewrite`` does not parse the old file: a broken cassette is what rewrite is for."""
     parsed = RecordMode.parse(mode)
     if parsed is RecordMode.REWRITE:
         cassette = Cassette(path, test_id=test_id, existed=Path(path).is_file())
