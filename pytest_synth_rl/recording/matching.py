@@ -176,27 +176,22 @@ _ABSENT = object()
 
 
 def _first_difference(recorded: Any, live: Any, path: str = "$") -> str | None:
-    container = isinstance(recorded, (dict, list))
-    if type(recorded) is not type(live) or (not container and recorded != live):
-        return f"{path}: recorded {_short(recorded)}, now {_short(live)}"
-    if not container:
-        return None
-    if isinstance(recorded, list):
-        if len(recorded) != len(live):
-            return f"{path}: recorded {len(recorded)} items, now {len(live)}"
-        pairs = [(f"{path}[{i}]", a, b) for i, (a, b) in enumerate(zip(recorded, live, strict=True))]
-    else:
+    both = type(recorded) is type(live)
+    if both and isinstance(recorded, dict):
         keys = sorted(set(recorded) | set(live))
         pairs = [(f"{path}.{k}", recorded.get(k, _ABSENT), live.get(k, _ABSENT)) for k in keys]
-    for where, a, b in pairs:
-        if b is _ABSENT:
-            return f"{where}: recorded {_short(a)}, now absent"
-        if a is _ABSENT:
-            return f"{where}: not recorded, now {_short(b)}"
-        found = _first_difference(a, b, where)
-        if found:
-            return found
-    return None
+    elif both and isinstance(recorded, list) and len(recorded) != len(live):
+        return f"{path}: recorded {len(recorded)} items, now {len(live)}"
+    elif both and isinstance(recorded, list):
+        pairs = [(f"{path}[{i}]", a, b) for i, (a, b) in enumerate(zip(recorded, live, strict=True))]
+    elif live is _ABSENT:
+        return f"{path}: recorded {_short(recorded)}, now absent"
+    elif recorded is _ABSENT:
+        return f"{path}: not recorded, now {_short(live)}"
+    else:
+        changed = f"{path}: recorded {_short(recorded)}, now {_short(live)}"
+        return None if both and recorded == live else changed
+    return next(filter(None, (_first_difference(a, b, where) for where, a, b in pairs)), None)
 
 
 def describe_difference(recorded: RequestKey, live: RequestKey) -> str:
