@@ -132,9 +132,8 @@ def _message_parts(part: Mapping[str, Any], where: str) -> dict[str, Any]:
     headers: Headers = {}
     for name, item in (raw or {}).items():
         if not (isinstance(item, str) or (isinstance(item, list) and all(isinstance(v, str) for v in item))):
-            raise CassetteError(
-                f"{where}.headers.{name}: expected a string or a list of strings, got {item!r}"
-            )
+            problem = f"expected a string or a list of strings, got {item!r}"
+            raise CassetteError(f"{where}.headers.{name}: {problem}")
         headers[str(name).lower()] = item if isinstance(item, str) else list(item)
     encoding, body = part.get("body_encoding"), part.get("body")
     if encoding not in (None, "base64", "text"):
@@ -143,9 +142,8 @@ def _message_parts(part: Mapping[str, Any], where: str) -> dict[str, Any]:
         try:
             base64.b64decode(body if isinstance(body, str) else "\0", validate=True)
         except ValueError as error:  # binascii.Error is one
-            raise CassetteError(
-                f"{where}.body: body_encoding is base64 but the body is not valid base64 ({error})"
-            ) from None
+            problem = f"body_encoding is base64 but the body is not valid base64 ({error})"
+            raise CassetteError(f"{where}.body: {problem}") from None
     return {"headers": headers, "body": body, "body_encoding": encoding}
 
 
@@ -259,15 +257,12 @@ class Cassette:
             hint = "fix the file, or delete it and re-record with --synth-record=rewrite"
             raise CassetteError(f"{where} {error}", hint=hint) from None
         if not isinstance(data, Mapping) or not isinstance(data.get("interactions"), list):
-            raise CassetteError(
-                f'{where}: expected an object with an "interactions" list',
-                hint="cassettes are written by pytest-synth-rl; re-record with --synth-record=rewrite",
-            )
-        if data.get("version", _VERSION) != _VERSION:
-            raise CassetteError(
-                f"{where} has format version {data.get('version')!r}; this plugin reads version {_VERSION}",
-                hint="re-record it with --synth-record=rewrite",
-            )
+            hint = "cassettes are written by pytest-synth-rl; re-record with --synth-record=rewrite"
+            raise CassetteError(f'{where}: expected an object with an "interactions" list', hint=hint)
+        version = data.get("version", _VERSION)
+        if version != _VERSION:
+            message = f"{where} has format version {version!r}; this plugin reads version {_VERSION}"
+            raise CassetteError(message, hint="re-record it with --synth-record=rewrite")
         items = enumerate(data["interactions"])
         interactions = [Interaction.from_json(item, where=f"{where}: interactions[{i}]") for i, item in items]
         test_id = data.get("test_id")
