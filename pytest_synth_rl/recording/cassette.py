@@ -141,7 +141,7 @@ def _message_parts(part: Mapping[str, Any], where: str) -> dict[str, Any]:
     if encoding == "base64" and body is not None:
         try:
             base64.b64decode(body if isinstance(body, str) else "\0", validate=True)
-        except ValueError as error:  # binascii.Error is one
+        except ValueError as error:
             problem = f"body_encoding is base64 but the body is not valid base64 ({error})"
             raise CassetteError(f"{where}.body: {problem}") from None
     return {"headers": headers, "body": body, "body_encoding": encoding}
