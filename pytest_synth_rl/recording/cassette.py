@@ -124,6 +124,27 @@ class RecordedResponse(_Message):
         return httpx.Response(self.status, headers=headers, content=self.content(), request=request)
 
 
+def _captured_body(content: bytes, headers: Headers, redactor: Redactor) -> tuple[Any, str | None]:
+    body, encoding = encode_body(content, headers)
+    if encoding == "base64":
+        return encode_body(redactor.raw_bytes(content), headers)
+    if not isinstance(body, str):
+        return redactor.json(body), encoding
+    form = _media_type(headers) == "application/x-www-form-urlencoded"
+    return (redactor.query(body) if form else redactor.text(body)), encoding
+
+
+def _captured_headers(headers: httpx.Headers, redactor: Redactor) -> Headers:
+    return redactor.headers_of((k, v) for k, v in headers.multi_items() if k.lower() not in DROPPED_HEADERS)
+
+
+def capture_request(request: httpx.Request, redactor: Redactor) -> RecordedRequest:
+    """The redacted cassette form of *request* (its body must have been read)."""
+    headers = _captured_headers(request.headers, redactor)
+    body = _captured_body(request.content, headers, redactor)
+    return RecordedRequest(request.method.upper(), redactor.url(str(request.url)), headers, *body)
+
+
 def _message_parts(part: Mapping[str, Any], where: str) -> dict[str, Any]:
     """Checked ``headers``, ``body`` and ``body_encoding`` of a stored request or response."""
     raw = part.get("headers")
@@ -191,27 +212,6 @@ class Interaction:
         if not parts.scheme or not parts.netloc:
             raise CassetteError(f"{where}.request.url: {url!r} is not an absolute http(s) URL")
         return cls(recorded_request, recorded_response)
-
-
-def _captured_body(content: bytes, headers: Headers, redactor: Redactor) -> tuple[Any, str | None]:
-    body, encoding = encode_body(content, headers)
-    if encoding == "base64":
-        return encode_body(redactor.raw_bytes(content), headers)
-    if not isinstance(body, str):
-        return redactor.json(body), encoding
-    form = _media_type(headers) == "application/x-www-form-urlencoded"
-    return (redactor.query(body) if form else redactor.text(body)), encoding
-
-
-def _captured_headers(headers: httpx.Headers, redactor: Redactor) -> Headers:
-    return redactor.headers_of((k, v) for k, v in headers.multi_items() if k.lower() not in DROPPED_HEADERS)
-
-
-def capture_request(request: httpx.Request, redactor: Redactor) -> RecordedRequest:
-    """The redacted cassette form of *request* (its body must have been read)."""
-    headers = _captured_headers(request.headers, redactor)
-    body = _captured_body(request.content, headers, redactor)
-    return RecordedRequest(request.method.upper(), redactor.url(str(request.url)), headers, *body)
 
 
 class Cassette:

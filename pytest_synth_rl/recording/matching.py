@@ -45,11 +45,8 @@ def _list_problem(name: str, value: object) -> ConfigProblem | None:
 
 @dataclass(frozen=True)
 class MatchConfig:
-    """Which parts of a request identify it for replay, and which body values to leave out.
-
-    *match_on* names parts from :data:`MATCH_PARTS` (``"host"`` is off by default); *ignore* lists
-    dotted JSON paths into the body (``*`` matches any key or list item); *ignore_fields* are
-    field names ignored at any depth."""
+    """What identifies a request for replay: *match_on* parts of :data:`MATCH_PARTS`, without the
+    body values at the dotted paths *ignore* (``*``: any key or item) and the *ignore_fields*."""
 
     match_on: tuple[str, ...] = DEFAULT_MATCH_ON
     ignore: tuple[str, ...] = DEFAULT_IGNORED_PATHS

@@ -38,9 +38,7 @@ _SCHEME_VALUE = re.compile(r"^([A-Za-z][A-Za-z0-9._~+/-]*)\s+\S")
 
 
 def is_sensitive_name(name: str) -> bool:
-    """Whether a header, query parameter or JSON field called *name* holds a credential.
-
-    A ``public_key`` does not: it is published to be used (a replayed key upload needs it)."""
+    """Whether a header, query parameter or JSON field called *name* holds a credential."""
     words = _SEPARATORS.split(_CAMEL.sub("_", name).lower())
     return words[0] != "public" and any(word in _SENSITIVE_WORDS for word in words)
 
@@ -50,9 +48,8 @@ class SecretLeakError(SynthError):
 
 
 class Redactor:
-    """Applies the redaction rules to headers, URLs, JSON values and text.
-
-    *secrets* are scrubbed on top of ``masking.known_secrets()``, which is asked on every call."""
+    """Redacts headers, URLs, JSON values and text: *secrets* and ``masking.known_secrets()``
+    (asked on every call), and credential-named fields."""
 
     def __init__(
         self,
@@ -130,9 +127,7 @@ class Redactor:
         return urlunsplit((parts.scheme, *clean, self.text(parts.fragment, secrets)))
 
     def json(self, value: Any, secrets: list[str] | None = None, *, name: str | None = None) -> Any:
-        """A redacted copy of a JSON value: credential-named text fields and secret values.
-
-        Text items of a credential-named list (``"keys": ["a", "b"]``) are credentials too."""
+        """A redacted copy of a JSON value (text items of a credential-named list included)."""
         secrets = self.secrets() if secrets is None else secrets
         if isinstance(value, str):
             if name is not None and is_sensitive_name(name):

@@ -155,11 +155,8 @@ def _record_command(mode: str, test_id: str | None) -> str:
 
 
 class Replayer:
-    """Serves a cassette to every httpx client while active, and records as *mode* allows; its scope
-    is every non-loopback host and recorded origin, or exactly the origins in *hosts*.
-
-    ``with Replayer(cassette, mode="none"):`` runs its own respx router; ``replayer.mount(router)``
-    adds the route to a router you run (then call :meth:`finish` to write recordings)."""
+    """Serves a cassette to httpx clients (every non-loopback host and recorded origin, or exactly
+    *hosts*) and records as *mode* allows: ``with`` it, or :meth:`mount` it and :meth:`finish`."""
 
     def __init__(
         self,
