@@ -184,7 +184,7 @@ def test_binary_and_form_bodies_are_redacted(tmp_path: Path, secrets_in_env: Non
         content=b"\x00\xff" + SYNTH_KEY.encode() + b"\x01",
         headers={"content-type": "application/octet-stream"},
     )
-    from pytest_synth_rl.recording.recorder import capture_request
+    from pytest_synth_rl.recording.cassette import capture_request
 
     captured = capture_request(request, redactor)
     assert captured.body_encoding == "base64"

@@ -1,9 +1,5 @@
-"""Record and replay backend traffic: cassettes, redaction, recording transports, replay.
-
-A test's conversation with the Synth backend is captured once (redacted, into one JSON cassette
-per test) and replayed offline afterwards, in order, through respx. Record modes follow
-pytest-recording / VCR.py; see :mod:`.modes`.
-"""
+"""Record a test's backend traffic once (redacted, one JSON cassette per test) and replay it
+offline, in order, through respx; record modes follow pytest-recording / VCR.py."""
 
 from __future__ import annotations
 
@@ -22,10 +18,17 @@ from pytest_synth_rl.recording.matching import (
     RequestKey,
     request_key,
 )
-from pytest_synth_rl.recording.modes import RecordMode, RecordModeError
-from pytest_synth_rl.recording.recorder import AsyncRecordingTransport, Recorder, RecordingTransport
 from pytest_synth_rl.recording.redaction import REDACTED, Redactor, SecretLeakError, find_leaks
-from pytest_synth_rl.recording.replayer import CassetteMismatchError, Replayer, use_cassette
+from pytest_synth_rl.recording.replayer import (
+    AsyncRecordingTransport,
+    CassetteMismatchError,
+    Recorder,
+    RecordingTransport,
+    RecordMode,
+    RecordModeError,
+    Replayer,
+    use_cassette,
+)
 
 __all__ = [
     "DEFAULT_IGNORED_PATHS",

@@ -1,37 +1,12 @@
-"""The cassette: recorded HTTP exchanges of one test, as reviewable JSON.
+"""The cassette: the recorded HTTP exchanges of one test, as reviewable JSON (format version 1).
 
-Format (version 1)::
-
-    {
-      "interactions": [
-        {
-          "request":  {"method": "POST", "url": "https://…/api/rl/jobs",
-                       "headers": {"authorization": "Bearer <redacted>", …},
-                       "body": {"job_type": "rl", …}},
-          "response": {"status": 200, "headers": {"content-type": "application/json"},
-                       "body": {"job_id": "job-1", "status": "queued"}}
-        }
-      ],
-      "test_id": "tests/test_rl.py::test_train",
-      "version": 1
-    }
-
-Bodies are stored as JSON values when the ``content-type`` says JSON (so a reviewer reads the
-payload, not an escaped string), as text otherwise, and as base64 with ``"body_encoding":
-"base64"`` when they are not UTF-8. A JSON-typed body that failed to parse (or is JSON ``null``)
-is kept as text with ``"body_encoding": "text"``. An empty body is ``null``. Header names are
-lower-case; a header sent several times is a list. Keys are sorted and the file is indented and
-newline-terminated, so a re-recording shows up as a readable diff.
-
-Transport details that differ between two recordings of the same exchange, or that would be
-wrong on replay, are not stored: ``content-length`` (bodies are re-serialised), ``content-encoding``
-(bodies are stored decoded), hop-by-hop headers and ``date``.
+Exchanges are redacted as they are captured from httpx, files are checked when loaded, and a file
+that still holds a secret is never written.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
@@ -40,39 +15,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
+
 from pytest_synth_rl.errors import SynthError
 from pytest_synth_rl.recording.redaction import Redactor, SecretLeakError, find_leaks
-from pytest_synth_rl.reporting.files import (
-    UnreadableDocument,
-    atomic_write_text,
-    parse_json_document,
-    safe_file_stem,
-)
+from pytest_synth_rl.reporting import files
 
-__all__ = [
-    "FORMAT_VERSION",
-    "Cassette",
-    "CassetteError",
-    "Interaction",
-    "RecordedRequest",
-    "RecordedResponse",
-    "cassette_path",
-    "decode_body",
-    "encode_body",
-]
+_VERSION = 1
 
-FORMAT_VERSION = 1
-
-#: Headers never written to a cassette (see the module docstring for why).
+#: Never stored: they differ between two recordings of one exchange, or would be wrong on replay.
 DROPPED_HEADERS: frozenset[str] = frozenset(
-    {
-        "content-length",
-        "content-encoding",
-        "transfer-encoding",
-        "connection",
-        "keep-alive",
-        "date",
-    }
+    ["content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive", "date"]
 )
 
 Headers = dict[str, str | list[str]]
@@ -84,14 +37,20 @@ class CassetteError(SynthError):
 
 def cassette_path(directory: str | os.PathLike[str], test_id: str) -> Path:
     """Where the cassette of *test_id* lives in *directory* (one file per test, stable name)."""
-    return Path(directory) / f"{safe_file_stem(test_id)}.json"
+    return Path(directory) / f"{files.safe_file_stem(test_id)}.json"
+
+
+def header_items(headers: Mapping[str, str | list[str]]) -> list[tuple[str, str]]:
+    return [(k, v) for k, value in headers.items() for v in (value if isinstance(value, list) else [value])]
+
+
+def _media_type(headers: Mapping[str, Any]) -> str:
+    value = headers.get("content-type") or ""
+    return str(value[0] if isinstance(value, list) else value).split(";", 1)[0].strip().lower()
 
 
 def _is_json_type(headers: Mapping[str, Any]) -> bool:
-    value = headers.get("content-type", "")
-    if isinstance(value, list):
-        value = value[0] if value else ""
-    media = str(value).split(";", 1)[0].strip().lower()
+    media = _media_type(headers)
     return media == "application/json" or media.endswith("+json")
 
 
@@ -103,14 +62,13 @@ def encode_body(content: bytes, headers: Mapping[str, Any]) -> tuple[Any, str | 
         text = content.decode("utf-8")
     except UnicodeDecodeError:
         return base64.b64encode(content).decode("ascii"), "base64"
-    if _is_json_type(headers):
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
-            return text, "text"
-        # A JSON ``null`` body would read back as "no body"; keep it as text instead.
-        return (value, None) if value is not None else (text, "text")
-    return text, None
+    if not _is_json_type(headers):
+        return text, None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return text, "text"
+    return (value, None) if value is not None else (text, "text")  # a null body would read as none
 
 
 def decode_body(body: Any, encoding: str | None, headers: Mapping[str, Any]) -> bytes:
@@ -124,23 +82,20 @@ def decode_body(body: Any, encoding: str | None, headers: Mapping[str, Any]) -> 
     return json.dumps(body, ensure_ascii=False).encode("utf-8")
 
 
-def header_value(headers: Mapping[str, str | list[str]], name: str) -> str | None:
-    value = headers.get(name.lower())
-    if isinstance(value, list):
-        return value[0] if value else None
-    return value
+class _Message:
+    headers: Headers
+    body: Any
+    body_encoding: str | None
 
+    def content(self) -> bytes:
+        return decode_body(self.body, self.body_encoding, self.headers)
 
-def header_items(headers: Mapping[str, str | list[str]]) -> list[tuple[str, str]]:
-    items: list[tuple[str, str]] = []
-    for name, value in headers.items():
-        for single in value if isinstance(value, list) else [value]:
-            items.append((name, single))
-    return items
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if k != "body_encoding" or v}
 
 
 @dataclass(repr=False)
-class RecordedRequest:
+class RecordedRequest(_Message):
     method: str
     url: str
     headers: Headers = field(default_factory=dict)
@@ -148,8 +103,7 @@ class RecordedRequest:
     body_encoding: str | None = None
 
     def __repr__(self) -> str:
-        # A record built by hand or read from an old file may hold a raw ``?api_key=...`` URL;
-        # its repr goes into tracebacks and ``-l`` output, so it is always shown redacted.
+        # Hand-built or old records may hold a raw ?api_key=...; reprs reach tracebacks and -l.
         redactor = Redactor()
         return (
             f"RecordedRequest(method={self.method!r}, url={redactor.url(self.url)!r}, "
@@ -157,36 +111,61 @@ class RecordedRequest:
             f"body={redactor.json(self.body)!r}, body_encoding={self.body_encoding!r})"
         )
 
-    def content(self) -> bytes:
-        return decode_body(self.body, self.body_encoding, self.headers)
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "method": self.method,
-            "url": self.url,
-            "headers": self.headers,
-            "body": self.body,
-        }
-        if self.body_encoding:
-            data["body_encoding"] = self.body_encoding
-        return data
-
 
 @dataclass
-class RecordedResponse:
+class RecordedResponse(_Message):
     status: int
     headers: Headers = field(default_factory=dict)
     body: Any = None
     body_encoding: str | None = None
 
-    def content(self) -> bytes:
-        return decode_body(self.body, self.body_encoding, self.headers)
+    def to_httpx(self, request: httpx.Request) -> httpx.Response:
+        headers = header_items(self.headers)
+        return httpx.Response(self.status, headers=headers, content=self.content(), request=request)
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"status": self.status, "headers": self.headers, "body": self.body}
-        if self.body_encoding:
-            data["body_encoding"] = self.body_encoding
-        return data
+
+def _captured_body(content: bytes, headers: Headers, redactor: Redactor) -> tuple[Any, str | None]:
+    body, encoding = encode_body(content, headers)
+    if encoding == "base64":
+        return encode_body(redactor.raw_bytes(content), headers)
+    if not isinstance(body, str):
+        return redactor.json(body), encoding
+    form = _media_type(headers) == "application/x-www-form-urlencoded"
+    return (redactor.query(body) if form else redactor.text(body)), encoding
+
+
+def _captured_headers(headers: httpx.Headers, redactor: Redactor) -> Headers:
+    return redactor.headers_of((k, v) for k, v in headers.multi_items() if k.lower() not in DROPPED_HEADERS)
+
+
+def capture_request(request: httpx.Request, redactor: Redactor) -> RecordedRequest:
+    """The redacted cassette form of *request* (its body must have been read)."""
+    headers = _captured_headers(request.headers, redactor)
+    body = _captured_body(request.content, headers, redactor)
+    return RecordedRequest(request.method.upper(), redactor.url(str(request.url)), headers, *body)
+
+
+def _message_parts(part: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Checked ``headers``, ``body`` and ``body_encoding`` of a stored request or response."""
+    raw = part.get("headers")
+    if raw is not None and not isinstance(raw, Mapping):
+        raise CassetteError(f"{where}.headers: expected an object of header name -> value")
+    headers: Headers = {}
+    for name, item in (raw or {}).items():
+        if not (isinstance(item, str) or (isinstance(item, list) and all(isinstance(v, str) for v in item))):
+            problem = f"expected a string or a list of strings, got {item!r}"
+            raise CassetteError(f"{where}.headers.{name}: {problem}")
+        headers[str(name).lower()] = item if isinstance(item, str) else list(item)
+    encoding, body = part.get("body_encoding"), part.get("body")
+    if encoding not in (None, "base64", "text"):
+        raise CassetteError(f'{where}.body_encoding: expected "base64" or "text", got {encoding!r}')
+    if encoding == "base64" and body is not None:
+        try:
+            base64.b64decode(body if isinstance(body, str) else "\0", validate=True)
+        except ValueError as error:
+            problem = f"body_encoding is base64 but the body is not valid base64 ({error})"
+            raise CassetteError(f"{where}.body: {problem}") from None
+    return {"headers": headers, "body": body, "body_encoding": encoding}
 
 
 @dataclass
@@ -200,99 +179,43 @@ class Interaction:
         return {"request": self.request.to_json(), "response": self.response.to_json()}
 
     @classmethod
+    def capture(
+        cls, request: httpx.Request, response: httpx.Response, content: bytes, redactor: Redactor
+    ) -> Interaction:
+        """The redacted record of an exchange; *content* is the response body, read and decoded."""
+        headers = _captured_headers(response.headers, redactor)
+        body = _captured_body(content, headers, redactor)
+        return cls(capture_request(request, redactor), RecordedResponse(response.status_code, headers, *body))
+
+    @classmethod
     def from_json(cls, data: Any, *, where: str) -> Interaction:
         if not isinstance(data, Mapping):
             raise CassetteError(f"{where}: expected an object with request and response")
-        request = _section(data, "request", where)
-        response = _section(data, "response", where)
-        method = request.get("method")
-        url = request.get("url")
-        status = response.get("status")
+        for key in ("request", "response"):
+            if not isinstance(data.get(key), Mapping):
+                raise CassetteError(f"{where}.{key}: expected an object, got {data.get(key)!r}")
+        request, response = data["request"], data["response"]
+        method, url, status = request.get("method"), request.get("url"), response.get("status")
         if not isinstance(method, str) or not method:
             raise CassetteError(f"{where}.request.method: expected an HTTP method string, got {method!r}")
         if not isinstance(url, str) or not url:
             raise CassetteError(f"{where}.request.url: expected a URL string, got {url!r}")
         if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
             raise CassetteError(f"{where}.response.status: expected an HTTP status 100-599, got {status!r}")
-        interaction = cls(
-            request=RecordedRequest(
-                method=method.upper(),
-                url=url,
-                headers=_headers(request.get("headers"), f"{where}.request.headers"),
-                body=request.get("body"),
-                body_encoding=_encoding(request.get("body_encoding"), f"{where}.request"),
-            ),
-            response=RecordedResponse(
-                status=status,
-                headers=_headers(response.get("headers"), f"{where}.response.headers"),
-                body=response.get("body"),
-                body_encoding=_encoding(response.get("body_encoding"), f"{where}.response"),
-            ),
-        )
-        _check_url(url, f"{where}.request.url")
-        for side, part in (("request", request), ("response", response)):
-            _check_body(part, f"{where}.{side}")
-        return interaction
-
-
-def _check_url(url: str, where: str) -> None:
-    """A URL that cannot be matched or sent is reported now, not as a raw error on replay."""
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - parsing the port is the check
-    except ValueError as error:
-        raise CassetteError(f"{where}: {url!r} is not a valid URL ({error})") from None
-    if not parts.scheme or not parts.netloc:
-        raise CassetteError(f"{where}: {url!r} is not an absolute http(s) URL")
-
-
-def _check_body(part: Mapping[str, Any], where: str) -> None:
-    if part.get("body_encoding") != "base64" or part.get("body") is None:
-        return
-    body = part.get("body")
-    try:
-        base64.b64decode(body if isinstance(body, str) else "\0", validate=True)
-    except (binascii.Error, ValueError) as error:
-        raise CassetteError(
-            f"{where}.body: body_encoding is base64 but the body is not valid base64 ({error})"
-        ) from None
-
-
-def _section(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
-    value = data.get(key)
-    if not isinstance(value, Mapping):
-        raise CassetteError(f"{where}.{key}: expected an object, got {value!r}")
-    return value
-
-
-def _headers(value: Any, where: str) -> Headers:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise CassetteError(f"{where}: expected an object of header name -> value")
-    out: Headers = {}
-    for name, item in value.items():
-        if isinstance(item, str):
-            out[str(name).lower()] = item
-        elif isinstance(item, list) and all(isinstance(v, str) for v in item):
-            out[str(name).lower()] = list(item)
-        else:
-            raise CassetteError(f"{where}.{name}: expected a string or a list of strings, got {item!r}")
-    return out
-
-
-def _encoding(value: Any, where: str) -> str | None:
-    if value in (None, "base64", "text"):
-        return value  # type: ignore[no-any-return]
-    raise CassetteError(f'{where}.body_encoding: expected "base64" or "text", got {value!r}')
+        recorded_request = RecordedRequest(method.upper(), url, **_message_parts(request, f"{where}.request"))
+        recorded_response = RecordedResponse(status, **_message_parts(response, f"{where}.response"))
+        try:  # a URL that cannot be matched or sent is reported now, not as a raw error on replay
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 - parsing the port is the check
+        except ValueError as error:
+            raise CassetteError(f"{where}.request.url: {url!r} is not a valid URL ({error})") from None
+        if not parts.scheme or not parts.netloc:
+            raise CassetteError(f"{where}.request.url: {url!r} is not an absolute http(s) URL")
+        return cls(recorded_request, recorded_response)
 
 
 class Cassette:
-    """The interactions of one test, in the order they happened.
-
-    ``existed`` tells whether the cassette was loaded from a file that existed, which is what the
-    ``once`` record mode decides on.
-    """
+    """The interactions of one test, in order; ``existed``: loaded from a file (what ``once`` asks)."""
 
     def __init__(
         self,
@@ -308,8 +231,7 @@ class Cassette:
         self.existed = existed
 
     def __repr__(self) -> str:
-        where = str(self.path) if self.path else "<memory>"
-        return f"Cassette({where!r}, interactions={len(self.interactions)})"
+        return f"Cassette({str(self.path) if self.path else '<memory>'!r}, interactions={len(self)})"
 
     def __len__(self) -> int:
         return len(self.interactions)
@@ -320,12 +242,8 @@ class Cassette:
     def append(self, interaction: Interaction) -> None:
         self.interactions.append(interaction)
 
-    # -- serialisation ------------------------------------------------------------------------
     def to_json(self) -> str:
-        document: dict[str, Any] = {
-            "version": FORMAT_VERSION,
-            "interactions": [i.to_json() for i in self.interactions],
-        }
+        document: dict[str, Any] = {"version": _VERSION, "interactions": [i.to_json() for i in self]}
         if self.test_id:
             document["test_id"] = self.test_id
         return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
@@ -334,40 +252,30 @@ class Cassette:
     def from_json(cls, text: str | bytes, *, path: str | os.PathLike[str] | None = None) -> Cassette:
         where = str(path) if path is not None else "cassette"
         try:
-            data = parse_json_document(text)
-        except UnreadableDocument as error:
-            raise CassetteError(
-                f"{where} {error}",
-                hint="fix the file, or delete it and re-record with --synth-record=rewrite",
-            ) from None
+            data = files.parse_json_document(text)
+        except files.UnreadableDocument as error:
+            hint = "fix the file, or delete it and re-record with --synth-record=rewrite"
+            raise CassetteError(f"{where} {error}", hint=hint) from None
         if not isinstance(data, Mapping) or not isinstance(data.get("interactions"), list):
-            raise CassetteError(
-                f'{where}: expected an object with an "interactions" list',
-                hint="cassettes are written by pytest-synth-rl; re-record with --synth-record=rewrite",
-            )
-        if data.get("version", FORMAT_VERSION) != FORMAT_VERSION:
-            raise CassetteError(
-                f"{where} has format version {data.get('version')!r}; this plugin reads "
-                f"version {FORMAT_VERSION}",
-                hint="re-record it with --synth-record=rewrite",
-            )
-        interactions = [
-            Interaction.from_json(item, where=f"{where}: interactions[{index}]")
-            for index, item in enumerate(data["interactions"])
-        ]
+            hint = "cassettes are written by pytest-synth-rl; re-record with --synth-record=rewrite"
+            raise CassetteError(f'{where}: expected an object with an "interactions" list', hint=hint)
+        version = data.get("version", _VERSION)
+        if version != _VERSION:
+            message = f"{where} has format version {version!r}; this plugin reads version {_VERSION}"
+            raise CassetteError(message, hint="re-record it with --synth-record=rewrite")
+        items = enumerate(data["interactions"])
+        interactions = [Interaction.from_json(item, where=f"{where}: interactions[{i}]") for i, item in items]
         test_id = data.get("test_id")
         return cls(path, interactions, test_id=test_id if isinstance(test_id, str) else None, existed=True)
 
-    # -- files --------------------------------------------------------------------------------
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Cassette:
         """Read a cassette file; :class:`CassetteError` if it is missing or malformed."""
         try:
             text = Path(path).read_bytes()
         except FileNotFoundError:
-            raise CassetteError(
-                f"cassette {path} does not exist", hint="record it with --synth-record=once"
-            ) from None
+            hint = "record it with --synth-record=once"
+            raise CassetteError(f"cassette {path} does not exist", hint=hint) from None
         except OSError as error:
             raise CassetteError(f"cannot read cassette {path}: {error.strerror}") from None
         return cls.from_json(text, path=path)
@@ -376,28 +284,22 @@ class Cassette:
     def load_or_new(cls, path: str | os.PathLike[str], *, test_id: str | None = None) -> Cassette:
         """The cassette at *path*, or an empty one (``existed=False``) if there is no file.
 
-        A cassette recorded for another test (a copied or renamed file) is refused: replaying
-        someone else's exchanges would make this test pass or fail for the wrong reasons.
-        """
-        if Path(path).is_file():
-            cassette = cls.load(path)
-            if cassette.test_id and test_id and cassette.test_id != test_id:
-                raise CassetteError(
-                    f"cassette {path} was recorded for test {cassette.test_id!r}, not for {test_id!r}",
-                    hint="delete it and re-record this test with --synth-record=rewrite, or move it "
-                    "back to the test it belongs to",
-                )
-            cassette.test_id = cassette.test_id or test_id
-            return cassette
-        return cls(path, test_id=test_id, existed=False)
+        A cassette recorded for another test is refused: it would pass or fail for wrong reasons."""
+        if not Path(path).is_file():
+            return cls(path, test_id=test_id, existed=False)
+        cassette = cls.load(path)
+        if cassette.test_id and test_id and cassette.test_id != test_id:
+            raise CassetteError(
+                f"cassette {path} was recorded for test {cassette.test_id!r}, not for {test_id!r}",
+                hint="delete it and re-record this test with --synth-record=rewrite, or move it "
+                "back to the test it belongs to",
+            )
+        cassette.test_id = cassette.test_id or test_id
+        return cassette
 
     def save(self, path: str | os.PathLike[str] | None = None, *, secrets: Iterable[str | None] = ()) -> Path:
-        """Write the cassette atomically, refusing to write one that contains a secret.
-
-        The serialised text goes to a temporary file which is re-read and scanned for every known
-        secret (plus *secrets*); if one is found the temporary file is deleted, any previous
-        cassette is left as it was, and :class:`SecretLeakError` is raised.
-        """
+        """Write the cassette atomically; :class:`SecretLeakError` (and the old file kept) if the
+        written text still holds a known secret or one of *secrets*."""
         target = Path(path) if path is not None else self.path
         if target is None:
             raise CassetteError("this cassette has no path; pass save(path=...)")
@@ -413,7 +315,6 @@ class Cassette:
                     "Redactor(secrets=[...]) or register it with masking.register_secret()",
                 )
 
-        written = atomic_write_text(target, self.to_json(), check=scan)
-        self.path = target
-        self.existed = True
+        written = files.atomic_write_text(target, self.to_json(), check=scan)
+        self.path, self.existed = target, True
         return written

@@ -1,27 +1,6 @@
-"""Replaying a cassette through respx (and recording through it in the recording modes).
-
-The replayer is one catch-all respx route whose side effect decides, per request:
-
-1. **Scope.** Requests to the recorded backend are its business. By default that is every
-   non-loopback host plus every origin that appears in the cassette; ``hosts=[...]`` narrows it to
-   exactly those origins. Out-of-scope loopback requests pass through untouched, so an in-process
-   task app keeps working; any other host fails with :class:`CassetteMismatchError`: replay never
-   reaches the network beyond loopback.
-2. **Replay** (modes ``none``, ``new``, ``once`` with an existing cassette). Requests match on
-   method + path + query (+ body for POST/PUT/PATCH), see :mod:`.matching`. Identical requests
-   are served in recorded order, so a replayed poller sees queued -> running -> succeeded; once
-   the recording of a request runs out, its **last response repeats**, so a client that polls
-   more often than the recording did still finishes instead of hanging.
-3. **Record** (modes ``new`` for unknown requests, ``rewrite``, ``once`` without a cassette). The
-   request is forwarded to the real host, the exchange is redacted into the cassette, and the
-   live response goes back to the caller. Forwarding is synchronous, also for ``AsyncClient``
-   callers (respx calls one side effect for both); it blocks the event loop for the duration of
-   that request, which only happens while recording.
-4. Otherwise: :class:`CassetteMismatchError` listing the recorded requests nearest to it.
-
-The cassette is written when the replayer finishes (``with`` exit or :meth:`finish`), only in
-the recording modes, only if something was recorded; ``rewrite`` removes a stale cassette when
-the test made no request at all.
+"""Recording and replaying backend traffic: record modes, recording transports, and the replayer,
+one catch-all respx route that serves a cassette in recorded order (the last answer repeats),
+records what the mode allows, passes other loopback traffic through and blocks the rest.
 """
 
 from __future__ import annotations
@@ -30,6 +9,7 @@ import contextlib
 import threading
 from collections.abc import Collection, Iterable
 from contextvars import ContextVar
+from enum import Enum
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -38,35 +18,127 @@ import httpx
 import respx
 
 from pytest_synth_rl.errors import SynthError
-from pytest_synth_rl.recording.cassette import Cassette, Interaction, RecordedResponse, header_items
-from pytest_synth_rl.recording.matching import (
-    DEFAULT_IGNORED_FIELDS,
-    DEFAULT_IGNORED_PATHS,
-    DEFAULT_MATCH_ON,
-    MatchConfig,
-    RequestKey,
-    describe_difference,
-    nearest,
-    origin_of,
-    request_key,
-)
-from pytest_synth_rl.recording.modes import RecordMode
-from pytest_synth_rl.recording.recorder import Recorder, capture_request, rebuild_response
+from pytest_synth_rl.recording import matching
+from pytest_synth_rl.recording.cassette import Cassette, Interaction, capture_request
 from pytest_synth_rl.recording.redaction import Redactor
 from pytest_synth_rl.reporting.files import shell_quote
 from pytest_synth_rl.taskapp.loopback import is_loopback_host
 
-__all__ = ["CassetteMismatchError", "Replayer", "use_cassette"]
-
-# Set while the replayer forwards a request for recording: the forwarded request re-enters the
-# respx hook, and must then pass through to the real network instead of being handled again.
+# Set while a request is forwarded for recording: it re-enters the respx hook and must pass.
 _FORWARDING: ContextVar[bool] = ContextVar("pytest_synth_rl_cassette_forwarding", default=False)
 
-
-#: The task-app key routes (contract §10.5). While recording they always reach the backend: the
-#: upload sets this run's key there, sealed to the backend's own public key, so a replayed one
-#: would leave it the key of the run that recorded the cassette and its rollouts would be refused.
+#: Task-app key routes (contract §10.5): while recording they always reach the backend, since a
+#: replayed upload would leave it the key of the run that recorded the cassette.
 KEY_ROUTES = ("/v1/crypto/public-key", "/v1/env-keys", "/v1/env-keys/verify")
+
+
+class RecordModeError(SynthError):
+    """An unknown record mode was asked for."""
+
+
+class RecordMode(str, Enum):
+    """``none`` replays only; ``once`` records a missing cassette, else replays; ``new`` replays and
+    records what is missing (VCR's ``new_episodes``); ``rewrite`` records anew (VCR's ``all``)."""
+
+    NONE = "none"
+    ONCE = "once"
+    NEW = "new"
+    REWRITE = "rewrite"
+
+    @classmethod
+    def parse(cls, value: str | RecordMode) -> RecordMode:
+        if isinstance(value, RecordMode):
+            return value
+        text = str(value).strip().lower()
+        try:
+            return cls({"new_episodes": "new", "all": "rewrite"}.get(text, text))
+        except ValueError:
+            raise RecordModeError(
+                f"unknown record mode {value!r}: expected one of none, once, new, rewrite",
+                hint="e.g. --synth-record=once to record missing cassettes and replay existing ones",
+            ) from None
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def rebuild_response(response: httpx.Response, content: bytes) -> httpx.Response:
+    """*response* again with its read, decoded *content*, without the wire's encoding and length."""
+    wire = ("content-encoding", "content-length", "transfer-encoding")
+    headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in wire]
+    extensions = {k: v for k, v in response.extensions.items() if k in ("http_version", "reason_phrase")}
+    return httpx.Response(response.status_code, headers=headers, content=content, extensions=extensions)
+
+
+def _read_through(transport: httpx.BaseTransport, request: httpx.Request) -> httpx.Response:
+    with contextlib.closing(transport.handle_request(request)) as response:
+        return rebuild_response(response, response.read())
+
+
+class Recorder:
+    """Appends redacted interactions to a cassette; safe to share between threads."""
+
+    def __init__(self, cassette: Cassette | None = None, redactor: Redactor | None = None) -> None:
+        self.cassette = cassette if cassette is not None else Cassette()
+        self.redactor = redactor or Redactor()
+        self._lock = threading.Lock()
+
+    def record(self, request: httpx.Request, response: httpx.Response, content: bytes) -> Interaction:
+        interaction = Interaction.capture(request, response, content, self.redactor)
+        with self._lock:
+            self.cassette.append(interaction)
+        return interaction
+
+    def save(self, path: str | Path | None = None, *, secrets: Iterable[str | None] = ()) -> Path:
+        return self.cassette.save(path, secrets=secrets)
+
+
+class RecordingTransport(Recorder, httpx.BaseTransport):
+    """Forwards every request to *inner* (a real ``httpx.HTTPTransport`` by default) and records it,
+    redacted; responses are read in full first. Call :meth:`save` when done."""
+
+    def __init__(
+        self,
+        inner: httpx.BaseTransport | None = None,
+        cassette: Cassette | None = None,
+        *,
+        redactor: Redactor | None = None,
+    ) -> None:
+        super().__init__(cassette, redactor)
+        self.inner = inner if inner is not None else httpx.HTTPTransport()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        request.read()
+        response = _read_through(self.inner, request)
+        self.record(request, response, response.content)
+        return response
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class AsyncRecordingTransport(Recorder, httpx.AsyncBaseTransport):
+    """The ``httpx.AsyncClient`` counterpart of :class:`RecordingTransport`."""
+
+    def __init__(
+        self,
+        inner: httpx.AsyncBaseTransport | None = None,
+        cassette: Cassette | None = None,
+        *,
+        redactor: Redactor | None = None,
+    ) -> None:
+        super().__init__(cassette, redactor)
+        self.inner = inner if inner is not None else httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        await request.aread()
+        async with contextlib.aclosing(await self.inner.handle_async_request(request)) as response:
+            content = await response.aread()
+        self.record(request, response, content)
+        return rebuild_response(response, content)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 class CassetteMismatchError(SynthError):
@@ -79,26 +151,12 @@ class CassetteMismatchError(SynthError):
 
 
 def _record_command(mode: str, test_id: str | None) -> str:
-    target = f" {shell_quote(test_id)}" if test_id else ""
-    return f"pytest --synth-record={mode}{target}"
-
-
-def replay_response(recorded: RecordedResponse, request: httpx.Request) -> httpx.Response:
-    return httpx.Response(
-        recorded.status,
-        headers=header_items(recorded.headers),
-        content=recorded.content(),
-        request=request,
-    )
+    return f"pytest --synth-record={mode}{f' {shell_quote(test_id)}' if test_id else ''}"
 
 
 class Replayer:
-    """Serves a cassette to every httpx client while active (see the module docstring).
-
-    ``with Replayer(cassette, mode="none"):`` starts its own respx router; or
-    ``replayer.mount(router)`` adds the replay route to a router you already run (call
-    :meth:`finish` at the end to write recordings).
-    """
+    """Serves a cassette to httpx clients (every non-loopback host and recorded origin, or exactly
+    *hosts*) and records as *mode* allows: ``with`` it, or :meth:`mount` it and :meth:`finish`."""
 
     def __init__(
         self,
@@ -107,92 +165,69 @@ class Replayer:
         mode: RecordMode | str = RecordMode.NONE,
         hosts: Iterable[str] | None = None,
         redactor: Redactor | None = None,
-        ignore_fields: Collection[str] = DEFAULT_IGNORED_FIELDS,
+        ignore_fields: Collection[str] = matching.DEFAULT_IGNORED_FIELDS,
         forward: httpx.BaseTransport | None = None,
         test_id: str | None = None,
         secrets: Iterable[str | None] = (),
-        match_on: Iterable[str] = DEFAULT_MATCH_ON,
-        ignore: Iterable[str] = DEFAULT_IGNORED_PATHS,
+        match_on: Iterable[str] = matching.DEFAULT_MATCH_ON,
+        ignore: Iterable[str] = matching.DEFAULT_IGNORED_PATHS,
     ) -> None:
         self.cassette = cassette
-        self.mode = RecordMode.parse(mode)
+        self.mode = mode = RecordMode.parse(mode)
         self.test_id = test_id or cassette.test_id
         self._secrets = tuple(secrets)
         self.redactor = redactor or Redactor(self._secrets)
         self.ignore_fields = frozenset(ignore_fields)
-        self.match = MatchConfig(
-            match_on=tuple(match_on), ignore=tuple(ignore), ignore_fields=self.ignore_fields
-        )
-        self._hosts = {origin_of(h) for h in hosts} if hosts is not None else None
-        existed = cassette.existed
-        self.replays = self.mode in (RecordMode.NONE, RecordMode.NEW) or (
-            self.mode is RecordMode.ONCE and existed
-        )
-        self.records = self.mode in (RecordMode.NEW, RecordMode.REWRITE) or (
-            self.mode is RecordMode.ONCE and not existed
-        )
-        if self.mode is RecordMode.REWRITE:
+        self.match = matching.MatchConfig(tuple(match_on), tuple(ignore), self.ignore_fields)
+        self._hosts = {matching.origin_of(h) for h in hosts} if hosts is not None else None
+        once = mode is RecordMode.ONCE
+        self.replays = mode in (RecordMode.NONE, RecordMode.NEW) or (once and cassette.existed)
+        self.records = mode in (RecordMode.NEW, RecordMode.REWRITE) or (once and not cassette.existed)
+        if mode is RecordMode.REWRITE:
             cassette.interactions = []
         self._lock = threading.Lock()
-        self._queues: dict[RequestKey, list[Interaction]] = {}
-        if self.replays:
-            for interaction in cassette.interactions:
-                key = request_key(interaction.request, match=self.match)
-                self._queues.setdefault(key, []).append(interaction)
-        self._cursor: dict[RequestKey, int] = {}
-        self._origins = {origin_of(i.request.url) for i in cassette.interactions}
+        self._queues: dict[matching.RequestKey, list[Interaction]] = {}
+        for interaction in cassette.interactions if self.replays else ():
+            key = matching.request_key(interaction.request, match=self.match)
+            self._queues.setdefault(key, []).append(interaction)
+        self._cursor: dict[matching.RequestKey, int] = {}
+        self._origins = {matching.origin_of(i.request.url) for i in cassette.interactions}
         self._recorder = Recorder(cassette, self.redactor)
         self._forward = forward
         self._owns_forward = forward is None
-        self.recorded = 0
-        self.replayed = 0
-        self._router: respx.MockRouter | None = None
+        self.recorded = self.replayed = 0
+        self.router: respx.MockRouter | None = None
         self._finished = False
 
     def __repr__(self) -> str:
         return f"Replayer({self.cassette!r}, mode={self.mode.value!r})"
 
-    # -- respx wiring -------------------------------------------------------------------------
     def mount(self, router: respx.Router) -> respx.Route:
         """Add the catch-all replay route to *router* and return it."""
-        route = router.route()
-        route.side_effect = self.handle
-        return route
+        return router.route().mock(side_effect=self.handle)
 
     def __enter__(self) -> Replayer:
-        router = respx.MockRouter(assert_all_called=False)
-        self.mount(router)
-        router.__enter__()
-        self._router = router
+        self.router = respx.MockRouter(assert_all_called=False)
+        self.mount(self.router)
+        self.router.__enter__()
         return self
 
     def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         try:
-            if self._router is not None:
-                self._router.__exit__(exc_type, exc, tb)
-                self._router = None
+            if self.router is not None:
+                self.router.__exit__(exc_type, exc, tb)
+                self.router = None
         finally:
             self.finish()
 
-    @property
-    def router(self) -> respx.MockRouter | None:
-        return self._router
-
-    # -- decisions ----------------------------------------------------------------------------
     def in_scope(self, url: httpx.URL | str) -> bool:
         """Whether requests to *url* are served from (or recorded into) the cassette."""
-        url = httpx.URL(str(url))
-        origin = origin_of(str(url))
+        origin = matching.origin_of(str(url))
         if self._hosts is not None:
             return origin in self._hosts
-        with self._lock:
-            known = origin in self._origins
-        return known or not is_loopback_host(url.host)
+        return origin in self._origins or not is_loopback_host(httpx.URL(str(url)).host)
 
     def handle(self, request: httpx.Request) -> httpx.Response | httpx.Request:
         """The respx side effect: a response, or the request itself to let it pass through."""
@@ -204,126 +239,91 @@ class Replayer:
             raise self._blocked(request)
         request.read()
         live = capture_request(request, self.redactor)
-        key = request_key(live, match=self.match)
+        key = matching.request_key(live, match=self.match)
         if self.replays and self.records and request.url.path.endswith(KEY_ROUTES):
-            # Live, always; written down only if the cassette lacks it (an offline replay needs one).
-            return self._forward_and_record(request, record=not self._knows(key))
-        if self.replays:
-            interaction = self._next(key)
-            if interaction is not None:
-                return replay_response(interaction.response, request)
+            with self._lock:  # live, always; kept only if the cassette lacks it (offline replay needs one)
+                known = bool(self._queues.get(key))
+            return self._forward_and_record(request, record=not known)
+        answer = self._replay(key, request) if self.replays else None
+        if answer is not None:
+            return answer
         if self.records:
             return self._forward_and_record(request)
-        raise self._mismatch(key, live.url, origin_of(str(request.url)))
+        raise self._mismatch(key, live.url, matching.origin_of(str(request.url)))
 
-    def _knows(self, key: RequestKey) -> bool:
-        with self._lock:
-            return bool(self._queues.get(key))
-
-    def _next(self, key: RequestKey) -> Interaction | None:
+    def _replay(self, key: matching.RequestKey, request: httpx.Request) -> httpx.Response | None:
+        """The next recorded answer to *key*; the last one repeats once they run out."""
         with self._lock:
             queue = self._queues.get(key)
             if not queue:
                 return None
-            index = self._cursor.get(key, 0)
-            self._cursor[key] = index + 1
+            index = self._cursor[key] = self._cursor.get(key, 0) + 1
             self.replayed += 1
-            return queue[min(index, len(queue) - 1)]
+        return queue[min(index, len(queue)) - 1].response.to_httpx(request)
 
     def _forward_and_record(self, request: httpx.Request, *, record: bool = True) -> httpx.Response:
         with self._lock:
-            if self._forward is None:
-                self._forward = httpx.HTTPTransport()
-            forward = self._forward
-        fresh = httpx.Request(
-            request.method,
-            request.url,
-            headers=request.headers,
-            content=request.content,
-            extensions=dict(request.extensions),
-        )
+            forward = self._forward = self._forward or httpx.HTTPTransport()
+        fresh = httpx.Request(request.method, request.url, headers=request.headers, content=request.content)
+        fresh.extensions = dict(request.extensions)
         token = _FORWARDING.set(True)
         try:
-            response = forward.handle_request(fresh)
-            try:
-                content = response.read()
-            finally:
-                response.close()
+            response = _read_through(forward, fresh)
         finally:
             _FORWARDING.reset(token)
         if record:
-            self._recorder.record(request, response, content)
+            self._recorder.record(request, response, response.content)
             with self._lock:
                 self.recorded += 1
-                self._origins.add(origin_of(str(request.url)))
-        return rebuild_response(response, content)
+                self._origins.add(matching.origin_of(str(request.url)))
+        return response
 
-    # -- diagnostics --------------------------------------------------------------------------
     def unplayed(self) -> list[Interaction]:
-        """Recorded interactions never served (useful to assert a replay used the whole cassette)."""
+        """Recorded interactions never served (to assert a replay used the whole cassette)."""
         with self._lock:
-            return [
-                interaction
-                for key, queue in self._queues.items()
-                for interaction in queue[self._cursor.get(key, 0) :]
-            ]
+            return [i for key, queue in self._queues.items() for i in queue[self._cursor.get(key, 0) :]]
 
-    def _where(self) -> str:
-        return str(self.cassette.path) if self.cassette.path else "<in-memory cassette>"
-
-    def _mismatch(self, key: RequestKey, url: str, origin: str) -> CassetteMismatchError:
-        mode = self.mode.value
+    def _mismatch(self, key: matching.RequestKey, url: str, origin: str) -> CassetteMismatchError:
+        mode, method = self.mode.value, key.method
+        where = str(self.cassette.path) if self.cassette.path else "<in-memory cassette>"
         if not self.cassette.existed and not self.cassette.interactions:
-            message = (
-                f"cannot replay {key.method} {url}: cassette {self._where()} does not exist "
-                f"(record mode {mode!r} only replays)"
-            )
+            message = f"cassette {where} does not exist (record mode {mode!r} only replays)"
+            hint = f"record it first: {_record_command('once', self.test_id)}"
             return CassetteMismatchError(
-                message,
-                method=key.method,
-                url=url,
-                hint=f"record it first: {_record_command('once', self.test_id)}",
+                f"cannot replay {method} {url}: {message}", method=method, url=url, hint=hint
             )
         with self._lock:
             recorded = list(self._queues)
             origins = sorted(self._origins)
         lines = [
             f"no recorded interaction matches {key.method} {url} "
-            f"(record mode {mode!r}, cassette {self._where()}, {len(self.cassette)} interactions)",
+            f"(record mode {mode!r}, cassette {where}, {len(self.cassette)} interactions)",
             "matching uses method + path + query (+ body for POST/PUT/PATCH); host and headers are ignored",
         ]
         if origins and origin not in origins:
             lines.append(f"nothing was recorded from {origin} (recorded hosts: {', '.join(origins)})")
-        closest = nearest(key, recorded)
-        if closest:
-            lines.append("nearest recorded requests:")
-            lines.extend(
-                f"  {i}. {k.render()}  [{describe_difference(k, key)}]" for i, k in enumerate(closest, 1)
-            )
-        else:
-            lines.append("the cassette has no recorded requests")
+        near = matching.nearest(key, recorded)
+        lines.append("nearest recorded requests:" if near else "the cassette has no recorded requests")
+        for i, k in enumerate(near, 1):
+            lines.append(f"  {i}. {k.render()}  [{matching.describe_difference(k, key)}]")
         hint = (
             f"if the code changed on purpose, add the new request with "
             f"{_record_command('new', self.test_id)} or re-record everything with "
             f"{_record_command('rewrite', self.test_id)}"
         )
-        return CassetteMismatchError("\n  ".join(lines), method=key.method, url=url, hint=hint)
+        return CassetteMismatchError("\n  ".join(lines), method=method, url=url, hint=hint)
 
     def _blocked(self, request: httpx.Request) -> CassetteMismatchError:
         url = self.redactor.url(str(request.url))
-        if self._hosts is not None:
-            scope = "the hosts " + ", ".join(sorted(self._hosts))
-        else:
-            scope = "non-loopback hosts and origins recorded in the cassette"
-        return CassetteMismatchError(
-            f"blocked {request.method} {url}: {origin_of(url)} is outside the cassette's scope "
-            f"({scope}); while a cassette is active only loopback requests may reach the network",
-            method=request.method,
-            url=url,
-            hint="add the host to hosts=[...] to record and replay it, or mock it in the test",
+        scope = "non-loopback hosts and origins recorded in the cassette"
+        scope = "the hosts " + ", ".join(sorted(self._hosts)) if self._hosts is not None else scope
+        message = (
+            f"blocked {request.method} {url}: {matching.origin_of(url)} is outside the cassette's scope "
+            f"({scope}); while a cassette is active only loopback requests may reach the network"
         )
+        hint = "add the host to hosts=[...] to record and replay it, or mock it in the test"
+        return CassetteMismatchError(message, method=request.method, url=url, hint=hint)
 
-    # -- the end ------------------------------------------------------------------------------
     def finish(self) -> Path | None:
         """Write what was recorded (recording modes only); returns the cassette path if written."""
         if self._finished:
@@ -331,30 +331,20 @@ class Replayer:
         self._finished = True
         if self._owns_forward and self._forward is not None:
             self._forward.close()
-        if not self.records:
-            return None
-        if self.recorded:
+        if self.records and self.recorded:
             return self.cassette.save(secrets=self._secrets)
-        if self.mode is RecordMode.REWRITE and self.cassette.path is not None:
-            # Same as pytest-recording's rewrite: the old recording does not survive a rewrite.
+        if self.records and self.mode is RecordMode.REWRITE and self.cassette.path is not None:
             with contextlib.suppress(FileNotFoundError):
                 self.cassette.path.unlink()
         return None
 
 
 def use_cassette(
-    path: str | Path,
-    *,
-    mode: RecordMode | str = RecordMode.NONE,
-    test_id: str | None = None,
-    **options: Any,
+    path: str | Path, *, mode: RecordMode | str = RecordMode.NONE, test_id: str | None = None, **options: Any
 ) -> Replayer:
-    """A :class:`Replayer` for the cassette file at *path*, ready to use as a context manager.
+    """A :class:`Replayer` (given *options*) for the cassette file at *path*, as a context manager.
 
-    In ``rewrite`` mode the old file is not even parsed (a broken cassette is what rewrite is for).
-    Other options (``hosts``, ``redactor``, ``ignore_fields``, ``forward``, ``secrets``,
-    ``match_on``, ``ignore``) go to :class:`Replayer`.
-    """
+    ``rewrite`` does not parse the old file: a broken cassette is what rewrite is for."""
     parsed = RecordMode.parse(mode)
     if parsed is RecordMode.REWRITE:
         cassette = Cassette(path, test_id=test_id, existed=Path(path).is_file())
