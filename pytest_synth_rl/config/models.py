@@ -1,19 +1,8 @@
-"""Which models an RL job may train, and when a model counts as experimental.
+"""Which models an RL job may train, and when a model counts as experimental (contract §7.3).
 
-Facts from contract §7.3 (SDK 0.4.4-0.4.12). The catalog is larger than the RL list: a model can
-be known (SFT-only, e.g. ``Qwen/Qwen3-32B``) and still be refused for RL, and the error should say
-so rather than "unknown model". Lookups ignore case and answer with the canonical spelling, which
-is what goes into ``data.base_model``.
-
-Experimental gating follows the SDK: blocked unless ``allow_experimental=True`` or, when that is
-left as ``None``, the environment has ``SDK_EXPERIMENTAL=1``. ``SDK_EXPERIMENTAL_MODELS``
-(comma-separated canonical ids) adds models to the experimental set. Unlike the SDK, which reads
-that variable once at import, we read it on every check so tests can ``monkeypatch`` it.
-
-Fine-tuned ids (``[model].source`` or ``overrides["model"]``) look like ``ft:<base>:<job>``; the
-SDK accepts one when any ``:``-separated part after the first names a known base, without
-checking the prefix itself, and we keep that rule (:data:`FINE_TUNED_PREFIXES` lists the prefixes
-the backend issues: ``ft:``, ``fft:``, ``qft:``, ``rl:``).
+A model can be known (SFT-only) and still be refused for RL, with a message that says so. Lookups
+ignore case and answer with the canonical spelling; ``SDK_EXPERIMENTAL`` and
+``SDK_EXPERIMENTAL_MODELS`` are read on every check, so tests can ``monkeypatch`` them.
 """
 
 from __future__ import annotations
@@ -133,17 +122,14 @@ def resolve_rl_model(
     allow_experimental: bool | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> ResolvedModel:
-    """Check that *model_id* may be trained with RL and return what goes into the payload.
+    """What goes into the payload for *model_id*, or :class:`ModelRejected` with the reason and a fix.
 
-    ``fine_tuned`` is true for ``[model].source`` / ``overrides["model"]`` (ids like
-    ``ft:Qwen/Qwen3-0.6B:job``), false for ``[model].base`` (which must be a plain base id).
-    Raises :class:`ModelRejected` with the reason and a fix.
+    ``fine_tuned`` is true for ``[model].source`` / ``overrides["model"]`` (``ft:<base>:<job>``:
+    any ``:``-separated part after the first must name a known base, as in the SDK).
     """
     cleaned = model_id.strip()
     if not cleaned:
         raise ModelRejected("is empty; expected a model id", f"use a base model such as {_EXAMPLES}")
-    # Normalisation accepts fine-tuned spellings for either field; a base given as "ft:..." passes
-    # this step and is refused just below, as in the SDK.
     if _base_of(cleaned, fine_tuned=True) is None:
         hint = f"use one of the RL base models ({_EXAMPLES}, …)"
         if fine_tuned:

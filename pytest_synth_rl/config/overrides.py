@@ -1,18 +1,8 @@
 """Overrides: the SDK's three special keys, plus dotted and nested edits of the TOML tree.
 
-The SDK reads only ``task_url``, ``model`` and ``backend`` from ``overrides`` and silently ignores
-everything else, even though its docs suggest ``{"training": {...}}`` merges. Tests want to vary
-one knob of a shared config file without copying it, so every other key is applied to the parsed
-TOML *before* validation:
-
-* ``{"training.batch_size": 2}`` sets one key, creating missing tables on the way;
-* ``{"training": {"batch_size": 2}}`` deep-merges into ``[training]``;
-* a value of ``None`` removes the key (TOML has no null, so nothing is lost);
-* quoted segments address keys containing dots: ``'tags."team.name"'``.
-
-The special keys keep their SDK meaning: ``task_url`` (highest-precedence task URL), ``model``
-(train this fine-tuned/base id in source mode) and ``backend`` (recorded as
-``metadata.backend_base_url``). To edit the ``[model]`` table use dotted keys (``"model.base"``).
+The SDK reads only ``task_url``, ``model`` and ``backend``; every other key is applied to the parsed
+TOML before validation: ``{"training.batch_size": 2}`` sets one key (creating tables on the way),
+``{"training": {...}}`` deep-merges, ``None`` removes a key, ``'tags."team.name"'`` quotes a dot.
 """
 
 from __future__ import annotations
@@ -24,9 +14,9 @@ from typing import Any
 
 from pytest_synth_rl.config.coerce import describe
 from pytest_synth_rl.config.known_keys import check_override_keys
-from pytest_synth_rl.config.problems import format_key, key_text, short_key
+from pytest_synth_rl.config.problems import config_error, format_key, key_text, short_key
 from pytest_synth_rl.config.tree import MAX_DEPTH, TreeShapeError, plain_copy
-from pytest_synth_rl.errors import ConfigError, ConfigProblem
+from pytest_synth_rl.errors import ConfigError
 
 __all__ = ["SPECIAL_KEYS", "SdkOverrides", "apply_overrides", "parse_dotted_key", "split_overrides"]
 
@@ -44,7 +34,7 @@ class SdkOverrides:
 
 
 def _fail(key: str, message: str, hint: str, source: str | None) -> ConfigError:
-    return ConfigError([ConfigProblem(key=key, message=message, hint=hint)], path=source)
+    return config_error(message, hint, key=key, path=source)
 
 
 def parse_dotted_key(key: str, *, source: str | None = None) -> tuple[str, ...]:
@@ -152,12 +142,10 @@ def apply_overrides(
     source: str | None = None,
     allow_new_keys: bool = False,
 ) -> dict[str, Any]:
-    """Return a copy of *config* with the non-special overrides applied (special keys skipped).
+    """A copy of *config* with the non-special overrides applied.
 
-    An override that would add a key neither the config nor the RL schema has
-    (``{"training.batch_sise": 2}``) raises :class:`ConfigError` with a "did you mean", unless
-    *allow_new_keys* is true. Keys inside free-form tables (``tags``, ``rollout.env_config`` ...)
-    and removals (``None``) are always allowed.
+    An override adding a key neither the config nor the schema has is a :class:`ConfigError` with
+    a "did you mean", unless *allow_new_keys*; free-form tables and removals are always allowed.
     """
     _, edits = split_overrides(overrides, source=source)
     parsed = [_parsed_edit(key, value, source) for key, value in edits]
@@ -166,17 +154,14 @@ def apply_overrides(
     try:
         result: dict[str, Any] = plain_copy(config)
     except TreeShapeError as exc:
-        raise ConfigError(
-            [ConfigProblem(key=short_key(exc.path), message=exc.message, hint=exc.hint)], path=source
-        ) from None
+        raise config_error(exc.message, exc.hint, key=short_key(exc.path), path=source) from None
     for path, key, value in parsed:
         _apply(result, path, value, key, source)
     return result
 
 
 def _parsed_edit(key: str, value: Any, source: str | None) -> tuple[tuple[str, ...], str, Any]:
-    """``(path, key, copied value)``: the copy is bounded (see :func:`.tree.plain_copy`), so the
-    walks below never meet a value that contains itself or nests without end."""
+    """``(path, key, bounded copy of value)``."""
     path = parse_dotted_key(key, source=source)
     try:
         return path, key, plain_copy(value, path)

@@ -1,13 +1,8 @@
 """Building the ``POST /api/rl/jobs`` body from an RL config (contract §3).
 
-The output is byte-identical (as ``json.dumps(payload, sort_keys=True)``) to what the SDK's
-builder produces for every config it accepts. Our additions are all about failure: every problem
-is reported at once, overrides can edit the TOML tree, and nothing but a ConfigError escapes.
-
-A suite builds the same file for every job test, so a build from a file is remembered by
-everything it depends on: the file's bytes (read every time, so an edit is always seen, however
-quickly it follows the last build), its path, the arguments and the environment variables the
-build reads. Each caller gets a copy of its own, and the warnings a build gave are given again.
+The body is what the SDK's builder sends for every config it accepts (``json.dumps(sort_keys=True)``
+identical); failures list every problem. A build from a file is remembered by the file's bytes
+(read every time), its path, the arguments and the environment it reads; warnings are given again.
 """
 
 from __future__ import annotations
@@ -19,14 +14,13 @@ from typing import Any
 
 from pytest_synth_rl.config.coerce import describe
 from pytest_synth_rl.config.known_keys import config_warnings, warn_about_config
-from pytest_synth_rl.config.loader import config_source, parse_file_bytes
-from pytest_synth_rl.config.memo import MemoInfo, PassedChecks, exact_key
+from pytest_synth_rl.config.loader import config_source, parse_file_bytes, read_config_bytes
 from pytest_synth_rl.config.overrides import apply_overrides, split_overrides
-from pytest_synth_rl.config.source_file import read_config_bytes
-from pytest_synth_rl.config.tree import copy_tree, plain_copy
+from pytest_synth_rl.config.problems import config_error
+from pytest_synth_rl.config.tree import MemoInfo, PassedChecks, copy_tree, exact_key, plain_copy
 from pytest_synth_rl.config.urls import normalize_backend_url, resolve_task_url
 from pytest_synth_rl.config.validate import check_rl_config
-from pytest_synth_rl.errors import ConfigError, ConfigProblem, keywords_checked
+from pytest_synth_rl.errors import keywords_checked
 
 __all__ = [
     "RLBuildResult",
@@ -63,12 +57,10 @@ def build_rl_payload(
 ) -> RLBuildResult:
     """Read the TOML file at *config_path*, validate it and build the RL job payload.
 
-    Task URL precedence: ``overrides["task_url"]`` > *task_url* (or env ``TASK_APP_URL`` when
-    *task_url* is empty) > ``[services].task_url``; blank counts as missing. *backend_url* (or
-    ``overrides["backend"]``; the argument wins) adds ``metadata.backend_base_url``.
-    Raises :class:`~pytest_synth_rl.errors.ConfigError` listing every problem; an override that
-    adds a key the config and schema do not have is one, unless *allow_new_keys*. Unknown TOML
-    keys are forwarded unchanged (as the SDK does) with a :class:`SynthConfigWarning`.
+    Task URL: ``overrides["task_url"]`` > *task_url* (or ``TASK_APP_URL`` when it is empty) >
+    ``[services].task_url``. *backend_url* (or ``overrides["backend"]``) adds
+    ``metadata.backend_base_url``. Raises :class:`~pytest_synth_rl.errors.ConfigError` listing
+    every problem; unknown TOML keys are forwarded with a :class:`SynthConfigWarning`.
     """
     path = config_source(config_path)
     source = str(path)
@@ -107,8 +99,7 @@ _ENVIRONMENT = ("TASK_APP_URL", "SDK_EXPERIMENTAL", "SDK_EXPERIMENTAL_MODELS")
 
 @dataclass(frozen=True)
 class _Built:
-    """A remembered build. ``payload`` is never handed out (callers and the fake edit theirs);
-    ``warned`` is the config to warn about again, or None when the build warned about nothing."""
+    """A remembered build: ``payload`` is never handed out; ``warned`` is the config to warn about again."""
 
     payload: dict[str, Any]
     task_url: str
@@ -116,7 +107,6 @@ class _Built:
     warned: dict[str, Any] | None
 
     def again(self, source: str) -> RLBuildResult:
-        """The build's result once more, with its warnings (pointing at the caller's line again)."""
         if self.warned is not None:
             warn_about_config(self.warned, source=source)
         return RLBuildResult(copy_tree(self.payload), self.task_url, self.idempotency)
@@ -133,8 +123,8 @@ def _memo_key(
     overrides: Mapping[str, Any] | None,
     flags: tuple[object, object],
 ) -> Hashable | None:
-    """Everything a build from *data* depends on, or None when the build must run afresh (a large
-    file, or arguments of types that could mean different things while comparing equal)."""
+    """Everything a build from *data* depends on, or None: a large file, or arguments of types
+    that could mean different things while comparing equal."""
     if len(data) > _MEMO_BYTES:
         return None
     if any(text is not None and type(text) is not str for text in texts):
@@ -152,8 +142,7 @@ def _memo_key(
 
 
 def build_memo_info() -> MemoInfo:
-    """How often :func:`build_rl_payload` handed out a remembered build (like ``functools``'
-    caches' info)."""
+    """How often :func:`build_rl_payload` handed out a remembered build."""
     return _BUILT.info()
 
 
@@ -174,21 +163,10 @@ def build_rl_payload_from_mapping(
     source: str = "<mapping>",
     allow_new_keys: bool = False,
 ) -> RLBuildResult:
-    """Like :func:`build_rl_payload` for a config already parsed into a mapping.
-
-    *source* names the config in error messages. The mapping is not modified.
-    """
+    """Like :func:`build_rl_payload` for a config already parsed (not modified); *source* names it."""
     if not isinstance(config, Mapping):
-        raise ConfigError(
-            [
-                ConfigProblem(
-                    key="",
-                    message=f"expected a mapping of TOML sections, got {describe(config)}",
-                    hint="use build_rl_payload() for a TOML file path",
-                )
-            ],
-            path=source,
-        )
+        message = f"expected a mapping of TOML sections, got {describe(config)}"
+        raise config_error(message, "use build_rl_payload() for a TOML file path", path=source)
     return _build(
         config,
         source=source,
@@ -199,20 +177,6 @@ def build_rl_payload_from_mapping(
         backend_url=backend_url,
         allow_new_keys=allow_new_keys,
     )[0]
-
-
-def _check_text_argument(name: str, value: object, source: str) -> None:
-    if value is not None and not isinstance(value, str):
-        raise ConfigError(
-            [
-                ConfigProblem(
-                    key="",
-                    message=f"{name} expected a string, got {describe(value)}",
-                    hint=f"pass {name} as a str",
-                )
-            ],
-            path=source,
-        )
 
 
 def _build(
@@ -228,7 +192,10 @@ def _build(
 ) -> tuple[RLBuildResult, dict[str, Any]]:
     """The build, and the config it was made from (the file's, with the overrides applied)."""
     for name, value in (("task_url", task_url), ("backend_url", backend_url), ("idempotency", idempotency)):
-        _check_text_argument(name, value, source)
+        if value is not None and not isinstance(value, str):
+            raise config_error(
+                f"{name} expected a string, got {describe(value)}", f"pass {name} as a str", path=source
+            )
     sdk, _ = split_overrides(overrides, source=source)
     config = apply_overrides(raw, overrides, source=source, allow_new_keys=allow_new_keys)
     warn_about_config(config, source=source)

@@ -1,15 +1,8 @@
 """Checking a received RL job payload, for the fake backend's ``POST /rl/jobs`` (422 on problems).
 
-The fake must refuse what the real service would refuse and say why, listing everything at once.
-It gets JSON from any client (ours, the SDK, a hand-written test), so this never raises: every
-wrong shape becomes a :class:`~pytest_synth_rl.errors.ConfigProblem` keyed by its JSON path
-(``data.config.rollout.env_name``, ``compute.gpu_count``…).
-
-Beyond the config rules it checks what the builder guarantees: ``job_type == "rl"``, an http(s)
-``data.endpoint_base_url`` that agrees with ``data.config.services.task_url``, exactly one of
-``data.base_model`` / ``data.model`` naming an RL-capable model, and a top-level ``compute``
-equal to ``data.config.compute``. Experimental models are allowed by default: that gate is a
-client-side opt-in of the SDK, not a server rule.
+It gets JSON from any client, so it never raises: each wrong shape is a problem keyed by its JSON
+path. Beyond the config rules it checks what the builder guarantees (job type, endpoint, model,
+``compute``); experimental models are allowed, as that gate is the SDK's client-side opt-in.
 """
 
 from __future__ import annotations
@@ -18,10 +11,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_synth_rl.config.coerce import describe
-from pytest_synth_rl.config.http_urls import http_url_problem
 from pytest_synth_rl.config.models import ModelRejected, resolve_rl_model
 from pytest_synth_rl.config.problems import ProblemList
 from pytest_synth_rl.config.rules import truthy
+from pytest_synth_rl.config.urls import http_url_problem
 from pytest_synth_rl.config.validate import config_problems
 from pytest_synth_rl.errors import ConfigProblem
 
