@@ -13,7 +13,7 @@ from typing import Any
 
 from pytest_synth_rl.config.coerce import describe
 from pytest_synth_rl.config.problems import KeyPath, ProblemList
-from pytest_synth_rl.config.schema import Field, Section, check_section
+from pytest_synth_rl.config.schema import Field, Section, check_section, section_of
 
 __all__ = [
     "RL_ALGORITHM",
@@ -228,47 +228,30 @@ def _non_negative(value: float) -> str | None:
     return None if value >= 0 else "a number >= 0"
 
 
-def _weight(default: float, name: str) -> Field:
-    return Field(
-        "float", default=default, nullable=False, constraint=_non_negative, example=f"{name} = {default}"
-    )
-
-
-_WEIGHTS = Section(
-    {"env": _weight(1.0, "env"), "event": _weight(0.0, "event"), "outcome": _weight(0.0, "outcome")},
-    after=_some_weight,
+_WEIGHTS = section_of(
+    "env float= 1.0\nevent float= 0.0\noutcome float= 0.0",
+    _some_weight,
+    env=_non_negative,
+    event=_non_negative,
+    outcome=_non_negative,
 )
-_PROVIDERS = re.compile(r"openai|groq|gemini")
-_OPTIONS = Section(
-    {
-        "provider": Field(
-            "str",
-            required=True,
-            nullable=False,
-            constraint=lambda value: (
-                None if _PROVIDERS.fullmatch(value) else 'one of "openai", "groq", "gemini"'
-            ),
-            example='provider = "openai"',
-        ),
-        "model": Field(
-            "str",
-            required=True,
-            nullable=False,
-            constraint=lambda value: None if value else "a non-empty model id",
-            example='model = "gpt-5-nano"',
-        ),
-        "rubric_id": Field("str"),
-        "event": Field("bool", default=True, nullable=False),
-        "outcome": Field("bool", default=True, nullable=False),
-        "timeout_s": Field(
-            "float",
-            constraint=lambda value: None if value > 0 else "a number of seconds > 0",
-            example="timeout_s = 30.0",
-        ),
-        "metadata": Field("table", default={}, nullable=False),
-        "rubric_overrides": Field("table", default={}, nullable=False),
-    },
-    after=_some_track,
+_OPTIONS = section_of(
+    """
+provider str! "openai"
+model str! "gpt-5-nano"
+rubric_id str
+event bool=true
+outcome bool=true
+timeout_s float 30.0
+metadata table={}
+rubric_overrides table={}
+""",
+    _some_track,
+    provider=lambda value: (
+        None if re.fullmatch("openai|groq|gemini", value) else 'one of "openai", "groq", "gemini"'
+    ),
+    model=lambda value: None if value else "a non-empty model id",
+    timeout_s=lambda value: None if value > 0 else "a number of seconds > 0",
 )
 #: The keys [verifier.options] may hold (the 0.5 era added some the typed schema lacks).
 VERIFIER_OPTIONS_KEYS: frozenset[str] = frozenset(_OPTIONS.fields)

@@ -8,6 +8,7 @@ Unlike the SDK, every problem is collected.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -16,7 +17,7 @@ from pytest_synth_rl.config.coerce import CoercionError, describe, to_bool, to_f
 from pytest_synth_rl.config.problems import KeyPath, ProblemList, format_key, key_text
 from pytest_synth_rl.config.tree import plain_copy
 
-__all__ = ["NO_DEFAULT", "RL_CONFIG", "Field", "Kind", "Section", "check_section"]
+__all__ = ["NO_DEFAULT", "RL_CONFIG", "Field", "Kind", "Section", "check_section", "section_of"]
 
 Kind = Literal["str", "int", "float", "bool", "table", "list_str", "list_int", "table_float", "section"]
 #: Marker for "no default": an absent optional key stays absent.
@@ -33,6 +34,9 @@ _EXPECTED = {
     "table_float": "a table of numbers",
     "section": "a table",
 }
+#: A cross-key check of a converted section, and a value constraint (returns what was expected).
+AfterCheck = Callable[[dict[str, Any], KeyPath, ProblemList], None]
+Constraint = Callable[[Any], "str | None"]
 _STRING_KEYS = "table keys must be strings, got {}", "use string keys (TOML keys always are)"
 
 
@@ -45,7 +49,7 @@ class Field:
     default: Any = NO_DEFAULT
     nullable: bool = True
     section: Section | None = None
-    constraint: Callable[[Any], str | None] | None = None
+    constraint: Constraint | None = None
     example: str | None = None
     expect: str | None = None
 
@@ -59,7 +63,7 @@ class Section:
     """A typed table, with an optional cross-key check run once its keys are valid."""
 
     fields: Mapping[str, Field]
-    after: Callable[[dict[str, Any], KeyPath, ProblemList], None] | None = None
+    after: AfterCheck | None = None
 
 
 def _value_hint(name: str, spec: Field, expected: str) -> str:
@@ -174,236 +178,183 @@ def _convert(spec: Field, raw: Any, path: KeyPath, problems: ProblemList) -> tup
     return ok, items
 
 
-def _req(kind: Kind, example: str | None = None, expect: str | None = None) -> Field:
-    return Field(kind, required=True, nullable=False, example=example, expect=expect)
+def section_of(table: str, after: AfterCheck | None = None, **parts: Section | Constraint) -> Section:
+    """A section from lines of ``name kind [example value] [| expected]``.
+
+    ``kind!`` is required; ``kind=`` defaults to the example's value, ``kind=VALUE`` to VALUE (JSON)
+    with no example. A ``section`` takes its Section, and any field its constraint, from *parts*.
+    """
+    fields: dict[str, Field] = {}
+    for line in table.strip().splitlines():
+        text, _, expect = line.partition(" | ")
+        name, kind, *rest = text.split(None, 2)
+        value = rest[0] if rest else None
+        kind, mark, default = kind.partition("!") if "!" in kind else kind.partition("=")
+        part = parts.get(name)
+        fields[name] = Field(
+            kind,  # type: ignore[arg-type]
+            required=mark == "!",
+            default=json.loads(default or value or "null") if mark == "=" else NO_DEFAULT,
+            nullable=not mark,
+            section=part if isinstance(part, Section) else None,
+            constraint=None if isinstance(part, Section) else part,
+            example=f"{name} = {value}" if value is not None and not default else None,
+            expect=expect or None,
+        )
+    return Section(fields, after)
 
 
-def _opt(kind: Kind, example: str | None = None) -> Field:
-    return Field(kind, example=example)
-
-
-def _default(kind: Kind, value: Any, example: str | None = None) -> Field:
-    return Field(kind, default=value, nullable=False, example=example)
-
-
-def _sub(section: Section, *, required: bool = False) -> Field:
-    return Field("section", section=section, required=required, nullable=not required)
-
-
-def _exactly_one(
-    first: str, other: str, missing: str, hint: str
-) -> Callable[[dict[str, Any], KeyPath, ProblemList], None]:
+def _exactly_one(first: str, other: str, missing: str, hint: str) -> AfterCheck:
     def check(table: dict[str, Any], path: KeyPath, problems: ProblemList) -> None:
         if bool(table.get(first)) == bool(table.get(other)):
-            both = bool(table.get(first))
-            problems.add(
-                (*path, first),
-                f"both {first} and {other} are set; expected exactly one" if both else missing,
-                hint,
-            )
+            both = f"both {first} and {other} are set; expected exactly one"
+            problems.add((*path, first), both if table.get(first) else missing, hint)
 
     return check
 
 
-_MODEL_ONE = _exactly_one(
-    "base",
-    "source",
-    "missing; expected exactly one of base (a base model id) or source (a fine-tuned model id)",
-    'keep `base = "Qwen/Qwen3-0.6B"` for a base model or `source = "ft:…"` for a fine-tuned one',
+_REWARDS = """
+step_rewards_enabled bool
+step_rewards_mode str "off"
+step_rewards_indicator_lambda float
+step_rewards_beta float
+step_rewards_strategy str
+event_rewards_kind str "unique"
+"""
+_TRAINING = section_of(
+    """
+num_epochs int! 1
+iterations_per_epoch int! 1
+gradient_accumulation_steps int
+max_accumulated_minibatch int
+max_turns int! 1
+batch_size int! 2
+group_size int! 2
+learning_rate float! 5e-6
+log_interval int
+weight_sync_interval int"""
+    + _REWARDS  # the deprecated flat spelling of [training.rewards]
+    + "weight_sync section\nlora section\nrewards section",
+    weight_sync=section_of("enable bool true\ntargets list_str\nmode str\ndirect bool\nverify_every_k int"),
+    lora=section_of("r int 16\nalpha int 32\ndropout float 0.05\ntarget_modules list_str"),
+    rewards=section_of(_REWARDS),
 )
-_POLICY_ONE = _exactly_one(
-    "model_name",
-    "source",
-    "missing; expected exactly one of model_name or source",
-    'set `model_name = "Qwen/Qwen3-0.6B"` or `source = "ft:…"`, not both',
-)
-_TOPOLOGY = Section(
-    {
-        "type": _opt("str", 'type = "single_node_split"'),
-        "gpus_for_vllm": _opt("int", "gpus_for_vllm = 1"),
-        "gpus_for_training": _opt("int", "gpus_for_training = 1"),
-        "gpus_for_ref": _opt("int", "gpus_for_ref = 0"),
-        "tensor_parallel": _opt("int", "tensor_parallel = 1"),
-        "reference_placement": _opt("str", 'reference_placement = "none"'),
-    }
-)
-_REWARD_KEYS: dict[str, Field] = {
-    "step_rewards_enabled": _opt("bool"),
-    "step_rewards_mode": _opt("str", 'step_rewards_mode = "off"'),
-    "step_rewards_indicator_lambda": _opt("float"),
-    "step_rewards_beta": _opt("float"),
-    "step_rewards_strategy": _opt("str"),
-    "event_rewards_kind": _opt("str", 'event_rewards_kind = "unique"'),
-}
-_TRAINING = {
-    "num_epochs": _req("int", "num_epochs = 1"),
-    "iterations_per_epoch": _req("int", "iterations_per_epoch = 1"),
-    "gradient_accumulation_steps": _opt("int"),
-    "max_accumulated_minibatch": _opt("int"),
-    "max_turns": _req("int", "max_turns = 1"),
-    "batch_size": _req("int", "batch_size = 2"),
-    "group_size": _req("int", "group_size = 2"),
-    "learning_rate": _req("float", "learning_rate = 5e-6"),
-    "log_interval": _opt("int"),
-    "weight_sync_interval": _opt("int"),
-    **_REWARD_KEYS,  # deprecated flat spelling of [training.rewards]
-    "weight_sync": _sub(
-        Section(
-            {
-                "enable": _opt("bool", "enable = true"),
-                "targets": _opt("list_str"),
-                "mode": _opt("str"),
-                "direct": _opt("bool"),
-                "verify_every_k": _opt("int"),
-            }
-        )
-    ),
-    "lora": _sub(
-        Section(
-            {
-                "r": _opt("int", "r = 16"),
-                "alpha": _opt("int", "alpha = 32"),
-                "dropout": _opt("float", "dropout = 0.05"),
-                "target_modules": _opt("list_str"),
-            }
-        )
-    ),
-    "rewards": _sub(Section(dict(_REWARD_KEYS))),
-}
-_VERIFIER = {
-    "type": _opt("str"),
-    "timeout_s": _opt("int"),
-    "enabled": _opt("bool"),
-    "reward_blend": _opt("table_float"),
-    "rubric": _sub(Section({"enabled": _default("bool", False), "reward_blend": _opt("table_float")})),
-    "options": _sub(
-        Section(
-            {
-                **dict.fromkeys(("event", "outcome"), _opt("bool")),
-                **dict.fromkeys(("provider", "model", "rubric_id"), _opt("str")),
-                "rubric_overrides": _opt("table"),
-                "tracks": _opt("list_str"),
-                "weights": _opt("table_float"),
-                "max_concurrency": _opt("int"),
-            }
-        )
-    ),
-}
-_SMOKE_KINDS: dict[str, Kind] = dict(
-    task_url="str",
-    env_name="str",
-    policy_name="str",
-    policy="str",
-    model="str",
-    max_steps="int",
-    mock_backend="str",
-    mock_port="int",
-    return_trace="bool",
-    use_mock="bool",
-    task_app_name="str",
-    task_app_port="int",
-    task_app_env_file="str",
-    task_app_force="bool",
-    sqld_auto_start="bool",
-    sqld_db_path="str",
-    sqld_hrana_port="int",
-    sqld_http_port="int",
-)
-
+_OPTIONS = """
+event bool
+outcome bool
+provider str
+model str
+rubric_id str
+rubric_overrides table
+tracks list_str
+weights table_float
+max_concurrency int
+"""
+_SMOKE = """
+task_url str
+env_name str
+policy_name str
+policy str
+model str
+max_steps int
+mock_backend str
+mock_port int
+return_trace bool
+use_mock bool
+task_app_name str
+task_app_port int
+task_app_env_file str
+task_app_force bool
+sqld_auto_start bool
+sqld_db_path str
+sqld_hrana_port int
+sqld_http_port int
+"""
+_ROLLOUT = """
+env_name str! "math"
+policy_name str! "math-single-step"
+env_config table
+policy_config table
+max_turns int! 1
+episodes_per_batch int! 4
+max_concurrent_rollouts int! 2
+batches_per_step int 1
+"""
+_POLICY = """
+model_name str "Qwen/Qwen3-0.6B"
+source str
+max_tokens int= 512
+temperature float= 0.7
+top_p float= 0.95
+top_k int 50
+repetition_penalty float= 1.0
+stop_sequences list_str
+trainer_mode str! "lora"
+label str! "my-rl-model"
+inference_url str
+"""
+_TOPOLOGY = """
+type str "single_node_split"
+gpus_for_vllm int 1
+gpus_for_training int 1
+gpus_for_ref int 0
+tensor_parallel int 1
+reference_placement str "none"
+"""
 #: The whole RL config: required [algorithm] and [services], typed sections, free-form tables.
-RL_CONFIG = Section(
-    {
-        "algorithm": _sub(
-            Section(
-                {
-                    "type": _req("str", 'type = "online"'),
-                    "method": _req("str", 'method = "policy_gradient"'),
-                    "variety": _req("str", 'variety = "gspo"'),
-                }
-            ),
-            required=True,
+RL_CONFIG = section_of(
+    """
+algorithm section!
+services section!
+compute section
+topology table
+vllm table
+reference table
+model section
+policy section
+lora table
+rollout section
+evaluation section
+training section
+rubric table
+verifier section
+tags table
+smoke section
+""",
+    algorithm=section_of('type str! "online"\nmethod str! "policy_gradient"\nvariety str! "gspo"'),
+    services=section_of(
+        'task_url str! "" | a string (may be empty when the URL comes from the caller)\nverifier_url str'
+    ),
+    compute=section_of(
+        'gpu_type str! "H100"\ngpu_count int! 1\nnodes int 1\ntopology section',
+        topology=section_of(_TOPOLOGY),
+    ),
+    model=section_of(
+        'source str "ft:Qwen/Qwen3-0.6B:job-id"\nbase str "Qwen/Qwen3-0.6B"\ntrainer_mode str! "lora"\n'
+        'label str! "my-rl-model"',
+        _exactly_one(
+            "base",
+            "source",
+            "missing; expected exactly one of base (a base model id) or source (a fine-tuned model id)",
+            'keep `base = "Qwen/Qwen3-0.6B"` for a base model or `source = "ft:…"` for a fine-tuned one',
         ),
-        "services": _sub(
-            Section(
-                {
-                    "task_url": _req(
-                        "str",
-                        'task_url = ""',
-                        expect="a string (may be empty when the URL comes from the caller)",
-                    ),
-                    "verifier_url": _opt("str"),
-                }
-            ),
-            required=True,
+    ),
+    policy=section_of(
+        _POLICY,
+        _exactly_one(
+            "model_name",
+            "source",
+            "missing; expected exactly one of model_name or source",
+            'set `model_name = "Qwen/Qwen3-0.6B"` or `source = "ft:…"`, not both',
         ),
-        "compute": _sub(
-            Section(
-                {
-                    "gpu_type": _req("str", 'gpu_type = "H100"'),
-                    "gpu_count": _req("int", "gpu_count = 1"),
-                    "nodes": _opt("int", "nodes = 1"),
-                    "topology": _sub(_TOPOLOGY),
-                }
-            )
-        ),
-        **dict.fromkeys(("topology", "vllm", "reference"), _opt("table")),
-        "model": _sub(
-            Section(
-                {
-                    "source": _opt("str", 'source = "ft:Qwen/Qwen3-0.6B:job-id"'),
-                    "base": _opt("str", 'base = "Qwen/Qwen3-0.6B"'),
-                    "trainer_mode": _req("str", 'trainer_mode = "lora"'),
-                    "label": _req("str", 'label = "my-rl-model"'),
-                },
-                after=_MODEL_ONE,
-            )
-        ),
-        "policy": _sub(
-            Section(
-                {
-                    "model_name": _opt("str", 'model_name = "Qwen/Qwen3-0.6B"'),
-                    "source": _opt("str"),
-                    "max_tokens": _default("int", 512, "max_tokens = 512"),
-                    "temperature": _default("float", 0.7, "temperature = 0.7"),
-                    "top_p": _default("float", 0.95, "top_p = 0.95"),
-                    "top_k": _opt("int", "top_k = 50"),
-                    "repetition_penalty": _default("float", 1.0, "repetition_penalty = 1.0"),
-                    "stop_sequences": _opt("list_str"),
-                    "trainer_mode": _req("str", 'trainer_mode = "lora"'),
-                    "label": _req("str", 'label = "my-rl-model"'),
-                    "inference_url": _opt("str"),
-                },
-                after=_POLICY_ONE,
-            )
-        ),
-        "lora": _opt("table"),
-        "rollout": _sub(
-            Section(
-                {
-                    "env_name": _req("str", 'env_name = "math"'),
-                    "policy_name": _req("str", 'policy_name = "math-single-step"'),
-                    "env_config": _opt("table"),
-                    "policy_config": _opt("table"),
-                    "max_turns": _req("int", "max_turns = 1"),
-                    "episodes_per_batch": _req("int", "episodes_per_batch = 4"),
-                    "max_concurrent_rollouts": _req("int", "max_concurrent_rollouts = 2"),
-                    "batches_per_step": _opt("int", "batches_per_step = 1"),
-                }
-            )
-        ),
-        "evaluation": _sub(
-            Section(
-                {
-                    "instances": _req("int", "instances = 8"),
-                    "every_n_iters": _req("int", "every_n_iters = 10"),
-                    "seeds": _req("list_int", "seeds = [0, 1, 2]"),
-                }
-            )
-        ),
-        "training": _sub(Section(_TRAINING)),
-        "rubric": _opt("table"),
-        "verifier": _sub(Section(_VERIFIER)),
-        "tags": _opt("table"),
-        "smoke": _sub(Section({name: _opt(kind) for name, kind in _SMOKE_KINDS.items()})),
-    }
+    ),
+    rollout=section_of(_ROLLOUT),
+    evaluation=section_of("instances int! 8\nevery_n_iters int! 10\nseeds list_int! [0, 1, 2]"),
+    training=_TRAINING,
+    verifier=section_of(
+        "type str\ntimeout_s int\nenabled bool\nreward_blend table_float\nrubric section\noptions section",
+        rubric=section_of("enabled bool=false\nreward_blend table_float"),
+        options=section_of(_OPTIONS),
+    ),
+    smoke=section_of(_SMOKE),
 )
