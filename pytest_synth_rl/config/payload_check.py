@@ -20,7 +20,8 @@ from pytest_synth_rl.errors import ConfigProblem
 
 __all__ = ["validate_rl_payload"]
 
-_BUILDER_HINT = "send the body build_rl_payload() produces from a valid config"
+_HINT = "send the body build_rl_payload() produces from a valid config"
+_URL_SOURCES = "task_url=, TASK_APP_URL or [services].task_url"
 
 
 def validate_rl_payload(
@@ -29,15 +30,15 @@ def validate_rl_payload(
     """Every problem with an RL job payload; an empty list means "would be accepted"."""
     problems = ProblemList()
     try:
-        _check_payload(payload, allow_experimental, problems)
+        _check_payload(payload, allow_experimental, problems.add, problems)
     except RecursionError:
         problems.add((), "is nested too deeply to validate", "send a flatter JSON body")
     return problems.as_list()
 
 
-def _check_payload(payload: object, allow_experimental: bool | None, problems: ProblemList) -> None:
+def _check_payload(payload: object, allow_experimental: bool | None, add: Any, problems: ProblemList) -> None:
     if not isinstance(payload, Mapping):
-        problems.add(
+        add(
             (),
             f"expected a JSON object, got {describe(payload)}",
             "send the body built by build_rl_payload()",
@@ -45,82 +46,63 @@ def _check_payload(payload: object, allow_experimental: bool | None, problems: P
         return
     job_type = payload.get("job_type")
     if not (isinstance(job_type, str) and job_type == "rl"):
-        problems.add(("job_type",), f'expected "rl", got {describe(job_type)}', 'set "job_type": "rl"')
+        add(("job_type",), f'expected "rl", got {describe(job_type)}', 'set "job_type": "rl"')
     data = payload.get("data")
     if not isinstance(data, Mapping):
-        problems.add(
-            ("data",),
-            f"expected an object with endpoint_base_url and config, got {describe(data)}",
-            _BUILDER_HINT,
-        )
+        add(("data",), f"expected an object with endpoint_base_url and config, got {describe(data)}", _HINT)
         data = {}
-    endpoint = _check_endpoint(data, problems)
-    config = data.get("config")
-    config_table: Mapping[str, Any] = {}
-    if isinstance(config, Mapping):
-        config_table = config
-        checked = config_problems(config, allow_experimental=allow_experimental, select_model=False)
-        problems.extend(checked, prefix=("data", "config"))
-        _check_task_url_agrees(config, endpoint, problems)
-    else:
-        problems.add(
-            ("data", "config"), f"expected the RL config as an object, got {describe(config)}", _BUILDER_HINT
-        )
-    _check_model(data, config_table, allow_experimental, problems)
-    _check_compute(payload.get("compute"), config_table.get("compute"), problems)
-    metadata = payload.get("metadata")
-    if "metadata" in payload and not isinstance(metadata, Mapping):
-        problems.add(("metadata",), f"expected an object, got {describe(metadata)}", _BUILDER_HINT)
-    elif isinstance(metadata, Mapping) and not isinstance(metadata.get("backend_base_url", ""), str):
-        problems.add(
-            ("metadata", "backend_base_url"),
-            f"expected a string, got {describe(metadata['backend_base_url'])}",
-            _BUILDER_HINT,
-        )
-
-
-def _check_endpoint(data: Mapping[str, Any], problems: ProblemList) -> str | None:
     endpoint = data.get("endpoint_base_url")
     if not isinstance(endpoint, str) or not endpoint.strip():
-        problems.add(
-            ("data", "endpoint_base_url"),
-            f"expected the task app's base URL, got {describe(endpoint)}",
-            "build the payload with a task URL (task_url=, TASK_APP_URL or [services].task_url)",
+        hint = f"build the payload with a task URL ({_URL_SOURCES})"
+        add(
+            ("data", "endpoint_base_url"), f"expected the task app's base URL, got {describe(endpoint)}", hint
         )
-        return None
-    problem = http_url_problem(endpoint, "http://127.0.0.1:8114")
-    if problem is not None:
-        hint = "the config had no task URL, so the builder sent a placeholder; pass task_url="
-        problems.add(
-            ("data", "endpoint_base_url"),
-            problem.replace("expected an http(s) URL", "expected an http(s) URL the trainer can reach", 1),
-            hint
-            if endpoint == "placeholder"
-            else "give the task app's full URL (task_url=, "
-            'overrides["task_url"], TASK_APP_URL or [services].task_url)',
+        endpoint = None
+    elif (problem := http_url_problem(endpoint, "http://127.0.0.1:8114")) is not None:
+        message = problem.replace(
+            "expected an http(s) URL", "expected an http(s) URL the trainer can reach", 1
         )
-    return endpoint
-
-
-def _check_task_url_agrees(config: Mapping[str, Any], endpoint: str | None, problems: ProblemList) -> None:
-    services = config.get("services")
-    task_url = services.get("task_url") if isinstance(services, Mapping) else None
-    if endpoint is None or not isinstance(task_url, str):
-        return
-    if task_url.rstrip("/") != endpoint:
-        problems.add(
-            ("data", "config", "services", "task_url"),
-            f"is {task_url!r} but data.endpoint_base_url is {endpoint!r}; expected the same URL",
-            "send the task URL in both places (the builder does this)",
+        hint = (
+            "give the task app's full URL (task_url=, "
+            'overrides["task_url"], TASK_APP_URL or [services].task_url)'
+        )
+        if endpoint == "placeholder":
+            hint = "the config had no task URL, so the builder sent a placeholder; pass task_url="
+        add(("data", "endpoint_base_url"), message, hint)
+    config = data.get("config")
+    if not isinstance(config, Mapping):
+        add(("data", "config"), f"expected the RL config as an object, got {describe(config)}", _HINT)
+        config = {}
+    else:
+        checked = config_problems(config, allow_experimental=allow_experimental, select_model=False)
+        problems.extend(checked, prefix=("data", "config"))
+        services = config.get("services")
+        task_url = services.get("task_url") if isinstance(services, Mapping) else None
+        if endpoint is not None and isinstance(task_url, str) and task_url.rstrip("/") != endpoint:
+            add(
+                ("data", "config", "services", "task_url"),
+                f"is {task_url!r} but data.endpoint_base_url is {endpoint!r}; expected the same URL",
+                "send the task URL in both places (the builder does this)",
+            )
+    _check_model(data, config, allow_experimental, add)
+    _check_compute(payload.get("compute"), config.get("compute"), add)
+    metadata = payload.get("metadata")
+    if "metadata" in payload and not isinstance(metadata, Mapping):
+        add(("metadata",), f"expected an object, got {describe(metadata)}", _HINT)
+    elif isinstance(metadata, Mapping) and not isinstance(metadata.get("backend_base_url", ""), str):
+        add(
+            ("metadata", "backend_base_url"),
+            f"expected a string, got {describe(metadata['backend_base_url'])}",
+            _HINT,
         )
 
 
 def _check_model(
-    data: Mapping[str, Any], config: Mapping[str, Any], allow_experimental: bool | None, problems: ProblemList
+    data: Mapping[str, Any], config: Mapping[str, Any], allow_experimental: bool | None, add: Any
 ) -> None:
     has_base, has_model = "base_model" in data, "model" in data
     if has_base == has_model:
-        problems.add(
+        add(
             ("data", "base_model"),
             "both data.base_model and data.model are set; expected exactly one"
             if has_base
@@ -131,19 +113,19 @@ def _check_model(
     key = "base_model" if has_base else "model"
     value = data[key]
     if not isinstance(value, str):
-        problems.add(("data", key), f"expected a model id string, got {describe(value)}", _BUILDER_HINT)
+        add(("data", key), f"expected a model id string, got {describe(value)}", _HINT)
         return
     try:
         resolved = resolve_rl_model(value, fine_tuned=has_model, allow_experimental=allow_experimental)
     except ModelRejected as exc:
-        problems.add(("data", key), exc.message, exc.hint)
-        return
-    if not has_base:
+        add(("data", key), exc.message, exc.hint)
         return
     model = config.get("model")
     base = model.get("base") if isinstance(model, Mapping) else None
+    if not has_base:
+        return
     if not (isinstance(base, str) and truthy(base.strip())):
-        problems.add(
+        add(
             ("data", "base_model"),
             "is set but data.config.model.base is missing; expected the base model named in the config",
             "send data.model for a fine-tuned source, or include [model].base in data.config",
@@ -154,35 +136,21 @@ def _check_model(
     except ModelRejected:
         return  # reported under data.config.model.base
     if configured != resolved.base:
-        problems.add(
-            ("data", "base_model"),
-            f"is {value!r} but data.config.model.base is {base!r}; expected the same model",
-            _BUILDER_HINT,
-        )
+        message = f"is {value!r} but data.config.model.base is {base!r}; expected the same model"
+        add(("data", "base_model"), message, _HINT)
 
 
-def _check_compute(compute: object, config_compute: object, problems: ProblemList) -> None:
+def _check_compute(compute: object, config_compute: object, add: Any) -> None:
     if not isinstance(compute, Mapping):
-        problems.add(
-            ("compute",),
-            f"expected an object with gpu_type and gpu_count, got {describe(compute)}",
-            _BUILDER_HINT,
-        )
+        add(("compute",), f"expected an object with gpu_type and gpu_count, got {describe(compute)}", _HINT)
         return
-    gpu_type = compute.get("gpu_type")
+    gpu_type, gpu_count = compute.get("gpu_type"), compute.get("gpu_count")
     if not isinstance(gpu_type, str) or not gpu_type:
-        problems.add(
-            ("compute", "gpu_type"),
-            f'expected a GPU type such as "H100", got {describe(gpu_type)}',
-            _BUILDER_HINT,
-        )
-    gpu_count = compute.get("gpu_count")
+        add(("compute", "gpu_type"), f'expected a GPU type such as "H100", got {describe(gpu_type)}', _HINT)
     if isinstance(gpu_count, bool) or not isinstance(gpu_count, int) or gpu_count == 0:
-        problems.add(
-            ("compute", "gpu_count"), f"expected a non-zero integer, got {describe(gpu_count)}", _BUILDER_HINT
-        )
+        add(("compute", "gpu_count"), f"expected a non-zero integer, got {describe(gpu_count)}", _HINT)
     if isinstance(config_compute, Mapping) and dict(compute) != dict(config_compute):
-        problems.add(
+        add(
             ("compute",),
             "differs from data.config.compute; expected a copy of the validated [compute] table",
             "send the [compute] table in both places (the builder does this)",

@@ -229,23 +229,15 @@ def _non_negative(value: float) -> str | None:
 
 
 _WEIGHTS = section_of(
-    "env float= 1.0\nevent float= 0.0\noutcome float= 0.0",
+    "env float= 1.0; event float= 0.0; outcome float= 0.0",
     _some_weight,
     env=_non_negative,
     event=_non_negative,
     outcome=_non_negative,
 )
 _OPTIONS = section_of(
-    """
-provider str! "openai"
-model str! "gpt-5-nano"
-rubric_id str
-event bool=true
-outcome bool=true
-timeout_s float 30.0
-metadata table={}
-rubric_overrides table={}
-""",
+    'provider str! "openai"; model str! "gpt-5-nano"; rubric_id str; event bool=true; outcome bool=true; '
+    "timeout_s float 30.0; metadata table={}; rubric_overrides table={}",
     _some_track,
     provider=lambda value: (
         None if re.fullmatch("openai|groq|gemini", value) else 'one of "openai", "groq", "gemini"'

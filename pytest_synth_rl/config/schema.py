@@ -179,16 +179,16 @@ def _convert(spec: Field, raw: Any, path: KeyPath, problems: ProblemList) -> tup
 
 
 def section_of(table: str, after: AfterCheck | None = None, **parts: Section | Constraint) -> Section:
-    """A section from lines of ``name kind [example value] [| expected]``.
+    """A section from ``;``-separated fields ``name kind [example value] [| expected]``.
 
     ``kind!`` is required; ``kind=`` defaults to the example's value, ``kind=VALUE`` to VALUE (JSON)
     with no example. A ``section`` takes its Section, and any field its constraint, from *parts*.
     """
     fields: dict[str, Field] = {}
-    for line in table.strip().splitlines():
-        text, _, expect = line.partition(" | ")
+    for spec in table.split(";"):
+        text, _, expect = spec.partition(" | ")
         name, kind, *rest = text.split(None, 2)
-        value = rest[0] if rest else None
+        value = rest[0].strip() if rest else None
         kind, mark, default = kind.partition("!") if "!" in kind else kind.partition("=")
         part = parts.get(name)
         fields[name] = Field(
@@ -213,124 +213,49 @@ def _exactly_one(first: str, other: str, missing: str, hint: str) -> AfterCheck:
     return check
 
 
-_REWARDS = """
-step_rewards_enabled bool
-step_rewards_mode str "off"
-step_rewards_indicator_lambda float
-step_rewards_beta float
-step_rewards_strategy str
-event_rewards_kind str "unique"
-"""
-_TRAINING = section_of(
-    """
-num_epochs int! 1
-iterations_per_epoch int! 1
-gradient_accumulation_steps int
-max_accumulated_minibatch int
-max_turns int! 1
-batch_size int! 2
-group_size int! 2
-learning_rate float! 5e-6
-log_interval int
-weight_sync_interval int"""
-    + _REWARDS  # the deprecated flat spelling of [training.rewards]
-    + "weight_sync section\nlora section\nrewards section",
-    weight_sync=section_of("enable bool true\ntargets list_str\nmode str\ndirect bool\nverify_every_k int"),
-    lora=section_of("r int 16\nalpha int 32\ndropout float 0.05\ntarget_modules list_str"),
-    rewards=section_of(_REWARDS),
+_REWARDS = (
+    'step_rewards_enabled bool; step_rewards_mode str "off"; step_rewards_indicator_lambda float; '
+    'step_rewards_beta float; step_rewards_strategy str; event_rewards_kind str "unique"'
 )
-_OPTIONS = """
-event bool
-outcome bool
-provider str
-model str
-rubric_id str
-rubric_overrides table
-tracks list_str
-weights table_float
-max_concurrency int
-"""
-_SMOKE = """
-task_url str
-env_name str
-policy_name str
-policy str
-model str
-max_steps int
-mock_backend str
-mock_port int
-return_trace bool
-use_mock bool
-task_app_name str
-task_app_port int
-task_app_env_file str
-task_app_force bool
-sqld_auto_start bool
-sqld_db_path str
-sqld_hrana_port int
-sqld_http_port int
-"""
-_ROLLOUT = """
-env_name str! "math"
-policy_name str! "math-single-step"
-env_config table
-policy_config table
-max_turns int! 1
-episodes_per_batch int! 4
-max_concurrent_rollouts int! 2
-batches_per_step int 1
-"""
-_POLICY = """
-model_name str "Qwen/Qwen3-0.6B"
-source str
-max_tokens int= 512
-temperature float= 0.7
-top_p float= 0.95
-top_k int 50
-repetition_penalty float= 1.0
-stop_sequences list_str
-trainer_mode str! "lora"
-label str! "my-rl-model"
-inference_url str
-"""
-_TOPOLOGY = """
-type str "single_node_split"
-gpus_for_vllm int 1
-gpus_for_training int 1
-gpus_for_ref int 0
-tensor_parallel int 1
-reference_placement str "none"
-"""
+_TRAINING = (
+    "num_epochs int! 1; iterations_per_epoch int! 1; gradient_accumulation_steps int; "
+    "max_accumulated_minibatch int; max_turns int! 1; batch_size int! 2; group_size int! 2; "
+    "learning_rate float! 5e-6; log_interval int; weight_sync_interval int; "
+    f"{_REWARDS}; weight_sync section; lora section; rewards section"  # flat: the deprecated spelling
+)
+_SMOKE = (
+    "task_url str; env_name str; policy_name str; policy str; model str; max_steps int; mock_backend str; "
+    "mock_port int; return_trace bool; use_mock bool; task_app_name str; task_app_port int; "
+    "task_app_env_file str; task_app_force bool; sqld_auto_start bool; sqld_db_path str; "
+    "sqld_hrana_port int; sqld_http_port int"
+)
+_POLICY = (
+    'model_name str "Qwen/Qwen3-0.6B"; source str; max_tokens int= 512; temperature float= 0.7; '
+    "top_p float= 0.95; top_k int 50; repetition_penalty float= 1.0; stop_sequences list_str; "
+    'trainer_mode str! "lora"; label str! "my-rl-model"; inference_url str'
+)
+_VERIFIER_OPTIONS = (
+    "event bool; outcome bool; provider str; model str; rubric_id str; rubric_overrides table; "
+    "tracks list_str; weights table_float; max_concurrency int"
+)
 #: The whole RL config: required [algorithm] and [services], typed sections, free-form tables.
 RL_CONFIG = section_of(
-    """
-algorithm section!
-services section!
-compute section
-topology table
-vllm table
-reference table
-model section
-policy section
-lora table
-rollout section
-evaluation section
-training section
-rubric table
-verifier section
-tags table
-smoke section
-""",
-    algorithm=section_of('type str! "online"\nmethod str! "policy_gradient"\nvariety str! "gspo"'),
+    "algorithm section!; services section!; compute section; topology table; vllm table; reference table; "
+    "model section; policy section; lora table; rollout section; evaluation section; training section; "
+    "rubric table; verifier section; tags table; smoke section",
+    algorithm=section_of('type str! "online"; method str! "policy_gradient"; variety str! "gspo"'),
     services=section_of(
-        'task_url str! "" | a string (may be empty when the URL comes from the caller)\nverifier_url str'
+        'task_url str! "" | a string (may be empty when the URL comes from the caller); verifier_url str'
     ),
     compute=section_of(
-        'gpu_type str! "H100"\ngpu_count int! 1\nnodes int 1\ntopology section',
-        topology=section_of(_TOPOLOGY),
+        'gpu_type str! "H100"; gpu_count int! 1; nodes int 1; topology section',
+        topology=section_of(
+            'type str "single_node_split"; gpus_for_vllm int 1; gpus_for_training int 1; gpus_for_ref int 0; '
+            'tensor_parallel int 1; reference_placement str "none"'
+        ),
     ),
     model=section_of(
-        'source str "ft:Qwen/Qwen3-0.6B:job-id"\nbase str "Qwen/Qwen3-0.6B"\ntrainer_mode str! "lora"\n'
+        'source str "ft:Qwen/Qwen3-0.6B:job-id"; base str "Qwen/Qwen3-0.6B"; trainer_mode str! "lora"; '
         'label str! "my-rl-model"',
         _exactly_one(
             "base",
@@ -348,13 +273,23 @@ smoke section
             'set `model_name = "Qwen/Qwen3-0.6B"` or `source = "ft:…"`, not both',
         ),
     ),
-    rollout=section_of(_ROLLOUT),
-    evaluation=section_of("instances int! 8\nevery_n_iters int! 10\nseeds list_int! [0, 1, 2]"),
-    training=_TRAINING,
+    rollout=section_of(
+        'env_name str! "math"; policy_name str! "math-single-step"; env_config table; policy_config table; '
+        "max_turns int! 1; episodes_per_batch int! 4; max_concurrent_rollouts int! 2; batches_per_step int 1"
+    ),
+    evaluation=section_of("instances int! 8; every_n_iters int! 10; seeds list_int! [0, 1, 2]"),
+    training=section_of(
+        _TRAINING,
+        weight_sync=section_of(
+            "enable bool true; targets list_str; mode str; direct bool; verify_every_k int"
+        ),
+        lora=section_of("r int 16; alpha int 32; dropout float 0.05; target_modules list_str"),
+        rewards=section_of(_REWARDS),
+    ),
     verifier=section_of(
-        "type str\ntimeout_s int\nenabled bool\nreward_blend table_float\nrubric section\noptions section",
-        rubric=section_of("enabled bool=false\nreward_blend table_float"),
-        options=section_of(_OPTIONS),
+        "type str; timeout_s int; enabled bool; reward_blend table_float; rubric section; options section",
+        rubric=section_of("enabled bool=false; reward_blend table_float"),
+        options=section_of(_VERIFIER_OPTIONS),
     ),
     smoke=section_of(_SMOKE),
 )
