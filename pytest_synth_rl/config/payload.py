@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_synth_rl.config.coerce import describe
@@ -32,6 +32,12 @@ __all__ = [
 
 #: ``tags`` of every RL job the SDK submits (a TOML ``[tags]`` goes to ``data.config.tags``).
 PAYLOAD_TAGS = {"source": "train-cli"}
+#: Files larger than this are built afresh every time (a real RL config is a few KiB).
+_MEMO_BYTES = 64 * 1024
+#: What the build reads from the environment: the task URL and the experimental-model gates.
+_ENVIRONMENT = ("TASK_APP_URL", "SDK_EXPERIMENTAL", "SDK_EXPERIMENTAL_MODELS")
+#: (task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys)
+_Options = tuple[str | None, Mapping[str, Any] | None, str | None, bool | None, str | None, bool]
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,10 @@ class RLBuildResult:
     payload: dict[str, Any]
     task_url: str
     idempotency: str | None
+
+
+#: Remembered builds, each with the config to warn about again (None when it warned of nothing).
+_BUILT: PassedChecks[tuple[RLBuildResult, dict[str, Any] | None]] = PassedChecks(maxsize=32)
 
 
 @keywords_checked
@@ -65,71 +75,27 @@ def build_rl_payload(
     path = config_source(config_path)
     source = str(path)
     data = read_config_bytes(path)
-    key = _memo_key(
-        data,
-        source,
-        texts=(task_url, backend_url, idempotency),
-        overrides=overrides,
-        flags=(allow_experimental, allow_new_keys),
-    )
+    options: _Options = (task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys)
+    key = _memo_key(data, source, options)
     known = _BUILT.get(key) if key is not None else None
     if known is not None:
-        return known.again(source)
-    result, config = _build(
-        parse_file_bytes(data, source=source),
-        source=source,
-        task_url=task_url,
-        overrides=overrides,
-        idempotency=idempotency,
-        allow_experimental=allow_experimental,
-        backend_url=backend_url,
-        allow_new_keys=allow_new_keys,
-    )
+        if known[1] is not None:
+            warn_about_config(known[1], source=source)
+        return replace(known[0], payload=copy_tree(known[0].payload))
+    result, config = _build(parse_file_bytes(data, source=source), source, options)
     if key is not None and exact_key(result.payload) is not None:  # a plain tree, not too big
         warned = config if config_warnings(config) else None  # the build's own copy, kept unchanged
-        _BUILT.put(key, _Built(copy_tree(result.payload), result.task_url, result.idempotency, warned))
+        _BUILT.put(key, (replace(result, payload=copy_tree(result.payload)), warned))
     return result
 
 
-#: Files larger than this are built afresh every time (a real RL config is a few KiB).
-_MEMO_BYTES = 64 * 1024
-#: What the build reads from the environment: the task URL and the experimental-model gates.
-_ENVIRONMENT = ("TASK_APP_URL", "SDK_EXPERIMENTAL", "SDK_EXPERIMENTAL_MODELS")
-
-
-@dataclass(frozen=True)
-class _Built:
-    """A remembered build: ``payload`` is never handed out; ``warned`` is the config to warn about again."""
-
-    payload: dict[str, Any]
-    task_url: str
-    idempotency: str | None
-    warned: dict[str, Any] | None
-
-    def again(self, source: str) -> RLBuildResult:
-        if self.warned is not None:
-            warn_about_config(self.warned, source=source)
-        return RLBuildResult(copy_tree(self.payload), self.task_url, self.idempotency)
-
-
-_BUILT: PassedChecks[_Built] = PassedChecks(maxsize=32)
-
-
-def _memo_key(
-    data: bytes,
-    source: str,
-    *,
-    texts: tuple[object, ...],
-    overrides: Mapping[str, Any] | None,
-    flags: tuple[object, object],
-) -> Hashable | None:
+def _memo_key(data: bytes, source: str, options: _Options) -> Hashable | None:
     """Everything a build from *data* depends on, or None: a large file, or arguments of types
     that could mean different things while comparing equal."""
-    if len(data) > _MEMO_BYTES:
+    task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys = options
+    texts = (task_url, backend_url, idempotency)
+    if len(data) > _MEMO_BYTES or any(text is not None and type(text) is not str for text in texts):
         return None
-    if any(text is not None and type(text) is not str for text in texts):
-        return None
-    allow_experimental, allow_new_keys = flags
     if type(allow_new_keys) is not bool or not (
         allow_experimental is None or type(allow_experimental) is bool
     ):
@@ -138,7 +104,7 @@ def _memo_key(
     if edits is None:
         return None
     environment = tuple(os.environ.get(name) for name in _ENVIRONMENT)
-    return (data, source, texts, edits, flags, environment)
+    return (data, source, texts, edits, (allow_experimental, allow_new_keys), environment)
 
 
 def build_memo_info() -> MemoInfo:
@@ -167,35 +133,17 @@ def build_rl_payload_from_mapping(
     if not isinstance(config, Mapping):
         message = f"expected a mapping of TOML sections, got {describe(config)}"
         raise config_error(message, "use build_rl_payload() for a TOML file path", path=source)
-    return _build(
-        config,
-        source=source,
-        task_url=task_url,
-        overrides=overrides,
-        idempotency=idempotency,
-        allow_experimental=allow_experimental,
-        backend_url=backend_url,
-        allow_new_keys=allow_new_keys,
-    )[0]
+    options = (task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys)
+    return _build(config, source, options)[0]
 
 
-def _build(
-    raw: Mapping[str, Any],
-    *,
-    source: str,
-    task_url: str | None,
-    overrides: Mapping[str, Any] | None,
-    idempotency: str | None,
-    allow_experimental: bool | None,
-    backend_url: str | None,
-    allow_new_keys: bool,
-) -> tuple[RLBuildResult, dict[str, Any]]:
+def _build(raw: Mapping[str, Any], source: str, options: _Options) -> tuple[RLBuildResult, dict[str, Any]]:
     """The build, and the config it was made from (the file's, with the overrides applied)."""
+    task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys = options
     for name, value in (("task_url", task_url), ("backend_url", backend_url), ("idempotency", idempotency)):
         if value is not None and not isinstance(value, str):
-            raise config_error(
-                f"{name} expected a string, got {describe(value)}", f"pass {name} as a str", path=source
-            )
+            message = f"{name} expected a string, got {describe(value)}"
+            raise config_error(message, f"pass {name} as a str", path=source)
     sdk, _ = split_overrides(overrides, source=source)
     config = apply_overrides(raw, overrides, source=source, allow_new_keys=allow_new_keys)
     warn_about_config(config, source=source)
@@ -217,7 +165,6 @@ def _build(
         )
     if problems or choice is None or checked.model is None or checked.model_field is None:
         raise problems.as_error(source)
-
     data: dict[str, Any] = checked.config
     data.pop("smoke", None)  # CLI-only smoke-test knobs never reach the trainer
     reference = data.get("reference")
@@ -226,12 +173,11 @@ def _build(
     else:
         data["reference"] = {"placement": "none"}
     data["services"]["task_url"] = choice.url  # one URL everywhere: no split between config and endpoint
-
     body: dict[str, Any] = {"endpoint_base_url": choice.url.rstrip("/"), "config": data}
     body[checked.model_field] = checked.model.payload_id
+    # The top-level compute is a copy: whoever stores the payload (the fake) may edit one, not both.
     payload: dict[str, Any] = {
         "job_type": "rl",
-        # A separate copy: whoever stores the payload (the fake backend) may edit one, not both.
         "compute": plain_copy(data.get("compute", {})),
         "data": body,
         "tags": dict(PAYLOAD_TAGS),
@@ -239,4 +185,4 @@ def _build(
     backend = backend_url or sdk.backend
     if backend:
         payload["metadata"] = {"backend_base_url": normalize_backend_url(backend)}
-    return RLBuildResult(payload=payload, task_url=choice.url, idempotency=idempotency), config
+    return RLBuildResult(payload, choice.url, idempotency), config
