@@ -80,25 +80,16 @@ def short_key(path: Sequence[object], parts: int = 8) -> str:
 
 
 class _Node:
-    """A key of the trie of recorded paths: broken here, items listed, the line counting the rest."""
+    """A key of the trie of recorded paths: broken here, items listed, and (once it has a line
+    counting them) its path and how many problems inside it are not listed."""
 
-    __slots__ = ("broken", "children", "listed", "unlisted")
+    __slots__ = ("broken", "children", "listed", "path", "unlisted")
 
     def __init__(self) -> None:
         self.children: dict[object, _Node] = {}
         self.broken = False
-        self.listed = 0
-        self.unlisted: _Unlisted | None = None
-
-
-class _Unlisted:
-    """How many problems inside the table or array at ``path`` are counted but not listed."""
-
-    __slots__ = ("count", "path")
-
-    def __init__(self, path: tuple[object, ...]) -> None:
-        self.path = path
-        self.count = 0
+        self.listed = self.unlisted = 0
+        self.path: tuple[object, ...] | None = None
 
 
 class ProblemList:
@@ -110,7 +101,7 @@ class ProblemList:
 
     def __init__(self) -> None:
         self._root = _Node()
-        self._lines: list[tuple[tuple[object, ...], ConfigProblem] | _Unlisted] = []
+        self._lines: list[tuple[tuple[object, ...], ConfigProblem] | _Node] = []
         self._count = 0
         self._elsewhere = 0  # problems with no room left even for a line counting them
 
@@ -151,13 +142,13 @@ class ProblemList:
             self._count_unlisted(self._node(key)[1], key, count)
 
     def _count_unlisted(self, node: _Node, path: tuple[object, ...], count: int) -> None:
-        if node.unlisted is None and len(self._lines) < TOTAL_LIMIT:
-            node.unlisted = _Unlisted(path)
-            self._lines.append(node.unlisted)
-        if node.unlisted is None:
+        if node.path is None and len(self._lines) < TOTAL_LIMIT:
+            node.path = path
+            self._lines.append(node)
+        if node.path is None:
             self._elsewhere += count
         else:
-            node.unlisted.count += count
+            node.unlisted += count
 
     def covers(self, path: Sequence[object]) -> bool:
         """True if a problem is already recorded at *path* or at one of its parents."""
@@ -191,7 +182,7 @@ class ProblemList:
     def entries(self) -> list[tuple[tuple[object, ...], ConfigProblem | int]]:
         """Each listed problem with its path, and for unlisted ones their table's path and number."""
         out: list[tuple[tuple[object, ...], ConfigProblem | int]] = [
-            (line.path, line.count) if isinstance(line, _Unlisted) else line for line in self._lines
+            (line.path or (), line.unlisted) if isinstance(line, _Node) else line for line in self._lines
         ]
         if self._elsewhere:
             out.append(((), self._elsewhere))
