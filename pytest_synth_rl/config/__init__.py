@@ -19,8 +19,12 @@ from pytest_synth_rl.config.models import (
     experimental_models,
 )
 from pytest_synth_rl.config.overrides import SPECIAL_KEYS, apply_overrides
-from pytest_synth_rl.config.payload import RLBuildResult, build_rl_payload, build_rl_payload_from_mapping
-from pytest_synth_rl.config.payload_check import validate_rl_payload
+from pytest_synth_rl.config.payload import (
+    RLBuildResult,
+    build_rl_payload,
+    build_rl_payload_from_mapping,
+    validate_rl_payload,
+)
 from pytest_synth_rl.config.urls import normalize_backend_url, resolve_task_url
 from pytest_synth_rl.config.validate import collect_config_problems, validate_rl_config
 

@@ -37,36 +37,20 @@ KEY_MAX_VALUES = 10_000
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 _PLAIN_HINT = "pass plain nested values: "
 V = TypeVar("V")
+_Path = tuple[object, ...]
 
 
 class TreeShapeError(ValueError):
-    """A tree too deep, holding itself, unreadable or too big; ``path`` is where (with message, hint)."""
+    """A tree too deep, holding itself, unreadable or too big, at ``path``; message and hint are ready."""
 
     def __init__(
-        self,
-        kind: Literal["deep", "cycle", "unreadable", "big"],
-        path: tuple[object, ...],
-        message: str,
-        hint: str,
+        self, kind: Literal["deep", "cycle", "unreadable", "big"], path: _Path, message: str, hint: str
     ) -> None:
-        self.kind = kind
-        self.path = path
-        self.message = message
-        self.hint = hint
         super().__init__(message)
+        self.kind, self.path, self.message, self.hint = kind, path, message, hint
 
 
-def _too_deep(path: tuple[object, ...]) -> TreeShapeError:
-    return TreeShapeError(
-        "deep",
-        path,
-        f"is nested more than {MAX_DEPTH} levels deep; "
-        f"expected at most {MAX_DEPTH} levels of tables and arrays",
-        "flatten it: an RL config is a few levels deep (keep deep data in a JSON string)",
-    )
-
-
-def plain_copy(value: Any, path: tuple[object, ...] = ()) -> Any:
+def plain_copy(value: Any, path: _Path = ()) -> Any:
     """A bounded deep copy of plain ``dict``/``list`` containers (tuples become lists).
 
     *path* is where *value* sits (it counts toward :data:`MAX_DEPTH`); raises :class:`TreeShapeError`.
@@ -74,7 +58,7 @@ def plain_copy(value: Any, path: tuple[object, ...] = ()) -> Any:
     above: set[int] = set()
     values = 0
 
-    def copy(value: Any, path: tuple[object, ...]) -> Any:
+    def copy(value: Any, path: _Path) -> Any:
         nonlocal values
         if not isinstance(value, (Mapping, list, tuple)):
             return value
@@ -96,7 +80,9 @@ def plain_copy(value: Any, path: tuple[object, ...] = ()) -> Any:
         else:
             items = list(enumerate(value))
         if items and len(path) >= MAX_DEPTH:
-            raise _too_deep((*path, items[0][0]))
+            message = f"is nested more than {MAX_DEPTH} levels deep; expected at most {MAX_DEPTH} levels"
+            hint = "flatten it: an RL config is a few levels deep (keep deep data in a JSON string)"
+            raise TreeShapeError("deep", (*path, items[0][0]), f"{message} of tables and arrays", hint)
         values += len(items)
         if values > MAX_VALUES:
             raise TreeShapeError(
@@ -141,7 +127,7 @@ def exact_key(tree: object) -> Hashable | None:
     """
     out: list[object] = []
     append = out.append
-    count = 1
+    count = 0
 
     def walk(container: Any, depth: int) -> None:
         nonlocal count
@@ -169,15 +155,8 @@ def exact_key(tree: object) -> Hashable | None:
             else:
                 raise _Unkeyable
 
-    kind = type(tree)
-    if kind is float:
-        return (float, repr(tree))
-    if kind in _PLAIN:
-        return (kind, tree)
-    if not (kind is dict or kind is list):
-        return None
     try:
-        walk(tree, 0)
+        walk([tree], -1)  # the root as the item of a list above it
     except _Unkeyable:
         return None
     return tuple(out)
