@@ -1,10 +1,7 @@
 """RL config -> validated config -> job payload.
 
-``build_rl_payload(path, task_url=...)`` reads a TOML file, applies overrides, validates it with
-the upstream SDK's rules (reporting every problem in one :class:`~pytest_synth_rl.errors.ConfigError`)
-and returns the ``POST /api/rl/jobs`` body the SDK would send. The pieces are usable on their own:
-:func:`load_rl_config` (parse + overrides), :func:`validate_rl_config` (normalise or raise),
-:func:`collect_config_problems` / :func:`validate_rl_payload` (never raise; for the fake backend).
+``build_rl_payload(path, task_url=...)`` reads a TOML file, applies overrides, validates it with the
+upstream SDK's rules (every problem in one ConfigError) and returns the body the SDK would send.
 """
 
 from __future__ import annotations

@@ -47,15 +47,13 @@ KNOWN_EXTRA_KEYS: Mapping[KeyPath, frozenset[str]] = {
     ("verifier", "options"): VERIFIER_OPTIONS_KEYS,
 }
 #: Counts the SDK passes on unchecked although no trainer can run 0, a negative or a boolean.
-COUNT_KEYS: tuple[tuple[str, str], ...] = (
-    ("training", "num_epochs"),
-    ("training", "iterations_per_epoch"),
-    ("training", "batch_size"),
-    ("training", "group_size"),
-    ("training", "max_turns"),
-    ("rollout", "max_turns"),
-    ("rollout", "episodes_per_batch"),
-    ("rollout", "max_concurrent_rollouts"),
+COUNT_KEYS: tuple[tuple[str, str], ...] = tuple(
+    (section, key)
+    for section, keys in (
+        ("training", "num_epochs iterations_per_epoch batch_size group_size max_turns"),
+        ("rollout", "max_turns episodes_per_batch max_concurrent_rollouts"),
+    )
+    for key in keys.split()
 )
 
 
@@ -73,10 +71,8 @@ def _section_at(path: KeyPath) -> Section | None:
 
 
 def unknown_keys(config: Mapping[str, Any]) -> list[tuple[KeyPath, KeyPath | None]]:
-    """Every unknown key of *config* with the known key (below the unknown key's table) it was meant to be.
-
-    A field of exactly one sub-table wins over a look-alike sibling: it was written a table too high.
-    """
+    """Every unknown key with the known key (below its table) it was meant to be; a field of exactly
+    one sub-table wins over a look-alike sibling (it was written a table too high)."""
     found: list[tuple[KeyPath, KeyPath | None]] = []
 
     def walk(table: Mapping[str, Any], path: KeyPath, section: Section) -> None:
@@ -136,10 +132,8 @@ def warn_about_config(
 def check_override_keys(
     config: Mapping[str, Any], edits: Iterable[tuple[tuple[str, ...], str]], *, source: str | None = None
 ) -> None:
-    """Refuse overrides that add a key neither *config* nor the schema has, naming the nearest known key.
-
-    Below a free-form table anything is known.
-    """
+    """Refuse overrides that add a key neither *config* nor the schema has (anything goes below a
+    free-form table), naming the nearest known key."""
     problems = []
     for path, origin in edits:
         node: Any = config

@@ -88,11 +88,8 @@ def _unreadable(path: Path, exc: OSError) -> ConfigError:
 
 
 def read_config_bytes(path: Path) -> bytes:
-    """The file's bytes; missing, unreadable, not a regular file or too large -> ConfigError.
-
-    Opened non-blocking (a named pipe would wait for a writer) and checked with ``fstat`` on the
-    open descriptor; the read stops after the limit, as ``/proc`` files report a size of 0.
-    """
+    """The file's bytes, or a ConfigError: opened non-blocking (a pipe would wait for a writer), checked
+    with ``fstat`` on the descriptor, read only up to the limit (``/proc`` files report size 0)."""
     directory = "is a directory, expected a TOML file", "point at the .toml file itself"
     try:
         descriptor = os.open(path, _OPEN_FLAGS)
@@ -259,9 +256,7 @@ def load_rl_config(
     overrides: Mapping[str, Any] | None = None,
     allow_new_keys: bool = False,
 ) -> dict[str, Any]:
-    """The parsed TOML with non-special *overrides* applied; not validated yet.
-
-    The special keys (``task_url``, ``model``, ``backend``) are type-checked but not applied.
-    """
+    """The parsed TOML with non-special *overrides* applied; not validated yet (the special keys are
+    type-checked only)."""
     path = config_source(config_path)
     return apply_overrides(read_toml_file(path), overrides, source=str(path), allow_new_keys=allow_new_keys)

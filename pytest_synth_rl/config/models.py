@@ -99,11 +99,8 @@ def resolve_rl_model(
     allow_experimental: bool | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> ResolvedModel:
-    """What goes into the payload for *model_id*, or :class:`ModelRejected` with the reason and a fix.
-
-    ``fine_tuned`` is true for ``[model].source`` / ``overrides["model"]`` (``ft:<base>:<job>``:
-    any ``:``-separated part after the first must name a known base, as in the SDK).
-    """
+    """What goes into the payload for *model_id*, else :class:`ModelRejected` with the reason and a
+    fix; ``fine_tuned`` ids (``ft:<base>:<job>``) must name a known base in a later ``:`` part."""
     cleaned = model_id.strip()
     if not cleaned:
         raise ModelRejected("is empty; expected a model id", f"use a base model such as {_EXAMPLES}")

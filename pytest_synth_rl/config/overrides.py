@@ -110,11 +110,8 @@ def apply_overrides(
     source: str | None = None,
     allow_new_keys: bool = False,
 ) -> dict[str, Any]:
-    """A copy of *config* with the non-special overrides applied.
-
-    An override adding a key neither the config nor the schema has is a :class:`ConfigError` with
-    a "did you mean", unless *allow_new_keys*; free-form tables and removals are always allowed.
-    """
+    """A copy of *config* with the non-special overrides applied; one adding a key neither the config
+    nor the schema has is a ConfigError with a "did you mean", unless *allow_new_keys*."""
     parsed: list[tuple[tuple[str, ...], str, Any]] = []
     for key, value in split_overrides(overrides, source=source)[1]:
         path = parse_dotted_key(key, source=source)

@@ -93,11 +93,8 @@ class _Node:
 
 
 class ProblemList:
-    """An ordered set of :class:`ConfigProblem`, one per key, none below an already broken key.
-
-    Adding costs the length of the path (a trie). Every problem is counted (``len()``), but only
-    :data:`PER_TABLE_LIMIT` per table and :data:`TOTAL_LIMIT` lines in all are listed.
-    """
+    """An ordered set of :class:`ConfigProblem`, one per key, none below a broken key; every problem is
+    counted, at most :data:`PER_TABLE_LIMIT` per table and :data:`TOTAL_LIMIT` lines are listed."""
 
     def __init__(self) -> None:
         self._root = _Node()

@@ -51,10 +51,8 @@ class TreeShapeError(ValueError):
 
 
 def plain_copy(value: Any, path: _Path = ()) -> Any:
-    """A bounded deep copy of plain ``dict``/``list`` containers (tuples become lists).
-
-    *path* is where *value* sits (it counts toward :data:`MAX_DEPTH`); raises :class:`TreeShapeError`.
-    """
+    """A bounded deep copy of plain ``dict``/``list`` containers (tuples become lists); *path* is where
+    *value* sits. Raises :class:`TreeShapeError`."""
     above: set[int] = set()
     values = 0
 
@@ -120,11 +118,8 @@ class _Unkeyable(Exception):
 
 
 def exact_key(tree: object) -> Hashable | None:
-    """A hashable key equal only for trees of the same values, types and order; None if there is none.
-
-    Flat: each plain value as its type and value (a float as its ``repr``, so ``-0.0`` is not
-    ``0.0``), each dict or list as its type and length followed by its items.
-    """
+    """A hashable key equal only for trees of the same values, types and order (a float by its
+    ``repr``: ``-0.0`` is not ``0.0``); None for anything else, or a tree too deep or too big."""
     out: list[object] = []
     append = out.append
     count = 0

@@ -52,11 +52,8 @@ def resolve_task_url(
     config_value: str | None,
     environ: Mapping[str, str] | None = None,
 ) -> TaskUrlChoice | None:
-    """``overrides["task_url"]`` > argument or ``TASK_APP_URL`` > config; None when none is usable.
-
-    Blank counts as missing and the winner is trimmed. As in the SDK, the environment is read only
-    when the argument is empty (a whitespace-only argument hides ``TASK_APP_URL``).
-    """
+    """``overrides["task_url"]`` > argument (or ``TASK_APP_URL`` when it is empty) > config; blank counts
+    as missing, the winner is trimmed; None when none is usable."""
     env = os.environ if environ is None else environ
     env_source = "task_url argument" if argument else "TASK_APP_URL environment variable"
     for value, source in (

@@ -235,10 +235,8 @@ def _check_json_values(value: object, path: KeyPath, problems: ProblemList) -> N
 def collect_config_problems(
     config: Mapping[str, Any], *, allow_experimental: bool | None = None, model_override: str | None = None
 ) -> list[ConfigProblem]:
-    """Every problem in an already-parsed RL config (e.g. a payload's ``data.config``); never raises.
-
-    Includes the builder's algorithm and model checks; the task URL is not checked.
-    """
+    """Every problem in an already-parsed RL config (e.g. a payload's ``data.config``), the builder's
+    algorithm and model checks included; never raises."""
     return config_problems(
         config, allow_experimental=allow_experimental, model_override=model_override
     ).as_list()
