@@ -68,11 +68,18 @@ def _table(
 
 
 def _missing(
-    problems: ProblemList, table: Mapping[str, Any], section: str, key: str, what: str, example: str
+    problems: ProblemList,
+    table: Mapping[str, Any],
+    section: str,
+    key: str,
+    what: str,
+    example: str,
+    hint: str = "",
 ) -> None:
+    """A problem when *table* lacks a truthy *key*: expected *what*, fixed by *example* (or *hint*)."""
     if not truthy(table.get(key)):
         message = f"missing or empty; expected {what}, got {describe(table.get(key))}"
-        problems.add((section, key), message, f"add `{example}` under [{section}]")
+        problems.add((section, key), message, hint or f"add `{example}` under [{section}]")
 
 
 def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
@@ -90,13 +97,7 @@ def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
             problems.add(
                 ("algorithm", "method"), f'expected "policy_gradient", got {describe(method)}', _ALGO_HINT
             )
-        variety = algorithm.get("variety")
-        if not truthy(variety):
-            problems.add(
-                ("algorithm", "variety"),
-                f'missing or empty; expected "gspo", got {describe(variety)}',
-                _ALGO_HINT,
-            )
+        _missing(problems, algorithm, "algorithm", "variety", '"gspo"', 'variety = "gspo"', _ALGO_HINT)
     if "policy" not in config and "model" not in config:
         problems.add(
             ("model",),
