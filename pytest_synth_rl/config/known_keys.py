@@ -70,6 +70,13 @@ def _section_at(path: KeyPath) -> Section | None:
     return section
 
 
+def _table_at(config: Mapping[str, Any], path: KeyPath) -> Mapping[str, Any] | None:
+    table: Any = config
+    for part in path:
+        table = table.get(part) if isinstance(table, Mapping) else None
+    return table if isinstance(table, Mapping) else None
+
+
 def unknown_keys(config: Mapping[str, Any]) -> list[tuple[KeyPath, KeyPath | None]]:
     """Every unknown key with the known key (below its table) it was meant to be; a field of exactly
     one sub-table wins over a look-alike sibling (it was written a table too high)."""
@@ -136,34 +143,17 @@ def check_override_keys(
     free-form table), naming the nearest known key."""
     problems = []
     for path, origin in edits:
-        node: Any = config
-        section: Section | None = RL_CONFIG
         for depth, part in enumerate(path):
-            here = path[:depth]
-            if section is None:
-                break
-            if not (
-                part in section.fields
-                or (isinstance(node, Mapping) and part in node)
-                or _is_extra(here, part)
-            ):
-                names = set(section.fields) | (
-                    set(map(key_text, node)) if isinstance(node, Mapping) else set()
-                )
-                guess = closest(part, sorted(names))
-                suggestion = f"; did you mean {format_key((*here, guess))!r}?" if guess else ""
-                place = f"[{format_key(here)}]" if here else "the top level"
-                problems.append(
-                    ConfigProblem(
-                        key=origin,
-                        message=f"override {origin!r} adds {part!r}, which {place} does not have{suggestion}",
-                        hint="fix the key, or pass allow_new_keys=True to add keys the config does not know",
-                    )
-                )
-                break
-            spec = section.fields.get(part)
-            section = spec.section if spec is not None else None
-            node = node.get(part) if isinstance(node, Mapping) else None
+            here, section, node = path[:depth], _section_at(path[:depth]), _table_at(config, path[:depth])
+            if section is None or part in section.fields or part in (node or ()) or _is_extra(here, part):
+                continue
+            guess = closest(part, sorted(set(section.fields) | set(map(key_text, node or ()))))
+            suggestion = f"; did you mean {format_key((*here, guess))!r}?" if guess else ""
+            place = f"[{format_key(here)}]" if here else "the top level"
+            message = f"override {origin!r} adds {part!r}, which {place} does not have{suggestion}"
+            hint = "fix the key, or pass allow_new_keys=True to add keys the config does not know"
+            problems.append(ConfigProblem(key=origin, message=message, hint=hint))
+            break
     if problems:
         raise capped_error(problems, source)
 
@@ -175,10 +165,8 @@ def point_at_near_misses(config: Mapping[str, Any], problems: ProblemList) -> No
     def change(path: KeyPath, problem: ConfigProblem) -> ConfigProblem:
         if not path or not problem.message.startswith("missing") or not isinstance(path[-1], str):
             return problem
-        table: Any = config
-        for part in path[:-1]:
-            table = table.get(part) if isinstance(table, Mapping) else None
-        if not isinstance(table, Mapping):
+        table = _table_at(config, path[:-1])
+        if table is None:
             return problem
         section = _section_at(path[:-1])
         known = {path[-1], *(section.fields if section is not None else ())}
