@@ -158,45 +158,41 @@ def _choose_model(
     """The builder's rule (§7.2): exactly one of [model].source / [model].base; ``overrides["model"]``
     forces source mode; [policy] alone does not count."""
     override = (model_override or "").strip()
+    field: ModelField = "model"
     if override:
-        return _resolve(("overrides", "model"), override, "model", allow_experimental, problems)
-    if problems.has_under(("model",)):
-        return None  # already reported precisely
-    table = config.get("model")
-    if not isinstance(table, Mapping):
-        problems.add(
-            ("model",),
-            "missing; the payload builder needs a [model] table with base or source "
-            "([policy].model_name is not used to pick the trained model)",
-            'add [model] with base = "Qwen/Qwen3-0.6B", trainer_mode = "lora", label = "…", '
-            'or pass overrides={"model": "<model id>"}',
-        )
-        return None
-    source = str(table.get("source") or "").strip()
-    base = str(table.get("base") or "").strip()
-    if bool(source) == bool(base):
-        problems.add(
-            ("model", "base"),
-            "both base and source are set; expected exactly one"
-            if source
-            else "is blank; expected exactly one of base (a base model id) or source (a fine-tuned id)",
-            'keep `base = "Qwen/Qwen3-0.6B"` for a base model or `source = "ft:…"` for a fine-tuned one',
-        )
-        return None
-    if source:
-        return _resolve(("model", "source"), source, "model", allow_experimental, problems)
-    return _resolve(("model", "base"), base, "base_model", allow_experimental, problems)
-
-
-def _resolve(
-    path: KeyPath, model_id: str, field: ModelField, allow_experimental: bool | None, problems: ProblemList
-) -> tuple[ModelField, ResolvedModel] | None:
+        where, model_id = ("overrides", "model"), override
+    else:
+        if problems.has_under(("model",)):
+            return None  # already reported precisely
+        table = config.get("model")
+        if not isinstance(table, Mapping):
+            problems.add(
+                ("model",),
+                "missing; the payload builder needs a [model] table with base or source "
+                "([policy].model_name is not used to pick the trained model)",
+                'add [model] with base = "Qwen/Qwen3-0.6B", trainer_mode = "lora", label = "…", '
+                'or pass overrides={"model": "<model id>"}',
+            )
+            return None
+        source = str(table.get("source") or "").strip()
+        base = str(table.get("base") or "").strip()
+        if bool(source) == bool(base):
+            problems.add(
+                ("model", "base"),
+                "both base and source are set; expected exactly one"
+                if source
+                else "is blank; expected exactly one of base (a base model id) or source (a fine-tuned id)",
+                'keep `base = "Qwen/Qwen3-0.6B"` for a base model or `source = "ft:…"` for a fine-tuned one',
+            )
+            return None
+        where, model_id = ("model", "source" if source else "base"), source or base
+        field = "model" if source else "base_model"
     try:
         return field, resolve_rl_model(
             model_id, fine_tuned=field == "model", allow_experimental=allow_experimental
         )
     except ModelRejected as exc:
-        problems.add(path, exc.message, exc.hint)
+        problems.add(where, exc.message, exc.hint)
         return None
 
 
