@@ -8,7 +8,7 @@ problem by its JSON path, and allows experimental models (that gate is the SDK's
 from __future__ import annotations
 
 import os
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -191,7 +191,8 @@ def _build(raw: Mapping[str, Any], source: str, options: _Options) -> tuple[RLBu
 
 
 _HINT = "send the body build_rl_payload() produces from a valid config"
-_URL_SOURCES = "task_url=, TASK_APP_URL or [services].task_url"
+#: ``ProblemList.add``
+_Add = Callable[..., None]
 
 
 def validate_rl_payload(
@@ -200,13 +201,14 @@ def validate_rl_payload(
     """Every problem with an RL job payload; an empty list means "would be accepted"."""
     problems = ProblemList()
     try:
-        _check_payload(payload, allow_experimental, problems.add, problems)
+        _check_payload(payload, allow_experimental, problems)
     except RecursionError:
         problems.add((), "is nested too deeply to validate", "send a flatter JSON body")
     return problems.as_list()
 
 
-def _check_payload(payload: object, allow_experimental: bool | None, add: Any, problems: ProblemList) -> None:
+def _check_payload(payload: object, allow_experimental: bool | None, problems: ProblemList) -> None:
+    add = problems.add
     if not isinstance(payload, Mapping):
         add(
             (),
@@ -223,7 +225,7 @@ def _check_payload(payload: object, allow_experimental: bool | None, add: Any, p
         data = {}
     endpoint = data.get("endpoint_base_url")
     if not isinstance(endpoint, str) or not endpoint.strip():
-        hint = f"build the payload with a task URL ({_URL_SOURCES})"
+        hint = "build the payload with a task URL (task_url=, TASK_APP_URL or [services].task_url)"
         add(
             ("data", "endpoint_base_url"), f"expected the task app's base URL, got {describe(endpoint)}", hint
         )
@@ -254,8 +256,8 @@ def _check_payload(payload: object, allow_experimental: bool | None, add: Any, p
                 f"is {task_url!r} but data.endpoint_base_url is {endpoint!r}; expected the same URL",
                 "send the task URL in both places (the builder does this)",
             )
-    _check_model(data, config, allow_experimental, add)
-    _check_compute(payload.get("compute"), config.get("compute"), add)
+    _check_model(data, config, allow_experimental, problems.add)
+    _check_compute(payload.get("compute"), config.get("compute"), problems.add)
     metadata = payload.get("metadata")
     if "metadata" in payload and not isinstance(metadata, Mapping):
         add(("metadata",), f"expected an object, got {describe(metadata)}", _HINT)
@@ -268,7 +270,7 @@ def _check_payload(payload: object, allow_experimental: bool | None, add: Any, p
 
 
 def _check_model(
-    data: Mapping[str, Any], config: Mapping[str, Any], allow_experimental: bool | None, add: Any
+    data: Mapping[str, Any], config: Mapping[str, Any], allow_experimental: bool | None, add: _Add
 ) -> None:
     has_base, has_model = "base_model" in data, "model" in data
     if has_base == has_model:
@@ -310,7 +312,7 @@ def _check_model(
         add(("data", "base_model"), message, _HINT)
 
 
-def _check_compute(compute: object, config_compute: object, add: Any) -> None:
+def _check_compute(compute: object, config_compute: object, add: _Add) -> None:
     if not isinstance(compute, Mapping):
         add(("compute",), f"expected an object with gpu_type and gpu_count, got {describe(compute)}", _HINT)
         return
