@@ -269,9 +269,11 @@ def _check_rubric(rubric: object, problems: ProblemList) -> tuple[bool, dict[str
         return False, None
     hint = "remove it; configure the judge model and criteria in [verifier.options] (model, rubric_overrides)"
     _removed(table, ("api_base", "api_key_env", "event", "model", "outcome"), ("rubric",), hint, problems)
-    enabled = check_section(_RUBRIC_ENABLED, {"enabled": table.get("enabled", False)}, ("rubric",), problems)
+    enabled = check_section(_RUBRIC_ENABLED, {"enabled": table.get("enabled", False)}, ("rubric",), problems)[
+        0
+    ]
     before = len(problems)
-    weights = check_section(_WEIGHTS, table.get("weights", {}), ("rubric", "weights"), problems)
+    weights = check_section(_WEIGHTS, table.get("weights", {}), ("rubric", "weights"), problems)[0]
     return bool(enabled.get("enabled", False)), (weights if len(problems) == before else None)
 
 
@@ -293,7 +295,7 @@ def _check_verifier(verifier: object, problems: ProblemList) -> dict[str, Any] |
     path = ("verifier", "options")
     _removed(options, ("max_concurrency", "tracks"), path, "remove it from [verifier.options]", problems)
     before = len(problems)
-    converted = check_section(_OPTIONS, options, path, problems)
+    converted = check_section(_OPTIONS, options, path, problems)[0]
     return converted if len(problems) == before else None
 
 

@@ -70,14 +70,10 @@ def _value_hint(name: str, spec: Field, expected: str) -> str:
     return f"e.g. `{spec.example}`" if spec.example else f"write {name} as {expected}"
 
 
-def check_section(section: Section, value: object, path: KeyPath, problems: ProblemList) -> dict[str, Any]:
-    """Validate *value* against *section*; the converted table (always a dict, best effort on errors)."""
-    return _check(section, value, path, problems)[0]
-
-
-def _check(
+def check_section(
     section: Section, value: object, path: KeyPath, problems: ProblemList
 ) -> tuple[dict[str, Any], bool]:
+    """*value* converted against *section* (always a dict, best effort on errors), and whether it is valid."""
     if not isinstance(value, Mapping):
         hint = f"write it as a [{format_key(path)}] table" if path else "the config must be a TOML table"
         problems.add(path, f"expected a table, got {describe(value)}", hint)
@@ -138,7 +134,7 @@ def _convert(spec: Field, raw: Any, path: KeyPath, problems: ProblemList) -> tup
             return False, None
     if kind == "section":
         assert spec.section is not None
-        converted, valid = _check(spec.section, raw, path, problems)
+        converted, valid = check_section(spec.section, raw, path, problems)
         return valid, converted
     ok = True
     if kind in ("table", "table_float"):

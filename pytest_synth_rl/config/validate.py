@@ -128,7 +128,7 @@ def _check(
         precheck(work, problems)
         inject_defaults(work, problems)
         check_reward_sections(work, problems)
-        normalized = check_section(RL_CONFIG, work, (), problems)
+        normalized = check_section(RL_CONFIG, work, (), problems)[0]
         algorithm = normalized.get("algorithm")
         if isinstance(algorithm, Mapping):
             check_algorithm_triple(algorithm, ("algorithm",), problems)
