@@ -67,12 +67,10 @@ def build_rl_payload(
     backend_url: str | None = None,
     allow_new_keys: bool = False,
 ) -> RLBuildResult:
-    """Read the TOML file at *config_path*, validate it and build the RL job payload.
+    """The RL job payload for the TOML file at *config_path*, or a ConfigError listing every problem.
 
-    Task URL: ``overrides["task_url"]`` > *task_url* (or ``TASK_APP_URL`` when it is empty) >
-    ``[services].task_url``. *backend_url* (or ``overrides["backend"]``) adds
-    ``metadata.backend_base_url``. Raises :class:`~pytest_synth_rl.errors.ConfigError` listing
-    every problem; unknown TOML keys are forwarded with a :class:`SynthConfigWarning`.
+    Task URL: ``overrides["task_url"]`` > *task_url* (or ``TASK_APP_URL``) > ``[services].task_url``;
+    *backend_url* (or ``overrides["backend"]``) adds ``metadata.backend_base_url``.
     """
     path = config_source(config_path)
     source = str(path)

@@ -245,12 +245,8 @@ def validate_rl_config(
     allow_experimental: bool | None = None,
     model_override: str | None = None,
 ) -> dict[str, Any]:
-    """*config* normalised as the SDK's validator does, or a :class:`ConfigError` listing every problem.
-
-    Values are converted, ``[services]`` injected with ``task_url = "placeholder"`` when absent,
-    ``compute.topology.reference_placement = "none"`` and ``[policy]`` defaults added, ``None``
-    values dropped. Payload-only steps happen in :func:`~pytest_synth_rl.config.build_rl_payload`.
-    """
+    """*config* normalised as the SDK's validator does (values converted, defaults and a placeholder
+    ``[services]`` added, ``None`` dropped), or a :class:`ConfigError` listing every problem."""
     checked = check_rl_config(config, allow_experimental=allow_experimental, model_override=model_override)
     if checked.problems:
         raise checked.problems.as_error(path)
