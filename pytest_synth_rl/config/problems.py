@@ -108,15 +108,7 @@ class ProblemList:
             parent, node = node, node.children.setdefault(part, _Node())
         return parent, node
 
-    def add(
-        self,
-        path: Sequence[object],
-        message: str,
-        hint: str | None = None,
-        *,
-        line: int | None = None,
-        column: int | None = None,
-    ) -> None:
+    def add(self, path: Sequence[object], message: str, hint: str | None = None) -> None:
         """Record a problem at *path* unless that spot, or a table above it, is already broken."""
         key = tuple(path)
         if self.covers(key):
@@ -126,7 +118,7 @@ class ProblemList:
         self._count += 1
         if parent.listed < PER_TABLE_LIMIT and len(self._lines) < TOTAL_LIMIT:
             parent.listed += 1
-            problem = ConfigProblem(key=format_key(key), message=message, hint=hint, line=line, column=column)
+            problem = ConfigProblem(key=format_key(key), message=message, hint=hint)
             self._lines.append((key, problem))
         else:
             self._count_unlisted(parent, key[:-1], 1)
@@ -172,7 +164,7 @@ class ProblemList:
         """Add *other*'s problems, with their keys moved under *prefix* (e.g. ``data.config``)."""
         for path, item in other.entries():
             if isinstance(item, ConfigProblem):
-                self.add((*prefix, *path), item.message, item.hint, line=item.line, column=item.column)
+                self.add((*prefix, *path), item.message, item.hint)  # no rule gives a line
             else:
                 self.add_unlisted((*prefix, *path), item)
 
