@@ -84,7 +84,7 @@ def test_a_file_that_reports_no_size_is_read_only_up_to_the_limit(monkeypatch: p
     status = Path("/proc/self/status")  # a regular file of size 0 that holds a kilobyte or so
     if not status.is_file() or status.stat().st_size != 0:
         pytest.skip("needs a procfs file that reports a size of 0")
-    source_file = importlib.import_module("pytest_synth_rl.config.source_file")
+    source_file = importlib.import_module("pytest_synth_rl.config.loader")
     monkeypatch.setattr(source_file, "MAX_CONFIG_BYTES", 16)
     assert refused(status) == (
         f"RL config {status} is invalid: <config>: {status}: is more than 16 bytes; "

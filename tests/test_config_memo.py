@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from pytest_synth_rl.config.loader import read_toml_file
-from pytest_synth_rl.config.memo import MAX_DEPTH, MemoInfo, PassedChecks, exact_key
+from pytest_synth_rl.config.tree import KEY_MAX_DEPTH as MAX_DEPTH
+from pytest_synth_rl.config.tree import MemoInfo, PassedChecks, exact_key
 from pytest_synth_rl.config.validate import (
     check_memo_info,
     check_rl_config,

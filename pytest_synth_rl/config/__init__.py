@@ -1,10 +1,7 @@
 """RL config -> validated config -> job payload.
 
-``build_rl_payload(path, task_url=...)`` reads a TOML file, applies overrides, validates it with
-the upstream SDK's rules (reporting every problem in one :class:`~pytest_synth_rl.errors.ConfigError`)
-and returns the ``POST /api/rl/jobs`` body the SDK would send. The pieces are usable on their own:
-:func:`load_rl_config` (parse + overrides), :func:`validate_rl_config` (normalise or raise),
-:func:`collect_config_problems` / :func:`validate_rl_payload` (never raise; for the fake backend).
+``build_rl_payload(path, task_url=...)`` reads a TOML file, applies overrides, validates it with the
+upstream SDK's rules (every problem in one ConfigError) and returns the body the SDK would send.
 """
 
 from __future__ import annotations
@@ -19,8 +16,12 @@ from pytest_synth_rl.config.models import (
     experimental_models,
 )
 from pytest_synth_rl.config.overrides import SPECIAL_KEYS, apply_overrides
-from pytest_synth_rl.config.payload import RLBuildResult, build_rl_payload, build_rl_payload_from_mapping
-from pytest_synth_rl.config.payload_check import validate_rl_payload
+from pytest_synth_rl.config.payload import (
+    RLBuildResult,
+    build_rl_payload,
+    build_rl_payload_from_mapping,
+    validate_rl_payload,
+)
 from pytest_synth_rl.config.urls import normalize_backend_url, resolve_task_url
 from pytest_synth_rl.config.validate import collect_config_problems, validate_rl_config
 

@@ -1,19 +1,8 @@
-"""Which models an RL job may train, and when a model counts as experimental.
+"""Which models an RL job may train, and when a model counts as experimental (contract §7.3).
 
-Facts from contract §7.3 (SDK 0.4.4-0.4.12). The catalog is larger than the RL list: a model can
-be known (SFT-only, e.g. ``Qwen/Qwen3-32B``) and still be refused for RL, and the error should say
-so rather than "unknown model". Lookups ignore case and answer with the canonical spelling, which
-is what goes into ``data.base_model``.
-
-Experimental gating follows the SDK: blocked unless ``allow_experimental=True`` or, when that is
-left as ``None``, the environment has ``SDK_EXPERIMENTAL=1``. ``SDK_EXPERIMENTAL_MODELS``
-(comma-separated canonical ids) adds models to the experimental set. Unlike the SDK, which reads
-that variable once at import, we read it on every check so tests can ``monkeypatch`` it.
-
-Fine-tuned ids (``[model].source`` or ``overrides["model"]``) look like ``ft:<base>:<job>``; the
-SDK accepts one when any ``:``-separated part after the first names a known base, without
-checking the prefix itself, and we keep that rule (:data:`FINE_TUNED_PREFIXES` lists the prefixes
-the backend issues: ``ft:``, ``fft:``, ``qft:``, ``rl:``).
+A model can be known (SFT-only) and still be refused for RL, with a message that says so. Lookups
+ignore case and answer with the canonical spelling; ``SDK_EXPERIMENTAL`` and
+``SDK_EXPERIMENTAL_MODELS`` are read on every check, so tests can ``monkeypatch`` them.
 """
 
 from __future__ import annotations
@@ -22,11 +11,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = [
-    "EXPERIMENTAL_MODELS",
-    "FINE_TUNED_PREFIXES",
-    "KNOWN_BASE_MODELS",
-    "SUPPORTED_RL_MODELS",
+__all__ = ["EXPERIMENTAL_MODELS", "FINE_TUNED_PREFIXES", "KNOWN_BASE_MODELS", "SUPPORTED_RL_MODELS"]
+__all__ += [
     "ModelRejected",
     "ResolvedModel",
     "experimental_allowed",
@@ -35,51 +21,37 @@ __all__ = [
 ]
 
 
-def _qwen(*names: str) -> tuple[str, ...]:
-    return tuple(f"Qwen/Qwen3-{name}" for name in names)
-
-
-def _with_fp8(*names: str) -> tuple[str, ...]:
-    return tuple(variant for name in names for variant in (name, f"{name}-FP8"))
+def _qwen(names: str) -> frozenset[str]:
+    """``Qwen/Qwen3-<name>`` for each name; a trailing ``+`` adds its ``-FP8`` variant too."""
+    out: set[str] = set()
+    for name in names.split():
+        model = f"Qwen/Qwen3-{name.rstrip('+')}"
+        out |= {model, f"{model}-FP8"} if name.endswith("+") else {model}
+    return frozenset(out)
 
 
 #: Base models the RL trainer accepts (contract §7.3).
-SUPPORTED_RL_MODELS: frozenset[str] = frozenset(
-    _qwen("0.6B", "1.7B", "4B", "8B", "14B", "30B-A3B", "4B-2507")
-    + _qwen(*_with_fp8("4B-Instruct-2507", "30B-A3B-Instruct-2507"))
-    + _qwen(*_with_fp8("4B-Thinking-2507", "30B-A3B-Thinking-2507"))
-    + _qwen(*_with_fp8("Coder-30B-A3B-Instruct"))
-    + _qwen(*(f"VL-{size}-{kind}" for size in ("2B", "4B", "8B") for kind in ("Instruct", "Thinking")))
+SUPPORTED_RL_MODELS = _qwen(
+    "0.6B 1.7B 4B 8B 14B 30B-A3B 4B-2507 4B-Instruct-2507+ 30B-A3B-Instruct-2507+ 4B-Thinking-2507+ "
+    "30B-A3B-Thinking-2507+ Coder-30B-A3B-Instruct+ VL-2B-Instruct VL-2B-Thinking VL-4B-Instruct "
+    "VL-4B-Thinking VL-8B-Instruct VL-8B-Thinking"
 )
-
 #: Models blocked unless experimental use is enabled (before ``SDK_EXPERIMENTAL_MODELS``).
-EXPERIMENTAL_MODELS: frozenset[str] = frozenset(
-    _qwen(*_with_fp8("235B-A22B-Instruct-2507", "235B-A22B-Thinking-2507"))
-    + _qwen(*_with_fp8("Coder-480B-A35B-Instruct"))
-    + _qwen(*_with_fp8("30B-A3B-Thinking-2507", "4B-Thinking-2507"))
+EXPERIMENTAL_MODELS = _qwen(
+    "235B-A22B-Instruct-2507+ 235B-A22B-Thinking-2507+ Coder-480B-A35B-Instruct+ 30B-A3B-Thinking-2507+ "
+    "4B-Thinking-2507+"
 )
-
 #: Every base model id the SDK knows (RL-capable or not).
-KNOWN_BASE_MODELS: frozenset[str] = (
+KNOWN_BASE_MODELS = (
     SUPPORTED_RL_MODELS
     | EXPERIMENTAL_MODELS
-    | frozenset(_qwen("32B"))
-    | frozenset(
-        _qwen(
-            *(
-                f"VL-{size}-{kind}"
-                for size in ("30B-A3B", "32B", "235B-A22B")
-                for kind in ("Instruct", "Thinking")
-            )
-        )
-    )
+    | _qwen("32B VL-30B-A3B-Instruct VL-30B-A3B-Thinking VL-32B-Instruct VL-32B-Thinking")
+    | _qwen("VL-235B-A22B-Instruct VL-235B-A22B-Thinking")
 )
-
 #: Prefixes of fine-tuned model ids issued by the backend.
 FINE_TUNED_PREFIXES: tuple[str, ...] = ("ft:", "fft:", "qft:", "rl:")
 
 _BY_LOWER: dict[str, str] = {name.lower(): name for name in KNOWN_BASE_MODELS}
-
 _EXAMPLES = "Qwen/Qwen3-0.6B, Qwen/Qwen3-1.7B, Qwen/Qwen3-4B, Qwen/Qwen3-8B"
 
 
@@ -116,14 +88,8 @@ def experimental_allowed(allow_experimental: bool | None, environ: Mapping[str, 
 
 
 def _base_of(model_id: str, *, fine_tuned: bool) -> str | None:
-    direct = _BY_LOWER.get(model_id.lower())
-    if direct is not None or not fine_tuned or ":" not in model_id:
-        return direct
-    for part in model_id.split(":")[1:]:
-        found = _BY_LOWER.get(part.strip().lower())
-        if found is not None:
-            return found
-    return None
+    names = [model_id, *(part.strip() for part in model_id.split(":")[1:] if fine_tuned)]
+    return next((_BY_LOWER[name.lower()] for name in names if name.lower() in _BY_LOWER), None)
 
 
 def resolve_rl_model(
@@ -133,17 +99,11 @@ def resolve_rl_model(
     allow_experimental: bool | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> ResolvedModel:
-    """Check that *model_id* may be trained with RL and return what goes into the payload.
-
-    ``fine_tuned`` is true for ``[model].source`` / ``overrides["model"]`` (ids like
-    ``ft:Qwen/Qwen3-0.6B:job``), false for ``[model].base`` (which must be a plain base id).
-    Raises :class:`ModelRejected` with the reason and a fix.
-    """
+    """What goes into the payload for *model_id*, else :class:`ModelRejected` with the reason and a
+    fix; ``fine_tuned`` ids (``ft:<base>:<job>``) must name a known base in a later ``:`` part."""
     cleaned = model_id.strip()
     if not cleaned:
         raise ModelRejected("is empty; expected a model id", f"use a base model such as {_EXAMPLES}")
-    # Normalisation accepts fine-tuned spellings for either field; a base given as "ft:..." passes
-    # this step and is refused just below, as in the SDK.
     if _base_of(cleaned, fine_tuned=True) is None:
         hint = f"use one of the RL base models ({_EXAMPLES}, …)"
         if fine_tuned:

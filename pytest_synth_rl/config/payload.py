@@ -1,32 +1,28 @@
-"""Building the ``POST /api/rl/jobs`` body from an RL config (contract §3).
+"""Building the ``POST /api/rl/jobs`` body from an RL config (contract §3), and checking one received.
 
-The output is byte-identical (as ``json.dumps(payload, sort_keys=True)``) to what the SDK's
-builder produces for every config it accepts. Our additions are all about failure: every problem
-is reported at once, overrides can edit the TOML tree, and nothing but a ConfigError escapes.
-
-A suite builds the same file for every job test, so a build from a file is remembered by
-everything it depends on: the file's bytes (read every time, so an edit is always seen, however
-quickly it follows the last build), its path, the arguments and the environment variables the
-build reads. Each caller gets a copy of its own, and the warnings a build gave are given again.
+The body is what the SDK's builder sends for every config it accepts (``json.dumps(sort_keys=True)``
+identical). :func:`validate_rl_payload` is the fake backend's check: it never raises, keys each
+problem by its JSON path, and allows experimental models (that gate is the SDK's client side).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Hashable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_synth_rl.config.coerce import describe
 from pytest_synth_rl.config.known_keys import config_warnings, warn_about_config
-from pytest_synth_rl.config.loader import config_source, parse_file_bytes
-from pytest_synth_rl.config.memo import MemoInfo, PassedChecks, exact_key
+from pytest_synth_rl.config.loader import config_source, parse_file_bytes, read_config_bytes
+from pytest_synth_rl.config.models import ModelRejected, resolve_rl_model
 from pytest_synth_rl.config.overrides import apply_overrides, split_overrides
-from pytest_synth_rl.config.source_file import read_config_bytes
-from pytest_synth_rl.config.tree import copy_tree, plain_copy
-from pytest_synth_rl.config.urls import normalize_backend_url, resolve_task_url
-from pytest_synth_rl.config.validate import check_rl_config
-from pytest_synth_rl.errors import ConfigError, ConfigProblem, keywords_checked
+from pytest_synth_rl.config.problems import ProblemList, config_error
+from pytest_synth_rl.config.rules import truthy
+from pytest_synth_rl.config.tree import MemoInfo, PassedChecks, copy_tree, exact_key, plain_copy
+from pytest_synth_rl.config.urls import http_url_problem, normalize_backend_url, resolve_task_url
+from pytest_synth_rl.config.validate import check_rl_config, config_problems
+from pytest_synth_rl.errors import ConfigProblem, keywords_checked
 
 __all__ = [
     "RLBuildResult",
@@ -38,6 +34,12 @@ __all__ = [
 
 #: ``tags`` of every RL job the SDK submits (a TOML ``[tags]`` goes to ``data.config.tags``).
 PAYLOAD_TAGS = {"source": "train-cli"}
+#: Files larger than this are built afresh every time (a real RL config is a few KiB).
+_MEMO_BYTES = 64 * 1024
+#: What the build reads from the environment: the task URL and the experimental-model gates.
+_ENVIRONMENT = ("TASK_APP_URL", "SDK_EXPERIMENTAL", "SDK_EXPERIMENTAL_MODELS")
+#: (task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys)
+_Options = tuple[str | None, Mapping[str, Any] | None, str | None, bool | None, str | None, bool]
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,10 @@ class RLBuildResult:
     payload: dict[str, Any]
     task_url: str
     idempotency: str | None
+
+
+#: Remembered builds, each with the config to warn about again (None when it warned of nothing).
+_BUILT: PassedChecks[tuple[RLBuildResult, dict[str, Any] | None]] = PassedChecks(maxsize=32)
 
 
 @keywords_checked
@@ -61,85 +67,35 @@ def build_rl_payload(
     backend_url: str | None = None,
     allow_new_keys: bool = False,
 ) -> RLBuildResult:
-    """Read the TOML file at *config_path*, validate it and build the RL job payload.
+    """The RL job payload for the TOML file at *config_path*, or a ConfigError listing every problem.
 
-    Task URL precedence: ``overrides["task_url"]`` > *task_url* (or env ``TASK_APP_URL`` when
-    *task_url* is empty) > ``[services].task_url``; blank counts as missing. *backend_url* (or
-    ``overrides["backend"]``; the argument wins) adds ``metadata.backend_base_url``.
-    Raises :class:`~pytest_synth_rl.errors.ConfigError` listing every problem; an override that
-    adds a key the config and schema do not have is one, unless *allow_new_keys*. Unknown TOML
-    keys are forwarded unchanged (as the SDK does) with a :class:`SynthConfigWarning`.
+    Task URL: ``overrides["task_url"]`` > *task_url* (or ``TASK_APP_URL``) > ``[services].task_url``;
+    *backend_url* (or ``overrides["backend"]``) adds ``metadata.backend_base_url``.
     """
     path = config_source(config_path)
     source = str(path)
     data = read_config_bytes(path)
-    key = _memo_key(
-        data,
-        source,
-        texts=(task_url, backend_url, idempotency),
-        overrides=overrides,
-        flags=(allow_experimental, allow_new_keys),
-    )
+    options: _Options = (task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys)
+    key = _memo_key(data, source, options)
     known = _BUILT.get(key) if key is not None else None
     if known is not None:
-        return known.again(source)
-    result, config = _build(
-        parse_file_bytes(data, source=source),
-        source=source,
-        task_url=task_url,
-        overrides=overrides,
-        idempotency=idempotency,
-        allow_experimental=allow_experimental,
-        backend_url=backend_url,
-        allow_new_keys=allow_new_keys,
-    )
+        if known[1] is not None:
+            warn_about_config(known[1], source=source)
+        return replace(known[0], payload=copy_tree(known[0].payload))
+    result, config = _build(parse_file_bytes(data, source=source), source, options)
     if key is not None and exact_key(result.payload) is not None:  # a plain tree, not too big
         warned = config if config_warnings(config) else None  # the build's own copy, kept unchanged
-        _BUILT.put(key, _Built(copy_tree(result.payload), result.task_url, result.idempotency, warned))
+        _BUILT.put(key, (replace(result, payload=copy_tree(result.payload)), warned))
     return result
 
 
-#: Files larger than this are built afresh every time (a real RL config is a few KiB).
-_MEMO_BYTES = 64 * 1024
-#: What the build reads from the environment: the task URL and the experimental-model gates.
-_ENVIRONMENT = ("TASK_APP_URL", "SDK_EXPERIMENTAL", "SDK_EXPERIMENTAL_MODELS")
-
-
-@dataclass(frozen=True)
-class _Built:
-    """A remembered build. ``payload`` is never handed out (callers and the fake edit theirs);
-    ``warned`` is the config to warn about again, or None when the build warned about nothing."""
-
-    payload: dict[str, Any]
-    task_url: str
-    idempotency: str | None
-    warned: dict[str, Any] | None
-
-    def again(self, source: str) -> RLBuildResult:
-        """The build's result once more, with its warnings (pointing at the caller's line again)."""
-        if self.warned is not None:
-            warn_about_config(self.warned, source=source)
-        return RLBuildResult(copy_tree(self.payload), self.task_url, self.idempotency)
-
-
-_BUILT: PassedChecks[_Built] = PassedChecks(maxsize=32)
-
-
-def _memo_key(
-    data: bytes,
-    source: str,
-    *,
-    texts: tuple[object, ...],
-    overrides: Mapping[str, Any] | None,
-    flags: tuple[object, object],
-) -> Hashable | None:
-    """Everything a build from *data* depends on, or None when the build must run afresh (a large
-    file, or arguments of types that could mean different things while comparing equal)."""
-    if len(data) > _MEMO_BYTES:
+def _memo_key(data: bytes, source: str, options: _Options) -> Hashable | None:
+    """Everything a build from *data* depends on, or None: a large file, or arguments of types
+    that could mean different things while comparing equal."""
+    task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys = options
+    texts = (task_url, backend_url, idempotency)
+    if len(data) > _MEMO_BYTES or any(text is not None and type(text) is not str for text in texts):
         return None
-    if any(text is not None and type(text) is not str for text in texts):
-        return None
-    allow_experimental, allow_new_keys = flags
     if type(allow_new_keys) is not bool or not (
         allow_experimental is None or type(allow_experimental) is bool
     ):
@@ -148,12 +104,11 @@ def _memo_key(
     if edits is None:
         return None
     environment = tuple(os.environ.get(name) for name in _ENVIRONMENT)
-    return (data, source, texts, edits, flags, environment)
+    return (data, source, texts, edits, (allow_experimental, allow_new_keys), environment)
 
 
 def build_memo_info() -> MemoInfo:
-    """How often :func:`build_rl_payload` handed out a remembered build (like ``functools``'
-    caches' info)."""
+    """How often :func:`build_rl_payload` handed out a remembered build."""
     return _BUILT.info()
 
 
@@ -174,61 +129,21 @@ def build_rl_payload_from_mapping(
     source: str = "<mapping>",
     allow_new_keys: bool = False,
 ) -> RLBuildResult:
-    """Like :func:`build_rl_payload` for a config already parsed into a mapping.
-
-    *source* names the config in error messages. The mapping is not modified.
-    """
+    """Like :func:`build_rl_payload` for a config already parsed (not modified); *source* names it."""
     if not isinstance(config, Mapping):
-        raise ConfigError(
-            [
-                ConfigProblem(
-                    key="",
-                    message=f"expected a mapping of TOML sections, got {describe(config)}",
-                    hint="use build_rl_payload() for a TOML file path",
-                )
-            ],
-            path=source,
-        )
-    return _build(
-        config,
-        source=source,
-        task_url=task_url,
-        overrides=overrides,
-        idempotency=idempotency,
-        allow_experimental=allow_experimental,
-        backend_url=backend_url,
-        allow_new_keys=allow_new_keys,
-    )[0]
+        message = f"expected a mapping of TOML sections, got {describe(config)}"
+        raise config_error(message, "use build_rl_payload() for a TOML file path", path=source)
+    options = (task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys)
+    return _build(config, source, options)[0]
 
 
-def _check_text_argument(name: str, value: object, source: str) -> None:
-    if value is not None and not isinstance(value, str):
-        raise ConfigError(
-            [
-                ConfigProblem(
-                    key="",
-                    message=f"{name} expected a string, got {describe(value)}",
-                    hint=f"pass {name} as a str",
-                )
-            ],
-            path=source,
-        )
-
-
-def _build(
-    raw: Mapping[str, Any],
-    *,
-    source: str,
-    task_url: str | None,
-    overrides: Mapping[str, Any] | None,
-    idempotency: str | None,
-    allow_experimental: bool | None,
-    backend_url: str | None,
-    allow_new_keys: bool,
-) -> tuple[RLBuildResult, dict[str, Any]]:
+def _build(raw: Mapping[str, Any], source: str, options: _Options) -> tuple[RLBuildResult, dict[str, Any]]:
     """The build, and the config it was made from (the file's, with the overrides applied)."""
+    task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys = options
     for name, value in (("task_url", task_url), ("backend_url", backend_url), ("idempotency", idempotency)):
-        _check_text_argument(name, value, source)
+        if value is not None and not isinstance(value, str):
+            message = f"{name} expected a string, got {describe(value)}"
+            raise config_error(message, f"pass {name} as a str", path=source)
     sdk, _ = split_overrides(overrides, source=source)
     config = apply_overrides(raw, overrides, source=source, allow_new_keys=allow_new_keys)
     warn_about_config(config, source=source)
@@ -250,7 +165,6 @@ def _build(
         )
     if problems or choice is None or checked.model is None or checked.model_field is None:
         raise problems.as_error(source)
-
     data: dict[str, Any] = checked.config
     data.pop("smoke", None)  # CLI-only smoke-test knobs never reach the trainer
     reference = data.get("reference")
@@ -259,12 +173,11 @@ def _build(
     else:
         data["reference"] = {"placement": "none"}
     data["services"]["task_url"] = choice.url  # one URL everywhere: no split between config and endpoint
-
     body: dict[str, Any] = {"endpoint_base_url": choice.url.rstrip("/"), "config": data}
     body[checked.model_field] = checked.model.payload_id
+    # The top-level compute is a copy: whoever stores the payload (the fake) may edit one, not both.
     payload: dict[str, Any] = {
         "job_type": "rl",
-        # A separate copy: whoever stores the payload (the fake backend) may edit one, not both.
         "compute": plain_copy(data.get("compute", {})),
         "data": body,
         "tags": dict(PAYLOAD_TAGS),
@@ -272,4 +185,143 @@ def _build(
     backend = backend_url or sdk.backend
     if backend:
         payload["metadata"] = {"backend_base_url": normalize_backend_url(backend)}
-    return RLBuildResult(payload=payload, task_url=choice.url, idempotency=idempotency), config
+    return RLBuildResult(payload, choice.url, idempotency), config
+
+
+_HINT = "send the body build_rl_payload() produces from a valid config"
+#: ``ProblemList.add``
+_Add = Callable[..., None]
+
+
+def validate_rl_payload(
+    payload: Mapping[str, Any], *, allow_experimental: bool | None = True
+) -> list[ConfigProblem]:
+    """Every problem with an RL job payload; an empty list means "would be accepted"."""
+    problems = ProblemList()
+    try:
+        _check_payload(payload, allow_experimental, problems)
+    except RecursionError:
+        problems.add((), "is nested too deeply to validate", "send a flatter JSON body")
+    return problems.as_list()
+
+
+def _check_payload(payload: object, allow_experimental: bool | None, problems: ProblemList) -> None:
+    add = problems.add
+    if not isinstance(payload, Mapping):
+        add(
+            (),
+            f"expected a JSON object, got {describe(payload)}",
+            "send the body built by build_rl_payload()",
+        )
+        return
+    job_type = payload.get("job_type")
+    if not (isinstance(job_type, str) and job_type == "rl"):
+        add(("job_type",), f'expected "rl", got {describe(job_type)}', 'set "job_type": "rl"')
+    data = payload.get("data")
+    if not isinstance(data, Mapping):
+        add(("data",), f"expected an object with endpoint_base_url and config, got {describe(data)}", _HINT)
+        data = {}
+    endpoint = data.get("endpoint_base_url")
+    if not isinstance(endpoint, str) or not endpoint.strip():
+        hint = "build the payload with a task URL (task_url=, TASK_APP_URL or [services].task_url)"
+        add(
+            ("data", "endpoint_base_url"), f"expected the task app's base URL, got {describe(endpoint)}", hint
+        )
+        endpoint = None
+    elif (problem := http_url_problem(endpoint, "http://127.0.0.1:8114")) is not None:
+        message = problem.replace(
+            "expected an http(s) URL", "expected an http(s) URL the trainer can reach", 1
+        )
+        hint = (
+            "give the task app's full URL (task_url=, "
+            'overrides["task_url"], TASK_APP_URL or [services].task_url)'
+        )
+        if endpoint == "placeholder":
+            hint = "the config had no task URL, so the builder sent a placeholder; pass task_url="
+        add(("data", "endpoint_base_url"), message, hint)
+    config = data.get("config")
+    if not isinstance(config, Mapping):
+        add(("data", "config"), f"expected the RL config as an object, got {describe(config)}", _HINT)
+        config = {}
+    else:
+        checked = config_problems(config, allow_experimental=allow_experimental, select_model=False)
+        problems.extend(checked, prefix=("data", "config"))
+        services = config.get("services")
+        task_url = services.get("task_url") if isinstance(services, Mapping) else None
+        if endpoint is not None and isinstance(task_url, str) and task_url.rstrip("/") != endpoint:
+            add(
+                ("data", "config", "services", "task_url"),
+                f"is {task_url!r} but data.endpoint_base_url is {endpoint!r}; expected the same URL",
+                "send the task URL in both places (the builder does this)",
+            )
+    _check_model(data, config, allow_experimental, problems.add)
+    _check_compute(payload.get("compute"), config.get("compute"), problems.add)
+    metadata = payload.get("metadata")
+    if "metadata" in payload and not isinstance(metadata, Mapping):
+        add(("metadata",), f"expected an object, got {describe(metadata)}", _HINT)
+    elif isinstance(metadata, Mapping) and not isinstance(metadata.get("backend_base_url", ""), str):
+        add(
+            ("metadata", "backend_base_url"),
+            f"expected a string, got {describe(metadata['backend_base_url'])}",
+            _HINT,
+        )
+
+
+def _check_model(
+    data: Mapping[str, Any], config: Mapping[str, Any], allow_experimental: bool | None, add: _Add
+) -> None:
+    has_base, has_model = "base_model" in data, "model" in data
+    if has_base == has_model:
+        add(
+            ("data", "base_model"),
+            "both data.base_model and data.model are set; expected exactly one"
+            if has_base
+            else "missing; expected data.base_model (a base model id) or data.model (a fine-tuned id)",
+            "build the payload from a config with exactly one of [model].base / [model].source",
+        )
+        return
+    key = "base_model" if has_base else "model"
+    value = data[key]
+    if not isinstance(value, str):
+        add(("data", key), f"expected a model id string, got {describe(value)}", _HINT)
+        return
+    try:
+        resolved = resolve_rl_model(value, fine_tuned=has_model, allow_experimental=allow_experimental)
+    except ModelRejected as exc:
+        add(("data", key), exc.message, exc.hint)
+        return
+    model = config.get("model")
+    base = model.get("base") if isinstance(model, Mapping) else None
+    if not has_base:
+        return
+    if not (isinstance(base, str) and truthy(base.strip())):
+        add(
+            ("data", "base_model"),
+            "is set but data.config.model.base is missing; expected the base model named in the config",
+            "send data.model for a fine-tuned source, or include [model].base in data.config",
+        )
+        return
+    try:
+        configured = resolve_rl_model(base, fine_tuned=False, allow_experimental=True).base
+    except ModelRejected:
+        return  # reported under data.config.model.base
+    if configured != resolved.base:
+        message = f"is {value!r} but data.config.model.base is {base!r}; expected the same model"
+        add(("data", "base_model"), message, _HINT)
+
+
+def _check_compute(compute: object, config_compute: object, add: _Add) -> None:
+    if not isinstance(compute, Mapping):
+        add(("compute",), f"expected an object with gpu_type and gpu_count, got {describe(compute)}", _HINT)
+        return
+    gpu_type, gpu_count = compute.get("gpu_type"), compute.get("gpu_count")
+    if not isinstance(gpu_type, str) or not gpu_type:
+        add(("compute", "gpu_type"), f'expected a GPU type such as "H100", got {describe(gpu_type)}', _HINT)
+    if isinstance(gpu_count, bool) or not isinstance(gpu_count, int) or gpu_count == 0:
+        add(("compute", "gpu_count"), f"expected a non-zero integer, got {describe(gpu_count)}", _HINT)
+    if isinstance(config_compute, Mapping) and dict(compute) != dict(config_compute):
+        add(
+            ("compute",),
+            "differs from data.config.compute; expected a copy of the validated [compute] table",
+            "send the [compute] table in both places (the builder does this)",
+        )

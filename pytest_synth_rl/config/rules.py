@@ -1,39 +1,47 @@
-"""The SDK's pre-validation rules for RL configs (contract §7.1, rules 1-12), collecting all.
+"""The SDK's rules beyond the types (contract §7.1 rules 1-13, §7.2's algorithm triple).
 
-These run on the config *as written*, before any type conversion, and are deliberately loose
-where the SDK is loose (``gpu_count`` only has to be truthy here; its type is checked later by
-:mod:`.schema`). They exist separately from the schema because the SDK applies both, and some
-rules are stricter than the types (an empty ``rollout.env_name`` is a valid string but not a
-usable environment name).
+The pre-validator runs on the config as written and is loose where the SDK is loose
+(``gpu_count`` only has to be truthy); the reward sections ([verifier], deprecated [rubric]) are
+strict since SDK 0.4.4. Every rule collects its problems instead of stopping.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 from pytest_synth_rl.config.coerce import describe
 from pytest_synth_rl.config.problems import KeyPath, ProblemList
+from pytest_synth_rl.config.schema import Field, Section, check_section, section_of
 
-__all__ = ["RL_ALGORITHM", "check_algorithm_triple", "inject_defaults", "precheck", "truthy"]
+__all__ = [
+    "RL_ALGORITHM",
+    "VERIFIER_OPTIONS_KEYS",
+    "check_algorithm_triple",
+    "check_reward_sections",
+    "inject_defaults",
+    "precheck",
+    "truthy",
+]
 
 #: The only algorithm triple the RL builder supports: (type, method, variety).
 RL_ALGORITHM = ("online", "policy_gradient", "gspo")
-_TOLERATED_METHODS = ("policy_gradient", "ppo", "gspo")
 _ALGO_HINT = 'RL jobs need type = "online", method = "policy_gradient", variety = "gspo" under [algorithm]'
-
-_TRAINING_KEYS = {
-    "num_epochs": ("the number of training epochs", "num_epochs = 1"),
-    "iterations_per_epoch": ("the number of iterations per epoch", "iterations_per_epoch = 1"),
-    "max_turns": ("the maximum turns per episode", "max_turns = 1"),
-    "batch_size": ("the batch size", "batch_size = 2"),
-    "group_size": ("the GSPO group size", "group_size = 2"),
-    "learning_rate": ("the learning rate", "learning_rate = 5e-6"),
-}
-_EVALUATION_KEYS = {
-    "instances": ("the number of evaluation instances", "instances = 8"),
-    "every_n_iters": ("how often to evaluate, in iterations", "every_n_iters = 10"),
-    "seeds": ("the evaluation seeds", "seeds = [0, 1, 2]"),
+_REQUIRED_KEYS = {
+    "training": {
+        "num_epochs": ("the number of training epochs", "num_epochs = 1"),
+        "iterations_per_epoch": ("the number of iterations per epoch", "iterations_per_epoch = 1"),
+        "max_turns": ("the maximum turns per episode", "max_turns = 1"),
+        "batch_size": ("the batch size", "batch_size = 2"),
+        "group_size": ("the GSPO group size", "group_size = 2"),
+        "learning_rate": ("the learning rate", "learning_rate = 5e-6"),
+    },
+    "evaluation": {
+        "instances": ("the number of evaluation instances", "instances = 8"),
+        "every_n_iters": ("how often to evaluate, in iterations", "every_n_iters = 10"),
+        "seeds": ("the evaluation seeds", "seeds = [0, 1, 2]"),
+    },
 }
 
 
@@ -45,13 +53,51 @@ def truthy(value: object) -> bool:
         return True
 
 
-def _is(value: object, text: str) -> bool:
-    return isinstance(value, str) and value == text
+def _table(
+    problems: ProblemList, path: KeyPath, value: object, hint: str, *, missing: str | None = None
+) -> Mapping[str, Any] | None:
+    """*value* if it is a non-empty table; else a problem (when *missing* says how to word one) and None."""
+    if not truthy(value):
+        if missing is not None:
+            problems.add(path, f"missing or empty; expected {missing}", hint)
+        return None
+    if not isinstance(value, Mapping):
+        problems.add(path, f"expected a table, got {describe(value)}", hint)
+        return None
+    return value
+
+
+def _missing(
+    problems: ProblemList,
+    table: Mapping[str, Any],
+    section: str,
+    key: str,
+    what: str,
+    example: str,
+    hint: str = "",
+) -> None:
+    """A problem when *table* lacks a truthy *key*: expected *what*, fixed by *example* (or *hint*)."""
+    if not truthy(table.get(key)):
+        message = f"missing or empty; expected {what}, got {describe(table.get(key))}"
+        problems.add((section, key), message, hint or f"add `{example}` under [{section}]")
 
 
 def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
     """Rules 1-11: required sections and keys, algorithm names, model/compute/rollout basics."""
-    _algorithm(config, problems)
+    algorithm = _table(
+        problems, ("algorithm",), config.get("algorithm"), _ALGO_HINT, missing="an [algorithm] table"
+    )
+    if algorithm is not None:
+        kind, method = algorithm.get("type"), algorithm.get("method", "")
+        if kind is not None and not (isinstance(kind, str) and kind == "online"):
+            problems.add(
+                ("algorithm", "type"), f'expected "online" (RL is online), got {describe(kind)}', _ALGO_HINT
+            )
+        if truthy(method) and not (isinstance(method, str) and method in ("policy_gradient", "ppo", "gspo")):
+            problems.add(
+                ("algorithm", "method"), f'expected "policy_gradient", got {describe(method)}', _ALGO_HINT
+            )
+        _missing(problems, algorithm, "algorithm", "variety", '"gspo"', 'variety = "gspo"', _ALGO_HINT)
     if "policy" not in config and "model" not in config:
         problems.add(
             ("model",),
@@ -61,12 +107,7 @@ def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
     _model_identity(config, problems)
     compute = _required_table(config, "compute", "with gpu_type and gpu_count", problems)
     if compute is not None:
-        if not truthy(compute.get("gpu_type")):
-            problems.add(
-                ("compute", "gpu_type"),
-                f'missing or empty; expected a GPU type like "H100", got {describe(compute.get("gpu_type"))}',
-                'add `gpu_type = "H100"` under [compute]',
-            )
+        _missing(problems, compute, "compute", "gpu_type", 'a GPU type like "H100"', 'gpu_type = "H100"')
         if not truthy(compute.get("gpu_count")):
             problems.add(
                 ("compute", "gpu_count"),
@@ -75,62 +116,47 @@ def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
             )
     rollout = _required_table(config, "rollout", "with env_name, policy_name and episode settings", problems)
     if rollout is not None:
-        for key, example in (
-            ("env_name", 'env_name = "math"'),
-            ("policy_name", 'policy_name = "math-single-step"'),
-        ):
-            if not truthy(rollout.get(key)):
-                what = "an environment the task app serves" if key == "env_name" else "a policy name"
+        what = "a string naming an environment the task app serves"
+        _missing(problems, rollout, "rollout", "env_name", what, 'env_name = "math"')
+        _missing(
+            problems,
+            rollout,
+            "rollout",
+            "policy_name",
+            "a string naming a policy name",
+            'policy_name = "math-single-step"',
+        )
+    if not truthy(config.get("topology")) and not (
+        compute is not None and truthy(compute.get("topology", {}))
+    ):
+        problems.add(
+            ("topology",),
+            "missing or empty; expected a non-empty [topology] or [compute.topology] table",
+            'add [compute.topology] with type = "single_node_split", gpus_for_vllm = 1, '
+            "gpus_for_training = 1",
+        )
+    for name, keys in _REQUIRED_KEYS.items():  # rules 10-11: once present, a section needs all its keys
+        section = _table(problems, (name,), config.get(name, {}), f"write [{name}] as a table")
+        for key, (what, example) in keys.items():
+            if section is not None and key not in section:
                 problems.add(
-                    ("rollout", key),
-                    f"missing or empty; expected a string naming {what}, got {describe(rollout.get(key))}",
-                    f"add `{example}` under [rollout]",
+                    (name, key),
+                    f"missing; expected {what} (required whenever [{name}] is present)",
+                    f"add `{example}` under [{name}]",
                 )
-    _topology(config, compute, problems)
-    _required_keys(config, "training", _TRAINING_KEYS, problems)
-    _required_keys(config, "evaluation", _EVALUATION_KEYS, problems)
-
-
-def _algorithm(config: Mapping[str, Any], problems: ProblemList) -> None:
-    algorithm = config.get("algorithm")
-    if not truthy(algorithm):
-        problems.add(("algorithm",), "missing or empty; expected an [algorithm] table", _ALGO_HINT)
-        return
-    if not isinstance(algorithm, Mapping):
-        problems.add(("algorithm",), f"expected a table, got {describe(algorithm)}", _ALGO_HINT)
-        return
-    algo_type = algorithm.get("type")
-    if algo_type is not None and not _is(algo_type, "online"):
-        problems.add(
-            ("algorithm", "type"), f'expected "online" (RL is online), got {describe(algo_type)}', _ALGO_HINT
-        )
-    method = algorithm.get("method", "")
-    if truthy(method) and not any(_is(method, name) for name in _TOLERATED_METHODS):
-        problems.add(
-            ("algorithm", "method"), f'expected "policy_gradient", got {describe(method)}', _ALGO_HINT
-        )
-    if not truthy(algorithm.get("variety")):
-        problems.add(
-            ("algorithm", "variety"),
-            f'missing or empty; expected "gspo", got {describe(algorithm.get("variety"))}',
-            _ALGO_HINT,
-        )
 
 
 def _model_identity(config: Mapping[str, Any], problems: ProblemList) -> None:
     """Rule 6: a non-empty [policy] is checked instead of [model], as in the SDK."""
-    policy = config.get("policy", {})
-    model = config.get("model", {})
+    policy, model = config.get("policy", {}), config.get("model", {})
     if truthy(policy):
-        section, ids = "policy", ("model_name", "source")
-        table = policy
+        section, ids, value = "policy", ("model_name", "source"), policy
     elif truthy(model):
-        section, ids = "model", ("base", "source")
-        table = model
+        section, ids, value = "model", ("base", "source"), model
     else:
         return
-    if not isinstance(table, Mapping):
-        problems.add((section,), f"expected a table, got {describe(table)}", f"write [{section}] as a table")
+    table = _table(problems, (section,), value, f"write [{section}] as a table")
+    if table is None:
         return
     if not any(truthy(table.get(name)) for name in ids):
         problems.add(
@@ -139,19 +165,8 @@ def _model_identity(config: Mapping[str, Any], problems: ProblemList) -> None:
             "(a fine-tuned model id)",
             f'add `{ids[0]} = "Qwen/Qwen3-0.6B"` under [{section}]',
         )
-    mode = table.get("trainer_mode")
-    if not truthy(mode):
-        problems.add(
-            (section, "trainer_mode"),
-            f'missing or empty; expected "lora", "qlora" or "full", got {describe(mode)}',
-            f'add `trainer_mode = "lora"` under [{section}]',
-        )
-    if not truthy(table.get("label")):
-        problems.add(
-            (section, "label"),
-            f"missing or empty; expected a label for the trained model, got {describe(table.get('label'))}",
-            f'add `label = "my-rl-model"` under [{section}]',
-        )
+    _missing(problems, table, section, "trainer_mode", '"lora", "qlora" or "full"', 'trainer_mode = "lora"')
+    _missing(problems, table, section, "label", "a label for the trained model", 'label = "my-rl-model"')
 
 
 def _required_table(
@@ -163,42 +178,7 @@ def _required_table(
             (name,), f"missing or empty; expected a [{name}] table {what}", f"add a [{name}] table {what}"
         )
         return None
-    if not isinstance(value, Mapping):
-        problems.add((name,), f"expected a table, got {describe(value)}", f"write [{name}] as a table {what}")
-        return None
-    return value
-
-
-def _topology(config: Mapping[str, Any], compute: Mapping[str, Any] | None, problems: ProblemList) -> None:
-    """Rule 9: a non-empty top-level [topology] or [compute.topology]."""
-    if truthy(config.get("topology")):
-        return
-    if compute is not None and truthy(compute.get("topology", {})):
-        return
-    problems.add(
-        ("topology",),
-        "missing or empty; expected a non-empty [topology] or [compute.topology] table",
-        'add [compute.topology] with type = "single_node_split", gpus_for_vllm = 1, gpus_for_training = 1',
-    )
-
-
-def _required_keys(
-    config: Mapping[str, Any], name: str, keys: Mapping[str, tuple[str, str]], problems: ProblemList
-) -> None:
-    """Rules 10-11: an optional section that, once present, needs all of its keys."""
-    section = config.get(name, {})
-    if not truthy(section):
-        return
-    if not isinstance(section, Mapping):
-        problems.add((name,), f"expected a table, got {describe(section)}", f"write [{name}] as a table")
-        return
-    for key, (what, example) in keys.items():
-        if key not in section:
-            problems.add(
-                (name, key),
-                f"missing; expected {what} (required whenever [{name}] is present)",
-                f"add `{example}` under [{name}]",
-            )
+    return _table(problems, (name,), value, f"write [{name}] as a table {what}")
 
 
 def inject_defaults(config: MutableMapping[str, Any], problems: ProblemList) -> None:
@@ -209,35 +189,137 @@ def inject_defaults(config: MutableMapping[str, Any], problems: ProblemList) -> 
     compute = config.get("compute")
     if not isinstance(compute, MutableMapping):
         return  # already reported by precheck
-    if "topology" not in compute:
-        compute["topology"] = {}
-    topology = compute["topology"]
-    if not isinstance(topology, MutableMapping):
-        problems.add(
-            ("compute", "topology"),
-            f"expected a table, got {describe(topology)}",
-            "write it as a [compute.topology] table",
-        )
-        return
-    topology.setdefault("reference_placement", "none")
-
-
-def _normalized(value: object) -> str:
-    return "" if value is None else str(value).strip().lower()
+    topology = compute.setdefault("topology", {})
+    if isinstance(topology, MutableMapping):
+        topology.setdefault("reference_placement", "none")
+    else:
+        hint = "write it as a [compute.topology] table"
+        problems.add(("compute", "topology"), f"expected a table, got {describe(topology)}", hint)
 
 
 def check_algorithm_triple(algorithm: Mapping[str, Any], path: KeyPath, problems: ProblemList) -> None:
-    """Builder check (§7.2): after trimming and lower-casing, the triple must be the RL one.
-
-    The pre-validator tolerates ``method = "ppo"``/``"gspo"`` and any non-empty ``variety``; this
-    is where they are refused.
-    """
+    """Builder check (§7.2): trimmed and lower-cased, the triple must be the RL one (``ppo`` fails here)."""
     for key, wanted in zip(("type", "method", "variety"), RL_ALGORITHM, strict=True):
         value = algorithm.get(key)
-        if _normalized(value) != wanted:
+        if ("" if value is None else str(value).strip().lower()) != wanted:
             problems.add(
                 (*path, key),
                 f'expected "{wanted}" (the payload builder supports only this RL algorithm), '
                 f"got {describe(value)}",
                 _ALGO_HINT,
+            )
+
+
+def _some_weight(weights: dict[str, Any], path: KeyPath, problems: ProblemList) -> None:
+    if all(weights.get(name) == 0.0 for name in ("env", "event", "outcome")):
+        message = "all weights are zero; expected at least one of env, event, outcome > 0"
+        problems.add(path, message, "e.g. `env = 1.0`")
+
+
+def _some_track(options: dict[str, Any], path: KeyPath, problems: ProblemList) -> None:
+    if not options.get("event") and not options.get("outcome"):
+        problems.add(
+            (*path, "event"),
+            "event and outcome are both false; expected at least one verification track enabled",
+            "set `event = true` or `outcome = true` under [verifier.options]",
+        )
+
+
+def _non_negative(value: float) -> str | None:
+    return None if value >= 0 else "a number >= 0"
+
+
+_WEIGHTS = section_of(
+    "env float= 1.0; event float= 0.0; outcome float= 0.0",
+    _some_weight,
+    env=_non_negative,
+    event=_non_negative,
+    outcome=_non_negative,
+)
+_OPTIONS = section_of(
+    'provider str! "openai"; model str! "gpt-5-nano"; rubric_id str; event bool=true; outcome bool=true; '
+    "timeout_s float 30.0; metadata table={}; rubric_overrides table={}",
+    _some_track,
+    provider=lambda value: (
+        None if re.fullmatch("openai|groq|gemini", value) else 'one of "openai", "groq", "gemini"'
+    ),
+    model=lambda value: None if value else "a non-empty model id",
+    timeout_s=lambda value: None if value > 0 else "a number of seconds > 0",
+)
+#: The keys [verifier.options] may hold (the 0.5 era added some the typed schema lacks).
+VERIFIER_OPTIONS_KEYS: frozenset[str] = frozenset(_OPTIONS.fields)
+_RUBRIC_ENABLED = Section({"enabled": Field("bool", default=False, nullable=False, example="enabled = true")})
+_REMOVED = "is no longer supported (removed in SDK 0.4.4)"
+
+
+def _removed(
+    table: Mapping[str, Any], names: tuple[str, ...], path: KeyPath, hint: str, problems: ProblemList
+) -> None:
+    for name in names:
+        if name in table:
+            problems.add((*path, name), _REMOVED, hint)
+
+
+def _check_rubric(rubric: object, problems: ProblemList) -> tuple[bool, dict[str, Any] | None]:
+    """(enabled, weights) for the cross-checks; weights is ``None`` if unusable."""
+    if not truthy(rubric):
+        return False, {"env": 1.0, "event": 0.0, "outcome": 0.0}
+    table = _table(problems, ("rubric",), rubric, "write [rubric] as a table")
+    if table is None:
+        return False, None
+    hint = "remove it; configure the judge model and criteria in [verifier.options] (model, rubric_overrides)"
+    _removed(table, ("api_base", "api_key_env", "event", "model", "outcome"), ("rubric",), hint, problems)
+    enabled = check_section(_RUBRIC_ENABLED, {"enabled": table.get("enabled", False)}, ("rubric",), problems)[
+        0
+    ]
+    before = len(problems)
+    weights = check_section(_WEIGHTS, table.get("weights", {}), ("rubric", "weights"), problems)[0]
+    return bool(enabled.get("enabled", False)), (weights if len(problems) == before else None)
+
+
+def _check_verifier(verifier: object, problems: ProblemList) -> dict[str, Any] | None:
+    """The validated [verifier.options], or ``None`` when absent or broken."""
+    table = _table(problems, ("verifier",), verifier, "write [verifier] as a table")
+    if table is None:
+        return None
+    hint = "remove it (a timeout now goes in [verifier.options].timeout_s)"
+    _removed(table, ("timeout_s", "type"), ("verifier",), hint, problems)
+    missing = "a [verifier.options] table with provider and model"
+    hint = 'add [verifier.options] with provider = "openai" and model = "gpt-5-nano"'
+    if not truthy(table.get("options")):
+        problems.add(("verifier", "options"), f"missing; expected {missing}", hint)
+        return None
+    options = _table(problems, ("verifier", "options"), table.get("options"), "write it as a table")
+    if options is None:
+        return None
+    path = ("verifier", "options")
+    _removed(options, ("max_concurrency", "tracks"), path, "remove it from [verifier.options]", problems)
+    before = len(problems)
+    converted = check_section(_OPTIONS, options, path, problems)[0]
+    return converted if len(problems) == before else None
+
+
+def check_reward_sections(config: Mapping[str, Any], problems: ProblemList) -> None:
+    """Rule 13: validate [rubric] and [verifier] and how they depend on each other."""
+    before = len(problems)
+    enabled, weights = _check_rubric(config.get("rubric", {}), problems)
+    verifier = config.get("verifier", {})
+    options = _check_verifier(verifier, problems) if truthy(verifier) else None
+    if not enabled:
+        return
+    if not truthy(verifier):
+        problems.add(
+            ("rubric", "enabled"),
+            "is true but there is no [verifier] section; expected a [verifier] to score events/outcomes",
+            "add [verifier.options] (provider, model) or set [rubric].enabled = false",
+        )
+        return
+    if options is None or weights is None or len(problems) != before:
+        return
+    for track in ("event", "outcome"):
+        if weights.get(track, 0.0) > 0 and not options.get(track):
+            problems.add(
+                ("rubric", "weights", track),
+                f"is > 0 but [verifier.options].{track} is false; expected that track enabled",
+                f"set `{track} = true` under [verifier.options] or `{track} = 0.0` here",
             )

@@ -1,167 +1,203 @@
-"""Small helpers for walking and copying parsed-TOML / JSON trees without trusting their shape.
+"""Copying and keying parsed-TOML / JSON trees of unknown shape, and remembering passed checks.
 
-Validation code reads user data of unknown shape (a TOML file, an override, a JSON payload sent to
-the fake backend); these helpers never raise on a surprising type, so every rule can ask "is this
-a table?" instead of catching ``AttributeError``.
-
-Copying is also where a tree's shape is bounded: every config passes through :func:`plain_copy`
-before any rule recurses into it, so a tree nested deeper than :data:`MAX_DEPTH` or holding itself
-is refused there, with the key where it happens, instead of exhausting the interpreter's stack.
+Every config is copied by :func:`plain_copy` before a rule recurses into it, so a tree too deep,
+too big or holding itself is refused there with its key instead of exhausting the stack.
+:func:`exact_key` and :class:`PassedChecks` let builds and checks of the same config be reused.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
 
-__all__ = ["MAX_DEPTH", "MAX_VALUES", "TreeShapeError", "copy_tree", "is_table", "plain_copy"]
+__all__ = [
+    "KEY_MAX_DEPTH",
+    "KEY_MAX_VALUES",
+    "MAX_DEPTH",
+    "MAX_VALUES",
+    "MemoInfo",
+    "PassedChecks",
+    "TreeShapeError",
+    "copy_tree",
+    "exact_key",
+    "plain_copy",
+]
 
-#: The longest key path a config may have (``a.b.c`` is 3; ``seeds[0]`` is 2). Real RL configs
-#: are 2-4 levels deep; 100 leaves free-form tables room while every recursive rule stays far
-#: inside Python's recursion limit (1,000 frames), wherever the caller's own stack stands.
+#: The longest key path a config may have (``a.b.c`` is 3; ``seeds[0]`` is 2): far inside the
+#: recursion limit wherever the caller's stack stands.
 MAX_DEPTH = 100
-
-#: The most values one copy may hold, counting a table or array shared in several places once
-#: per place: a real config holds dozens, while a few dozen tables that each hold the one below
-#: twice would otherwise copy into billions.
+#: The most values one copy may hold, a shared table counting once per place it appears.
 MAX_VALUES = 100_000
-
-#: Types copied as they are without a closer look (most values of a big array are one of them).
+#: Trees deeper or bigger than these get no memo key (real configs have a few dozen values).
+KEY_MAX_DEPTH = 32
+KEY_MAX_VALUES = 10_000
 _PLAIN = frozenset({str, int, float, bool, type(None)})
+_PLAIN_HINT = "pass plain nested values: "
+V = TypeVar("V")
+_Path = tuple[object, ...]
 
 
 class TreeShapeError(ValueError):
-    """A tree that cannot be copied: nested deeper than :data:`MAX_DEPTH`, containing itself,
-    holding a mapping whose items cannot be read, or over :data:`MAX_VALUES` values.
-
-    ``path`` is where it happens (at most ``MAX_DEPTH + 1`` parts); ``message`` and ``hint`` are
-    ready for a :class:`~pytest_synth_rl.errors.ConfigProblem`.
-    """
+    """A tree too deep, holding itself, unreadable or too big, at ``path``; message and hint are ready."""
 
     def __init__(
-        self,
-        kind: Literal["deep", "cycle", "unreadable", "big"],
-        path: tuple[object, ...],
-        message: str,
-        hint: str,
+        self, kind: Literal["deep", "cycle", "unreadable", "big"], path: _Path, message: str, hint: str
     ) -> None:
-        self.kind = kind
-        self.path = path
-        self.message = message
-        self.hint = hint
         super().__init__(message)
+        self.kind, self.path, self.message, self.hint = kind, path, message, hint
 
 
-def _too_deep(path: tuple[object, ...]) -> TreeShapeError:
-    return TreeShapeError(
-        "deep",
-        path,
-        f"is nested more than {MAX_DEPTH} levels deep; "
-        f"expected at most {MAX_DEPTH} levels of tables and arrays",
-        "flatten it: an RL config is a few levels deep (keep deep data in a JSON string)",
-    )
+def plain_copy(value: Any, path: _Path = ()) -> Any:
+    """A bounded deep copy of plain ``dict``/``list`` containers (tuples become lists); *path* is where
+    *value* sits. Raises :class:`TreeShapeError`."""
+    above: set[int] = set()
+    values = 0
 
-
-def _cycle(path: tuple[object, ...]) -> TreeShapeError:
-    return TreeShapeError(
-        "cycle",
-        path,
-        "contains itself (a table or array that holds a reference to itself)",
-        "pass plain nested values: no table or array may contain itself",
-    )
-
-
-def _too_big(path: tuple[object, ...]) -> TreeShapeError:
-    return TreeShapeError(
-        "big",
-        path,
-        f"holds more than {MAX_VALUES:,} values (a table or array shared in several places counts "
-        "once per place)",
-        "pass plain nested values: an RL config holds dozens (keep bulk data in a file the task app reads)",
-    )
-
-
-def _unreadable(path: tuple[object, ...], error: Exception) -> TreeShapeError:
-    return TreeShapeError(
-        "unreadable",
-        path,
-        f"is a mapping whose items cannot be read ({type(error).__name__} while listing them)",
-        "pass a plain dict",
-    )
-
-
-def is_table(value: object) -> bool:
-    """A TOML table / JSON object: any mapping."""
-    return isinstance(value, Mapping)
-
-
-def plain_copy(value: Any, path: tuple[object, ...] = ()) -> Any:
-    """A deep copy made of plain ``dict``/``list`` containers (tuples become lists).
-
-    The payload must not share containers with the caller's config or overrides: the caller may
-    reuse them for the next job, and the fake backend stores what it is sent. *path* is where
-    *value* sits (it counts toward :data:`MAX_DEPTH`); raises :class:`TreeShapeError`.
-    """
-    return _copy(value, path, _Walk())
-
-
-class _Walk:
-    """One copy's state: the ids of the containers being copied around the current one (a
-    container among them contains itself), and how many values were copied so far."""
-
-    __slots__ = ("above", "values")
-
-    def __init__(self) -> None:
-        self.above: set[int] = set()
-        self.values = 0
-
-    def count(self, values: int, path: tuple[object, ...]) -> None:
-        self.values += values
-        if self.values > MAX_VALUES:
-            raise _too_big(path)
-
-
-def _copy(value: Any, path: tuple[object, ...], walk: _Walk) -> Any:
-    """Copy one container, inside the containers of *walk*."""
-    if not isinstance(value, (Mapping, list, tuple)):
-        return value
-    if id(value) in walk.above:
-        raise _cycle(path)
-    walk.above.add(id(value))
-    try:
+    def copy(value: Any, path: _Path) -> Any:
+        nonlocal values
+        if not isinstance(value, (Mapping, list, tuple)):
+            return value
+        if id(value) in above:
+            raise TreeShapeError(
+                "cycle",
+                path,
+                "contains itself (a table or array that holds a reference to itself)",
+                _PLAIN_HINT + "no table or array may contain itself",
+            )
         if isinstance(value, Mapping):
-            return _copy_table(value, path, walk)
-        if value and len(path) >= MAX_DEPTH:
-            raise _too_deep((*path, 0))
-        walk.count(len(value), path)
-        return [
-            item if type(item) in _PLAIN else _copy(item, (*path, index), walk)
-            for index, item in enumerate(value)
-        ]
-    finally:
-        walk.above.discard(id(value))
+            try:
+                items = list(value.items())
+            except Exception as error:  # a user's Mapping subclass
+                message = (
+                    f"is a mapping whose items cannot be read ({type(error).__name__} while listing them)"
+                )
+                raise TreeShapeError("unreadable", path, message, "pass a plain dict") from None
+        else:
+            items = list(enumerate(value))
+        if items and len(path) >= MAX_DEPTH:
+            message = f"is nested more than {MAX_DEPTH} levels deep; expected at most {MAX_DEPTH} levels"
+            hint = "flatten it: an RL config is a few levels deep (keep deep data in a JSON string)"
+            raise TreeShapeError("deep", (*path, items[0][0]), f"{message} of tables and arrays", hint)
+        values += len(items)
+        if values > MAX_VALUES:
+            raise TreeShapeError(
+                "big",
+                path,
+                f"holds more than {MAX_VALUES:,} values (a table or array shared in several places counts "
+                "once per place)",
+                _PLAIN_HINT + "an RL config holds dozens (keep bulk data in a file the task app reads)",
+            )
+        above.add(id(value))
+        try:
+            if isinstance(value, Mapping):
+                return {
+                    key: item if type(item) in _PLAIN else copy(item, (*path, key)) for key, item in items
+                }
+            return [item if type(item) in _PLAIN else copy(item, (*path, index)) for index, item in items]
+        finally:
+            above.discard(id(value))
 
-
-def _copy_table(value: Mapping[Any, Any], path: tuple[object, ...], walk: _Walk) -> dict[Any, Any]:
-    try:
-        items = list(value.items())
-    except Exception as error:  # a user's Mapping subclass: whatever it raises is its own
-        raise _unreadable(path, error) from None
-    if items and len(path) >= MAX_DEPTH:
-        raise _too_deep((*path, items[0][0]))
-    walk.count(len(items), path)
-    return {key: item if type(item) in _PLAIN else _copy(item, (*path, key), walk) for key, item in items}
+    return copy(value, path)
 
 
 def copy_tree(value: Any) -> Any:
-    """A deep copy of a tree that :func:`plain_copy` made: only ``dict`` and ``list`` containers,
-    bounded and without cycles, so none of plain_copy's checks are needed again.
-
-    Handing out a remembered tree (a parsed file, a built payload) this way costs about a third
-    of copying it afresh. Leaves are shared, as plain_copy shares them."""
+    """A deep copy of a tree :func:`plain_copy` made, without its checks (about a third the cost)."""
     kind = type(value)
     if kind is dict:
         return {key: item if type(item) in _PLAIN else copy_tree(item) for key, item in value.items()}
     if kind is list:
         return [item if type(item) in _PLAIN else copy_tree(item) for item in value]
     return value
+
+
+class _Unkeyable(Exception):
+    pass
+
+
+def exact_key(tree: object) -> Hashable | None:
+    """A hashable key equal only for trees of the same values, types and order (a float by its
+    ``repr``: ``-0.0`` is not ``0.0``); None for anything else, or a tree too deep or too big."""
+    out: list[object] = []
+    append = out.append
+    count = 0
+
+    def walk(container: Any, depth: int) -> None:
+        nonlocal count
+        items: list[Any]
+        if type(container) is dict:
+            items = [part for pair in container.items() for part in pair]
+            append(dict)
+        else:
+            items = container
+            append(list)
+        append(len(container))
+        count += len(items)
+        if count > KEY_MAX_VALUES or (items and depth >= KEY_MAX_DEPTH):
+            raise _Unkeyable
+        for item in items:  # in the loop, not a call per item: the fake keys every payload
+            kind = type(item)
+            if kind is float:
+                append(float)
+                append(repr(item))
+            elif kind in _PLAIN:
+                append(kind)
+                append(item)
+            elif kind is dict or kind is list:
+                walk(item, depth + 1)
+            else:
+                raise _Unkeyable
+
+    try:
+        walk([tree], -1)  # the root as the item of a list above it
+    except _Unkeyable:
+        return None
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class MemoInfo:
+    """What a memo did so far: answers reused, checks run, entries held (at most ``maxsize``)."""
+
+    hits: int
+    misses: int
+    size: int
+    maxsize: int
+
+
+class PassedChecks(Generic[V]):
+    """A bounded, thread-safe memo: least recently used entries go first."""
+
+    def __init__(self, maxsize: int) -> None:
+        self.maxsize = maxsize
+        self._entries: OrderedDict[Hashable, V] = OrderedDict()
+        self._lock = threading.Lock()
+        self._hits = self._misses = 0
+
+    def get(self, key: Hashable) -> V | None:
+        with self._lock:
+            value = self._entries.get(key)
+            if value is None:
+                self._misses += 1
+            else:
+                self._hits += 1
+                self._entries.move_to_end(key)
+            return value
+
+    def put(self, key: Hashable, value: V) -> None:
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.maxsize:
+                self._entries.popitem(last=False)
+
+    def info(self) -> MemoInfo:
+        with self._lock:
+            return MemoInfo(self._hits, self._misses, len(self._entries), self.maxsize)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._hits = self._misses = 0

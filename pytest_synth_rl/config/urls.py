@@ -1,35 +1,40 @@
-"""Backend and task-app URLs: the ``/api`` base rule and the task-URL precedence (contract §1.1, §3).
-
-Both the payload builder and the HTTP client need the same ``api_base`` rule, so it lives here on
-its own rather than inside either of them.
-"""
+"""Backend and task-app URLs: the ``/api`` base rule, the task-URL precedence (contract §1.1, §3),
+and telling an http(s) URL from a typo of one (for every setting and value that takes a URL)."""
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["TaskUrlChoice", "normalize_backend_url", "resolve_task_url"]
+from pytest_synth_rl.errors import closest
+
+__all__ = ["TaskUrlChoice", "http_url_problem", "normalize_backend_url", "resolve_task_url"]
+
+#: ``http:/host``, ``https:host``: the scheme is right, its slashes are not.
+_SHORT_SLASHES = re.compile(r"(https?):/{0,1}([^/].*)", re.IGNORECASE)
 
 
 def normalize_backend_url(url: str) -> str:
-    """``https://api.usesynth.ai`` -> ``https://api.usesynth.ai/api`` (idempotent).
-
-    Strips trailing slashes and appends ``/api`` unless the URL already ends with it, which is
-    where every RL endpoint lives.
-    """
+    """``https://api.usesynth.ai`` -> ``https://api.usesynth.ai/api`` (idempotent; trailing slashes go)."""
     base = url.rstrip("/")
-    if not base.endswith("/api"):
-        base = f"{base}/api"
-    return base
+    return base if base.endswith("/api") else f"{base}/api"
 
 
-def _clean(value: str | None) -> str | None:
-    if value is None:
+def http_url_problem(text: str, example: str) -> str | None:
+    """Why *text* is not an http(s) URL with a host, or None; a misspelt scheme gets a "did you mean"."""
+    scheme, sep, rest = text.partition("://")
+    if sep and scheme.lower() in ("http", "https") and rest.strip("/"):
         return None
-    stripped = value.strip()
-    return stripped or None
+    guess: str | None = None
+    short = _SHORT_SLASHES.fullmatch(text.strip())
+    if short is not None:
+        guess = f"{short.group(1).lower()}://{short.group(2)}"
+    elif sep and rest.strip("/") and (near := closest(scheme.lower(), ("http", "https"))):
+        guess = f"{near}://{rest}"
+    hint = f" (did you mean {guess!r}?)" if guess else ""
+    return f"expected an http(s) URL such as {example}, got {text!r}{hint}"
 
 
 @dataclass(frozen=True)
@@ -47,21 +52,15 @@ def resolve_task_url(
     config_value: str | None,
     environ: Mapping[str, str] | None = None,
 ) -> TaskUrlChoice | None:
-    """Pick the task app URL: ``overrides["task_url"]`` > argument or ``TASK_APP_URL`` > config.
-
-    Blank strings count as missing and the winner is whitespace-trimmed. As in the SDK, the
-    environment is consulted only when the argument is empty (a whitespace-only argument hides
-    ``TASK_APP_URL`` and then counts as missing). Returns ``None`` when nothing usable is set.
-    """
+    """``overrides["task_url"]`` > argument (or ``TASK_APP_URL`` when it is empty) > config; blank counts
+    as missing, the winner is trimmed; None when none is usable."""
     env = os.environ if environ is None else environ
     env_source = "task_url argument" if argument else "TASK_APP_URL environment variable"
-    env_or_arg = argument or env.get("TASK_APP_URL")
     for value, source in (
         (override, 'overrides["task_url"]'),
-        (env_or_arg, env_source),
+        (argument or env.get("TASK_APP_URL"), env_source),
         (config_value, "[services].task_url"),
     ):
-        cleaned = _clean(value)
-        if cleaned is not None:
-            return TaskUrlChoice(cleaned, source)
+        if value is not None and value.strip():
+            return TaskUrlChoice(value.strip(), source)
     return None

@@ -1,11 +1,8 @@
 """Validating an RL config as a whole: pre-validator, injections, reward sections, schema, builder.
 
-The SDK spreads its decisions over a pre-validator (rules 1-13), a typed model (rule 14) and the
-payload builder (algorithm triple, model choice; §7.2). We run all of them in the same order but
-never stop early, so one :class:`~pytest_synth_rl.errors.ConfigError` lists everything wrong.
-A config is accepted exactly when the SDK would accept it; the only extra refusals are values
-JSON cannot carry (TOML dates and times, ``inf``/``nan``), which would fail at submission anyway,
-and integers of 2**63 or more in magnitude (beyond TOML's and a 64-bit backend field's range).
+The SDK's steps run in its order but never stop early, so one ConfigError lists everything wrong.
+A config is accepted exactly when the SDK would accept it, except values JSON cannot carry (TOML
+dates, ``inf``/``nan``) and integers of 2**63 or more in magnitude. Passing checks are remembered.
 """
 
 from __future__ import annotations
@@ -18,7 +15,6 @@ from typing import Any, Literal
 
 from pytest_synth_rl.config.coerce import INT64_LIMIT, describe
 from pytest_synth_rl.config.known_keys import point_at_near_misses
-from pytest_synth_rl.config.memo import MemoInfo, PassedChecks, exact_key
 from pytest_synth_rl.config.models import (
     ModelRejected,
     ResolvedModel,
@@ -27,10 +23,14 @@ from pytest_synth_rl.config.models import (
     resolve_rl_model,
 )
 from pytest_synth_rl.config.problems import KeyPath, ProblemList, key_text
-from pytest_synth_rl.config.rules import check_algorithm_triple, inject_defaults, precheck
-from pytest_synth_rl.config.schema import check_rl_schema
-from pytest_synth_rl.config.tree import TreeShapeError, plain_copy
-from pytest_synth_rl.config.verifier import check_reward_sections
+from pytest_synth_rl.config.rules import (
+    check_algorithm_triple,
+    check_reward_sections,
+    inject_defaults,
+    precheck,
+)
+from pytest_synth_rl.config.schema import RL_CONFIG, check_section
+from pytest_synth_rl.config.tree import MemoInfo, PassedChecks, TreeShapeError, exact_key, plain_copy
 from pytest_synth_rl.errors import ConfigProblem
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
 ]
 
 ModelField = Literal["base_model", "model"]
+_DEEP = "is nested too deeply to validate", "flatten the config"
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,10 @@ class ConfigCheck:
     model_field: ModelField | None = None
 
 
+#: Checks that passed, reused for the same config and environment; failures are never kept.
+_PASSED: PassedChecks[ConfigCheck] = PassedChecks(maxsize=64)
+
+
 def check_rl_config(
     config: object,
     *,
@@ -63,17 +68,12 @@ def check_rl_config(
     model_override: str | None = None,
     select_model: bool = True,
 ) -> ConfigCheck:
-    """Run every rule on *config* (never raises for any input); see :func:`validate_rl_config`.
-
-    ``model_override`` is ``overrides["model"]``: it puts the builder in source mode with that id.
-    ``select_model=False`` skips the builder's model choice (for payloads, which carry it outside
-    the config).
-    """
+    """Run every rule on *config*; never raises. ``model_override`` is ``overrides["model"]``;
+    ``select_model=False`` skips the builder's model choice (payloads carry it outside the config)."""
     checked = _remembered_check(config, allow_experimental, model_override, select_model)
     if checked.problems:
         return checked
-    # A passing check is the memo's own: the caller gets a config (and problem list) of its own.
-    return replace(checked, config=plain_copy(checked.config), problems=ProblemList())
+    return replace(checked, config=plain_copy(checked.config), problems=ProblemList())  # the memo's is shared
 
 
 def config_problems(
@@ -83,8 +83,7 @@ def config_problems(
     model_override: str | None = None,
     select_model: bool = True,
 ) -> ProblemList:
-    """``check_rl_config(...).problems``, for callers that need nothing else (the fake backend's
-    payload check): a remembered passing check is not copied to hand out its config."""
+    """``check_rl_config(...).problems`` without copying a remembered config (the fake's payload check)."""
     problems = _remembered_check(config, allow_experimental, model_override, select_model).problems
     return problems if problems else ProblemList()
 
@@ -92,12 +91,11 @@ def config_problems(
 def _remembered_check(
     config: object, allow_experimental: bool | None, model_override: str | None, select_model: bool
 ) -> ConfigCheck:
-    """The check of *config*: a remembered passing one, else a new one (remembered if it passes).
-
-    A passing check returned here is shared with the memo; ``_check`` copies its input, so no
-    caller's tree is in it, and callers copy before handing its parts out."""
-    key = _memo_key(config, allow_experimental, model_override, select_model)
-    if key is not None:
+    key: Hashable | None = None
+    tree = exact_key(config)
+    if tree is not None:  # the model rules read the environment: what they decide is part of the key
+        environment = (experimental_allowed(allow_experimental), experimental_models())
+        key = (tree, allow_experimental, model_override, select_model, environment)
         known = _PASSED.get(key)
         if known is not None:
             return known
@@ -107,24 +105,8 @@ def _remembered_check(
     return checked
 
 
-def _memo_key(
-    config: object, allow_experimental: bool | None, model_override: str | None, select_model: bool
-) -> Hashable | None:
-    """What a check of *config* depends on (see :mod:`.memo`); None when it cannot be remembered."""
-    tree = exact_key(config)
-    if tree is None:
-        return None
-    # The model rules read the environment: what they would decide is part of the key.
-    environment = (experimental_allowed(allow_experimental), experimental_models())
-    return (tree, allow_experimental, model_override, select_model, environment)
-
-
-#: Checks that passed, reused for the same config (see :mod:`.memo`); failures are never kept.
-_PASSED: PassedChecks[ConfigCheck] = PassedChecks(maxsize=64)
-
-
 def check_memo_info() -> MemoInfo:
-    """How often :func:`check_rl_config` reused a passing check (like ``functools`` caches' info)."""
+    """How often :func:`check_rl_config` reused a passing check."""
     return _PASSED.info()
 
 
@@ -138,41 +120,33 @@ def _check(
 ) -> ConfigCheck:
     problems = ProblemList()
     if not isinstance(config, Mapping):
-        problems.add(
-            (), f"expected a table of sections, got {describe(config)}", "the RL config must be a TOML table"
-        )
+        message = f"expected a table of sections, got {describe(config)}"
+        problems.add((), message, "the RL config must be a TOML table")
         return ConfigCheck({}, problems)
     try:
         work: dict[str, Any] = plain_copy(config)
         precheck(work, problems)
         inject_defaults(work, problems)
         check_reward_sections(work, problems)
-        normalized = check_rl_schema(work, problems)
+        normalized = check_section(RL_CONFIG, work, (), problems)[0]
         algorithm = normalized.get("algorithm")
         if isinstance(algorithm, Mapping):
             check_algorithm_triple(algorithm, ("algorithm",), problems)
         _check_json_values(normalized, (), problems)
         point_at_near_misses(config, problems)
-    except TreeShapeError as exc:
-        _shape_problem(exc, problems)
+    except TreeShapeError as exc:  # too deep, holding itself or unreadable: no rule could walk it
+        if exc.kind == "deep":
+            problems.add((), *_DEEP)
+        else:
+            problems.add(exc.path, exc.message, exc.hint)
         return ConfigCheck({}, problems)
     except RecursionError:  # only when the caller's own stack is already nearly exhausted
-        problems.add((), "is nested too deeply to validate", "flatten the config")
+        problems.add((), *_DEEP)
         return ConfigCheck({}, problems)
-    if not select_model:
-        return ConfigCheck(normalized, problems)
-    choice = _choose_model(normalized, model_override, allow_experimental, problems)
+    choice = _choose_model(normalized, model_override, allow_experimental, problems) if select_model else None
     if choice is None:
         return ConfigCheck(normalized, problems)
     return ConfigCheck(normalized, problems, choice[1], choice[0])
-
-
-def _shape_problem(exc: TreeShapeError, problems: ProblemList) -> None:
-    """A tree too deep, holding itself or unreadable: one problem, since no rule could walk it."""
-    if exc.kind == "deep":
-        problems.add((), "is nested too deeply to validate", "flatten the config")
-    else:
-        problems.add(exc.path, exc.message, exc.hint)
 
 
 def _choose_model(
@@ -181,54 +155,45 @@ def _choose_model(
     allow_experimental: bool | None,
     problems: ProblemList,
 ) -> tuple[ModelField, ResolvedModel] | None:
-    """The builder's model rule (§7.2): exactly one of [model].source / [model].base, where
-    ``overrides["model"]`` forces source mode; [policy] alone does not count."""
+    """The builder's rule (§7.2): exactly one of [model].source / [model].base; ``overrides["model"]``
+    forces source mode; [policy] alone does not count."""
     override = (model_override or "").strip()
+    field: ModelField = "model"
     if override:
-        return _resolve(("overrides", "model"), override, "model", allow_experimental, problems)
-    if problems.has_under(("model",)):
-        return None  # already reported precisely
-    table = config.get("model")
-    if not isinstance(table, Mapping):
-        problems.add(
-            ("model",),
-            "missing; the payload builder needs a [model] table with base or source "
-            "([policy].model_name is not used to pick the trained model)",
-            'add [model] with base = "Qwen/Qwen3-0.6B", trainer_mode = "lora", label = "…", '
-            'or pass overrides={"model": "<model id>"}',
-        )
-        return None
-    source = str(table.get("source") or "").strip()
-    base = str(table.get("base") or "").strip()
-    if bool(source) == bool(base):
-        problems.add(
-            ("model", "base"),
-            "both base and source are set; expected exactly one"
-            if source
-            else "is blank; expected exactly one of base (a base model id) or source (a fine-tuned id)",
-            'keep `base = "Qwen/Qwen3-0.6B"` for a base model or `source = "ft:…"` for a fine-tuned one',
-        )
-        return None
-    if source:
-        return _resolve(("model", "source"), source, "model", allow_experimental, problems)
-    return _resolve(("model", "base"), base, "base_model", allow_experimental, problems)
-
-
-def _resolve(
-    path: KeyPath,
-    model_id: str,
-    field: ModelField,
-    allow_experimental: bool | None,
-    problems: ProblemList,
-) -> tuple[ModelField, ResolvedModel] | None:
+        where, model_id = ("overrides", "model"), override
+    else:
+        if problems.has_under(("model",)):
+            return None  # already reported precisely
+        table = config.get("model")
+        if not isinstance(table, Mapping):
+            problems.add(
+                ("model",),
+                "missing; the payload builder needs a [model] table with base or source "
+                "([policy].model_name is not used to pick the trained model)",
+                'add [model] with base = "Qwen/Qwen3-0.6B", trainer_mode = "lora", label = "…", '
+                'or pass overrides={"model": "<model id>"}',
+            )
+            return None
+        source = str(table.get("source") or "").strip()
+        base = str(table.get("base") or "").strip()
+        if bool(source) == bool(base):
+            problems.add(
+                ("model", "base"),
+                "both base and source are set; expected exactly one"
+                if source
+                else "is blank; expected exactly one of base (a base model id) or source (a fine-tuned id)",
+                'keep `base = "Qwen/Qwen3-0.6B"` for a base model or `source = "ft:…"` for a fine-tuned one',
+            )
+            return None
+        where, model_id = ("model", "source" if source else "base"), source or base
+        field = "model" if source else "base_model"
     try:
-        resolved = resolve_rl_model(
+        return field, resolve_rl_model(
             model_id, fine_tuned=field == "model", allow_experimental=allow_experimental
         )
     except ModelRejected as exc:
-        problems.add(path, exc.message, exc.hint)
+        problems.add(where, exc.message, exc.hint)
         return None
-    return field, resolved
 
 
 def _check_json_values(value: object, path: KeyPath, problems: ProblemList) -> None:
@@ -253,11 +218,8 @@ def _check_json_values(value: object, path: KeyPath, problems: ProblemList) -> N
             "use a smaller number, or quote it as a string if it is an identifier rather than a count",
         )
     elif isinstance(value, float) and not math.isfinite(value):
-        problems.add(
-            path,
-            f"is {value!r}; expected a finite number (JSON cannot carry inf or nan)",
-            "use a finite value",
-        )
+        message = f"is {value!r}; expected a finite number (JSON cannot carry inf or nan)"
+        problems.add(path, message, "use a finite value")
     elif value is not None and not isinstance(value, (str, int, float, bool)):
         problems.add(
             path,
@@ -267,16 +229,10 @@ def _check_json_values(value: object, path: KeyPath, problems: ProblemList) -> N
 
 
 def collect_config_problems(
-    config: Mapping[str, Any],
-    *,
-    allow_experimental: bool | None = None,
-    model_override: str | None = None,
+    config: Mapping[str, Any], *, allow_experimental: bool | None = None, model_override: str | None = None
 ) -> list[ConfigProblem]:
-    """Every problem in an already-parsed RL config (e.g. a payload's ``data.config``).
-
-    Never raises, whatever the input; wrong types become problems. Includes the builder's
-    algorithm and model checks; the task URL is not checked (it comes from the caller).
-    """
+    """Every problem in an already-parsed RL config (e.g. a payload's ``data.config``), the builder's
+    algorithm and model checks included; never raises."""
     return config_problems(
         config, allow_experimental=allow_experimental, model_override=model_override
     ).as_list()
@@ -289,14 +245,8 @@ def validate_rl_config(
     allow_experimental: bool | None = None,
     model_override: str | None = None,
 ) -> dict[str, Any]:
-    """Validate *config* and return it normalised, or raise :class:`ConfigError` listing every problem.
-
-    The result is what the SDK's validator produces: values converted to their declared types,
-    ``[services]`` injected with ``task_url = "placeholder"`` when absent,
-    ``compute.topology.reference_placement = "none"`` added, ``[policy]`` defaults filled in and
-    ``None`` values dropped. Payload-only steps (dropping ``[smoke]``, defaulting ``[reference]``,
-    writing the final task URL) happen in :func:`~pytest_synth_rl.config.build_rl_payload`.
-    """
+    """*config* normalised as the SDK's validator does (values converted, defaults and a placeholder
+    ``[services]`` added, ``None`` dropped), or a :class:`ConfigError` listing every problem."""
     checked = check_rl_config(config, allow_experimental=allow_experimental, model_override=model_override)
     if checked.problems:
         raise checked.problems.as_error(path)
