@@ -1,9 +1,6 @@
-"""Reward curves in pytest-html reports (used only when pytest-html is installed).
-
-Each job a test started becomes an inline SVG (:mod:`.svg_chart`) among the extras of the test's
-row, through pytest-html's own ``report.extras``: its reward curve, the baseline curve when the
-test compared one with ``synth_baseline``, the failure point and the status timeline.
-"""
+"""Reward curves in pytest-html reports (only when pytest-html is installed): each job a test
+started becomes an inline SVG among the extras of the test's row, with its baseline curve when
+the test used ``synth_baseline``."""
 
 from __future__ import annotations
 
@@ -35,7 +32,7 @@ def job_chart(record: JobRecord, baseline: list[float]) -> str:
 
 
 class HtmlCurves:
-    """Adds each job's chart to the teardown report, where the job rows travel (also via xdist)."""
+    """Adds each job's chart to the teardown report, where the job records travel (also via xdist)."""
 
     def __init__(self, config: pytest.Config, settings: SynthSettings) -> None:
         self.store = BaselineStore(config.rootpath / settings.baseline_dir)

@@ -1,11 +1,6 @@
-"""A job's reward curve as a small inline SVG, for HTML reports.
-
-People read an RL run as a curve. This draws one in plain markup (no plotting library): axes with
-min/max labels, the reward curve, the baseline curve it was compared with (a one-point curve as a
-dot), the point where the job failed, and a band of the statuses the job went through. Every
-value drawn is also kept as a ``data-values`` attribute, so a reader (or a test) can get the
-numbers back exactly.
-"""
+"""A job's reward curve as a small inline SVG for HTML reports: axes, the reward and baseline
+curves, the failure point and a band of statuses. Every value drawn is also kept in a
+``data-values`` attribute, so a reader can get the numbers back exactly."""
 
 from __future__ import annotations
 
@@ -19,11 +14,10 @@ __all__ = ["STATUS_COLORS", "reward_chart_svg"]
 WIDTH, HEIGHT = 480, 230
 LEFT, RIGHT, TOP, BOTTOM = 56, 464, 30, 160  # the plot area
 BAND_TOP, BAND_HEIGHT = 196, 14  # the status timeline
-#: About the widest an average character of the 11px text is, and its height: what keeps a
-#: label placed beside a point inside the plot area.
+#: About the width of an average character of the 11px text, and its height (to place labels).
 CHAR_WIDTH, TEXT_HEIGHT = 6.5, 11
 REWARD_COLOR, BASELINE_COLOR, FAILURE_COLOR = "#1f6feb", "#a5b1bd", "#d1242f"
-#: The baseline is a wide pale band under the reward curve, so it stays visible where they agree.
+#: A wide pale band under the reward curve, visible where they agree.
 BASELINE_STYLE = ' stroke-width="6" stroke-opacity="0.7" stroke-linecap="round"'
 STATUS_COLORS = {
     "queued": "#afb8c1",
@@ -39,10 +33,6 @@ def _num(value: float) -> str:
     return f"{value:.4g}"
 
 
-def _finite(values: Sequence[float]) -> list[float]:
-    return [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
-
-
 def reward_chart_svg(
     rewards: Sequence[float],
     *,
@@ -53,11 +43,13 @@ def reward_chart_svg(
 ) -> str:
     """The SVG markup (one ``<svg>`` element) of a reward curve; *timeline* holds
     ``(status, first_seconds, last_seconds)`` runs of the job's polls."""
-    rewards, baseline = _finite(rewards), _finite(baseline)
+    finite = (
+        [float(v) for v in vs if isinstance(v, (int, float)) and math.isfinite(v)]
+        for vs in (rewards, baseline)
+    )
+    rewards, baseline = finite
     values = rewards + baseline
     low, high = (min(values), max(values)) if values else (0.0, 1.0)
-    # Halves, not the values: 1e308 - -1e308 overflows to inf (and every y to NaN); the
-    # difference of the halves of two finite floats never does.
     half_span = high / 2 - low / 2
     if half_span < 0.5e-12:
         low, high = low - 0.5, high + 0.5
@@ -107,8 +99,7 @@ def reward_chart_svg(
 
 
 def _step_labels(steps: int) -> list[str]:
-    """The step axis: its first and last step and its title; a single step is labelled under its
-    point in the middle (the title moves aside), and an axis without steps has the title only."""
+    """The step axis: first and last step and its title (one step: under the middle point)."""
     middle, below = (LEFT + RIGHT) / 2, BOTTOM + 14
     if steps == 1:
         return [
@@ -128,7 +119,7 @@ def _step_labels(steps: int) -> list[str]:
 def _curve(
     name: str, values: list[float], color: str, x: Any, y: Any, style: str, *, radius: float
 ) -> list[str]:
-    """The curve as a polyline; a single point also as a dot, since a one-point line draws nothing."""
+    """The curve as a polyline; a single point also as a dot (a one-point line draws nothing)."""
     points = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
     data = " ".join(repr(v) for v in values)
     out = [
@@ -144,13 +135,11 @@ def _curve(
 
 
 def _failure(rewards: list[float], x: Any, y: Any) -> str:
-    """A ring at the last point a failed job reached, labelled beside it within the plot area;
-    for a job that failed before its first step, the ring and label under "no rewards reported"."""
+    """A labelled ring at the last point a failed job reached (else under "no rewards reported")."""
     if rewards:
         label = f"failed after step {len(rewards)}"
         cx, cy = x(len(rewards) - 1), y(rewards[-1])
         width = CHAR_WIDTH * len(label)
-        # Left of the ring when the label fits there, else right of it; above, else below.
         if cx - 8 - width >= LEFT + 2:
             tx, anchor = cx - 8, "end"
         else:
@@ -173,7 +162,6 @@ def _legend(items: list[tuple[str, str, str]]) -> list[str]:
     out = ['<g class="legend">']
     left = LEFT
     for name, color, style in items:
-        # Drawn as on the chart: the failure is a ring, the curves are lines.
         mark = (
             f'<circle cx="{left + 9}" cy="14" r="5" fill="none" stroke="{color}"{style}/>'
             if name == "failure"
