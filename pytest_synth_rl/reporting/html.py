@@ -40,6 +40,10 @@ def _num(value: float) -> str:
     return f"{value:.4g}"
 
 
+def _finite(values: Sequence[float]) -> list[float]:
+    return [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+
+
 def reward_chart_svg(
     rewards: Sequence[float],
     *,
@@ -50,11 +54,7 @@ def reward_chart_svg(
 ) -> str:
     """The SVG markup (one ``<svg>`` element) of a reward curve; *timeline* holds
     ``(status, first_seconds, last_seconds)`` runs of the job's polls."""
-    finite = (
-        [float(v) for v in vs if isinstance(v, (int, float)) and math.isfinite(v)]
-        for vs in (rewards, baseline)
-    )
-    rewards, baseline = finite
+    rewards, baseline = _finite(rewards), _finite(baseline)
     values = rewards + baseline
     low, high = (min(values), max(values)) if values else (0.0, 1.0)
     half_span = high / 2 - low / 2
