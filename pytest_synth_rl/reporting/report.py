@@ -11,6 +11,7 @@ import os
 import reprlib
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -345,9 +346,7 @@ class RunReport:
 
     def to_json(self) -> dict[str, Any]:
         records = self.records
-        counts: dict[str, int] = {}
-        for r in records:
-            counts[r.status_label] = counts.get(r.status_label, 0) + 1
+        counts = dict(Counter(r.status_label for r in records))
         return {
             "version": 1,
             "mode": self.mode,
