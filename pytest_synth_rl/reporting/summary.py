@@ -60,7 +60,7 @@ class RunSummary:
     def spool_for_workers(self) -> str:
         """Controller: the folder workers spool their records to (made on the first call)."""
         if self._spool_dir is None:
-            self._spool_dir = Path(tempfile.mkdtemp(prefix="synth-rl-rows-"))
+            self._spool_dir = Path(tempfile.mkdtemp(prefix="synth-rl-records-"))
         return str(self._spool_dir)
 
     def hold(self, nodeid: str, records: list[JobRecord]) -> None:
@@ -69,7 +69,7 @@ class RunSummary:
             return
         self._unreported.setdefault(nodeid, []).extend(records)
         if self._spool is not None:
-            lines = [json.dumps({"test": nodeid, "row": r.to_json()}, sort_keys=True) for r in records]
+            lines = [json.dumps({"test": nodeid, "record": r.to_json()}, sort_keys=True) for r in records]
             with open(self._spool, "a", encoding="utf-8") as out:
                 out.write("".join(redact(line) + "\n" for line in lines))
 
@@ -172,7 +172,7 @@ class RunSummary:
             for line in spool.read_text(encoding="utf-8").splitlines():
                 try:
                     entry = json.loads(line)
-                    test, data = entry["test"], entry["row"]
+                    test, data = entry["test"], entry["record"]
                     if test not in self._reported:
                         self.report.add(JobRecord.from_json(data))
                 except (ValueError, KeyError, TypeError):
