@@ -103,10 +103,8 @@ def _fmt(value: float) -> str:
 
 @dataclass(frozen=True)
 class Tolerance:
-    """How far a metric may move from its baseline: ``|now - base| <= max(abs, rel * |base|)``.
-
-    ``direction="higher_is_better"`` fails only a drop beyond that, ``"lower_is_better"`` only a rise.
-    """
+    """How far a metric may move: ``|now - base| <= max(abs, rel * |base|)``; ``direction=
+    "higher_is_better"`` fails only a drop beyond that, ``"lower_is_better"`` only a rise."""
 
     abs: float = 0.0
     rel: float = 0.0
@@ -217,10 +215,8 @@ def _flatten_numbers(data: Mapping[str, Any], prefix: str = "") -> dict[str, flo
 
 
 def _reward_curve(history: Iterable[Any]) -> tuple[list[float], float | None]:
-    """One reward per training step (the latest report of a step wins), plus the highest step.
-
-    If any reward comes without a step, every reported reward is a point, in poll order.
-    """
+    """One reward per training step (the latest report wins), plus the highest step; if any reward
+    comes without a step, every reward is a point, in poll order."""
     by_step: dict[float, float] = {}
     in_order: list[float] = []
     max_step: float | None = None

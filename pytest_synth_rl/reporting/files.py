@@ -51,12 +51,8 @@ def safe_file_stem(test_id: str) -> str:
 def atomic_write_text(
     path: str | os.PathLike[str], text: str, *, check: Callable[[Path], None] | None = None
 ) -> Path:
-    """Write *text* (UTF-8) to *path* and return *path*: the one way files are written for the user.
-
-    A regular file is replaced atomically (missing directories are made); a symbolic link is
-    written through; a device or FIFO is written in place. *check* runs on a finished temporary
-    copy first: if it raises, nothing reaches *path* and the exception propagates.
-    """
+    """Write *text* (UTF-8) to *path* atomically (through links; devices in place) and return *path*.
+    *check* runs on a finished temporary copy first: if it raises, nothing reaches *path*."""
     target = Path(path)
     real = _through_links(target)
     if _is_special(real):
@@ -132,12 +128,8 @@ def _check_apart(data: bytes, check: Callable[[Path], None]) -> None:
 def path_problem(
     path: str | os.PathLike[str], *, directory: bool = False, make_parents: bool = True
 ) -> str | None:
-    """Why *path* cannot be written as a file (or, with *directory*, made a folder to write into),
-    judged without writing anything; None when a look at the path shows no problem.
-
-    With ``make_parents=False`` (appending, as to ``$GITHUB_STEP_SUMMARY``) a missing directory
-    is a problem too. Permissions and full disks are left to the write itself.
-    """
+    """Why *path* cannot be written as a file (or with *directory*, be a folder to write into), by
+    look alone; with ``make_parents=False`` (appending) a missing directory is a problem too."""
     target = Path(path)
     try:
         if not directory and target.is_dir():

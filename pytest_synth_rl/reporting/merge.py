@@ -112,11 +112,8 @@ def merge_baselines(
     *,
     on_empty: Callable[[Path], None] | None = None,
 ) -> list[Path]:
-    """Copy every shard's baseline files into *into*; returns the files written.
-
-    The same file from two shards must hold the same baseline, else :class:`MergeError` names the
-    first key that differs. *on_empty* is called with each shard directory holding no baselines.
-    """
+    """Copy every shard's baseline files into *into* (the same file from two shards must agree);
+    returns the files written. *on_empty* is called with each shard directory holding none."""
     target = Path(into)
     problem = path_problem(target, directory=True)
     if problem is not None:
