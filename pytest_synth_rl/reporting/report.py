@@ -13,7 +13,7 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -96,15 +96,10 @@ _TEXT_OR_NULL = ("a string or null", lambda v: v is None or isinstance(v, str))
 _NUMBER_OR_NULL = ("a number or null", lambda v: v is None or _is_number(v))
 #: The JSON type of each field, as :meth:`JobRecord.to_json` writes it.
 _FIELD_TYPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
-    "test_id": _TEXT,
-    "job_id": _TEXT_OR_NULL,
-    "status": _TEXT_OR_NULL,
-    "backend": _TEXT,
-    "final_reward": _NUMBER_OR_NULL,
+    **dict.fromkeys(("test_id", "backend"), _TEXT),
+    **dict.fromkeys(("job_id", "status", "error"), _TEXT_OR_NULL),
+    **dict.fromkeys(("final_reward", "clock_seconds", "wall_seconds"), _NUMBER_OR_NULL),
     "rewards": ("a list of numbers", lambda v: isinstance(v, list) and all(map(_is_number, v))),
-    "clock_seconds": _NUMBER_OR_NULL,
-    "wall_seconds": _NUMBER_OR_NULL,
-    "error": _TEXT_OR_NULL,
     "cancelled_by_plugin": ("true or false", lambda v: isinstance(v, bool)),
     "timeline": (
         "a list of [status, first_seconds, last_seconds] runs",
@@ -120,7 +115,8 @@ def _record_problem(data: Any) -> str | None:
     unknown = sorted(set(data) - set(_FIELD_TYPES))
     if unknown:
         return f" has unknown keys {', '.join(unknown)}"
-    for name, (kind, fits) in _FIELD_TYPES.items():
+    for name in (f.name for f in fields(JobRecord)):  # the first wrong field, in field order
+        kind, fits = _FIELD_TYPES[name]
         if name in data and not fits(data[name]):
             return f".{name} is {reprlib.repr(data[name])}, expected {kind}"
     # The first NaN or infinity (Python's JSON reads them); an int too large for a float counts.
