@@ -10,8 +10,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from pytest_synth_rl.reporting.html import reward_chart_svg
 from pytest_synth_rl.reporting.report import JobRecord, RunReport, mermaid_chart
-from pytest_synth_rl.reporting.svg import reward_chart_svg
 
 SVG = "{http://www.w3.org/2000/svg}"
 LARGEST = 1.7976931348623157e308

@@ -16,9 +16,9 @@ import pytest
 from pytest_synth_rl.__main__ import main as cli
 from pytest_synth_rl.baselines import BaselineStore
 from pytest_synth_rl.plugin.session import offline_job_id_prefix
+from pytest_synth_rl.reporting.html import reward_chart_svg
 from pytest_synth_rl.reporting.merge import MergeError, merge_baselines, merge_reports
 from pytest_synth_rl.reporting.report import JobRecord, RunReport, mermaid_chart
-from pytest_synth_rl.reporting.svg import reward_chart_svg
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SVG = "{http://www.w3.org/2000/svg}"

@@ -1,24 +1,217 @@
-"""Reward curves in pytest-html reports (used only when pytest-html is installed).
-
-Each job a test started becomes an inline SVG (:mod:`.svg_chart`) among the extras of the test's
-row, through pytest-html's own ``report.extras``: its reward curve, the baseline curve when the
-test compared one with ``synth_baseline``, the failure point and the status timeline.
-"""
+"""Reward curves in HTML reports: a job's curve as a small inline SVG (axes, the reward and
+baseline curves, the failure point, a band of statuses; every value drawn is also kept in a
+``data-values`` attribute), added to each test's row in pytest-html when it is installed."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Generator
+import math
+from collections.abc import Generator, Sequence
 from typing import Any
+from xml.sax.saxutils import escape, quoteattr
 
 import pytest
 
 from pytest_synth_rl.baselines import BaselineError, BaselineStore
 from pytest_synth_rl.plugin.settings import SynthSettings
 from pytest_synth_rl.reporting.report import JOB_PROPERTY, JobRecord
-from pytest_synth_rl.reporting.svg import reward_chart_svg
 
-__all__ = ["HtmlCurves", "job_chart"]
+__all__ = ["STATUS_COLORS", "HtmlCurves", "job_chart", "reward_chart_svg"]
+
+WIDTH, HEIGHT = 480, 230
+LEFT, RIGHT, TOP, BOTTOM = 56, 464, 30, 160  # the plot area
+BAND_TOP, BAND_HEIGHT = 196, 14  # the status timeline
+#: About the width of an average character of the 11px text, and its height (to place labels).
+CHAR_WIDTH, TEXT_HEIGHT = 6.5, 11
+REWARD_COLOR, BASELINE_COLOR, FAILURE_COLOR = "#1f6feb", "#a5b1bd", "#d1242f"
+#: A wide pale band under the reward curve, visible where they agree.
+BASELINE_STYLE = ' stroke-width="6" stroke-opacity="0.7" stroke-linecap="round"'
+STATUS_COLORS = {
+    "queued": "#afb8c1",
+    "pending": "#afb8c1",
+    "running": "#54aeff",
+    "succeeded": "#2da44e",
+    "failed": "#d1242f",
+    "cancelled": "#bf8700",
+}
+
+
+def _num(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def _finite(values: Sequence[float]) -> list[float]:
+    return [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+
+
+def reward_chart_svg(
+    rewards: Sequence[float],
+    *,
+    baseline: Sequence[float] = (),
+    failed: bool = False,
+    timeline: Sequence[Sequence[Any]] = (),
+    title: str = "",
+) -> str:
+    """The SVG markup (one ``<svg>`` element) of a reward curve; *timeline* holds
+    ``(status, first_seconds, last_seconds)`` runs of the job's polls."""
+    rewards, baseline = _finite(rewards), _finite(baseline)
+    values = rewards + baseline
+    low, high = (min(values), max(values)) if values else (0.0, 1.0)
+    half_span = high / 2 - low / 2
+    if half_span < 0.5e-12:
+        low, high = low - 0.5, high + 0.5
+        half_span = high / 2 - low / 2  # still 0 when 0.5 is lost in a value as large as 1e17
+    steps = max(len(rewards), len(baseline))
+    middle = (LEFT + RIGHT) / 2
+
+    def x(index: int) -> float:  # index 0 is step 1; a single step stands in the middle
+        return LEFT + (RIGHT - LEFT) * index / (steps - 1) if steps > 1 else middle
+
+    def y(value: float) -> float:
+        share = (value / 2 - low / 2) / half_span if half_span else 0.5  # a flat curve: mid-height
+        return BOTTOM - share * (BOTTOM - TOP)
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="synth-reward-chart" width="{WIDTH}" '
+        f'height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="11" '
+        f'role="img" aria-label={quoteattr("reward curve " + title)}>',
+        f'<rect width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>',
+        f'<line class="axis" x1="{LEFT}" y1="{BOTTOM}" x2="{RIGHT}" y2="{BOTTOM}" stroke="#57606a"/>',
+        f'<line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{BOTTOM}" stroke="#57606a"/>',
+        f'<text class="y-max" x="{LEFT - 4}" y="{TOP + 4}" text-anchor="end">{_num(high)}</text>',
+        f'<text class="y-min" x="{LEFT - 4}" y="{BOTTOM}" text-anchor="end">{_num(low)}</text>',
+        f'<text x="{LEFT - 4}" y="{(TOP + BOTTOM) / 2 + 4}" text-anchor="end" fill="#57606a">reward</text>',
+        *_step_labels(steps),
+    ]
+    legend = [("reward", REWARD_COLOR, ' stroke-width="2"')]
+    if baseline:
+        legend.append(("baseline", BASELINE_COLOR, BASELINE_STYLE))
+        parts.extend(_curve("baseline", baseline, BASELINE_COLOR, x, y, BASELINE_STYLE, radius=5))
+    if rewards:
+        parts.extend(_curve("reward", rewards, REWARD_COLOR, x, y, ' stroke-width="2"', radius=3.5))
+    else:
+        parts.append(
+            f'<text x="{middle}" y="{(TOP + BOTTOM) / 2}" text-anchor="middle" '
+            'fill="#57606a">no rewards reported</text>'
+        )
+    if failed:
+        parts.append(_failure(rewards, x, y))
+        legend.append(("failure", FAILURE_COLOR, ' stroke-width="2"'))
+    parts.extend(_legend(legend))
+    parts.extend(_timeline(timeline))
+    if title:
+        parts.insert(1, f"<title>{escape(title)}</title>")
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _step_labels(steps: int) -> list[str]:
+    """The step axis: first and last step and its title (one step: under the middle point)."""
+    middle, below = (LEFT + RIGHT) / 2, BOTTOM + 14
+    if steps == 1:
+        return [
+            f'<text class="x-only" x="{middle}" y="{below}" text-anchor="middle">1</text>',
+            f'<text x="{RIGHT}" y="{below}" text-anchor="end" fill="#57606a">step</text>',
+        ]
+    title = f'<text x="{middle}" y="{below}" text-anchor="middle" fill="#57606a">step</text>'
+    if not steps:
+        return [title]
+    return [
+        f'<text class="x-min" x="{LEFT}" y="{below}" text-anchor="middle">1</text>',
+        f'<text class="x-max" x="{RIGHT}" y="{below}" text-anchor="middle">{steps}</text>',
+        title,
+    ]
+
+
+def _curve(
+    name: str, values: list[float], color: str, x: Any, y: Any, style: str, *, radius: float
+) -> list[str]:
+    """The curve as a polyline; a single point also as a dot (a one-point line draws nothing)."""
+    points = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
+    data = " ".join(repr(v) for v in values)
+    out = [
+        f'<polyline class="{name}" data-values="{data}" points="{points}" fill="none" '
+        f'stroke="{color}"{style}/>'
+    ]
+    if len(values) == 1:
+        out.append(
+            f'<circle class="{name}-point" cx="{x(0):.1f}" cy="{y(values[0]):.1f}" r="{radius}" '
+            f'fill="{color}"/>'
+        )
+    return out
+
+
+def _failure(rewards: list[float], x: Any, y: Any) -> str:
+    """A labelled ring at the last point a failed job reached (else under "no rewards reported")."""
+    if rewards:
+        label = f"failed after step {len(rewards)}"
+        cx, cy = x(len(rewards) - 1), y(rewards[-1])
+        width = CHAR_WIDTH * len(label)
+        if cx - 8 - width >= LEFT + 2:
+            tx, anchor = cx - 8, "end"
+        else:
+            tx, anchor = min(cx + 8, RIGHT - width), "start"
+        ty = cy - 8 if cy - 8 - TEXT_HEIGHT >= TOP else cy + 8 + TEXT_HEIGHT
+    else:
+        label = "failed before the first step"
+        width = CHAR_WIDTH * len(label)
+        tx, anchor = (LEFT + RIGHT) / 2 - width / 2 + 7, "start"  # centred with the ring before it
+        ty = (TOP + BOTTOM) / 2 + 8 + TEXT_HEIGHT
+        cx, cy = tx - 9, ty - 4
+    return (
+        f'<g class="failure" data-step="{len(rewards)}"><circle cx="{cx:.1f}" cy="{cy:.1f}" r="5" '
+        f'fill="none" stroke="{FAILURE_COLOR}" stroke-width="2"/><text x="{tx:.1f}" y="{ty:.1f}" '
+        f'text-anchor="{anchor}" fill="{FAILURE_COLOR}">{label}</text></g>'
+    )
+
+
+def _legend(items: list[tuple[str, str, str]]) -> list[str]:
+    out = ['<g class="legend">']
+    left = LEFT
+    for name, color, style in items:
+        mark = (
+            f'<circle cx="{left + 9}" cy="14" r="5" fill="none" stroke="{color}"{style}/>'
+            if name == "failure"
+            else f'<line x1="{left}" y1="14" x2="{left + 18}" y2="14" stroke="{color}"{style}/>'
+        )
+        out.append(f'{mark}<text x="{left + 22}" y="18">{name}</text>')
+        left += 30 + 7 * len(name)
+    out.append("</g>")
+    return out
+
+
+def _timeline(runs: Sequence[Sequence[Any]]) -> list[str]:
+    """Status runs as a band: each run lasts until the next one begins."""
+    if not runs:
+        return []
+    starts = [float(run[1]) for run in runs]
+    end = max(float(runs[-1][2]), starts[-1])
+    span = end - starts[0]
+    out = [
+        f'<g class="timeline"><text x="{LEFT - 4}" y="{BAND_TOP + 11}" text-anchor="end" '
+        'fill="#57606a">status</text>'
+    ]
+    count = len(runs)
+    for i, run in enumerate(runs):
+        status = str(run[0])
+        begin = starts[i]
+        finish = starts[i + 1] if i + 1 < count else end
+        if span > 0:
+            left = LEFT + (RIGHT - LEFT) * (begin - starts[0]) / span
+            width = (RIGHT - LEFT) * (finish - begin) / span
+        else:
+            left, width = LEFT + (RIGHT - LEFT) * i / count, (RIGHT - LEFT) / count
+        width = max(width, 3.0)
+        color = STATUS_COLORS.get(status, "#8c959f")
+        label = escape(status) if width > 7 * len(status) else ""
+        out.append(
+            f'<g class="status" data-status={quoteattr(status)}><title>{escape(status)} '
+            f"{_num(begin)}s-{_num(float(run[2]))}s</title>"
+            f'<rect x="{left:.1f}" y="{BAND_TOP}" width="{width:.1f}" height="{BAND_HEIGHT}" fill="{color}"/>'
+            f'<text x="{left + 3:.1f}" y="{BAND_TOP + 11}" fill="#ffffff">{label}</text></g>'
+        )
+    out.append("</g>")
+    return out
 
 
 def job_chart(record: JobRecord, baseline: list[float]) -> str:
@@ -35,7 +228,7 @@ def job_chart(record: JobRecord, baseline: list[float]) -> str:
 
 
 class HtmlCurves:
-    """Adds each job's chart to the teardown report, where the job rows travel (also via xdist)."""
+    """Adds each job's chart to the teardown report, where the job records travel (also via xdist)."""
 
     def __init__(self, config: pytest.Config, settings: SynthSettings) -> None:
         self.store = BaselineStore(config.rootpath / settings.baseline_dir)

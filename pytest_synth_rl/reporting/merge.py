@@ -1,27 +1,21 @@
-"""One picture of a sharded CI run: merge the shards' job reports and their baselines.
-
-Suites outgrow one machine; a CI matrix runs slices of them (``-k`` slices, pytest-split), each
-writing its own ``--synth-report`` JSON and maybe refreshing baselines. :func:`merge_reports`
-joins the reports into one :class:`~pytest_synth_rl.reporting.report.RunReport` (jobs ordered by test id,
-so the result does not depend on which shard finished first); :func:`merge_baselines` joins
-baseline directories, refusing to pick a winner when two shards wrote different numbers for
-the same test. ``python -m pytest_synth_rl merge ...`` and ``merge-baselines ...`` run them.
-"""
+"""One picture of a sharded CI run: ``python -m pytest_synth_rl merge`` joins the shards'
+``--synth-report`` files (jobs ordered by test id) and ``merge-baselines`` their baseline
+directories, refusing to pick a winner when two shards wrote different numbers for one test."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from pytest_synth_rl.baselines import Baseline, BaselineError
 from pytest_synth_rl.errors import SynthError
 from pytest_synth_rl.reporting.files import (
     UnreadableDocument,
     atomic_write_text,
-    directory_path_problem,
-    file_path_problem,
     parse_json_document,
+    path_problem,
     write_error_reason,
 )
 from pytest_synth_rl.reporting.report import RunReport
@@ -33,8 +27,12 @@ __all__ = [
     "merge_baselines",
     "merge_reports",
     "read_report",
+    "refuse_overwriting_a_shard",
     "write_report",
 ]
+
+T = TypeVar("T")
+_SHARD_FILES = "pass the files each shard wrote with --synth-report=PATH"
 
 
 class MergeError(SynthError):
@@ -48,77 +46,64 @@ def read_report(path: str | os.PathLike[str]) -> RunReport:
         raw = file.read_bytes()
     except FileNotFoundError:
         raise MergeError(
-            f"shard report {file} does not exist",
-            hint="pass the files each shard wrote with --synth-report=PATH (download the CI artifacts first)",
+            f"shard report {file} does not exist", hint=f"{_SHARD_FILES} (download the CI artifacts first)"
         ) from None
     except OSError as error:
         raise MergeError(
-            f"cannot read shard report {file}: {error.strerror or error}",
-            hint="pass the files each shard wrote with --synth-report=PATH",
+            f"cannot read shard report {file}: {error.strerror or error}", hint=_SHARD_FILES
         ) from None
     try:
-        data = parse_json_document(raw)
+        return RunReport.from_json(parse_json_document(raw), where=f"shard report {file}")
     except UnreadableDocument as error:
         raise MergeError(
             f"shard report {file} {error}",
             hint="pass the JSON file the shard wrote with --synth-report; if its upload was cut short, "
             "re-run that shard",
         ) from None
-    try:
-        report = RunReport.from_json(data, where=f"shard report {file}")
     except ValueError as error:
         raise MergeError(str(error), hint="pass files written by --synth-report") from None
-    return report
 
 
 def merge_reports(paths: Sequence[str | os.PathLike[str]]) -> RunReport:
     """The shards' jobs as one report, ordered by test id (stable within a test)."""
     if not paths:
         raise MergeError("no shard reports given", hint="pass at least one --synth-report file")
-    reports = [(Path(p), read_report(p)) for p in paths]
-    first_path, first = reports[0]
-    for path, report in reports[1:]:
+    reports = _given_once("shard report", map(Path, paths), read_report, "pass each shard's report once")
+    (first_path, first), owner = reports[0], dict[str, Path]()
+    for path, report in reports:
         if (report.mode, report.backend) != (first.mode, first.backend):
             raise MergeError(
                 f"shard report {path} ran {report.mode} against {report.backend!r}, but {first_path} "
                 f"ran {first.mode} against {first.backend!r}",
                 hint="merge only shards of the same run",
             )
-    _refuse_overlaps(reports)
-    merged = RunReport(mode=first.mode, backend=first.backend)
-    records = [record for _, report in reports for record in report.records]
-    merged.extend(sorted(records, key=lambda r: r.test_id))
-    return merged
-
-
-def _also_as(first: Path, again: Path) -> str:
-    """Where the first mention was, when it was spelled differently (``./a.json`` and ``a.json``
-    print alike once parsed, so then the file itself is named)."""
-    if str(first) != str(again):
-        return f" (also as {first})"
-    return f" (both name {first.resolve()})"
-
-
-def _refuse_overlaps(reports: Sequence[tuple[Path, RunReport]]) -> None:
-    """Shards are disjoint slices: a file given twice, or a test in two shards, would count its
-    jobs twice in the merged table, so either is an error naming both places."""
-    seen_files: dict[Path, Path] = {}
-    owner: dict[str, Path] = {}
-    for path, report in reports:
-        resolved = path.resolve()
-        if resolved in seen_files:
-            raise MergeError(
-                f"shard report {path} is given twice{_also_as(seen_files[resolved], path)}",
-                hint="pass each shard's report once",
-            )
-        seen_files[resolved] = path
-        for test_id in {record.test_id for record in report.records}:
+        for test_id in {job.test_id for job in report.records}:  # shards are disjoint slices
             if test_id in owner:
                 raise MergeError(
                     f"test {test_id} has jobs in two shard reports, {owner[test_id]} and {path}",
                     hint="the shards' slices overlap: give each test to one shard, then merge again",
                 )
             owner[test_id] = path
+    merged = RunReport(mode=first.mode, backend=first.backend)
+    merged.extend(sorted((job for _, report in reports for job in report.records), key=lambda r: r.test_id))
+    return merged
+
+
+def _given_once(
+    what: str, paths: Iterable[Path], read: Callable[[Path], T], hint: str
+) -> list[tuple[Path, T]]:
+    """Each of *paths* read, refusing one given twice (under any spelling: both are named)."""
+    seen: dict[Path, Path] = {}
+    out = []
+    for path in paths:
+        resolved = path.resolve()
+        if resolved in seen:
+            first = seen[resolved]
+            also = f" (also as {first})" if str(first) != str(path) else f" (both name {resolved})"
+            raise MergeError(f"{what} {path} is given twice{also}", hint=hint)
+        seen[resolved] = path
+        out.append((path, read(path)))
+    return out
 
 
 def merge_baselines(
@@ -127,32 +112,28 @@ def merge_baselines(
     *,
     on_empty: Callable[[Path], None] | None = None,
 ) -> list[Path]:
-    """Copy every shard's baseline files into *into*; returns the files written.
-
-    The same file from two shards must hold the same baseline; if not, :class:`MergeError` names
-    the file and the first key whose values differ, since only a person can tell which is right.
-    A missing shard directory, one given twice, or an unreadable baseline file is an error too;
-    *on_empty* is called with each shard directory that holds no baseline files.
-    """
+    """Copy every shard's baseline files into *into* (the same file from two shards must agree);
+    returns the files written. *on_empty* is called with each shard directory holding none."""
     target = Path(into)
-    problem = directory_path_problem(target)
+    problem = path_problem(target, directory=True)
     if problem is not None:
         raise MergeError(
             f"cannot merge baselines into {target}: {problem}",
             hint="give --into a directory (it is created if missing), such as tests/baselines",
         )
-    shards = _shard_directories(directories)
+    shards = _given_once(
+        "baseline directory",
+        map(Path, directories),
+        _shard_files,
+        "pass each shard's baseline directory once",
+    )
     chosen: dict[str, tuple[Path, Baseline, str]] = {}
-    for directory in shards:
-        files = sorted(directory.glob("*.json"))
+    for directory, files in shards:
         if not files and on_empty is not None:
             on_empty(directory)
         for file in files:
             baseline, text = _read_baseline(file)
-            earlier = chosen.get(file.name)
-            if earlier is None:
-                chosen[file.name] = (file, baseline, text)
-                continue
+            earlier = chosen.setdefault(file.name, (file, baseline, text))
             key = _first_difference(earlier[1], baseline)
             if key is not None:
                 raise MergeError(
@@ -162,40 +143,27 @@ def merge_baselines(
                 )
     written = []
     for name, (_, _, text) in sorted(chosen.items()):
-        path = target / name
         try:
-            written.append(atomic_write_text(path, text))
+            written.append(atomic_write_text(target / name, text))
         except OSError as error:
             raise MergeError(
-                f"cannot write merged baseline {path}: {write_error_reason(path, error)}",
+                f"cannot write merged baseline {target / name}: {write_error_reason(target / name, error)}",
                 hint="give --into a directory you can write",
             ) from None
     return written
 
 
-def _shard_directories(directories: Sequence[str | os.PathLike[str]]) -> list[Path]:
-    """The shards' baseline directories, each existing and given once (like shard reports)."""
-    seen: dict[Path, Path] = {}
-    for directory in map(Path, directories):
-        if not directory.is_dir():
-            what = "is not a directory" if directory.exists() else "does not exist"
-            raise MergeError(
-                f"baseline directory {directory} {what}",
-                hint="pass each shard's baseline directory (its synth_baseline_dir, by default "
-                "tests/baselines)",
-            )
-        resolved = directory.resolve()
-        if resolved in seen:
-            raise MergeError(
-                f"baseline directory {directory} is given twice{_also_as(seen[resolved], directory)}",
-                hint="pass each shard's baseline directory once",
-            )
-        seen[resolved] = directory
-    return list(seen.values())
+def _shard_files(directory: Path) -> list[Path]:
+    if not directory.is_dir():
+        what = "is not a directory" if directory.exists() else "does not exist"
+        raise MergeError(
+            f"baseline directory {directory} {what}",
+            hint="pass each shard's baseline directory (its synth_baseline_dir, by default tests/baselines)",
+        )
+    return sorted(directory.glob("*.json"))
 
 
 def _read_baseline(file: Path) -> tuple[Baseline, str]:
-    """A shard's baseline file and its text; :class:`MergeError` names the file if it is broken."""
     try:
         raw = file.read_bytes()
     except OSError as error:
@@ -207,33 +175,42 @@ def _read_baseline(file: Path) -> tuple[Baseline, str]:
     return baseline, raw.decode("utf-8")  # from_json has checked it is UTF-8
 
 
+def _first_difference(a: Baseline, b: Baseline) -> str | None:
+    if a.test_id != b.test_id:
+        return "test_id"
+    for prefix, left, right in (
+        ("metrics", a.metrics, b.metrics),
+        ("tolerances", a.tolerances, b.tolerances),
+    ):
+        for name in sorted(set(left) | set(right)):
+            if left.get(name) != right.get(name):
+                return f"{prefix}.{name}"
+    return "reward_curve" if a.reward_curve != b.reward_curve else None
+
+
 def refuse_overwriting_a_shard(
     output: str | os.PathLike[str], shards: Sequence[str | os.PathLike[str]]
 ) -> None:
     """``--report`` naming one of the shard reports would replace that shard with the merge."""
-    target = Path(output).resolve()
-    for shard in shards:
-        if Path(shard).resolve() == target:
-            raise MergeError(
-                f"--report {output} is also a shard report being merged; writing it would replace that shard",
-                hint="write the merged report to a new file, such as --report synth-report.json",
-            )
+    if any(Path(shard).resolve() == Path(output).resolve() for shard in shards):
+        raise MergeError(
+            f"--report {output} is also a shard report being merged; writing it would replace that shard",
+            hint="write the merged report to a new file, such as --report synth-report.json",
+        )
 
 
 def check_output_file(path: str | os.PathLike[str], option: str, *, make_parents: bool = True) -> None:
-    """Refuse an output path that cannot be a file (empty, a directory, or under a file) before
-    merging; the message names *option* as the user wrote it."""
-    if not str(path).strip():  # ``--report "$OUT"`` with the variable unset: never quietly nothing
+    """Refuse an output path that cannot be a file before merging, naming *option* as written."""
+    if not str(path).strip():  # ``--report "$OUT"`` with the variable unset
         raise MergeError(
             f"{option}= is empty",
             hint=f"give {option} a file path, or leave {option} out (an unset shell variable?)",
         )
-    problem = file_path_problem(path, make_parents=make_parents)
+    problem = path_problem(path, make_parents=make_parents)
     if problem is not None:
+        where = " (missing directories are created)" if make_parents else " in an existing directory"
         raise MergeError(
-            f"{option} {path}: cannot write there: {problem}",
-            hint=f"give {option} a file path"
-            + (" (missing directories are created)" if make_parents else " in an existing directory"),
+            f"{option} {path}: cannot write there: {problem}", hint=f"give {option} a file path{where}"
         )
 
 
@@ -250,7 +227,7 @@ def write_report(report: RunReport, path: str | os.PathLike[str], option: str = 
 
 
 def append_summary(report: RunReport, path: str | os.PathLike[str], option: str = "--summary") -> None:
-    """Append the merged Markdown summary; a path that cannot be appended to is a :class:`MergeError`."""
+    """Append the merged Markdown summary; a path that cannot take it is a :class:`MergeError`."""
     check_output_file(path, option, make_parents=False)
     try:
         report.append_github_summary(path)
@@ -260,17 +237,3 @@ def append_summary(report: RunReport, path: str | os.PathLike[str], option: str 
             f"{write_error_reason(path, error, make_parents=False)}",
             hint=f'give {option} a file path you can write ("$GITHUB_STEP_SUMMARY" in GitHub Actions)',
         ) from None
-
-
-def _first_difference(a: Baseline, b: Baseline) -> str | None:
-    if a.test_id != b.test_id:
-        return "test_id"
-    for name in sorted(set(a.metrics) | set(b.metrics)):
-        if a.metrics.get(name) != b.metrics.get(name):
-            return f"metrics.{name}"
-    for name in sorted(set(a.tolerances) | set(b.tolerances)):
-        if a.tolerances.get(name) != b.tolerances.get(name):
-            return f"tolerances.{name}"
-    if a.reward_curve != b.reward_curve:
-        return "reward_curve"
-    return None

@@ -1,8 +1,5 @@
-"""Small text renderings shared by assertion messages and the run report.
-
-A failing RL test is only useful if its message shows *how* the job went: the statuses it passed
-through, its last events and its reward curve. These helpers turn those into compact text.
-"""
+"""Compact text for assertion messages and the run report: how a job went (statuses, reward
+curve, durations) and aligned tables."""
 
 from __future__ import annotations
 
@@ -23,8 +20,7 @@ _BARS = "▁▂▃▄▅▆▇█"
 
 
 def _mean(values: Sequence[float]) -> float:
-    """The mean of finite *values*, finite too: when their sum overflows (two of 1e308), each
-    is divided before summing, clamped within the values against rounding past the largest float."""
+    """The mean of finite *values*, finite too even when their sum overflows (two of 1e308)."""
     total = sum(values)
     if math.isfinite(total):
         return total / len(values)
@@ -33,8 +29,7 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def sparkline(values: Sequence[float], width: int = 40) -> str:
-    """A one-line bar chart of *values* (downsampled to *width* buckets by averaging); any
-    finite values, however large, chart (NaN and infinities are left out)."""
+    """A one-line bar chart of the finite *values*, averaged down to *width* buckets."""
     numbers = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
     if not numbers:
         return ""
@@ -46,12 +41,9 @@ def sparkline(values: Sequence[float], width: int = 40) -> str:
             if (chunk := numbers[int(i * size) : max(int((i + 1) * size), int(i * size) + 1)])
         ]
     low, high = min(numbers), max(numbers)
-    # Halves, not the values: 1e308 - -1e308 overflows to inf (and the bar index to NaN); the
-    # difference of the halves of two finite floats never does.
     half_span = high / 2 - low / 2
     if half_span < 0.5e-12:
-        # A flat curve has no range to scale by: draw its level on the usual 0..1 reward scale,
-        # so a curve stuck at 0 and one stuck at 1 do not look alike.
+        # flat: its level on the 0..1 reward scale, so stuck at 0 and stuck at 1 differ
         level = min(max(low, 0.0), 1.0)
         return _BARS[round(level * (len(_BARS) - 1))] * len(numbers)
     scale = (len(_BARS) - 1) / half_span
@@ -59,8 +51,7 @@ def sparkline(values: Sequence[float], width: int = 40) -> str:
 
 
 def format_reward(value: float) -> str:
-    """A reward for a table or message: three decimals, or four significant digits once it is
-    too large for decimals to read (1e308 would otherwise print 309 digits)."""
+    """A reward for a table or message: three decimals, or four significant digits from 1e6 on."""
     return f"{value:.3f}" if abs(value) < 1e6 else f"{value:.4g}"
 
 
@@ -112,16 +103,13 @@ def reward_curve_line(rewards: Sequence[float]) -> str:
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     """A plain aligned text table (no borders), for terminals and assertion messages."""
     text_rows = [[_cell(c) for c in row] for row in rows]
-    widths = [len(h) for h in headers]
-    for row in text_rows:
-        for i, cell in enumerate(row):
-            widths[i] = max(widths[i], len(cell))
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    lines.append("  ".join("-" * w for w in widths))
-    lines.extend(
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip() for row in text_rows
+    widths = [
+        max([len(h), *(len(row[i]) for row in text_rows if i < len(row))]) for i, h in enumerate(headers)
+    ]
+    lines = [list(headers), ["-" * w for w in widths], *text_rows]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip() for row in lines
     )
-    return "\n".join(lines)
 
 
 def _cell(value: Any) -> str:

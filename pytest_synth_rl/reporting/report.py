@@ -1,10 +1,6 @@
-"""The run report: one row per RL job, in the terminal, as JSON, and as a GitHub step summary.
-
-A CI run of RL tests is read by people who were not there: which job did each test start, how did
-it end, how long did it "take" (virtual seconds offline, real seconds online) and where did the
-reward go. :class:`JobRecord` is that row; :class:`RunReport` collects rows (thread-safe, since
-fixtures may finish from several threads) and renders them. Nothing here needs pytest.
-"""
+"""The run report: one :class:`JobRecord` per RL job; :class:`RunReport` collects them (thread-safe)
+and renders the terminal table, the JSON report and the GitHub step summary with Mermaid charts.
+Nothing here needs pytest."""
 
 from __future__ import annotations
 
@@ -15,8 +11,9 @@ import os
 import reprlib
 import sys
 import threading
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +22,7 @@ from pytest_synth_rl.secrets.masking import redact
 
 __all__ = ["JOB_PROPERTY", "JobRecord", "RunReport", "job_record", "mermaid_chart", "status_runs"]
 
-#: The ``user_properties`` name under which a test report carries one job row (as JSON).
+#: The ``user_properties`` name under which a test report carries one job record (as JSON).
 JOB_PROPERTY = "synth_rl_job"
 
 
@@ -48,24 +45,22 @@ class JobRecord:
 
     @property
     def status_label(self) -> str:
-        """The status as people read it: a job submitted but never read is "unknown", not absent."""
+        """The status as people read it: "status unknown" once submitted, else "not submitted"."""
         if self.status:
             return self.status
         return "status unknown" if self.job_id else "not submitted"
 
     @classmethod
-    def from_json(cls, row: Any) -> JobRecord:
-        """A record read back from :meth:`to_json` output (a report, a test's JUnit property, an
-        xdist worker's spool). :class:`ValueError` says what is wrong, as the end of a sentence
-        naming where it was read (``.rewards is 'x', expected a list of numbers``)."""
-        problem = _row_problem(row)
+    def from_json(cls, data: Any) -> JobRecord:
+        """A record read back from :meth:`to_json`; a :class:`ValueError` ends a sentence naming
+        where it was read (``.rewards is 'x', expected a list of numbers``)."""
+        problem = _record_problem(data)
         if problem is not None:
             raise ValueError(problem)
-        return cls(**{"job_id": None, "status": None, "backend": "", **row})
+        return cls(**{"job_id": None, "status": None, "backend": "", **data})
 
     def to_json(self) -> dict[str, Any]:
-        """The row as standard JSON: a NaN or infinity (a backend can send one) is written as null,
-        and left out of the reward curve, since JSON has no such numbers and readers refuse them."""
+        """Standard JSON: a NaN or infinity becomes null (and leaves the reward curve)."""
         data: dict[str, Any] = _finite(asdict(self))
         data["rewards"] = [r for r in data["rewards"] if r is not None]
         if data["error"]:
@@ -74,7 +69,6 @@ class JobRecord:
 
 
 def _finite(value: Any) -> Any:
-    """*value* (a row's dicts and lists) with every NaN and infinity replaced by None."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
@@ -84,17 +78,58 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _non_finite(row: dict[str, Any]) -> tuple[str, float] | None:
-    """The first NaN or infinity in a job *row* read from JSON, as ``(path, value)``: in a number
-    field, a reward or a timeline run's seconds (JSON has no such numbers; Python reads them). An
-    integer too large for a float counts as the infinity it would become."""
-    pending: list[tuple[str, Any]] = [(f".{name}", row[name]) for name in reversed(list(row))]
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_run(item: object) -> bool:
+    return (
+        isinstance(item, list)
+        and len(item) == 3
+        and isinstance(item[0], str)
+        and all(seconds is None or _is_number(seconds) for seconds in item[1:])
+    )
+
+
+_TEXT = ("a string", lambda v: isinstance(v, str))
+_TEXT_OR_NULL = ("a string or null", lambda v: v is None or isinstance(v, str))
+_NUMBER_OR_NULL = ("a number or null", lambda v: v is None or _is_number(v))
+#: The JSON type of each field, as :meth:`JobRecord.to_json` writes it.
+_FIELD_TYPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    **dict.fromkeys(("test_id", "backend"), _TEXT),
+    **dict.fromkeys(("job_id", "status", "error"), _TEXT_OR_NULL),
+    **dict.fromkeys(("final_reward", "clock_seconds", "wall_seconds"), _NUMBER_OR_NULL),
+    "rewards": ("a list of numbers", lambda v: isinstance(v, list) and all(map(_is_number, v))),
+    "cancelled_by_plugin": ("true or false", lambda v: isinstance(v, bool)),
+    "timeline": (
+        "a list of [status, first_seconds, last_seconds] runs",
+        lambda v: isinstance(v, list) and all(map(_is_run, v)),
+    ),
+}
+
+
+def _record_problem(data: Any) -> str | None:
+    """What is wrong with one job record read from JSON (to follow ``jobs[i]``), or None."""
+    if not isinstance(data, dict) or "test_id" not in data:
+        return " is not a job row (no test_id)"
+    unknown = sorted(set(data) - set(_FIELD_TYPES))
+    if unknown:
+        return f" has unknown keys {', '.join(unknown)}"
+    for name in (f.name for f in fields(JobRecord)):  # the first wrong field, in field order
+        kind, fits = _FIELD_TYPES[name]
+        if name in data and not fits(data[name]):
+            return f".{name} is {reprlib.repr(data[name])}, expected {kind}"
+    # The first NaN or infinity (Python's JSON reads them); an int too large for a float counts.
+    pending: list[tuple[str, Any]] = [(f".{name}", data[name]) for name in reversed(list(data))]
     while pending:
         path, value = pending.pop()
+        if type(value) is int and abs(value) > sys.float_info.max:
+            value = -math.inf if value < 0 else math.inf
         if isinstance(value, float) and not math.isfinite(value):
-            return path, value
-        if type(value) is int and abs(value) > sys.float_info.max:  # no float can hold it
-            return path, -math.inf if value < 0 else math.inf
+            return (
+                f"{path} is {json.dumps(value)}, expected a finite number (standard JSON has no NaN "
+                "or Infinity; a report holding one cannot be written again)"
+            )
         if isinstance(value, list):
             pending.extend((f"{path}[{i}]", item) for i, item in reversed(list(enumerate(value))))
     return None
@@ -111,38 +146,29 @@ def job_record(
     now_wall: float | None = None,
     cancelled_by_plugin: bool = False,
 ) -> JobRecord:
-    """Build a record from an ``RLJob``-like object: its last poll result, else a status payload
-    (else the last status it read). The timeline is every status the job's handle read, across
-    all its waits; for an object that does not keep them, the polls of its last wait."""
+    """A record of an ``RLJob``-like object: its last poll result, else *status_payload*, else the
+    last status it read; the timeline is every status its handle read (else its last wait's polls)."""
     result = getattr(job, "last_result", None)
-    status: str | None = None
-    final_reward: float | None = None
-    error: str | None = None
-    clock_seconds: float | None = None
     observed = getattr(job, "observed_statuses", None)
     if observed:
         timeline = [list(run) for run in observed]
     else:
         polls = getattr(result, "history", ()) if result is not None else getattr(job, "last_polls", ())
         timeline = status_runs((r.status, r.elapsed) for r in polls)
+    final_reward: float | None = None
+    error: str | None = None
     if result is not None:
-        status = result.status
-        final_reward = result.final_reward
-        error = result.error
-    else:
-        # a wait that timed out or was interrupted: the last status read stands
+        status, final_reward, error = result.status, result.final_reward, result.error
+    else:  # a wait that timed out or was interrupted: the last status read stands
         status = timeline[-1][0] if timeline else None
-    if result is None and status_payload:
-        from pytest_synth_rl.client.results import extract_error, extract_final_reward, job_status
+        if status_payload:
+            from pytest_synth_rl.client.results import extract_error, extract_final_reward, job_status
 
-        status = job_status(status_payload) or status
-        final_reward = extract_final_reward(status_payload)
-        error = extract_error(status_payload)
+            status = job_status(status_payload) or status
+            final_reward = extract_final_reward(status_payload)
+            error = extract_error(status_payload)
     submitted_at = getattr(job, "submitted_at", None)
-    if submitted_at is not None and now_clock is not None:
-        clock_seconds = max(0.0, now_clock - submitted_at)
     submitted_wall = getattr(job, "submitted_wall", None)
-    wall_seconds = max(0.0, now_wall - submitted_wall) if submitted_wall is not None and now_wall else None
     return JobRecord(
         test_id=test_id,
         job_id=getattr(job, "job_id", None),
@@ -150,8 +176,10 @@ def job_record(
         backend=backend,
         final_reward=final_reward,
         rewards=list(rewards),
-        clock_seconds=clock_seconds,
-        wall_seconds=wall_seconds,
+        clock_seconds=max(0.0, now_clock - submitted_at)
+        if submitted_at is not None and now_clock is not None
+        else None,
+        wall_seconds=max(0.0, now_wall - submitted_wall) if submitted_wall is not None and now_wall else None,
         error=error,
         cancelled_by_plugin=cancelled_by_plugin,
         timeline=timeline,
@@ -170,40 +198,17 @@ def status_runs(samples: Iterable[tuple[str, float]]) -> list[list[Any]]:
 
 #: GitHub's Mermaid renders long x axes unreadably; longer curves are sampled evenly for the chart.
 MAX_CHART_POINTS = 100
-
-
-def _markdown_cell(value: object) -> str:
-    """*value* as literal text in a GitHub table cell: a ``|`` would end the cell and
-    ``<b>`` in a test id would render as markup."""
-    return html.escape(str(value), quote=False).replace("|", "\\|")
+_PLAIN_LIMIT = 1e12  # larger rewards are charted in a power of ten, named in the y axis title
+_SPAN_DIGITS = 6  # significant digits of the chart's span kept per number
+_FLOAT_DIGITS = 15  # more would print a float's binary noise (0.30000000000000004)
 
 
 def _quoted(text: str) -> str:
     return '"' + text.replace('"', "'").replace("\n", " ") + '"'
 
 
-#: The largest reward the chart writes as it is. The offline fake refuses larger ones, but a
-#: backend or a merged shard can hold any finite value (1e308 is 309 digits as a plain decimal):
-#: such a chart counts in a power of ten, named in the y axis title.
-_PLAIN_LIMIT = 1e12
-#: Significant digits of the chart's span kept per number: far finer than a chart can show.
-_SPAN_DIGITS = 6
-#: Significant digits a float holds: more would print its binary noise (0.30000000000000004).
-_FLOAT_DIGITS = 15
-
-
-def _chart_decimals(low: float, high: float) -> int:
-    """Decimals that show *low*..*high* to :data:`_SPAN_DIGITS` digits of its span, and no more
-    than a float of that magnitude holds (*low* < *high*, both finite and within ±1e13)."""
-    wanted = _SPAN_DIGITS - 1 - math.floor(math.log10(high - low))
-    magnitude = max(abs(low), abs(high))
-    most = _FLOAT_DIGITS - 1 - math.floor(math.log10(magnitude))
-    return max(0, min(wanted, most))
-
-
 def _plain(value: float, decimals: int) -> str:
-    """*value* as Mermaid's xychart grammar reads a number: a plain decimal such as ``-0.00005``,
-    never with an exponent (``5e-05`` or ``1e+12`` stop GitHub drawing the chart)."""
+    """A plain decimal such as ``-0.00005``: an exponent (``5e-05``) stops GitHub drawing the chart."""
     text = f"{value:.{decimals}f}"
     if "." in text:
         text = text.rstrip("0").rstrip(".")
@@ -211,11 +216,7 @@ def _plain(value: float, decimals: int) -> str:
 
 
 def mermaid_chart(record: JobRecord, max_points: int = MAX_CHART_POINTS) -> str:
-    """A Mermaid ``xychart-beta`` block of the job's reward per step (GitHub renders it).
-
-    Every number is a plain decimal with enough digits for the curve's shape; NaN and infinities
-    (which the JSON report leaves out too) are not charted, and the other points keep their steps.
-    """
+    """A Mermaid ``xychart-beta`` block of the job's finite rewards per step (GitHub renders it)."""
     points = [(step, r) for step, r in enumerate(record.rewards, start=1) if math.isfinite(r)]
     if len(points) > max_points:
         picks = sorted({round(i * (len(points) - 1) / (max_points - 1)) for i in range(max_points)})
@@ -231,7 +232,9 @@ def mermaid_chart(record: JobRecord, max_points: int = MAX_CHART_POINTS) -> str:
     low, high = (min(rewards), max(rewards)) if rewards else (0.0, 0.0)
     if high - low < 1e-12 * max(1.0, abs(low), abs(high)):  # flat: a range around the level
         low, high = low - 0.5, high + 0.5
-    decimals = _chart_decimals(low, high)
+    wanted = _SPAN_DIGITS - 1 - math.floor(math.log10(high - low))
+    most = _FLOAT_DIGITS - 1 - math.floor(math.log10(max(abs(low), abs(high))))
+    decimals = max(0, min(wanted, most))
     title = f"{record.test_id} ({record.job_id or '-'}, {record.status_label})"
     return "\n".join(
         [
@@ -246,75 +249,9 @@ def mermaid_chart(record: JobRecord, max_points: int = MAX_CHART_POINTS) -> str:
     )
 
 
-#: The JSON type of each job row field, as :meth:`RunReport.to_json` writes it.
-_ROW_TYPES = {
-    "test_id": "a string",
-    "job_id": "a string or null",
-    "status": "a string or null",
-    "backend": "a string",
-    "final_reward": "a number or null",
-    "rewards": "a list of numbers",
-    "clock_seconds": "a number or null",
-    "wall_seconds": "a number or null",
-    "error": "a string or null",
-    "cancelled_by_plugin": "true or false",
-    "timeline": "a list of [status, first_seconds, last_seconds] runs",
-}
-
-
-def _has_type(value: object, kind: str) -> bool:
-    if value is None:
-        return kind.endswith(" or null")
-    if kind.startswith("a string"):
-        return isinstance(value, str)
-    if kind.startswith("a number"):
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind == "a list of numbers":
-        return isinstance(value, list) and all(_has_type(item, "a number") for item in value)
-    if kind.endswith(" runs"):
-        return isinstance(value, list) and all(_is_run(item) for item in value)
-    return isinstance(value, bool)
-
-
-def _is_run(item: object) -> bool:
-    """``[status, first_seconds, last_seconds]``, as written (a list nested deeper is not; null
-    seconds are what :meth:`JobRecord.to_json` writes for a NaN)."""
-    return (
-        isinstance(item, list)
-        and len(item) == 3
-        and isinstance(item[0], str)
-        and all(_has_type(seconds, "a number or null") for seconds in item[1:])
-    )
-
-
-def _row_problem(job: Any) -> str | None:
-    """What is wrong with one job row read from JSON (to follow ``jobs[i]``), or None."""
-    if not isinstance(job, dict) or "test_id" not in job:
-        return " is not a job row (no test_id)"
-    unknown = sorted(set(job) - set(JobRecord.__dataclass_fields__))
-    if unknown:
-        return f" has unknown keys {', '.join(unknown)}"
-    for name, kind in _ROW_TYPES.items():
-        if name in job and not _has_type(job[name], kind):
-            return f".{name} is {reprlib.repr(job[name])}, expected {kind}"
-    bad = _non_finite(job)
-    if bad is not None:
-        return (
-            f"{bad[0]} is {json.dumps(bad[1])}, expected a finite number (standard JSON has no NaN "
-            "or Infinity; a report holding one cannot be written again)"
-        )
-    return None
-
-
 #: The width of a terminal rule: pytest's when it cannot tell the terminal's.
 RULE_WIDTH = 80
-
-
-def _rule(title: str, width: int = RULE_WIDTH) -> str:
-    """``==== title ====``, *width* wide, drawn like pytest's section rules."""
-    fill = "=" * max((width - len(title) - 2) // 2, 1)
-    line = f"{fill} {title} {fill}"
-    return line + "=" if len(line) < width else line
+_HEADERS = ("test", "job", "status", "duration", "wall", "final reward", "reward curve")
 
 
 class RunReport:
@@ -339,27 +276,20 @@ class RunReport:
         with self._lock:
             return list(self._records)
 
-    # -- renderings -------------------------------------------------------------------------
-    def _rows(self) -> list[list[Any]]:
+    def _table_rows(self) -> list[list[Any]]:
         time_label = "virtual" if self.mode == "offline" else "clock"
-        rows = []
-        for r in self.records:
-            rows.append(
-                [
-                    r.test_id,
-                    r.job_id or "-",
-                    r.status_label + (" (cancelled by plugin)" if r.cancelled_by_plugin else ""),
-                    f"{format_duration(r.clock_seconds)} {time_label}"
-                    if r.clock_seconds is not None
-                    else "-",
-                    format_duration(r.wall_seconds),
-                    format_reward(r.final_reward) if r.final_reward is not None else "-",
-                    sparkline(r.rewards, width=20) or "-",
-                ]
-            )
-        return rows
-
-    _HEADERS = ("test", "job", "status", "duration", "wall", "final reward", "reward curve")
+        return [
+            [
+                r.test_id,
+                r.job_id or "-",
+                r.status_label + (" (cancelled by plugin)" if r.cancelled_by_plugin else ""),
+                f"{format_duration(r.clock_seconds)} {time_label}" if r.clock_seconds is not None else "-",
+                format_duration(r.wall_seconds),
+                format_reward(r.final_reward) if r.final_reward is not None else "-",
+                sparkline(r.rewards, width=20) or "-",
+            ]
+            for r in self.records
+        ]
 
     @property
     def title(self) -> str:
@@ -368,22 +298,26 @@ class RunReport:
         return f"synth-rl jobs ({self.mode}, {where})"
 
     def render_terminal(self, *, titled: bool = False) -> str:
-        """The job table; *titled* puts :attr:`title` above it in a ``===`` rule, as a pytest
-        run's terminal summary does (for output printed outside pytest, such as a merge's)."""
-        body = table(self._HEADERS, self._rows()) if self.records else "no RL jobs were submitted"
-        return f"{_rule(self.title)}\n{body}" if titled else body
+        """The job table; *titled* puts :attr:`title` above it in a ``===`` rule, as pytest does."""
+        body = table(_HEADERS, self._table_rows()) if self.records else "no RL jobs were submitted"
+        if not titled:
+            return body
+        fill = "=" * max((RULE_WIDTH - len(self.title) - 2) // 2, 1)
+        rule = f"{fill} {self.title} {fill}"
+        return f"{rule}{'=' if len(rule) < RULE_WIDTH else ''}\n{body}"
 
     def render_markdown(self) -> str:
         count = len(self.records)
         lines = [
             f"### RL jobs ({self.mode}, {count} {'job' if count == 1 else 'jobs'})",
             "",
-            "| " + " | ".join(self._HEADERS) + " |",
-            "|" + "---|" * len(self._HEADERS),
+            "| " + " | ".join(_HEADERS) + " |",
+            "|" + "---|" * len(_HEADERS),
         ]
-        for row in self._rows():
-            cells = [_markdown_cell(c) for c in row]
-            lines.append("| " + " | ".join(cells) + " |")
+        for row in self._table_rows():  # literal text: a "|" would end the cell, "<b>" render as markup
+            lines.append(
+                "| " + " | ".join(html.escape(str(c), quote=False).replace("|", "\\|") for c in row) + " |"
+            )
         charts = [mermaid_chart(r) for r in self.records if any(map(math.isfinite, r.rewards))]
         if charts:
             lines.extend(["", "#### Reward curves", ""])
@@ -408,9 +342,7 @@ class RunReport:
 
     def to_json(self) -> dict[str, Any]:
         records = self.records
-        counts: dict[str, int] = {}
-        for r in records:
-            counts[r.status_label] = counts.get(r.status_label, 0) + 1
+        counts = dict(Counter(r.status_label for r in records))
         return {
             "version": 1,
             "mode": self.mode,
@@ -423,7 +355,7 @@ class RunReport:
         """Write the JSON report atomically (a reader never sees half a file)."""
         from pytest_synth_rl.reporting.files import atomic_write_text
 
-        text = json.dumps(self.to_json(), indent=2, sort_keys=True, allow_nan=False)  # never a NaN
+        text = json.dumps(self.to_json(), indent=2, sort_keys=True, allow_nan=False)
         return atomic_write_text(path, redact(text) + "\n")
 
     def append_github_summary(self, path: str | os.PathLike[str]) -> None:

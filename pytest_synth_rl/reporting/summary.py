@@ -1,12 +1,6 @@
-"""The run's job table: job rows travel on test reports (so xdist workers' jobs reach the
-controller) and are printed, written as JSON and appended to a GitHub step summary at the end.
-
-Under xdist, workers also append their rows to a spool file the controller reads at the end:
-after Ctrl-C the controller stops reading workers' reports, but the workers still cancel their
-jobs and write the rows, and "cancelled and reported" must hold there too.
-
-The report module is loaded only once a job row arrives, so runs without RL jobs never pay for it.
-"""
+"""The run's job table in pytest: job records travel on test reports (so xdist workers' jobs reach
+the controller) and are printed, written as JSON and appended to a GitHub step summary at the end.
+Workers also spool their records to a file, read when an interrupted run's reports never came."""
 
 from __future__ import annotations
 
@@ -14,6 +8,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,18 +16,19 @@ import pytest
 
 from pytest_synth_rl.plugin.settings import SynthSettings
 from pytest_synth_rl.reporting.report import JOB_PROPERTY
+from pytest_synth_rl.secrets.masking import redact
 
 if TYPE_CHECKING:
     from pytest_synth_rl.reporting.report import JobRecord, RunReport
 
 __all__ = ["JOB_PROPERTY", "WORKER_ROW_SPOOL", "RunSummary", "job_properties"]
 
-#: Where an xdist controller tells its workers to spool their job rows (``workerinput``).
+#: Where an xdist controller tells its workers to spool their job records (``workerinput``).
 WORKER_ROW_SPOOL = "synth_row_spool"
 
 
 def job_properties(records: list[JobRecord]) -> list[tuple[str, str]]:
-    """The user properties for *records*: the JSON row, plus id/status/reward columns for JUnit."""
+    """The user properties for *records*: the JSON record, plus id/status/reward columns for JUnit."""
     properties = []
     for record in records:
         properties.append((JOB_PROPERTY, json.dumps(record.to_json(), sort_keys=True)))
@@ -44,29 +40,27 @@ def job_properties(records: list[JobRecord]) -> list[tuple[str, str]]:
 
 
 class RunSummary:
-    """Collects job rows from test reports and prints them at the end of the run."""
+    """Collects job records from test reports and prints them at the end of the run."""
 
     def __init__(self, config: pytest.Config, settings: SynthSettings) -> None:
         self.config = config
         self.settings = settings
-        self._report: RunReport | None = None
-        #: Rows of tests whose teardown report has not arrived: an interrupted test's fixtures
-        #: are torn down at session end, after which no report is made; they are added then.
+        self._report: RunReport | None = None  # the report module loads with the first record
+        #: Records of tests whose teardown report has not come (an interrupted test's never does).
         self._unreported: dict[str, list[JobRecord]] = {}
-        #: Tests whose teardown report arrived (the controller takes their rows from it).
         self._reported: set[str] = set()
-        #: Controller: the folder its workers spool rows to. Worker: its own spool file.
-        self._spool_dir: Path | None = None
-        self._spool: Path | None = None
+        self._spool_dir: Path | None = None  # controller: where its workers spool
+        self._spool: Path | None = None  # worker: its own spool file
         workerinput = getattr(config, "workerinput", None) or {}
         if workerinput.get(WORKER_ROW_SPOOL):
-            name = f"{workerinput.get('workerid', 'worker')}.jsonl"
-            self._spool = Path(workerinput[WORKER_ROW_SPOOL]) / name
+            self._spool = (
+                Path(workerinput[WORKER_ROW_SPOOL]) / f"{workerinput.get('workerid', 'worker')}.jsonl"
+            )
 
     def spool_for_workers(self) -> str:
-        """Controller: the folder workers spool their rows to (made on the first call)."""
+        """Controller: the folder workers spool their records to (made on the first call)."""
         if self._spool_dir is None:
-            self._spool_dir = Path(tempfile.mkdtemp(prefix="synth-rl-rows-"))
+            self._spool_dir = Path(tempfile.mkdtemp(prefix="synth-rl-records-"))
         return str(self._spool_dir)
 
     def hold(self, nodeid: str, records: list[JobRecord]) -> None:
@@ -75,12 +69,9 @@ class RunSummary:
             return
         self._unreported.setdefault(nodeid, []).extend(records)
         if self._spool is not None:
-            from pytest_synth_rl.secrets.masking import redact
-
-            rows = [json.dumps({"test": nodeid, "row": r.to_json()}, sort_keys=True) for r in records]
-            lines = "".join(redact(row) + "\n" for row in rows)
+            lines = [json.dumps({"test": nodeid, "record": r.to_json()}, sort_keys=True) for r in records]
             with open(self._spool, "a", encoding="utf-8") as out:
-                out.write(lines)
+                out.write("".join(redact(line) + "\n" for line in lines))
 
     @property
     def report(self) -> RunReport:
@@ -114,10 +105,9 @@ class RunSummary:
         if hasattr(self.config, "workerinput"):  # an xdist worker: the controller reports
             return
         for held in self._unreported.values():
-            for record in held:
-                self.report.add(record)
+            self.report.extend(held)
         self._unreported.clear()
-        unreadable = self._take_spooled_rows()
+        unreadable = self._take_spooled_records()
         if unreadable:
             terminalreporter.write_line(
                 f"synth-rl: {unreadable} job row(s) of interrupted xdist workers could not be read"
@@ -126,47 +116,53 @@ class RunSummary:
         if records:
             terminalreporter.write_sep("=", self.report.title)
             terminalreporter.write_line(self.report.render_terminal())
-        self._write_report(terminalreporter)
-        summary = os.environ.get("GITHUB_STEP_SUMMARY")
-        if summary and records:
-            self._append_step_summary(terminalreporter, summary)
-
-    def _write_report(self, terminalreporter: Any) -> None:
         path = self.report_path
-        if path is None:
-            return
-        try:
-            written = self.report.write_json(path)
-        except OSError as error:
-            from pytest_synth_rl.reporting.files import write_error_reason
-
-            _write_error(
+        if path is not None:
+            self._write(
                 terminalreporter,
-                f"{self.settings.origin('report')}: could not write the JSON report to {path}: "
-                f"{write_error_reason(path, error)}",
+                lambda: terminalreporter.write_line(
+                    f"synth-rl: JSON report written to {self.report.write_json(path)}"
+                ),
+                f"{self.settings.origin('report')}: could not write the JSON report to {path}",
+                path,
                 "point it at a file path you can write (missing directories are created)",
             )
-        else:
-            terminalreporter.write_line(f"synth-rl: JSON report written to {written}")
+        summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if summary and records:
+            self._write(
+                terminalreporter,
+                lambda: self.report.append_github_summary(summary),
+                f"GITHUB_STEP_SUMMARY={summary}: could not append the job table to the step summary",
+                summary,
+                "GitHub Actions sets GITHUB_STEP_SUMMARY to a file it made; outside Actions, unset it "
+                "or point it at a file in an existing directory",
+                make_parents=False,
+            )
 
-    def _append_step_summary(self, terminalreporter: Any, summary: str) -> None:
+    @staticmethod
+    def _write(
+        terminalreporter: Any,
+        write: Callable[[], object],
+        failed: str,
+        path: str | Path,
+        hint: str,
+        *,
+        make_parents: bool = True,
+    ) -> None:
+        """Run *write*; a failure is shown in red at the end of the run (not a traceback), and the
+        run's exit status stays the tests'."""
         try:
-            self.report.append_github_summary(summary)
+            write()
         except OSError as error:
             from pytest_synth_rl.reporting.files import write_error_reason
 
-            _write_error(
-                terminalreporter,
-                f"GITHUB_STEP_SUMMARY={summary}: could not append the job table to the step summary: "
-                f"{write_error_reason(summary, error, make_parents=False)}",
-                "GitHub Actions sets GITHUB_STEP_SUMMARY to a file it made; outside Actions, unset it "
-                "or point it at a file in an existing directory",
-            )
+            reason = write_error_reason(path, error, make_parents=make_parents)
+            terminalreporter.write_line(f"synth-rl: ERROR: {failed}: {reason}", red=True, bold=True)
+            terminalreporter.write_line(f"  hint: {hint}", red=True)
 
-    def _take_spooled_rows(self) -> int:
-        """Controller: add the workers' spooled rows of tests whose reports never came (an
-        interrupted run), then drop the spool. Returns how many lines could not be read (a
-        worker killed mid-write)."""
+    def _take_spooled_records(self) -> int:
+        """Controller: add the spooled records of tests whose reports never came, drop the spool,
+        and return how many lines could not be read (a worker killed mid-write)."""
         if self._spool_dir is None:
             return 0
         from pytest_synth_rl.reporting.report import JobRecord
@@ -176,9 +172,9 @@ class RunSummary:
             for line in spool.read_text(encoding="utf-8").splitlines():
                 try:
                     entry = json.loads(line)
-                    test, row = entry["test"], entry["row"]
+                    test, data = entry["test"], entry["record"]
                     if test not in self._reported:
-                        self.report.add(JobRecord.from_json(row))
+                        self.report.add(JobRecord.from_json(data))
                 except (ValueError, KeyError, TypeError):
                     unreadable += 1
         self.drop_spool()
@@ -189,10 +185,3 @@ class RunSummary:
         if self._spool_dir is not None:
             shutil.rmtree(self._spool_dir, ignore_errors=True)
             self._spool_dir = None
-
-
-def _write_error(terminalreporter: Any, message: str, hint: str) -> None:
-    """A report that could not be written, shown at the end of the run (red, not a traceback);
-    the run's exit status stays the tests' and the other report outputs are still written."""
-    terminalreporter.write_line(f"synth-rl: ERROR: {message}", red=True, bold=True)
-    terminalreporter.write_line(f"  hint: {hint}", red=True)

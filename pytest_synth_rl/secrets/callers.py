@@ -1,8 +1,5 @@
-"""Where a call into the package came from: the first frame outside it, i.e. the user's line.
-
-Warnings point there (``stacklevel``), and messages name it. A leaf module: anything may use it,
-``masking`` included, without an import cycle.
-"""
+"""Where a call into the package came from: the first frame outside it (the user's line), for
+warnings' ``stacklevel`` and messages. A leaf module, so anything may use it without a cycle."""
 
 from __future__ import annotations
 
@@ -24,6 +21,10 @@ __all__ = [
 ]
 
 PACKAGE = __name__.split(".")[0]
+_MACHINERY = frozenset({"_pytest", "pytest", "pluggy"})
+_INSTALLED = Path(sysconfig.get_paths()["stdlib"])
+_INSTALLED_DIRS = frozenset({"site-packages", "dist-packages"})
+_PACKAGE = Path(__file__).resolve().parents[1]
 
 
 def is_ours(module: str) -> bool:
@@ -32,8 +33,7 @@ def is_ours(module: str) -> bool:
 
 
 def outside_stacklevel() -> int:
-    """The ``stacklevel`` that points a warning, warned by the caller, at the first frame outside
-    this package (the user's line), however deep in the package the warning is raised."""
+    """The ``stacklevel`` that points the caller's warning at the first frame outside this package."""
     return _outside(inspect.currentframe())[1]
 
 
@@ -44,8 +44,7 @@ def outside_caller() -> str:
 
 
 def _outside(here: FrameType | None) -> tuple[FrameType | None, int]:
-    """From *here* (a helper above's frame): the first frame outside the package that led to the
-    helper's caller, and its ``stacklevel`` as seen from that caller."""
+    """From a helper's frame: the first frame outside the package, and its stacklevel for the caller."""
     frame = here.f_back if here is not None else None
     if frame is None:  # an interpreter without frame support: the caller itself
         return None, 1
@@ -56,7 +55,8 @@ def _outside(here: FrameType | None) -> tuple[FrameType | None, int]:
     return frame, level
 
 
-_MACHINERY = frozenset({"_pytest", "pytest", "pluggy"})
+def _installed(path: Path) -> bool:
+    return path.is_relative_to(_INSTALLED) or any(part in _INSTALLED_DIRS for part in path.parts)
 
 
 @dataclass(frozen=True)
@@ -73,12 +73,7 @@ class Frame:
         """The test, a conftest, the user's task app: not ours, not pytest's, not installed."""
         if self.ours or self.module.partition(".")[0] in _MACHINERY:
             return False
-        return not Path(self.filename).is_relative_to(_INSTALLED) and not any(
-            part in _INSTALLED_DIRS for part in Path(self.filename).parts
-        )
-
-
-_INSTALLED = Path(sysconfig.get_paths()["stdlib"])
+        return not _installed(Path(self.filename))
 
 
 def is_users_frame(frame: FrameType) -> bool:
@@ -87,15 +82,10 @@ def is_users_frame(frame: FrameType) -> bool:
     return Frame(name if isinstance(name, str) else "", frame.f_code.co_filename).users
 
 
-_INSTALLED_DIRS = frozenset({"site-packages", "dist-packages"})
-_PACKAGE = Path(__file__).resolve().parents[1]
-
-
 def is_users_file(filename: str) -> bool:
-    """Whether the source file *filename* is the user's (as :func:`is_users_frame`, from a path
-    alone: a traceback that reached us as text)."""
+    """Whether the source file *filename* is the user's, from a path alone (a traceback as text)."""
     path = Path(filename)
-    if path.is_relative_to(_INSTALLED) or any(part in _INSTALLED_DIRS for part in path.parts):
+    if _installed(path):
         return False
     with contextlib.suppress(OSError):
         path = path.resolve()

@@ -1,24 +1,7 @@
-"""Finding a known secret in the disguises text gives it: encoded, escaped, or base64'd.
-
-A key rarely leaks verbatim only. It travels percent-encoded in URLs and forms, ``\\u``-escaped in
-JSON written with ``ensure_ascii``, and base64'd inside larger values such as a Basic auth
-``user:secret`` pair. Scrubbing only the raw spelling would leave those behind, so both redaction
-(:func:`pytest_synth_rl.secrets.masking.redact`, the cassette ``Redactor``) and the cassette leak scan go
-through :func:`scrub` and :func:`contains` here.
-
-Two kinds of form are recognized:
-
-* character-level forms: each character of the secret may appear raw, as ``%XX`` (its UTF-8
-  bytes, any hex case; ``+`` for a space) or JSON-escaped (``\\uXXXX``, ``\\"``, ``\\/``), in any mix;
-* base64 forms: the secret at any of the three byte alignments inside a larger blob, in the
-  standard and the URL-safe alphabet, padded or not. Only the characters that depend on the
-  secret alone are searched for (see :func:`base64_cores`); a match replaces the whole base64
-  token around it, because a half-replaced token would still decode to part of the key;
-* parts and spellings: its first or last :data:`EDGE_FRAGMENT` characters or more (what task
-  apps echo as ``allowed_first15``; a key without its ``sk_live_`` prefix), any run of at least
-  :data:`FRAGMENT` characters from its middle, in any letter case, and the secret's bytes in hex.
-  Middle runs must be longer because keys made of words share short runs with ordinary text.
-"""
+"""Finding a known secret in the disguises text gives it: percent-encoded, JSON-escaped, base64'd
+inside a larger blob, in hex, in another letter case, or in part (its first or last
+:data:`EDGE_FRAGMENT` characters, any :data:`FRAGMENT` from its middle). Redaction and the cassette
+leak scan both go through :func:`scrub` and :func:`contains`."""
 
 from __future__ import annotations
 
@@ -40,15 +23,11 @@ _URLSAFE_TOKEN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz
 
 def _hex_class(value: int, width: int) -> str:
     """A regex matching *value* in hex with *width* digits, upper or lower case."""
-    out = []
-    for digit in f"{value:0{width}x}":
-        out.append(f"[{digit}{digit.upper()}]" if digit.isalpha() else digit)
-    return "".join(out)
+    return "".join(f"[{d}{d.upper()}]" if d.isalpha() else d for d in f"{value:0{width}x}")
 
 
 def _char_pattern(char: str) -> str:
-    options = [re.escape(char)]
-    options.append("%" + "%".join(_hex_class(byte, 2) for byte in char.encode("utf-8")))
+    options = [re.escape(char), "%" + "%".join(_hex_class(byte, 2) for byte in char.encode("utf-8"))]
     if ord(char) <= 0xFFFF:
         options.append(r"\\u" + _hex_class(ord(char), 4))
     escaped = json.dumps(char)[1:-1]
@@ -68,13 +47,8 @@ def _pattern(secret: str) -> re.Pattern[str]:
 
 @lru_cache(maxsize=256)
 def base64_cores(secret: str) -> tuple[tuple[str, frozenset[str]], ...]:
-    """The base64 text that any blob containing *secret* must contain, with its alphabet.
-
-    Base64 maps 3 bytes to 4 characters, so the secret's encoding depends on where it starts
-    modulo 3. For each offset *k* the characters ``ceil(8k/6) .. floor(8(k+n)/6)`` of
-    ``b64(k filler bytes + secret)`` carry bits of the secret only, so they are the same whatever
-    surrounds it. Padding lies outside that core, which makes padded and unpadded forms match alike.
-    """
+    """The base64 text any blob containing *secret* must contain (at each of the 3 byte offsets,
+    the characters that carry bits of the secret only), with its alphabet."""
     raw = secret.encode("utf-8")
     cores: dict[str, frozenset[str]] = {}
     for offset in range(3):
@@ -112,8 +86,7 @@ def _run_spans(text: str, secret: str) -> list[tuple[int, int]]:
         folded = text
     key = secret.lower()
     spans = []
-    # Every run of EDGE_FRAGMENT or more starts with some window: extending each match to the
-    # right measures the run from where it starts in the key.
+    # Every long enough run starts with some window; extending a match rightwards measures it.
     for first in range(len(key) - EDGE_FRAGMENT + 1):
         window = key[first : first + EDGE_FRAGMENT]
         start = folded.find(window)
@@ -146,12 +119,8 @@ def _replace_spans(text: str, spans: list[tuple[int, int]], replacement: str) ->
 
 def contains(text: str, secret: str) -> bool:
     """Whether *secret* appears in *text* in any recognized form."""
-    return (
-        bool(_pattern(secret).search(text))
-        or bool(_base64_spans(text, secret))
-        or bool(_run_spans(text, secret))
-        or bool(_hex_spans(text, secret))
-    )
+    found = _pattern(secret).search(text)
+    return bool(found or _base64_spans(text, secret) or _run_spans(text, secret) or _hex_spans(text, secret))
 
 
 def scrub_whole(text: str, secret: str, replacement: str) -> str:
@@ -166,10 +135,5 @@ def scrub_parts(text: str, secret: str, replacement: str) -> str:
 
 
 def scrub(text: str, secret: str, replacement: str) -> str:
-    """*text* with every recognized form of *secret* replaced by *replacement*.
-
-    Whole forms go first, so that a part found afterwards is never the visible half of an
-    escaped whole. With several secrets, scrub all whole forms before any part (as
-    :func:`pytest_synth_rl.secrets.masking.redact` does): one secret may contain another.
-    """
+    """*text* with every recognized form of *secret* replaced (whole forms first, then parts)."""
     return scrub_parts(scrub_whole(text, secret, replacement), secret, replacement)

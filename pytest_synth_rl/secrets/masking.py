@@ -1,10 +1,5 @@
-"""Keeping API keys out of every string we produce.
-
-Keys reach us from arguments and from the environment, and our text leaves through reprs,
-exception messages, log records, reports and cassettes. Rather than trusting every call site to
-remember, known secrets are registered once and :func:`redact` scrubs them from any text; the
-:class:`Secret` wrapper makes the *repr* of a key safe by construction.
-"""
+"""Keeping API keys out of every string we produce: known secrets are registered once and
+:func:`redact` scrubs them from any text; :class:`Secret` makes the repr of a key safe."""
 
 from __future__ import annotations
 
@@ -44,19 +39,15 @@ SECRET_ENV_VARS: tuple[str, ...] = (
     "GROQ_API_KEY",
 )
 
-# Values shorter than this are not scrubbed from free text: replacing every "1" or "abc" in a
-# message would destroy it, and such short values are not credentials worth protecting.
-_MIN_REDACT_LEN = 6
+_MIN_REDACT_LEN = 6  # shorter values are too common in text to remove safely
 
 _lock = threading.Lock()
 _registered: set[str] = set()
+_warned_short: set[str] = set()
 
 
 def mask_secret(value: str | None) -> str:
-    """Return a display form of *value* that identifies it without revealing it.
-
-    ``"sk_live_0123456789abcd23"`` -> ``"sk_l…23"``. Short values reveal nothing at all.
-    """
+    """A display form that identifies *value* without revealing it: ``sk_l…23``; short: ``…``."""
     if not value:
         return "<none>"
     if len(value) < 10:
@@ -68,12 +59,8 @@ class SynthSecretWarning(UserWarning):
     """A key too short to be masked in output (fewer than 6 characters), e.g. upstream's ``test``."""
 
 
-_warned_short: set[str] = set()
-
-
 def short_key_warning(value: str | None, subject: str = "a key") -> SynthSecretWarning | None:
-    """The warning *value* earns when it is a key too short to be masked, the first time only
-    (None after that, or for a key long enough). *subject* names it: ``"ENVIRONMENT_API_KEY"``."""
+    """The warning a key too short to be masked earns, the first time only (else None)."""
     if not value or len(value) >= _MIN_REDACT_LEN:
         return None
     with _lock:
@@ -88,8 +75,7 @@ def short_key_warning(value: str | None, subject: str = "a key") -> SynthSecretW
 
 
 def register_secret(value: str | None) -> None:
-    """Remember *value* as a secret so :func:`redact` removes it from any text; a key too short
-    for that gets a :class:`SynthSecretWarning` (once), since it may then show in reports."""
+    """Remember *value* so :func:`redact` removes it; a key too short for that is warned about once."""
     if value and len(value) >= _MIN_REDACT_LEN:
         with _lock:
             _registered.add(value)
@@ -102,27 +88,21 @@ def register_secret(value: str | None) -> None:
 
 
 def registered_secrets() -> frozenset[str]:
-    """The secrets registered so far; pass them to :func:`restore_registered_secrets` later.
-
-    Lets a test suite keep each test's secrets to that test, so no test passes because a
-    neighbor happened to register the key it forgot to.
-    """
+    """The secrets registered so far, for :func:`restore_registered_secrets` (per-test isolation)."""
     with _lock:
         return frozenset(_registered)
 
 
 def restore_registered_secrets(snapshot: Iterable[str]) -> None:
-    """Make the registered secrets exactly *snapshot* again (see :func:`registered_secrets`)."""
+    """Make the registered secrets exactly *snapshot* again."""
     with _lock:
         _registered.clear()
         _registered.update(snapshot)
 
 
 def known_secrets(extra: Iterable[str | None] = ()) -> list[str]:
-    """Every secret we know of: registered ones, secret env vars, and *extra*.
-
-    Longest first, so that a secret containing another is replaced whole.
-    """
+    """Registered secrets, secret env vars and *extra*; longest first, so a secret holding another
+    is replaced whole."""
     found: set[str] = set()
     with _lock:
         found.update(_registered)
@@ -130,18 +110,14 @@ def known_secrets(extra: Iterable[str | None] = ()) -> list[str]:
         raw = os.environ.get(name)
         if raw:
             found.add(raw)
-            if "," in raw:  # alias lists
-                found.update(part.strip() for part in raw.split(","))
+            found.update(part.strip() for part in raw.split(",") if "," in raw)  # alias lists
     found.update(v for v in extra if v)
     return sorted((s for s in found if len(s) >= _MIN_REDACT_LEN), key=len, reverse=True)
 
 
 def redact(text: str, extra: Iterable[str | None] = ()) -> str:
-    """Replace every known secret in *text* by its masked form.
-
-    Encoded spellings count too: percent-encoded, JSON ``\\u``-escaped, and base64'd (alone or
-    inside a larger blob such as a Basic auth pair); see :mod:`pytest_synth_rl.secrets.forms`.
-    """
+    """Replace every known secret in *text*, in any spelling :mod:`~pytest_synth_rl.secrets.forms`
+    knows (percent-encoded, ``\\u``-escaped, base64'd, parts), by its masked form."""
     if not text:
         return text
     secrets = known_secrets(extra)
@@ -187,8 +163,8 @@ class Secret:
 
 
 def key_problem(key: str) -> str | None:
-    """Why *key* cannot travel in an HTTP header (a line break, a control or non-ASCII
-    character), or None. Said without showing the key: only the character and its place."""
+    """Why *key* cannot travel in an HTTP header (a line break, a control or non-ASCII character),
+    or None; only the character and its place are shown."""
     for index, char in enumerate(key):
         if char in "\r\n":
             where = f"character {index + 1} of {len(key)}"
@@ -202,8 +178,7 @@ def key_problem(key: str) -> str | None:
 
 
 def secret_or_none(value: str | Secret | None) -> Secret | None:
-    """*value* as a :class:`Secret` (``None`` and ``""`` stay ``None``): the one place a key
-    given as plain text becomes a masked value, so no field or local holds it in clear."""
+    """*value* as a :class:`Secret` (``None`` and ``""`` give ``None``)."""
     if value is None or isinstance(value, Secret):
         return value or None
     return Secret(value) if value else None
@@ -216,11 +191,7 @@ CREDENTIAL_HEADERS: frozenset[str] = frozenset(
 
 
 class SecretHeaders(dict[str, str]):
-    """Request headers whose repr masks credentials (``Authorization: Bearer sk_l…23``).
-
-    Still a plain ``dict`` to every HTTP library; only its repr changes, so a traceback's locals
-    (``-l``), an assertion diff or a dataclass repr holding it never shows a key.
-    """
+    """A plain ``dict`` of request headers whose repr masks credentials (``Bearer sk_l…23``)."""
 
     def __repr__(self) -> str:
         shown = {name: _masked_header(name, value) for name, value in self.items()}
@@ -239,12 +210,7 @@ def _masked_header(name: str, value: str) -> str:
 
 
 class RedactingFilter(logging.Filter):
-    """A logging filter that masks known secrets in a record's rendered message and traceback.
-
-    Installed on our package logger, so that nothing we log carries a key even when a caller
-    passes one through a format argument, and on the servers' loggers (``uvicorn.error``), whose
-    "Exception in ASGI application" records carry whatever the app's exception said.
-    """
+    """A logging filter that masks known secrets in a record's rendered message and traceback."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
@@ -255,8 +221,7 @@ class RedactingFilter(logging.Filter):
         if cleaned != message:
             record.msg = cleaned
             record.args = None
-        if record.exc_info and not record.exc_text:
-            # Formatters use a record's exc_text when it is set: render the traceback once, masked.
+        if record.exc_info and not record.exc_text:  # formatters use exc_text when it is set
             record.exc_text = redact(_TRACEBACKS.formatException(record.exc_info))
         if record.stack_info:
             record.stack_info = redact(record.stack_info)
@@ -267,15 +232,17 @@ _TRACEBACKS = logging.Formatter()
 
 
 def mask_handler(handler: logging.Handler) -> None:
-    """Mask every record *handler* writes, whoever logged it: pytest's live log and log file
-    print the test's own records too, and those never pass through a test report."""
-    if not any(isinstance(f, RedactingFilter) for f in handler.filters):
-        handler.addFilter(RedactingFilter())
+    """Mask every record *handler* writes, whoever logged it (pytest's live log and log file)."""
+    _add_filter(handler)
+
+
+def _add_filter(target: logging.Filterer) -> None:
+    if not any(isinstance(f, RedactingFilter) for f in target.filters):
+        target.addFilter(RedactingFilter())
 
 
 def get_logger(name: str) -> logging.Logger:
     """The logger *name* (ours, or a server's we run), its records always redacted."""
     logger = logging.getLogger(name)
-    if not any(isinstance(f, RedactingFilter) for f in logger.filters):
-        logger.addFilter(RedactingFilter())
+    _add_filter(logger)
     return logger

@@ -1,12 +1,6 @@
 """The last guard for keys: every test report is masked before pytest, JUnit XML or pytest-html
-sees it.
-
-Our own messages are redacted where they are made, but a report also carries what we do not
-make: the user's exception chained under ours (a task app that failed on import, quoting its
-environment), ``--showlocals`` values, captured output. Masking the finished report covers all
-of them, in every output that reads reports, at any verbosity. Only the text changes: the
-report keeps its structure, so the summary line and JUnit message still name the error.
-"""
+sees it, covering what we did not make (the user's chained exceptions, ``--showlocals``, captured
+output). Only the text changes; the report keeps its structure."""
 
 from __future__ import annotations
 
@@ -19,7 +13,7 @@ __all__ = ["mask_test_report"]
 
 
 def _masked(value: Any, seen: set[int]) -> Any:
-    """*value* with every string in it redacted; pytest's repr objects are changed in place."""
+    """*value* with every string redacted; pytest's repr dataclasses are changed in place."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, list):
