@@ -47,13 +47,11 @@ CLOSE_MATCH_CUTOFF = 0.6
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def closest(word: str, choices: Iterable[str], *, cutoff: float = CLOSE_MATCH_CUTOFF) -> str | None:
-    """The one of *choices* that *word* most likely misspells, or None.
-
-    Only a check that *rejects* a value as a typo (not just hints) passes a stricter *cutoff*."""
+def closest(word: str, choices: Iterable[str]) -> str | None:
+    """The one of *choices* that *word* most likely misspells, or None."""
     import difflib  # only a wrong call pays for it
 
-    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff)
+    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=CLOSE_MATCH_CUTOFF)
     return found[0] if found else None
 
 

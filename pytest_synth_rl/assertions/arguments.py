@@ -26,10 +26,8 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 _SUBJECT = "expectation arguments"
-#: Statuses a job passes through; a near miss of one (``"suceeded"``) would wait out the timeout.
-_PROGRESS_STATUSES = ("queued", "pending", "running")
-#: A status this close to a known one is rejected as a typo (stricter than a mere hint).
-_STATUS_TYPO_CUTOFF = 0.75
+#: Statuses a job passes through (contract §1.3); a near miss of one would wait out the timeout.
+_PROGRESS_STATUSES = ("queued", "pending", "running", "validating", "processing")
 
 
 def shown(value: object) -> str:
@@ -133,15 +131,24 @@ def status_problem(status: object) -> ConfigProblem | None:
     if problem is not None or not isinstance(status, str):
         return problem
     wanted = status.strip().lower()
-    guess = None if wanted in known else closest(wanted, known, cutoff=_STATUS_TYPO_CUTOFF)
-    if guess is None:
-        return None  # a status this plugin does not know may still be the backend's own
+    guess = None if wanted in known else closest(wanted, known)
+    if guess is None or _slips(wanted, guess) > 2:
+        return None  # not a known status, nor a slip of one: it may be the backend's own
     return ConfigProblem(
         key="to_reach_status.status",
         message=f"got {_written('to_reach_status', 'status', status)}, a near miss of the known "
         f"status {guess!r}: the job would never reach it, and the wait would last its whole timeout",
         hint=f"did you mean to_reach_status({guess!r})? known statuses: {', '.join(known)}",
     )
+
+
+def _slips(word: str, known: str) -> int:
+    """How many letters must change to turn *word* into *known* (a typo is one or two slips;
+    ``training`` is three from ``running``: another word, not a misspelling)."""
+    import difflib
+
+    edits = difflib.SequenceMatcher(None, word, known).get_opcodes()
+    return sum(max(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in edits if tag != "equal")
 
 
 def bounds_problems(at_least: object, at_most: object) -> list[ConfigProblem | None]:
