@@ -208,10 +208,8 @@ def _exec_as(
     safe = "".join(ch if ch.isalnum() else "_" for ch in stem)
     name = f"_synth_task_app_{safe}_{next(_module_counter)}"
     name = f"{parent}.{name}" if parent else name
-    if package_path is None:
-        spec = importlib.util.spec_from_file_location(name, file)
-    else:
-        spec = importlib.util.spec_from_file_location(name, file, submodule_search_locations=None)
+    # Never a package of its own: a package copy keeps the original's ``__package__``.
+    spec = importlib.util.spec_from_file_location(name, file, submodule_search_locations=None)
     if spec is None or spec.loader is None:  # pragma: no cover - only for exotic loaders
         raise TaskAppError(f"cannot create an import spec for {str(file)!r}")
     module = importlib.util.module_from_spec(spec)
@@ -293,14 +291,6 @@ def _module_apps(module: types.ModuleType, *, include_app: bool = False) -> list
     return found
 
 
-class _NotFromSource(Exception):
-    """The module to copy has no Python source file (an extension, a zip, a namespace package)."""
-
-    def __init__(self, origin: str | None) -> None:
-        super().__init__(origin)
-        self.origin = origin
-
-
 def _app_from_target(target: str, *, fresh: bool = False) -> tuple[ASGIApp, types.ModuleType | None]:
     """The app ``"pkg.module:attr"`` names (``attr`` may be dotted), with the module's private
     copy when *fresh* (else None: the module is shared)."""
@@ -313,14 +303,9 @@ def _app_from_target(target: str, *, fresh: bool = False) -> tuple[ASGIApp, type
         )
     importing = f"importing module {module_name!r} for target {target!r}"
     try:
-        module = _module_copy(module_name) if fresh else importlib.import_module(module_name)
-    except _NotFromSource as exc:
-        raise TaskAppError(
-            f"cannot load a fresh copy of module {module_name!r} for target {target!r}: it is not "
-            f"loaded from a Python source file (origin: {exc.origin!r})",
-            hint="a per-test task app is loaded anew from source: give a .py module, or serve "
-            "this one once per session (scope='session')",
-        ) from None
+        module = _module_copy(module_name, target) if fresh else importlib.import_module(module_name)
+    except TaskAppError:
+        raise
     except ModuleNotFoundError as exc:
         missing = exc.name or ""
         if missing and (missing == module_name or module_name.startswith(missing + ".")):
@@ -356,15 +341,20 @@ def _near_module(name: str) -> str | None:
     return f"{parent + '.' if parent else ''}{found}" if found else None
 
 
-def _module_copy(module_name: str) -> types.ModuleType:
+def _module_copy(module_name: str, target: str) -> types.ModuleType:
     """A private copy of *module_name*, executed anew from source beside the original in its
     package (so relative imports share its modules); the registered module is left alone."""
     spec = importlib.util.find_spec(module_name)  # imports the parent packages, not the module
     if spec is None:
         raise ModuleNotFoundError(f"No module named {module_name!r}", name=module_name)
     origin = Path(spec.origin) if spec.origin and spec.has_location else None
-    if origin is None or origin.suffix != ".py" or not origin.is_file():
-        raise _NotFromSource(spec.origin)
+    if origin is None or origin.suffix != ".py" or not origin.is_file():  # an extension, a zip...
+        raise TaskAppError(
+            f"cannot load a fresh copy of module {module_name!r} for target {target!r}: it is not "
+            f"loaded from a Python source file (origin: {spec.origin!r})",
+            hint="a per-test task app is loaded anew from source: give a .py module, or serve "
+            "this one once per session (scope='session')",
+        )
     locations = spec.submodule_search_locations
     parent = module_name if locations is not None else module_name.rpartition(".")[0]
     package_path = None if locations is None else list(locations)
