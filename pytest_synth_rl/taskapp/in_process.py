@@ -298,10 +298,7 @@ class InProcessTaskApp:
     def _load(self) -> Any:
         """The app to serve: the shared one of its source, or with ``fresh`` a private copy."""
         source = self._source
-        if self.fresh:
-            app, self._module = resolve_fresh_app(self._app, **source)
-        else:
-            app = resolve_app(self._app, **source)
+        app, self._module = resolve_fresh_app(self._app, fresh=self.fresh, **source)
         with _served_lock:
             listed, count = _served.get(id(app), (app, 0))
             shared = self._module is not None and count > 0 and listed is app

@@ -291,9 +291,8 @@ def _module_apps(module: types.ModuleType, *, include_app: bool = False) -> list
     return found
 
 
-def _app_from_target(target: str, *, fresh: bool = False) -> tuple[ASGIApp, types.ModuleType | None]:
-    """The app ``"pkg.module:attr"`` names (``attr`` may be dotted), with the module's private
-    copy when *fresh* (else None: the module is shared)."""
+def _target_module(target: str, *, fresh: bool) -> tuple[types.ModuleType, str, str]:
+    """The module ``"pkg.module:attr"`` names (a private copy when *fresh*), its name and ``attr``."""
     module_name, sep, attr_path = target.partition(":")
     module_name, attr_path = module_name.strip(), attr_path.strip()
     if not sep or not module_name or not attr_path:
@@ -304,6 +303,7 @@ def _app_from_target(target: str, *, fresh: bool = False) -> tuple[ASGIApp, type
     importing = f"importing module {module_name!r} for target {target!r}"
     try:
         module = _module_copy(module_name, target) if fresh else importlib.import_module(module_name)
+        return module, module_name, attr_path
     except TaskAppError:
         raise
     except ModuleNotFoundError as exc:
@@ -320,14 +320,6 @@ def _app_from_target(target: str, *, fresh: bool = False) -> tuple[ASGIApp, type
         raise _raised(importing, exc, hint) from exc
     except Exception as exc:
         raise _raised(importing, exc, _IMPORT_HINT) from exc
-    try:
-        obj = _attribute(module, attr_path, f"module {module_name!r}", target)
-        app = _app_or_factory(obj, f"target {target!r}")
-    except BaseException:
-        if fresh:
-            unload_module(module)
-        raise
-    return app, module if fresh else None
 
 
 def _near_module(name: str) -> str | None:
@@ -400,7 +392,7 @@ def resolve_app(
 ) -> ASGIApp:
     """The ASGI app of exactly one of the four sources; a file is executed once per version and
     a target imported once, so every caller gets the same app. Raises :class:`TaskAppError`."""
-    return _resolve(app, task_app_path, target, factory, fresh=False)[0]
+    return resolve_fresh_app(app, task_app_path=task_app_path, target=target, factory=factory, fresh=False)[0]
 
 
 def resolve_fresh_app(
@@ -409,21 +401,11 @@ def resolve_fresh_app(
     task_app_path: str | Path | None = None,
     target: str | None = None,
     factory: Callable[[], Any] | None = None,
+    fresh: bool = True,
 ) -> tuple[ASGIApp, types.ModuleType | None]:
     """Like :func:`resolve_app`, but a file or target is loaded anew into a private module, for
     one server alone (returned with the app, for :func:`unload_module`; None for ``app=`` and
     ``factory=``, which have nothing to reload)."""
-    return _resolve(app, task_app_path, target, factory, fresh=True)
-
-
-def _resolve(
-    app: Any,
-    task_app_path: str | Path | None,
-    target: str | None,
-    factory: Callable[[], Any] | None,
-    *,
-    fresh: bool,
-) -> tuple[ASGIApp, types.ModuleType | None]:
     given = {"app": app, "task_app_path": task_app_path, "target": target, "factory": factory}
     chosen = [name for name, value in given.items() if value is not None]
     if len(chosen) != 1:
@@ -440,23 +422,29 @@ def _resolve(
                 "pass factory=<callable> instead",
             )
         return app, None
-    if task_app_path is not None:
-        path, attribute = split_app_path(task_app_path)
-        module = load_module_from_path(path, fresh=fresh)
-        try:
-            if attribute is None:
-                return _app_from_module(module, repr(str(path))), module if fresh else None
-            obj = _attribute(module, attribute, f"task app file {str(path)!r}", str(task_app_path))
-            return _app_or_factory(obj, repr(str(task_app_path))), module if fresh else None
-        except BaseException:
-            if fresh:
-                unload_module(module)
-            raise
+    if factory is not None:
+        if not callable(factory):
+            raise TaskAppError(
+                f"factory= is {_describe(factory)}, which is not callable",
+                hint="pass a zero-argument function that returns the ASGI app",
+            )
+        return _call_factory(factory, f"factory {getattr(factory, '__qualname__', repr(factory))}"), None
+    attribute: str | None
     if target is not None:
-        return _app_from_target(target, fresh=fresh)
-    if not callable(factory):
-        raise TaskAppError(
-            f"factory= is {_describe(factory)}, which is not callable",
-            hint="pass a zero-argument function that returns the ASGI app",
-        )
-    return _call_factory(factory, f"factory {getattr(factory, '__qualname__', repr(factory))}"), None
+        module, name, attribute = _target_module(target, fresh=fresh)
+        what, source, where = f"module {name!r}", target, f"target {target!r}"
+    else:
+        path, attribute = split_app_path(str(task_app_path))
+        module = load_module_from_path(path, fresh=fresh)
+        what, source = f"task app file {str(path)!r}", str(task_app_path)
+        where = repr(source if attribute else str(path))
+    try:
+        if attribute is None:
+            found = _app_from_module(module, where)
+        else:
+            found = _app_or_factory(_attribute(module, attribute, what, source), where)
+    except BaseException:
+        if fresh:
+            unload_module(module)
+        raise
+    return found, module if fresh else None
