@@ -71,38 +71,28 @@ def number_problem(
     )
 
 
-def within_problem(method: str, within: object) -> ConfigProblem | None:
-    if within is None:
+def _seconds(method: str, name: str, value: object, what: str, hint: str) -> ConfigProblem | None:
+    """The problem with *value* as seconds on the job's clock (None: not given), or None."""
+    if value is None:
         return None
-    return number_problem(
-        method,
-        "within",
-        within,
-        positive=True,
-        expected="a finite number of seconds > 0 (measured on the job's clock)",
-        hint=f"e.g. {method}(within=7200) waits up to two hours; leave within out to use the "
-        "test's timeout (--synth-timeout)",
-    )
+    expected = f"a finite number of seconds > 0 {what}"
+    return number_problem(method, name, value, positive=True, expected=expected, hint=hint)
+
+
+def within_problem(method: str, within: object) -> ConfigProblem | None:
+    hint = f"e.g. {method}(within=7200) waits up to two hours; leave within out to use the test's timeout"
+    return _seconds(method, "within", within, "(measured on the job's clock)", hint + " (--synth-timeout)")
 
 
 def settings_problems(method: str, interval: object, timeout: object) -> list[ConfigProblem | None]:
     """The problems with the ``interval=`` and ``timeout=`` an expectation was started with."""
-    problems: list[ConfigProblem | None] = []
+    problems = []
     for name, value, what, example in (
-        ("interval", interval, "between two polls", "interval=10"),
-        ("timeout", timeout, "to wait for the job", "timeout=7200"),
+        ("interval", interval, "between two polls", 10),
+        ("timeout", timeout, "to wait for the job", 7200),
     ):
-        if value is not None:
-            problems.append(
-                number_problem(
-                    method,
-                    name,
-                    value,
-                    positive=True,
-                    expected=f"a finite number of seconds > 0 {what} (on the job's clock)",
-                    hint=f"e.g. {method}(job, {example}); leave it out for the job's default",
-                )
-            )
+        hint = f"e.g. {method}(job, {name}={example}); leave it out for the job's default"
+        problems.append(_seconds(method, name, value, f"{what} (on the job's clock)", hint))
     return problems
 
 
