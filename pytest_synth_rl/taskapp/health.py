@@ -15,15 +15,6 @@ from pytest_synth_rl.errors import TaskAppError
 from pytest_synth_rl.secrets.masking import Secret, SecretHeaders, redact, register_secret
 from pytest_synth_rl.taskapp.tls import shared_ssl_context
 
-__all__ = [
-    "HealthReport",
-    "async_check_task_app_health",
-    "check_task_app_health",
-    "json_or_none",
-    "task_app_auth_headers",
-    "task_app_base_url",
-]
-
 _PATHS = ("/health", "/task_info")
 _Outcome = tuple[str, "httpx.Response | Exception"]
 

@@ -33,15 +33,6 @@ from pytest_synth_rl.taskapp.loading import resolve_app, resolve_fresh_app, unlo
 from pytest_synth_rl.taskapp.loopback import normalise_loopback_host, url_host
 from pytest_synth_rl.taskapp.serving import Lifespan, ServerThread
 
-__all__ = [
-    "ALIASES_VAR",
-    "CONTRACT_ENDPOINTS",
-    "KEY_VAR",
-    "InProcessTaskApp",
-    "acquire_env_key",
-    "release_env_key",
-]
-
 # -- lending ENVIRONMENT_API_KEY to the apps that run ---------------------------------------
 KEY_VAR = "ENVIRONMENT_API_KEY"
 ALIASES_VAR = "ENVIRONMENT_API_KEY_ALIASES"

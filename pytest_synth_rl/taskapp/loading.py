@@ -23,18 +23,6 @@ from typing import Any
 
 from pytest_synth_rl.errors import TaskAppError, closest
 
-__all__ = [
-    "APP_ATTRIBUTE",
-    "FACTORY_NAMES",
-    "ASGIApp",
-    "is_asgi_app",
-    "load_module_from_path",
-    "resolve_app",
-    "resolve_fresh_app",
-    "split_app_path",
-    "unload_module",
-]
-
 #: Any ASGI 3 application: ``await app(scope, receive, send)``.
 ASGIApp = Callable[..., Any]
 
