@@ -105,8 +105,7 @@ class VirtualClock:
             return self._now
 
     def time(self) -> float:
-        with self._lock:
-            return self._epoch + (self._now - self._start)
+        return self._epoch + self.elapsed
 
     @property
     def elapsed(self) -> float:

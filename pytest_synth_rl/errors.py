@@ -47,13 +47,11 @@ CLOSE_MATCH_CUTOFF = 0.6
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def closest(word: str, choices: Iterable[str], *, cutoff: float = CLOSE_MATCH_CUTOFF) -> str | None:
-    """The one of *choices* that *word* most likely misspells, or None.
-
-    Only a check that *rejects* a value as a typo (not just hints) passes a stricter *cutoff*."""
+def closest(word: str, choices: Iterable[str]) -> str | None:
+    """The one of *choices* that *word* most likely misspells, or None."""
     import difflib  # only a wrong call pays for it
 
-    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff)
+    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=CLOSE_MATCH_CUTOFF)
     return found[0] if found else None
 
 
@@ -100,35 +98,27 @@ def unknown_argument(
 def keywords_checked(func: F) -> F:
     """*func* where a keyword it does not take is a :class:`SynthUsageError` with a "did you
     mean", not a bare ``TypeError``. Free on a good call: the signature is read only on failure."""
-    if inspect.iscoroutinefunction(func):  # stays a coroutine function
-
-        @functools.wraps(func)
-        async def checked_async(*args: Any, **kwargs: Any) -> Any:
-            __tracebackhide__ = True
-            try:
-                awaitable = func(*args, **kwargs)
-            except TypeError:
-                problems = _unknown_keywords(func, args, kwargs)
-                if not problems:
-                    raise
-            else:
-                return await awaitable
-            raise SynthUsageError(problems)
-
-        return checked_async  # type: ignore[return-value]
 
     @functools.wraps(func)
     def checked(*args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         try:
-            return func(*args, **kwargs)
+            return func(*args, **kwargs)  # a coroutine function fails here too, before it runs
         except TypeError:
             problems = _unknown_keywords(func, args, kwargs)
             if not problems:
                 raise
         raise SynthUsageError(problems)
 
-    return checked  # type: ignore[return-value]
+    if not inspect.iscoroutinefunction(func):
+        return checked  # type: ignore[return-value]
+
+    @functools.wraps(func)
+    async def checked_async(*args: Any, **kwargs: Any) -> Any:  # stays a coroutine function
+        __tracebackhide__ = True
+        return await checked(*args, **kwargs)
+
+    return checked_async  # type: ignore[return-value]
 
 
 def _unknown_keywords(
@@ -393,10 +383,6 @@ class JobTimeoutError(SynthError, TimeoutError):
         history: Sequence[Any] = (),
         hint: str | None = None,
     ) -> None:
-        self.job_id, self.timeout, self.last_status, self.history = (
-            job_id,
-            timeout,
-            last_status,
-            list(history),
-        )
+        self.job_id, self.timeout, self.last_status = job_id, timeout, last_status
+        self.history = list(history)
         super().__init__(message, hint=hint)

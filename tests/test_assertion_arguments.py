@@ -231,9 +231,19 @@ def test_a_misspelled_status_would_wait_forever_so_it_is_refused(job: RLJob) -> 
     assert_not_polled(job)
 
 
-def test_a_status_of_the_backends_own_is_still_accepted(job: RLJob) -> None:
-    with pytest.raises(AssertionError, match=r"to reach status 'validating' within 10\.0s"):
-        expect_job(job, interval=5).to_reach_status("validating", within=10)
+@pytest.mark.parametrize("status", ["validating", "training", "created", "scheduled"])
+def test_a_status_of_the_backends_own_is_still_accepted(job: RLJob, status: str) -> None:
+    with pytest.raises(AssertionError, match=rf"to reach status '{status}' within 10\.0s"):
+        expect_job(job, interval=5).to_reach_status(status, within=10)
+
+
+@pytest.mark.parametrize(
+    ("typo", "meant"), [("runing", "running"), ("cancled", "canceled"), ("validatin", "validating")]
+)
+def test_a_slip_of_any_known_status_is_refused(job: RLJob, typo: str, meant: str) -> None:
+    error = usage_error(lambda: expect_job(job).to_reach_status(typo))
+    assert f"did you mean to_reach_status({meant!r})?" in str(error)
+    assert_not_polled(job)
 
 
 @pytest.mark.parametrize("window", [-1, 1.5, "2"])

@@ -249,11 +249,6 @@ class JobExpectation:
         # Redacted: the backend's own words may echo a key back into CI logs.
         return AssertionError(redact(f"{summary}\n{history.render()}"))
 
-    def _finished(self) -> Any:
-        if self.result is None:
-            self._wait(None)
-        return self.result
-
     def _wait(self, within: float | None) -> None:
         """Poll the job to a terminal status (``within`` already checked by the caller)."""
         timeout = within if within is not None else self.timeout
@@ -350,8 +345,9 @@ class JobExpectation:
         """The finished job's final reward lies within the given bounds (at least one is needed)."""
         __tracebackhide__ = True
         raise_problems(bounds_problems(at_least, at_most))
-        result = self._finished()
-        reward = getattr(result, "final_reward", None)
+        if self.result is None:
+            self._wait(None)
+        reward = getattr(self.result, "final_reward", None)
         if reward is None:
             raise self._fail(f"expected job {self.job.job_id} to report a final reward, but it has none")
         if at_least is not None and reward < at_least:
@@ -378,9 +374,9 @@ class JobExpectation:
                 window_problem(window),
             ]
         )
-        self._finished()
-        history = collect_job_history(self.job, self.result)
-        rewards = history.rewards
+        if self.result is None:
+            self._wait(None)
+        rewards = collect_job_history(self.job, self.result).rewards
         if len(rewards) < 2:
             raise self._fail(
                 f"expected the reward to improve by {by}, but the job reported {len(rewards)} reward point(s)"
@@ -433,26 +429,21 @@ def start_expectation(
 ) -> JobExpectation:
     """:func:`expect_job` as *call* (``synth_expect`` for the fixture), named in its errors."""
     __tracebackhide__ = True
-    problems = settings_problems(call, interval, timeout)
-    if inspect.iscoroutinefunction(getattr(job, "poll_until_complete", None)):
-        problems.insert(
-            0,
-            ConfigProblem(
-                key=f"{call}.job",
-                message=f"got {call}(<AsyncRLJob>); expectations wait by blocking, so they take an RLJob",
-                hint="await the async job's own methods (result = await job.poll_until_complete(); "
-                "assert result.status == 'succeeded'), or make a blocking job with synth_rl_job()",
-            ),
+    poll = getattr(job, "poll_until_complete", None)
+    problem = None
+    if inspect.iscoroutinefunction(poll):
+        problem = ConfigProblem(
+            f"{call}.job",
+            f"got {call}(<AsyncRLJob>); expectations wait by blocking, so they take an RLJob",
+            "await the async job's own methods (result = await job.poll_until_complete(); "
+            "assert result.status == 'succeeded'), or make a blocking job with synth_rl_job()",
         )
-    elif not callable(getattr(job, "poll_until_complete", None)):
-        problems.insert(
-            0,
-            ConfigProblem(
-                key=f"{call}.job",
-                message=f"got {call}({shown(job)}), {a_type(job)}; expected the RLJob itself",
-                hint="pass the job, not what it returned: job = synth_rl_job(); job.submit(); "
-                "synth_expect(job).to_succeed()",
-            ),
+    elif not callable(poll):
+        problem = ConfigProblem(
+            f"{call}.job",
+            f"got {call}({shown(job)}), {a_type(job)}; expected the RLJob itself",
+            "pass the job, not what it returned: job = synth_rl_job(); job.submit(); "
+            "synth_expect(job).to_succeed()",
         )
-    raise_problems(problems)
+    raise_problems([problem, *settings_problems(call, interval, timeout)])
     return JobExpectation(job, clock=clock, interval=interval, timeout=timeout)

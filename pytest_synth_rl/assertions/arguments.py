@@ -26,10 +26,8 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 _SUBJECT = "expectation arguments"
-#: Statuses a job passes through; a near miss of one (``"suceeded"``) would wait out the timeout.
-_PROGRESS_STATUSES = ("queued", "pending", "running")
-#: A status this close to a known one is rejected as a typo (stricter than a mere hint).
-_STATUS_TYPO_CUTOFF = 0.75
+#: Statuses a job passes through (contract §1.3); a near miss of one would wait out the timeout.
+_PROGRESS_STATUSES = ("queued", "pending", "running", "validating", "processing")
 
 
 def shown(value: object) -> str:
@@ -73,38 +71,28 @@ def number_problem(
     )
 
 
-def within_problem(method: str, within: object) -> ConfigProblem | None:
-    if within is None:
+def _seconds(method: str, name: str, value: object, what: str, hint: str) -> ConfigProblem | None:
+    """The problem with *value* as seconds on the job's clock (None: not given), or None."""
+    if value is None:
         return None
-    return number_problem(
-        method,
-        "within",
-        within,
-        positive=True,
-        expected="a finite number of seconds > 0 (measured on the job's clock)",
-        hint=f"e.g. {method}(within=7200) waits up to two hours; leave within out to use the "
-        "test's timeout (--synth-timeout)",
-    )
+    expected = f"a finite number of seconds > 0 {what}"
+    return number_problem(method, name, value, positive=True, expected=expected, hint=hint)
+
+
+def within_problem(method: str, within: object) -> ConfigProblem | None:
+    hint = f"e.g. {method}(within=7200) waits up to two hours; leave within out to use the test's timeout"
+    return _seconds(method, "within", within, "(measured on the job's clock)", hint + " (--synth-timeout)")
 
 
 def settings_problems(method: str, interval: object, timeout: object) -> list[ConfigProblem | None]:
     """The problems with the ``interval=`` and ``timeout=`` an expectation was started with."""
-    problems: list[ConfigProblem | None] = []
+    problems = []
     for name, value, what, example in (
-        ("interval", interval, "between two polls", "interval=10"),
-        ("timeout", timeout, "to wait for the job", "timeout=7200"),
+        ("interval", interval, "between two polls", 10),
+        ("timeout", timeout, "to wait for the job", 7200),
     ):
-        if value is not None:
-            problems.append(
-                number_problem(
-                    method,
-                    name,
-                    value,
-                    positive=True,
-                    expected=f"a finite number of seconds > 0 {what} (on the job's clock)",
-                    hint=f"e.g. {method}(job, {example}); leave it out for the job's default",
-                )
-            )
+        hint = f"e.g. {method}(job, {name}={example}); leave it out for the job's default"
+        problems.append(_seconds(method, name, value, f"{what} (on the job's clock)", hint))
     return problems
 
 
@@ -133,15 +121,24 @@ def status_problem(status: object) -> ConfigProblem | None:
     if problem is not None or not isinstance(status, str):
         return problem
     wanted = status.strip().lower()
-    guess = None if wanted in known else closest(wanted, known, cutoff=_STATUS_TYPO_CUTOFF)
-    if guess is None:
-        return None  # a status this plugin does not know may still be the backend's own
+    guess = None if wanted in known else closest(wanted, known)
+    if guess is None or _slips(wanted, guess) > 2:
+        return None  # not a known status, nor a slip of one: it may be the backend's own
     return ConfigProblem(
         key="to_reach_status.status",
         message=f"got {_written('to_reach_status', 'status', status)}, a near miss of the known "
         f"status {guess!r}: the job would never reach it, and the wait would last its whole timeout",
         hint=f"did you mean to_reach_status({guess!r})? known statuses: {', '.join(known)}",
     )
+
+
+def _slips(word: str, known: str) -> int:
+    """How many letters must change to turn *word* into *known* (a typo is one or two slips;
+    ``training`` is three from ``running``: another word, not a misspelling)."""
+    import difflib
+
+    edits = difflib.SequenceMatcher(None, word, known).get_opcodes()
+    return sum(max(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in edits if tag != "equal")
 
 
 def bounds_problems(at_least: object, at_most: object) -> list[ConfigProblem | None]:

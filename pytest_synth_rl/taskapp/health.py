@@ -15,15 +15,6 @@ from pytest_synth_rl.errors import TaskAppError
 from pytest_synth_rl.secrets.masking import Secret, SecretHeaders, redact, register_secret
 from pytest_synth_rl.taskapp.tls import shared_ssl_context
 
-__all__ = [
-    "HealthReport",
-    "async_check_task_app_health",
-    "check_task_app_health",
-    "json_or_none",
-    "task_app_auth_headers",
-    "task_app_base_url",
-]
-
 _PATHS = ("/health", "/task_info")
 _Outcome = tuple[str, "httpx.Response | Exception"]
 
@@ -114,6 +105,12 @@ def _report(base: str, outcomes: list[_Outcome]) -> HealthReport:
     )
 
 
+def _target(url: str, api_key: str | Secret | None) -> tuple[str, SecretHeaders]:
+    """The checked base URL and the key's headers (the key is masked in every message from now)."""
+    register_secret(api_key.value if isinstance(api_key, Secret) else api_key)
+    return task_app_base_url(url), task_app_auth_headers(api_key)
+
+
 def check_task_app_health(
     url: str,
     api_key: str | Secret | None,
@@ -123,8 +120,7 @@ def check_task_app_health(
 ) -> HealthReport:
     """Probe ``/health`` then ``/task_info`` of the task app at *url*; *client* (a pool or an
     injected transport) is not closed here."""
-    register_secret(api_key.value if isinstance(api_key, Secret) else api_key)
-    base, headers = task_app_base_url(url), task_app_auth_headers(api_key)
+    base, headers = _target(url, api_key)
     http = client or httpx.Client(timeout=httpx.Timeout(timeout), verify=shared_ssl_context())
     outcomes: list[_Outcome] = []
     try:
@@ -150,8 +146,7 @@ async def async_check_task_app_health(
     client: httpx.AsyncClient | None = None,
 ) -> HealthReport:
     """The same probe as :func:`check_task_app_health`, over ``httpx.AsyncClient``."""
-    register_secret(api_key.value if isinstance(api_key, Secret) else api_key)
-    base, headers = task_app_base_url(url), task_app_auth_headers(api_key)
+    base, headers = _target(url, api_key)
     http = client or httpx.AsyncClient(timeout=httpx.Timeout(timeout), verify=shared_ssl_context())
     outcomes: list[_Outcome] = []
     try:

@@ -6,6 +6,7 @@ several); unlike upstream's class: no tunnels, port 0, no key fallback, readines
 
 from __future__ import annotations
 
+import collections
 import http.client
 import itertools
 import os
@@ -32,15 +33,6 @@ from pytest_synth_rl.taskapp.loading import resolve_app, resolve_fresh_app, unlo
 from pytest_synth_rl.taskapp.loopback import normalise_loopback_host, url_host
 from pytest_synth_rl.taskapp.serving import Lifespan, ServerThread
 
-__all__ = [
-    "ALIASES_VAR",
-    "CONTRACT_ENDPOINTS",
-    "KEY_VAR",
-    "InProcessTaskApp",
-    "acquire_env_key",
-    "release_env_key",
-]
-
 # -- lending ENVIRONMENT_API_KEY to the apps that run ---------------------------------------
 KEY_VAR = "ENVIRONMENT_API_KEY"
 ALIASES_VAR = "ENVIRONMENT_API_KEY_ALIASES"
@@ -63,13 +55,11 @@ def _set(name: str, value: str | None) -> None:
 
 def _apply() -> None:
     global _user_aliases
-    current_aliases = os.environ.get(ALIASES_VAR)
-    if current_aliases != _written.get(ALIASES_VAR):
-        _user_aliases = current_aliases  # changed by someone else while apps ran: adopt it
-    keys = list(_active.values())
-    primary = keys[-1]
+    if os.environ.get(ALIASES_VAR) != _written[ALIASES_VAR]:
+        _user_aliases = os.environ.get(ALIASES_VAR)  # changed by someone else while apps ran: adopt it
+    *others, primary = _active.values()
     _set(KEY_VAR, primary)
-    given = [*(a.strip() for a in (_user_aliases or "").split(",")), *keys[:-1]]
+    given = [*(a.strip() for a in (_user_aliases or "").split(",")), *others]
     aliases = [key for key in dict.fromkeys(given) if key and key != primary]
     _set(ALIASES_VAR, ",".join(aliases) if aliases else _user_aliases)
 
@@ -80,9 +70,7 @@ def acquire_env_key(key: str) -> int:
     register_secret(key)
     with _lock:
         if not _active:
-            _saved.clear()
             _saved.update({name: os.environ.get(name) for name in (KEY_VAR, ALIASES_VAR)})
-            _written.clear()
             _written.update(_saved)
             _user_aliases = _saved[ALIASES_VAR]
         token = next(_tokens)
@@ -98,18 +86,18 @@ def release_env_key(token: int) -> None:
             return
         if _active:
             _apply()
-            return
-        for name, value in _saved.items():
-            if os.environ.get(name) == _written.get(name):
-                _set(name, value)
+        else:
+            for name, value in _saved.items():
+                if os.environ.get(name) == _written.get(name):
+                    _set(name, value)
 
 
 #: The endpoints every task app serves (contract §4.1), listed in error messages.
 CONTRACT_ENDPOINTS: tuple[str, ...] = ("/health", "/task_info", "/info", "/rollout")
 
-# Every app object being served, by id(), with how many servers serve it (held, so its id
-# cannot be reused): a fresh load that still yields one of them is worth a warning.
-_served: dict[int, tuple[Any, int]] = {}
+# How many servers serve each app object, by id() (each server holds its app, so the id is not
+# reused meanwhile): a fresh load that still yields one of them is worth a warning.
+_served: collections.Counter[int] = collections.Counter()
 _served_lock = threading.Lock()
 
 
@@ -142,11 +130,7 @@ class InProcessTaskApp:
         export_api_key: bool = True,
         fresh: bool = False,
     ) -> None:
-        self._source: dict[str, Any] = {
-            "task_app_path": task_app_path,
-            "target": target,
-            "factory": factory,
-        }
+        self._source: dict[str, Any] = {"task_app_path": task_app_path, "target": target, "factory": factory}
         if sum(v is not None for v in (app, task_app_path, target, factory)) != 1:
             resolve_app(app, **self._source)  # the loader's error, at construction
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
@@ -179,16 +163,9 @@ class InProcessTaskApp:
             raise TaskAppError(
                 f"api_key {problem}", hint="give the key the app enforces as printable ASCII text"
             )
-        given = secret_or_none(api_key)
-        if given:
-            self.api_key_source = "argument"
-            self._api_key = given
-        elif os.environ.get(KEY_VAR):
-            self.api_key_source = "environment"
-            self._api_key = Secret(os.environ[KEY_VAR])
-        else:
-            self.api_key_source = "generated"
-            self._api_key = Secret(secrets.token_hex(32))
+        given, lent = secret_or_none(api_key), os.environ.get(KEY_VAR)
+        self.api_key_source = "argument" if given else "environment" if lent else "generated"
+        self._api_key = given or Secret(lent or secrets.token_hex(32))
         self._server: ServerThread | None = None
         self._served_app: Any = None
         self._module: types.ModuleType | None = None
@@ -298,14 +275,10 @@ class InProcessTaskApp:
     def _load(self) -> Any:
         """The app to serve: the shared one of its source, or with ``fresh`` a private copy."""
         source = self._source
-        if self.fresh:
-            app, self._module = resolve_fresh_app(self._app, **source)
-        else:
-            app = resolve_app(self._app, **source)
+        app, self._module = resolve_fresh_app(self._app, fresh=self.fresh, **source)
         with _served_lock:
-            listed, count = _served.get(id(app), (app, 0))
-            shared = self._module is not None and count > 0 and listed is app
-            _served[id(app)] = (app, count + 1)
+            shared = self._module is not None and _served[id(app)] > 0
+            _served[id(app)] += 1
             self._served_app = app
         if shared:
             where = source["task_app_path"] or source["target"]
@@ -325,9 +298,9 @@ class InProcessTaskApp:
         served, self._served_app = self._served_app, None
         if served is not None:
             with _served_lock:
-                count = _served.pop(id(served), (served, 0))[1] - 1
-                if count > 0:
-                    _served[id(served)] = (served, count)
+                _served[id(served)] -= 1
+                if _served[id(served)] <= 0:
+                    del _served[id(served)]
         module, self._module = self._module, None
         if module is not None:
             unload_module(module)

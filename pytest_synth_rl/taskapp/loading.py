@@ -23,18 +23,6 @@ from typing import Any
 
 from pytest_synth_rl.errors import TaskAppError, closest
 
-__all__ = [
-    "APP_ATTRIBUTE",
-    "FACTORY_NAMES",
-    "ASGIApp",
-    "is_asgi_app",
-    "load_module_from_path",
-    "resolve_app",
-    "resolve_fresh_app",
-    "split_app_path",
-    "unload_module",
-]
-
 #: Any ASGI 3 application: ``await app(scope, receive, send)``.
 ASGIApp = Callable[..., Any]
 
@@ -208,10 +196,8 @@ def _exec_as(
     safe = "".join(ch if ch.isalnum() else "_" for ch in stem)
     name = f"_synth_task_app_{safe}_{next(_module_counter)}"
     name = f"{parent}.{name}" if parent else name
-    if package_path is None:
-        spec = importlib.util.spec_from_file_location(name, file)
-    else:
-        spec = importlib.util.spec_from_file_location(name, file, submodule_search_locations=None)
+    # Never a package of its own: a package copy keeps the original's ``__package__``.
+    spec = importlib.util.spec_from_file_location(name, file, submodule_search_locations=None)
     if spec is None or spec.loader is None:  # pragma: no cover - only for exotic loaders
         raise TaskAppError(f"cannot create an import spec for {str(file)!r}")
     module = importlib.util.module_from_spec(spec)
@@ -293,17 +279,8 @@ def _module_apps(module: types.ModuleType, *, include_app: bool = False) -> list
     return found
 
 
-class _NotFromSource(Exception):
-    """The module to copy has no Python source file (an extension, a zip, a namespace package)."""
-
-    def __init__(self, origin: str | None) -> None:
-        super().__init__(origin)
-        self.origin = origin
-
-
-def _app_from_target(target: str, *, fresh: bool = False) -> tuple[ASGIApp, types.ModuleType | None]:
-    """The app ``"pkg.module:attr"`` names (``attr`` may be dotted), with the module's private
-    copy when *fresh* (else None: the module is shared)."""
+def _target_module(target: str, *, fresh: bool) -> tuple[types.ModuleType, str, str]:
+    """The module ``"pkg.module:attr"`` names (a private copy when *fresh*), its name and ``attr``."""
     module_name, sep, attr_path = target.partition(":")
     module_name, attr_path = module_name.strip(), attr_path.strip()
     if not sep or not module_name or not attr_path:
@@ -313,14 +290,10 @@ def _app_from_target(target: str, *, fresh: bool = False) -> tuple[ASGIApp, type
         )
     importing = f"importing module {module_name!r} for target {target!r}"
     try:
-        module = _module_copy(module_name) if fresh else importlib.import_module(module_name)
-    except _NotFromSource as exc:
-        raise TaskAppError(
-            f"cannot load a fresh copy of module {module_name!r} for target {target!r}: it is not "
-            f"loaded from a Python source file (origin: {exc.origin!r})",
-            hint="a per-test task app is loaded anew from source: give a .py module, or serve "
-            "this one once per session (scope='session')",
-        ) from None
+        module = _module_copy(module_name, target) if fresh else importlib.import_module(module_name)
+        return module, module_name, attr_path
+    except TaskAppError:
+        raise
     except ModuleNotFoundError as exc:
         missing = exc.name or ""
         if missing and (missing == module_name or module_name.startswith(missing + ".")):
@@ -335,14 +308,6 @@ def _app_from_target(target: str, *, fresh: bool = False) -> tuple[ASGIApp, type
         raise _raised(importing, exc, hint) from exc
     except Exception as exc:
         raise _raised(importing, exc, _IMPORT_HINT) from exc
-    try:
-        obj = _attribute(module, attr_path, f"module {module_name!r}", target)
-        app = _app_or_factory(obj, f"target {target!r}")
-    except BaseException:
-        if fresh:
-            unload_module(module)
-        raise
-    return app, module if fresh else None
 
 
 def _near_module(name: str) -> str | None:
@@ -356,15 +321,20 @@ def _near_module(name: str) -> str | None:
     return f"{parent + '.' if parent else ''}{found}" if found else None
 
 
-def _module_copy(module_name: str) -> types.ModuleType:
+def _module_copy(module_name: str, target: str) -> types.ModuleType:
     """A private copy of *module_name*, executed anew from source beside the original in its
     package (so relative imports share its modules); the registered module is left alone."""
     spec = importlib.util.find_spec(module_name)  # imports the parent packages, not the module
     if spec is None:
         raise ModuleNotFoundError(f"No module named {module_name!r}", name=module_name)
     origin = Path(spec.origin) if spec.origin and spec.has_location else None
-    if origin is None or origin.suffix != ".py" or not origin.is_file():
-        raise _NotFromSource(spec.origin)
+    if origin is None or origin.suffix != ".py" or not origin.is_file():  # an extension, a zip...
+        raise TaskAppError(
+            f"cannot load a fresh copy of module {module_name!r} for target {target!r}: it is not "
+            f"loaded from a Python source file (origin: {spec.origin!r})",
+            hint="a per-test task app is loaded anew from source: give a .py module, or serve "
+            "this one once per session (scope='session')",
+        )
     locations = spec.submodule_search_locations
     parent = module_name if locations is not None else module_name.rpartition(".")[0]
     package_path = None if locations is None else list(locations)
@@ -410,7 +380,7 @@ def resolve_app(
 ) -> ASGIApp:
     """The ASGI app of exactly one of the four sources; a file is executed once per version and
     a target imported once, so every caller gets the same app. Raises :class:`TaskAppError`."""
-    return _resolve(app, task_app_path, target, factory, fresh=False)[0]
+    return resolve_fresh_app(app, task_app_path=task_app_path, target=target, factory=factory, fresh=False)[0]
 
 
 def resolve_fresh_app(
@@ -419,21 +389,11 @@ def resolve_fresh_app(
     task_app_path: str | Path | None = None,
     target: str | None = None,
     factory: Callable[[], Any] | None = None,
+    fresh: bool = True,
 ) -> tuple[ASGIApp, types.ModuleType | None]:
     """Like :func:`resolve_app`, but a file or target is loaded anew into a private module, for
     one server alone (returned with the app, for :func:`unload_module`; None for ``app=`` and
     ``factory=``, which have nothing to reload)."""
-    return _resolve(app, task_app_path, target, factory, fresh=True)
-
-
-def _resolve(
-    app: Any,
-    task_app_path: str | Path | None,
-    target: str | None,
-    factory: Callable[[], Any] | None,
-    *,
-    fresh: bool,
-) -> tuple[ASGIApp, types.ModuleType | None]:
     given = {"app": app, "task_app_path": task_app_path, "target": target, "factory": factory}
     chosen = [name for name, value in given.items() if value is not None]
     if len(chosen) != 1:
@@ -450,23 +410,29 @@ def _resolve(
                 "pass factory=<callable> instead",
             )
         return app, None
-    if task_app_path is not None:
-        path, attribute = split_app_path(task_app_path)
-        module = load_module_from_path(path, fresh=fresh)
-        try:
-            if attribute is None:
-                return _app_from_module(module, repr(str(path))), module if fresh else None
-            obj = _attribute(module, attribute, f"task app file {str(path)!r}", str(task_app_path))
-            return _app_or_factory(obj, repr(str(task_app_path))), module if fresh else None
-        except BaseException:
-            if fresh:
-                unload_module(module)
-            raise
+    if factory is not None:
+        if not callable(factory):
+            raise TaskAppError(
+                f"factory= is {_describe(factory)}, which is not callable",
+                hint="pass a zero-argument function that returns the ASGI app",
+            )
+        return _call_factory(factory, f"factory {getattr(factory, '__qualname__', repr(factory))}"), None
+    attribute: str | None
     if target is not None:
-        return _app_from_target(target, fresh=fresh)
-    if not callable(factory):
-        raise TaskAppError(
-            f"factory= is {_describe(factory)}, which is not callable",
-            hint="pass a zero-argument function that returns the ASGI app",
-        )
-    return _call_factory(factory, f"factory {getattr(factory, '__qualname__', repr(factory))}"), None
+        module, name, attribute = _target_module(target, fresh=fresh)
+        what, source, where = f"module {name!r}", target, f"target {target!r}"
+    else:
+        path, attribute = split_app_path(str(task_app_path))
+        module = load_module_from_path(path, fresh=fresh)
+        what, source = f"task app file {str(path)!r}", str(task_app_path)
+        where = repr(source if attribute else str(path))
+    try:
+        if attribute is None:
+            found = _app_from_module(module, where)
+        else:
+            found = _app_or_factory(_attribute(module, attribute, what, source), where)
+    except BaseException:
+        if fresh:
+            unload_module(module)
+        raise
+    return found, module if fresh else None
