@@ -551,7 +551,13 @@ class StubInference:
         from pytest_synth_rl.taskapp.serving import serve_asgi  # uvicorn loads only when a stub is served
 
         with serve_asgi(
-            self, host=host, port=port, lifespan="on", description="stub model", protocol="minimal"
+            self,
+            host=host,
+            port=port,
+            lifespan="on",
+            description="stub model",
+            protocol="httptools",
+            read_timeout=5.0,
         ) as server:
             with self._lock:
                 self._root_url = server.url
