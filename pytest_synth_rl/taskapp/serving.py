@@ -80,7 +80,6 @@ class _AbortNoise(logging.Filter):
         return False
 
 
-#: A frame of a formatted traceback: its file, line, function and (if shown) source line.
 _TRACEBACK_FRAME = re.compile(
     r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>[^\n]+)(?:\n(?P<source>[^\n]*))?'
 )
@@ -193,17 +192,14 @@ class _Server(uvicorn.Server):
         self.should_exit = True
         if force:
             self.force_exit = True
-        self._call_in_loop(self._set_wake)
+        if self._wake is not None:
+            self._call_in_loop(self._wake.set)
 
     def cancel_main_task(self) -> None:
         """Last resort for a stop that hangs (e.g. an app whose shutdown never returns)."""
         task = self.main_task
         if task is not None:
             self._call_in_loop(task.cancel)
-
-    def _set_wake(self) -> None:
-        if self._wake is not None:
-            self._wake.set()
 
     def _call_in_loop(self, callback: Any) -> None:
         loop = self.loop
@@ -291,23 +287,14 @@ class ServerThread:
     @property
     def alive(self) -> bool:
         """True while the server thread runs and has finished starting up."""
-        return (
-            self._thread is not None
-            and self._thread.is_alive()
-            and self._server is not None
-            and self._server.started
-        )
+        started = self._thread is not None and self._server is not None and self._server.started
+        return started and self._thread is not None and self._thread.is_alive()
 
     @property
     def died(self) -> bool:
         """True if the thread ended although nobody asked it to stop."""
-        return (
-            self._thread is not None
-            and not self._thread.is_alive()
-            and not self._stopping
-            and self._server is not None
-            and self._server.started
-        )
+        started = self._thread is not None and self._server is not None and self._server.started
+        return started and not self._stopping and self._thread is not None and not self._thread.is_alive()
 
     @property
     def url(self) -> str:
