@@ -153,6 +153,10 @@ class _RequestError(Exception):
         self.error_type = error_type
 
 
+def _policy_error(message: str) -> _RequestError:
+    return _RequestError(500, f"the stub's policy {message}", "policy_error", "server_error")
+
+
 def _error_body(message: str, code: str, error_type: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
 
@@ -321,12 +325,7 @@ class StubInference:
                 if isinstance(exc, (KeyboardInterrupt, GeneratorExit)):
                     raise
                 failure = _policy_failure(exc)
-                raise _RequestError(
-                    500,
-                    f"the stub's policy raised {type(exc).__name__}: {exc}",
-                    "policy_error",
-                    "server_error",
-                ) from exc
+                raise _policy_error(f"raised {type(exc).__name__}: {exc}") from exc
             if isinstance(reply, PolicyError):
                 raise _RequestError(reply.status, reply.message, reply.code, "server_error")
             try:
@@ -338,9 +337,7 @@ class StubInference:
             except (TypeError, ValueError, AttributeError, KeyError) as exc:
                 problem = f"returned a message the stub cannot send ({type(exc).__name__}: {exc})"
                 failure = (problem, None)
-                raise _RequestError(
-                    500, f"the stub's policy {problem}", "policy_error", "server_error"
-                ) from None
+                raise _policy_error(problem) from None
         except _RequestError as exc:
             error = _error_body(str(exc), exc.code, exc.error_type)
             self._record(cid, path, body, exc.status, error, chat, failure)
@@ -348,24 +345,15 @@ class StubInference:
         model = request.get("model") if isinstance(request.get("model"), str) else self.model
         prompt_tokens = _words(messages)
         completion_tokens = _words(message.get("content")) + _words(message.get("tool_calls"))
+        finish = "tool_calls" if message.get("tool_calls") else "stop"
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
         completion = {
             "id": f"chatcmpl-stub-{number}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": message,
-                    "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
-                    "logprobs": None,
-                }
-            ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
+            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+            "usage": {**usage, "total_tokens": prompt_tokens + completion_tokens},
         }
         self._record(cid, path, body, 200, completion, chat)
         return completion
@@ -379,13 +367,8 @@ class StubInference:
         if isinstance(reply, Reply):
             return reply.to_message()
         if not isinstance(reply, Mapping):
-            raise _RequestError(
-                500,
-                f"the stub's policy returned {type(reply).__name__}; expected a str, Reply, ToolCall, "
-                "PolicyError or a message dict",
-                "policy_error",
-                "server_error",
-            )
+            expected = "expected a str, Reply, ToolCall, PolicyError or a message dict"
+            raise _policy_error(f"returned {type(reply).__name__}; {expected}")
         message = dict(reply)
         message.setdefault("role", "assistant")
         message.setdefault("content", None)
@@ -419,22 +402,13 @@ class StubInference:
             return
         path = scope.get("path", "/").rstrip("/") or "/"
         method = scope.get("method", "GET")
-        status, payload = self._route(method, path)
         if path.endswith(_CHAT_SUFFIX) and method == "POST":
             query = scope.get("query_string", b"").decode("latin-1")
             cid = _correlation_id(path[: -len(_CHAT_SUFFIX)], query)
             status, payload = self._handle(await read_body(receive, _MAX_BODY_BYTES), cid, path)
-        try:
-            body = json.dumps(payload, allow_nan=False).encode()
-        except (TypeError, ValueError) as exc:
-            status, body = (
-                500,
-                json.dumps(
-                    _error_body(
-                        f"the stub's reply is not JSON serialisable: {exc}", "policy_error", "server_error"
-                    )
-                ).encode(),
-            )
+        else:
+            status, payload = self._route(method, path)
+        body = json.dumps(payload, allow_nan=False).encode()  # replies are checked when made
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
