@@ -7,6 +7,7 @@ never on arrival order, so concurrent rollouts give the same rewards as serial o
 
 from __future__ import annotations
 
+import operator
 import random
 import re
 import threading
@@ -174,6 +175,7 @@ class LearningPolicy:
 
 
 # -- the arithmetic instance ----------------------------------------------------------------
+_OPERATORS: dict[str, Callable[[int, int], int]] = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 _QUESTION = re.compile(r"(-?\d+)\s*([-+*×x])\s*(-?\d+)")
 
 
@@ -188,13 +190,9 @@ def parse_arithmetic(text: str) -> tuple[int, str, int] | None:
 
 def solve_arithmetic(left: int, op: str, right: int) -> int:
     """The exact answer to ``left op right``."""
-    if op == "+":
-        return left + right
-    if op == "-":
-        return left - right
-    if op == "*":
-        return left * right
-    raise ValueError(f"unsupported operator {op!r}; expected one of + - *")
+    if op not in _OPERATORS:
+        raise ValueError(f"unsupported operator {op!r}; expected one of + - *")
+    return _OPERATORS[op](left, right)
 
 
 def _arithmetic_answer(request: ChatRequest) -> int | None:
