@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from pytest_synth_rl.taskapp.asgi import Receive, Scope, Send
 
@@ -45,8 +45,7 @@ class _HeaderDeadline(asyncio.Protocol):
         self.line_bytes: int | None = 0  # of the request line so far; None once it ended
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)
         self.inner.connection_made(transport)
         self.arm()
 

@@ -350,7 +350,7 @@ class ServerThread:
         self._install_capture()
         self._thread.start()
         ready = self._ready.wait(timeout)
-        where = f"http://{url_host(self.host)}:{self.port}"
+        where = self.url
         if not ready:
             waiting_at = self._abort()
             self.error = None  # the abort's own CancelledError

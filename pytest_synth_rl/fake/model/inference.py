@@ -187,13 +187,8 @@ class StubInference:
         if replies is not None and len(replies) == 0:
             raise ValueError("replies= must hold at least one reply (the last one repeats)")
         self.replies: list[PolicyReply] | None = list(replies) if replies is not None else None
-        self.policy: Policy = (
-            policy
-            if policy is not None
-            else ScriptedPolicy(*self.replies)
-            if self.replies is not None
-            else ArithmeticPolicy()
-        )
+        scripted = ScriptedPolicy(*self.replies) if self.replies is not None else None
+        self.policy: Policy = policy if policy is not None else scripted or ArithmeticPolicy()
         self.model = model
         #: Training progress given to calls that no routed rollout claims (direct use).
         self.progress = Progress()
