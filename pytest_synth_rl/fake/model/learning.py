@@ -112,12 +112,11 @@ class LearningPolicy:
     ) -> None:
         if curve is None:
             curve = linear()
+        curve_usage = "curve(fraction done) -> probability, e.g. linear(0.1, 0.9)"
         problems = [
-            _probability_problem(curve, "LearningPolicy.curve")
-            if not callable(curve)
-            else _callable_problem(
-                "curve", curve, "curve(fraction done) -> probability, e.g. linear(0.1, 0.9)"
-            ),
+            _callable_problem("curve", curve, curve_usage)
+            if callable(curve)
+            else _probability_problem(curve, "LearningPolicy.curve"),
             _callable_problem("solve", solve, "solve(request) -> the right reply, e.g. my_reference_solver"),
             _callable_problem("wrong", wrong, "wrong(request, rng) -> a wrong reply", arguments=2),
         ]
@@ -126,9 +125,8 @@ class LearningPolicy:
                 ConfigProblem("LearningPolicy.seed", f"must be an int, got {seed!r}", "e.g. seed=0")
             )
         if not isinstance(unanswerable, str):
-            problems.append(
-                ConfigProblem("LearningPolicy.unanswerable", f"must be text, got {unanswerable!r}", None)
-            )
+            text = f"must be text, got {unanswerable!r}"
+            problems.append(ConfigProblem("LearningPolicy.unanswerable", text, None))
         if any(problems):
             raise SynthUsageError([p for p in problems if p is not None])
         self.solve = solve
@@ -146,11 +144,9 @@ class LearningPolicy:
 
     def _rng(self, request: ChatRequest) -> random.Random:
         rollout = request.rollout
+        step = request.progress.step
         if rollout.correlation_id is not None:
-            key = (
-                f"{self.seed}|{rollout.mode}|{request.progress.step}|{rollout.seed}|{request.prompt}|"
-                f"{request.turn}"
-            )
+            key = f"{self.seed}|{rollout.mode}|{step}|{rollout.seed}|{request.prompt}|{request.turn}"
         else:  # a direct call: vary by how often this prompt was asked at this step
             with self._lock:
                 marker = (request.progress.step, request.prompt)
