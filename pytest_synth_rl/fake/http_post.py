@@ -12,9 +12,9 @@ import socket
 import ssl
 import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import httpcore
 
@@ -60,15 +60,8 @@ class _Backend(httpcore.SyncBackend):
     def __init__(self) -> None:
         self.sockets: weakref.WeakSet[socket.socket] = weakref.WeakSet()
 
-    def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.NetworkStream:
-        stream = super().connect_tcp(host, port, timeout, local_address, socket_options)
+    def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore.NetworkStream:
+        stream = super().connect_tcp(*args, **kwargs)
         self.sockets.add(stream.get_extra_info("socket"))
         return stream
 
@@ -151,13 +144,15 @@ class PostPool:
             raise PostFailure("too_large", self._too_large(f"{int(length)} bytes (Content-Length)"))
         chunks: list[bytes] = []
         size = 0
-        for chunk in response.iter_stream():
-            size += len(chunk)
-            if size > self.max_body:
-                raise PostFailure("too_large", self._too_large(f"more than {self.max_body} bytes"))
-            if time.monotonic() >= deadline:
-                raise PostFailure("timeout", _timed_out(seconds, "reading the response body"))
-            chunks.append(chunk)
+        stream = cast(Generator[bytes, None, None], response.iter_stream())
+        with contextlib.closing(stream):  # closed here, not whenever it is garbage collected
+            for chunk in stream:
+                size += len(chunk)
+                if size > self.max_body:
+                    raise PostFailure("too_large", self._too_large(f"more than {self.max_body} bytes"))
+                if time.monotonic() >= deadline:
+                    raise PostFailure("timeout", _timed_out(seconds, "reading the response body"))
+                chunks.append(chunk)
         return b"".join(chunks)
 
     def _too_large(self, size: str) -> str:
