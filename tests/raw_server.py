@@ -55,8 +55,8 @@ class RawServer:
             self.connections += 1
             self._conns.append(conn)
             thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            thread.start()  # before close() can see it and join it
             self._threads.append(thread)
-            thread.start()
 
     def _serve(self, conn: socket.socket) -> None:
         try:

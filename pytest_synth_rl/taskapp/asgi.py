@@ -1,8 +1,4 @@
-"""Raw ASGI plumbing shared by the plugin's own small servers (the served fake, the stub model).
-
-Those servers are plain ASGI callables on purpose (no web framework among the runtime
-dependencies), so the few protocol chores they all need live here once.
-"""
+"""ASGI chores shared by the plugin's own plain-ASGI servers (the served fake, the stub model)."""
 
 from __future__ import annotations
 

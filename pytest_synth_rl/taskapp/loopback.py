@@ -1,10 +1,5 @@
-"""Is this address on this machine? One answer for everyone who asks.
-
-The plugin's network rule is "loopback only": the fake backend runs real rollouts only against
-loopback task apps, its respx mount lets loopback traffic pass through, cassette replay never
-intercepts loopback, the contract check treats a loopback task app as local, and the servers we
-start bind loopback only. They all ask here.
-"""
+"""Is this address on this machine? One answer for everyone who asks (the plugin's network rule
+is "loopback only": real rollouts, respx pass-through, cassette replay, the servers we bind)."""
 
 from __future__ import annotations
 
@@ -42,11 +37,8 @@ def is_loopback_url(url: str) -> bool:
 
 
 def normalise_loopback_host(host: str) -> str:
-    """The literal loopback address to bind for *host*; :class:`TaskAppError` for anything else.
-
-    We serve test apps only on loopback: binding ``0.0.0.0`` would expose a test server (and
-    its API key check) to the network.
-    """
+    """The literal loopback address to bind for *host*; :class:`TaskAppError` for anything else
+    (binding ``0.0.0.0`` would expose a test server to the network)."""
     text = (host or "").strip()
     if text.startswith("[") and text.endswith("]"):
         text = text[1:-1]

@@ -1,62 +1,72 @@
-"""A deadline for receiving a request's headers, which stock uvicorn does not have.
+"""A deadline for receiving each request's headers, which stock uvicorn does not have.
 
-uvicorn's keep-alive timer only runs between requests, and any byte received cancels it: a
-client that sends half a request line, or headers without the blank line that ends them, holds
-its connection (and a file descriptor) open for as long as it likes. A server that takes
-connections from anything on the machine cannot afford that. This protocol arms a timer when a
-connection opens and again after each response; a request whose headers have not all arrived
-when it fires gets ``408 Request Timeout`` and the connection is closed. Once the headers are in,
-the application owns the request (the served fake bounds the body read itself).
-
-A request line that does not end within :data:`MAX_REQUEST_LINE` bytes (h11 keeps at most that
-much of an unfinished head) gets ``414 URI Too Long`` naming the limit, where h11 would give a
-bare "Invalid HTTP request received." 400: the only way to write such a line is a huge target.
+uvicorn's keep-alive timer runs only between requests and any byte cancels it, so a client that
+sends half a request holds its connection open for as long as it likes. Here a timer is armed
+when a connection opens and after each answer, and disarmed when the app receives a request.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import contextvars
+from collections.abc import Callable
+from typing import Any, cast
 
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from pytest_synth_rl.taskapp.asgi import Receive, Scope, Send
 
-__all__ = ["MAX_REQUEST_LINE", "header_deadline_protocol"]
+__all__ = ["MAX_REQUEST_LINE", "header_deadline_app", "header_deadline_protocol"]
 
-#: Longest request line, in bytes: as much of an unfinished head as h11 keeps (its default
-#: ``max_incomplete_event_size``, which uvicorn leaves as it is).
+#: Longest request line, in bytes (as much of an unfinished head as h11 keeps by default).
 MAX_REQUEST_LINE = 16 * 1024
 
 _ANSWER = (
     b"HTTP/1.1 %d %s\r\ncontent-type: text/plain; charset=utf-8\r\n"
     b"connection: close\r\ncontent-length: %d\r\n\r\n%s"
 )
+# The connection whose bytes are being handed to the HTTP protocol; the request task the protocol
+# starts then copies it with the rest of the context, which is how the app finds its connection.
+_connection: contextvars.ContextVar[_HeaderDeadline | None] = contextvars.ContextVar(
+    "synth_connection", default=None
+)
 
 
-class _HeaderDeadlineProtocol(H11Protocol):
-    """uvicorn's h11 protocol with a deadline on each request's headers."""
+class _HeaderDeadline(asyncio.Protocol):
+    """Wraps an uvicorn protocol: a request whose headers have not all arrived in time gets 408
+    and a closed connection; a request line over :data:`MAX_REQUEST_LINE` bytes gets 414."""
 
-    read_timeout: float = 10.0
+    inner_class: Callable[..., asyncio.Protocol]
+    read_timeout: float
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._deadline: asyncio.TimerHandle | None = None
-        self._answered_cycle: object = None
-        self._got_bytes = False
-        self._line_bytes: int | None = 0  # of the request line so far; None once it ended
+    def __init__(self, **kwargs: Any) -> None:
+        self.inner = self.inner_class(**kwargs)
+        self.transport: asyncio.Transport | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.got_bytes = False
+        self.line_bytes: int | None = 0  # of the request line so far; None once it ended
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._arm()
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+        self.inner.connection_made(transport)
+        self.arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        super().connection_lost(exc)
+        self.disarm()
+        self.inner.connection_lost(exc)
+
+    def eof_received(self) -> bool | None:
+        return self.inner.eof_received()
+
+    def pause_writing(self) -> None:
+        self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.inner.resume_writing()
 
     def data_received(self, data: bytes) -> None:
-        if self._deadline is not None and self._line_bytes is not None:  # reading a request line
+        if self.timer is not None and self.line_bytes is not None:
             end = data.find(b"\n")
-            self._line_bytes = None if end >= 0 else self._line_bytes + len(data)
-            if self._line_bytes is not None and self._line_bytes > MAX_REQUEST_LINE:
+            self.line_bytes = None if end >= 0 else self.line_bytes + len(data)
+            if self.line_bytes is not None and self.line_bytes > MAX_REQUEST_LINE:
                 self._refuse(
                     414,
                     b"URI Too Long",
@@ -64,35 +74,31 @@ class _HeaderDeadlineProtocol(H11Protocol):
                     "target (path and query)",
                 )
                 return
-        super().data_received(data)
-        if self.cycle is not None and self.cycle is not self._answered_cycle:
-            # The headers of a new request are in: the application owns it now.
-            self._answered_cycle = self.cycle
-            self._disarm()
-        elif data:
-            self._got_bytes = True
+        self.got_bytes = self.got_bytes or bool(data)
+        token = _connection.set(self)
+        try:
+            self.inner.data_received(data)
+        finally:
+            _connection.reset(token)
 
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if not self.transport.is_closing():
-            self._arm()
+    def arm(self) -> None:
+        self.disarm()
+        if self.transport is None or self.transport.is_closing():
+            return
+        self.got_bytes = False
+        self.line_bytes = 0
+        self.timer = asyncio.get_running_loop().call_later(self.read_timeout, self._expire)
 
-    def _arm(self) -> None:
-        self._disarm()
-        self._got_bytes = False
-        self._line_bytes = 0
-        self._deadline = self.loop.call_later(self.read_timeout, self._expire)
-
-    def _disarm(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
+    def disarm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
 
     def _expire(self) -> None:
-        self._deadline = None
-        if self.transport.is_closing():
+        self.timer = None
+        if self.transport is None or self.transport.is_closing():
             return
-        if self._got_bytes:
+        if self.got_bytes:
             self._refuse(
                 408, b"Request Timeout", f"the request headers did not arrive within {self.read_timeout:g}s"
             )
@@ -100,13 +106,35 @@ class _HeaderDeadlineProtocol(H11Protocol):
             self.transport.close()
 
     def _refuse(self, status: int, reason: bytes, message: str) -> None:
-        """Answer *status* with *message* and close, before h11 has seen the request."""
-        self._disarm()
+        """Answer *status* with *message* and close, before the protocol has seen a request."""
+        self.disarm()
+        assert self.transport is not None
         body = message.encode()
         self.transport.write(_ANSWER % (status, reason, len(body), body))
         self.transport.close()
 
 
-def header_deadline_protocol(read_timeout: float) -> type[asyncio.Protocol]:
-    """An uvicorn ``http=`` protocol class whose requests must send their headers in *read_timeout*."""
-    return type("HeaderDeadlineProtocol", (_HeaderDeadlineProtocol,), {"read_timeout": float(read_timeout)})
+def header_deadline_protocol(inner: type[asyncio.Protocol], read_timeout: float) -> type[asyncio.Protocol]:
+    """*inner* (an uvicorn ``http=`` protocol class) with a deadline of *read_timeout* seconds on
+    each request's headers; serve the app through :func:`header_deadline_app`."""
+    attrs = {"inner_class": inner, "read_timeout": float(read_timeout)}
+    return type("HeaderDeadlineProtocol", (_HeaderDeadline,), attrs)
+
+
+def header_deadline_app(app: Any) -> Any:
+    """*app*, telling its connection when a request has reached it and when it was answered."""
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        connection = _connection.get()
+        if connection is None or scope["type"] != "http":
+            return await app(scope, receive, send)  # type: ignore[no-any-return]
+        connection.disarm()
+
+        async def send_then_rearm(message: Any) -> None:
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                connection.arm()
+
+        await app(scope, receive, send_then_rearm)
+
+    return wrapped

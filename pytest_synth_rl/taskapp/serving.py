@@ -1,27 +1,7 @@
 """One ASGI app served by uvicorn on a loopback socket, in a background thread.
 
-The one way the plugin serves anything: task apps, the served fake backend, the stub model, and
+The one way the plugin serves anything: task apps, the served fake backend, the stub model and
 the test suite's own small servers all run on :class:`ServerThread` (or :func:`serve_asgi`).
-
-Four choices here are about speed and one about honesty:
-
-* **The socket is bound here, with ``IPPROTO_TCP``.** Binding ourselves turns "port busy" into a
-  clear error in the caller's thread instead of a ``sys.exit`` inside the server thread, and
-  lets port 0 work without a race. The protocol number matters: asyncio only turns Nagle's
-  algorithm off (``TCP_NODELAY``) on accepted sockets whose listening socket says
-  ``proto == IPPROTO_TCP``; a socket made with the default ``proto=0`` makes every loopback
-  request wait ~40 ms for a delayed ACK.
-* **Readiness comes from the server**, through a :class:`threading.Event` set when uvicorn's
-  startup returns (successfully or not), never by sleep-polling the port.
-* **Stopping wakes the server at once.** Stock uvicorn notices ``should_exit`` on a 100 ms tick
-  and sleeps another fixed 100 ms while draining; a test suite that starts a task app per test
-  pays that on every test. Our subclass wakes its main loop on request and drains by polling
-  the open connections every few milliseconds, with the same graceful-timeout semantics.
-* **The plugin's own apps can skip h11** (``protocol="minimal"``, the stub model): they are
-  served with :mod:`.minimal_http`, a fifth of uvicorn's h11 CPU per request. A team's task app
-  always gets uvicorn's own protocol, as in production.
-* **The server's own log lines are kept** (records emitted from the server thread), so a
-  failed startup can be reported with the app's traceback instead of "it did not start".
 """
 
 from __future__ import annotations
@@ -43,16 +23,15 @@ import uvicorn
 
 from pytest_synth_rl.errors import TaskAppError
 from pytest_synth_rl.secrets.masking import get_logger, redact
-from pytest_synth_rl.taskapp.http import minimal_http_protocol
 from pytest_synth_rl.taskapp.loopback import normalise_loopback_host, url_host
-from pytest_synth_rl.taskapp.read_deadline import header_deadline_protocol
+from pytest_synth_rl.taskapp.read_deadline import header_deadline_app, header_deadline_protocol
 
 __all__ = ["Lifespan", "Protocol", "ServerThread", "serve_asgi"]
 
 #: uvicorn's lifespan modes: "auto" runs it if the app supports it, "on" requires it.
 Lifespan = Literal["auto", "on", "off"]
-#: How requests are parsed: uvicorn's own protocol, or :mod:`.minimal_http` (our own apps only).
-Protocol = Literal["uvicorn", "minimal"]
+#: uvicorn's ``http=`` protocol: "auto" (a team's task app, as in production) or a named one.
+Protocol = Literal["auto", "h11", "httptools"]
 
 log = get_logger(__name__)
 #: uvicorn logs an app's exception (message and traceback) here: redacted like our own logs.
@@ -65,11 +44,8 @@ _ABORT_WAIT_S = 0.5
 
 
 class _ThreadLogCapture(logging.Handler):
-    """Keeps the log records emitted from one thread (the server's), formatted and redacted.
-
-    Attached to the root logger and to ``uvicorn`` (whose default logging config stops
-    propagation); a record seen by both is kept once.
-    """
+    """Keeps the log records emitted from the server's thread, formatted and redacted (attached
+    to the root logger and to ``uvicorn``; a record seen by both is kept once)."""
 
     def __init__(self, limit: int = _MAX_LOG_LINES) -> None:
         super().__init__(level=logging.NOTSET)
@@ -89,9 +65,7 @@ class _ThreadLogCapture(logging.Handler):
 
 
 class _AbortNoise(logging.Filter):
-    """Drops what aborting a startup makes uvicorn log from the server's thread (the cancelled
-    startup's traceback: our doing, not the app's), keeping the one fact worth telling from it:
-    the innermost line of the app's own code the startup was waiting in."""
+    """Drops the traceback of a startup we cancelled, keeping where in the app's code it waited."""
 
     def __init__(self, thread_id: int | None) -> None:
         super().__init__()
@@ -106,7 +80,6 @@ class _AbortNoise(logging.Filter):
         return False
 
 
-#: A frame of a formatted traceback: its file, line, function and (if shown) source line.
 _TRACEBACK_FRAME = re.compile(
     r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>[^\n]+)(?:\n(?P<source>[^\n]*))?'
 )
@@ -114,7 +87,7 @@ _TRACEBACK_FRAME = re.compile(
 
 def _users_innermost_line(traceback_text: str) -> str | None:
     """``app.py:7 in lifespan: await asyncio.sleep(3600)``: the innermost frame of the app's own
-    code in a formatted traceback (the last such frame, over every chained exception)."""
+    code in a formatted traceback."""
     from pytest_synth_rl.secrets.callers import is_users_file  # only when a startup was aborted
 
     found = None
@@ -140,9 +113,7 @@ class _Server(uvicorn.Server):
         try:
             await super().serve(sockets=sockets)
         finally:
-            # Normally a no-op. When the server is cancelled (a stop that had to be forced) or its
-            # loop was stopped under it (asyncio.run then cancels this task), connections would
-            # otherwise be left open until garbage collection.
+            # After a forced stop, connections would otherwise stay open until garbage collection.
             if self.server_state.connections or self.server_state.tasks:
                 await self._abort_connections()
 
@@ -156,8 +127,7 @@ class _Server(uvicorn.Server):
             self._ready.set()
 
     async def main_loop(self) -> None:
-        # Same ticks as uvicorn's loop (they refresh the Date header), but a stop request wakes
-        # it immediately instead of at the next 100 ms tick.
+        # uvicorn's ticks (they refresh the Date header), but a stop request wakes it at once.
         assert self._wake is not None
         counter = 0
         should_exit = await self.on_tick(counter)
@@ -168,9 +138,8 @@ class _Server(uvicorn.Server):
             should_exit = await self.on_tick(counter)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        # uvicorn's shutdown with its fixed 100 ms sleeps replaced by a short poll; the order
-        # (stop accepting, ask connections to close, drain within the graceful timeout, then the
-        # lifespan shutdown) is unchanged. Unlike uvicorn, the app's own shutdown is bounded too.
+        # uvicorn's order, with its fixed 100 ms sleeps replaced by a short poll; the app's own
+        # shutdown is bounded too.
         for server in self.servers:
             server.close()
         for sock in sockets or []:
@@ -194,12 +163,8 @@ class _Server(uvicorn.Server):
                 )
 
     async def _abort_connections(self) -> None:
-        """Cancel requests still running after the graceful timeout and close their sockets.
-
-        uvicorn only cancels the tasks; their connections then linger until garbage collection
-        (an unclosed-socket ResourceWarning in the test run). We abort the transports too and
-        wait (briefly) until they are gone.
-        """
+        """Cancel requests still running and abort their transports (uvicorn only cancels the
+        tasks; the sockets would linger until garbage collection)."""
         tasks = list(self.server_state.tasks)
         for task in tasks:
             task.cancel()
@@ -210,7 +175,6 @@ class _Server(uvicorn.Server):
             transport = getattr(connection, "transport", None)
             if transport is not None:
                 transport.abort()
-        # connection_lost (which closes each socket) runs from the loop: give it its turns.
         deadline = asyncio.get_running_loop().time() + _ABORT_WAIT_S
         while state.connections and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(_DRAIN_POLL_S)
@@ -228,7 +192,8 @@ class _Server(uvicorn.Server):
         self.should_exit = True
         if force:
             self.force_exit = True
-        self._call_in_loop(self._set_wake)
+        if self._wake is not None:
+            self._call_in_loop(self._wake.set)
 
     def cancel_main_task(self) -> None:
         """Last resort for a stop that hangs (e.g. an app whose shutdown never returns)."""
@@ -236,21 +201,17 @@ class _Server(uvicorn.Server):
         if task is not None:
             self._call_in_loop(task.cancel)
 
-    def _set_wake(self) -> None:
-        if self._wake is not None:
-            self._wake.set()
-
     def _call_in_loop(self, callback: Any) -> None:
         loop = self.loop
         if loop is None or loop.is_closed():
             return
-        # RuntimeError: the loop closed between the check and the call; nothing left to wake.
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(callback)
 
 
 def _bind(host: str, port: int, description: str) -> socket.socket:
-    """A listening TCP socket on *host*:*port* (see the module docstring for ``IPPROTO_TCP``)."""
+    """A listening TCP socket on *host*:*port*, made with ``IPPROTO_TCP``: asyncio turns Nagle
+    off only for sockets accepted from such a listener (else ~40 ms per loopback request)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
@@ -281,10 +242,8 @@ class ServerThread:
     :class:`TaskAppError` with the server's log lines); :meth:`stop` always returns within a
     bounded time, escalating from a graceful stop to a forced one to cancelling the loop.
     With *read_timeout*, a request whose headers have not all arrived that many seconds after
-    the connection opened (or after the previous answer) gets 408 and is closed.
-    ``protocol="minimal"`` serves the plugin's own plain-ASGI apps with
-    :mod:`.minimal_http` instead of uvicorn's h11 protocol (never a team's app); there
-    *read_timeout* bounds the arrival of whole requests.
+    the connection opened (or after the previous answer) gets 408 and is closed. *protocol*
+    names uvicorn's ``http=`` protocol (the plugin's own apps only; a team's app gets "auto").
     """
 
     def __init__(
@@ -298,7 +257,7 @@ class ServerThread:
         shutdown_timeout: float = 3.0,
         description: str = "task app",
         read_timeout: float | None = None,
-        protocol: Protocol = "uvicorn",
+        protocol: Protocol = "auto",
     ) -> None:
         self.app = app
         self.read_timeout = read_timeout
@@ -328,23 +287,14 @@ class ServerThread:
     @property
     def alive(self) -> bool:
         """True while the server thread runs and has finished starting up."""
-        return (
-            self._thread is not None
-            and self._thread.is_alive()
-            and self._server is not None
-            and self._server.started
-        )
+        started = self._thread is not None and self._server is not None and self._server.started
+        return started and self._thread is not None and self._thread.is_alive()
 
     @property
     def died(self) -> bool:
         """True if the thread ended although nobody asked it to stop."""
-        return (
-            self._thread is not None
-            and not self._thread.is_alive()
-            and not self._stopping
-            and self._server is not None
-            and self._server.started
-        )
+        started = self._thread is not None and self._server is not None and self._server.started
+        return started and not self._stopping and self._thread is not None and not self._thread.is_alive()
 
     @property
     def url(self) -> str:
@@ -370,23 +320,23 @@ class ServerThread:
             raise RuntimeError("a ServerThread can only be started once")
         self._sock = _bind(self.host, self.requested_port, self.description)
         self.port = int(self._sock.getsockname()[1])
-        http: type[asyncio.Protocol] | str = "auto"
-        if self.protocol == "minimal":
-            http = minimal_http_protocol(self.read_timeout if self.read_timeout is not None else 5.0)
-        elif self.read_timeout is not None:
-            http = header_deadline_protocol(self.read_timeout)
+        # With a read deadline, "auto" means h11, for its bound on the size of a request head.
+        http = "h11" if self.read_timeout is not None and self.protocol == "auto" else self.protocol
         config = uvicorn.Config(
-            self.app,
+            self.app if self.read_timeout is None else header_deadline_app(self.app),
             lifespan=self.lifespan,
             log_config=None,  # never reconfigure the process's logging
             log_level=self.log_level,
             timeout_graceful_shutdown=max(1, math.ceil(self.shutdown_timeout)),
             http=http,
-            # Our own apps never sit behind a proxy; a team's app gets uvicorn's default.
-            proxy_headers=self.protocol != "minimal",
+            proxy_headers=self.protocol == "auto",  # the plugin's own apps sit behind no proxy
         )
         try:
             config.load()
+            if self.read_timeout is not None:
+                config.http_protocol_class = header_deadline_protocol(
+                    config.http_protocol_class, self.read_timeout
+                )
         except Exception as exc:
             self._close_socket()
             raise TaskAppError(
@@ -400,7 +350,7 @@ class ServerThread:
         self._install_capture()
         self._thread.start()
         ready = self._ready.wait(timeout)
-        where = f"http://{url_host(self.host)}:{self.port}"
+        where = self.url
         if not ready:
             waiting_at = self._abort()
             self.error = None  # the abort's own CancelledError
@@ -525,7 +475,8 @@ def serve_asgi(
     log_level: str | int | None = "warning",
     startup_timeout: float = 15.0,
     description: str = "ASGI app",
-    protocol: Protocol = "uvicorn",
+    protocol: Protocol = "auto",
+    read_timeout: float | None = None,
 ) -> Iterator[ServerThread]:
     """Serve *app* for the ``with`` block; the yielded server has ``.url`` and ``.logs``."""
     server = ServerThread(
@@ -536,6 +487,7 @@ def serve_asgi(
         log_level=log_level,
         description=description,
         protocol=protocol,
+        read_timeout=read_timeout,
     )
     server.start(startup_timeout)
     try:

@@ -1,15 +1,12 @@
 """One verifying SSL context per process, for every short-lived HTTP client the plugin creates.
 
-httpx builds (and loads the CA bundle into) a fresh context for each client, 20-50 ms; a probe
-before every submission and a client per job would pay that each time. A context is safe to
-share between clients and threads.
-
-Offline, almost every client talks plain http to loopback and never wraps a socket in TLS, so
-the shared context loads its CA bundle on the first TLS connection, not when it is made.
+httpx builds (and loads the CA bundle into) a fresh context per client, 20-50 ms each; this one is
+shared, and loads its CAs on the first TLS connection: offline, clients only speak plain http.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import ssl
 import sys
@@ -20,10 +17,8 @@ __all__ = ["CertsOnFirstUse", "shared_ssl_context"]
 
 
 class CertsOnFirstUse(ssl.SSLContext):
-    """A verifying client context (as httpx makes by default) that loads its CAs when first used.
-
-    CA source, as httpx's default: ``$SSL_CERT_FILE``, else ``$SSL_CERT_DIR``, else certifi.
-    """
+    """A verifying client context, as httpx makes by default, that loads its CAs when first used
+    (from ``$SSL_CERT_FILE``, else ``$SSL_CERT_DIR``, else certifi, as httpx does)."""
 
     def __new__(cls) -> CertsOnFirstUse:
         context = super().__new__(cls, ssl.PROTOCOL_TLS_CLIENT)  # hostname check and CERT_REQUIRED
@@ -60,14 +55,7 @@ class CertsOnFirstUse(ssl.SSLContext):
         return super().wrap_bio(*args, **kwargs)
 
 
-_ssl_lock = threading.Lock()
-_ssl_context: CertsOnFirstUse | None = None
-
-
+@functools.cache
 def shared_ssl_context() -> ssl.SSLContext:
     """The process's verifying SSL context, created on first use (its CAs on first TLS use)."""
-    global _ssl_context
-    with _ssl_lock:
-        if _ssl_context is None:
-            _ssl_context = CertsOnFirstUse()
-        return _ssl_context
+    return CertsOnFirstUse()

@@ -1,6 +1,6 @@
 """Policies: how the offline stand-in model answers the task app's chat-completions calls.
 
-See :mod:`.base` for the protocol; :class:`LearningPolicy`, :class:`ScriptedPolicy` and
+See :mod:`.policy` for the protocol; :class:`LearningPolicy`, :class:`ScriptedPolicy` and
 :class:`ReplayPolicy` are ready-made.
 """
 

@@ -1,27 +1,9 @@
 """A stand-in for the model: an OpenAI-compatible chat-completions endpoint, routed like Synth's.
 
-During a rollout the task app calls the chat-completions URL built from
-``policy.config.inference_url``; in production that is the trainer's inference server. Offline
-we hand the task app this stub instead, so a rollout really runs end to end (task app → HTTP →
-model reply → grading) without a GPU, while a *policy* (see :mod:`pytest_synth_rl.fake.model`)
-decides what the "model" answers.
-
-Routing follows Synth (contract §10.2): each rollout gets its own URL,
-``http://127.0.0.1:<port>/<correlation id>`` (the id is a ``trace_…`` path segment), from
-:meth:`StubInference.route`. The stub answers POST on every path that ends in
-``/chat/completions`` (``/v1``, ``/openai/v1`` or any other prefix), reads the correlation id
-from a ``trace_``/``cid_``/``eval_`` segment or a ``?cid=`` / ``trace_correlation_id`` /
-``trace`` query, gives the policy that rollout's identity and training progress, and records the call under it
-(:meth:`StubInference.calls`). Unknown paths get a 404 that lists what it serves.
-
-* ``StubInference()`` answers the arithmetic example correctly (an :class:`ArithmeticPolicy`);
-* ``StubInference(policy=fn)`` calls ``fn(ChatRequest)`` for each call (see
-  :class:`~pytest_synth_rl.fake.model.Policy`);
-* ``StubInference(replies=[...])`` serves canned replies (a :class:`ScriptedPolicy`).
-
-It is a plain ASGI app (no web framework), records every request body in
-:attr:`StubInference.requests`, and is served on loopback with :meth:`StubInference.serve`.
-:meth:`StubInference.complete` is the same logic without HTTP.
+Offline the task app calls this stub instead of the trainer's inference server, so a rollout runs
+end to end while a policy decides the answers. Each rollout gets its own URL (contract §10.2,
+:meth:`StubInference.route`); any path ending in ``/chat/completions`` is served, and its calls are
+recorded under the rollout's correlation id.
 """
 
 from __future__ import annotations
@@ -82,14 +64,10 @@ InferencePolicy = Policy
 _CHAT_SUFFIX = "/chat/completions"
 _ID_PREFIXES = ("trace_", "cid_", "eval_")
 _ID_QUERY_KEYS = ("cid", "trace_correlation_id", "trace")
-#: The model list is served under any path, as chat calls are: clients list models at their base URL.
 _MODELS_SUFFIX = "/models"
 _MAX_BODY_BYTES = 8 * 1024 * 1024
-#: Rollout routes and per-rollout call lists kept at most (oldest dropped first).
-_MAX_ROUTES = 10_000
-#: Calls :meth:`StubInference.calls` keeps per correlation id (the newest); a rollout makes a few.
+_MAX_ROUTES = 10_000  # rollout routes and per-rollout call lists kept (the newest)
 _MAX_CALLS_PER_ROLLOUT = 1_000
-#: Request bodies :attr:`StubInference.requests` keeps (the newest).
 _MAX_REQUESTS = 10_000
 #: Why a call without a correlation id is refused where every handed-out URL carries one.
 NO_CORRELATION_ID = (
@@ -120,16 +98,14 @@ class ModelCall:
     response: dict[str, Any]
     progress: Progress
     rollout: RolloutIdentity
-    #: When the policy itself failed (raised, or returned what is not a reply): one line saying
-    #: what and where, and the policy's traceback (its own frames only; None if it returned).
+    #: When the policy itself failed: what and where, and its traceback (None if it returned).
     policy_error: str | None = None
     policy_traceback: str | None = None
 
 
 log = get_logger("pytest_synth_rl.fake.model.inference")
 
-#: Characters of a policy's traceback kept (the end: the innermost frames and the error).
-_MAX_TRACEBACK_CHARS = 4000
+_MAX_TRACEBACK_CHARS = 4000  # the end of a policy's traceback: innermost frames and the error
 
 
 def _policy_failure(exc: BaseException) -> tuple[str, str]:
@@ -152,9 +128,8 @@ def _policy_failure(exc: BaseException) -> tuple[str, str]:
 
 
 def _correlation_id(path: str, query: str) -> str | None:
-    """The correlation id of a chat-completions call: *query*'s, else *path*'s last ``trace_``,
-    ``cid_`` or ``eval_`` segment (*path* without the suffix). Any path is served (contract
-    §10.2: anything under the handed-out base that ends in ``/chat/completions``)."""
+    """The correlation id of a call: *query*'s, else *path*'s last ``trace_``/``cid_``/``eval_``
+    segment."""
     cid: str | None = None
     for segment in (s for s in path.split("/") if s):
         if segment.startswith(_ID_PREFIXES):
@@ -178,6 +153,10 @@ class _RequestError(Exception):
         self.error_type = error_type
 
 
+def _policy_error(message: str) -> _RequestError:
+    return _RequestError(500, f"the stub's policy {message}", "policy_error", "server_error")
+
+
 def _error_body(message: str, code: str, error_type: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
 
@@ -193,14 +172,8 @@ def _words(value: Any) -> int:
 
 
 class StubInference:
-    """An OpenAI-compatible chat-completions server whose answers a policy decides.
-
-    Give at most one of *policy* (a :class:`~pytest_synth_rl.fake.model.Policy`) and *replies*
-    (canned answers, a :class:`~pytest_synth_rl.fake.model.ScriptedPolicy`). With neither, an
-    :class:`ArithmeticPolicy` answers correctly. :attr:`requests` holds the well-formed request
-    bodies received, in order (the newest :attr:`max_requests`, 10,000 by default); :meth:`calls`
-    the calls of one rollout.
-    """
+    """An OpenAI-compatible chat-completions server (a plain ASGI app) whose answers a policy
+    decides: *policy*, or canned *replies*, or by default an :class:`ArithmeticPolicy`."""
 
     def __init__(
         self,
@@ -214,27 +187,18 @@ class StubInference:
         if replies is not None and len(replies) == 0:
             raise ValueError("replies= must hold at least one reply (the last one repeats)")
         self.replies: list[PolicyReply] | None = list(replies) if replies is not None else None
-        self.policy: Policy = (
-            policy
-            if policy is not None
-            else ScriptedPolicy(*self.replies)
-            if self.replies is not None
-            else ArithmeticPolicy()
-        )
+        scripted = ScriptedPolicy(*self.replies) if self.replies is not None else None
+        self.policy: Policy = policy if policy is not None else scripted or ArithmeticPolicy()
         self.model = model
         #: Training progress given to calls that no routed rollout claims (direct use).
         self.progress = Progress()
-        #: Chat-completions request bodies received, in arrival order: the newest
-        #: :attr:`max_requests` (a stub served for hours must not grow without end).
+        #: Request bodies received, in order: the newest :attr:`max_requests`.
         self.requests: list[dict[str, Any]] = []
         self.max_requests = _MAX_REQUESTS
-        #: How many of the oldest request bodies were dropped to keep within :attr:`max_requests`.
         self.dropped_requests = 0
-        #: Refuse (HTTP 400) chat calls that carry no correlation id: set where every URL handed
-        #: out carries one (the fake's rollouts, the contract check), so a task app that builds
-        #: the model URL without the handed-out path fails offline, not only on the trainer.
+        #: Refuse (400) calls without a correlation id, where every URL handed out carries one.
         self.require_correlation_id = False
-        #: The base URL (``http://127.0.0.1:<port>/v1``) while :meth:`serve` is active.
+        #: ``http://127.0.0.1:<port>/v1`` while :meth:`serve` is active.
         self.base_url: str | None = None
         self._root_url: str | None = None
         self._routes: OrderedDict[str, tuple[RolloutIdentity, Progress]] = OrderedDict()
@@ -244,11 +208,8 @@ class StubInference:
 
     # -- routing rollouts -----------------------------------------------------------------------
     def route(self, rollout: RolloutIdentity, progress: Progress) -> str:
-        """Register one rollout; returns its inference URL (``http://127.0.0.1:<port>/<cid>``).
-
-        Calls that carry the rollout's correlation id (path segment or query) are answered with
-        this identity and progress. Needs :meth:`serve` to be active.
-        """
+        """Register one rollout (while served); returns its inference URL
+        ``http://127.0.0.1:<port>/<cid>``, whose calls get this identity and progress."""
         cid = rollout.correlation_id
         if not cid or "/" in cid or "?" in cid:
             raise ValueError(f"a routed rollout needs a correlation id without '/' or '?', got {cid!r}")
@@ -267,8 +228,8 @@ class StubInference:
             return list(self._calls.get(correlation_id, ()))
 
     def policy_failure(self, correlation_id: str) -> str | None:
-        """What went wrong in the policy itself during one rollout's model calls (the first
-        such call), e.g. ``"raised KeyError: 'x' (policy.py:12 in solve), on model call 2"``."""
+        """What first went wrong in the policy itself during one rollout, e.g.
+        ``"raised KeyError: 'x' (policy.py:12 in solve), on model call 2 of the rollout"``."""
         for number, call in enumerate(self.calls(correlation_id), 1):
             if call.policy_error is not None:
                 return f"{call.policy_error}, on model call {number} of the rollout"
@@ -276,11 +237,8 @@ class StubInference:
 
     # -- plain-Python use ---------------------------------------------------------------------
     def complete(self, request: Mapping[str, Any], *, correlation_id: str | None = None) -> dict[str, Any]:
-        """Answer one chat-completions *request* body; returns the ``chat.completion`` object.
-
-        Raises :class:`ValueError` if the body is not a chat-completions request or the policy
-        answers with an error.
-        """
+        """Answer one chat-completions *request* body without HTTP; :class:`ValueError` if it is
+        not one or the policy answers with an error."""
         try:
             return self._complete(request, correlation_id, "")
         except _RequestError as exc:
@@ -362,12 +320,7 @@ class StubInference:
                 if isinstance(exc, (KeyboardInterrupt, GeneratorExit)):
                     raise
                 failure = _policy_failure(exc)
-                raise _RequestError(
-                    500,
-                    f"the stub's policy raised {type(exc).__name__}: {exc}",
-                    "policy_error",
-                    "server_error",
-                ) from exc
+                raise _policy_error(f"raised {type(exc).__name__}: {exc}") from exc
             if isinstance(reply, PolicyError):
                 raise _RequestError(reply.status, reply.message, reply.code, "server_error")
             try:
@@ -379,9 +332,7 @@ class StubInference:
             except (TypeError, ValueError, AttributeError, KeyError) as exc:
                 problem = f"returned a message the stub cannot send ({type(exc).__name__}: {exc})"
                 failure = (problem, None)
-                raise _RequestError(
-                    500, f"the stub's policy {problem}", "policy_error", "server_error"
-                ) from None
+                raise _policy_error(problem) from None
         except _RequestError as exc:
             error = _error_body(str(exc), exc.code, exc.error_type)
             self._record(cid, path, body, exc.status, error, chat, failure)
@@ -389,24 +340,15 @@ class StubInference:
         model = request.get("model") if isinstance(request.get("model"), str) else self.model
         prompt_tokens = _words(messages)
         completion_tokens = _words(message.get("content")) + _words(message.get("tool_calls"))
+        finish = "tool_calls" if message.get("tool_calls") else "stop"
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
         completion = {
             "id": f"chatcmpl-stub-{number}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": message,
-                    "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
-                    "logprobs": None,
-                }
-            ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
+            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+            "usage": {**usage, "total_tokens": prompt_tokens + completion_tokens},
         }
         self._record(cid, path, body, 200, completion, chat)
         return completion
@@ -420,13 +362,8 @@ class StubInference:
         if isinstance(reply, Reply):
             return reply.to_message()
         if not isinstance(reply, Mapping):
-            raise _RequestError(
-                500,
-                f"the stub's policy returned {type(reply).__name__}; expected a str, Reply, ToolCall, "
-                "PolicyError or a message dict",
-                "policy_error",
-                "server_error",
-            )
+            expected = "expected a str, Reply, ToolCall, PolicyError or a message dict"
+            raise _policy_error(f"returned {type(reply).__name__}; {expected}")
         message = dict(reply)
         message.setdefault("role", "assistant")
         message.setdefault("content", None)
@@ -460,55 +397,28 @@ class StubInference:
             return
         path = scope.get("path", "/").rstrip("/") or "/"
         method = scope.get("method", "GET")
-        if path.endswith(_CHAT_SUFFIX):
+        if path.endswith(_CHAT_SUFFIX) and method == "POST":
             query = scope.get("query_string", b"").decode("latin-1")
             cid = _correlation_id(path[: -len(_CHAT_SUFFIX)], query)
-            if method != "POST":
-                await self._respond(
-                    send,
-                    405,
-                    _error_body(f"use POST for {path}", "method_not_allowed", "invalid_request_error"),
-                )
-                return
-            raw = await read_body(receive, _MAX_BODY_BYTES)
-            status, payload = self._handle(raw, cid, path)
-            try:
-                encoded = _encode(payload)
-            except (TypeError, ValueError) as exc:
-                status, encoded = (
-                    500,
-                    _encode(
-                        _error_body(
-                            f"the stub's reply is not JSON serialisable: {exc}",
-                            "policy_error",
-                            "server_error",
-                        )
-                    ),
-                )
-            await self._send(send, status, encoded)
-        elif path.endswith(_MODELS_SUFFIX) and method == "GET":
-            await self._respond(
-                send,
-                200,
-                {
-                    "object": "list",
-                    "data": [
-                        {"id": self.model, "object": "model", "created": 0, "owned_by": "pytest-synth-rl"}
-                    ],
-                },
-            )
-        elif path in ("/", "/health") and method in ("GET", "HEAD"):
-            await self._respond(send, 200, {"status": "ok", "service": "stub-inference"})
+            status, payload = self._handle(await read_body(receive, _MAX_BODY_BYTES), cid, path)
         else:
-            await self._respond(
-                send,
-                404,
-                _error_body(
-                    f"no route {method} {path}; the stub serves {_SERVED}",
-                    "not_found",
-                    "invalid_request_error",
-                ),
-            )
+            status, payload = self._route(method, path)
+        body = json.dumps(payload, allow_nan=False).encode()  # replies are checked when made
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    def _route(self, method: str, path: str) -> tuple[int, dict[str, Any]]:
+        """The answer to anything but a chat-completions POST."""
+        if path.endswith(_CHAT_SUFFIX):
+            return 405, _error_body(f"use POST for {path}", "method_not_allowed", "invalid_request_error")
+        if path.endswith(_MODELS_SUFFIX) and method == "GET":
+            model = {"id": self.model, "object": "model", "created": 0, "owned_by": "pytest-synth-rl"}
+            return 200, {"object": "list", "data": [model]}
+        if path in ("/", "/health") and method in ("GET", "HEAD"):
+            return 200, {"status": "ok", "service": "stub-inference"}
+        message = f"no route {method} {path}; the stub serves {_SERVED}"
+        return 404, _error_body(message, "not_found", "invalid_request_error")
 
     def _handle(self, raw: bytes, cid: str | None = None, path: str = "") -> tuple[int, dict[str, Any]]:
         try:
@@ -522,36 +432,20 @@ class StubInference:
         except _RequestError as exc:
             return exc.status, _error_body(str(exc), exc.code, exc.error_type)
 
-    @classmethod
-    async def _respond(cls, send: Send, status: int, payload: Mapping[str, Any]) -> None:
-        await cls._send(send, status, _encode(payload))
-
-    @staticmethod
-    async def _send(send: Send, status: int, body: bytes) -> None:
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
-
     # -- serving ------------------------------------------------------------------------------
     @contextlib.contextmanager
     def serve(self, *, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
-        """Serve the stub on loopback; yields the base URL ``http://127.0.0.1:<port>/v1``.
-
-        Pass that URL as ``policy.config.inference_url``; task apps append
-        ``/chat/completions``. No API key is needed, and the environment is not touched.
-        """
+        """Serve the stub on loopback; yields ``http://127.0.0.1:<port>/v1`` (no key needed)."""
         from pytest_synth_rl.taskapp.serving import serve_asgi  # uvicorn loads only when a stub is served
 
         with serve_asgi(
-            self, host=host, port=port, lifespan="on", description="stub model", protocol="minimal"
+            self,
+            host=host,
+            port=port,
+            lifespan="on",
+            description="stub model",
+            protocol="httptools",
+            read_timeout=5.0,
         ) as server:
             with self._lock:
                 self._root_url = server.url
@@ -566,7 +460,3 @@ class StubInference:
     def __repr__(self) -> str:
         source = f"replies={len(self.replies)}" if self.replies is not None else f"policy={self.policy!r}"
         return f"StubInference({source}, requests={len(self.requests)})"
-
-
-def _encode(payload: Mapping[str, Any]) -> bytes:
-    return json.dumps(payload, allow_nan=False).encode()

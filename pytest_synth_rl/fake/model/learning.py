@@ -1,19 +1,13 @@
-"""A policy that learns: right answers with a probability that rises over training.
+"""A policy that learns: right answers (the team's ``solve``) with a probability that rises over
+training, so "the reward improves" tests the task app's grading and reward plumbing.
 
-The team supplies what a right answer is (``solve(request) -> reply``, e.g. their reference
-solver or dataset labels) and, optionally, what a wrong one looks like (``wrong(request, rng)``).
-:class:`LearningPolicy` answers right with probability ``curve(progress.fraction)``, so "the reward
-improves" becomes a statement about the task app's grading and reward plumbing: if the app grades
-right answers as right, its reward rises with the curve.
-
-Whether a call is answered right is deterministic: it depends only on the policy's ``seed``, the
-rollout (seed, mode, training step), the prompt and the call's turn within its rollout, never on
-arrival order, so concurrent rollouts give the same rewards as serial ones.
+Whether a call is answered right depends only on the seed, the rollout, the prompt and the turn,
+never on arrival order, so concurrent rollouts give the same rewards as serial ones.
 """
 
 from __future__ import annotations
 
-import inspect
+import operator
 import random
 import re
 import threading
@@ -22,7 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_synth_rl.errors import ConfigProblem, SynthUsageError
-from pytest_synth_rl.fake.model.policy import ChatRequest, PolicyReply, Reply, answer_with, as_chat_request
+from pytest_synth_rl.fake.model.policy import (
+    ChatRequest,
+    PolicyReply,
+    Reply,
+    answer_with,
+    as_chat_request,
+    signature_problem,
+)
 
 __all__ = [
     "SUBMIT_ANSWER_TOOL",
@@ -71,30 +72,17 @@ def _probability_problem(value: object, what: str) -> ConfigProblem | None:
 
 
 def _callable_problem(name: str, value: object, usage: str, arguments: int = 1) -> ConfigProblem | None:
-    """Why *value* cannot be called with *arguments* positional arguments (checked here: at call
-    time the only sign would be every rollout failing), or None."""
+    """Why *value* cannot be called with *arguments* positional arguments, or None."""
     if not callable(value):
         return ConfigProblem(
             f"LearningPolicy.{name}", f"must be a function, got {value!r:.80}", f"pass {usage}"
         )
-    try:
-        inspect.signature(value).bind(*range(arguments))
-    except TypeError:
-        return ConfigProblem(
-            f"LearningPolicy.{name}",
-            f"{value!r:.80} takes {_signature(value)}; it is called with {arguments} argument(s)",
-            f"pass {usage}",
-        )
-    except ValueError:  # no signature to read (a builtin): trust it
+    takes = signature_problem(value, arguments)
+    if takes is None:
         return None
-    return None
-
-
-def _signature(value: object) -> str:
-    try:
-        return str(inspect.signature(value))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return "(...)"
+    return ConfigProblem(
+        f"LearningPolicy.{name}", f"{takes}; it is called with {arguments} argument(s)", f"pass {usage}"
+    )
 
 
 def _say_wrong(request: ChatRequest, rng: random.Random) -> PolicyReply:
@@ -124,12 +112,11 @@ class LearningPolicy:
     ) -> None:
         if curve is None:
             curve = linear()
+        curve_usage = "curve(fraction done) -> probability, e.g. linear(0.1, 0.9)"
         problems = [
-            _probability_problem(curve, "LearningPolicy.curve")
-            if not callable(curve)
-            else _callable_problem(
-                "curve", curve, "curve(fraction done) -> probability, e.g. linear(0.1, 0.9)"
-            ),
+            _callable_problem("curve", curve, curve_usage)
+            if callable(curve)
+            else _probability_problem(curve, "LearningPolicy.curve"),
             _callable_problem("solve", solve, "solve(request) -> the right reply, e.g. my_reference_solver"),
             _callable_problem("wrong", wrong, "wrong(request, rng) -> a wrong reply", arguments=2),
         ]
@@ -138,9 +125,8 @@ class LearningPolicy:
                 ConfigProblem("LearningPolicy.seed", f"must be an int, got {seed!r}", "e.g. seed=0")
             )
         if not isinstance(unanswerable, str):
-            problems.append(
-                ConfigProblem("LearningPolicy.unanswerable", f"must be text, got {unanswerable!r}", None)
-            )
+            text = f"must be text, got {unanswerable!r}"
+            problems.append(ConfigProblem("LearningPolicy.unanswerable", text, None))
         if any(problems):
             raise SynthUsageError([p for p in problems if p is not None])
         self.solve = solve
@@ -158,11 +144,9 @@ class LearningPolicy:
 
     def _rng(self, request: ChatRequest) -> random.Random:
         rollout = request.rollout
+        step = request.progress.step
         if rollout.correlation_id is not None:
-            key = (
-                f"{self.seed}|{rollout.mode}|{request.progress.step}|{rollout.seed}|{request.prompt}|"
-                f"{request.turn}"
-            )
+            key = f"{self.seed}|{rollout.mode}|{step}|{rollout.seed}|{request.prompt}|{request.turn}"
         else:  # a direct call: vary by how often this prompt was asked at this step
             with self._lock:
                 marker = (request.progress.step, request.prompt)
@@ -187,6 +171,7 @@ class LearningPolicy:
 
 
 # -- the arithmetic instance ----------------------------------------------------------------
+_OPERATORS: dict[str, Callable[[int, int], int]] = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 _QUESTION = re.compile(r"(-?\d+)\s*([-+*×x])\s*(-?\d+)")
 
 
@@ -201,13 +186,9 @@ def parse_arithmetic(text: str) -> tuple[int, str, int] | None:
 
 def solve_arithmetic(left: int, op: str, right: int) -> int:
     """The exact answer to ``left op right``."""
-    if op == "+":
-        return left + right
-    if op == "-":
-        return left - right
-    if op == "*":
-        return left * right
-    raise ValueError(f"unsupported operator {op!r}; expected one of + - *")
+    if op not in _OPERATORS:
+        raise ValueError(f"unsupported operator {op!r}; expected one of + - *")
+    return _OPERATORS[op](left, right)
 
 
 def _arithmetic_answer(request: ChatRequest) -> int | None:
@@ -228,12 +209,8 @@ def _wrong_arithmetic(request: ChatRequest, rng: random.Random) -> PolicyReply:
 
 
 class ArithmeticPolicy(LearningPolicy):
-    """The arithmetic example's model: a :class:`LearningPolicy` whose solver does the sum.
-
-    Answers through the ``submit_answer`` tool when the request offers it, else as text; a wrong
-    answer is the right one plus a small non-zero offset. ``accuracy`` is the curve (a constant
-    probability, or ``fraction -> probability``); default always right.
-    """
+    """The arithmetic example's model: a :class:`LearningPolicy` whose solver does the sum, through
+    the ``submit_answer`` tool when offered; ``accuracy`` is its curve (default: always right)."""
 
     def __init__(self, accuracy: float | Curve = 1.0, *, seed: int = 0) -> None:
         super().__init__(

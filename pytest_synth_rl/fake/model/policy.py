@@ -1,16 +1,8 @@
-"""The policy protocol: what the stand-in model sees, and what it may answer.
+"""The policy protocol: ``policy(request: ChatRequest) -> PolicyReply``.
 
-Offline, the task app's ``/rollout`` asks a model for its move; the fake backend answers with a
-*policy*. A policy is any callable ``policy(request: ChatRequest) -> PolicyReply``:
-
-* :class:`ChatRequest` is the chat-completions request (``messages``, ``tools``, ``model``,
-  sampling options) plus the rollout it belongs to (:class:`RolloutIdentity`: seed, env name,
-  correlation id, mode) and the training progress (:class:`Progress`: step 1..N, steps N, fraction
-  done 0..1: one meaning everywhere). It is also a read-only mapping over the raw request body,
-  so ``request["messages"]`` works as it would on the JSON.
-* A :data:`PolicyReply` is text (``str``), a :class:`Reply` (text and/or tool calls), a
-  :class:`ToolCall`, a :class:`PolicyError` (the model endpoint answers an HTTP error), or an
-  OpenAI assistant message ``dict``.
+A :class:`ChatRequest` is the chat-completions body (also a read-only mapping over it) plus the
+rollout it belongs to and the training progress. A :data:`PolicyReply` is text, a :class:`Reply`,
+a :class:`ToolCall`, a :class:`PolicyError` (an HTTP error) or an assistant message ``dict``.
 """
 
 from __future__ import annotations
@@ -35,17 +27,14 @@ __all__ = [
     "last_user_text",
     "offered_tools",
     "policy_problem",
+    "signature_problem",
     "tool_call",
 ]
 
 
 @dataclass(frozen=True)
 class Progress:
-    """How far training is: ``step`` of ``steps`` (1-based) and ``fraction`` = step / steps.
-
-    Outside a training job (a stub used directly, or a call no rollout was routed for) it is
-    ``Progress(0, 0)``: step 0, fraction 0.0.
-    """
+    """How far training is: ``step`` of ``steps`` (1-based); ``Progress(0, 0)`` outside a job."""
 
     step: int = 0
     steps: int = 0
@@ -71,8 +60,7 @@ class RolloutIdentity:
     correlation_id: str | None = None
     seed: int | None = None
     env_name: str | None = None
-    #: ``"rl"`` for training rollouts, ``"eval"`` for evaluation ones.
-    mode: str | None = None
+    mode: str | None = None  # "rl" or "eval"
     run_id: str | None = None
 
 
@@ -132,8 +120,8 @@ class ChatRequest(Mapping[str, Any]):
     body: Mapping[str, Any]
     rollout: RolloutIdentity = field(default_factory=RolloutIdentity)
     progress: Progress = field(default_factory=Progress)
-    #: 0 for the rollout's first model call, 1 for its second... (counted per correlation id;
-    #: calls without one count as one sequence, restarted by ``StubInference.clear()``).
+    #: 0 for the rollout's first model call, 1 for its second... (calls outside any rollout
+    #: count as one sequence).
     turn: int = 0
 
     def __getitem__(self, key: str) -> Any:
@@ -251,8 +239,8 @@ def answer_with(
 
 
 def policy_problem(policy: object) -> str | None:
-    """Why *policy* cannot answer the stand-in model's calls, or None: checked when it is given,
-    since at call time the only sign would be every rollout failing."""
+    """Why *policy* cannot answer the stand-in model's calls, or None (checked when it is given:
+    at call time the only sign would be every rollout failing)."""
     if not callable(policy):
         return f"{policy!r:.80} is not callable"
     if inspect.isclass(policy):
@@ -260,17 +248,19 @@ def policy_problem(policy: object) -> str | None:
     call = policy if inspect.isroutine(policy) else getattr(policy, "__call__", policy)  # noqa: B004
     if inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call):
         return f"{policy!r:.80} is async; the stand-in model calls policies synchronously: use a plain def"
-    try:
-        inspect.signature(policy).bind(object())
-    except TypeError:
-        return f"{policy!r:.80} takes {_signature(policy)}; a policy takes one argument, the chat request"
-    except ValueError:  # no signature to read (a builtin): trust it
-        return None
-    return None
+    takes = signature_problem(policy, 1)
+    return f"{takes}; a policy takes one argument, the chat request" if takes else None
 
 
-def _signature(policy: object) -> str:
+def signature_problem(function: Any, arguments: int) -> str | None:
+    """``"<function> takes (a, b)"`` if *function* cannot be called with *arguments* positional
+    arguments, else None (also when it has no signature to read)."""
     try:
-        return str(inspect.signature(policy))  # type: ignore[arg-type]
+        signature = inspect.signature(function)
     except (TypeError, ValueError):
-        return "(...)"
+        return None
+    try:
+        signature.bind(*range(arguments))
+    except TypeError:
+        return f"{function!r:.80} takes {signature}"
+    return None

@@ -1,22 +1,19 @@
 """A replay policy: answers taken from a JSONL file of real chat completions.
 
-Each line is one JSON object, either a ``chat.completion`` response (``choices[0].message``) or
-``{"request": <chat request>, "response": <chat.completion>}``. Lines with a request are matched
-by prompt (the last user message); lines without one are served by turn within the rollout (the
-first model call of a rollout gets the first such line...), the last one repeating. A malformed
-file fails on load, naming the file and line.
+Each line is a ``chat.completion`` or ``{"request": ..., "response": ...}``. Lines with a request
+are matched by prompt (the last user message); the others are served by turn within the rollout,
+the last one repeating. A malformed file fails on load, naming the file and line.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_synth_rl.errors import SynthError
+from pytest_synth_rl.errors import SynthError, closest
 from pytest_synth_rl.fake.model.policy import PolicyError, PolicyReply, as_chat_request, last_user_text
 
 __all__ = ["ReplayError", "ReplayPolicy"]
@@ -88,8 +85,8 @@ class ReplayPolicy:
             if found is not None:
                 return found
             if not self.in_order:
-                near = difflib.get_close_matches(request.prompt, list(self.by_prompt), n=1)
-                hint = f"; did you mean {near[0]!r}?" if near else ""
+                near = closest(request.prompt, self.by_prompt)
+                hint = f"; did you mean {near!r}?" if near is not None else ""
                 return PolicyError(
                     f"{self.path} has no recorded completion for the prompt {request.prompt!r:.200}{hint}",
                     status=404,

@@ -1,10 +1,8 @@
 """What counts as a reward, and where a task app's rollout answer holds it.
 
-One reader for the fake's jobs and the contract check alike, so an app never gets two verdicts:
-``outcome_reward`` under ``reward_info`` (0.5.0) or ``metrics`` (0.4.x); under ``metrics`` only,
-the pre-0.4.12 names ``mean_return``, ``reward_mean``, ``episode_returns`` (their mean) and
-``outcome_score``, in that order. A reward is a number within ``±MAX_REWARD``, so no mean or loss
-over a job can overflow (a huge int is refused, not turned into inf).
+One reader for the fake's jobs and the contract check alike: ``outcome_reward`` under
+``reward_info`` or ``metrics``, then the legacy names under ``metrics``. A reward is a number
+within ``±MAX_REWARD``, so no mean over a job can overflow.
 """
 
 from __future__ import annotations
@@ -30,17 +28,15 @@ LEGACY_REWARD_KEYS: tuple[str, ...] = ("mean_return", "reward_mean", "episode_re
 
 
 def reward_in_range(value: object) -> bool:
-    """Whether *value* is a number (not a bool) within ``[-MAX_REWARD, MAX_REWARD]``; NaN and
-    infinities are not, and a huge int is compared exactly rather than overflowing a float."""
+    """Whether *value* is a number (not a bool, NaN or infinite) within ``±MAX_REWARD``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
     return -MAX_REWARD <= value <= MAX_REWARD
 
 
 def reward_of(metrics: Any, field: str = "metrics") -> tuple[str, float]:
-    """``(key, reward)`` of a rollout answer's *field* (``metrics`` or ``reward_info``): the key
-    the reward was read from and its value. ``ValueError`` says what is wrong. A null key counts as
-    absent, as pydantic dumps unset optional fields."""
+    """``(key, reward)`` read from a rollout answer's *field* (``metrics`` or ``reward_info``);
+    ``ValueError`` says what is wrong. A null key counts as absent."""
     if not isinstance(metrics, Mapping):
         raise ValueError(f"'{field}' must be an object, got {type(metrics).__name__}")
     keys = ("outcome_reward", *LEGACY_REWARD_KEYS) if field == "metrics" else ("outcome_reward",)

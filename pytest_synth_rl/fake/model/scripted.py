@@ -1,8 +1,7 @@
 """A scripted policy: fixed replies, or a function of the request.
 
-Fixed replies are indexed by the call's :attr:`~.base.ChatRequest.turn`: the rollout's first model
-call gets the first reply, its second call the second..., so concurrent rollouts all see the same
-script (calls outside any rollout count as one sequence). The last reply repeats.
+Fixed replies are indexed by the call's turn within its rollout, so concurrent rollouts all see
+the same script; the last reply repeats.
 """
 
 from __future__ import annotations
