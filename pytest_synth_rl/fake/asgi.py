@@ -1,33 +1,11 @@
 """An ASGI adapter over a request handler, so any HTTP client can reach the fake backend.
 
-The adapter only translates: ASGI scope and body in, :class:`httpx.Request` to the handler, the
-:class:`httpx.Response` back out. The handler is blocking (it may run rollouts against a task
-app, or sleep out an injected latency on a real clock), so it runs on a worker thread of its own
-and never on the server's event loop: one slow request never holds up another client. The
-workers are daemon threads, at most :data:`MAX_WORKERS` at once, so a handler that never returns
-can neither stop the server from stopping nor the process from exiting. A response whose body
-is a stream (the live event stream) is pulled chunk by chunk, also off the event loop, and sent
-as it comes; a client that hangs up ends the stream. An event stream holds a worker only while
-it looks at its job, never while it waits for the next look (that wait is on the event loop),
-and at most :data:`MAX_STREAMS` streams are open at once, well below :data:`MAX_WORKERS`: one
-more gets 503 with ``Retry-After``, so however many streams clients open, other requests still
-find a worker.
-
-Hostile input gets an HTTP answer, never a 500 or a socket held open: a body over
-:data:`MAX_BODY_BYTES` gets 413 and the connection is closed as soon as that is known (from its
-``Content-Length``, or once that many bytes of a chunked body arrived: an endless body is never
-read to its end), a body not fully received within the read timeout gets 408, a request target
-longer than :data:`MAX_TARGET_CHARS` gets 414, and one that is not a path gets 400.
-
-Bodies are read whole before the handler sees them (it checks the key, after any injected
-fault), so the bytes held at once are bounded across requests too: every served fake in the
-process shares :data:`MAX_BUFFERED_BYTES`. A request takes its declared length (or each chunk as
-it arrives) from that budget before reading it and gives it back when it is answered, however it
-ends; one that does not fit gets 503 with ``Retry-After``, unread, and its connection is closed.
-
-One behavior needs the server's help: an injected connection fault must look like a connection
-failure to the client, not like an HTTP 500, so the adapter aborts the socket before any byte of
-a response is written.
+The blocking handler runs on daemon worker threads (at most :data:`MAX_WORKERS`), never on the
+event loop; an event stream holds a worker only while it looks at its job, and at most
+:data:`MAX_STREAMS` are open. Hostile input gets an HTTP answer, never a 500 or a socket held
+open: 413 past :data:`MAX_BODY_BYTES` (read no further), 408 for a slow body, 414 past
+:data:`MAX_TARGET_CHARS`, 400 for a target that is not a path, and 503 when the bodies held at
+once across every served fake would pass :data:`MAX_BUFFERED_BYTES`.
 """
 
 from __future__ import annotations
@@ -78,17 +56,6 @@ MAX_TARGET_CHARS = 8 * 1024
 MAX_BUFFERED_BYTES = 64 * 2**20
 #: Seconds a request refused for want of budget is told to wait (``Retry-After``).
 BUSY_RETRY_AFTER = 1
-
-
-def _abort_connection(send: Send) -> bool:
-    """Abort the client's TCP connection (uvicorn's protocols keep it on ``send.__self__``)."""
-    owner = getattr(send, "__self__", None)
-    transport = getattr(owner, "transport", None)
-    abort = getattr(transport, "abort", None)
-    if callable(abort):
-        abort()
-        return True
-    return False
 
 
 class _TooLarge(Exception):
@@ -334,13 +301,8 @@ class FakeASGIApp:
         try:
             return await self._off_loop(self.handler, request)
         except httpx.ConnectError:
-            if _abort_connection(send):
-                # Let the transport notice it is closed before uvicorn looks at the cycle.
-                for _ in range(3):
-                    await asyncio.sleep(0)
-                return None
-            # No socket to abort: start a response and end it early, which clients also see
-            # as a broken connection.
+            # An injected connection fault: start a response and end it early, which clients see
+            # as a broken connection (the server closes it), never as an HTTP answer.
             await send(
                 {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"100")]}
             )
