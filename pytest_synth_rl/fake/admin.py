@@ -120,15 +120,8 @@ def _advance(job: FakeJob, body: dict[str, Any]) -> None:
         (isinstance(to, str) and len(to) <= _MAX_TARGET_CHARS)
         or (isinstance(to, int) and not isinstance(to, bool))
     ):
-        raise SynthUsageError(
-            [
-                ConfigProblem(
-                    "advance.to",
-                    f"must be 'running', a step number or 'end', got {written(to)}",
-                    'e.g. {"to": "end"} or {"to": 3}',
-                )
-            ]
-        )
+        message = f"must be 'running', a step number or 'end', got {written(to)}"
+        raise SynthUsageError([ConfigProblem("advance.to", message, 'e.g. {"to": "end"} or {"to": 3}')])
     try:
         job.advance_to(to)
     except SynthUsageError as exc:  # FakeJob names its argument; the caller wrote "to"

@@ -188,8 +188,7 @@ class FakeSynthBackend:
             api_path=api_path,
             api_key=Secret(key),
         )
-        """Answer one request (a plain ``httpx.Request -> httpx.Response`` function); unknown paths
-        get a 404 listing the routes, an injected connection fault raises ``httpx.ConnectError``."""
+        """Answer one request (``httpx.Request -> httpx.Response``); see :class:`RequestHandler`."""
         self._router: respx.MockRouter | None = None
 
     def _verify(self, url: str) -> dict[str, Any]:
@@ -241,12 +240,8 @@ class FakeSynthBackend:
         return scenario if scenario is not None else Scenario.from_fields(fields)
 
     def scenario(self, scenario: Scenario | None = None, /, **fields: Any) -> Scenario:
-        """Set the default scenario for jobs submitted from now on; returns it.
-
-        ``fake.scenario(outcome="failed", fail_at_step=3, error="OOM")``; no arguments resets to
-        the default (succeeds after 10 steps over 60 virtual seconds; a real-rollout job runs its
-        config's ``num_epochs * iterations_per_epoch`` steps instead, when that is fewer).
-        """
+        """Set the default scenario for jobs submitted from now on, e.g. ``fake.scenario(outcome="failed",
+        fail_at_step=3, error="OOM")``; no arguments: the default (10 steps over 60 virtual seconds)."""
         made = self._make_scenario(scenario, fields)
         self.store.set_default(made, scripted=scenario is not None or bool(fields))
         return made
@@ -297,11 +292,9 @@ class FakeSynthBackend:
         seed: int = 0,
         cycle: bool = False,
     ) -> Fault:
-        """Inject a fault on *route* (``submit``, ``status``, ``events``, ``*``...); see :mod:`.faults`.
-
-        Give one kind (``status=503`` is the default, ``connect_error=True``, ``latency=30``) and at
-        most one selector (``pattern="0110"``, ``fail_next=2``, ``probability=0.3, seed=1``).
-        """
+        """Inject a fault on *route* (``submit``, ``status``, ``*``...): one kind (``status=503``, the
+        default, ``connect_error=True``, ``latency=30``), at most one selector (``pattern="0110"``,
+        ``fail_next=2``, ``probability=0.3, seed=1``)."""
         return self.store.add_fault(
             make_fault(
                 route,
@@ -335,12 +328,8 @@ class FakeSynthBackend:
 
     def reset(self, *, clock: Clock | None = None, job_id_prefix: str | None = None) -> None:
         """Forget jobs, the request log, scenarios and faults, and give the stub model a fresh start;
-        settings stay.
-
-        With *clock*, jobs from now on run on that clock (the fake and its stub model server may
-        live for the whole session). With *job_id_prefix*, job ids from now on are that prefix
-        and a count from 000001 again, so a test's ids do not depend on which tests ran before.
-        """
+        settings stay. With *clock*, jobs run on that clock from now on; with *job_id_prefix*, ids
+        are that prefix and a count from 000001 again (a test's ids then do not depend on others)."""
         __tracebackhide__ = True
         problem = None if job_id_prefix is None else _job_id_prefix_problem(job_id_prefix)
         if problem is not None:
@@ -360,8 +349,7 @@ class FakeSynthBackend:
         self.stand_in.use_policy(policy)
 
     def use_rollout_timeout(self, seconds: float | None) -> None:
-        """Give each rollout *seconds* (real) from now on; ``None``: the constructor's
-        ``rollout_timeout`` again. The plugin does this per test (``synth_rl(rollout_timeout=...)``)."""
+        """Give each rollout *seconds* (real) from now on; ``None``: the constructor's ``rollout_timeout``."""
         __tracebackhide__ = True
         problem = None if seconds is None else seconds_problem(seconds)
         if problem is not None:
@@ -371,8 +359,7 @@ class FakeSynthBackend:
         self.driver.timeout = self._rollout_timeout if seconds is None else float(seconds)
 
     def use_task_app_key(self, key: str | Secret | None) -> None:
-        """Send *key* to task apps from now on, as if a client had uploaded it (``None`` forgets
-        it). The plugin does this offline with each test's task app key, as it uploads it online."""
+        """Send *key* to task apps from now on, as if a client had uploaded it (``None`` forgets it)."""
         self.keys.keep(secret_or_none(key))
 
     # -- mounting (respx) -----------------------------------------------------------------------
@@ -424,26 +411,14 @@ class FakeSynthBackend:
     ) -> Iterator[str]:
         """Serve this fake over HTTP on loopback; yields the base URL (``http://127.0.0.1:<port>``).
 
-        A served fake finishes jobs for any client by default. Its clients (``curl``, the
-        upstream SDK with its fixed 5 s poll, a CLI that only reads the event stream, a
-        subprocess) cannot advance a virtual clock, so while serving, jobs on a virtual clock
-        move by **observation**: every look at a job (a status poll, an events, metrics or
-        timeline read, a tick of the live event stream) runs its next stage. A default job
-        (10 steps) is terminal on its 11th look, whatever the client's cadence.
-
-        Alternatives:
-
-        * ``speed=N`` replaces the clock with ``ScaledClock(N)`` (real time, N times faster) while
-          serving; only allowed before any job exists.
-        * ``pacing="clock"`` keeps a virtual clock that only moves when advanced
-          (``POST /_fake/clock/advance`` or ``fake.clock.advance``); a job polled without
-          moving says so in a ``hint`` field of its status body after a few polls.
-        * Scenario timing always wins: ``Scenario(polls=N)`` ends a job on its N-th status
-          poll, ``Scenario(immediate=True)`` on the first look.
-
-        Bounded against any client: a request must send its headers, and then its body, within
-        *read_timeout* seconds each (else 408 and the connection closes); a body over 10 MiB gets
-        413; admin routes (``/_fake/...``) need the same key as the API.
+        Its clients cannot advance a virtual clock, so while serving, jobs on one move by
+        **observation**: every look at a job (a status poll, an events, metrics or timeline read,
+        a tick of the event stream) runs its next stage; a default job ends on its 11th look.
+        ``speed=N`` serves on ``ScaledClock(N)`` instead (only before any job exists);
+        ``pacing="clock"`` keeps the virtual clock, moved only when advanced (a job polled without
+        moving says so in a ``hint``). ``Scenario(polls=N)`` and ``Scenario(immediate=True)``
+        always win. A request must send its headers, then its body, within *read_timeout*
+        seconds (else 408); a body over 10 MiB gets 413; ``/_fake/...`` needs the API's key.
         """
         if pacing is not None and pacing not in PACING_MODES:
             message = f"must be one of {', '.join(PACING_MODES)}, got {pacing!r}"

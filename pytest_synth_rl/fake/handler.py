@@ -146,7 +146,7 @@ class RequestHandler:
         return response
 
     def _answer(self, request: httpx.Request) -> tuple[httpx.Response, bool]:
-        # Errors and admin answers echo what the client sent: masked. API answers, every poll's hot path, are not.
+        # Errors and admin answers echo what the client sent: masked (API answers, the hot path, are not).
         response, matched = self._route(request)
         if response.status_code >= 400 or request.url.path.startswith(ADMIN_PREFIX):
             response = masked_response(response)
@@ -163,7 +163,7 @@ class RequestHandler:
         path = request.url.path
         store = self.lifecycle.store
         if path.startswith(ADMIN_PREFIX + "/") or path == ADMIN_PREFIX:
-            # The admin routes reset the fake and read request bodies: the API's key, or any local process could.
+            # The admin routes reset the fake and read request bodies: the API's key, or anyone could.
             if not self._authorized(request):
                 return self._unauthorized(), True
             return handle_admin(self.lifecycle, request, self.api_base, self.reset), True

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, NamedTuple, overload
+from typing import Any, NamedTuple
 
 from pytest_synth_rl.fake.scenario import Scenario, Stage
 
@@ -149,44 +149,26 @@ class RolloutRecord:
             self.response_omitted = True
 
 
-class RolloutLog(Sequence[RolloutRecord]):
-    """A job's rollout records in order; answers are kept only while they fit in :data:`MAX_KEPT_RESPONSES`."""
-
-    __slots__ = ("_records", "kept_bytes")
+class RolloutLog(list[RolloutRecord]):
+    """A job's rollout records in order; ``append``/``extend`` keep answers only while they fit in
+    :data:`MAX_KEPT_RESPONSES` (later records keep the size and ``response_omitted``)."""
 
     def __init__(self, records: Iterable[RolloutRecord] = ()) -> None:
-        self._records: list[RolloutRecord] = []
+        super().__init__()
         self.kept_bytes = 0
         self.extend(records)
 
     def append(self, record: RolloutRecord) -> None:
         body = record.response_body
-        if body is not None:
-            if self.kept_bytes + len(body) <= MAX_KEPT_RESPONSES:
-                self.kept_bytes += len(body)
-            else:
-                record.omit_response()
-        self._records.append(record)
+        if body is not None and self.kept_bytes + len(body) <= MAX_KEPT_RESPONSES:
+            self.kept_bytes += len(body)
+        elif body is not None:
+            record.omit_response()
+        super().append(record)
 
     def extend(self, records: Iterable[RolloutRecord]) -> None:
         for record in records:
             self.append(record)
-
-    @overload
-    def __getitem__(self, index: int) -> RolloutRecord: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[RolloutRecord]: ...
-    def __getitem__(self, index: int | slice) -> RolloutRecord | list[RolloutRecord]:
-        return self._records[index]
-
-    def __len__(self) -> int:
-        return len(self._records)
-
-    def __iter__(self) -> Iterator[RolloutRecord]:
-        return iter(self._records)
-
-    def __repr__(self) -> str:
-        return f"RolloutLog({self._records!r})"
 
 
 @dataclass

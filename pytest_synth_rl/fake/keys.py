@@ -91,7 +91,7 @@ class EnvKeys:
         return self._uploaded is not None
 
     def candidates(self) -> list[tuple[str, Secret]]:
-        """``(source, key)`` for each distinct key: uploaded, ``task_app_api_key``, ``$ENVIRONMENT_API_KEY``."""
+        """``(source, key)`` for each distinct key: uploaded, ``task_app_api_key``, then the environment's."""
         found: list[tuple[str, Secret]] = []
         env = os.environ.get("ENVIRONMENT_API_KEY", "").strip()
         # No lock: rollout threads ask while a batch runs; the upload replaces the Secret, never mutates it.

@@ -102,7 +102,7 @@ class Scenario:
 
     @classmethod
     def from_fields(cls, fields: Mapping[str, Any]) -> Scenario:
-        """``Scenario(**fields)``, where an unknown field is a :class:`SynthUsageError` with a did-you-mean."""
+        """``Scenario(**fields)``; an unknown field is a :class:`SynthUsageError` with a did-you-mean."""
         known = [f.name for f in dataclasses.fields(cls) if f.init]
         problems = []
         for name in fields:
@@ -179,7 +179,8 @@ class Scenario:
             or len(v) > MAX_LABEL_CHARS
             for k, v in labels.items()
         ):
-            message = f"must be at most {MAX_LABELS} string keys and values of at most {MAX_LABEL_CHARS} characters each"
+            message = f"must be at most {MAX_LABELS} string keys and values of at most {MAX_LABEL_CHARS} "
+            message += "characters each"
             return [_problem("labels", message)]
         return []
 
@@ -248,7 +249,7 @@ class Scenario:
         return Stage("end", self.steps + 1, step=steps_done, outcome=final)
 
     def scripted_reward(self, step: int) -> float:
-        """Reward for *step* when it does not come from rollouts; a callable's value out of range fails the job."""
+        """Reward for *step* when not from rollouts; a callable's value out of range fails the job."""
         curve = self.reward_curve
         if callable(curve):
             value = curve(step)

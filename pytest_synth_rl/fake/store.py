@@ -148,7 +148,7 @@ class JobStore:
             self._default_scripted = scripted
 
     def queue(self, scenario: Scenario) -> None:
-        """Script the next submission; :class:`StoreFull` past :data:`MAX_SCRIPTED` or :data:`MAX_SCRIPTED_DATA`."""
+        """Script the next submission; :class:`StoreFull` past :data:`MAX_SCRIPTED` or its data cap."""
         size = scripted_size(scenario)
         with self.lock:
             if len(self._next) < MAX_SCRIPTED and self._next_bytes + size <= MAX_SCRIPTED_DATA:
@@ -367,7 +367,7 @@ class JobStore:
             self._kept = 0
 
     def reset(self, job_id_prefix: str | None = None) -> None:
-        """Forget jobs, the request log, scenarios and faults; with *job_id_prefix*, ids count from 1 again."""
+        """Forget jobs, the request log, scenarios and faults; with *job_id_prefix*, ids count from 1."""
         with self.lock:
             if job_id_prefix is not None:
                 self.job_id_prefix = job_id_prefix

@@ -50,7 +50,7 @@ class EventStream(httpx.SyncByteStream, httpx.AsyncByteStream):
             return page, self._job.terminal, lifecycle.next_due(self._job)
 
     def _pause(self, due: float | None) -> float:
-        """Real seconds to wait before the next look (a virtual clock paced by the clock is advanced instead)."""
+        """Real seconds to wait before the next look (a clock-paced virtual clock is advanced instead)."""
         clock = self._lifecycle.clock
         if isinstance(clock, VirtualClock) and self._lifecycle.pacing == "clock" and due is not None:
             clock.advance(max(0.0, due - clock.now()))
