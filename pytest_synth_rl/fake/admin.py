@@ -16,12 +16,11 @@ import httpx
 
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import ConfigError, ConfigProblem, SynthError, SynthUsageError, closest
-from pytest_synth_rl.fake.checks import error_text_problem, written
 from pytest_synth_rl.fake.fake_job import FakeJob
 from pytest_synth_rl.fake.faults import make_fault
 from pytest_synth_rl.fake.jobs import TERMINAL
 from pytest_synth_rl.fake.lifecycle import Lifecycle
-from pytest_synth_rl.fake.scenario import Scenario
+from pytest_synth_rl.fake.scenario import Scenario, error_text_problem, written
 from pytest_synth_rl.fake.store import StoreFull
 from pytest_synth_rl.fake.wire import error_response, json_response, load_json, non_finite_field
 

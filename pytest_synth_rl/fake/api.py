@@ -89,23 +89,28 @@ def _int_param(call: ApiCall, name: str, default: int, low: int, high: int) -> i
     return value
 
 
-def _job(call: ApiCall) -> JobState | httpx.Response:
-    assert call.job_id is not None
-    store = call.lifecycle.store
-    job = store.find(call.job_id)
-    if job is not None:
-        return job
-    evicted = store.evicted_reason(call.job_id)
-    if evicted is not None:
-        return error_response(404, "job_evicted", evicted)
-    known = store.recent_ids()
-    return error_response(
-        404,
-        "job_not_found",
-        f"no RL job {call.job_id!r} on this backend"
-        + (f"; recent job ids: {', '.join(known)}" if known else "; no jobs were submitted yet")
-        + ". Use the id returned by POST /rl/jobs.",
-    )
+def _on_job(route: Callable[[ApiCall, JobState], httpx.Response]) -> Callable[[ApiCall], httpx.Response]:
+    """*route* for the job in the path, or the 404 that says why there is none."""
+
+    def handler(call: ApiCall) -> httpx.Response:
+        assert call.job_id is not None
+        store = call.lifecycle.store
+        job = store.find(call.job_id)
+        if job is not None:
+            return route(call, job)
+        evicted = store.evicted_reason(call.job_id)
+        if evicted is not None:
+            return error_response(404, "job_evicted", evicted)
+        known = store.recent_ids()
+        return error_response(
+            404,
+            "job_not_found",
+            f"no RL job {call.job_id!r} on this backend"
+            + (f"; recent job ids: {', '.join(known)}" if known else "; no jobs were submitted yet")
+            + ". Use the id returned by POST /rl/jobs.",
+        )
+
+    return handler
 
 
 # -- legacy create bodies (contract §1.2) ------------------------------------------------------------
@@ -289,10 +294,8 @@ def list_jobs(call: ApiCall) -> httpx.Response:
     )
 
 
-def status(call: ApiCall) -> httpx.Response:
-    job = _job(call)
-    if isinstance(job, httpx.Response):
-        return job
+@_on_job
+def status(call: ApiCall, job: JobState) -> httpx.Response:
     job.polls += 1
     call.lifecycle.observe(job)
     stalled = call.lifecycle.stall_reason(job)
@@ -301,10 +304,8 @@ def status(call: ApiCall) -> httpx.Response:
     return json_response(200, job.status_bytes())
 
 
-def cancel(call: ApiCall) -> httpx.Response:
-    job = _job(call)
-    if isinstance(job, httpx.Response):
-        return job
+@_on_job
+def cancel(call: ApiCall, job: JobState) -> httpx.Response:
     call.lifecycle.sync(job)
     if job.status in TERMINAL:
         return error_response(
@@ -317,19 +318,15 @@ def cancel(call: ApiCall) -> httpx.Response:
     return json_response(200, job.status_bytes())
 
 
-def start(call: ApiCall) -> httpx.Response:
+@_on_job
+def start(call: ApiCall, job: JobState) -> httpx.Response:
     # Legacy clients call this; jobs here start on their own, so it only reports the job.
-    job = _job(call)
-    if isinstance(job, httpx.Response):
-        return job
     call.lifecycle.sync(job)
     return json_response(200, job.status_bytes())
 
 
-def events(call: ApiCall) -> httpx.Response:
-    job = _job(call)
-    if isinstance(job, httpx.Response):
-        return job
+@_on_job
+def events(call: ApiCall, job: JobState) -> httpx.Response:
     since = _int_param(call, "since_seq", 0, -1, 10**12)
     limit = _int_param(call, "limit", 200, 1, 10_000)
     call.lifecycle.observe(job)
@@ -355,11 +352,9 @@ def _last_event_id(call: ApiCall, default: int) -> int:
     return value
 
 
-def events_stream(call: ApiCall) -> httpx.Response:
+@_on_job
+def events_stream(call: ApiCall, job: JobState) -> httpx.Response:
     # Open until the job is terminal; a reconnecting client resumes after its Last-Event-ID.
-    job = _job(call)
-    if isinstance(job, httpx.Response):
-        return job
     since = _int_param(call, "since_seq", 0, -1, 10**12)
     if not call.params.get("since_seq"):
         since = _last_event_id(call, since)
@@ -367,20 +362,16 @@ def events_stream(call: ApiCall) -> httpx.Response:
     return httpx.Response(200, stream=EventStream(call.lifecycle, job, since), headers=headers)
 
 
-def metrics(call: ApiCall) -> httpx.Response:
-    job = _job(call)
-    if isinstance(job, httpx.Response):
-        return job
+@_on_job
+def metrics(call: ApiCall, job: JobState) -> httpx.Response:
     after = _int_param(call, "after_step", -1, -1, 10**12)
     limit = _int_param(call, "limit", 200, 1, 10_000)
     call.lifecycle.observe(job)
     return json_response(200, job.metrics_page(after, limit, call.params.get("name")))
 
 
-def timeline(call: ApiCall) -> httpx.Response:
-    job = _job(call)
-    if isinstance(job, httpx.Response):
-        return job
+@_on_job
+def timeline(call: ApiCall, job: JobState) -> httpx.Response:
     call.lifecycle.observe(job)
     return json_response(200, {"events": job.timeline, "job_id": job.id, "status": job.status})
 

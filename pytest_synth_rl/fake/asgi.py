@@ -1,11 +1,8 @@
 """An ASGI adapter over a request handler, so any HTTP client can reach the fake backend.
 
-The blocking handler runs on daemon worker threads (at most :data:`MAX_WORKERS`), never on the
-event loop; an event stream holds a worker only while it looks at its job, and at most
-:data:`MAX_STREAMS` are open. Hostile input gets an HTTP answer, never a 500 or a socket held
-open: 413 past :data:`MAX_BODY_BYTES` (read no further), 408 for a slow body, 414 past
-:data:`MAX_TARGET_CHARS`, 400 for a target that is not a path, and 503 when the bodies held at
-once across every served fake would pass :data:`MAX_BUFFERED_BYTES`.
+The blocking handler runs on daemon worker threads, never on the event loop. Hostile input gets
+an HTTP answer (413, 408, 414, 400, or 503 when too many bodies or streams are held at once),
+never a 500 or a socket held open.
 """
 
 from __future__ import annotations

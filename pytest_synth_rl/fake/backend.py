@@ -119,21 +119,14 @@ class FakeSynthBackend:
     usual respx rules). ``with fake.serve() as url:`` serves it on loopback instead;
     ``fake.transport()`` is an ``httpx.MockTransport`` for a client of your own.
 
-    Arguments:
-        base_url: the backend URL clients are configured with (``/api`` is implied).
-        api_key: the bearer key the fake accepts.
-        clock: shared with the client under test; default a new :class:`VirtualClock`.
-        task_app_api_key: the key sent to task apps on rollouts (default ``$ENVIRONMENT_API_KEY``).
-        policy / replies: how the stub model answers during rollouts; default an arithmetic solver
-            whose accuracy improves over the job, so rewards from real rollouts rise.
-        rollouts: ``"auto"`` runs real rollouts when the job's task app URL is on loopback,
-            ``True`` for any http(s) URL, ``False`` never (scripted rewards).
-        max_rollouts_per_step: cap on rollouts per step (and per evaluation), to keep tests fast.
-        rollout_timeout: seconds (real) before a rollout counts as timed out.
-        strict: when mounted, a request to the backend host on an unknown path raises
-            :class:`FakeRouteError` (served, it gets a 404 that lists the routes).
-        validate: check submitted payloads with ``validate_rl_payload`` (422 on problems).
-        job_id_prefix: job ids are this plus a 6-digit counter (the plugin gives each test its own).
+    *base_url* is what clients are configured with (``/api`` implied); *api_key* the bearer key
+    accepted; *clock* is shared with the client under test. *task_app_api_key* goes to task apps
+    (default ``$ENVIRONMENT_API_KEY``); *policy*/*replies* drive the stub model (default: an
+    arithmetic solver that improves over the job). *rollouts*: ``"auto"`` (real rollouts for
+    loopback task apps), ``True`` (any http(s) URL) or ``False``. *strict*: an unknown path on the
+    backend host raises :class:`FakeRouteError` when mounted. *validate*: 422 for bad payloads.
+    *max_rollouts_per_step* caps rollouts per step, *rollout_timeout* is real seconds per rollout,
+    and job ids are *job_id_prefix* plus a 6-digit count.
     """
 
     @keywords_checked

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from pytest_synth_rl.errors import ConfigProblem, SynthUsageError, closest
-from pytest_synth_rl.fake.checks import bool_problem, written
+from pytest_synth_rl.fake.scenario import bool_problem, written
 
 __all__ = [
     "FAULT_KINDS",

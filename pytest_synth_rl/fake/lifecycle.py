@@ -17,11 +17,10 @@ from typing import Any, Literal
 
 from pytest_synth_rl.clock import Clock, VirtualClock
 from pytest_synth_rl.errors import SynthUsageError
-from pytest_synth_rl.fake.checks import error_text_problem
 from pytest_synth_rl.fake.jobs import JobState
 from pytest_synth_rl.fake.rollout_feed import RolloutFeed
 from pytest_synth_rl.fake.rollouts import BatchPlan, RolloutDriver, RolloutFailure, RolloutSpec
-from pytest_synth_rl.fake.scenario import Scenario, Stage
+from pytest_synth_rl.fake.scenario import Scenario, Stage, error_text_problem
 from pytest_synth_rl.fake.store import JobStore
 from pytest_synth_rl.secrets.masking import redact
 
@@ -389,12 +388,8 @@ class Lifecycle:
     def _batch(
         self, job: JobState, step: int, seeds: list[int], mode: str, then: BatchPlan | None = None
     ) -> list[float]:
-        """Rewards of one rollout per seed, in seed order (concurrent up to the config's
-        ``rollout.max_concurrent_rollouts``); the first failed seed fails the job.
-
-        *then* is the batch that follows in this same advance if nothing fails: it is queued on
-        the job's feed so its first rollouts overlap this batch's last ones.
-        """
+        """Rewards of one rollout per seed, in seed order; the first failed seed fails the job. *then*,
+        the batch that follows in this advance, is queued to overlap this batch's last rollouts."""
         spec = RolloutSpec.from_config(job.config, job.model)
         feed = self._feeds.get(job.id)
         if feed is None:

@@ -1,11 +1,8 @@
 """Real rollouts: the fake backend calls the task app's ``/rollout`` the way the trainer would.
 
-A broken task app fails the job here, with the evidence the hosted trainer would give (URL, step,
-seed, ids, what was wrong). Requests carry ``run_id``, ``trace_correlation_id`` and ``ops`` for
-every schema era (contract §4.4), and each gets its own inference URL on the stand-in model. A
-batch runs up to ``rollout.max_concurrent_rollouts`` at once, folded in seed order; a rollout
-that fails among concurrent ones is retried alone to tell a task app unsafe under concurrency.
-The rollout timeout bounds the whole exchange; proxies are not read (the app is on loopback).
+A broken task app fails the job with the evidence the hosted trainer would give (URL, step, seed,
+ids, what was wrong). Batches run up to ``rollout.max_concurrent_rollouts`` at once, folded in
+seed order; a rollout failing among concurrent ones is retried alone to name concurrency bugs.
 """
 
 from __future__ import annotations

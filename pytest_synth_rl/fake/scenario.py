@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pytest_synth_rl.errors import ConfigProblem, SynthUsageError, closest, keywords_checked
-from pytest_synth_rl.fake.checks import MAX_ERROR_CHARS, bool_problem, error_text_problem
 from pytest_synth_rl.fake.model.rewards import MAX_REWARD, REWARD_RANGE, reward_in_range
 
 __all__ = [
@@ -30,9 +29,42 @@ __all__ = [
     "RewardCurve",
     "Scenario",
     "Stage",
+    "bool_problem",
     "default_reward_curve",
+    "error_text_problem",
     "reward_in_range",
+    "written",
 ]
+
+#: Longest scripted ``error`` message (characters).
+MAX_ERROR_CHARS = 10_000
+
+
+def written(value: object) -> str:
+    """What a caller wrote, short and with its type: ``str '500'``, ``float 500.5``."""
+    return f"{type(value).__name__} {value!r:.40}"
+
+
+def bool_problem(value: object, key: str, example: str) -> ConfigProblem | None:
+    """The problem with *value* as a flag named *key* (only ``True`` and ``False`` are flags), or None."""
+    if isinstance(value, bool):
+        return None
+    return ConfigProblem(
+        key=key, message=f"must be true or false, got {written(value)}", hint=f"e.g. {example}"
+    )
+
+
+def error_text_problem(value: object, key: str) -> ConfigProblem | None:
+    """The problem with *value* as a job's error message: a string of at most :data:`MAX_ERROR_CHARS`."""
+    if isinstance(value, str) and len(value) <= MAX_ERROR_CHARS:
+        return None
+    got = f"{len(value)} characters" if isinstance(value, str) else written(value)
+    return ConfigProblem(
+        key=key,
+        message=f"must be a string of at most {MAX_ERROR_CHARS} characters, got {got}",
+        hint="pass a short error message, e.g. 'CUDA out of memory'",
+    )
+
 
 Outcome = Literal["succeeded", "failed", "cancelled", "error"]
 #: ``error`` ends the job in the terminal failure status ``error`` (contract §10.4).
