@@ -22,7 +22,13 @@ from pytest_synth_rl.fake.jobs import TERMINAL
 from pytest_synth_rl.fake.lifecycle import Lifecycle
 from pytest_synth_rl.fake.scenario import Scenario, error_text_problem, written
 from pytest_synth_rl.fake.store import StoreFull
-from pytest_synth_rl.fake.wire import error_response, json_response, load_json, non_finite_field
+from pytest_synth_rl.fake.wire import (
+    error_response,
+    json_response,
+    load_json,
+    non_finite_field,
+    problems_response,
+)
 
 __all__ = ["ADMIN_ROUTES", "DETAIL_ITEMS", "MAX_CLOCK_ADVANCE", "handle_admin"]
 
@@ -217,9 +223,7 @@ def handle_admin(
     try:
         return _route(lifecycle, request, api_base, reset)
     except (ConfigError, SynthUsageError) as exc:
-        return json_response(
-            422, {"detail": [{"loc": p.key, "msg": p.message, "hint": p.hint} for p in exc.problems]}
-        )
+        return problems_response(exc.problems)
     except StoreFull as full:  # no room for another scenario or fault: as a full store's submit
         return error_response(429, full.code, f"{full.message}; {full.hint}")
     except SynthError as exc:
@@ -345,15 +349,5 @@ def _route(
             f"{method} is not allowed on {request.url.path}; use {methods}",
             [("allow", methods)],
         )
-    return json_response(
-        404,
-        {
-            "detail": {
-                "error": {
-                    "code": "route_not_found",
-                    "message": f"no admin route {method} {request.url.path}",
-                    "routes": list(ADMIN_ROUTES),
-                }
-            }
-        },
-    )
+    message = f"no admin route {method} {request.url.path}"
+    return error_response(404, "route_not_found", message, routes=list(ADMIN_ROUTES))

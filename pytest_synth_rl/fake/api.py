@@ -26,6 +26,7 @@ from pytest_synth_rl.fake.wire import (
     json_response,
     load_json,
     non_finite_field,
+    problems_response,
 )
 
 __all__ = ["HANDLERS", "ApiCall", "dispatch", "legacy_payload"]
@@ -226,9 +227,7 @@ def submit(call: ApiCall) -> httpx.Response:
             return json_response(200, replayed.status_bytes(), [("idempotent-replayed", "true")])
     problems = legacy[1] if legacy is not None else store.validate(payload)
     if problems:
-        return json_response(
-            422, {"detail": [{"loc": p.key, "msg": p.message, "hint": p.hint} for p in problems]}
-        )
+        return problems_response(problems)
     try:
         job = store.create(payload, key)
     except StoreFull as full:

@@ -18,7 +18,7 @@ from pytest_synth_rl.fake import api
 from pytest_synth_rl.fake.admin import handle_admin
 from pytest_synth_rl.fake.keys import EnvKeys
 from pytest_synth_rl.fake.lifecycle import Lifecycle
-from pytest_synth_rl.fake.wire import LoggedRequest, error_response, json_response, masked_response
+from pytest_synth_rl.fake.wire import LoggedRequest, error_response, masked_response
 from pytest_synth_rl.secrets.masking import Secret, mask_secret
 
 __all__ = ["ADMIN_PREFIX", "MAX_BODY_BYTES", "ROUTES", "FakeRouteError", "RequestHandler", "match_route"]
@@ -208,8 +208,7 @@ class RequestHandler:
             f"{record.method} {record.path}: {why}. This fake backend serves "
             f"the RL job API under {self.api_path}; see 'routes'."
         )
-        error = {"code": "route_not_found", "message": message, "routes": route_listing(self.api_path)}
-        return json_response(404, {"detail": {"error": error}})
+        return error_response(404, "route_not_found", message, routes=route_listing(self.api_path))
 
     def _authorized(self, request: httpx.Request) -> bool:
         header: str | None = request.headers.get("authorization")

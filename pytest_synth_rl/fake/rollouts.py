@@ -65,6 +65,16 @@ KEY_REPLACED_NOTE = (
 )
 
 
+#: What to do about a rollout whose exchange failed, by the kind of failure.
+_POST_HINTS = {
+    "timeout": "make the rollout faster, or give it longer: @pytest.mark.synth_rl(rollout_timeout=...) "
+    "in a test, FakeSynthBackend(rollout_timeout=...) or fake.use_rollout_timeout(...) outside one",
+    "connect": "start the task app (e.g. InProcessTaskApp) before submitting, and check the job's "
+    "data.endpoint_base_url",
+    "too_large": "return a compact RolloutResponse (the fake asks for record.return_trace = false)",
+}
+
+
 def _status_hint(response: PostResponse, key_replaced: bool = False) -> str:
     """What to do about a /rollout answer that is not 2xx, by status."""
     if response.status_code in (400, 401, 403) and _key_matched(response.content):
@@ -377,29 +387,9 @@ class RolloutDriver:
             response = self.http.post(url, json.dumps(body).encode(), headers, timeout=self.timeout)
         except PostFailure as exc:
             record.elapsed = time.perf_counter() - started
-            if exc.kind == "timeout":
-                self._fail(
-                    record,
-                    str(exc),
-                    "make the rollout faster, or give it longer: @pytest.mark.synth_rl(rollout_timeout=...) "
-                    "in a test, FakeSynthBackend(rollout_timeout=...) or fake.use_rollout_timeout(...) "
-                    "outside one",
-                    timed_out=True,
-                )
-            if exc.kind == "connect":
-                self._fail(
-                    record,
-                    f"task app unreachable: {exc}",
-                    "start the task app (e.g. InProcessTaskApp) before submitting, and check the job's "
-                    "data.endpoint_base_url",
-                )
-            if exc.kind == "too_large":
-                self._fail(
-                    record,
-                    str(exc),
-                    "return a compact RolloutResponse (the fake asks for record.return_trace = false)",
-                )
-            self._fail(record, str(exc), "check the task app's server log")
+            what = f"task app unreachable: {exc}" if exc.kind == "connect" else str(exc)
+            hint = _POST_HINTS.get(exc.kind, "check the task app's server log")
+            self._fail(record, what, hint, timed_out=exc.kind == "timeout")
         record.elapsed = time.perf_counter() - started
         record.status_code = response.status_code
         if not 200 <= response.status_code < 300:

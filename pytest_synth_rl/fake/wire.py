@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
+from pytest_synth_rl.errors import ConfigProblem
 from pytest_synth_rl.recording.redaction import Redactor
 from pytest_synth_rl.secrets.masking import mask_secret, redact
 
@@ -29,6 +30,7 @@ __all__ = [
     "mask_headers",
     "masked_response",
     "non_finite_field",
+    "problems_response",
 ]
 
 #: Bytes of a request body the log keeps; the rest is dropped and the record says so.
@@ -65,6 +67,13 @@ def error_response(
     error: dict[str, Any] = {"code": code, "message": redact(message)}
     error.update(extra)
     return json_response(status, {"detail": {"error": error}}, headers)
+
+
+def problems_response(problems: Iterable[ConfigProblem]) -> httpx.Response:
+    """The 422 for payload problems, in the shape FastAPI gives validation errors."""
+    return json_response(
+        422, {"detail": [{"loc": p.key, "msg": p.message, "hint": p.hint} for p in problems]}
+    )
 
 
 def _first_field(value: Any, wanted: Callable[[Any], bool]) -> tuple[str, Any] | None:
