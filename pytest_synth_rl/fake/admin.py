@@ -81,8 +81,6 @@ def _body(request: httpx.Request) -> dict[str, Any]:
     return parsed
 
 
-#: The hint for a scenario scripted for a job that does not exist.
-_SCRIPT_HINT = "use scenario_for('next', ...) before submitting, or an id from fake.jobs"
 #: What each job action reads from its body; anything else is a typo to report.
 _JOB_ACTION_FIELDS: dict[str, frozenset[str]] = {
     "advance": frozenset({"to"}),
@@ -269,10 +267,8 @@ def _route(
             made = Scenario(**body)
             if target is None:
                 store.set_default(made)
-            elif target == "next":
-                store.queue(made)
             else:
-                lifecycle.script(store.get(str(target), hint=_SCRIPT_HINT), made)
+                lifecycle.script(str(target), made)
             return json_response(200, made.describe())
     if parts[:1] == ["jobs"]:
         if len(parts) == 1 and method == "GET":

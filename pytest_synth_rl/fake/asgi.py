@@ -147,12 +147,11 @@ async def _read_limited(receive: Receive, scope: Scope, limit: int, holding: _Ho
     return b"".join(chunks)
 
 
-async def _plain_answer(
-    send: Send, status: int, code: str, message: str, extra: list[tuple[bytes, bytes]] | None = None
-) -> None:
-    """An error answer in the fake's JSON shape, sent straight from the event loop."""
+async def _plain_answer(send: Send, status: int, code: str, message: str, busy: bool = False) -> None:
+    """An error answer in the fake's JSON shape, sent from the event loop (*busy*: with Retry-After)."""
     body = json.dumps({"detail": {"error": {"code": code, "message": message}}}).encode()
-    headers = [(b"content-type", b"application/json"), (b"connection", b"close"), *(extra or [])]
+    headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
+    headers += [(b"retry-after", str(BUSY_RETRY_AFTER).encode())] if busy else []
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -247,7 +246,7 @@ class FakeASGIApp:
             f"{self._streams} are open: close one (a stream ends with its job's terminal event), "
             f"or retry after {BUSY_RETRY_AFTER}s (Retry-After); GET .../events?since_seq=<seq> "
             "reads the same events without holding a stream open",
-            [(b"retry-after", str(BUSY_RETRY_AFTER).encode())],
+            busy=True,
         )
 
     async def _handle(
@@ -305,7 +304,7 @@ class FakeASGIApp:
                 f"other requests' bodies: it holds at most {MAX_BUFFERED_BYTES} bytes of request "
                 f"bodies at once, across connections. Retry after {BUSY_RETRY_AFTER}s (Retry-After), "
                 "or send fewer large bodies at once",
-                [(b"retry-after", str(BUSY_RETRY_AFTER).encode())],
+                busy=True,
             )
         except asyncio.TimeoutError:
             await _plain_answer(

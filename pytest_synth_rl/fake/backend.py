@@ -243,11 +243,7 @@ class FakeSynthBackend:
         """Script one job: ``"next"`` (the next submission; calls queue up) or an existing job id,
         which follows the new script from its current stage on."""
         made = self._make_scenario(scenario, fields)
-        if job == "next":
-            self.store.queue(made)
-        else:
-            hint = "use scenario_for('next', ...) before submitting, or an id from fake.jobs"
-            self.lifecycle.script(self.store.get(job, hint=hint), made)
+        self.lifecycle.script(job, made)
         return made
 
     def next_job(self, scenario: Scenario | None = None, /, **fields: Any) -> Scenario:
@@ -288,20 +284,8 @@ class FakeSynthBackend:
         """Inject a fault on *route* (``submit``, ``status``, ``*``...): one kind (``status=503``, the
         default, ``connect_error=True``, ``latency=30``), at most one selector (``pattern="0110"``,
         ``fail_next=2``, ``probability=0.3, seed=1``)."""
-        return self.store.add_fault(
-            make_fault(
-                route,
-                status=status,
-                connect_error=connect_error,
-                latency=latency,
-                retry_after=retry_after,
-                pattern=pattern,
-                fail_next=fail_next,
-                probability=probability,
-                seed=seed,
-                cycle=cycle,
-            )
-        )
+        options = {name: value for name, value in locals().items() if name != "self"}
+        return self.store.add_fault(make_fault(**options))
 
     @property
     def faults(self) -> list[Fault]:

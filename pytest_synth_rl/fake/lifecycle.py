@@ -196,8 +196,15 @@ class Lifecycle:
             )
 
     # -- pushing a job ----------------------------------------------------------------------------
-    def script(self, job: JobState, scenario: Scenario) -> None:
-        """*job* follows *scenario* from its current stage on."""
+    def script(self, target: str, scenario: Scenario) -> None:
+        """Script ``"next"`` (the next submission; calls queue up) or the existing job *target*, which
+        follows *scenario* from its current stage on."""
+        if target == "next":
+            self.store.queue(scenario)
+            return
+        job = self.store.get(
+            target, hint="use scenario_for('next', ...) before submitting, or an id from fake.jobs"
+        )
         with self.store.lock:
             self._idle(job)
             self._sync(job)
@@ -280,19 +287,15 @@ class Lifecycle:
                 self._end(job, stage.outcome, ts)
         except RolloutFailure as failure:
             record = failure.record
-            self._fail(
-                job,
-                str(failure),
-                ts,
-                data={
-                    "step": record.step,
-                    "seed": record.seed,
-                    "run_id": record.run_id,
-                    "trace_correlation_id": record.request.get("trace_correlation_id"),
-                    "url": record.url,
-                    "mode": record.mode,
-                },
-            )
+            where = {"trace_correlation_id": record.request.get("trace_correlation_id"), "url": record.url}
+            data = {
+                "step": record.step,
+                "seed": record.seed,
+                "run_id": record.run_id,
+                **where,
+                "mode": record.mode,
+            }
+            self._fail(job, str(failure), ts, data=data)
         except Exception as exc:  # a user callable (reward curve, policy) broke: fail, say why
             self._fail(job, redact(f"{stage.kind} stage raised {type(exc).__name__}: {exc}"), ts)
 
