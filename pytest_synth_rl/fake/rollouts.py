@@ -460,18 +460,10 @@ class RolloutDriver:
             value = got.get(key)
             if value is None:
                 continue
-            if not isinstance(value, str):
-                self._fail(
-                    record,
-                    f"id echo mismatch: response {key} is a {type(value).__name__}, expected {sent[key]!r}",
-                    "echo the request's run_id / trace_correlation_id unchanged",
-                )
-            if value not in expected:
-                self._fail(
-                    record,
-                    f"id echo mismatch: response {key}={value[:80]!r}, expected {sent[key]!r}",
-                    "echo the request's run_id / trace_correlation_id unchanged",
-                )
+            if not isinstance(value, str) or value not in expected:
+                shown = f"={value[:80]!r}" if isinstance(value, str) else f" is a {type(value).__name__}"
+                what = f"id echo mismatch: response {key}{shown}, expected {sent[key]!r}"
+                self._fail(record, what, "echo the request's run_id / trace_correlation_id unchanged")
             echoed = True
         if not echoed:
             self._fail(
