@@ -114,9 +114,8 @@ def _check_settings(
 class FakeSynthBackend:
     """A fake of Synth's RL job API, for offline tests.
 
-    ``with FakeSynthBackend() as fake:`` mounts it on respx (httpx clients talking to
-    ``base_url`` reach the fake; loopback traffic passes through; other hosts stay under the
-    usual respx rules). ``with fake.serve() as url:`` serves it on loopback instead;
+    ``with FakeSynthBackend() as fake:`` mounts it on respx (loopback passes through, other hosts
+    keep the usual respx rules); ``with fake.serve() as url:`` serves it on loopback instead;
     ``fake.transport()`` is an ``httpx.MockTransport`` for a client of your own.
 
     *base_url* is what clients are configured with (``/api`` implied); *api_key* the bearer key
