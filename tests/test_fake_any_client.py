@@ -165,7 +165,7 @@ def test_a_key_replaced_by_another_runs_upload_is_named_as_the_cause(
         "backend (CI shards, two terminals) must share one ENVIRONMENT_API_KEY)"
     )
     _upload(plain, "another-runs-key-0000000001")  # the same key again replaces nothing new
-    assert plain.store.key_replaced
+    assert plain.keys.key_replaced
 
 
 def test_a_rejected_key_without_a_replaced_upload_says_nothing_of_other_runs(
@@ -176,7 +176,7 @@ def test_a_rejected_key_without_a_replaced_upload_says_nothing_of_other_runs(
     body, _ = poll_to_end(client, plain, submit(client, plain, rl_payload(url)))
     assert "rejected the environment key the fake sent" in body["error"]
     assert "replaced by a later upload" not in body["error"]
-    assert not plain.store.key_replaced
+    assert not plain.keys.key_replaced
 
 
 def test_the_uploaded_key_wins_over_the_configured_one(client: httpx.Client, era_app: Any) -> None:
@@ -210,7 +210,7 @@ def test_the_env_key_routes_follow_the_contract(plain: FakeSynthBackend, client:
     shown += client.get("https://api.usesynth.ai/_fake/requests", headers=head).text
     assert UPLOADED not in shown
     assert sealed not in shown
-    assert plain.store.key_source() == "uploaded"
+    assert plain.keys.key_source() == "uploaded"
 
 
 @pytest.mark.parametrize(
@@ -239,11 +239,11 @@ def test_a_bad_upload_gets_a_400_saying_what_is_wrong(
     response = client.post(f"{API}/v1/env-keys", json=body, headers=auth(plain))
     assert response.status_code == 400
     assert message in response.json()["detail"]["error"]["message"]
-    assert not plain.store.has_env_key
+    assert not plain.keys.has_env_key
 
 
 def test_a_key_over_8_kib_is_refused(plain: FakeSynthBackend, client: httpx.Client) -> None:
-    public = PublicKey(base64.b64decode(plain.store.public_key_b64))
+    public = PublicKey(base64.b64decode(plain.keys.public_key_b64))
     sealed = base64.b64encode(SealedBox(public).encrypt(b"k" * (8 * 1024 + 1))).decode()
     response = client.post(
         f"{API}/v1/env-keys",
@@ -408,7 +408,7 @@ def test_a_key_no_header_can_carry_is_refused_at_upload(
     plain: FakeSynthBackend, client: httpx.Client
 ) -> None:
     # Before, it was stored, and every later rollout failed with "invalid header 'X-API-Key'".
-    public = PublicKey(base64.b64decode(plain.store.public_key_b64))
+    public = PublicKey(base64.b64decode(plain.keys.public_key_b64))
     sealed = base64.b64encode(SealedBox(public).encrypt(b"abcdefgh\r\nX-Evil: 1 zzzzzzzzzzzz")).decode()
     response = client.post(
         f"{API}/v1/env-keys",
@@ -419,4 +419,4 @@ def test_a_key_no_header_can_carry_is_refused_at_upload(
     message = response.json()["detail"]["error"]["message"]
     assert "the key contains a line break (character 9 of 32); an HTTP header cannot carry it" in message
     assert "X-Evil" not in message
-    assert not plain.store.has_env_key
+    assert not plain.keys.has_env_key

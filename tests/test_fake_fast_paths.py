@@ -14,7 +14,7 @@ from test_fake_support import API, auth, rl_payload
 
 from pytest_synth_rl.config.validate import check_memo_info, clear_check_memo
 from pytest_synth_rl.fake import FakeSynthBackend
-from pytest_synth_rl.fake.api import Call
+from pytest_synth_rl.fake.api import ApiCall
 from pytest_synth_rl.fake.locking import StoreLock
 from pytest_synth_rl.fake.wire import non_finite_field
 
@@ -102,8 +102,8 @@ def test_a_thread_waiting_for_a_condition_is_woken_by_the_release_that_meets_it(
 
 # -- query parameters --------------------------------------------------------------------------
 def test_each_call_reads_its_own_requests_query(fake: FakeSynthBackend) -> None:
-    first = Call(fake.store, httpx.Request("GET", f"{API}/rl/jobs?limit=1"), None)
-    second = Call(fake.store, httpx.Request("GET", f"{API}/rl/jobs?limit=2&status=queued"), None)
+    first = ApiCall(fake.lifecycle, httpx.Request("GET", f"{API}/rl/jobs?limit=1"), None)
+    second = ApiCall(fake.lifecycle, httpx.Request("GET", f"{API}/rl/jobs?limit=2&status=queued"), None)
     assert first.params.get("limit") == "1"
     assert first.params is first.params  # parsed once
     assert second.params.get("limit") == "2"

@@ -16,10 +16,11 @@ from test_fake_support import TASK_KEY, auth, poll_to_end, rl_payload, submit
 
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.fake import FakeSynthBackend
-from pytest_synth_rl.fake.jobs import JobRecord
+from pytest_synth_rl.fake.jobs import JobState
 from pytest_synth_rl.fake.lifecycle import Lifecycle, Target
 from pytest_synth_rl.fake.rollout_feed import RolloutFeed
 from pytest_synth_rl.fake.rollouts import BatchPlan, RolloutDriver
+from pytest_synth_rl.fake.store import JobStore
 from pytest_synth_rl.taskapp import InProcessTaskApp
 
 #: Guard on every wait below: reached only when the behaviour under test is broken.
@@ -402,12 +403,12 @@ class Plans:
         self.fake = FakeSynthBackend(clock=VirtualClock(), task_app_api_key=TASK_KEY)
         self.clock = VirtualClock()
         self.lifecycle = Lifecycle(
-            clock=lambda: self.clock,
-            driver=RolloutDriver(api_key=lambda: None, inference_url=lambda rollout, progress: ""),
+            JobStore(clock=self.clock),
+            RolloutDriver(api_key=lambda: None, inference_url=lambda rollout, progress: ""),
             max_rollouts_per_step=4,
         )
 
-    def job(self, **scenario: Any) -> JobRecord:
+    def job(self, **scenario: Any) -> JobState:
         self.fake.next_job(**scenario)
         return self.fake.store.get(submit(self.client, self.fake, _payload("http://127.0.0.1:9", 4)))
 

@@ -1,31 +1,34 @@
-"""Admin routes under ``/_fake/``: script a served fake from another process.
+"""Admin routes under ``/_fake/``: script a served fake from another process (like moto's ``/moto-api/``).
 
-moto's server mode has ``/moto-api/``; this is ours. Everything the Python API offers (scenarios,
-faults, job pushes, the request log, reset, moving a virtual clock) is reachable as JSON, so a
-test can drive a CLI in a subprocess against the served fake and still decide what the backend
-does. They need the same ``Authorization: Bearer <key>`` as the API: any local process can reach a
-loopback port, and these routes reset the fake, inject faults and read request bodies. Request
-bodies come back redacted (known secrets and credential-named fields), and never the
-environment-key upload.
+Everything the Python API offers (scenarios, faults, job pushes, the request log, reset, moving a
+virtual clock) is reachable as JSON, behind the API's own bearer key. Request bodies come back
+redacted, and never the environment-key upload.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
+import inspect
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 
 from pytest_synth_rl.clock import VirtualClock
-from pytest_synth_rl.errors import ConfigError, ConfigProblem, SynthError, SynthUsageError
-from pytest_synth_rl.fake.checks import error_text_problem, written
+from pytest_synth_rl.errors import ConfigError, ConfigProblem, SynthError, SynthUsageError, closest
+from pytest_synth_rl.fake.fake_job import FakeJob
 from pytest_synth_rl.fake.faults import make_fault
-from pytest_synth_rl.fake.handle import FakeJob
 from pytest_synth_rl.fake.jobs import TERMINAL
-from pytest_synth_rl.fake.scenario import Scenario
-from pytest_synth_rl.fake.store import JobStore, StoreFull
-from pytest_synth_rl.fake.wire import error_response, json_response, load_json, non_finite_field
+from pytest_synth_rl.fake.lifecycle import Lifecycle
+from pytest_synth_rl.fake.scenario import Scenario, error_text_problem, written
+from pytest_synth_rl.fake.store import StoreFull
+from pytest_synth_rl.fake.wire import (
+    error_response,
+    json_response,
+    load_json,
+    non_finite_field,
+    problems_response,
+)
 
 __all__ = ["ADMIN_ROUTES", "DETAIL_ITEMS", "MAX_CLOCK_ADVANCE", "handle_admin"]
 
@@ -55,35 +58,8 @@ ADMIN_ROUTES: tuple[str, ...] = (
     "POST /_fake/clock/advance  {'seconds': n}",
 )
 
-_SCENARIO_FIELDS = frozenset(
-    {
-        "outcome",
-        "steps",
-        "duration",
-        "polls",
-        "immediate",
-        "queue_time",
-        "fail_at_step",
-        "error",
-        "reward_curve",
-        "eval_every",
-        "labels",
-    }
-)
-_FAULT_FIELDS = frozenset(
-    {
-        "route",
-        "status",
-        "connect_error",
-        "latency",
-        "retry_after",
-        "pattern",
-        "fail_next",
-        "probability",
-        "seed",
-        "cycle",
-    }
-)
+_SCENARIO_FIELDS = frozenset(f.name for f in dataclasses.fields(Scenario))
+_FAULT_FIELDS = frozenset(inspect.signature(make_fault).parameters)
 
 
 def _body(request: httpx.Request) -> dict[str, Any]:
@@ -131,9 +107,9 @@ def _unknown_fields(given: dict[str, Any], allowed: frozenset[str], what: str) -
         names += f" (and {len(extra) - len(shown)} more)"
     guesses = []
     for name in shown:
-        close = difflib.get_close_matches(name[:_SHOWN_NAME_CHARS], sorted(allowed), n=1)
+        close = closest(name[:_SHOWN_NAME_CHARS], sorted(allowed))
         if close:
-            guesses.append(f"{close[0]!r} for {name[:_SHOWN_NAME_CHARS]!r}")
+            guesses.append(f"{close!r} for {name[:_SHOWN_NAME_CHARS]!r}")
     guess = f"did you mean {', '.join(guesses)}? " if guesses else ""
     return error_response(
         422, "unknown_fields", f"unknown {what} fields {names}; {guess}allowed: {sorted(allowed)}"
@@ -147,15 +123,8 @@ def _advance(job: FakeJob, body: dict[str, Any]) -> None:
         (isinstance(to, str) and len(to) <= _MAX_TARGET_CHARS)
         or (isinstance(to, int) and not isinstance(to, bool))
     ):
-        raise SynthUsageError(
-            [
-                ConfigProblem(
-                    "advance.to",
-                    f"must be 'running', a step number or 'end', got {written(to)}",
-                    'e.g. {"to": "end"} or {"to": 3}',
-                )
-            ]
-        )
+        message = f"must be 'running', a step number or 'end', got {written(to)}"
+        raise SynthUsageError([ConfigProblem("advance.to", message, 'e.g. {"to": "end"} or {"to": 3}')])
     try:
         job.advance_to(to)
     except SynthUsageError as exc:  # FakeJob names its argument; the caller wrote "to"
@@ -170,7 +139,7 @@ def _advance(job: FakeJob, body: dict[str, Any]) -> None:
 _FINISHING: dict[str, str] = {"succeed": "succeeded", "fail": "failed", "cancel": "cancelled"}
 
 
-def _finish(store: JobStore, job: FakeJob, action: str, body: dict[str, Any]) -> httpx.Response:
+def _finish(lifecycle: Lifecycle, job: FakeJob, action: str, body: dict[str, Any]) -> httpx.Response:
     """``POST /_fake/jobs/{id}/succeed|fail|cancel``; a job already finished gets the 409 the
     API's cancel gives (``job_already_finished``, naming the job and its status), not a 200."""
     if action == "fail":
@@ -178,7 +147,7 @@ def _finish(store: JobStore, job: FakeJob, action: str, body: dict[str, Any]) ->
         problem = None if error is None else error_text_problem(error, "fail.error")
         if problem is not None:
             raise SynthUsageError([problem])
-    with store.lock:
+    with lifecycle.store.lock:
         before = job.status
         if before not in TERMINAL:
             if action == "succeed":
@@ -213,14 +182,10 @@ def _allowed_methods(parts: list[str]) -> list[str]:
     return sorted(allowed)
 
 
-def _job(store: JobStore, job_id: str) -> FakeJob:
-    return FakeJob(store, store.get(job_id))
-
-
-def _job_detail(store: JobStore, job_id: str, api_base: str) -> dict[str, Any]:
+def _job_detail(lifecycle: Lifecycle, job_id: str, api_base: str) -> dict[str, Any]:
     """The job's summary with its latest :data:`DETAIL_ITEMS` events, metric points and rollouts."""
-    with store.lock:
-        job = store.sync(store.get(job_id))
+    with lifecycle.store.lock:
+        job = lifecycle.sync(lifecycle.store.get(job_id))
         summary = job.summary()
         summary["events"] = job.event_dicts(max(0, len(job.events) - DETAIL_ITEMS))
         summary["metric_points"] = job.point_dicts(last=DETAIL_ITEMS)
@@ -249,14 +214,14 @@ def _job_detail(store: JobStore, job_id: str, api_base: str) -> dict[str, Any]:
     return summary
 
 
-def handle_admin(store: JobStore, request: httpx.Request, api_base: str) -> httpx.Response:
+def handle_admin(
+    lifecycle: Lifecycle, request: httpx.Request, api_base: str, reset: Callable[[], None]
+) -> httpx.Response:
     """Answer one ``/_fake/...`` request; errors become 4xx JSON naming the problem."""
     try:
-        return _route(store, request, api_base)
+        return _route(lifecycle, request, api_base, reset)
     except (ConfigError, SynthUsageError) as exc:
-        return json_response(
-            422, {"detail": [{"loc": p.key, "msg": p.message, "hint": p.hint} for p in exc.problems]}
-        )
+        return problems_response(exc.problems)
     except StoreFull as full:  # no room for another scenario or fault: as a full store's submit
         return error_response(429, full.code, f"{full.message}; {full.hint}")
     except SynthError as exc:
@@ -273,7 +238,10 @@ def handle_admin(store: JobStore, request: httpx.Request, api_base: str) -> http
         )
 
 
-def _route(store: JobStore, request: httpx.Request, api_base: str) -> httpx.Response:
+def _route(
+    lifecycle: Lifecycle, request: httpx.Request, api_base: str, reset: Callable[[], None]
+) -> httpx.Response:
+    store = lifecycle.store
     parts = [p for p in request.url.path.split("/") if p][1:]  # drop "_fake"
     method = request.method
     key = (method, *parts[:1])
@@ -285,7 +253,7 @@ def _route(store: JobStore, request: httpx.Request, api_base: str) -> httpx.Resp
         bad = _unknown_fields(_body(request), frozenset(), "reset")
         if bad is not None:
             return bad
-        store.reset()
+        reset()
         return json_response(200, {"ok": True})
     if parts[:1] == ["scenario"] and len(parts) == 1:
         if method == "GET":
@@ -300,17 +268,17 @@ def _route(store: JobStore, request: httpx.Request, api_base: str) -> httpx.Resp
             if target is None:
                 store.set_default(made)
             else:
-                store.script(str(target), made)
+                lifecycle.script(str(target), made)
             return json_response(200, made.describe())
     if parts[:1] == ["jobs"]:
         if len(parts) == 1 and method == "GET":
             with store.lock:
-                records = [store.sync(record) for record in store.records()]
+                records = [lifecycle.sync(record) for record in store.records()]
                 return json_response(200, {"jobs": [r.listing() for r in records]})
         if len(parts) == 2 and method == "GET":
-            return json_response(200, _job_detail(store, parts[1], api_base))
+            return json_response(200, _job_detail(lifecycle, parts[1], api_base))
         if len(parts) == 3 and method == "POST":
-            job = _job(store, parts[1])
+            job = FakeJob(lifecycle, store.get(parts[1]))
             action = parts[2]
             body = _body(request)
             bad = _unknown_fields(body, _JOB_ACTION_FIELDS.get(action, frozenset()), f"{action}")
@@ -319,7 +287,7 @@ def _route(store: JobStore, request: httpx.Request, api_base: str) -> httpx.Resp
             if action == "advance":
                 _advance(job, body)
             elif action in _FINISHING:
-                return _finish(store, job, action, body)
+                return _finish(lifecycle, job, action, body)
             else:
                 return error_response(
                     404, "not_found", f"unknown job action {action!r}; use advance, succeed, fail, cancel"
@@ -377,15 +345,5 @@ def _route(store: JobStore, request: httpx.Request, api_base: str) -> httpx.Resp
             f"{method} is not allowed on {request.url.path}; use {methods}",
             [("allow", methods)],
         )
-    return json_response(
-        404,
-        {
-            "detail": {
-                "error": {
-                    "code": "route_not_found",
-                    "message": f"no admin route {method} {request.url.path}",
-                    "routes": list(ADMIN_ROUTES),
-                }
-            }
-        },
-    )
+    message = f"no admin route {method} {request.url.path}"
+    return error_response(404, "route_not_found", message, routes=list(ADMIN_ROUTES))

@@ -1,29 +1,24 @@
 """Handlers for the RL job API (contract §1.2), one function per route.
 
-Each handler takes the job store and the parsed request pieces and returns an
-:class:`httpx.Response`; the request handler has already matched the route, applied faults and
-checked the key, and holds the store's lock.
-Bad input always gets a 4xx with a message that names the parameter and what was expected.
+The request handler has already matched the route, applied faults and checked the key, and
+holds the store's lock. Bad input gets a 4xx naming the parameter and what was expected.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
 import httpx
 
-from pytest_synth_rl.fake.jobs import TERMINAL, JobRecord, iso
-from pytest_synth_rl.fake.legacy_body import legacy_payload
-from pytest_synth_rl.fake.store import (
-    SEALED_BOX_ALG,
-    EnvKeyRejected,
-    IdempotencyConflict,
-    JobStore,
-    StoreFull,
-)
+from pytest_synth_rl.config.http_urls import http_url_problem
+from pytest_synth_rl.errors import ConfigProblem
+from pytest_synth_rl.fake.jobs import TERMINAL, JobState, iso
+from pytest_synth_rl.fake.keys import SEALED_BOX_ALG, EnvKeyRejected, EnvKeys
+from pytest_synth_rl.fake.lifecycle import Lifecycle
+from pytest_synth_rl.fake.store import IdempotencyConflict, StoreFull
 from pytest_synth_rl.fake.stream import EventStream
 from pytest_synth_rl.fake.wire import (
     TooManyDigits,
@@ -31,27 +26,37 @@ from pytest_synth_rl.fake.wire import (
     json_response,
     load_json,
     non_finite_field,
+    problems_response,
 )
 
-__all__ = ["HANDLERS", "Call"]
+__all__ = ["HANDLERS", "ApiCall", "dispatch", "legacy_payload"]
 
 _STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "error")
 
 
-class Call:
-    """The request as the handlers need it (path pieces already parsed)."""
+class ApiCall:
+    """The request as the handlers need it, with the parts of the fake they work on."""
 
-    __slots__ = ("_params", "job_id", "request", "store")
+    __slots__ = ("_params", "job_id", "keys", "lifecycle", "request", "verify")
 
-    def __init__(self, store: JobStore, request: httpx.Request, job_id: str | None) -> None:
-        self.store = store
+    def __init__(
+        self,
+        lifecycle: Lifecycle,
+        request: httpx.Request,
+        job_id: str | None,
+        keys: EnvKeys | None = None,
+        verify: Callable[[str], dict[str, Any]] | None = None,
+    ) -> None:
+        self.lifecycle = lifecycle
         self.request = request
         self.job_id = job_id
+        self.keys = keys
+        self.verify = verify
         self._params: httpx.QueryParams | None = None
 
     @property
     def params(self) -> httpx.QueryParams:
-        """The query parameters, parsed once (``request.url.params`` parses them on every read)."""
+        """The query parameters, parsed once."""
         if self._params is None:
             self._params = self.request.url.params
         return self._params
@@ -62,38 +67,42 @@ class _BadParam(Exception):
         self.response = response
 
 
+def _invalid(loc: Any, msg: str, hint: str | None) -> httpx.Response:
+    """A 422 in the shape FastAPI gives validation errors."""
+    return json_response(422, {"detail": [{"loc": loc, "msg": msg, "hint": hint}]})
+
+
 def _bad_query(name: str, message: str, hint: str) -> httpx.Response:
-    """The 422 for query parameter *name*, in the shape FastAPI gives validation errors."""
-    return json_response(422, {"detail": [{"loc": ["query", name], "msg": message, "hint": hint}]})
+    return _invalid(["query", name], message, hint)
 
 
-def _int_param(call: Call, name: str, default: int, low: int, high: int) -> int:
+def _int_param(call: ApiCall, name: str, default: int, low: int, high: int) -> int:
     raw = call.params.get(name)
     if raw is None or raw == "":
         return default
     try:
-        value = int(raw)
+        value: int | None = int(raw)
     except ValueError:
         value = None
     if value is None or not low <= value <= high:
-        raise _BadParam(
-            _bad_query(
-                name,
-                f"must be an integer in {low}..{high}, got {raw!r}",
-                f"omit {name} for the default ({default})",
-            )
-        )
+        message = f"must be an integer in {low}..{high}, got {raw!r}"
+        raise _BadParam(_bad_query(name, message, f"omit {name} for the default ({default})"))
     return value
 
 
-def _job(call: Call) -> JobRecord | httpx.Response:
-    assert call.job_id is not None
-    job = call.store.find(call.job_id)
-    if job is None:
-        evicted = call.store.evicted_reason(call.job_id)
+def _on_job(route: Callable[[ApiCall, JobState], httpx.Response]) -> Callable[[ApiCall], httpx.Response]:
+    """*route* for the job in the path, or the 404 that says why there is none."""
+
+    def handler(call: ApiCall) -> httpx.Response:
+        assert call.job_id is not None
+        store = call.lifecycle.store
+        job = store.find(call.job_id)
+        if job is not None:
+            return route(call, job)
+        evicted = store.evicted_reason(call.job_id)
         if evicted is not None:
             return error_response(404, "job_evicted", evicted)
-        known = call.store.recent_ids()
+        known = store.recent_ids()
         return error_response(
             404,
             "job_not_found",
@@ -101,30 +110,80 @@ def _job(call: Call) -> JobRecord | httpx.Response:
             + (f"; recent job ids: {', '.join(known)}" if known else "; no jobs were submitted yet")
             + ". Use the id returned by POST /rl/jobs.",
         )
-    return job
+
+    return handler
+
+
+# -- legacy create bodies (contract §1.2) ------------------------------------------------------------
+def legacy_payload(payload: Mapping[str, Any]) -> tuple[dict[str, Any], list[ConfigProblem]] | None:
+    """``(payload as the fake keeps it, problems)`` for an older client's create body (the SDK's
+    ``JobsClient.rl.create`` fields at the top level, or ``data`` without a ``config``); else None."""
+    data = payload.get("data")
+    if "data" not in payload and "endpoint_base_url" in payload:
+        fields, where = payload, ""
+    elif isinstance(data, Mapping) and "config" not in data and {"model", "trainer"} & data.keys():
+        fields, where = data, "data."
+    else:
+        return None
+    endpoint = fields.get("endpoint_base_url")
+    config = fields.get("config")
+    kept: dict[str, Any] = {
+        "model": fields.get("model"),
+        "endpoint_base_url": endpoint.rstrip("/") if isinstance(endpoint, str) else endpoint,
+        "config": dict(config or {}) if isinstance(config, Mapping) else {},
+    }
+    kept.update(
+        {
+            name: fields[name]
+            for name in ("trainer", "trainer_id", "job_config_id")
+            if fields.get(name) is not None
+        }
+    )
+    normalized: dict[str, Any] = {"job_type": "rl", "data": kept, "legacy_body": True}
+    if isinstance(fields.get("metadata"), Mapping):
+        normalized["metadata"] = dict(fields["metadata"])
+    return normalized, _legacy_problems(fields, where)
+
+
+def _legacy_problems(fields: Mapping[str, Any], where: str) -> list[ConfigProblem]:
+    problems = []
+    model = fields.get("model")
+    if not isinstance(model, str) or not model.strip():
+        problems.append(ConfigProblem(f"{where}model", f"expected the model id, got {model!r:.60}", None))
+    endpoint = fields.get("endpoint_base_url")
+    problem = (
+        http_url_problem(endpoint, "http://127.0.0.1:8114")
+        if isinstance(endpoint, str)
+        else f"expected the task app's URL, got {endpoint!r:.60}"
+    )
+    if problem is not None:
+        problems.append(ConfigProblem(f"{where}endpoint_base_url", problem, None))
+    trainer = fields.get("trainer")
+    if trainer is not None and not isinstance(trainer, Mapping):
+        problems.append(ConfigProblem(f"{where}trainer", f"expected an object, got {trainer!r:.60}", None))
+    elif isinstance(trainer, Mapping):
+        for name, least in (("batch_size", 1), ("group_size", 2)):
+            value = trainer.get(name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+                message = f"expected an integer >= {least}, got {value!r:.60}"
+                problems.append(ConfigProblem(f"{where}trainer.{name}", message, None))
+    config = fields.get("config")
+    if config is not None and not isinstance(config, Mapping):
+        problems.append(ConfigProblem(f"{where}config", f"expected an object, got {config!r:.60}", None))
+    return problems
 
 
 # -- routes ------------------------------------------------------------------------------------
-def submit(call: Call) -> httpx.Response:
-    store = call.store
+def submit(call: ApiCall) -> httpx.Response:
+    lifecycle = call.lifecycle
+    store = lifecycle.store
     raw = call.request.content
     try:
         payload = load_json(raw) if raw else None
     except TooManyDigits as exc:
-        return json_response(
-            422,
-            {
-                "detail": [
-                    {
-                        "loc": exc.field,
-                        "msg": f"must be an integer of at most {exc.limit} digits, got {exc.digits} digits",
-                        "hint": "no field of the RL job payload needs more than a few digits",
-                    }
-                ]
-            },
-        )
-    # RecursionError: a body nested deeper than the interpreter's recursion limit (``[[[...]]]``)
-    # is as unusable as malformed JSON and must get the same 400, not escape as a crash.
+        message = f"must be an integer of at most {exc.limit} digits, got {exc.digits} digits"
+        return _invalid(exc.field, message, "no field of the RL job payload needs more than a few digits")
+    # RecursionError: a body nested deeper than the interpreter can parse is as bad as malformed JSON.
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         return error_response(
             400,
@@ -140,40 +199,19 @@ def submit(call: Call) -> httpx.Response:
             if payload is None
             else f"a JSON {type(payload).__name__}"
         )
-        return json_response(
-            422,
-            {
-                "detail": [
-                    {
-                        "loc": "body",
-                        "msg": f"expected the RL job payload as a JSON object, got {got}",
-                        "hint": "build it with build_rl_payload() or RLJob.from_config()",
-                    }
-                ]
-            },
-        )
+        message = f"expected the RL job payload as a JSON object, got {got}"
+        return _invalid("body", message, "build it with build_rl_payload() or RLJob.from_config()")
     bad = non_finite_field(payload)
     if bad is not None:
-        name, number = bad
-        return json_response(
-            422,
-            {
-                "detail": [
-                    {
-                        "loc": name,
-                        "msg": f"must be a finite number, got {number!r}",
-                        "hint": "NaN, Infinity and numbers too large for a float are not valid JSON numbers",
-                    }
-                ]
-            },
-        )
-    legacy = legacy_payload(payload)  # an older client's body (contract §1.2): its own checks
+        hint = "NaN, Infinity and numbers too large for a float are not valid JSON numbers"
+        return _invalid(bad[0], f"must be a finite number, got {bad[1]!r}", hint)
+    legacy = legacy_payload(payload)
     if legacy is not None:
         payload = legacy[0]
     key = call.request.headers.get("idempotency-key")
     if key is not None:
         try:
-            replayed = store.replay(key, payload)
+            replayed = store.replayed(key, payload)
         except IdempotencyConflict as conflict:
             return error_response(
                 409,
@@ -185,15 +223,11 @@ def submit(call: Call) -> httpx.Response:
             )
         if replayed is not None:
             call.job_id = replayed.id
+            lifecycle.sync(replayed)
             return json_response(200, replayed.status_bytes(), [("idempotent-replayed", "true")])
     problems = legacy[1] if legacy is not None else store.validate(payload)
     if problems:
-        return json_response(
-            422,
-            {
-                "detail": [{"loc": p.key, "msg": p.message, "hint": p.hint} for p in problems],
-            },
-        )
+        return problems_response(problems)
     try:
         job = store.create(payload, key)
     except StoreFull as full:
@@ -202,8 +236,8 @@ def submit(call: Call) -> httpx.Response:
     return json_response(201, job.status_bytes())
 
 
-def _time_param(call: Call, name: str) -> float | None:
-    """An ISO-8601 time (``2026-01-01T00:00:00Z``) or epoch seconds, as epoch seconds; None if absent."""
+def _time_param(call: ApiCall, name: str) -> float | None:
+    """An ISO-8601 time or epoch seconds, as epoch seconds; None if absent."""
     raw = call.params.get(name)
     if raw is None or raw == "":
         return None
@@ -217,17 +251,12 @@ def _time_param(call: Call, name: str) -> float | None:
         else:
             value = (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
     if not math.isfinite(value):
-        raise _BadParam(
-            _bad_query(
-                name,
-                f"must be an ISO-8601 time or epoch seconds, got {raw!r:.80}",
-                "e.g. 2026-01-01T00:00:00Z",
-            )
-        )
+        message = f"must be an ISO-8601 time or epoch seconds, got {raw!r:.80}"
+        raise _BadParam(_bad_query(name, message, "e.g. 2026-01-01T00:00:00Z"))
     return value
 
 
-def list_jobs(call: Call) -> httpx.Response:
+def list_jobs(call: ApiCall) -> httpx.Response:
     params = call.params
     limit = _int_param(call, "limit", 20, 1, 1000)
     created_after = _time_param(call, "created_after")
@@ -237,7 +266,7 @@ def list_jobs(call: Call) -> httpx.Response:
         return _bad_query("status", f"unknown status {status!r}", f"use one of {', '.join(_STATUSES)}")
     model = params.get("model")
     after = params.get("after")
-    jobs = list(reversed(call.store.records()))  # newest first: insertion order, reversed
+    jobs = list(reversed(call.lifecycle.store.records()))  # newest first
     if after:
         ids = [j.id for j in jobs]
         if after not in ids:
@@ -246,50 +275,37 @@ def list_jobs(call: Call) -> httpx.Response:
     selected: list[dict[str, Any]] = []
     more = False
     for job in jobs:
-        call.store.sync(job)
-        if status is not None and job.status != status:
-            continue
-        if model is not None and job.model != model:
-            continue
-        if created_after is not None and job.created_time <= created_after:
-            continue
-        if created_before is not None and job.created_time >= created_before:
+        call.lifecycle.sync(job)
+        if (
+            (status is not None and job.status != status)
+            or (model is not None and job.model != model)
+            or (created_after is not None and job.created_time <= created_after)
+            or (created_before is not None and job.created_time >= created_before)
+        ):
             continue
         if len(selected) == limit:
             more = True
             break
         selected.append(job.status_body())
+    first, last = (selected[0]["id"], selected[-1]["id"]) if selected else (None, None)
     return json_response(
-        200,
-        {
-            "object": "list",
-            "data": selected,
-            "has_more": more,
-            "first_id": selected[0]["id"] if selected else None,
-            "last_id": selected[-1]["id"] if selected else None,
-        },
+        200, {"object": "list", "data": selected, "has_more": more, "first_id": first, "last_id": last}
     )
 
 
-def status(call: Call) -> httpx.Response:
-    job = _job(call)
-    if isinstance(job, httpx.Response):
-        return job
+@_on_job
+def status(call: ApiCall, job: JobState) -> httpx.Response:
     job.polls += 1
-    call.store.observe(job)
-    stalled = call.store.stall_reason(job)
+    call.lifecycle.observe(job)
+    stalled = call.lifecycle.stall_reason(job)
     if stalled is not None:
-        body = job.status_body()
-        body["hint"] = stalled
-        return json_response(200, body)
+        return json_response(200, {**job.status_body(), "hint": stalled})
     return json_response(200, job.status_bytes())
 
 
-def cancel(call: Call) -> httpx.Response:
-    job = _job(call)
-    if isinstance(job, httpx.Response):
-        return job
-    call.store.sync(job)
+@_on_job
+def cancel(call: ApiCall, job: JobState) -> httpx.Response:
+    call.lifecycle.sync(job)
     if job.status in TERMINAL:
         return error_response(
             409,
@@ -297,32 +313,27 @@ def cancel(call: Call) -> httpx.Response:
             f"job {job.id} already {job.status}; only queued or running jobs can be cancelled",
             job_status=job.status,
         )
-    call.store.cancel(job, reason="cancel requested via the API")
+    call.lifecycle.cancel(job, reason="cancel requested via the API")
     return json_response(200, job.status_bytes())
 
 
-def start(call: Call) -> httpx.Response:
+@_on_job
+def start(call: ApiCall, job: JobState) -> httpx.Response:
     # Legacy clients call this; jobs here start on their own, so it only reports the job.
-    job = _job(call)
-    if isinstance(job, httpx.Response):
-        return job
-    call.store.sync(job)
+    call.lifecycle.sync(job)
     return json_response(200, job.status_bytes())
 
 
-def events(call: Call) -> httpx.Response:
-    job = _job(call)
-    if isinstance(job, httpx.Response):
-        return job
+@_on_job
+def events(call: ApiCall, job: JobState) -> httpx.Response:
     since = _int_param(call, "since_seq", 0, -1, 10**12)
     limit = _int_param(call, "limit", 200, 1, 10_000)
-    call.store.observe(job)
+    call.lifecycle.observe(job)
     return json_response(200, job.events_page(since, limit))
 
 
-def _last_event_id(call: Call, default: int) -> int:
-    """The SSE ``Last-Event-ID`` header (the ``id:`` of the last event a reconnecting client
-    got) as the seq to resume after; *default* when it is absent or empty."""
+def _last_event_id(call: ApiCall, default: int) -> int:
+    """The SSE ``Last-Event-ID`` header as the seq to resume after; *default* when absent or empty."""
     raw = call.request.headers.get("last-event-id")
     if raw is None or not raw.strip():
         return default
@@ -330,59 +341,42 @@ def _last_event_id(call: Call, default: int) -> int:
     value = int(text) if text.isascii() and text.isdigit() and len(text) <= 13 else None
     if value is None or value > 10**12:
         raise _BadParam(
-            json_response(
-                422,
-                {
-                    "detail": [
-                        {
-                            "loc": ["header", "last-event-id"],
-                            "msg": f"must be the id of an event (an integer in 0..{10**12}), got {raw!r:.80}",
-                            "hint": "send the id: of the last event received, or leave the header out to "
-                            "start from since_seq (default 0)",
-                        }
-                    ]
-                },
+            _invalid(
+                ["header", "last-event-id"],
+                f"must be the id of an event (an integer in 0..{10**12}), got {raw!r:.80}",
+                "send the id: of the last event received, or leave the header out to "
+                "start from since_seq (default 0)",
             )
         )
     return value
 
 
-def events_stream(call: Call) -> httpx.Response:
-    # Live SSE: open until the job is terminal, ending with its terminal event (see .stream).
-    # A reconnecting client resumes after its Last-Event-ID, unless since_seq says where.
-    job = _job(call)
-    if isinstance(job, httpx.Response):
-        return job
+@_on_job
+def events_stream(call: ApiCall, job: JobState) -> httpx.Response:
+    # Open until the job is terminal; a reconnecting client resumes after its Last-Event-ID.
     since = _int_param(call, "since_seq", 0, -1, 10**12)
     if not call.params.get("since_seq"):
         since = _last_event_id(call, since)
-    return httpx.Response(
-        200,
-        stream=EventStream(call.store, job, since),
-        headers=[("content-type", "text/event-stream"), ("cache-control", "no-cache")],
-    )
+    headers = [("content-type", "text/event-stream"), ("cache-control", "no-cache")]
+    return httpx.Response(200, stream=EventStream(call.lifecycle, job, since), headers=headers)
 
 
-def metrics(call: Call) -> httpx.Response:
-    job = _job(call)
-    if isinstance(job, httpx.Response):
-        return job
+@_on_job
+def metrics(call: ApiCall, job: JobState) -> httpx.Response:
     after = _int_param(call, "after_step", -1, -1, 10**12)
     limit = _int_param(call, "limit", 200, 1, 10_000)
-    call.store.observe(job)
+    call.lifecycle.observe(job)
     return json_response(200, job.metrics_page(after, limit, call.params.get("name")))
 
 
-def timeline(call: Call) -> httpx.Response:
-    job = _job(call)
-    if isinstance(job, httpx.Response):
-        return job
-    call.store.observe(job)
+@_on_job
+def timeline(call: ApiCall, job: JobState) -> httpx.Response:
+    call.lifecycle.observe(job)
     return json_response(200, {"events": job.timeline, "job_id": job.id, "status": job.status})
 
 
 # -- the task app's key and pre-submit verification (contract §10.3, §10.5) ----------------------
-def _json_object(call: Call, what: str) -> dict[str, Any] | httpx.Response:
+def _json_object(call: ApiCall, what: str) -> dict[str, Any] | httpx.Response:
     try:
         body = load_json(call.request.content) if call.request.content else None
     except TooManyDigits as exc:
@@ -397,54 +391,49 @@ def _json_object(call: Call, what: str) -> dict[str, Any] | httpx.Response:
     return body
 
 
-def public_key(call: Call) -> httpx.Response:
-    return json_response(200, {"public_key": call.store.public_key_b64, "alg": SEALED_BOX_ALG})
+def _keys(call: ApiCall) -> EnvKeys:
+    assert call.keys is not None
+    return call.keys
 
 
-def env_keys(call: Call) -> httpx.Response:
+def public_key(call: ApiCall) -> httpx.Response:
+    return json_response(200, {"public_key": _keys(call).public_key_b64, "alg": SEALED_BOX_ALG})
+
+
+def env_keys(call: ApiCall) -> httpx.Response:
     body = _json_object(call, '{"name": "ENVIRONMENT_API_KEY", "ciphertext_b64": <sealed box, base64>}')
     if isinstance(body, httpx.Response):
         return body
     try:
-        call.store.store_env_key(body.get("name"), body.get("ciphertext_b64"))
+        _keys(call).open_upload(body.get("name"), body.get("ciphertext_b64"))
     except EnvKeyRejected as exc:
         return error_response(400, "invalid_env_key", f"environment key upload rejected: {exc}")
+    updated = iso(call.lifecycle.clock.time())
     return json_response(
-        200,
-        {
-            "id": "envkey_environment_api_key",
-            "name": "ENVIRONMENT_API_KEY",
-            "updated_at": iso(call.store.clock.time()),
-        },
+        200, {"id": "envkey_environment_api_key", "name": "ENVIRONMENT_API_KEY", "updated_at": updated}
     )
 
 
-def env_keys_verify(call: Call) -> httpx.Response:
-    return json_response(200, {"present": call.store.has_env_key})
+def env_keys_verify(call: ApiCall) -> httpx.Response:
+    return json_response(200, {"present": _keys(call).has_env_key})
 
 
-def verify_task_app(call: Call) -> httpx.Response:
+def verify_endpoint(call: ApiCall) -> httpx.Response:
     body = _json_object(call, '{"endpoint_base_url": "<task app URL>"}')
     if isinstance(body, httpx.Response):
         return body
     url = body.get("endpoint_base_url")
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        return json_response(
-            422,
-            {
-                "detail": [
-                    {
-                        "loc": ["body", "endpoint_base_url"],
-                        "msg": f"must be the task app's http(s) base URL, got {url!r:.80}",
-                        "hint": "send the same URL the job's data.endpoint_base_url will carry",
-                    }
-                ]
-            },
+        return _invalid(
+            ["body", "endpoint_base_url"],
+            f"must be the task app's http(s) base URL, got {url!r:.80}",
+            "send the same URL the job's data.endpoint_base_url will carry",
         )
-    return json_response(200, call.store.verify_task_app(url.rstrip("/")))
+    assert call.verify is not None
+    return json_response(200, call.verify(url.rstrip("/")))
 
 
-HANDLERS: dict[str, Callable[[Call], httpx.Response]] = {
+HANDLERS: dict[str, Callable[[ApiCall], httpx.Response]] = {
     "submit": submit,
     "list": list_jobs,
     "status": status,
@@ -457,11 +446,11 @@ HANDLERS: dict[str, Callable[[Call], httpx.Response]] = {
     "public_key": public_key,
     "env_keys": env_keys,
     "env_keys_verify": env_keys_verify,
-    "verify_task_app": verify_task_app,
+    "verify_task_app": verify_endpoint,
 }
 
 
-def dispatch(name: str, call: Call) -> httpx.Response:
+def dispatch(name: str, call: ApiCall) -> httpx.Response:
     """Run the handler for route *name*, turning bad query parameters into their 422."""
     try:
         return HANDLERS[name](call)

@@ -1,33 +1,8 @@
 """An ASGI adapter over a request handler, so any HTTP client can reach the fake backend.
 
-The adapter only translates: ASGI scope and body in, :class:`httpx.Request` to the handler, the
-:class:`httpx.Response` back out. The handler is blocking (it may run rollouts against a task
-app, or sleep out an injected latency on a real clock), so it runs on a worker thread of its own
-and never on the server's event loop: one slow request never holds up another client. The
-workers are daemon threads, at most :data:`MAX_WORKERS` at once, so a handler that never returns
-can neither stop the server from stopping nor the process from exiting. A response whose body
-is a stream (the live event stream) is pulled chunk by chunk, also off the event loop, and sent
-as it comes; a client that hangs up ends the stream. An event stream holds a worker only while
-it looks at its job, never while it waits for the next look (that wait is on the event loop),
-and at most :data:`MAX_STREAMS` streams are open at once, well below :data:`MAX_WORKERS`: one
-more gets 503 with ``Retry-After``, so however many streams clients open, other requests still
-find a worker.
-
-Hostile input gets an HTTP answer, never a 500 or a socket held open: a body over
-:data:`MAX_BODY_BYTES` gets 413 and the connection is closed as soon as that is known (from its
-``Content-Length``, or once that many bytes of a chunked body arrived: an endless body is never
-read to its end), a body not fully received within the read timeout gets 408, a request target
-longer than :data:`MAX_TARGET_CHARS` gets 414, and one that is not a path gets 400.
-
-Bodies are read whole before the handler sees them (it checks the key, after any injected
-fault), so the bytes held at once are bounded across requests too: every served fake in the
-process shares :data:`MAX_BUFFERED_BYTES`. A request takes its declared length (or each chunk as
-it arrives) from that budget before reading it and gives it back when it is answered, however it
-ends; one that does not fit gets 503 with ``Retry-After``, unread, and its connection is closed.
-
-One behavior needs the server's help: an injected connection fault must look like a connection
-failure to the client, not like an HTTP 500, so the adapter aborts the socket before any byte of
-a response is written.
+The blocking handler runs on daemon worker threads, never on the event loop. Hostile input gets
+an HTTP answer (413, 408, 414, 400, or 503 when too many bodies or streams are held at once),
+never a 500 or a socket held open.
 """
 
 from __future__ import annotations
@@ -62,37 +37,21 @@ T = TypeVar("T")
 
 #: Seconds a client has to send a whole request body once its headers arrived.
 DEFAULT_READ_TIMEOUT = 30.0
-#: Requests answered at once; more wait (on the event loop, without blocking it) for a worker.
+#: Requests answered at once; more wait on the event loop for a worker.
 MAX_WORKERS = 64
-#: Event streams (``GET .../events/stream``) one served fake keeps open at once: a quarter of
-#: :data:`MAX_WORKERS`, so streams can never take every worker from the other requests.
+#: Event streams one served fake keeps open at once, so streams never take every worker.
 MAX_STREAMS = MAX_WORKERS // 4
-#: How an event stream's path ends: such a request is counted before its handler runs.
-_STREAM_SUFFIX = "/events/stream"
-#: Longest request target (path and query) the fake takes, in characters. Its routes need well
-#: under a hundred; httpx, which the handler's request is built with, refuses URLs over 65,536.
+#: Longest request target (path and query) the fake takes, in characters.
 MAX_TARGET_CHARS = 8 * 1024
-#: Request body bytes every served fake in the process holds at once (read or being read, until
-#: answered): six of the largest bodies. Without it, each open connection could hold
-#: :data:`MAX_BODY_BYTES` before any key is checked (100 connections took 1 GB).
+#: Request body bytes every served fake in the process holds at once, until answered: without
+#: it, each open connection could hold :data:`MAX_BODY_BYTES` before any key is checked.
 MAX_BUFFERED_BYTES = 64 * 2**20
 #: Seconds a request refused for want of budget is told to wait (``Retry-After``).
 BUSY_RETRY_AFTER = 1
 
 
-def _abort_connection(send: Send) -> bool:
-    """Abort the client's TCP connection (uvicorn's protocols keep it on ``send.__self__``)."""
-    owner = getattr(send, "__self__", None)
-    transport = getattr(owner, "transport", None)
-    abort = getattr(transport, "abort", None)
-    if callable(abort):
-        abort()
-        return True
-    return False
-
-
 class _TooLarge(Exception):
-    """The body is over the limit: ``str()`` says how large it is, as far as the fake knows."""
+    """The body is over the limit: ``str()`` says how large it is."""
 
 
 class _Busy(Exception):
@@ -100,11 +59,8 @@ class _Busy(Exception):
 
 
 class BodyBudget:
-    """The request body bytes held at once, process-wide, against :data:`MAX_BUFFERED_BYTES`.
-
-    Shared by every served fake (each runs its own event loop thread), hence the lock; taking
-    never waits, so the event loop never blocks on it.
-    """
+    """The request body bytes held at once, process-wide, against :data:`MAX_BUFFERED_BYTES`
+    (taking never waits, so the event loop never blocks on it)."""
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
@@ -117,7 +73,7 @@ class BodyBudget:
             return self._held
 
     def take(self, size: int) -> bool:
-        """Take *size* bytes if they fit under :data:`MAX_BUFFERED_BYTES` (read at each call)."""
+        """Take *size* bytes if they fit under :data:`MAX_BUFFERED_BYTES`."""
         with self._changed:
             if self._held + size > MAX_BUFFERED_BYTES:
                 return False
@@ -131,8 +87,7 @@ class BodyBudget:
             self._changed.notify_all()
 
     def wait_for(self, condition: Callable[[int], bool], timeout: float) -> bool:
-        """Block until ``condition(held)`` is true (False after *timeout* seconds): for callers
-        that must see requests in other threads take or give back their bytes."""
+        """Block until ``condition(held)`` is true (False after *timeout* seconds)."""
         with self._changed:
             return self._changed.wait_for(lambda: condition(self._held), timeout)
 
@@ -147,7 +102,7 @@ class _Holding:
         self.taken = 0
 
     def take(self, size: int, what: str) -> None:
-        """Take *size* more bytes; :class:`_Busy` (saying *what* is that large) if they do not fit."""
+        """Take *size* more bytes; :class:`_Busy` (saying *what*) if they do not fit."""
         if size and not BODY_BUDGET.take(size):
             raise _Busy(what)
         self.taken += size
@@ -166,14 +121,9 @@ def _declared_length(scope: Scope) -> int | None:
 
 
 async def _read_limited(receive: Receive, scope: Scope, limit: int, holding: _Holding) -> bytes:
-    """The whole body; :class:`_TooLarge` as soon as it is known to be over *limit* bytes,
-    :class:`_Busy` as soon as it is known not to fit in :data:`BODY_BUDGET`.
-
-    Known from ``Content-Length`` before a byte is read (the whole length is taken from the
-    budget then), else (chunked) once more than *limit* bytes arrived, or a chunk that does not
-    fit: the rest is never read, so an endless body costs the fake *limit* bytes and the time
-    they take to arrive, not the read timeout.
-    """
+    """The whole body; :class:`_TooLarge` or :class:`_Busy` as soon as it is known to be over
+    *limit* or not to fit in :data:`BODY_BUDGET` (from ``Content-Length``, else as chunks arrive):
+    the rest is never read."""
     declared = _declared_length(scope)
     if declared is not None and declared > limit:
         raise _TooLarge(f"{declared} bytes")
@@ -197,12 +147,11 @@ async def _read_limited(receive: Receive, scope: Scope, limit: int, holding: _Ho
     return b"".join(chunks)
 
 
-async def _plain_answer(
-    send: Send, status: int, code: str, message: str, extra: list[tuple[bytes, bytes]] | None = None
-) -> None:
-    """An error answer in the fake's JSON shape, sent straight from the event loop."""
+async def _plain_answer(send: Send, status: int, code: str, message: str, busy: bool = False) -> None:
+    """An error answer in the fake's JSON shape, sent from the event loop (*busy*: with Retry-After)."""
     body = json.dumps({"detail": {"error": {"code": code, "message": message}}}).encode()
-    headers = [(b"content-type", b"application/json"), (b"connection", b"close"), *(extra or [])]
+    headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
+    headers += [(b"retry-after", str(BUSY_RETRY_AFTER).encode())] if busy else []
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -221,7 +170,6 @@ class FakeASGIApp:
         self.read_timeout = read_timeout
         self.max_body = max_body
         self._slots: asyncio.Semaphore | None = None
-        #: Event streams open now (only touched on the event loop, so no lock).
         self._streams = 0
 
     async def _off_loop(self, call: Callable[..., T], *args: object) -> T:
@@ -241,12 +189,11 @@ class FakeASGIApp:
                     done.set_result(result)  # type: ignore[arg-type]
 
             def work() -> None:
+                outcome: tuple[T | None, BaseException | None]
                 try:
-                    result = call(*args)
+                    outcome = (call(*args), None)
                 except BaseException as exc:
-                    outcome: tuple[T | None, BaseException | None] = (None, exc)
-                else:
-                    outcome = (result, None)
+                    outcome = (None, exc)
                 # RuntimeError: the loop is gone (the server stopped), so nobody is waiting.
                 with contextlib.suppress(RuntimeError):
                     loop.call_soon_threadsafe(settle, *outcome)
@@ -272,33 +219,23 @@ class FakeASGIApp:
                 "as /api/rl/jobs/<job id>, take short ids and a few query parameters)",
             )
             return
-        # A stream request takes its place among the open streams before its handler runs, so
-        # one past the bound costs nothing (no body read, no handler, no worker).
-        counted = scope.get("method") == "GET" and str(scope.get("path", "")).endswith(_STREAM_SUFFIX)
-        if counted and not self._open_stream():
+        # A stream is counted before its handler runs: one past the bound costs no body read, no worker.
+        counted = scope.get("method") == "GET" and str(scope.get("path", "")).endswith("/events/stream")
+        if counted and self._streams >= MAX_STREAMS:
             await self._too_many_streams(send)
             return
+        self._streams += counted
         try:
             holding = _Holding()
             try:
                 response = await self._handle(scope, receive, send, holding)
             finally:
-                # However the request ended (answered, refused, timed out, cancelled by a stop),
-                # its body is no longer held: the next request may take its bytes.
+                # However the request ended, its body is no longer held.
                 holding.give_back()
             if response is not None:
                 await self._respond(response, receive, send)
         finally:
-            if counted:
-                self._streams -= 1
-
-    def _open_stream(self) -> bool:
-        """Count one more open event stream; False (nothing counted) when :data:`MAX_STREAMS`
-        (read at each call) are open already."""
-        if self._streams >= MAX_STREAMS:
-            return False
-        self._streams += 1
-        return True
+            self._streams -= counted
 
     async def _too_many_streams(self, send: Send) -> None:
         await _plain_answer(
@@ -309,7 +246,7 @@ class FakeASGIApp:
             f"{self._streams} are open: close one (a stream ends with its job's terminal event), "
             f"or retry after {BUSY_RETRY_AFTER}s (Retry-After); GET .../events?since_seq=<seq> "
             "reads the same events without holding a stream open",
-            [(b"retry-after", str(BUSY_RETRY_AFTER).encode())],
+            busy=True,
         )
 
     async def _handle(
@@ -334,13 +271,8 @@ class FakeASGIApp:
         try:
             return await self._off_loop(self.handler, request)
         except httpx.ConnectError:
-            if _abort_connection(send):
-                # Let the transport notice it is closed before uvicorn looks at the cycle.
-                for _ in range(3):
-                    await asyncio.sleep(0)
-                return None
-            # No socket to abort: start a response and end it early, which clients also see
-            # as a broken connection.
+            # An injected connection fault: start a response and end it early, which clients see
+            # as a broken connection (the server closes it), never as an HTTP answer.
             await send(
                 {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"100")]}
             )
@@ -372,7 +304,7 @@ class FakeASGIApp:
                 f"other requests' bodies: it holds at most {MAX_BUFFERED_BYTES} bytes of request "
                 f"bodies at once, across connections. Retry after {BUSY_RETRY_AFTER}s (Retry-After), "
                 "or send fewer large bodies at once",
-                [(b"retry-after", str(BUSY_RETRY_AFTER).encode())],
+                busy=True,
             )
         except asyncio.TimeoutError:
             await _plain_answer(
@@ -384,65 +316,39 @@ class FakeASGIApp:
         return None
 
     async def _respond(self, response: httpx.Response, receive: Receive, send: Send) -> None:
-        """Send *response* (a streamed one, the event stream, was counted when it was asked for)."""
         headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.multi_items()]
-        try:
-            content = response.content
-        except httpx.ResponseNotRead:
-            await self._stream(response, headers, receive, send)
+        if not isinstance(response.stream, EventStream):  # every other answer is in memory
+            await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+            await send({"type": "http.response.body", "body": response.content})
             return
-        await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
-        await send({"type": "http.response.body", "body": content})
-
-    async def _stream(
-        self, response: httpx.Response, headers: list[tuple[bytes, bytes]], receive: Receive, send: Send
-    ) -> None:
-        gone = asyncio.Event()
+        stream = response.stream
 
         async def watch() -> None:
-            while True:
-                message = await receive()
-                if message.get("type") == "http.disconnect":
-                    gone.set()
-                    return
+            while (await receive()).get("type") != "http.disconnect":
+                pass
 
         watcher = asyncio.ensure_future(watch())
         headers = [(k, v) for k, v in headers if k.lower() != b"content-length"]
         try:
             await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
-            if isinstance(response.stream, EventStream):
-                await self._send_steps(response.stream, watcher, send)
-            else:
-                chunks = response.iter_raw()
-                while not gone.is_set():
-                    chunk = await self._off_loop(next, chunks, None)
-                    if chunk is None:
-                        break
+            # Each look at the job on a worker, each wait between looks here (ended by a hang-up).
+            while not watcher.done():
+                chunks, pause = await self._off_loop(stream.step)
+                for chunk in chunks:
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            if not gone.is_set():
+                if pause is None:
+                    break
+                if pause:
+                    await asyncio.wait({watcher}, timeout=pause)
+            if not watcher.done():
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             watcher.cancel()
             await self._off_loop(response.close)
 
-    async def _send_steps(self, stream: EventStream, watcher: asyncio.Future[None], send: Send) -> None:
-        """Send an event stream step by step: each look at the job on a worker, each wait
-        between looks here on the event loop (ended early by the client hanging up)."""
-        while not watcher.done():
-            chunks, pause = await self._off_loop(stream.step)
-            for chunk in chunks:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            if pause is None:
-                return
-            if pause:
-                await asyncio.wait({watcher}, timeout=pause)
-
     @staticmethod
     def _to_request(scope: Scope, body: bytes) -> httpx.Request | None:
-        """The handler's request; None when the target is not a path (``*``, absolute-form).
-
-        Headers stay bytes: a value with non-ASCII bytes is the client's business, not a crash.
-        """
+        """The handler's request (headers stay bytes); None when the target is not a path."""
         headers = list(scope.get("headers", []))
         host, port = scope.get("server") or ("127.0.0.1", 80)
         query = scope.get("query_string", b"")

@@ -1,15 +1,9 @@
 """FakeSynthBackend: a stateful stand-in for Synth's RL service, on an injectable clock.
 
-A facade over three parts: a :class:`~.store.JobStore` (the state), a
-:class:`~.handler.RequestHandler` built from it (:meth:`FakeSynthBackend.handle`, a plain
-``httpx.Request -> httpx.Response`` function), and adapters that each take only that function:
-``httpx.MockTransport`` (:meth:`~FakeSynthBackend.transport`), respx (:mod:`.mount`, for httpx
-clients in the test process) and a loopback server (:mod:`.server`, for everything else: the
-upstream SDK uses ``requests``; CLIs run in subprocesses).
-
-Jobs follow :class:`~.scenario.Scenario` scripts whose state is derived from the clock when
-observed, and (when their task app is live) run real rollouts. Faults, the request log and the
-job store are all inspectable, because a fake you cannot see into is a fake you cannot trust.
+A facade over a :class:`~.store.JobStore` (state), a :class:`~.lifecycle.Lifecycle` (all
+advancing), the task app's keys, the stand-in model, and a :class:`~.handler.RequestHandler`
+(``httpx.Request -> httpx.Response``) that every adapter takes: ``httpx.MockTransport``, respx
+(:mod:`.mount`) and a loopback server (:meth:`FakeSynthBackend.serve`).
 """
 
 from __future__ import annotations
@@ -33,25 +27,35 @@ from pytest_synth_rl.errors import (
     keywords_checked,
     seconds_problem,
 )
-from pytest_synth_rl.fake.asgi import DEFAULT_READ_TIMEOUT
+from pytest_synth_rl.fake.asgi import DEFAULT_READ_TIMEOUT, FakeASGIApp
+from pytest_synth_rl.fake.fake_job import FakeJob
 from pytest_synth_rl.fake.faults import Fault, make_fault
-from pytest_synth_rl.fake.handle import FakeJob
 from pytest_synth_rl.fake.handler import FakeRouteError, RequestHandler
+from pytest_synth_rl.fake.keys import EnvKeys
+from pytest_synth_rl.fake.lifecycle import PACING_MODES, Lifecycle, Pacing
 from pytest_synth_rl.fake.model import Policy, PolicyReply
 from pytest_synth_rl.fake.model.inference import StubInference
 from pytest_synth_rl.fake.model.policy import policy_problem
 from pytest_synth_rl.fake.mount import mount, unmount
+from pytest_synth_rl.fake.rollouts import RolloutDriver
 from pytest_synth_rl.fake.scenario import Scenario
-from pytest_synth_rl.fake.server import FakeServer
-from pytest_synth_rl.fake.store import PACING_MODES, JobStore, Pacing, RolloutsMode
-from pytest_synth_rl.fake.wire import RecordedRequest
+from pytest_synth_rl.fake.stand_in import StandInModel
+from pytest_synth_rl.fake.store import JobStore, RolloutsMode
+from pytest_synth_rl.fake.verification import probe_task_app
+from pytest_synth_rl.fake.wire import LoggedRequest
 from pytest_synth_rl.secrets.masking import Secret, key_problem, mask_secret, register_secret, secret_or_none
+from pytest_synth_rl.taskapp.serving import ServerThread
 
 __all__ = ["DEFAULT_API_KEY", "DEFAULT_BASE_URL", "FakeRouteError", "FakeSynthBackend"]
 
 DEFAULT_BASE_URL = "https://api.usesynth.ai"
 #: The key the fake accepts unless told otherwise. Not a secret: it only opens this fake.
 DEFAULT_API_KEY = "sk_test_fake_backend_key"
+_JOB_ID_PREFIX = re.compile(r"[A-Za-z0-9_-]{1,40}")
+
+
+def _usage(key: str, message: str, hint: str) -> SynthUsageError:
+    return SynthUsageError([ConfigProblem(key, message, hint)])
 
 
 def _api_root(base_url: str) -> tuple[str, str]:
@@ -59,20 +63,12 @@ def _api_root(base_url: str) -> tuple[str, str]:
     text = (base_url or "").strip().rstrip("/")
     parts = urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise SynthUsageError(
-            [
-                ConfigProblem(
-                    "FakeSynthBackend.base_url",
-                    f"must be an http(s) URL, got {base_url!r}",
-                    "e.g. FakeSynthBackend(base_url='https://api.usesynth.ai')",
-                )
-            ]
+        message = f"must be an http(s) URL, got {base_url!r}"
+        raise _usage(
+            "FakeSynthBackend.base_url", message, "e.g. FakeSynthBackend(base_url='https://api.usesynth.ai')"
         )
     api_base = normalize_backend_url(text)
     return api_base, urlsplit(api_base).path
-
-
-_JOB_ID_PREFIX = re.compile(r"[A-Za-z0-9_-]{1,40}")
 
 
 def _job_id_prefix_problem(prefix: object) -> str | None:
@@ -84,40 +80,33 @@ def _job_id_prefix_problem(prefix: object) -> str | None:
 def _check_settings(
     api_key: object,
     rollouts: object,
-    max_rollouts_per_step: object,
-    rollout_timeout: object,
+    per_step: object,
+    timeout: object,
     policy: object,
     replies: object,
-    job_id_prefix: object,
+    prefix: object,
 ) -> None:
     """Every problem with the constructor arguments, raised together."""
     problems: list[ConfigProblem] = []
 
-    def bad(key: str, message: str, hint: str = "") -> None:
-        problems.append(ConfigProblem(f"FakeSynthBackend.{key}", message, hint or None))
+    def bad(key: str, message: str | None, hint: str = "") -> None:
+        if message is not None:
+            problems.append(ConfigProblem(f"FakeSynthBackend.{key}", message, hint or None))
 
     if not isinstance(api_key, str) or not api_key:
         bad("api_key", "must be a non-empty string", f"omit it to use the test key {DEFAULT_API_KEY!r}")
-    elif key_problem(api_key) is not None:
-        bad("api_key", str(key_problem(api_key)), "give the key as printable ASCII text")
+    else:
+        bad("api_key", key_problem(api_key), "give the key as printable ASCII text")
     if rollouts not in ("auto", True, False):
         bad("rollouts", f"must be 'auto', True or False, got {rollouts!r}")
-    if (
-        isinstance(max_rollouts_per_step, bool)
-        or not isinstance(max_rollouts_per_step, int)
-        or max_rollouts_per_step < 1
-    ):
-        bad("max_rollouts_per_step", f"must be an int >= 1, got {max_rollouts_per_step!r}")
-    timeout_problem = seconds_problem(rollout_timeout)
-    if timeout_problem is not None:
-        bad("rollout_timeout", timeout_problem)
+    if isinstance(per_step, bool) or not isinstance(per_step, int) or per_step < 1:
+        bad("max_rollouts_per_step", f"must be an int >= 1, got {per_step!r}")
+    bad("rollout_timeout", seconds_problem(timeout))
     if policy is not None and replies is not None:
         bad("policy", "give either policy= (a callable) or replies= (canned answers), not both")
-    elif policy is not None and policy_problem(policy) is not None:
-        bad("policy", str(policy_problem(policy)), "a policy is policy(request) -> reply")
-    prefix_problem = _job_id_prefix_problem(job_id_prefix)
-    if prefix_problem is not None:
-        bad("job_id_prefix", prefix_problem, "e.g. job_id_prefix='job_rl_gw1_'")
+    elif policy is not None:
+        bad("policy", policy_problem(policy), "a policy is policy(request) -> reply")
+    bad("job_id_prefix", _job_id_prefix_problem(prefix), "e.g. job_id_prefix='job_rl_gw1_'")
     if problems:
         raise SynthUsageError(problems, hint="see the FakeSynthBackend docstring")
 
@@ -125,29 +114,18 @@ def _check_settings(
 class FakeSynthBackend:
     """A fake of Synth's RL job API, for offline tests.
 
-    ``with FakeSynthBackend() as fake:`` mounts it on respx (httpx clients talking to
-    ``base_url`` reach the fake; loopback traffic passes through; other hosts stay under the
-    usual respx rules). ``with fake.serve() as url:`` serves it on loopback instead;
+    ``with FakeSynthBackend() as fake:`` mounts it on respx (loopback passes through, other hosts
+    keep the usual respx rules); ``with fake.serve() as url:`` serves it on loopback instead;
     ``fake.transport()`` is an ``httpx.MockTransport`` for a client of your own.
 
-    Arguments:
-        base_url: the backend URL clients are configured with (``/api`` is implied).
-        api_key: the bearer key the fake accepts.
-        clock: shared with the client under test; default a new :class:`VirtualClock`.
-        task_app_api_key: the key sent to task apps on rollouts (default ``$ENVIRONMENT_API_KEY``).
-        policy / replies: how the stub model answers during rollouts (see
-            :class:`~pytest_synth_rl.fake.model.inference.StubInference`); default an arithmetic solver whose
-            accuracy improves over the job, so rewards from real rollouts rise.
-        rollouts: ``"auto"`` runs real rollouts when the job's task app URL is on loopback,
-            ``True`` for any http(s) URL, ``False`` never (scripted rewards).
-        max_rollouts_per_step: cap on rollouts per step (and per evaluation), to keep tests fast.
-        rollout_timeout: seconds (real) before a rollout counts as timed out.
-        strict: when mounted, a request to the backend host on an unknown path raises
-            :class:`FakeRouteError` (served, it gets a 404 that lists the routes).
-        validate: check submitted payloads with ``validate_rl_payload`` (422 on problems).
-        job_id_prefix: job ids are this plus a 6-digit counter. The plugin gives each test its
-            own (``reset(job_id_prefix=...)``, from a hash of the test id), so a test's job ids
-            are the same whatever ran before it, on any xdist worker or CI shard.
+    *base_url* is what clients are configured with (``/api`` implied); *api_key* the bearer key
+    accepted; *clock* is shared with the client under test. *task_app_api_key* goes to task apps
+    (default ``$ENVIRONMENT_API_KEY``); *policy*/*replies* drive the stub model (default: an
+    arithmetic solver that improves over the job). *rollouts*: ``"auto"`` (real rollouts for
+    loopback task apps), ``True`` (any http(s) URL) or ``False``. *strict*: an unknown path on the
+    backend host raises :class:`FakeRouteError` when mounted. *validate*: 422 for bad payloads.
+    *max_rollouts_per_step* caps rollouts per step, *rollout_timeout* is real seconds per rollout,
+    and job ids are *job_id_prefix* plus a 6-digit count.
     """
 
     @keywords_checked
@@ -179,21 +157,40 @@ class FakeSynthBackend:
             clock=clock if clock is not None else VirtualClock(),
             validate=validate,
             rollouts=rollouts,
-            task_app_key=Secret(task_key) if task_key else None,
-            policy=policy,
-            replies=replies,
-            max_rollouts_per_step=max_rollouts_per_step,
-            rollout_timeout=rollout_timeout,
             job_id_prefix=job_id_prefix,
         )
-        self.handle = RequestHandler(
-            self.store, api_base=self.api_base, api_path=api_path, api_key=Secret(key)
+        self.keys = EnvKeys(Secret(task_key) if task_key else None)
+        self.stand_in = StandInModel(policy, replies)
+        inference = self.stand_in.inference
+        self.driver = RolloutDriver(
+            api_key=self.keys.rollout_key,
+            inference_url=self.stand_in.url_for,
+            policy_failure=inference.policy_failure,
+            unattributed_calls=lambda: inference.calls(None),
+            key_replaced=lambda: self.keys.key_replaced,
+            timeout=rollout_timeout,
         )
-        """Answer one request (a plain ``httpx.Request -> httpx.Response`` function); unknown paths
-        get a 404 listing the routes, an injected connection fault raises ``httpx.ConnectError``."""
+        self.lifecycle = Lifecycle(self.store, self.driver, max_rollouts_per_step)
+        self.handle = RequestHandler(
+            self.lifecycle,
+            keys=self.keys,
+            verify=self._verify,
+            reset=self.reset,
+            api_base=self.api_base,
+            api_path=api_path,
+            api_key=Secret(key),
+        )
+        """Answer one request (``httpx.Request -> httpx.Response``); see :class:`RequestHandler`."""
         self._router: respx.MockRouter | None = None
 
-    # -- basics ---------------------------------------------------------------------------------
+    def _verify(self, url: str) -> dict[str, Any]:
+        """Probe a task app with each key this fake would send it, as the hosted backend does."""
+        store = self.store
+        any_url = store.rollouts is True
+        return probe_task_app(
+            url, self.keys, self.driver.client, any_url=any_url, set_aside=store.lock.set_aside
+        )
+
     @property
     def clock(self) -> Clock:
         """The clock jobs run on (share it with the client under test)."""
@@ -207,7 +204,7 @@ class FakeSynthBackend:
     @property
     def inference(self) -> StubInference:
         """The stub model rollouts talk to (its ``requests`` show what the task app asked)."""
-        return self.store.inference
+        return self.stand_in.inference
 
     @property
     def validate(self) -> bool:
@@ -231,30 +228,21 @@ class FakeSynthBackend:
     @staticmethod
     def _make_scenario(scenario: Scenario | None, fields: Mapping[str, Any]) -> Scenario:
         if scenario is not None and fields:
-            raise SynthUsageError(
-                [ConfigProblem("scenario", "pass either a Scenario or keyword fields, not both", "")]
-            )
+            raise _usage("scenario", "pass either a Scenario or keyword fields, not both", "")
         return scenario if scenario is not None else Scenario.from_fields(fields)
 
     def scenario(self, scenario: Scenario | None = None, /, **fields: Any) -> Scenario:
-        """Set the default scenario for jobs submitted from now on; returns it.
-
-        ``fake.scenario(outcome="failed", fail_at_step=3, error="OOM")``; no arguments resets to
-        the default (succeeds after 10 steps over 60 virtual seconds; a real-rollout job runs its
-        config's ``num_epochs * iterations_per_epoch`` steps instead, when that is fewer).
-        """
+        """Set the default scenario for jobs submitted from now on, e.g. ``fake.scenario(outcome="failed",
+        fail_at_step=3, error="OOM")``; no arguments: the default (10 steps over 60 virtual seconds)."""
         made = self._make_scenario(scenario, fields)
         self.store.set_default(made, scripted=scenario is not None or bool(fields))
         return made
 
     def scenario_for(self, job: str, scenario: Scenario | None = None, /, **fields: Any) -> Scenario:
-        """Script one job: ``"next"`` (the next submission; calls queue up) or an existing job id.
-
-        For an existing job the new script applies from its current stage on (stages already run
-        stay as they were).
-        """
+        """Script one job: ``"next"`` (the next submission; calls queue up) or an existing job id,
+        which follows the new script from its current stage on."""
         made = self._make_scenario(scenario, fields)
-        self.store.script(job, made)
+        self.lifecycle.script(job, made)
         return made
 
     def next_job(self, scenario: Scenario | None = None, /, **fields: Any) -> Scenario:
@@ -268,13 +256,13 @@ class FakeSynthBackend:
     # -- jobs -----------------------------------------------------------------------------------
     def job(self, job_id: str | None = None) -> FakeJob:
         """A handle on one job (default: the most recent). Unknown ids raise :class:`SynthError`."""
-        record = self.store.latest() if job_id is None else self.store.get(job_id)
-        return FakeJob(self.store, record)
+        state = self.store.latest() if job_id is None else self.store.get(job_id)
+        return FakeJob(self.lifecycle, state)
 
     @property
     def jobs(self) -> list[FakeJob]:
         """Every job, oldest first."""
-        return [FakeJob(self.store, record) for record in self.store.records()]
+        return [FakeJob(self.lifecycle, state) for state in self.store.records()]
 
     # -- faults and the request log -------------------------------------------------------------
     @keywords_checked
@@ -292,25 +280,11 @@ class FakeSynthBackend:
         seed: int = 0,
         cycle: bool = False,
     ) -> Fault:
-        """Inject a fault on *route* (``submit``, ``status``, ``events``, ``*``...); see :mod:`.faults`.
-
-        Give one kind (``status=503`` is the default, ``connect_error=True``, ``latency=30``) and at
-        most one selector (``pattern="0110"``, ``fail_next=2``, ``probability=0.3, seed=1``).
-        """
-        return self.store.add_fault(
-            make_fault(
-                route,
-                status=status,
-                connect_error=connect_error,
-                latency=latency,
-                retry_after=retry_after,
-                pattern=pattern,
-                fail_next=fail_next,
-                probability=probability,
-                seed=seed,
-                cycle=cycle,
-            )
-        )
+        """Inject a fault on *route* (``submit``, ``status``, ``*``...): one kind (``status=503``, the
+        default, ``connect_error=True``, ``latency=30``), at most one selector (``pattern="0110"``,
+        ``fail_next=2``, ``probability=0.3, seed=1``)."""
+        options = {name: value for name, value in locals().items() if name != "self"}
+        return self.store.add_fault(make_fault(**options))
 
     @property
     def faults(self) -> list[Fault]:
@@ -320,30 +294,26 @@ class FakeSynthBackend:
         self.store.clear_faults()
 
     @property
-    def requests(self) -> list[RecordedRequest]:
+    def requests(self) -> list[LoggedRequest]:
         """Every request the fake received, in order (credentials masked)."""
         return self.store.requests
 
-    def calls(self, route: str) -> list[RecordedRequest]:
+    def calls(self, route: str) -> list[LoggedRequest]:
         """Requests that matched *route* (``submit``, ``status``...)."""
         return [r for r in self.store.requests if r.route == route]
 
     def reset(self, *, clock: Clock | None = None, job_id_prefix: str | None = None) -> None:
-        """Forget jobs, the request log, scenarios and faults; settings stay.
-
-        With *clock*, jobs from now on run on that clock (a test gets a fresh ``VirtualClock``
-        while the fake, and its stub model server, live for the whole session). With
-        *job_id_prefix*, job ids from now on are that prefix and a count from 000001 again (the
-        plugin gives each test its own, so a test's ids do not depend on which tests ran before).
-        """
+        """Forget jobs, the request log, scenarios and faults, and give the stub model a fresh start;
+        settings stay. With *clock*, jobs run on that clock from now on; with *job_id_prefix*, ids
+        are that prefix and a count from 000001 again (a test's ids then do not depend on others)."""
         __tracebackhide__ = True
         problem = None if job_id_prefix is None else _job_id_prefix_problem(job_id_prefix)
         if problem is not None:
-            key = "FakeSynthBackend.reset.job_id_prefix"
-            raise SynthUsageError([ConfigProblem(key, problem, "e.g. job_id_prefix='job_rl_t1_'")])
+            raise _usage("FakeSynthBackend.reset.job_id_prefix", problem, "e.g. job_id_prefix='job_rl_t1_'")
         if clock is not None:
-            self.store.use_clock(clock)
+            self.lifecycle.use_clock(clock)
         self.store.reset(job_id_prefix)
+        self.stand_in.reset()
 
     def use_policy(self, policy: Policy | None) -> None:
         """Answer model calls with *policy* from now on (``None``: this fake's own policy again)."""
@@ -351,23 +321,22 @@ class FakeSynthBackend:
         problem = None if policy is None else policy_problem(policy)
         if problem is not None:
             hint = "a policy is policy(request) -> reply, e.g. LearningPolicy(solve=...); None: the fake's"
-            raise SynthUsageError([ConfigProblem("FakeSynthBackend.use_policy", str(problem), hint)])
-        self.store.use_policy(policy)
+            raise _usage("FakeSynthBackend.use_policy", str(problem), hint)
+        self.stand_in.use_policy(policy)
 
     def use_rollout_timeout(self, seconds: float | None) -> None:
-        """Give each rollout *seconds* (real) from now on; ``None``: the constructor's
-        ``rollout_timeout`` again. The plugin does this per test (``synth_rl(rollout_timeout=...)``)."""
+        """Give each rollout *seconds* (real) from now on; ``None``: the constructor's ``rollout_timeout``."""
         __tracebackhide__ = True
         problem = None if seconds is None else seconds_problem(seconds)
         if problem is not None:
-            key = "FakeSynthBackend.use_rollout_timeout"
-            raise SynthUsageError([ConfigProblem(key, problem, "e.g. fake.use_rollout_timeout(60), or None")])
-        self.store.use_rollout_timeout(self._rollout_timeout if seconds is None else float(seconds))
+            raise _usage(
+                "FakeSynthBackend.use_rollout_timeout", problem, "e.g. fake.use_rollout_timeout(60), or None"
+            )
+        self.driver.timeout = self._rollout_timeout if seconds is None else float(seconds)
 
     def use_task_app_key(self, key: str | Secret | None) -> None:
-        """Send *key* to task apps from now on, as if a client had uploaded it (``None`` forgets
-        it). The plugin does this offline with each test's task app key, as it uploads it online."""
-        self.store.keep_env_key(secret_or_none(key))
+        """Send *key* to task apps from now on, as if a client had uploaded it (``None`` forgets it)."""
+        self.keys.keep(secret_or_none(key))
 
     # -- mounting (respx) -----------------------------------------------------------------------
     def start(self) -> FakeSynthBackend:
@@ -381,7 +350,11 @@ class FakeSynthBackend:
         router, self._router = self._router, None
         if router is not None:
             unmount(router)
-        self.store.stop_helpers()
+        self._stop_helpers()
+
+    def _stop_helpers(self) -> None:
+        self.stand_in.stop()
+        self.driver.close()
 
     @property
     def mounted(self) -> bool:
@@ -391,17 +364,14 @@ class FakeSynthBackend:
         return self.start()
 
     def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
 
     def close(self) -> None:
         """Unmount, stop helpers and detach from the clock."""
         self.stop()
-        self.store.close()
+        self.lifecycle.close()
 
     # -- serving (loopback) -----------------------------------------------------------------------
     @contextlib.contextmanager
@@ -417,86 +387,71 @@ class FakeSynthBackend:
     ) -> Iterator[str]:
         """Serve this fake over HTTP on loopback; yields the base URL (``http://127.0.0.1:<port>``).
 
-        A served fake finishes jobs for any client by default. Its clients (``curl``, the
-        upstream SDK with its fixed 5 s poll, a CLI that only reads the event stream, a
-        subprocess) cannot advance a virtual clock, so while serving, jobs on a virtual clock
-        move by **observation**: every look at a job (a status poll, an events, metrics or
-        timeline read, a tick of the live event stream) runs its next stage. A default job
-        (10 steps) is terminal on its 11th look, whatever the client's cadence, and the same
-        run gives the same history on a loaded machine as on an idle one.
-
-        Alternatives:
-
-        * ``speed=N`` replaces the clock with ``ScaledClock(N)`` (real time, N times faster) while
-          serving; only allowed before any job exists. Jobs then move with time whether anyone
-          looks or not (a 60 s job takes 60/N real seconds).
-        * ``pacing="clock"`` keeps a virtual clock that only moves when advanced
-          (``POST /_fake/clock/advance`` or ``fake.clock.advance``); a job polled without
-          moving says so in a ``hint`` field of its status body after a few polls.
-        * Scenario timing always wins: ``Scenario(polls=N)`` ends a job on its N-th status
-          poll, ``Scenario(immediate=True)`` on the first look.
-
-        Bounded against any client: a request must send its headers, and then its body, within
-        *read_timeout* seconds each (else 408 and the connection closes); a body over 10 MiB gets
-        413; admin routes (``/_fake/...``) need the same key as the API.
+        Its clients cannot advance a virtual clock, so while serving, jobs on one move by
+        **observation**: every look at a job (a status poll, an events, metrics or timeline read,
+        a tick of the event stream) runs its next stage; a default job ends on its 11th look.
+        ``speed=N`` serves on ``ScaledClock(N)`` instead (only before any job exists);
+        ``pacing="clock"`` keeps the virtual clock, moved only when advanced (a job polled without
+        moving says so in a ``hint``). ``Scenario(polls=N)`` and ``Scenario(immediate=True)``
+        always win. A request must send its headers, then its body, within *read_timeout*
+        seconds (else 408); a body over 10 MiB gets 413; ``/_fake/...`` needs the API's key.
         """
         if pacing is not None and pacing not in PACING_MODES:
-            raise SynthUsageError(
-                [
-                    ConfigProblem(
-                        "FakeSynthBackend.serve.pacing",
-                        f"must be one of {', '.join(PACING_MODES)}, got {pacing!r}",
-                        "omit it for the default: 'observed' on a virtual clock",
-                    )
-                ]
+            message = f"must be one of {', '.join(PACING_MODES)}, got {pacing!r}"
+            raise _usage(
+                "FakeSynthBackend.serve.pacing",
+                message,
+                "omit it for the default: 'observed' on a virtual clock",
             )
-        previous: Clock | None = None
         if speed is not None and (
             isinstance(speed, bool) or not isinstance(speed, (int, float)) or not 0 < speed < float("inf")
         ):
-            raise SynthUsageError(
-                [
-                    ConfigProblem(
-                        "FakeSynthBackend.serve.speed",
-                        f"must be a finite number > 0 (how many times faster than real time), got {speed!r}",
-                        "e.g. serve(speed=60) for a minute a second, or leave it out: jobs then move by "
-                        "observation",
-                    )
-                ]
+            raise _usage(
+                "FakeSynthBackend.serve.speed",
+                f"must be a finite number > 0 (how many times faster than real time), got {speed!r}",
+                "e.g. serve(speed=60) for a minute a second, or leave it out: jobs then move by observation",
             )
+        if (
+            isinstance(read_timeout, bool)
+            or not isinstance(read_timeout, (int, float))
+            or not 0 < read_timeout <= 3600
+        ):
+            message = f"must be a number of seconds in (0, 3600], got {read_timeout!r}"
+            raise _usage(
+                "FakeSynthBackend.serve.read_timeout",
+                message,
+                f"omit it for the default {DEFAULT_READ_TIMEOUT:g}",
+            )
+        lifecycle = self.lifecycle
+        previous: Clock | None = None
         if speed is not None:
             if self.store.records():
                 raise SynthError(
                     "serve(speed=...) replaces the clock, which would corrupt existing jobs",
                     hint="call reset() first, or create the fake with clock=ScaledClock(speed)",
                 )
-            previous = self.store.use_clock(ScaledClock(speed))
-        previous_pacing = self.store.pacing
+            previous = lifecycle.use_clock(ScaledClock(speed))
+        previous_pacing = lifecycle.pacing
         if pacing is not None:
-            self.store.pacing = pacing
+            lifecycle.pacing = pacing
         elif speed is None and isinstance(self.store.clock, VirtualClock):
-            self.store.pacing = "observed"
-        if (
-            isinstance(read_timeout, bool)
-            or not isinstance(read_timeout, (int, float))
-            or not 0 < read_timeout <= 3600
-        ):
-            raise SynthUsageError(
-                [
-                    ConfigProblem(
-                        "FakeSynthBackend.serve.read_timeout",
-                        f"must be a number of seconds in (0, 3600], got {read_timeout!r}",
-                        f"omit it for the default {DEFAULT_READ_TIMEOUT:g}",
-                    )
-                ]
-            )
-        server = FakeServer(self.handle, host=host, port=port, read_timeout=read_timeout)
+            lifecycle.pacing = "observed"
+        app = FakeASGIApp(self.handle, read_timeout=read_timeout)
+        server = ServerThread(
+            app,
+            host=host,
+            port=port,
+            lifespan="off",
+            description="fake Synth backend",
+            read_timeout=read_timeout,
+        )
         try:
-            yield server.start()
+            server.start(15.0)
+            yield server.url
         finally:
             server.stop()
-            self.store.pacing = previous_pacing
+            lifecycle.pacing = previous_pacing
             if previous is not None:
                 self.store.clear_jobs()
-                self.store.use_clock(previous)
-            self.store.stop_helpers()
+                lifecycle.use_clock(previous)
+            self._stop_helpers()

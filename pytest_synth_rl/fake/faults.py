@@ -1,28 +1,20 @@
 """Deterministic fault injection, per route.
 
-A :class:`Fault` says *which* calls to a route fail and *how*:
-
-* which: ``pattern="0110"`` (the n-th matching call fails when character n is ``1``; after the
-  pattern is used up the fault stops, unless ``cycle=True`` repeats it), ``fail_next=N`` (the next
-  N matching calls), ``probability=p`` with ``seed=s`` (a seeded coin per call, reproducible), or
-  none of those (every matching call, until removed).
-* how: an HTTP ``status`` (429 carries ``Retry-After``), ``connect_error=True`` (the client sees a
-  connection failure: :class:`httpx.ConnectError` when mounted on respx, a dropped connection when
-  served), or ``latency=seconds`` (the clock advances during the call, then it succeeds).
-
-Faults are consulted before authentication, as real infrastructure failures would be.
+A :class:`Fault` says which calls fail (``pattern="0110"``, ``fail_next=N``, ``probability=p``
+with ``seed``, or every call) and how (an HTTP ``status``, ``connect_error=True`` or
+``latency=seconds``). Faults are consulted before authentication, as real infrastructure's are.
 """
 
 from __future__ import annotations
 
-import difflib
+import dataclasses
 import random
 import threading
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pytest_synth_rl.errors import ConfigProblem, SynthUsageError
-from pytest_synth_rl.fake.checks import bool_problem, written
+from pytest_synth_rl.errors import ConfigProblem, SynthUsageError, closest
+from pytest_synth_rl.fake.scenario import bool_problem, written
 
 __all__ = [
     "FAULT_KINDS",
@@ -110,99 +102,55 @@ class Fault:
     def _problems(self) -> list[ConfigProblem]:
         """Everything wrong with this fault's fields, each named ``fault.<field>``."""
         problems: list[ConfigProblem] = []
+
+        def bad(key: str, message: str, hint: str = "") -> None:
+            problems.append(ConfigProblem(key, message, hint))
+
         if not isinstance(self.route, str) or self.route not in ROUTE_NAMES:
-            close = difflib.get_close_matches(str(self.route), ROUTE_NAMES, n=1)
-            guess = f"did you mean {close[0]!r}? " if close else ""
-            problems.append(
-                ConfigProblem(
-                    "fault.route",
-                    f"unknown route {self.route!r:.60}",
-                    f"{guess}use one of {', '.join(ROUTE_NAMES)}",
-                )
+            close = closest(str(self.route), ROUTE_NAMES)
+            guess = f"did you mean {close!r}? " if close else ""
+            bad(
+                "fault.route",
+                f"unknown route {self.route!r:.60}",
+                f"{guess}use one of {', '.join(ROUTE_NAMES)}",
             )
         if not isinstance(self.kind, str) or self.kind not in FAULT_KINDS:
-            problems.append(
-                ConfigProblem(
-                    "fault.kind", f"unknown kind {self.kind!r:.40}", f"use one of {', '.join(FAULT_KINDS)}"
-                )
-            )
-        selectors = [
-            n
-            for n, v in (
-                ("pattern", self.pattern),
-                ("fail_next", self.fail_next),
-                ("probability", self.probability),
-            )
-            if v is not None
-        ]
+            bad("fault.kind", f"unknown kind {self.kind!r:.40}", f"use one of {', '.join(FAULT_KINDS)}")
+        given = {"pattern": self.pattern, "fail_next": self.fail_next, "probability": self.probability}
+        selectors = [name for name, value in given.items() if value is not None]
         if len(selectors) > 1:
-            problems.append(
-                ConfigProblem("fault", f"choose one of pattern/fail_next/probability, got {selectors}", "")
-            )
-        if self.pattern is not None and (
-            not isinstance(self.pattern, str)
-            or not self.pattern
-            or len(self.pattern) > MAX_PATTERN
-            or set(self.pattern) - {"0", "1"}
+            bad("fault", f"choose one of pattern/fail_next/probability, got {selectors}")
+        pattern = self.pattern
+        if pattern is not None and (
+            not isinstance(pattern, str)
+            or not pattern
+            or len(pattern) > MAX_PATTERN
+            or set(pattern) - {"0", "1"}
         ):
-            problems.append(
-                ConfigProblem(
-                    "fault.pattern",
-                    f"must be a string of 1 to {MAX_PATTERN} characters 0/1, got {self.pattern!r:.40}",
-                    "e.g. '0110'",
-                )
-            )
+            message = f"must be a string of 1 to {MAX_PATTERN} characters 0/1, got {pattern!r:.40}"
+            bad("fault.pattern", message, "e.g. '0110'")
         if self.fail_next is not None and not _int_in(self.fail_next, 1, MAX_FAIL_NEXT):
-            problems.append(
-                ConfigProblem(
-                    "fault.fail_next",
-                    f"must be an int from 1 to {MAX_FAIL_NEXT}, got {written(self.fail_next)}",
-                    "e.g. fail_next=2",
-                )
-            )
+            message = f"must be an int from 1 to {MAX_FAIL_NEXT}, got {written(self.fail_next)}"
+            bad("fault.fail_next", message, "e.g. fail_next=2")
         if self.probability is not None and not _number_in(self.probability, 0.0, 1.0):
-            problems.append(
-                ConfigProblem("fault.probability", f"must be in [0, 1], got {self.probability!r:.40}", "")
-            )
+            bad("fault.probability", f"must be in [0, 1], got {self.probability!r:.40}")
         if not _int_in(self.status, 400, 599):
-            problems.append(
-                ConfigProblem(
-                    "fault.status",
-                    f"must be an HTTP error status 400-599 (an int), got {written(self.status)}",
-                    "e.g. status=503",
-                )
-            )
+            message = f"must be an HTTP error status 400-599 (an int), got {written(self.status)}"
+            bad("fault.status", message, "e.g. status=503")
         low = "(0" if self.kind == "latency" else "[0"  # a latency fault needs some latency
         if not _number_in(self.latency, 0.0, MAX_LATENCY) or (self.kind == "latency" and self.latency <= 0):
-            problems.append(
-                ConfigProblem(
-                    "fault.latency",
-                    f"must be a finite number of seconds in {low}, {MAX_LATENCY:g}], "
-                    f"got {self.latency!r:.40}",
-                    "e.g. latency=30",
-                )
+            message = (
+                f"must be a finite number of seconds in {low}, {MAX_LATENCY:g}], got {self.latency!r:.40}"
             )
+            bad("fault.latency", message, "e.g. latency=30")
         if self.retry_after is not None and not _number_in(self.retry_after, 0.0, MAX_RETRY_AFTER):
-            problems.append(
-                ConfigProblem(
-                    "fault.retry_after",
-                    f"must be a finite number of seconds from 0 to {MAX_RETRY_AFTER:g}, "
-                    f"got {self.retry_after!r:.40}",
-                    "",
-                )
-            )
+            message = f"must be a finite number of seconds from 0 to {MAX_RETRY_AFTER:g}, "
+            message += f"got {self.retry_after!r:.40}"
+            bad("fault.retry_after", message)
         if not _int_in(self.seed, 0, MAX_SEED):
-            problems.append(
-                ConfigProblem(
-                    "fault.seed",
-                    f"must be an int from 0 to 2**64 - 1, got {written(self.seed)}",
-                    "e.g. seed=7",
-                )
-            )
+            bad("fault.seed", f"must be an int from 0 to 2**64 - 1, got {written(self.seed)}", "e.g. seed=7")
         cycle = bool_problem(self.cycle, "fault.cycle", "cycle=True")
-        if cycle is not None:
-            problems.append(cycle)
-        return problems
+        return [*problems, cycle] if cycle is not None else problems
 
     def matches(self, route: str | None) -> bool:
         return self.active and route is not None and (self.route == "*" or self.route == route)
@@ -241,25 +189,11 @@ class Fault:
             "status": f"HTTP {self.status}",
             "connect": "connection error",
             "latency": f"{self.latency:g}s latency",
-        }[self.kind]
-        return f"{how} on route {self.route!r}"
+        }
+        return f"{how[self.kind]} on route {self.route!r}"
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "route": self.route,
-            "kind": self.kind,
-            "status": self.status,
-            "latency": self.latency,
-            "retry_after": self.retry_after,
-            "pattern": self.pattern,
-            "fail_next": self.fail_next,
-            "probability": self.probability,
-            "seed": self.seed,
-            "cycle": self.cycle,
-            "seen": self.seen,
-            "injected": self.injected,
-            "active": self.active,
-        }
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if not f.name.startswith("_")}
 
 
 def make_fault(

@@ -1,12 +1,14 @@
-"""The fake backend as a function: ``httpx.Request -> httpx.Response``, built from a job store.
+"""The fake backend as a function, ``httpx.Request -> httpx.Response``, and its route table.
 
 :class:`RequestHandler` routes a request, logs it, applies injected faults (before the key is
 checked, as real infrastructure failures would be), checks the bearer key and hands the call to
-the API (:mod:`.api`) or admin (:mod:`.admin`) routes. It knows nothing of respx or ASGI: every
-adapter (the respx mount, the ASGI app, ``httpx.MockTransport``) takes one of its two callables.
+the API (:mod:`.api`) or admin (:mod:`.admin`) routes. Every adapter takes one of its callables.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import httpx
 
@@ -14,16 +16,87 @@ from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import SynthError
 from pytest_synth_rl.fake import api
 from pytest_synth_rl.fake.admin import handle_admin
-from pytest_synth_rl.fake.routes import match_route, route_listing
-from pytest_synth_rl.fake.store import JobStore
-from pytest_synth_rl.fake.wire import RecordedRequest, error_response, json_response, masked_response
+from pytest_synth_rl.fake.keys import EnvKeys
+from pytest_synth_rl.fake.lifecycle import Lifecycle
+from pytest_synth_rl.fake.wire import LoggedRequest, error_response, masked_response
 from pytest_synth_rl.secrets.masking import Secret, mask_secret
 
-__all__ = ["ADMIN_PREFIX", "MAX_BODY_BYTES", "FakeRouteError", "RequestHandler"]
+__all__ = ["ADMIN_PREFIX", "MAX_BODY_BYTES", "ROUTES", "FakeRouteError", "RequestHandler", "match_route"]
 
 ADMIN_PREFIX = "/_fake"
 #: Largest request body the fake takes, served or in process (real payloads are a few KiB).
 MAX_BODY_BYTES = 10 * 2**20
+
+#: ``(method, path below the API root, route name)``; the name is what faults and the log use.
+ROUTES: tuple[tuple[str, str, str], ...] = (
+    ("POST", "/rl/jobs", "submit"),
+    ("GET", "/rl/jobs", "list"),
+    ("GET", "/rl/jobs/{job_id}", "status"),
+    ("POST", "/rl/jobs/{job_id}/cancel", "cancel"),
+    ("POST", "/rl/jobs/{job_id}/start", "start"),
+    ("GET", "/rl/jobs/{job_id}/events", "events"),
+    ("GET", "/rl/jobs/{job_id}/events/stream", "events_stream"),
+    ("GET", "/rl/jobs/{job_id}/metrics", "metrics"),
+    ("GET", "/rl/jobs/{job_id}/timeline", "timeline"),
+    ("GET", "/learning/jobs/{job_id}", "status"),
+    ("GET", "/learning/jobs/{job_id}/events", "events"),
+    ("GET", "/learning/jobs/{job_id}/metrics", "metrics"),
+    ("GET", "/learning/jobs/{job_id}/timeline", "timeline"),
+    ("GET", "/orchestration/jobs/{job_id}", "status"),
+    ("GET", "/orchestration/jobs/{job_id}/events", "events"),
+    ("POST", "/rl/verify_task_app", "verify_task_app"),
+    ("GET", "/v1/crypto/public-key", "public_key"),
+    ("POST", "/v1/env-keys", "env_keys"),
+    ("GET", "/v1/env-keys/verify", "env_keys_verify"),
+)
+_SEGMENTS = [(method, tuple(template.strip("/").split("/")), name) for method, template, name in ROUTES]
+
+
+class RouteMatch(NamedTuple):
+    """The route's name (None: the path exists, not with this method), the job id, the methods allowed."""
+
+    name: str | None
+    job_id: str | None
+    allowed: tuple[str, ...] = ()
+
+
+_CACHE: dict[tuple[str, str], RouteMatch | None] = {}
+_CACHE_LIMIT = 4096
+
+
+def match_route(method: str, relative_path: str) -> RouteMatch | None:
+    """The route for *relative_path* (below the API root), or None if the path is unknown (memoised)."""
+    key = (method, relative_path)
+    if key in _CACHE:
+        return _CACHE[key]
+    parts = relative_path.strip("/").split("/")
+    found: RouteMatch | None = None
+    allowed: list[str] = []
+    for route_method, segments, name in _SEGMENTS:
+        if len(segments) != len(parts):
+            continue
+        job_id = None
+        for want, got in zip(segments, parts, strict=True):
+            if want == "{job_id}" and got:
+                job_id = got
+            elif want != got:
+                break
+        else:
+            if route_method == method:
+                found = RouteMatch(name, job_id)
+                break
+            allowed.append(route_method)
+            found = RouteMatch(None, job_id, tuple(sorted(set(allowed))))
+    if len(_CACHE) >= _CACHE_LIMIT:
+        _CACHE.clear()
+    _CACHE[key] = found
+    return found
+
+
+def route_listing(api_root: str) -> list[str]:
+    """``METHOD /path`` lines, for 404 bodies and strict-mode errors."""
+    root = api_root.rstrip("/")
+    return [f"{method} {root}{template}" for method, template, _ in ROUTES]
 
 
 class FakeRouteError(SynthError, AssertionError):
@@ -37,18 +110,28 @@ class FakeRouteError(SynthError, AssertionError):
 class RequestHandler:
     """Answers requests to one fake backend: call it, or use :meth:`strict`."""
 
-    def __init__(self, store: JobStore, *, api_base: str, api_path: str, api_key: Secret) -> None:
-        self.store = store
+    def __init__(
+        self,
+        lifecycle: Lifecycle,
+        *,
+        keys: EnvKeys,
+        verify: Callable[[str], dict[str, Any]],
+        reset: Callable[[], None],
+        api_base: str,
+        api_path: str,
+        api_key: Secret,
+    ) -> None:
+        self.lifecycle = lifecycle
+        self.keys = keys
+        self.verify = verify
+        self.reset = reset
         self.api_base = api_base
         self.api_path = api_path
         self.api_key = api_key
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
-        """The answer; unknown paths get a 404 listing the routes.
-
-        An injected connection fault raises :class:`httpx.ConnectError` (the transport decides
-        how to surface it).
-        """
+        """The answer; unknown paths get a 404 listing the routes (an injected connection fault raises
+        :class:`httpx.ConnectError`)."""
         return self._answer(request)[0]
 
     def strict(self, request: httpx.Request) -> httpx.Response:
@@ -63,9 +146,7 @@ class RequestHandler:
         return response
 
     def _answer(self, request: httpx.Request) -> tuple[httpx.Response, bool]:
-        """``(response, matched)``; *matched* is False for paths the API does not have. Errors
-        and admin answers are masked (they echo what the client sent); successful API answers,
-        the hot path of every poll, hold only what the fake made."""
+        # Errors and admin answers echo what the client sent: masked (API answers, the hot path, are not).
         response, matched = self._route(request)
         if response.status_code >= 400 or request.url.path.startswith(ADMIN_PREFIX):
             response = masked_response(response)
@@ -80,15 +161,14 @@ class RequestHandler:
             )
             return error_response(413, "body_too_large", message), True
         path = request.url.path
-        store = self.store
+        store = self.lifecycle.store
         if path.startswith(ADMIN_PREFIX + "/") or path == ADMIN_PREFIX:
-            # The admin routes reset the fake, inject faults and read request bodies: the same key
-            # as the API, or any local process could.
+            # The admin routes reset the fake and read request bodies: the API's key, or anyone could.
             if not self._authorized(request):
                 return self._unauthorized(), True
-            return handle_admin(store, request, self.api_base), True
+            return handle_admin(self.lifecycle, request, self.api_base, self.reset), True
         with store.lock:
-            record = RecordedRequest.of(request, path=path, time=store.clock.time())
+            record = LoggedRequest.of(request, path=path, time=store.clock.time())
             store.log(record)
             root = self.api_path
             if not (path == root or path.startswith(root + "/")):
@@ -97,13 +177,13 @@ class RequestHandler:
             if found is None:
                 return self._unmatched(record, "no such route"), False
             record.job_id = found.job_id
-            if found.route is None:
+            if found.name is None:
                 allowed = ", ".join(found.allowed)
                 record.status = 405
                 record.forget_body()
                 message = f"{request.method} is not allowed on {path}; use {allowed}"
                 return error_response(405, "method_not_allowed", message, [("allow", allowed)]), True
-            record.route = name = found.route.name
+            record.route = name = found.name
             if name == "env_keys":
                 record.forget_body()
             injected = self._apply_faults(name, request, record)
@@ -114,36 +194,26 @@ class RequestHandler:
                 record.status = 401
                 record.forget_body()  # anyone can send these: they must not fill the log
                 return self._unauthorized(), True
-            call = api.Call(store, request, found.job_id)
+            call = api.ApiCall(self.lifecycle, request, found.job_id, self.keys, self.verify)
             response = api.dispatch(name, call)
             record.status = response.status_code
             record.job_id = call.job_id
             return response, True
 
-    def _unmatched(self, record: RecordedRequest, why: str) -> httpx.Response:
+    def _unmatched(self, record: LoggedRequest, why: str) -> httpx.Response:
         record.status = 404
         record.error = why
         record.forget_body()
-        return json_response(
-            404,
-            {
-                "detail": {
-                    "error": {
-                        "code": "route_not_found",
-                        "message": f"{record.method} {record.path}: {why}. This fake backend serves "
-                        f"the RL job API under {self.api_path}; see 'routes'.",
-                        "routes": route_listing(self.api_path),
-                    }
-                }
-            },
+        message = (
+            f"{record.method} {record.path}: {why}. This fake backend serves "
+            f"the RL job API under {self.api_path}; see 'routes'."
         )
+        return error_response(404, "route_not_found", message, routes=route_listing(self.api_path))
 
     def _authorized(self, request: httpx.Request) -> bool:
         header: str | None = request.headers.get("authorization")
-        if not header:
-            return False
-        scheme, _, token = header.partition(" ")
-        return scheme.lower() == "bearer" and token.strip() == str(self.api_key.value)
+        scheme, _, token = (header or "").partition(" ")
+        return bool(header) and scheme.lower() == "bearer" and token.strip() == str(self.api_key.value)
 
     def _unauthorized(self) -> httpx.Response:
         return error_response(
@@ -156,20 +226,21 @@ class RequestHandler:
         )
 
     def _apply_faults(
-        self, route: str, request: httpx.Request, record: RecordedRequest
+        self, route: str, request: httpx.Request, record: LoggedRequest
     ) -> httpx.Response | None:
-        faults = self.store.faults
+        store = self.lifecycle.store
+        faults = store.faults
         fired = [f for f in faults if f.matches(route) and f.should_fail()] if faults else []
         if not fired:
             return None
         record.fault = "; ".join(f.describe() for f in fired)
         for fault in fired:
             if fault.kind == "latency":
-                clock = self.store.clock
+                clock = store.clock
                 if isinstance(clock, VirtualClock):
                     clock.advance(fault.latency)
                 else:
-                    with self.store.lock.set_aside():  # a real wait: other requests go on
+                    with store.lock.set_aside():  # a real wait: other requests go on
                         clock.sleep(fault.latency)
         for fault in fired:
             if fault.kind == "connect":
@@ -181,10 +252,6 @@ class RequestHandler:
                 )
             if fault.kind == "status":
                 headers = [("retry-after", f"{fault.retry_after:g}")] if fault.retry_after is not None else []
-                return error_response(
-                    fault.status,
-                    "injected_fault",
-                    f"fault injected by FakeSynthBackend: {fault.describe()} (call {fault.seen})",
-                    headers,
-                )
+                message = f"fault injected by FakeSynthBackend: {fault.describe()} (call {fault.seen})"
+                return error_response(fault.status, "injected_fault", message, headers)
         return None

@@ -1,11 +1,8 @@
 """An ``httpx.Client`` whose requests go straight to a handler function.
 
-A client on ``httpx.MockTransport(handler)`` still runs every request through the steps around
-the transport: auth flow, redirect loop, event hooks, cookie extraction through the standard
-library's cookie jar, logging. The plugin's own offline jobs send about nine requests a test to
-the fake, and those steps cost about a sixth of an offline job test. :class:`HandlerClient`
-skips them while none of them could do anything (no auth, no redirects followed, no hooks, no
-cookies held or set); otherwise it is an ordinary ``MockTransport`` client.
+It skips the client's steps around the transport (auth, redirects, hooks, cookie jar), about a
+sixth of an offline job test, while none of them could do anything; otherwise it is an ordinary
+``MockTransport`` client.
 """
 
 from __future__ import annotations

@@ -1,35 +1,38 @@
-"""The lifecycle engine: moves a fake job through its scenario, lazily, on any clock.
+"""The lifecycle: everything that moves a fake job through its scenario, lazily, on any clock.
 
-Nothing here runs on a timer. :meth:`Lifecycle.sync` is called whenever a job is observed (a
-status poll, an events read, a clock tick from a subscribed :class:`VirtualClock`, a look through
-:class:`FakeJob`); it runs every stage whose slot is due and stops. Stage timestamps are the
-*scheduled* times (submit time + slot position), so a job observed late still reports the same
-history as one watched closely; a poll-driven or forced stage is stamped with the current time.
-
-A training step either reads its reward from the scenario's curve or runs real rollouts against
-the job's task app (see :mod:`.rollouts`); a failed rollout fails the job with the evidence.
+Nothing runs on a timer. A job catches up whenever it is observed (a poll, an events read, a
+tick of a subscribed :class:`VirtualClock`, a look through :class:`FakeJob`); a served fake may
+pace jobs by observation instead (one stage per look). Stages are stamped with their scheduled
+time, so a job observed late reports the same history; a forced or poll-driven stage gets "now".
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pytest_synth_rl.clock import Clock
-from pytest_synth_rl.fake.jobs import JobRecord
+from pytest_synth_rl.clock import Clock, VirtualClock
+from pytest_synth_rl.errors import SynthUsageError
+from pytest_synth_rl.fake.jobs import JobState
 from pytest_synth_rl.fake.rollout_feed import RolloutFeed
 from pytest_synth_rl.fake.rollouts import BatchPlan, RolloutDriver, RolloutFailure, RolloutSpec
-from pytest_synth_rl.fake.scenario import Stage
+from pytest_synth_rl.fake.scenario import Scenario, Stage, error_text_problem
+from pytest_synth_rl.fake.store import JobStore
 from pytest_synth_rl.secrets.masking import redact
 
-__all__ = ["Lifecycle", "Target"]
+__all__ = ["PACING_MODES", "STALL_POLLS", "Lifecycle", "Pacing", "Target"]
 
 _EPS = 1e-9
 DEFAULT_ERROR = "training failed (scripted by the FakeSynthBackend scenario)"
+#: ``"clock"``: jobs move when the clock does; ``"observed"``: one stage per look (served fakes).
+Pacing = Literal["clock", "observed"]
+PACING_MODES: tuple[str, ...] = ("clock", "observed")
+#: Status polls that see neither the job nor the clock move before the status body says why.
+STALL_POLLS = 3
 
 
 @dataclass(frozen=True)
@@ -39,62 +42,107 @@ class Target:
     kind: Literal["start", "step", "end"]
     step: int = 0
 
-    def reached(self, job: JobRecord) -> bool:
+    def reached(self, job: JobState) -> bool:
         if job.terminal:
             return True
         if self.kind == "start":
             return job.started
-        if self.kind == "step":
-            return job.steps_done >= self.step
-        return False
+        return self.kind == "step" and job.steps_done >= self.step
+
+    @classmethod
+    def of(cls, stage: Stage) -> Target:
+        return cls("step", stage.step) if stage.kind == "step" else cls(stage.kind)
 
 
 class Lifecycle:
-    """Runs due stages for jobs. Not thread-safe by itself: the backend holds its lock.
+    """Runs due stages of the jobs in *store*, on its clock, under its lock.
 
-    *set_aside* releases that lock around a rollout batch (network I/O of unbounded length);
-    meanwhile the job is marked busy (``batch_thread``) and :meth:`sync` from other threads leaves
-    it as it is, so other jobs and other requests are not held up by one job's task app.
+    A rollout batch sets the lock aside while it waits on the task app; meanwhile the job is
+    marked busy (``batch_thread``) and nothing else moves it.
     """
 
-    def __init__(
-        self,
-        *,
-        clock: Callable[[], Clock],
-        driver: RolloutDriver,
-        max_rollouts_per_step: int,
-        set_aside: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext,
-    ) -> None:
-        self._clock = clock
-        self._set_aside = set_aside
+    def __init__(self, store: JobStore, driver: RolloutDriver, max_rollouts_per_step: int = 4) -> None:
+        self.store = store
         self.driver = driver
         self.max_rollouts_per_step = max_rollouts_per_step
-        #: Per job being advanced: the feed its batches run on (see :meth:`_batch`).
+        self.pacing: Pacing = "clock"
         self._feeds: dict[str, RolloutFeed] = {}
+        self._unsubscribe: Callable[[], None] | None = None
+        self._subscribe()
 
-    # -- when ---------------------------------------------------------------------------------
-    def position(self, job: JobRecord) -> float:
+    # -- the clock --------------------------------------------------------------------------------
+    @property
+    def clock(self) -> Clock:
+        return self.store.clock
+
+    def use_clock(self, clock: Clock) -> Clock:
+        """Run jobs on *clock* from now on; returns the previous clock."""
+        previous = self.store.clock
+        if clock is not previous:
+            self.close()
+            with self.store.lock:
+                self.store.clock = clock
+            self._subscribe()
+        return previous
+
+    def _subscribe(self) -> None:
+        clock = self.store.clock
+        if not isinstance(clock, VirtualClock):
+            return
+        ref = weakref.WeakMethod(self._on_clock)
+
+        def on_advance(before: float, after: float) -> None:
+            on_clock = ref()
+            if on_clock is not None:
+                on_clock(after)
+
+        self._unsubscribe = clock.subscribe(on_advance)
+
+    def close(self) -> None:
+        """Stop following the clock."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    def _on_clock(self, now: float) -> None:
+        active = self.store.active
+        if not active:  # cheap when nothing is due: one comparison per active job
+            return
+        with self.store.lock:
+            for job in list(active.values()):
+                due = self._due(job)
+                if job.scenario.mode == "immediate" or (due is not None and due <= now + _EPS):
+                    self._sync(job)
+                if job.terminal:
+                    active.pop(job.id, None)
+
+    # -- when -------------------------------------------------------------------------------------
+    def position(self, job: JobState) -> float:
         mode = job.scenario.mode
         if mode == "immediate":
             return math.inf
         if mode == "polls":
             return float(job.polls)
-        return self._clock().now() - job.created_now
+        return self.store.clock.now() - job.created_now
 
-    def _stamp(self, job: JobRecord, stage: Stage, forced: bool) -> float:
+    def _stamp(self, job: JobState, stage: Stage, forced: bool) -> float:
         if forced or job.scenario.mode != "duration":
-            return self._clock().time()
+            return self.store.clock.time()
         return job.created_time + job.scenario.slot_position(stage.slot)
 
-    def next_due(self, job: JobRecord) -> float | None:
-        """Clock ``now()`` at which the next stage of a duration-mode job is due (None otherwise)."""
+    def next_due(self, job: JobState) -> float | None:
+        """Clock ``now()`` at which a duration-mode job's next stage is due (None otherwise)."""
+        with self.store.lock:
+            return self._due(job)
+
+    def _due(self, job: JobState) -> float | None:
         if job.terminal or job.scenario.mode != "duration":
             return None
         return job.created_now + self._next(job)[1]
 
     @staticmethod
-    def _next(job: JobRecord) -> tuple[Stage, float]:
-        # Memoised per state version: a job polled 720 times between two steps asks this 720 times.
+    def _next(job: JobState) -> tuple[Stage, float]:
+        # Memoised per state version: a job polled 720 times between two steps asks 720 times.
         cached = job.next_cache
         if cached is not None and cached[0] == job.version:
             return cached[1], cached[2]
@@ -103,12 +151,107 @@ class Lifecycle:
         job.next_cache = (job.version, stage, position)
         return stage, position
 
-    # -- advancing ------------------------------------------------------------------------------
-    def sync(self, job: JobRecord, target: Target | None = None) -> None:
-        """Run every due stage of *job* (or, with *target*, every stage up to it, now).
+    # -- looking at a job -------------------------------------------------------------------------
+    def sync(self, job: JobState) -> JobState:
+        """Run the stages of *job* that are due by now; returns the job."""
+        with self.store.lock:
+            self._sync(job)
+            return job
 
-        A job whose rollout batch another thread is running is left as it is (it is mid-step).
-        """
+    def observe(self, job: JobState) -> JobState:
+        """A client looked at *job*: it catches up, and with ``pacing="observed"`` a duration-mode
+        job also runs its next stage, so clients that cannot move the clock still see it finish."""
+        with self.store.lock:
+            self._sync(job)
+            if self.pacing == "observed" and not job.terminal and job.scenario.mode == "duration":
+                stage = job.scenario.next_stage(job.started, job.steps_done, job.outcome_override)
+                self._sync(job, Target.of(stage))
+            return job
+
+    def stall_reason(self, job: JobState) -> str | None:
+        """Note a status poll of *job*; after :data:`STALL_POLLS` polls that found the job and a
+        virtual clock unchanged, why it is stuck (instead of a silent wait for the client's timeout)."""
+        with self.store.lock:
+            clock = self.store.clock
+            mark = (job.version, clock.now())
+            if job.last_poll == mark:
+                job.stalled_polls += 1
+            else:
+                job.stalled_polls = 0
+                job.last_poll = mark
+            if (
+                job.terminal
+                or job.stalled_polls < STALL_POLLS
+                or job.scenario.mode != "duration"
+                or not isinstance(clock, VirtualClock)
+            ):
+                return None
+            return (
+                f"job {job.id} has not moved in {job.stalled_polls + 1} status polls: this fake backend "
+                "runs jobs on a virtual clock that nothing advances. Advance it "
+                '(POST /_fake/clock/advance {"seconds": 60}, or fake.clock.advance(60) in-process), '
+                "serve with pacing='observed' (the serve() default: each look at a job moves it one "
+                "stage) or speed=<factor> (real time, sped up), or script the job with "
+                "Scenario(polls=N) or Scenario(immediate=True)"
+            )
+
+    # -- pushing a job ----------------------------------------------------------------------------
+    def script(self, target: str, scenario: Scenario) -> None:
+        """Script ``"next"`` (the next submission; calls queue up) or the existing job *target*, which
+        follows *scenario* from its current stage on."""
+        if target == "next":
+            self.store.queue(scenario)
+            return
+        job = self.store.get(
+            target, hint="use scenario_for('next', ...) before submitting, or an id from fake.jobs"
+        )
+        with self.store.lock:
+            self._idle(job)
+            self._sync(job)
+            self.store.rescript(job, scenario)
+
+    def advance(self, job: JobState, target: Target) -> None:
+        """Run *job*'s stages now, up to *target*, stamped with the current time."""
+        with self.store.lock:
+            self._idle(job)
+            self._sync(job)
+            self._sync(job, target)
+
+    def succeed(self, job: JobState) -> None:
+        """Finish *job* successfully now, running its remaining steps."""
+        with self.store.lock:
+            self._idle(job)
+            self._sync(job)
+            job.outcome_override = "succeeded"
+            job.version += 1  # the plan changed
+            self._sync(job, Target("end"))
+
+    def fail(self, job: JobState, message: str) -> None:
+        """Fail *job* now with *message* as its error (bounded like ``Scenario.error``)."""
+        problem = error_text_problem(message, "FakeJob.fail")
+        if problem is not None:
+            raise SynthUsageError([problem])
+        with self.store.lock:
+            self._idle(job)
+            self._sync(job)
+            self._fail(job, message, self.store.clock.time(), data={"step": job.steps_done})
+
+    def cancel(self, job: JobState, reason: str) -> None:
+        """Cancel *job* now (a job already finished stays as it is)."""
+        with self.store.lock:
+            self._idle(job)
+            self._sync(job)
+            self._cancel(job, self.store.clock.time(), reason=reason)
+
+    def _idle(self, job: JobState) -> None:
+        """Wait (with the lock set aside) until no other thread runs a rollout batch of *job*."""
+        me = threading.get_ident()
+        self.store.lock.wait_until(lambda: job.batch_thread in (None, me))
+
+    # -- running stages ---------------------------------------------------------------------------
+    def _sync(self, job: JobState, target: Target | None = None) -> None:
+        """Run every due stage of *job* (with *target*, every stage up to it, now); a job whose
+        rollout batch another thread runs is left as it is."""
         if job.batch_thread not in (None, threading.get_ident()):
             return
         try:
@@ -122,19 +265,19 @@ class Lifecycle:
         finally:
             self._settle(job)
 
-    def _settle(self, job: JobRecord) -> None:
+    def _settle(self, job: JobState) -> None:
         """Drop rollouts queued ahead that this advance will not use (waiting for those in flight)."""
         feed = self._feeds.pop(job.id, None)
         if feed is None:
             return
         job.batch_thread = threading.get_ident()
         try:
-            with self._set_aside():
+            with self.store.lock.set_aside():
                 feed.stop()
         finally:
             job.batch_thread = None
 
-    def _run(self, job: JobRecord, stage: Stage, ts: float, target: Target | None = None) -> None:
+    def _run(self, job: JobState, stage: Stage, ts: float, target: Target | None = None) -> None:
         try:
             if stage.kind == "start":
                 self._start(job, ts)
@@ -144,23 +287,19 @@ class Lifecycle:
                 self._end(job, stage.outcome, ts)
         except RolloutFailure as failure:
             record = failure.record
-            self.fail(
-                job,
-                str(failure),
-                ts,
-                data={
-                    "step": record.step,
-                    "seed": record.seed,
-                    "run_id": record.run_id,
-                    "trace_correlation_id": record.request.get("trace_correlation_id"),
-                    "url": record.url,
-                    "mode": record.mode,
-                },
-            )
+            where = {"trace_correlation_id": record.request.get("trace_correlation_id"), "url": record.url}
+            data = {
+                "step": record.step,
+                "seed": record.seed,
+                "run_id": record.run_id,
+                **where,
+                "mode": record.mode,
+            }
+            self._fail(job, str(failure), ts, data=data)
         except Exception as exc:  # a user callable (reward curve, policy) broke: fail, say why
-            self.fail(job, redact(f"{stage.kind} stage raised {type(exc).__name__}: {exc}"), ts)
+            self._fail(job, redact(f"{stage.kind} stage raised {type(exc).__name__}: {exc}"), ts)
 
-    def _start(self, job: JobRecord, ts: float) -> None:
+    def _start(self, job: JobState, ts: float) -> None:
         job.started = True
         job.started_at = ts
         job.set_phase(ts, "running")
@@ -171,7 +310,7 @@ class Lifecycle:
             {"total_steps": job.scenario.steps, "model": job.model, "rollouts": job.use_rollouts},
         )
         if job.use_rollouts and not job.endpoint.startswith(("http://", "https://")):
-            self.fail(
+            self._fail(
                 job,
                 f"cannot run rollouts: data.endpoint_base_url is {job.endpoint!r}, not an http(s) URL "
                 "(hint: pass task_app_url= to the job, or script rewards with "
@@ -179,7 +318,7 @@ class Lifecycle:
                 ts,
             )
 
-    def _step(self, job: JobRecord, step: int, ts: float, target: Target | None = None) -> None:
+    def _step(self, job: JobState, step: int, ts: float, target: Target | None = None) -> None:
         if job.use_rollouts:
             seeds = self._train_seeds(job, step)
             rewards = self._batch(job, step, seeds, "rl", self.next_batch(job, step, "rl", target))
@@ -193,7 +332,7 @@ class Lifecycle:
             then = self.next_batch(job, step, "eval", target) if job.use_rollouts else None
             self._evaluate(job, step, ts, then)
 
-    def _end(self, job: JobRecord, outcome: str, ts: float) -> None:
+    def _end(self, job: JobState, outcome: str, ts: float) -> None:
         if outcome == "succeeded":
             if self._final_eval_pending(job, job.steps_done):
                 self._evaluate(job, job.steps_done, ts)
@@ -210,14 +349,14 @@ class Lifecycle:
             )
         elif outcome in ("failed", "error"):
             data = {"step": job.steps_done + 1}
-            self.fail(job, job.scenario.error or DEFAULT_ERROR, ts, data=data, status=outcome)
+            self._fail(job, job.scenario.error or DEFAULT_ERROR, ts, data=data, status=outcome)
         else:
-            self.cancel(job, ts, reason="cancelled by the scenario")
+            self._cancel(job, ts, reason="cancelled by the scenario")
 
-    # -- terminal transitions (also used by the API and FakeJob) ----------------------------
-    def fail(
+    # -- terminal transitions ---------------------------------------------------------------------
+    def _fail(
         self,
-        job: JobRecord,
+        job: JobState,
         error: str,
         ts: float,
         *,
@@ -232,7 +371,7 @@ class Lifecycle:
         job.set_phase(ts, status)
         job.add_event(ts, "rl.train.failed", error, {"error": error, **(data or {})}, level="error")
 
-    def cancel(self, job: JobRecord, ts: float, *, reason: str) -> None:
+    def _cancel(self, job: JobState, ts: float, *, reason: str) -> None:
         if job.terminal:
             return
         job.final_reward = job.rewards[-1] if job.rewards else None
@@ -241,24 +380,19 @@ class Lifecycle:
         job.add_event(ts, "rl.job.cancelled", f"Job cancelled: {reason}", {"step": job.steps_done}, "warning")
 
     # -- rewards ------------------------------------------------------------------------------
-    def _evaluate(self, job: JobRecord, step: int, ts: float, then: BatchPlan | None = None) -> None:
+    def _evaluate(self, job: JobState, step: int, ts: float, then: BatchPlan | None = None) -> None:
+        seeds = self._eval_seeds(job)
         if job.use_rollouts:
-            seeds = self._eval_seeds(job)
             rewards = self._batch(job, step, seeds, "eval", then)
         else:
-            seeds = self._eval_seeds(job)
             rewards = [job.scenario.scripted_reward(step)]
         job.add_eval(ts, step, seeds, rewards)
 
     def _batch(
-        self, job: JobRecord, step: int, seeds: list[int], mode: str, then: BatchPlan | None = None
+        self, job: JobState, step: int, seeds: list[int], mode: str, then: BatchPlan | None = None
     ) -> list[float]:
-        """Rewards of one rollout per seed, in seed order (concurrent up to the config's
-        ``rollout.max_concurrent_rollouts``); the first failed seed fails the job.
-
-        *then* is the batch that follows in this same advance if nothing fails: it is queued on
-        the job's feed so its first rollouts overlap this batch's last ones.
-        """
+        """Rewards of one rollout per seed, in seed order; the first failed seed fails the job. *then*,
+        the batch that follows in this advance, is queued to overlap this batch's last rollouts."""
         spec = RolloutSpec.from_config(job.config, job.model)
         feed = self._feeds.get(job.id)
         if feed is None:
@@ -267,7 +401,7 @@ class Lifecycle:
                 self._feeds[job.id] = feed
         job.batch_thread = threading.get_ident()
         try:
-            with self._set_aside():
+            with self.store.lock.set_aside():
                 records, failure = self.driver.run_batch(
                     job.endpoint,
                     spec,
@@ -284,14 +418,10 @@ class Lifecycle:
         job.rollouts.extend(records)
         if failure is not None:
             raise failure
-        rewards: list[float] = []
-        for record in records:
-            assert record.reward is not None
-            rewards.append(record.reward)
-        return rewards
+        return [record.reward for record in records if record.reward is not None]
 
     def next_batch(
-        self, job: JobRecord, step: int, mode: str, target: Target | None = None
+        self, job: JobState, step: int, mode: str, target: Target | None = None
     ) -> BatchPlan | None:
         """The batch that runs right after *job*'s *mode* batch of *step* in the same advance if
         that one passes (an advance up to *target*, or to now): None if no batch follows, or if
@@ -312,36 +442,36 @@ class Lifecycle:
             return BatchPlan(step, tuple(self._eval_seeds(job)), "eval")
         return None
 
-    def _batch_size(self, job: JobRecord) -> int:
+    def _batch_size(self, job: JobState) -> int:
         rollout = job.config.get("rollout")
         size = rollout.get("episodes_per_batch") if isinstance(rollout, dict) else None
         if not isinstance(size, int) or isinstance(size, bool):
             size = 1
         return max(1, min(size, self.max_rollouts_per_step))  # at least one rollout a step
 
-    def _train_seeds(self, job: JobRecord, step: int) -> list[int]:
+    def _train_seeds(self, job: JobState, step: int) -> list[int]:
         size = self._batch_size(job)
         return [(step - 1) * size + i for i in range(size)]
 
-    def _eval_seeds(self, job: JobRecord) -> list[int]:
+    def _eval_seeds(self, job: JobState) -> list[int]:
         evaluation = job.config.get("evaluation")
         seeds = evaluation.get("seeds") if isinstance(evaluation, dict) else None
         if isinstance(seeds, list) and seeds and all(isinstance(s, int) for s in seeds):
             return list(seeds[: self.max_rollouts_per_step])
         return list(range(self._batch_size(job)))
 
-    def _evaluates_at(self, job: JobRecord, step: int) -> bool:
+    def _evaluates_at(self, job: JobState, step: int) -> bool:
         """Whether training step *step* is followed by a periodic evaluation."""
         every = self._eval_every(job)
         return step % every == 0 if every else False
 
     @staticmethod
-    def _final_eval_pending(job: JobRecord, step: int) -> bool:
+    def _final_eval_pending(job: JobState, step: int) -> bool:
         """Whether a job ending after *step* steps still owes its final evaluation."""
         return bool(step) and step not in job.eval_means
 
     @staticmethod
-    def _eval_every(job: JobRecord) -> int | None:
+    def _eval_every(job: JobState) -> int | None:
         if job.scenario.eval_every is not None:
             return job.scenario.eval_every
         evaluation = job.config.get("evaluation")

@@ -1,17 +1,8 @@
 """Mounting a request handler on respx, next to whatever respx routes the test already has.
 
-One ``respx.MockRouter``, built and started with respx's public API, with two routes in order:
-
-* the backend's origin (scheme, host, port): the side effect is the handler;
-* everything else: loopback (the task app, the stub model) passes through to the real socket;
-  any other host is not mocked here. That side effect raises respx's "not mocked" assertion,
-  which respx answers by asking the next active router, so a user's routes for other hosts
-  keep working, and if nobody mocks the host the test fails instead of reaching the network.
-
-respx asks active routers in the order they started: a user's router started before the fake
-can route loopback or the backend's host itself; one started after only sees what the fake does
-not answer. Between fakes on the same origin, the one mounted last answers (the others step
-aside the same way), as a nested fake would expect.
+One router with two routes: the backend's origin goes to the handler; anything else passes
+through on loopback or raises respx's "not mocked", which lets the next active router (a user's)
+answer. Between fakes on one origin, the one mounted last answers.
 """
 
 from __future__ import annotations
@@ -37,10 +28,7 @@ _mounted_lock = threading.Lock()
 
 
 def mount(handler: Callable[[httpx.Request], httpx.Response], base_url: str) -> respx.MockRouter:
-    """Start and return a respx router whose requests to *base_url*'s origin go to *handler*.
-
-    Stop it with :func:`unmount`.
-    """
+    """Start and return a respx router whose requests to *base_url*'s origin go to *handler*."""
     origin = httpx.URL(base_url)
     port = origin.port or (443 if origin.scheme == "https" else 80)
     key = (origin.scheme, origin.host, port)

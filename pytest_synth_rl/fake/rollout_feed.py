@@ -1,12 +1,9 @@
 """One job's rollout batches, run back to back on a bounded set of workers.
 
-The trainer folds a step only once its slowest rollout is back, so a batch of 8 rollouts at 4
-at once ends with workers idle while the last ones finish. When the next batch is already known
-(the next step's, or the evaluation after this step, due in the same advance), a
-:class:`RolloutFeed` lets a free worker start it during that tail. What each batch returns does
-not change: records in seed order, the first failure, and at most ``workers`` rollouts in flight
-across all queued batches. A failed batch starts nothing more, neither its own remaining seeds nor
-any later batch's.
+When the next batch is known (the next step's, or the evaluation after this step), a free worker
+starts it while this batch's last rollouts finish. Each batch still returns its records in seed
+order with its first failure, at most ``workers`` rollouts are in flight, and a failed batch
+starts nothing more.
 """
 
 from __future__ import annotations

@@ -1,37 +1,8 @@
 """Real rollouts: the fake backend calls the task app's ``/rollout`` the way the trainer would.
 
-This is what makes offline mode honest: a job whose task app is broken fails here, with the
-same kind of evidence the hosted trainer would give (URL, step, seed, ids, what was wrong),
-instead of "succeeding" on scripted numbers.
-
-Requests carry both ``run_id`` and ``trace_correlation_id`` (and ``ops``) so that task apps of
-every schema era accept them (contract §4.4); responses may answer in any era too: the reward is
-``reward_info.outcome_reward`` (0.5.0) or ``metrics.outcome_reward`` (0.4.x), else the legacy
-``mean_return`` / ``reward_mean`` / mean of ``episode_returns`` / ``outcome_score``.
-
-Each rollout gets its own inference URL carrying its correlation id (``trace_<run id>``), so the
-stand-in model knows which rollout, seed and training step every model call belongs to.
-
-A batch runs up to ``concurrency`` rollouts at once (the config's
-``rollout.max_concurrent_rollouts``), as the real trainer does; results come back in seed order
-whatever order they finished in, so the same seeds fold into the same rewards at any concurrency.
-When a rollout fails in a concurrent batch it is retried alone: if it then passes, the failure is
-reported as the task app not being safe under concurrency. Consecutive batches of one advance
-share a :class:`~.rollout_feed.RolloutFeed`, so the next step's first rollouts fill the workers
-a step's last ones leave idle (never more than ``concurrency`` in flight in all).
-
-Rollouts are posted with :class:`~pytest_synth_rl.fake.http_post.PostPool` (kept-alive
-HTTP/1.1 connections over plain sockets), a small fraction of an httpx client's CPU per call.
-That matters because the task app, the stub model and the fake share one interpreter lock: what
-the caller spends per rollout is taken from the task app under test. Proxy environment variables
-are not read: the task app is on loopback and the calls must stay there. The rollout timeout
-(:attr:`RolloutDriver.timeout`, as it is when the rollout starts) bounds the whole exchange:
-connecting, sending, and reading the answer until its body is complete, so a task app that
-trickles its answer fails the rollout as timed out.
-
-An answer is decoded once, for its checks and its reward; the record keeps only a bounded view
-of it (see :class:`~.jobs.RolloutRecord` and :class:`~.jobs.RolloutLog`). An answer nested too
-deeply to decode fails the rollout like one that is not JSON, with the same evidence.
+A broken task app fails the job with the evidence the hosted trainer would give (URL, step, seed,
+ids, what was wrong). Batches run up to ``rollout.max_concurrent_rollouts`` at once, folded in
+seed order; a rollout failing among concurrent ones is retried alone to name concurrency bugs.
 """
 
 from __future__ import annotations
@@ -67,16 +38,14 @@ __all__ = [
     "extract_reward",
 ]
 
-#: Rollouts in flight at once when the config has no ``rollout.max_concurrent_rollouts`` (the
-#: 0.4.x builder requires the key, so this only applies to hand-made payloads).
+#: Rollouts in flight at once when the config has no ``rollout.max_concurrent_rollouts``.
 DEFAULT_MAX_CONCURRENT_ROLLOUTS = 4
 #: Upper bound on rollouts in flight at once, whatever the config says (threads are bounded).
 MAX_CONCURRENCY = 32
 
 
 def _key_matched(content: bytes) -> bool:
-    """Whether an SDK task app's 400 body says the key it got is one it allows (``got_first15``
-    among ``allowed_first15``): then the rejection is the app's own, not the key's."""
+    """Whether an SDK task app's 400 body says the key it got is one it allows (its own rejection)."""
     try:
         body = json.loads(content)
     except (ValueError, RecursionError):
@@ -94,6 +63,16 @@ KEY_REPLACED_NOTE = (
     "; this fake's uploaded key was replaced by a later upload of another key: runs that share "
     "one backend (CI shards, two terminals) must share one ENVIRONMENT_API_KEY"
 )
+
+
+#: What to do about a rollout whose exchange failed, by the kind of failure.
+_POST_HINTS = {
+    "timeout": "make the rollout faster, or give it longer: @pytest.mark.synth_rl(rollout_timeout=...) "
+    "in a test, FakeSynthBackend(rollout_timeout=...) or fake.use_rollout_timeout(...) outside one",
+    "connect": "start the task app (e.g. InProcessTaskApp) before submitting, and check the job's "
+    "data.endpoint_base_url",
+    "too_large": "return a compact RolloutResponse (the fake asks for record.return_trace = false)",
+}
 
 
 def _status_hint(response: PostResponse, key_replaced: bool = False) -> str:
@@ -130,9 +109,7 @@ class RolloutFailure(Exception):
     ) -> None:
         super().__init__(message)
         self.record = record
-        #: The stand-in model's policy failed during the rollout: the message blames it.
         self.policy_failed = policy_failed
-        #: The task app did not answer within the rollout timeout.
         self.timed_out = timed_out
 
 
@@ -202,7 +179,7 @@ class RolloutDriver:
 
     @property
     def http(self) -> PostPool:
-        """The connections rollouts are posted on (made on first use, again after :meth:`close`)."""
+        """The connections rollouts are posted on (made on first use)."""
         with self._lock:
             if self._http is None:
                 self._http = PostPool(
@@ -229,8 +206,7 @@ class RolloutDriver:
             http, self._http = self._http, None
             pool, self._pool = self._pool, None
         if pool is not None:
-            # Not waiting: a rollout stuck on a task app must not hold up stopping the fake (it
-            # ends at its timeout, or when its connection is shut under it just below).
+            # Not waiting: a rollout stuck on a task app must not hold up stopping the fake.
             pool.shutdown(wait=False, cancel_futures=True)
         if http is not None:
             http.close()
@@ -297,14 +273,9 @@ class RolloutDriver:
         feed: RolloutFeed | None = None,
         then: BatchPlan | None = None,
     ) -> tuple[list[RolloutRecord], RolloutFailure | None]:
-        """Run one rollout per seed, up to ``spec.concurrency`` at once.
-
-        Returns the records in seed order and the failure of the first failed seed (None if all
-        passed). After a failure no further rollouts start; those in flight finish. With a
-        *feed* (see :meth:`feed`), *then* is the batch known to come next: it is queued, so free
-        workers start it while this batch's last rollouts finish; a later call for that batch
-        picks up what already ran.
-        """
+        """One rollout per seed, up to ``spec.concurrency`` at once: the records in seed order and the
+        first failure (after which nothing more starts). With a *feed*, *then* (the batch known to
+        come next) is queued so free workers start it while this batch's last rollouts finish."""
 
         def build(plan: BatchPlan) -> list[dict[str, Any]]:
             return [
@@ -386,9 +357,8 @@ class RolloutDriver:
         mode: str,
         workers: int,
     ) -> RolloutFailure:
-        """Retry a rollout that failed among concurrent ones alone (as the *retry* body):
-        passing alone means the task app breaks under concurrency, which is what the report must
-        say. Not when the stand-in model's policy failed: that is the cause, whatever the retry."""
+        """Retry a rollout that failed among concurrent ones alone: passing alone means the task app
+        breaks under concurrency (not retried when the policy failed or the rollout timed out)."""
         if failure.policy_failed or failure.timed_out:  # a timed-out retry would cost as long again
             return failure
         alone = self._attempt(base_url, retry, step, mode)
@@ -405,13 +375,6 @@ class RolloutDriver:
         record.error = message
         return RolloutFailure(message, record)
 
-    def run(
-        self, base_url: str, spec: RolloutSpec, *, job_id: str, step: int, seed: int, mode: str, index: int
-    ) -> RolloutRecord:
-        """One rollout; raises :class:`RolloutFailure` (with the record) if it is unusable."""
-        body = self.build_request(spec, job_id=job_id, step=step, seed=seed, mode=mode, index=index)
-        return self.send(base_url, body, step=step, mode=mode)
-
     def send(self, base_url: str, body: dict[str, Any], *, step: int, mode: str) -> RolloutRecord:
         """POST one built rollout *body*; raises :class:`RolloutFailure` if it is unusable."""
         seed = int(body["env"]["seed"])
@@ -424,29 +387,9 @@ class RolloutDriver:
             response = self.http.post(url, json.dumps(body).encode(), headers, timeout=self.timeout)
         except PostFailure as exc:
             record.elapsed = time.perf_counter() - started
-            if exc.kind == "timeout":
-                self._fail(
-                    record,
-                    str(exc),
-                    "make the rollout faster, or give it longer: @pytest.mark.synth_rl(rollout_timeout=...) "
-                    "in a test, FakeSynthBackend(rollout_timeout=...) or fake.use_rollout_timeout(...) "
-                    "outside one",
-                    timed_out=True,
-                )
-            if exc.kind == "connect":
-                self._fail(
-                    record,
-                    f"task app unreachable: {exc}",
-                    "start the task app (e.g. InProcessTaskApp) before submitting, and check the job's "
-                    "data.endpoint_base_url",
-                )
-            if exc.kind == "too_large":
-                self._fail(
-                    record,
-                    str(exc),
-                    "return a compact RolloutResponse (the fake asks for record.return_trace = false)",
-                )
-            self._fail(record, str(exc), "check the task app's server log")
+            what = f"task app unreachable: {exc}" if exc.kind == "connect" else str(exc)
+            hint = _POST_HINTS.get(exc.kind, "check the task app's server log")
+            self._fail(record, what, hint, timed_out=exc.kind == "timeout")
         record.elapsed = time.perf_counter() - started
         record.status_code = response.status_code
         if not 200 <= response.status_code < 300:
@@ -517,18 +460,10 @@ class RolloutDriver:
             value = got.get(key)
             if value is None:
                 continue
-            if not isinstance(value, str):
-                self._fail(
-                    record,
-                    f"id echo mismatch: response {key} is a {type(value).__name__}, expected {sent[key]!r}",
-                    "echo the request's run_id / trace_correlation_id unchanged",
-                )
-            if value not in expected:
-                self._fail(
-                    record,
-                    f"id echo mismatch: response {key}={value[:80]!r}, expected {sent[key]!r}",
-                    "echo the request's run_id / trace_correlation_id unchanged",
-                )
+            if not isinstance(value, str) or value not in expected:
+                shown = f"={value[:80]!r}" if isinstance(value, str) else f" is a {type(value).__name__}"
+                what = f"id echo mismatch: response {key}{shown}, expected {sent[key]!r}"
+                self._fail(record, what, "echo the request's run_id / trace_correlation_id unchanged")
             echoed = True
         if not echoed:
             self._fail(

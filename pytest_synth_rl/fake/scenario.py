@@ -1,32 +1,20 @@
 """Scripted job lifecycles: what a fake job does, and when.
 
-A :class:`Scenario` is a small, declarative script (the state-manager idea from moto): the
-outcome, how many training steps, how the job moves through time, and where its rewards come
-from. The fake never runs a timer; it *derives* the job's stage from the clock (or the poll count)
-whenever someone looks, so a two-hour scenario costs nothing until it is observed.
-
-Every job walks the same stage list: ``start`` (slot 0), ``step 1 .. steps`` (slots 1..steps),
-then ``end`` (slot ``steps + 1``). A failure or cancellation with ``fail_at_step=k`` ends the job
-in slot ``k`` instead of running step ``k``. How a slot maps to time depends on the mode:
-
-* ``duration`` (default): slots are spread evenly over ``duration`` virtual seconds that begin
-  after ``queue_time``; the job ends exactly ``queue_time + duration`` seconds after submission.
-* ``polls=N``: slots are spread evenly over status polls; the job is terminal on its N-th status
-  poll. With ``N = steps + 2`` every poll advances exactly one stage.
-* ``immediate=True``: the first observation after submission runs the whole job.
+Every job walks ``start`` (slot 0), ``step 1 .. steps``, then ``end`` (slot ``steps + 1``); a
+failure with ``fail_at_step=k`` ends in slot ``k``. Slots map to time by mode: ``duration``
+(spread over ``duration`` seconds after ``queue_time``), ``polls=N`` (terminal on the N-th status
+poll) or ``immediate=True`` (the first look runs the whole job).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pytest_synth_rl.errors import ConfigProblem, SynthUsageError, keywords_checked
-from pytest_synth_rl.fake.checks import MAX_ERROR_CHARS, bool_problem, error_text_problem
+from pytest_synth_rl.errors import ConfigProblem, SynthUsageError, closest, keywords_checked
 from pytest_synth_rl.fake.model.rewards import MAX_REWARD, REWARD_RANGE, reward_in_range
 
 __all__ = [
@@ -41,35 +29,59 @@ __all__ = [
     "RewardCurve",
     "Scenario",
     "Stage",
+    "bool_problem",
     "default_reward_curve",
+    "error_text_problem",
     "reward_in_range",
+    "written",
 ]
 
+#: Longest scripted ``error`` message (characters).
+MAX_ERROR_CHARS = 10_000
+
+
+def written(value: object) -> str:
+    """What a caller wrote, short and with its type: ``str '500'``, ``float 500.5``."""
+    return f"{type(value).__name__} {value!r:.40}"
+
+
+def bool_problem(value: object, key: str, example: str) -> ConfigProblem | None:
+    """The problem with *value* as a flag named *key* (only ``True`` and ``False`` are flags), or None."""
+    if isinstance(value, bool):
+        return None
+    return ConfigProblem(
+        key=key, message=f"must be true or false, got {written(value)}", hint=f"e.g. {example}"
+    )
+
+
+def error_text_problem(value: object, key: str) -> ConfigProblem | None:
+    """The problem with *value* as a job's error message: a string of at most :data:`MAX_ERROR_CHARS`."""
+    if isinstance(value, str) and len(value) <= MAX_ERROR_CHARS:
+        return None
+    got = f"{len(value)} characters" if isinstance(value, str) else written(value)
+    return ConfigProblem(
+        key=key,
+        message=f"must be a string of at most {MAX_ERROR_CHARS} characters, got {got}",
+        hint="pass a short error message, e.g. 'CUDA out of memory'",
+    )
+
+
 Outcome = Literal["succeeded", "failed", "cancelled", "error"]
-#: ``error`` ends the job in the terminal failure status ``error`` (contract §10.4), like ``failed``.
+#: ``error`` ends the job in the terminal failure status ``error`` (contract §10.4).
 OUTCOMES: tuple[str, ...] = ("succeeded", "failed", "cancelled", "error")
 
-#: A reward source: a function of the (1-based) step, a list indexed by ``step - 1``, or the
-#: literal ``"rollouts"`` (rewards come from real ``/rollout`` calls to the task app).
+#: A function of the (1-based) step, a list indexed by ``step - 1``, or ``"rollouts"`` (real rollouts).
 RewardCurve = Callable[[int], float] | Sequence[float] | Literal["rollouts"]
 
-#: Default virtual length of a job. Short on purpose: a client polling at the SDK's 10 s needs 7
-#: polls, which keeps a suite of hundreds of offline job tests fast (virtual time makes the length
-#: cosmetic otherwise). Ask for ``duration=7200`` to model a real two-hour run.
+#: Default virtual length of a job: 7 polls at the SDK's 10 s.
 DEFAULT_DURATION = 60.0
-
-# Limits: a scenario is a test's script, and a served fake takes scenarios from any client, so
-# every size is bounded. A job's events, metric points and rollouts grow with its steps; these
-# keep one job under a few megabytes and one admin request well under a second of work.
-#: Most training steps one job runs.
 MAX_STEPS = 10_000
-#: Longest ``duration`` and ``queue_time``, in (virtual) seconds: 30 days.
+#: Longest ``duration`` and ``queue_time``: 30 days.
 MAX_DURATION = 30 * 86400.0
-#: Most status polls ``polls=N`` can spread a job over.
 MAX_POLLS = 1_000_000
-#: Most labels, and the longest label key or value (characters).
 MAX_LABELS = 64
 MAX_LABEL_CHARS = 256
+_HINT = "see the Scenario docstring in pytest_synth_rl.fake"
 
 
 def default_reward_curve(step: int, steps: int) -> float:
@@ -77,8 +89,17 @@ def default_reward_curve(step: int, steps: int) -> float:
     return round(0.9 - 0.7 * math.exp(-3.0 * step / max(1, steps)), 6)
 
 
-def _problem(key: str, message: str, hint: str) -> ConfigProblem:
+def _problem(key: str, message: str, hint: str = "") -> ConfigProblem:
     return ConfigProblem(key=f"Scenario.{key}", message=message, hint=hint)
+
+
+def _int_in(value: object, low: int, high: float) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _seconds_in(value: object, low: float, high: float, above: bool = False) -> bool:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return number and (low < value if above else low <= value) and value <= high  # type: ignore[operator]
 
 
 @dataclass(frozen=True)
@@ -113,134 +134,76 @@ class Scenario:
 
     @classmethod
     def from_fields(cls, fields: Mapping[str, Any]) -> Scenario:
-        """``Scenario(**fields)``, but an unknown field is a :class:`SynthUsageError` with a
-        "did you mean", not a ``TypeError``."""
+        """``Scenario(**fields)``; an unknown field is a :class:`SynthUsageError` with a did-you-mean."""
         known = [f.name for f in dataclasses.fields(cls) if f.init]
         problems = []
         for name in fields:
             if name not in known:
-                close = difflib.get_close_matches(str(name), known, n=1)
-                guess = f"did you mean {close[0]}=? " if close else ""
+                close = closest(str(name), known)
+                guess = f"did you mean {close}=? " if close else ""
                 problems.append(
                     _problem(str(name), f"unknown field {name}=", f"{guess}fields: {', '.join(known)}")
                 )
         if problems:
-            raise SynthUsageError(problems, hint="see the Scenario docstring in pytest_synth_rl.fake")
+            raise SynthUsageError(problems, hint=_HINT)
         return cls(**fields)
 
     def __post_init__(self) -> None:
         problems: list[ConfigProblem] = []
         if self.outcome not in OUTCOMES:
-            close = difflib.get_close_matches(str(self.outcome), OUTCOMES, n=1)
-            guess = f"did you mean outcome={close[0]!r}? " if close else ""
-            problems.append(
-                _problem(
-                    "outcome", f"unknown outcome {self.outcome!r}", f"{guess}use one of {', '.join(OUTCOMES)}"
-                )
-            )
-        if (
-            isinstance(self.steps, bool)
-            or not isinstance(self.steps, int)
-            or not 1 <= self.steps <= MAX_STEPS
-        ):
-            problems.append(
-                _problem(
-                    "steps", f"must be an int from 1 to {MAX_STEPS}, got {self.steps!r:.40}", "e.g. steps=10"
-                )
-            )
-        modes = [name for name, on in self._mode_flags().items() if on]
+            close = closest(str(self.outcome), OUTCOMES)
+            guess = f"did you mean outcome={close!r}? " if close else ""
+            message = f"unknown outcome {self.outcome!r}"
+            problems.append(_problem("outcome", message, f"{guess}use one of {', '.join(OUTCOMES)}"))
+        if not _int_in(self.steps, 1, MAX_STEPS):
+            message = f"must be an int from 1 to {MAX_STEPS}, got {self.steps!r:.40}"
+            problems.append(_problem("steps", message, "e.g. steps=10"))
+        flags = {"duration=": self.duration is not None, "polls=": self.polls is not None}
+        modes = [name for name, on in {**flags, "immediate=True": self.immediate is True}.items() if on]
         if len(modes) > 1:
+            message = f"choose one timing mode, got {' and '.join(modes)}"
             problems.append(
-                _problem(
-                    "duration",
-                    f"choose one timing mode, got {' and '.join(modes)}",
-                    "pass only one of duration=, polls=, immediate=True",
-                )
+                _problem("duration", message, "pass only one of duration=, polls=, immediate=True")
             )
-        if self.duration is not None and not (
-            isinstance(self.duration, (int, float))
-            and not isinstance(self.duration, bool)
-            and 0 < self.duration <= MAX_DURATION
-        ):
-            problems.append(
-                _problem(
-                    "duration",
-                    f"must be a finite number of seconds above 0, at most {MAX_DURATION:.0f} (30 days), "
-                    f"got {self.duration!r:.40}",
-                    "",
-                )
+        if self.duration is not None and not _seconds_in(self.duration, 0, MAX_DURATION, above=True):
+            message = (
+                f"must be a finite number of seconds above 0, at most {MAX_DURATION:.0f} (30 days), "
+                f"got {self.duration!r:.40}"
             )
-        if self.polls is not None and (
-            isinstance(self.polls, bool)
-            or not isinstance(self.polls, int)
-            or not 1 <= self.polls <= MAX_POLLS
-        ):
-            problems.append(
-                _problem(
-                    "polls",
-                    f"must be an int from 1 to {MAX_POLLS}, got {self.polls!r:.40}",
-                    "polls=N ends the job on poll N",
-                )
+            problems.append(_problem("duration", message))
+        if self.polls is not None and not _int_in(self.polls, 1, MAX_POLLS):
+            message = f"must be an int from 1 to {MAX_POLLS}, got {self.polls!r:.40}"
+            problems.append(_problem("polls", message, "polls=N ends the job on poll N"))
+        if not _seconds_in(self.queue_time, 0, MAX_DURATION):
+            message = (
+                f"must be a finite number of seconds from 0 to {MAX_DURATION:.0f} (30 days), "
+                f"got {self.queue_time!r:.40}"
             )
-        if (
-            isinstance(self.queue_time, bool)
-            or not isinstance(self.queue_time, (int, float))
-            or not 0 <= self.queue_time <= MAX_DURATION
-        ):
-            problems.append(
-                _problem(
-                    "queue_time",
-                    f"must be a finite number of seconds from 0 to {MAX_DURATION:.0f} (30 days), "
-                    f"got {self.queue_time!r:.40}",
-                    "",
-                )
-            )
+            problems.append(_problem("queue_time", message))
         flag = bool_problem(self.immediate, "Scenario.immediate", "immediate=True")
         error = None if self.error is None else error_text_problem(self.error, "Scenario.error")
         problems.extend(p for p in (flag, error) if p is not None)
         problems.extend(self._check_labels())
         if self.fail_at_step is not None:
             if self.outcome == "succeeded":
-                problems.append(
-                    _problem(
-                        "fail_at_step",
-                        "only applies when outcome is 'failed', 'error' or 'cancelled'",
-                        "add outcome='failed'",
-                    )
-                )
-            steps_ok = isinstance(self.steps, int) and not isinstance(self.steps, bool)
-            if (
-                isinstance(self.fail_at_step, bool)
-                or not isinstance(self.fail_at_step, int)
-                or self.fail_at_step < 1
-                or (steps_ok and self.fail_at_step > self.steps)
-            ):
-                problems.append(
-                    _problem(
-                        "fail_at_step",
-                        f"must be an int in 1..steps ({self.steps}), got {self.fail_at_step!r}",
-                        "",
-                    )
-                )
-        if self.eval_every is not None and (
-            isinstance(self.eval_every, bool) or not isinstance(self.eval_every, int) or self.eval_every < 1
-        ):
-            problems.append(_problem("eval_every", f"must be an int >= 1, got {self.eval_every!r:.40}", ""))
+                message = "only applies when outcome is 'failed', 'error' or 'cancelled'"
+                problems.append(_problem("fail_at_step", message, "add outcome='failed'"))
+            steps = (
+                self.steps if isinstance(self.steps, int) and not isinstance(self.steps, bool) else math.inf
+            )
+            if not _int_in(self.fail_at_step, 1, steps):
+                message = f"must be an int in 1..steps ({self.steps}), got {self.fail_at_step!r}"
+                problems.append(_problem("fail_at_step", message))
+        if self.eval_every is not None and not _int_in(self.eval_every, 1, math.inf):
+            problems.append(_problem("eval_every", f"must be an int >= 1, got {self.eval_every!r:.40}"))
         problems.extend(self._check_curve())
         if problems:
-            raise SynthUsageError(problems, hint="see the Scenario docstring in pytest_synth_rl.fake")
-
-    def _mode_flags(self) -> dict[str, bool]:
-        return {
-            "duration=": self.duration is not None,
-            "polls=": self.polls is not None,
-            "immediate=True": self.immediate is True,
-        }
+            raise SynthUsageError(problems, hint=_HINT)
 
     def _check_labels(self) -> list[ConfigProblem]:
         labels = self.labels
         if not isinstance(labels, dict):
-            return [_problem("labels", f"must be a dict of strings, got {type(labels).__name__}", "")]
+            return [_problem("labels", f"must be a dict of strings, got {type(labels).__name__}")]
         if len(labels) > MAX_LABELS or any(
             not isinstance(k, str)
             or not isinstance(v, str)
@@ -248,66 +211,43 @@ class Scenario:
             or len(v) > MAX_LABEL_CHARS
             for k, v in labels.items()
         ):
-            return [
-                _problem(
-                    "labels",
-                    f"must be at most {MAX_LABELS} string keys and values of at most {MAX_LABEL_CHARS} "
-                    "characters each",
-                    "",
-                )
-            ]
+            message = f"must be at most {MAX_LABELS} string keys and values of at most {MAX_LABEL_CHARS} "
+            message += "characters each"
+            return [_problem("labels", message)]
         return []
 
     def _check_curve(self) -> list[ConfigProblem]:
         curve = self.reward_curve
-        if curve is None or callable(curve):
+        if curve is None or callable(curve) or curve == "rollouts":
             return []
         if isinstance(curve, str):
-            if curve != "rollouts":
-                return [
-                    _problem(
-                        "reward_curve", f"unknown curve {curve!r}", "use 'rollouts', a list or a callable"
-                    )
-                ]
-            return []
-        if isinstance(curve, Sequence) and not isinstance(curve, (bytes, bytearray)):
-            if len(curve) > MAX_STEPS:
-                return [
-                    _problem(
-                        "reward_curve",
-                        f"has {len(curve)} values; at most {MAX_STEPS} (one per step) are accepted",
-                        "give one reward per step",
-                    )
-                ]
-            bad = next((i for i, v in enumerate(curve) if not reward_in_range(v)), None)
-            if bad is not None:
-                return [
-                    _problem(
-                        "reward_curve",
-                        f"entry [{bad}] is {curve[bad]!r:.40}; expected {REWARD_RANGE}",
-                        "give one number per step, e.g. [0.1, 0.4, 0.8]",
-                    )
-                ]
-            if isinstance(self.steps, int) and len(curve) < self.steps:
-                return [
-                    _problem(
-                        "reward_curve",
-                        f"has {len(curve)} values but the scenario runs {self.steps} steps (its "
-                        "steps=, 10 by default; the fake does not read the step count from the TOML)",
-                        f"pass steps={len(curve)}, or give one reward per step",
-                    )
-                ]
-            return []
-        return [_problem("reward_curve", f"unsupported type {type(curve).__name__}", "")]
+            return [
+                _problem("reward_curve", f"unknown curve {curve!r}", "use 'rollouts', a list or a callable")
+            ]
+        if not isinstance(curve, Sequence) or isinstance(curve, (bytes, bytearray)):
+            return [_problem("reward_curve", f"unsupported type {type(curve).__name__}")]
+        if len(curve) > MAX_STEPS:
+            message = f"has {len(curve)} values; at most {MAX_STEPS} (one per step) are accepted"
+            return [_problem("reward_curve", message, "give one reward per step")]
+        bad = next((i for i, v in enumerate(curve) if not reward_in_range(v)), None)
+        if bad is not None:
+            message = f"entry [{bad}] is {curve[bad]!r:.40}; expected {REWARD_RANGE}"
+            return [_problem("reward_curve", message, "give one number per step, e.g. [0.1, 0.4, 0.8]")]
+        if isinstance(self.steps, int) and len(curve) < self.steps:
+            message = (
+                f"has {len(curve)} values but the scenario runs {self.steps} steps (its "
+                "steps=, 10 by default; the fake does not read the step count from the TOML)"
+            )
+            return [
+                _problem("reward_curve", message, f"pass steps={len(curve)}, or give one reward per step")
+            ]
+        return []
 
-    # -- derived schedule -------------------------------------------------------------------
     @property
     def mode(self) -> Literal["duration", "polls", "immediate"]:
         if self.immediate:
             return "immediate"
-        if self.polls is not None:
-            return "polls"
-        return "duration"
+        return "polls" if self.polls is not None else "duration"
 
     @property
     def total_duration(self) -> float:
@@ -316,9 +256,7 @@ class Scenario:
     @property
     def uses_rollouts(self) -> bool | None:
         """True if forced to real rollouts, False if scripted rewards, None if the fake decides."""
-        if self.reward_curve is None:
-            return None
-        return self.reward_curve == "rollouts"
+        return None if self.reward_curve is None else self.reward_curve == "rollouts"
 
     def slot_position(self, slot: int) -> float:
         """Where slot *slot* lies on this scenario's axis (seconds since submit, or poll number)."""
@@ -335,21 +273,15 @@ class Scenario:
         final = outcome or self.outcome
         if not started:
             return Stage("start", 0, outcome=final)
-        if (
-            final != "succeeded"
-            and outcome is None
-            and self.fail_at_step is not None
-            and steps_done + 1 >= self.fail_at_step
-        ):
-            return Stage("end", self.fail_at_step, step=steps_done, outcome=final)
+        failing = final != "succeeded" and outcome is None and self.fail_at_step is not None
+        if failing and steps_done + 1 >= self.fail_at_step:  # type: ignore[operator]
+            return Stage("end", self.fail_at_step, step=steps_done, outcome=final)  # type: ignore[arg-type]
         if steps_done < self.steps:
             return Stage("step", steps_done + 1, step=steps_done + 1, outcome=final)
         return Stage("end", self.steps + 1, step=steps_done, outcome=final)
 
     def scripted_reward(self, step: int) -> float:
-        """Reward for *step* when it does not come from rollouts. A callable's value is held to
-        the bounds a list's entries were checked against at construction: out of range, it fails
-        the job (the lifecycle says why) instead of overflowing the job's means."""
+        """Reward for *step* when not from rollouts; a callable's value out of range fails the job."""
         curve = self.reward_curve
         if callable(curve):
             value = curve(step)
@@ -365,6 +297,13 @@ class Scenario:
     def describe(self) -> dict[str, object]:
         """A JSON-friendly summary, for the admin API and reprs."""
         curve = self.reward_curve
+        shown = (
+            "callable"
+            if callable(curve)
+            else curve
+            if curve is None or isinstance(curve, str)
+            else list(curve)
+        )
         return {
             "outcome": self.outcome,
             "steps": self.steps,
@@ -374,13 +313,7 @@ class Scenario:
             "queue_time": self.queue_time,
             "fail_at_step": self.fail_at_step,
             "error": self.error,
-            "reward_curve": (
-                "callable"
-                if callable(curve)
-                else list(curve)
-                if isinstance(curve, Sequence) and not isinstance(curve, str)
-                else curve
-            ),
+            "reward_curve": shown,
             "eval_every": self.eval_every,
             "labels": dict(self.labels),
         }

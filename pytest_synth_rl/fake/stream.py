@@ -1,18 +1,8 @@
 """The live event stream (``GET /rl/jobs/{id}/events/stream``): open until the job is terminal.
 
-The upstream CLI reads this stream once and never reconnects, so the stream must keep going
-while the job runs and end right after the job's terminal event. Each tick observes the job
-(which, on a served fake with observation-driven progress, moves it one stage), sends the events
-that are new, and, when nothing is new, waits for the next stage the way the clock allows: a
-:class:`~pytest_synth_rl.clock.VirtualClock` is advanced to it (in-process, reading the stream
-is what moves time), any other clock is slept on in short slices.
-
-One object serves sync and async readers (``httpx.Client`` and ``httpx.AsyncClient`` over
-respx or a ``MockTransport``). Its :meth:`EventStream.step` is one look at the job (blocking: it
-may run a stage) and says how long to wait before the next; the ASGI adapter runs each step off
-its event loop and waits between steps on the loop, so a served stream holds a handler thread
-only while it looks. A reconnecting client's ``Last-Event-ID`` is the *since_seq* it resumes
-after (the route reads it).
+Each :meth:`EventStream.step` observes the job once, sends what is new and says how long to wait:
+a :class:`VirtualClock` paced by the clock is advanced to the next stage instead. The ASGI adapter
+runs steps off its event loop and waits between them on the loop.
 """
 
 from __future__ import annotations
@@ -26,17 +16,14 @@ from typing import Any
 import httpx
 
 from pytest_synth_rl.clock import VirtualClock
-from pytest_synth_rl.fake.jobs import JobRecord
-from pytest_synth_rl.fake.store import JobStore
+from pytest_synth_rl.fake.jobs import JobState
+from pytest_synth_rl.fake.lifecycle import Lifecycle
 
 __all__ = ["EventStream", "sse_event"]
 
-#: Longest real-time slice slept while a job on a real or scaled clock waits for its next stage.
-_SLICE = 0.25
-#: Real seconds between keep-alive comments while nothing happens.
-_HEARTBEAT = 10.0
-#: Real seconds a stream may go without a new event before it gives up (and says so).
-_IDLE_LIMIT = 600.0
+_SLICE = 0.25  # longest real-time wait between looks at a job on a real or scaled clock
+_HEARTBEAT = 10.0  # real seconds between keep-alive comments
+_IDLE_LIMIT = 600.0  # real seconds without a new event before the stream gives up
 
 
 def sse_event(event: dict[str, Any]) -> bytes:
@@ -47,8 +34,8 @@ def sse_event(event: dict[str, Any]) -> bytes:
 class EventStream(httpx.SyncByteStream, httpx.AsyncByteStream):
     """SSE bytes for one job's events after *since_seq*, until the job is terminal."""
 
-    def __init__(self, store: JobStore, job: JobRecord, since_seq: int) -> None:
-        self._store = store
+    def __init__(self, lifecycle: Lifecycle, job: JobState, since_seq: int) -> None:
+        self._lifecycle = lifecycle
         self._job = job
         self._seq = max(0, since_seq)
         self._closed = False
@@ -56,17 +43,16 @@ class EventStream(httpx.SyncByteStream, httpx.AsyncByteStream):
         self._last_beat: float | None = None
 
     def _tick(self) -> tuple[list[dict[str, Any]], bool, float | None]:
-        store = self._store
-        with store.lock:
-            store.observe(self._job)
+        lifecycle = self._lifecycle
+        with lifecycle.store.lock:
+            lifecycle.observe(self._job)
             page: list[dict[str, Any]] = self._job.events_page(self._seq, 10**9)["events"]
-            return page, self._job.terminal, store.next_due(self._job)
+            return page, self._job.terminal, lifecycle.next_due(self._job)
 
     def _pause(self, due: float | None) -> float:
-        """Real seconds to wait before the next look (a virtual clock on ``pacing="clock"`` is
-        advanced to *due* here instead, and the next look comes at once)."""
-        clock = self._store.clock
-        if isinstance(clock, VirtualClock) and self._store.pacing == "clock" and due is not None:
+        """Real seconds to wait before the next look (a clock-paced virtual clock is advanced instead)."""
+        clock = self._lifecycle.clock
+        if isinstance(clock, VirtualClock) and self._lifecycle.pacing == "clock" and due is not None:
             clock.advance(max(0.0, due - clock.now()))
             return 0.0
         if due is not None and not isinstance(clock, VirtualClock):
@@ -75,12 +61,8 @@ class EventStream(httpx.SyncByteStream, httpx.AsyncByteStream):
         return 0.05  # a job that moves only by status polls (or not at all): let them happen
 
     def step(self) -> tuple[list[bytes], float | None]:
-        """One look at the job: the chunks to send now, and the real seconds to wait before the
-        next step (None: the stream is over).
-
-        Blocking (it observes the job, which may run a stage), but it never waits out time
-        itself: a server can wait between steps without holding a thread.
-        """
+        """One look at the job (blocking, it may run a stage): the chunks to send now, and the real
+        seconds to wait before the next step (None: the stream is over)."""
         now = time.monotonic()
         if self._idle_since is None or self._last_beat is None:
             self._idle_since = self._last_beat = now

@@ -1,11 +1,8 @@
 """HTTP plumbing shared by every fake route: JSON responses, error bodies, the request log.
 
-Error bodies follow the shapes the real service uses (FastAPI style): ``{"detail": {"error":
-{"code", "message"}}}`` for auth and state errors, ``{"detail": [{"loc", "msg", "hint"}]}`` for
-payload validation. Messages always say what to do next.
-
-The request log keeps raw headers out of reprs and masks credentials whenever they are read, so
-a log printed in an assertion message never shows a key.
+Error bodies follow the real service's FastAPI shapes: ``{"detail": {"error": {"code",
+"message"}}}`` for auth and state errors, ``{"detail": [{"loc", "msg", "hint"}]}`` for payload
+validation. The request log masks credentials whenever it is read.
 """
 
 from __future__ import annotations
@@ -13,53 +10,45 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
+from pytest_synth_rl.errors import ConfigProblem
 from pytest_synth_rl.recording.redaction import Redactor
 from pytest_synth_rl.secrets.masking import mask_secret, redact
 
 __all__ = [
-    "JSON_HEADERS",
     "MAX_LOGGED_BODY",
-    "RecordedRequest",
+    "LoggedRequest",
     "TooManyDigits",
-    "bytes_response",
     "error_response",
     "json_response",
     "load_json",
     "mask_headers",
     "masked_response",
     "non_finite_field",
+    "problems_response",
 ]
 
-JSON_HEADERS: list[tuple[str, str]] = [("content-type", "application/json")]
 #: Bytes of a request body the log keeps; the rest is dropped and the record says so.
 MAX_LOGGED_BODY = 64 * 1024
 _SENSITIVE = frozenset({"authorization", "x-api-key", "x-api-keys", "cookie", "proxy-authorization"})
 
 
-def bytes_response(status: int, content: bytes, headers: Sequence[tuple[str, str]] = ()) -> httpx.Response:
-    """A response whose body is already in memory (and read, as a client would read it)."""
-    return httpx.Response(status, headers=headers, content=content)
-
-
-#: ``json.dumps(body, separators=(",", ":"))`` without building an encoder per response.
 _COMPACT = json.JSONEncoder(separators=(",", ":"))
 
 
 def json_response(status: int, body: Any, headers: Sequence[tuple[str, str]] = ()) -> httpx.Response:
     content = body if isinstance(body, bytes) else _COMPACT.encode(body).encode()
-    return bytes_response(status, content, [*JSON_HEADERS, *headers])
+    return httpx.Response(status, headers=[("content-type", "application/json"), *headers], content=content)
 
 
 def masked_response(response: httpx.Response) -> httpx.Response:
-    """*response* with every known secret in its body masked: error and admin answers echo what
-    clients sent (a path, a query value, a field), and a client may have sent a key there. A
-    streamed body is left alone (nothing of it is in memory)."""
+    """*response* with every known secret in its body masked (error and admin answers echo what
+    clients sent); a streamed body is left alone."""
     try:
         content = response.content
     except httpx.ResponseNotRead:
@@ -69,7 +58,7 @@ def masked_response(response: httpx.Response) -> httpx.Response:
     if masked == text:
         return response
     headers = [(k, v) for k, v in response.headers.items() if k.lower() != "content-length"]
-    return bytes_response(response.status_code, masked.encode(), headers)
+    return httpx.Response(response.status_code, headers=headers, content=masked.encode())
 
 
 def error_response(
@@ -80,12 +69,16 @@ def error_response(
     return json_response(status, {"detail": {"error": error}}, headers)
 
 
-def _first_field(value: Any, wanted: Callable[[Any], bool]) -> tuple[str, Any] | None:
-    """``(field, item)`` for the first item of parsed JSON *value* that is *wanted*, else None.
+def problems_response(problems: Iterable[ConfigProblem]) -> httpx.Response:
+    """The 422 for payload problems, in the shape FastAPI gives validation errors."""
+    return json_response(
+        422, {"detail": [{"loc": p.key, "msg": p.message, "hint": p.hint} for p in problems]}
+    )
 
-    The field is named the way the body spells it (``data.config.x[2]``; the whole body is
-    ``(the body)``).
-    """
+
+def _first_field(value: Any, wanted: Callable[[Any], bool]) -> tuple[str, Any] | None:
+    """``(field, item)`` for the first *wanted* item of parsed JSON *value* (``data.config.x[2]``,
+    or ``(the body)``), else None."""
     stack: list[tuple[str, Any]] = [("", value)]
     while stack:
         where, item = stack.pop()
@@ -99,20 +92,15 @@ def _first_field(value: Any, wanted: Callable[[Any], bool]) -> tuple[str, Any] |
 
 
 def non_finite_field(value: Any) -> tuple[str, float] | None:
-    """``(field, number)`` for the first NaN or infinite number in parsed JSON *value*, else None.
-
-    Python's ``json`` accepts ``NaN``, ``Infinity`` and ``1e400`` (which overflows to infinity);
-    a fake that takes them turns its clock or a job's rewards into NaN, and every later answer
-    into a 500.
-    """
+    """``(field, number)`` for the first NaN or infinite number in parsed JSON *value*, else None
+    (Python's ``json`` accepts ``NaN``, ``Infinity`` and ``1e400``)."""
     if _all_finite(value):  # the usual answer, found without naming every field on the way
         return None
     return _first_field(value, lambda item: isinstance(item, float) and not math.isfinite(item))
 
 
 def _all_finite(value: Any) -> bool:
-    """Whether no number in parsed JSON *value* is NaN or infinite (the items :func:`_first_field`
-    visits: dict values and list items)."""
+    """Whether no number in parsed JSON *value* is NaN or infinite (the usual, fast answer)."""
     stack = [value]
     while stack:
         item = stack.pop()
@@ -156,13 +144,8 @@ def _int_or_long(text: str) -> int | _LongInt:
 
 
 def load_json(content: bytes | str) -> Any:
-    """``json.loads(content)``; an integer too long to convert raises :class:`TooManyDigits`.
-
-    Python refuses integers of more than ``sys.get_int_max_str_digits()`` digits (4,300) with
-    advice for the server's own code ("use sys.set_int_max_str_digits()"). Here the client hears
-    which field it was and what is accepted instead. Only a body that failed to parse is parsed
-    a second time, to find the field: a valid body costs what ``json.loads`` costs.
-    """
+    """``json.loads(content)``; an integer too long to convert raises :class:`TooManyDigits` naming
+    its field (only a body that failed to parse is parsed again, to find it)."""
     try:
         return json.loads(content)
     except ValueError as exc:
@@ -193,13 +176,11 @@ def mask_headers(headers: Sequence[tuple[str, str]] | Mapping[str, str]) -> dict
 
 
 @dataclass
-class RecordedRequest:
+class LoggedRequest:
     """One request the fake received: what, where, what it answered, and any injected fault.
 
-    ``time`` is the fake clock's epoch time when the request arrived. ``headers`` are masked;
-    ``json`` is the parsed body (None when empty, not JSON, or cut). Only the first
-    :data:`MAX_LOGGED_BODY` bytes of a body are kept (``body_truncated`` says so; ``body_size``
-    is the size received), and requests answered 401, 404 or 405 keep none.
+    ``time`` is the fake clock's epoch time; ``headers`` are masked; ``json`` is the parsed body
+    (None when empty, not JSON, or cut at :data:`MAX_LOGGED_BODY`); 401, 404 and 405 keep no body.
     """
 
     method: str
@@ -213,13 +194,11 @@ class RecordedRequest:
     error: str | None = None
     body_size: int = 0
     body_truncated: bool = False
-    # The request's own headers object (copied only when read, and then masked).
     _raw_headers: httpx.Headers = field(default_factory=httpx.Headers, repr=False)
     _body: bytes = field(default=b"", repr=False)
 
     @classmethod
-    def of(cls, request: httpx.Request, *, path: str, time: float) -> RecordedRequest:
-        """The record of *request*, its body cut to :data:`MAX_LOGGED_BODY` bytes."""
+    def of(cls, request: httpx.Request, *, path: str, time: float) -> LoggedRequest:
         body = request.content
         return cls(
             method=request.method,
@@ -234,8 +213,7 @@ class RecordedRequest:
         )
 
     def forget_body(self) -> None:
-        """Drop the body: a sealed environment key has no business in a log, even sealed, and a
-        request anyone can send (answered 401, 404 or 405) must not fill it."""
+        """Drop the body: a sealed key has no business in a log, nor may requests anyone can send fill it."""
         self._body = b""
 
     @property
@@ -256,8 +234,7 @@ class RecordedRequest:
         return redact(self._body.decode("utf-8", "replace"))
 
     def to_json(self) -> dict[str, Any]:
-        """The record as the admin API shows it: the body as JSON when it is whole JSON, else as
-        text (its first :data:`MAX_LOGGED_BODY` bytes when ``body_truncated``)."""
+        """The record as the admin API shows it: the body as JSON when it is whole JSON, else as text."""
         parsed = self.json
         return {
             "method": self.method,
