@@ -1,17 +1,13 @@
 """The ``synth_*`` markers, parsed once per test into a typed, validated :class:`SynthTestSpec`.
 
-Markers are read in one place so a typo cannot pass silently: unknown keys (with a "did you
-mean"), wrong types, stray positional arguments and bad enum values all raise one
-:class:`~pytest_synth_rl.errors.MarkerError` naming the marker, the test and the fix. Arguments
-merge module < class < function, the closest marker winning (``overrides`` merge key by key).
-Usable without pytest's fixtures: ``parse_test_spec(item)`` needs only an item with
-``iter_markers`` and ``nodeid``.
+Any mistake (unknown key, wrong type, stray argument, bad value) raises one ``MarkerError`` naming
+the marker, the test and the fix. Arguments merge module < class < function, the closest winning
+(``overrides`` key by key). ``parse_test_spec(item)`` needs only ``iter_markers`` and ``nodeid``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import math
 import os
@@ -19,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol
 
-from pytest_synth_rl.errors import MarkerError, SynthUsageError
+from pytest_synth_rl.errors import MarkerError, SynthUsageError, closest
 from pytest_synth_rl.secrets.masking import Secret, key_problem, secret_or_none
 
 if TYPE_CHECKING:
@@ -53,15 +49,17 @@ MARKERS = {
 
 @functools.lru_cache(maxsize=256)
 def marker_guess(name: str) -> str | None:
-    """The synth marker that *name* (not one of them) is a typo of, if it looks like one: a
-    ``synth_`` prefix, or a near miss of a marker's name. A typo'd marker would otherwise only
-    get pytest's "unknown mark" warning, and ``@synth_onlin`` would quietly run offline."""
+    """The synth marker *name* misspells (``""``: a ``synth_`` name that is none), else None.
+
+    Without it ``@synth_onlin`` would only get pytest's "unknown mark" warning and run offline.
+    Other names must be about as long as the marker they miss, so that ``online`` stays the user's."""
     if name in MARKERS:
         return None
-    near = difflib.get_close_matches(name, MARKERS, n=1, cutoff=0.8)
-    if near:
-        return near[0]
-    return "" if name.startswith("synth_") else None
+    if name.startswith("synth_"):  # compared without the prefix every marker shares
+        near = closest(name.removeprefix("synth_"), [m.removeprefix("synth_") for m in MARKERS])
+        return f"synth_{near}" if near else ""
+    near = closest(name, MARKERS)
+    return near if near is not None and abs(len(near) - len(name)) <= 2 else None
 
 
 def _check_marker_names(node: MarkerNode) -> None:
@@ -76,11 +74,6 @@ def _check_marker_names(node: MarkerNode) -> None:
                 "is not a pytest-synth-rl marker",
                 hint=f"{did_you_mean}the markers are {', '.join(f'@pytest.mark.{m}' for m in MARKERS)}",
             )
-
-
-class _Marker(Protocol):
-    args: tuple[Any, ...]
-    kwargs: Mapping[str, Any]
 
 
 class MarkerNode(Protocol):
@@ -101,8 +94,7 @@ class RLMarker:
     timeout: float | None = None
     poll_interval: float | None = None
     policy: object | None = None
-    #: Seconds one rollout may take against the offline fake (its default: 30).
-    rollout_timeout: float | None = None
+    rollout_timeout: float | None = None  # seconds one rollout may take offline (default 30)
 
     def settings_overrides(self) -> dict[str, float]:
         """The per-test settings this marker sets (for ``SynthSettings.with_overrides``)."""
@@ -117,8 +109,7 @@ class TaskAppMarker:
     source: str
     api_key: Secret | None = None
     scope: TaskAppScope | None = None
-    #: Seconds the app's lifespan startup may take (the default: 10).
-    startup_timeout: float | None = None
+    startup_timeout: float | None = None  # seconds the app's lifespan startup may take (default 10)
 
 
 @dataclass(frozen=True)
@@ -140,7 +131,7 @@ class SynthTestSpec:
 
 def _merged(node: MarkerNode, name: str) -> tuple[tuple[Any, ...], dict[str, Any], bool]:
     """A marker's arguments merged module < class < function (closest positional args win)."""
-    markers: list[_Marker] = list(node.iter_markers(name))  # closest first
+    markers = list(node.iter_markers(name))  # closest first
     kwargs: dict[str, Any] = {}
     args: tuple[Any, ...] = ()
     for marker in reversed(markers):
@@ -161,8 +152,8 @@ class _Reader:
         known = list(allowed)
         for key in self.kwargs:
             if key not in known:
-                close = difflib.get_close_matches(key, known, n=1)
-                guess = f"did you mean {close[0]}=? " if close else ""
+                close = closest(key, known)
+                guess = f"did you mean {close}=? " if close else ""
                 self.fail(
                     f"unknown argument {key}=",
                     f"{guess}{name} takes {', '.join(k + '=' for k in known) or 'no arguments'}",
@@ -223,11 +214,8 @@ def _rl(node: MarkerNode) -> RLMarker:
             "option synth_rl_config",
             argument="config",
         )
-    # Overrides merge key by key, module < class < function: a function's marker adds to its
-    # module's overrides (and wins on a key both set) instead of dropping them.
-    overrides: dict[str, Any] = {}
-    markers: list[_Marker] = list(node.iter_markers("synth_rl"))
-    for marker in reversed(markers):
+    overrides: dict[str, Any] = {}  # merged key by key, the closest marker winning on a key
+    for marker in reversed(list(node.iter_markers("synth_rl"))):
         level = marker.kwargs.get("overrides")
         if level is None:
             continue
@@ -291,8 +279,8 @@ def _task_app(node: MarkerNode) -> TaskAppMarker | None:
         reader.fail(f"api_key {problem}", "give the key as printable ASCII text", argument="api_key")
     scope = reader.kwargs.get("scope")
     if scope is not None and scope not in _SCOPES:
-        close = difflib.get_close_matches(str(scope), _SCOPES, n=1)
-        guess = f"did you mean scope={close[0]!r}? " if close else ""
+        close = closest(str(scope), _SCOPES)
+        guess = f"did you mean scope={close!r}? " if close else ""
         reader.fail(
             f"scope={scope!r} is not a task app scope",
             f"{guess}scope is 'session' (shared, the default) or 'test' (a fresh app per test)",
@@ -310,7 +298,7 @@ def _scenario(node: MarkerNode) -> Scenario | None:
     __tracebackhide__ = True
     if next(iter(node.iter_markers("synth_scenario")), None) is None:
         return None
-    from pytest_synth_rl.fake.scenario import Scenario  # loaded only for tests that script the fake
+    from pytest_synth_rl.fake.scenario import Scenario
 
     known = [f.name for f in dataclasses.fields(Scenario) if f.init]
     reader = _Reader(node, "synth_scenario", known, "synth_scenario(outcome='failed', steps=4, ...)")
