@@ -19,6 +19,7 @@ from pytest_synth_rl.plugin import fixtures
 from pytest_synth_rl.plugin.fixtures import CALL_PASSED_KEY, SETTINGS_KEY, spec_of
 from pytest_synth_rl.plugin.interrupts import TerminationAsInterrupt
 from pytest_synth_rl.plugin.markers import MARKERS, marker_guess
+from pytest_synth_rl.plugin.progress import register_views
 from pytest_synth_rl.plugin.settings import (
     OPTIONS,
     WORKER_TASK_APP_KEY,
@@ -28,7 +29,6 @@ from pytest_synth_rl.plugin.settings import (
     unknown_ini_key,
     with_run_task_app_key,
 )
-from pytest_synth_rl.plugin.views import register_views
 from pytest_synth_rl.reporting.summary import WORKER_ROW_SPOOL, RunSummary
 from pytest_synth_rl.secrets.masking import short_key_warning
 
