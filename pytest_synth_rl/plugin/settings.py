@@ -130,116 +130,58 @@ class OptionSpec:
         return _DEFAULTS[self.name]
 
 
-def _seconds(name: str, help: str, flag: str, env: str, default_ini: str) -> OptionSpec:
-    parse = _positive_float(f"synth {name.replace('_', ' ')}")
-    return OptionSpec(name, help, flag, (env,), default_ini, parse, metavar="SECONDS")
+def _record_mode(raw: Any) -> str:
+    return _choice("record mode", RECORD_MODES, raw, {"new_episodes": "new", "all": "rewrite"})
 
 
+def _progress_mode(raw: Any) -> str:
+    return _choice("progress", PROGRESS_MODES, raw)
+
+
+_SECONDS = "SECONDS"
+# fmt: off
 OPTIONS: tuple[OptionSpec, ...] = (
-    OptionSpec(
-        "backend",
-        "Backend to run RL jobs against: 'mock' (the offline fake on a virtual clock) or the URL of "
-        "a real Synth backend.",
-        "--synth-backend",
-        ("SYNTH_BACKEND_URL", "BACKEND_BASE_URL"),
-        "synth_backend",
-        _backend,
-        metavar="URL|mock",
-    ),
-    OptionSpec(
-        "task_app_url",
-        "Use an already-running task app at this URL instead of serving one in-process.",
-        "--synth-task-app-url",
-        ("TASK_APP_URL", "SYNTH_TASK_APP_URL"),
-        "synth_task_app_url",
-        _http_url,
-        metavar="URL",
-    ),
-    OptionSpec(
-        "task_app",
-        "Default task app to serve in-process: a 'pkg.module:attr' target or a path to a .py file.",
-        ini="synth_task_app",
-    ),
-    OptionSpec(
-        "task_app_scope",
-        "Lifetime of the in-process task app: 'session' (once per xdist worker) or 'test'.",
-        ini="synth_task_app_scope",
-        choices=("session", "test"),
-    ),
-    OptionSpec(
-        "config",
-        "Default RL TOML config for synth_rl_config / synth_rl_job (relative to the rootdir).",
-        ini="synth_rl_config",
-    ),
-    _seconds(
-        "timeout",
-        "Seconds a job may take before polling gives up (virtual seconds offline).",
-        "--synth-timeout",
-        "SYNTH_TIMEOUT",
-        "synth_timeout",
-    ),
-    _seconds(
-        "poll_interval",
-        "Seconds between status polls (virtual seconds offline).",
-        "--synth-poll-interval",
-        "SYNTH_POLL_INTERVAL",
-        "synth_poll_interval",
-    ),
-    OptionSpec(
-        "verify_task_app",
-        "Online, have the backend verify the task app (POST /api/rl/verify_task_app) before a run's "
-        "first submit to it, as the synth-ai CLI does.",
-        "--synth-verify-task-app",
-        ("SYNTH_VERIFY_TASK_APP",),
-        "synth_verify_task_app",
-        _flag,
-        is_flag=True,
-    ),
-    OptionSpec(
-        "report",
-        "Write a JSON report of every RL job in the run to this path.",
-        "--synth-report",
-        ("SYNTH_REPORT",),
-        "synth_report",
-        metavar="PATH",
-    ),
-    OptionSpec(
-        "record",
-        "Record/replay backend traffic in per-test cassettes: none, once, new, rewrite.",
-        "--synth-record",
-        ("SYNTH_RECORD",),
-        "synth_record",
-        lambda raw: _choice("record mode", RECORD_MODES, raw, {"new_episodes": "new", "all": "rewrite"}),
-        metavar="MODE",
-    ),
+    OptionSpec("backend", "Backend to run RL jobs against: 'mock' (the offline fake on a virtual clock) or "
+               "the URL of a real Synth backend.",
+               "--synth-backend", ("SYNTH_BACKEND_URL", "BACKEND_BASE_URL"), "synth_backend", _backend,
+               metavar="URL|mock"),
+    OptionSpec("task_app_url", "Use an already-running task app at this URL instead of serving one "
+               "in-process.", "--synth-task-app-url", ("TASK_APP_URL", "SYNTH_TASK_APP_URL"),
+               "synth_task_app_url", _http_url, metavar="URL"),
+    OptionSpec("task_app", "Default task app to serve in-process: a 'pkg.module:attr' target or a path to a "
+               ".py file.", ini="synth_task_app"),
+    OptionSpec("task_app_scope", "Lifetime of the in-process task app: 'session' (once per xdist worker) or "
+               "'test'.", ini="synth_task_app_scope", choices=("session", "test")),
+    OptionSpec("config", "Default RL TOML config for synth_rl_config / synth_rl_job (relative to the "
+               "rootdir).", ini="synth_rl_config"),
+    OptionSpec("timeout", "Seconds a job may take before polling gives up (virtual seconds offline).",
+               "--synth-timeout", ("SYNTH_TIMEOUT",), "synth_timeout", _positive_float("synth timeout"),
+               metavar=_SECONDS),
+    OptionSpec("poll_interval", "Seconds between status polls (virtual seconds offline).",
+               "--synth-poll-interval", ("SYNTH_POLL_INTERVAL",), "synth_poll_interval",
+               _positive_float("synth poll interval"), metavar=_SECONDS),
+    OptionSpec("verify_task_app", "Online, have the backend verify the task app (POST "
+               "/api/rl/verify_task_app) before a run's first submit to it, as the synth-ai CLI does.",
+               "--synth-verify-task-app", ("SYNTH_VERIFY_TASK_APP",), "synth_verify_task_app", _flag,
+               is_flag=True),
+    OptionSpec("report", "Write a JSON report of every RL job in the run to this path.",
+               "--synth-report", ("SYNTH_REPORT",), "synth_report", metavar="PATH"),
+    OptionSpec("record", "Record/replay backend traffic in per-test cassettes: none, once, new, rewrite.",
+               "--synth-record", ("SYNTH_RECORD",), "synth_record", _record_mode, metavar="MODE"),
     OptionSpec("cassette_dir", "Directory of record/replay cassettes.", ini="synth_cassette_dir"),
-    OptionSpec(
-        "update_baselines",
-        "Write or refresh the metric baselines compared by synth_baseline instead of failing.",
-        "--synth-update-baselines",
-        ini="synth_update_baselines",
-        parse=_flag,
-        is_flag=True,
-    ),
+    OptionSpec("update_baselines", "Write or refresh the metric baselines compared by synth_baseline "
+               "instead of failing.", "--synth-update-baselines", ini="synth_update_baselines", parse=_flag,
+               is_flag=True),
     OptionSpec("baseline_dir", "Directory of metric baselines.", ini="synth_baseline_dir"),
-    OptionSpec(
-        "progress",
-        "Progress of jobs waited on in real time: auto (a live line on a terminal, else heartbeats), "
-        "line, heartbeat or off. Never printed on the offline virtual clock.",
-        "--synth-progress",
-        ("SYNTH_PROGRESS",),
-        "synth_progress",
-        lambda raw: _choice("progress", PROGRESS_MODES, raw),
-        metavar="auto|line|heartbeat|off",
-    ),
-    _seconds(
-        "heartbeat_interval",
-        "Seconds between heartbeat lines of a job waited on (CI logs, -q, xdist).",
-        "--synth-heartbeat-interval",
-        "SYNTH_HEARTBEAT_INTERVAL",
-        "synth_heartbeat_interval",
-    ),
+    OptionSpec("progress", "Progress of jobs waited on in real time: auto (a live line on a terminal, else "
+               "heartbeats), line, heartbeat or off. Never printed on the offline virtual clock.",
+               "--synth-progress", ("SYNTH_PROGRESS",), "synth_progress", _progress_mode,
+               metavar="auto|line|heartbeat|off"),
+    OptionSpec("heartbeat_interval", "Seconds between heartbeat lines of a job waited on (CI logs, -q, "
+               "xdist).", "--synth-heartbeat-interval", ("SYNTH_HEARTBEAT_INTERVAL",),
+               "synth_heartbeat_interval", _positive_float("synth heartbeat interval"), metavar=_SECONDS),
 )
+# fmt: on
 _BY_NAME = {spec.name: spec for spec in OPTIONS}
 
 
