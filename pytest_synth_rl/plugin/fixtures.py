@@ -25,13 +25,12 @@ if TYPE_CHECKING:
     from pytest_synth_rl.clock import Clock
     from pytest_synth_rl.fake import FakeSynthBackend
     from pytest_synth_rl.fake.model import Policy
+    from pytest_synth_rl.plugin.jobs import RLConfigRef, SynthJobFactory
     from pytest_synth_rl.plugin.session import (
         BaselineCheck,
         ExpectJob,
-        RLConfigRef,
         ServedFake,
         SynthBackend,
-        SynthJobFactory,
         SynthRun,
         TaskAppHandle,
     )
@@ -94,24 +93,25 @@ def _task_app_source(node: pytest.Item, source: str, marker: str | None) -> str:
     if ":" in source:
         return source  # a target such as "my_tasks.server:app"
     folders = dict.fromkeys([node.path.parent, node.config.rootpath])
-    if "." in source:
-        if path.suffix.lower() in _DATA_SUFFIXES or any((folder / path).exists() for folder in folders):
-            problem = f"{source!r} is not a task app: expected a .py file or a 'package.module:app' target"
-            toml = path.suffix == ".toml"
-            hint = (
-                "the RL TOML goes in @pytest.mark.synth_rl(config=...)"
-                if toml
-                else "give the task app's .py file"
-            )
-            _given_error(node, marker, "synth_task_app", problem, hint)
-        problem = f"{source!r} names a module but not its app"
-        _given_error(node, marker, "synth_task_app", problem, f"did you mean '{source}:app'?")
-    for file in (folder / f"{source}.py" for folder in folders):
-        if file.is_file():
-            problem = f"{source!r} is not a 'package.module:attribute' target, and {file.name} is a file"
-            hint = f"did you mean {file.name!r}? A .py path loads that file"
-            _given_error(node, marker, "synth_task_app", problem, hint)
-    return source
+    if "." not in source:
+        file = next(
+            (file for file in (folder / f"{source}.py" for folder in folders) if file.is_file()), None
+        )
+        if file is None:
+            return source
+        problem = f"{source!r} is not a 'package.module:attribute' target, and {file.name} is a file"
+        hint = f"did you mean {file.name!r}? A .py path loads that file"
+    elif path.suffix.lower() in _DATA_SUFFIXES or any((folder / path).exists() for folder in folders):
+        problem = f"{source!r} is not a task app: expected a .py file or a 'package.module:app' target"
+        toml = path.suffix == ".toml"
+        hint = (
+            "the RL TOML goes in @pytest.mark.synth_rl(config=...)"
+            if toml
+            else "give the task app's .py file"
+        )
+    else:
+        problem, hint = f"{source!r} names a module but not its app", f"did you mean '{source}:app'?"
+    _given_error(node, marker, "synth_task_app", problem, hint)
 
 
 @pytest.fixture(scope="session")
@@ -125,10 +125,8 @@ def _synth_run(synth_settings: SynthSettings) -> Iterator[SynthRun]:
     from pytest_synth_rl.plugin.session import SynthRun
 
     run = SynthRun(synth_settings)
-    try:
-        yield run
-    finally:
-        run.close()
+    yield run
+    run.close()
 
 
 @dataclass(frozen=True)
@@ -269,10 +267,8 @@ def synth_task_app(
     )
     if ((marker.scope if marker else None) or synth_settings.task_app_scope) == "test":
         app = spec.start()
-        try:
-            yield app
-        finally:
-            app.stop()
+        yield app
+        app.stop()
     else:
         yield _synth_run.task_app(spec)
 
@@ -281,7 +277,7 @@ def synth_task_app(
 def synth_rl_config(_synth_test: _TestContext, synth_settings: SynthSettings) -> RLConfigRef | None:
     """The test's RL config (``RLConfigRef``: ``.path``, ``.overrides``, ``.load()``, ``.build()``),
     from ``@pytest.mark.synth_rl(config=..., overrides=...)`` or the ini option ``synth_rl_config``."""
-    from pytest_synth_rl.plugin.session import RLConfigRef
+    from pytest_synth_rl.plugin.jobs import RLConfigRef
 
     __tracebackhide__ = True
     rl = _synth_test.spec.rl
@@ -307,7 +303,8 @@ def synth_rl_job(
     their own transport, with no global patching. Every job is tracked: at teardown, jobs still
     running online are cancelled, and each job becomes a row in the run report.
     """
-    from pytest_synth_rl.plugin.session import SynthJobFactory, replay_transport
+    from pytest_synth_rl.plugin.jobs import SynthJobFactory
+    from pytest_synth_rl.plugin.session import replay_transport
     from pytest_synth_rl.taskapp import InProcessTaskApp
 
     __tracebackhide__ = True
@@ -351,14 +348,12 @@ def synth_rl_job(
         prepare_submit=None if settings.is_offline else _synth_run.prepare_submit,
         config_dirs=tuple(dict.fromkeys([*config_dir, request.node.path.parent, request.config.rootpath])),
     )
-    try:
-        yield jobs
-    finally:
-        records = jobs.finish(cancel_running=not settings.is_offline)
-        request.node.user_properties.extend(job_properties(records))
-        summary = request.config.pluginmanager.get_plugin("synth-rl-summary")
-        if isinstance(summary, RunSummary):
-            summary.hold(request.node.nodeid, records)
+    yield jobs
+    records = jobs.finish(cancel_running=not settings.is_offline)
+    request.node.user_properties.extend(job_properties(records))
+    summary = request.config.pluginmanager.get_plugin("synth-rl-summary")
+    if isinstance(summary, RunSummary):
+        summary.hold(request.node.nodeid, records)
 
 
 @pytest.fixture
