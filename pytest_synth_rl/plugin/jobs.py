@@ -101,6 +101,7 @@ def _rules(sync: bool) -> dict[str, _Rule]:
     client = httpx.Client if sync else httpx.AsyncClient
     transport = httpx.BaseTransport if sync else httpx.AsyncBaseTransport
     text, key, flag = _is(str), _is((str, Secret)), _is(bool)
+    # fmt: off
     return {
         "backend_url": (True, text, "an http(s) URL string", "backend_url='https://api.usesynth.ai'"),
         "api_key": (True, key, "a key string or a Secret", "api_key=os.environ['SYNTH_API_KEY']"),
@@ -114,19 +115,12 @@ def _rules(sync: bool) -> dict[str, _Rule]:
         "request_timeout": (False, _seconds, "a finite number of seconds > 0", "request_timeout=30"),
         "clock": (True, _is(Clock), "a Clock", "clock=synth_clock"),
         "retry": (True, _is(RetryPolicy), "a RetryPolicy", "retry=RetryPolicy()"),
-        "http_client": (
-            True,
-            _is(client),
-            f"an {client.__module__}.{client.__name__}",
-            f"http_client=httpx.{client.__name__}()",
-        ),
-        "transport": (
-            True,
-            _is(transport),
-            f"an {transport.__module__}.{transport.__name__}",
-            "transport=httpx.MockTransport(handler)",
-        ),
+        "http_client": (True, _is(client), f"an {client.__module__}.{client.__name__}",
+                        f"http_client=httpx.{client.__name__}()"),
+        "transport": (True, _is(transport), f"an {transport.__module__}.{transport.__name__}",
+                      "transport=httpx.MockTransport(handler)"),
     }
+    # fmt: on
 
 
 def _value_problems(call: str, kwargs: Mapping[str, Any]) -> list[ConfigProblem]:
@@ -139,13 +133,10 @@ def _value_problems(call: str, kwargs: Mapping[str, Any]) -> list[ConfigProblem]
             continue
         nullable, _, expected, example = rule
         shown = "..." if name.endswith("api_key") else f"{value!r:.60}"  # a key's value is never shown
+        expected += " or None" if nullable and "None" not in expected else ""
+        message = f"got {call}({name}={shown}), {a_type(value)}; expected {expected}"
         problems.append(
-            ConfigProblem(
-                key=f"{call}.{name}",
-                message=f"got {call}({name}={shown}), {a_type(value)}; expected {expected}"
-                + (" or None" if nullable and "None" not in expected else ""),
-                hint=f"e.g. {call}({example}), or leave {name} out",
-            )
+            ConfigProblem(f"{call}.{name}", message, f"e.g. {call}({example}), or leave {name} out")
         )
     return problems
 
@@ -173,39 +164,33 @@ def _config_problems(call: str, config: object) -> list[ConfigProblem]:
     )
     if isinstance(config, Mapping):
         hint = f"to change keys of the test's config pass them by keyword: {call}(overrides={{...}})"
-    return [
-        ConfigProblem(
-            key=f"{call}.config",
-            message=f"got {call}(config={config!r:.60}), {a_type(config)}; expected the path of an "
-            "RL TOML file (a non-empty str or a pathlib.Path)",
-            hint=hint,
-        )
-    ]
+    message = (
+        f"got {call}(config={config!r:.60}), {a_type(config)}; expected the path of an RL TOML file "
+        "(a non-empty str or a pathlib.Path)"
+    )
+    return [ConfigProblem(f"{call}.config", message, hint)]
 
 
 def _override_problems(call: str, overrides: object) -> list[ConfigProblem]:
-    example = f"e.g. {call}(overrides={{'training.batch_size': 2}})"
+    key, example = f"{call}.overrides", f"e.g. {call}(overrides={{'training.batch_size': 2}})"
     if overrides is None:
         return []
     if not isinstance(overrides, Mapping):
-        return [
-            ConfigProblem(
-                key=f"{call}.overrides",
-                message=f"got {call}(overrides={overrides!r:.60}), {a_type(overrides)}; "
-                "expected a mapping of dotted config keys to values",
-                hint=example,
-            )
-        ]
+        message = (
+            f"got {call}(overrides={overrides!r:.60}), {a_type(overrides)}; "
+            "expected a mapping of dotted config keys to values"
+        )
+        return [ConfigProblem(key, message, example)]
+    wrong = [name for name in overrides if not isinstance(name, str) or not name.strip()]
     return [
         ConfigProblem(
-            key=f"{call}.overrides",
-            message=f"got {call}(overrides={{{key!r:.60}: ...}}): the key is "
-            + (a_type(key) if not isinstance(key, str) else "blank")
-            + "; expected dotted config keys as non-empty strings",
-            hint=example,
+            key,
+            f"got {call}(overrides={{{name!r:.60}: ...}}): the key is "
+            f"{'blank' if isinstance(name, str) else a_type(name)}; "
+            "expected dotted config keys as non-empty strings",
+            example,
         )
-        for key in overrides
-        if not isinstance(key, str) or not key.strip()
+        for name in wrong
     ]
 
 
@@ -268,9 +253,8 @@ class SynthJobFactory:
                 options["http_client"] = self.http_client
             elif self.transport is not None:
                 options["transport"] = self.transport
-        job = self._new_job(lambda: RLJob.from_config(path, **options))
-        self.jobs.append(job)
-        return job
+        self.jobs.append(self._new_job(lambda: RLJob.from_config(path, **options)))
+        return self.jobs[-1]
 
     def async_job(
         self,
@@ -325,9 +309,7 @@ class SynthJobFactory:
         )
         if found.near is not None:
             hint = f"did you mean {found.near!r}? {hint}"
-        raise SynthUsageError(
-            [ConfigProblem(key=f"{call}.config", message=f"RL config file {found.problem}", hint=hint)]
-        )
+        raise SynthUsageError([ConfigProblem(f"{call}.config", f"RL config file {found.problem}", hint)])
 
     def _options(
         self,
@@ -348,16 +330,11 @@ class SynthJobFactory:
         elif self.config is not None:
             path, base_overrides = self.config.path, self.config.overrides
         else:
-            raise SynthUsageError(
-                [
-                    ConfigProblem(
-                        key="synth_rl.config",
-                        message="no RL config for this test",
-                        hint="add @pytest.mark.synth_rl(config='path/to/rl.toml'), set the ini option "
-                        "synth_rl_config, or pass synth_rl_job(config=...)",
-                    )
-                ]
+            hint = (
+                "add @pytest.mark.synth_rl(config='path/to/rl.toml'), set the ini option synth_rl_config, "
+                "or pass synth_rl_job(config=...)"
             )
+            raise SynthUsageError([ConfigProblem("synth_rl.config", "no RL config for this test", hint)])
         merged = {**base_overrides, **(overrides or {})}
         options: dict[str, Any] = {
             "backend_url": self.settings.backend_url,
@@ -407,7 +384,8 @@ class SynthJobFactory:
 
     def _finish_one(self, handle: RLJob | None, job: Any, cancel_running: bool) -> JobRecord:
         # The job's time ends with the test, not after the teardown's own reads and their retries.
-        now_clock, now_wall = self._end_clock(job), self._end_wall(job)
+        now_clock = job.finished_at if job.finished_at is not None else self.clock.now()
+        now_wall = job.finished_wall if job.finished_wall is not None else time.perf_counter()
         cancelled = False
         status_payload: dict[str, Any] | None = None
         rewards: list[float] = []
@@ -433,10 +411,3 @@ class SynthJobFactory:
             now_wall=now_wall,
             cancelled_by_plugin=cancelled,
         )
-
-    def _end_clock(self, job: RLJob | AsyncRLJob) -> float:
-        return job.finished_at if job.finished_at is not None else self.clock.now()
-
-    @staticmethod
-    def _end_wall(job: RLJob | AsyncRLJob) -> float:
-        return job.finished_wall if job.finished_wall is not None else time.perf_counter()
