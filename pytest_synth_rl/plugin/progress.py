@@ -11,7 +11,7 @@ import contextlib
 import sys
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -78,16 +78,15 @@ def progress_update(poller: Poller, record: PollRecord) -> ProgressUpdate:
     """The update one poll of *poller* means."""
     from pytest_synth_rl.client.status_numbers import REWARD_PATHS, STEP_PATHS, TOTAL_STEPS_PATHS, number_at
 
-    step = number_at(record.payload, STEP_PATHS)
-    total = number_at(record.payload, TOTAL_STEPS_PATHS)
+    step, total = (number_at(record.payload, paths) for paths in (STEP_PATHS, TOTAL_STEPS_PATHS))
     return ProgressUpdate(
-        job_id=poller.job_id,
-        status=record.status,
-        step=int(step) if step is not None else None,
-        total_steps=int(total) if total is not None else None,
-        reward=number_at(record.payload, REWARD_PATHS),
-        elapsed=record.elapsed,
-        remaining=poller.timeout - record.elapsed,
+        poller.job_id,
+        record.status,
+        int(step) if step is not None else None,
+        int(total) if total is not None else None,
+        number_at(record.payload, REWARD_PATHS),
+        record.elapsed,
+        poller.timeout - record.elapsed,
     )
 
 
@@ -267,14 +266,9 @@ class ProgressPlugin:
         if report.when == "call" and self.reporter is not None:
             self.reporter.end_waits()
 
-    @contextlib.contextmanager
-    def _uncaptured(self) -> Iterator[None]:
+    def _uncaptured(self) -> contextlib.AbstractContextManager[object]:
         capman: Any = self.config.pluginmanager.getplugin("capturemanager")
-        if capman is None:
-            yield
-            return
-        with capman.global_and_fixture_disabled():
-            yield
+        return contextlib.nullcontext() if capman is None else capman.global_and_fixture_disabled()
 
     def _write_line(self, text: str) -> None:
         with self._uncaptured():
@@ -291,13 +285,10 @@ class ProgressPlugin:
     def _rewrite(self, text: str, final: bool) -> None:
         terminal: Any = self.config.pluginmanager.getplugin("terminalreporter")
         with self._uncaptured():  # the terminal's width is only known with capturing suspended
-            width = max(20, self._width() - 1)
+            width = max(20, int(self.config.get_terminal_writer().fullwidth) - 1)
             if not self._live:
                 terminal.ensure_newline()  # start below pytest's own progress output
             terminal.write("\r" + fit_line(text, self.test_id, width).ljust(width), flush=True)
             self._live = not final
             if final:
                 terminal.write("\n", flush=True)
-
-    def _width(self) -> int:
-        return int(self.config.get_terminal_writer().fullwidth)
