@@ -154,13 +154,10 @@ class _Reader:
             if key not in known:
                 close = closest(key, known)
                 guess = f"did you mean {close}=? " if close else ""
-                self.fail(
-                    f"unknown argument {key}=",
-                    f"{guess}{name} takes {', '.join(k + '=' for k in known) or 'no arguments'}",
-                    argument=key,
-                )
+                takes = ", ".join(k + "=" for k in known) or "no arguments"
+                self.fail(f"unknown argument {key}=", f"{guess}{name} takes {takes}", key)
 
-    def fail(self, problem: str, hint: str, *, argument: str = "") -> NoReturn:
+    def fail(self, problem: str, hint: str, argument: str = "") -> NoReturn:
         __tracebackhide__ = True
         raise MarkerError(self.name, self.test_id, problem, hint=hint, argument=argument)
 
@@ -168,9 +165,9 @@ class _Reader:
         __tracebackhide__ = True
         if len(self.args) > allowed:
             extra = self.args[allowed:]
+            plural = "s" if len(extra) > 1 else ""
             self.fail(
-                f"unexpected positional argument{'s' if len(extra) > 1 else ''} "
-                f"{', '.join(repr(a) for a in extra)}",
+                f"unexpected positional argument{plural} {', '.join(map(repr, extra))}",
                 f"write it as {self.usage}",
             )
 
@@ -179,15 +176,8 @@ class _Reader:
         value = self.kwargs.get(key)
         if value is None:
             return None
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not math.isfinite(value)
-            or value <= 0
-        ):
-            self.fail(
-                f"{key}={value!r} is not a finite positive number of seconds", f"e.g. {key}=30", argument=key
-            )
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            self.fail(f"{key}={value!r} is not a finite positive number of seconds", f"e.g. {key}=30", key)
         return float(value)
 
 
@@ -205,40 +195,33 @@ def _rl(node: MarkerNode) -> RLMarker:
         reader.fail(
             f"config={config!r} is not a path",
             "pass the RL TOML path as a string, relative to the test file",
-            argument="config",
+            "config",
         )
     if isinstance(config, str) and not config.strip():
-        reader.fail(
-            f"config={config!r} is empty",
-            "give the RL TOML path, relative to the test file, or leave config out to use the ini "
-            "option synth_rl_config",
-            argument="config",
-        )
+        hint = "give the RL TOML path, relative to the test file, or leave config out to use the ini option "
+        hint += "synth_rl_config"
+        reader.fail(f"config={config!r} is empty", hint, "config")
     overrides: dict[str, Any] = {}  # merged key by key, the closest marker winning on a key
     for marker in reversed(list(node.iter_markers("synth_rl"))):
         level = marker.kwargs.get("overrides")
         if level is None:
             continue
         if not isinstance(level, Mapping) or not all(isinstance(k, str) for k in level):
-            reader.fail(
-                f"overrides={level!r} is not a mapping of dotted keys",
-                "e.g. overrides={'training.batch_size': 2}",
-                argument="overrides",
-            )
+            example = "e.g. overrides={'training.batch_size': 2}"
+            reader.fail(f"overrides={level!r} is not a mapping of dotted keys", example, "overrides")
         overrides.update(level)
     policy = reader.kwargs.get("policy")
     if policy is not None and not callable(policy):
+        example = "e.g. policy=LearningPolicy(solve=...), ScriptedPolicy('42') or ReplayPolicy('calls.jsonl')"
         reader.fail(
-            f"policy={policy!r:.80} is not a policy (a callable taking the chat request)",
-            "e.g. policy=LearningPolicy(solve=...), ScriptedPolicy('42') or ReplayPolicy('calls.jsonl')",
-            argument="policy",
+            f"policy={policy!r:.80} is not a policy (a callable taking the chat request)", example, "policy"
         )
     if policy is not None:
         from pytest_synth_rl.fake.model.policy import policy_problem
 
         problem = policy_problem(policy)
         if problem is not None:
-            reader.fail(f"policy: {problem}", "a policy is policy(request) -> reply", argument="policy")
+            reader.fail(f"policy: {problem}", "a policy is policy(request) -> reply", "policy")
     return RLMarker(
         config=config,
         overrides=overrides,
@@ -264,28 +247,22 @@ def _task_app(node: MarkerNode) -> TaskAppMarker | None:
         reader.fail(f"expected the task app ('pkg.module:app' or a .py path), got {got}", f"write {usage}")
     api_key = reader.kwargs.get("api_key")
     if api_key is not None and not isinstance(api_key, str):
-        reader.fail(
-            f"api_key must be a string, got {type(api_key).__name__}", "api_key='...'", argument="api_key"
-        )
+        reader.fail(f"api_key must be a string, got {type(api_key).__name__}", "api_key='...'", "api_key")
     if isinstance(api_key, str) and not api_key.strip():
-        reader.fail(
-            "api_key is empty",
+        hint = (
             "give the key the app should enforce, or leave api_key out to use ENVIRONMENT_API_KEY "
-            "(or a key generated for the run)",
-            argument="api_key",
+            "(or a key generated for the run)"
         )
+        reader.fail("api_key is empty", hint, "api_key")
     problem = key_problem(api_key) if isinstance(api_key, str) else None
     if problem is not None:
-        reader.fail(f"api_key {problem}", "give the key as printable ASCII text", argument="api_key")
+        reader.fail(f"api_key {problem}", "give the key as printable ASCII text", "api_key")
     scope = reader.kwargs.get("scope")
     if scope is not None and scope not in _SCOPES:
         close = closest(str(scope), _SCOPES)
         guess = f"did you mean scope={close!r}? " if close else ""
-        reader.fail(
-            f"scope={scope!r} is not a task app scope",
-            f"{guess}scope is 'session' (shared, the default) or 'test' (a fresh app per test)",
-            argument="scope",
-        )
+        hint = f"{guess}scope is 'session' (shared, the default) or 'test' (a fresh app per test)"
+        reader.fail(f"scope={scope!r} is not a task app scope", hint, "scope")
     return TaskAppMarker(
         source=str(reader.args[0]),
         api_key=secret_or_none(api_key),
@@ -309,11 +286,11 @@ def _scenario(node: MarkerNode) -> Scenario | None:
         return Scenario(**reader.kwargs)
     except SynthUsageError as exc:
         wrong = exc  # reported below, outside this block: one error, not a chain of two
-    hints = [p.hint for p in wrong.problems if p.hint]
     reader.fail(
         "; ".join(f"{p.key.removeprefix('Scenario.')}: {p.message}" for p in wrong.problems),
-        "; ".join(hints) or "see the Scenario docstring in pytest_synth_rl.fake",
-        argument=wrong.keys[0].removeprefix("Scenario.") if wrong.keys else "",
+        "; ".join(p.hint for p in wrong.problems if p.hint)
+        or "see the Scenario docstring in pytest_synth_rl.fake",
+        wrong.keys[0].removeprefix("Scenario.") if wrong.keys else "",
     )
 
 
