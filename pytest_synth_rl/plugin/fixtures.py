@@ -152,9 +152,9 @@ def _synth_test(request: pytest.FixtureRequest, synth_settings: SynthSettings) -
 @pytest.fixture
 def synth_clock(synth_settings: SynthSettings) -> Clock:
     """This test's clock: a fresh ``VirtualClock`` offline (sleeps are instant), real time online."""
-    from pytest_synth_rl.plugin.session import new_test_clock
+    from pytest_synth_rl.clock import RealClock, VirtualClock
 
-    return new_test_clock(synth_settings)
+    return VirtualClock() if synth_settings.is_offline else RealClock()
 
 
 @pytest.fixture
@@ -197,7 +197,6 @@ def _for_this_test(fake: FakeSynthBackend, spec: SynthTestSpec, fixture_policy: 
 def _synth_fake(
     _synth_run: SynthRun, synth_clock: Clock, _synth_test: _TestContext, synth_policy: Policy | None
 ) -> FakeSynthBackend:
-    """The run's fake, reset onto this test's clock, with its scenario and policy."""
     from pytest_synth_rl.plugin.session import offline_job_id_prefix
 
     __tracebackhide__ = True
@@ -240,9 +239,8 @@ def synth_task_app(
     """The task app under test, served in-process on a free loopback port.
 
     Chosen by ``@pytest.mark.synth_task_app("pkg.mod:app")`` (or a ``.py`` path), else the ini
-    option ``synth_task_app``. Started once per session (per xdist worker) and shared; with
-    ``scope="test"`` (marker) or ini ``synth_task_app_scope = test`` each test gets its own.
-    With ``--synth-task-app-url`` no app is started: the handle points at that URL.
+    option ``synth_task_app``. Shared per session (per xdist worker); ``scope="test"`` (or ini
+    ``synth_task_app_scope = test``) starts one per test. ``--synth-task-app-url`` starts none.
     """
     from pytest_synth_rl.plugin.session import ExternalTaskApp, TaskAppSpec
 
@@ -298,10 +296,9 @@ def synth_rl_job(
 ) -> Iterator[SynthJobFactory]:
     """A factory of ``RLJob`` objects bound to this test's backend, task app and clock.
 
-    ``job = synth_rl_job()`` uses the test's config (``synth_rl`` marker / ini); pass ``config=``
-    or ``overrides=`` to vary it. Offline, jobs reach the fake (or a replayed cassette) through
-    their own transport, with no global patching. Every job is tracked: at teardown, jobs still
-    running online are cancelled, and each job becomes a row in the run report.
+    ``job = synth_rl_job()`` uses the test's config (``synth_rl`` marker / ini); ``config=`` or
+    ``overrides=`` vary it. Offline, jobs reach the fake (or a replayed cassette) through their own
+    transport. At teardown, jobs still running online are cancelled; each job is a report row.
     """
     from pytest_synth_rl.plugin.jobs import SynthJobFactory
     from pytest_synth_rl.plugin.session import replay_transport
@@ -390,13 +387,11 @@ def synth_fake_server(
     _synth_served_fake: ServedFake, _synth_test: _TestContext, synth_policy: Policy | None
 ) -> ServedFake:
     """A ``FakeSynthBackend`` served on a loopback port (for clients that are not httpx, or
-    subprocesses): ``.url``, ``.fake``, ``.api_key``. As with ``FakeSynthBackend.serve()``, jobs
-    advance one stage each time a client looks at them, so any client finishes without waiting.
+    subprocesses): ``.url``, ``.fake``, ``.api_key``. Jobs advance one stage each time a client
+    looks at them, so any client finishes without waiting.
 
-    One server per session (per xdist worker): its URL and jobs stay. Jobs submitted during a
-    test follow its ``synth_scenario`` marker (else the default scenario), its policy
-    (``synth_rl(policy=...)``, else the ``synth_policy`` fixture) and its
-    ``synth_rl(rollout_timeout=...)``, as with ``synth_fake``.
+    One server per session (per xdist worker). Jobs submitted during a test follow its
+    ``synth_scenario``, its policy and its ``synth_rl(rollout_timeout=...)``, as with ``synth_fake``.
     """
     __tracebackhide__ = True
     fake = _synth_served_fake.fake
@@ -480,10 +475,9 @@ def synth_cassette(
 ) -> Iterator[Replayer | None]:
     """Record or replay this test's backend traffic in ``<synth_cassette_dir>/<test id>.json``.
 
-    Online with ``--synth-record=once|new|rewrite``: the exchanges with the real backend (or a
-    served fake) are recorded, redacted. Offline, an existing cassette is replayed in recorded
-    order (no API key, no network) and stands in for the fake backend; without one the test runs
-    against the fake as usual. Yields the ``Replayer`` (or ``None`` when not in use).
+    Online with ``--synth-record=once|new|rewrite`` the exchanges are recorded, redacted. Offline
+    an existing cassette is replayed in order (no key, no network) instead of the fake; without
+    one the test runs against the fake. Yields the ``Replayer`` (or ``None`` when not in use).
     """
     from pytest_synth_rl.recording import use_cassette
 

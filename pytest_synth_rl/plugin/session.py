@@ -21,7 +21,7 @@ from pytest_synth_rl.assertions import JobExpectation, start_expectation
 from pytest_synth_rl.baselines import BaselineComparison, BaselineStore, Tolerance, check_baseline
 from pytest_synth_rl.client import RLJob, upload_environment_api_key, verify_task_app
 from pytest_synth_rl.client.base import DEFAULT_REQUEST_TIMEOUT
-from pytest_synth_rl.clock import Clock, RealClock, VirtualClock
+from pytest_synth_rl.clock import Clock
 from pytest_synth_rl.errors import BackendUnreachableError, SynthError
 from pytest_synth_rl.fake import FakeSynthBackend
 from pytest_synth_rl.plugin.jobs import RLConfigRef, SynthJobFactory, job_tags
@@ -45,7 +45,6 @@ __all__ = [
     "TaskAppHandle",
     "TaskAppSpec",
     "job_tags",
-    "new_test_clock",
     "offline_job_id_prefix",
     "replay_transport",
 ]
@@ -96,8 +95,7 @@ class SynthRun:
         self._http: httpx.Client | None = None
         self._fake_http: httpx.Client | None = None
         self._prepared: set[tuple[str, ...]] = set()
-        self._backend_verdict: BackendUnreachableError | None = None
-        self._backend_probed = False
+        self._backend_verdict: BackendUnreachableError | bool | None = False  # False: not probed
 
     def require_backend(self) -> None:
         """Online: raise :class:`BackendUnreachableError` if nothing answers at the backend URL.
@@ -106,18 +104,17 @@ class SynthRun:
         if self.settings.is_offline:
             return
         with self._lock:
-            if not self._backend_probed:
+            if self._backend_verdict is False:
                 from pytest_synth_rl.client.reachability import probe_backend
 
                 url = self.settings.backend_url
                 problem = probe_backend(url)
-                if problem is not None:
-                    self._backend_verdict = BackendUnreachableError(
-                        self.settings.origin("backend"), url, problem
-                    )
-                self._backend_probed = True
+                origin = self.settings.origin("backend")
+                self._backend_verdict = (
+                    None if problem is None else BackendUnreachableError(origin, url, problem)
+                )
             verdict = self._backend_verdict
-        if verdict is not None:
+        if isinstance(verdict, BackendUnreachableError):
             raise BackendUnreachableError(verdict.setting, verdict.url, verdict.problem)
 
     def task_app(self, spec: TaskAppSpec) -> InProcessTaskApp:
@@ -158,17 +155,16 @@ class SynthRun:
         if self.settings.is_offline:
             return
         backend = self.settings.backend_url
+        client = self.http_client()
         if task_app_key:
             self._once(
                 ("upload", backend),
-                lambda: upload_environment_api_key(
-                    backend, api_key, task_app_key, http_client=self.http_client()
-                ),
+                lambda: upload_environment_api_key(backend, api_key, task_app_key, http_client=client),
             )
         if self.settings.verify_task_app and task_app_url:
             self._once(
                 ("verify", backend, task_app_url),
-                lambda: verify_task_app(backend, api_key, task_app_url, http_client=self.http_client()),
+                lambda: verify_task_app(backend, api_key, task_app_url, http_client=client),
             )
 
     def _once(self, mark: tuple[str, ...], action: Callable[[], object]) -> None:
@@ -236,11 +232,6 @@ class SynthRun:
                 log.warning("stopping task app %s failed: %s", app.url, exc)
         if fake is not None:
             fake.close()
-
-
-def new_test_clock(settings: SynthSettings) -> Clock:
-    """A fresh virtual clock offline; real time online."""
-    return VirtualClock() if settings.is_offline else RealClock()
 
 
 @dataclass(frozen=True)
