@@ -307,9 +307,8 @@ def synth_rl_job(
     __tracebackhide__ = True
     settings = _synth_test.settings
     _synth_run.require_backend()
-    if "synth_cassette" in request.fixturenames:
-        # Set up first, so torn down last: the teardown's own reads are recorded (and replayed).
-        request.getfixturevalue("synth_cassette")
+    # Set up first, so torn down last: the teardown's own reads are recorded (and replayed).
+    cassette = request.getfixturevalue("synth_cassette") if "synth_cassette" in request.fixturenames else None
     wants_app = settings.task_app_url or settings.task_app or "synth_task_app" in request.fixturenames
     task_app = request.getfixturevalue("synth_task_app") if wants_app or _synth_test.spec.task_app else None
     api_key = settings.api_key
@@ -319,9 +318,8 @@ def synth_rl_job(
         http_client = _synth_run.http_client()
     else:
         api_key = _synth_run.fake_api_key()  # a replayed cassette does not check keys
-        replayer = _replayer(request, settings)
-        if replayer is not None:
-            transport = replay_transport(replayer)
+        if cassette is not None:  # offline, a cassette that exists: replayed
+            transport = replay_transport(cassette)
         else:
             fake = request.getfixturevalue("_synth_fake")
             # The key this test's task app enforces reaches its rollouts, as the upload does online.
@@ -413,14 +411,6 @@ def _cassette_file(request: pytest.FixtureRequest, settings: SynthSettings) -> P
             hint="remove or rename it: a cassette is one JSON file per test under synth_cassette_dir",
         )
     return path
-
-
-def _replayer(request: pytest.FixtureRequest, settings: SynthSettings) -> Replayer | None:
-    """The test's cassette replayer, when it asks for one and a cassette exists."""
-    if "synth_cassette" in request.fixturenames and _cassette_file(request, settings).is_file():
-        replayer: Replayer | None = request.getfixturevalue("synth_cassette")
-        return replayer
-    return None
 
 
 @pytest.fixture
