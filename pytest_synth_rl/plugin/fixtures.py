@@ -398,7 +398,6 @@ def synth_fake_server(
     return _synth_served_fake
 
 
-# -- cassettes and baselines ---------------------------------------------------------------------
 def _cassette_file(request: pytest.FixtureRequest, settings: SynthSettings) -> Path:
     """The test's cassette path; something other than a file there is an error, not "no cassette"."""
     from pytest_synth_rl.recording import CassetteError, cassette_path

@@ -36,7 +36,6 @@ _RUN_TASK_KEY = pytest.StashKey[str]()
 _TERM_KEY = pytest.StashKey[TerminationAsInterrupt]()
 
 
-# -- options and configuration -------------------------------------------------------------------
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("synth-rl", "RL jobs under test (pytest-synth-rl)")
     for spec in OPTIONS:
@@ -68,8 +67,7 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = resolve_settings(cli=cli, env=os.environ, ini=ini)
     except SynthUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
-    # The ini file's keys are listed only by ``inicfg`` (deprecated in pytest 9); where it is gone,
-    # pytest's own "Unknown config option" warning is what is left.
+    # Only ``inicfg`` lists the ini file's keys (deprecated in pytest 9): see docs/design/plugin.md.
     import warnings
 
     with warnings.catch_warnings():
@@ -173,7 +171,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(offline_skip)
 
 
-# -- reports -------------------------------------------------------------------------
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Validate a test's ``synth_*`` markers before its fixtures run, even if it uses none."""

@@ -350,8 +350,7 @@ class SynthJobFactory:
         }
         options.update(kwargs)
         if self.prepare_submit is not None:
-            # The run's task app key, not a per-job override: the backend holds one key, and a
-            # test trying a wrong key must not take the right one away from the others.
+            # The run's key, not a per-job override: the backend holds one key for every test.
             self.prepare_submit(self.api_key, options.get("task_app_url"), self.task_app_api_key)
         return path, options
 
