@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from pytest_synth_rl.errors import SynthError
+from pytest_synth_rl.errors import SynthError, closest
 
 __all__ = ["main"]
 
@@ -25,23 +25,18 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         guess = _near_miss(message, self.options)
-        super().error(f"{message} (did you mean {guess}?)" if guess else message)
+        super().error(f"{message} (did you mean {guess!r}?)" if guess else message)
 
 
 def _near_miss(message: str, options: Sequence[str]) -> str | None:
-    import difflib
     import re
 
     choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
     if choice:
-        found = difflib.get_close_matches(choice[1], re.findall(r"'([^']*)'", choice[2]), n=1)
-        return repr(found[0]) if found else None
+        return closest(choice[1], re.findall(r"'([^']*)'", choice[2]))
     unknown = re.search(r"unrecognized arguments: (.*)", message)
-    for word in unknown[1].split() if unknown else ():
-        found = difflib.get_close_matches(word.split("=")[0], options, n=1)
-        if word.startswith("--") and found:
-            return repr(found[0])
-    return None
+    words = [word.split("=")[0] for word in (unknown[1].split() if unknown else ()) if word.startswith("--")]
+    return next((guess for word in words if (guess := closest(word, options))), None)
 
 
 def _parser() -> _Parser:
@@ -71,8 +66,7 @@ def _parser() -> _Parser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run a command; a problem with the files given is one ``error:`` message and exit code 2
-    (argparse's code for a usage error), never a traceback."""
+    """Run a command; a problem with the files given is one ``error:`` line and exit code 2."""
     args = _parser().parse_args(argv)
     from pytest_synth_rl.reporting.merge import (
         append_summary,

@@ -18,7 +18,7 @@ STARTUP_MODULES = {
     "pytest_synth_rl.secrets.masking",
     "pytest_synth_rl.plugin",
     "pytest_synth_rl.plugin.hooks",
-    "pytest_synth_rl.plugin.views",
+    "pytest_synth_rl.plugin.fixtures",
     "pytest_synth_rl.plugin.progress",
     "pytest_synth_rl.reporting.render",
     "pytest_synth_rl.reporting.report",

@@ -1,17 +1,8 @@
-"""Which traceback frames a user sees when one of our errors or expectations fails their test.
+"""Traceback hiding: when our error or expectation fails a user's test, they see their own frames.
 
-A ``ConfigError`` for a typo in the team's TOML, or ``to_succeed`` failing on a failed job, is
-about the user's code and data: the frames inside this package between their test line and the
-``raise`` only push the message off the screen (and ``--showlocals`` would print their locals).
-pytest asks each frame's ``__tracebackhide__`` (its locals, then its module's globals); our
-modules answer with :func:`hidden_from_users`: hide for our own errors and assertions, never for
-anything else passing through (a bug here, the user's own code failing). Where no frame of the
-user's is left (raised by our hook or fixture), the report is the message alone. An exception
-chained under ours (``raise ... from``, or raised while handling it) with no frame of the user's
-is our internal detail too: pytest would print it, frames and all, above the user's line, so it
-is left out of the report (what it says and our message does not is kept as one line); a chain
-through the user's code is theirs to read and stays. ``--full-trace`` shows every frame, as
-always.
+pytest asks each frame's ``__tracebackhide__``; our modules answer with :func:`hidden_from_users`
+(hide for our errors and assertions only). Raised with no user frame, the report is the message
+alone; a chained cause of ours is folded into the message. ``--full-trace`` shows everything.
 """
 
 from __future__ import annotations
@@ -36,10 +27,6 @@ __all__ = [
 ]
 
 
-def _frames(excinfo: Any) -> list[Frame]:
-    return _frames_of(excinfo.tb)
-
-
 def _frames_of(tb: TracebackType | None) -> list[Frame]:
     frames = []
     while tb is not None:
@@ -53,7 +40,7 @@ def hidden_from_users(excinfo: Any) -> bool:
     """pytest's question to a frame of ours: hide it from the report of *excinfo*?"""
     if excinfo is None or not excinfo.errisinstance((SynthError, AssertionError)):
         return False
-    frames = _frames(excinfo)
+    frames = _frames_of(excinfo.tb)
     if not frames:
         return False
     if excinfo.errisinstance(AssertionError) and not frames[-1].ours:
@@ -63,30 +50,23 @@ def hidden_from_users(excinfo: Any) -> bool:
 
 
 def message_only(excinfo: Any) -> str | None:
-    """The whole report of one of our errors raised where the user has no frame (a marker
-    checked by our hook, a fixture of ours), else ``None``.
-
-    Such a traceback is only pytest's machinery and ours; its message already names the
-    marker, test or option and the fix, so the message alone is what the user reads.
-    """
+    """The whole report of one of our errors raised where the user has no frame (a hook or
+    fixture of ours), else ``None``: the message names the marker, test or option and the fix."""
     if excinfo is None or not excinfo.errisinstance(SynthError):
         return None
-    if any(frame.users for frame in _frames(excinfo)):
+    if any(frame.users for frame in _frames_of(excinfo.tb)):
         return None
     error = excinfo.value
     text = f"{type(error).__module__}.{type(error).__qualname__}: {error}"
     notes = [f"  {line}" for note in _unsaid(_chain(error)) for line in note.splitlines()]
-    return "\n".join([text, *notes])  # what it wraps and the message does not say, kept
+    return "\n".join([text, *notes])
 
 
 _LINKS = {"cause": "caused by", "context": "while handling"}
 
 
 def _chain(error: BaseException) -> list[tuple[BaseException, str]]:
-    """*error*, then each exception pytest prints above it, with its link to the one below.
-
-    The same walk as pytest's ``repr_excinfo``, so the list lines up with its report's chain.
-    """
+    """*error*, then each exception pytest prints above it with its link (pytest's own walk)."""
     chain, seen = [(error, "")], {id(error)}
     while not _is_group(error):
         if error.__cause__ is not None:
@@ -103,17 +83,13 @@ def _chain(error: BaseException) -> list[tuple[BaseException, str]]:
 
 
 def _is_group(error: BaseException) -> bool:
-    """An exception group, which pytest prints whole and walks no further (on Python 3.10 the
-    class is the ``exceptiongroup`` backport's, so it is known by name)."""
+    """An exception group, which pytest prints whole (known by name: on 3.10 it is a backport's)."""
     return any(cls.__name__ == "BaseExceptionGroup" for cls in type(error).__mro__)
 
 
 def _unsaid(chain: list[tuple[BaseException, str]]) -> list[str]:
-    """A note for each exception under ours whose message ours does not already carry.
-
-    Our own errors wrap each other on purpose (the poll's ``BackendError`` under the one for the
-    whole wait) and repeat the first line of what they wrap; anything else must be said whole.
-    """
+    """A note for each exception under ours whose message ours does not carry (our errors repeat
+    the first line of ours they wrap)."""
     said, notes = str(chain[0][0]), []
     for error, link in chain[1:]:
         text = str(error)
@@ -126,14 +102,8 @@ def _unsaid(chain: list[tuple[BaseException, str]]) -> list[str]:
 
 
 def without_internal_causes(excinfo: Any, longrepr: Any) -> Any:
-    """*longrepr* of one of our errors without the exceptions chained under it, when none of them
-    ran the user's code; else *longrepr* unchanged.
-
-    pytest prints a chained cause with every frame of its own traceback, and a cause of ours has
-    no frame of the user's to hide ours behind: the user would read our internals, then "The
-    above exception was the direct cause", then their line. Whatever such a cause says that our
-    message does not is added under the message, so dropping it loses nothing.
-    """
+    """*longrepr* of our error without the exceptions chained under it when none ran the user's
+    code (what they say and ours does not is added under the message); else unchanged."""
     if not isinstance(longrepr, ExceptionChainRepr) or not hidden_from_users(excinfo):
         return longrepr
     chain = _chain(excinfo.value)
@@ -155,8 +125,7 @@ def without_internal_causes(excinfo: Any, longrepr: Any) -> Any:
 
 
 def _with_notes(reprtraceback: ReprTraceback, notes: list[str]) -> ReprTraceback | None:
-    """*reprtraceback* with *notes* as more ``E`` lines of its message, or ``None`` if it has no
-    message lines to extend (a style that shows no message)."""
+    """*reprtraceback* with *notes* as more ``E`` lines, or ``None`` if it shows no message."""
     entries = list(reprtraceback.reprentries)
     if type(reprtraceback) is not ReprTraceback or not entries or not isinstance(entries[-1], ReprEntry):
         return None
@@ -173,11 +142,8 @@ def _with_notes(reprtraceback: ReprTraceback, notes: list[str]) -> ReprTraceback
 
 
 def mark_package_modules() -> None:
-    """Give every loaded module of this package the module-level ``__tracebackhide__``.
-
-    Done when a report is about to be made rather than in each module's source, so a module
-    added later is covered too; a function's own ``__tracebackhide__`` still takes precedence.
-    """
+    """Give every loaded module of this package the module-level ``__tracebackhide__`` (at report
+    time, so every module is covered; a function's own still wins)."""
     for name, module in list(sys.modules.items()):
         if module is not None and is_ours(name) and "__tracebackhide__" not in vars(module):
             module.__tracebackhide__ = hidden_from_users  # type: ignore[attr-defined]

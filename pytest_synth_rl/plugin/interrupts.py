@@ -1,12 +1,7 @@
 """SIGTERM ends a run the way Ctrl-C does, so an interrupted run still cancels and reports.
 
-CI systems cancel a run with SIGTERM, whose default action kills the process on the spot: online
-jobs keep running (and costing) on the backend, and no job table or JSON report is written.
-Turning SIGTERM into ``KeyboardInterrupt`` sends it down pytest's Ctrl-C path instead: fixtures
-are torn down (cancelling online jobs), then the summary and report are written.
-
-The handler is installed only for the session and the previous one restored after; never at
-import. A SIGTERM the process ignores (``SIG_IGN``) or handles itself stays as it was.
+Installed only for the session, and only over SIGTERM's default action (an ignored or someone
+else's handler stays); the previous handler is restored after.
 """
 
 from __future__ import annotations
@@ -30,11 +25,9 @@ class TerminationAsInterrupt:
         """Install if SIGTERM has its default action and we are on the main thread."""
         if self._installed or threading.current_thread() is not threading.main_thread():
             return False
-        previous = signal.getsignal(signal.SIGTERM)
-        if previous is not signal.SIG_DFL:  # ignored, or someone else's handler: leave it
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
             return False
-        self._previous = previous
-        signal.signal(signal.SIGTERM, self._on_term)
+        self._previous = signal.signal(signal.SIGTERM, self._on_term)
         self._installed = True
         return True
 

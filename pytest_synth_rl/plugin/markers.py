@@ -1,17 +1,13 @@
 """The ``synth_*`` markers, parsed once per test into a typed, validated :class:`SynthTestSpec`.
 
-Markers are read in one place so a typo cannot pass silently: unknown keys (with a "did you
-mean"), wrong types, stray positional arguments and bad enum values all raise one
-:class:`~pytest_synth_rl.errors.MarkerError` naming the marker, the test and the fix. Arguments
-merge module < class < function, the closest marker winning (``overrides`` merge key by key).
-Usable without pytest's fixtures: ``parse_test_spec(item)`` needs only an item with
-``iter_markers`` and ``nodeid``.
+Any mistake (unknown key, wrong type, stray argument, bad value) raises one ``MarkerError`` naming
+the marker, the test and the fix. Arguments merge module < class < function, the closest winning
+(``overrides`` key by key). ``parse_test_spec(item)`` needs only ``iter_markers`` and ``nodeid``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import math
 import os
@@ -19,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol
 
-from pytest_synth_rl.errors import MarkerError, SynthUsageError
+from pytest_synth_rl.errors import MarkerError, SynthUsageError, closest
 from pytest_synth_rl.secrets.masking import Secret, key_problem, secret_or_none
 
 if TYPE_CHECKING:
@@ -53,15 +49,17 @@ MARKERS = {
 
 @functools.lru_cache(maxsize=256)
 def marker_guess(name: str) -> str | None:
-    """The synth marker that *name* (not one of them) is a typo of, if it looks like one: a
-    ``synth_`` prefix, or a near miss of a marker's name. A typo'd marker would otherwise only
-    get pytest's "unknown mark" warning, and ``@synth_onlin`` would quietly run offline."""
+    """The synth marker *name* misspells (``""``: a ``synth_`` name that is none), else None.
+
+    Without it ``@synth_onlin`` would only get pytest's "unknown mark" warning and run offline.
+    Other names must be about as long as the marker they miss, so that ``online`` stays the user's."""
     if name in MARKERS:
         return None
-    near = difflib.get_close_matches(name, MARKERS, n=1, cutoff=0.8)
-    if near:
-        return near[0]
-    return "" if name.startswith("synth_") else None
+    if name.startswith("synth_"):  # compared without the prefix every marker shares
+        near = closest(name.removeprefix("synth_"), [m.removeprefix("synth_") for m in MARKERS])
+        return f"synth_{near}" if near else ""
+    near = closest(name, MARKERS)
+    return near if near is not None and abs(len(near) - len(name)) <= 2 else None
 
 
 def _check_marker_names(node: MarkerNode) -> None:
@@ -76,11 +74,6 @@ def _check_marker_names(node: MarkerNode) -> None:
                 "is not a pytest-synth-rl marker",
                 hint=f"{did_you_mean}the markers are {', '.join(f'@pytest.mark.{m}' for m in MARKERS)}",
             )
-
-
-class _Marker(Protocol):
-    args: tuple[Any, ...]
-    kwargs: Mapping[str, Any]
 
 
 class MarkerNode(Protocol):
@@ -101,8 +94,7 @@ class RLMarker:
     timeout: float | None = None
     poll_interval: float | None = None
     policy: object | None = None
-    #: Seconds one rollout may take against the offline fake (its default: 30).
-    rollout_timeout: float | None = None
+    rollout_timeout: float | None = None  # seconds one rollout may take offline (default 30)
 
     def settings_overrides(self) -> dict[str, float]:
         """The per-test settings this marker sets (for ``SynthSettings.with_overrides``)."""
@@ -117,8 +109,7 @@ class TaskAppMarker:
     source: str
     api_key: Secret | None = None
     scope: TaskAppScope | None = None
-    #: Seconds the app's lifespan startup may take (the default: 10).
-    startup_timeout: float | None = None
+    startup_timeout: float | None = None  # seconds the app's lifespan startup may take (default 10)
 
 
 @dataclass(frozen=True)
@@ -140,7 +131,7 @@ class SynthTestSpec:
 
 def _merged(node: MarkerNode, name: str) -> tuple[tuple[Any, ...], dict[str, Any], bool]:
     """A marker's arguments merged module < class < function (closest positional args win)."""
-    markers: list[_Marker] = list(node.iter_markers(name))  # closest first
+    markers = list(node.iter_markers(name))  # closest first
     kwargs: dict[str, Any] = {}
     args: tuple[Any, ...] = ()
     for marker in reversed(markers):
@@ -161,15 +152,12 @@ class _Reader:
         known = list(allowed)
         for key in self.kwargs:
             if key not in known:
-                close = difflib.get_close_matches(key, known, n=1)
-                guess = f"did you mean {close[0]}=? " if close else ""
-                self.fail(
-                    f"unknown argument {key}=",
-                    f"{guess}{name} takes {', '.join(k + '=' for k in known) or 'no arguments'}",
-                    argument=key,
-                )
+                close = closest(key, known)
+                guess = f"did you mean {close}=? " if close else ""
+                takes = ", ".join(k + "=" for k in known) or "no arguments"
+                self.fail(f"unknown argument {key}=", f"{guess}{name} takes {takes}", key)
 
-    def fail(self, problem: str, hint: str, *, argument: str = "") -> NoReturn:
+    def fail(self, problem: str, hint: str, argument: str = "") -> NoReturn:
         __tracebackhide__ = True
         raise MarkerError(self.name, self.test_id, problem, hint=hint, argument=argument)
 
@@ -177,9 +165,9 @@ class _Reader:
         __tracebackhide__ = True
         if len(self.args) > allowed:
             extra = self.args[allowed:]
+            plural = "s" if len(extra) > 1 else ""
             self.fail(
-                f"unexpected positional argument{'s' if len(extra) > 1 else ''} "
-                f"{', '.join(repr(a) for a in extra)}",
+                f"unexpected positional argument{plural} {', '.join(map(repr, extra))}",
                 f"write it as {self.usage}",
             )
 
@@ -188,15 +176,8 @@ class _Reader:
         value = self.kwargs.get(key)
         if value is None:
             return None
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not math.isfinite(value)
-            or value <= 0
-        ):
-            self.fail(
-                f"{key}={value!r} is not a finite positive number of seconds", f"e.g. {key}=30", argument=key
-            )
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            self.fail(f"{key}={value!r} is not a finite positive number of seconds", f"e.g. {key}=30", key)
         return float(value)
 
 
@@ -214,43 +195,33 @@ def _rl(node: MarkerNode) -> RLMarker:
         reader.fail(
             f"config={config!r} is not a path",
             "pass the RL TOML path as a string, relative to the test file",
-            argument="config",
+            "config",
         )
     if isinstance(config, str) and not config.strip():
-        reader.fail(
-            f"config={config!r} is empty",
-            "give the RL TOML path, relative to the test file, or leave config out to use the ini "
-            "option synth_rl_config",
-            argument="config",
-        )
-    # Overrides merge key by key, module < class < function: a function's marker adds to its
-    # module's overrides (and wins on a key both set) instead of dropping them.
-    overrides: dict[str, Any] = {}
-    markers: list[_Marker] = list(node.iter_markers("synth_rl"))
-    for marker in reversed(markers):
+        hint = "give the RL TOML path, relative to the test file, or leave config out to use the ini option "
+        hint += "synth_rl_config"
+        reader.fail(f"config={config!r} is empty", hint, "config")
+    overrides: dict[str, Any] = {}  # merged key by key, the closest marker winning on a key
+    for marker in reversed(list(node.iter_markers("synth_rl"))):
         level = marker.kwargs.get("overrides")
         if level is None:
             continue
         if not isinstance(level, Mapping) or not all(isinstance(k, str) for k in level):
-            reader.fail(
-                f"overrides={level!r} is not a mapping of dotted keys",
-                "e.g. overrides={'training.batch_size': 2}",
-                argument="overrides",
-            )
+            example = "e.g. overrides={'training.batch_size': 2}"
+            reader.fail(f"overrides={level!r} is not a mapping of dotted keys", example, "overrides")
         overrides.update(level)
     policy = reader.kwargs.get("policy")
     if policy is not None and not callable(policy):
+        example = "e.g. policy=LearningPolicy(solve=...), ScriptedPolicy('42') or ReplayPolicy('calls.jsonl')"
         reader.fail(
-            f"policy={policy!r:.80} is not a policy (a callable taking the chat request)",
-            "e.g. policy=LearningPolicy(solve=...), ScriptedPolicy('42') or ReplayPolicy('calls.jsonl')",
-            argument="policy",
+            f"policy={policy!r:.80} is not a policy (a callable taking the chat request)", example, "policy"
         )
     if policy is not None:
         from pytest_synth_rl.fake.model.policy import policy_problem
 
         problem = policy_problem(policy)
         if problem is not None:
-            reader.fail(f"policy: {problem}", "a policy is policy(request) -> reply", argument="policy")
+            reader.fail(f"policy: {problem}", "a policy is policy(request) -> reply", "policy")
     return RLMarker(
         config=config,
         overrides=overrides,
@@ -276,28 +247,22 @@ def _task_app(node: MarkerNode) -> TaskAppMarker | None:
         reader.fail(f"expected the task app ('pkg.module:app' or a .py path), got {got}", f"write {usage}")
     api_key = reader.kwargs.get("api_key")
     if api_key is not None and not isinstance(api_key, str):
-        reader.fail(
-            f"api_key must be a string, got {type(api_key).__name__}", "api_key='...'", argument="api_key"
-        )
+        reader.fail(f"api_key must be a string, got {type(api_key).__name__}", "api_key='...'", "api_key")
     if isinstance(api_key, str) and not api_key.strip():
-        reader.fail(
-            "api_key is empty",
+        hint = (
             "give the key the app should enforce, or leave api_key out to use ENVIRONMENT_API_KEY "
-            "(or a key generated for the run)",
-            argument="api_key",
+            "(or a key generated for the run)"
         )
+        reader.fail("api_key is empty", hint, "api_key")
     problem = key_problem(api_key) if isinstance(api_key, str) else None
     if problem is not None:
-        reader.fail(f"api_key {problem}", "give the key as printable ASCII text", argument="api_key")
+        reader.fail(f"api_key {problem}", "give the key as printable ASCII text", "api_key")
     scope = reader.kwargs.get("scope")
     if scope is not None and scope not in _SCOPES:
-        close = difflib.get_close_matches(str(scope), _SCOPES, n=1)
-        guess = f"did you mean scope={close[0]!r}? " if close else ""
-        reader.fail(
-            f"scope={scope!r} is not a task app scope",
-            f"{guess}scope is 'session' (shared, the default) or 'test' (a fresh app per test)",
-            argument="scope",
-        )
+        close = closest(str(scope), _SCOPES)
+        guess = f"did you mean scope={close!r}? " if close else ""
+        hint = f"{guess}scope is 'session' (shared, the default) or 'test' (a fresh app per test)"
+        reader.fail(f"scope={scope!r} is not a task app scope", hint, "scope")
     return TaskAppMarker(
         source=str(reader.args[0]),
         api_key=secret_or_none(api_key),
@@ -310,7 +275,7 @@ def _scenario(node: MarkerNode) -> Scenario | None:
     __tracebackhide__ = True
     if next(iter(node.iter_markers("synth_scenario")), None) is None:
         return None
-    from pytest_synth_rl.fake.scenario import Scenario  # loaded only for tests that script the fake
+    from pytest_synth_rl.fake.scenario import Scenario
 
     known = [f.name for f in dataclasses.fields(Scenario) if f.init]
     reader = _Reader(node, "synth_scenario", known, "synth_scenario(outcome='failed', steps=4, ...)")
@@ -321,11 +286,11 @@ def _scenario(node: MarkerNode) -> Scenario | None:
         return Scenario(**reader.kwargs)
     except SynthUsageError as exc:
         wrong = exc  # reported below, outside this block: one error, not a chain of two
-    hints = [p.hint for p in wrong.problems if p.hint]
     reader.fail(
         "; ".join(f"{p.key.removeprefix('Scenario.')}: {p.message}" for p in wrong.problems),
-        "; ".join(hints) or "see the Scenario docstring in pytest_synth_rl.fake",
-        argument=wrong.keys[0].removeprefix("Scenario.") if wrong.keys else "",
+        "; ".join(p.hint for p in wrong.problems if p.hint)
+        or "see the Scenario docstring in pytest_synth_rl.fake",
+        wrong.keys[0].removeprefix("Scenario.") if wrong.keys else "",
     )
 
 

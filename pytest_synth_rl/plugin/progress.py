@@ -1,22 +1,24 @@
-"""Live progress of jobs being waited on: what a person watching a terminal or a CI log sees.
+"""Live progress of jobs waited on in real time, and its pytest wiring.
 
-An online job test waits hours on one job. Without output, a person cannot tell a job that trains
-from one stuck in the queue, and CI systems kill steps that stay silent. :class:`ProgressReporter`
-watches every status poll (through :func:`~pytest_synth_rl.client.polling.observe_polls`) and
-turns it into a :class:`ProgressUpdate`: either one line rewritten in place (a terminal), or a
-plain heartbeat line every *interval* seconds (CI logs, ``-q``, xdist workers). Polls on a virtual
-clock are ignored: offline there is nothing to wait for. Nothing here needs pytest.
+:class:`ProgressReporter` turns each status poll into one line rewritten in place (a terminal) or
+a heartbeat line every *interval* seconds (CI logs, ``-q``, xdist), so a long online wait is not
+mistaken for a hang. Polls on a virtual clock are ignored. :class:`ProgressPlugin` prints them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+import pytest
 
 from pytest_synth_rl.client.poll_watch import observe_polls
+from pytest_synth_rl.plugin.settings import SynthSettings
 from pytest_synth_rl.reporting.render import format_duration
 
 if TYPE_CHECKING:
@@ -25,11 +27,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_HEARTBEAT_INTERVAL",
+    "ProgressPlugin",
     "ProgressReporter",
     "ProgressUpdate",
     "choose_mode",
     "fit_line",
     "progress_update",
+    "register_views",
 ]
 
 DEFAULT_HEARTBEAT_INTERVAL = 60.0
@@ -49,16 +53,13 @@ class ProgressUpdate:
 
     @property
     def terminal(self) -> bool:
-        from pytest_synth_rl.client.results import (
-            is_terminal,
-        )  # loaded with the first poll, not at pytest start
+        from pytest_synth_rl.client.results import is_terminal
 
         return is_terminal(self.status)
 
     def describe(self, *, wait_ended: bool = False) -> str:
-        """``job_1 running step 3/10 reward 0.450 elapsed 1m00s left 1h59m``; with *wait_ended*
-        (nobody polls the job any more, though it had no final status) that is said instead of
-        the time left."""
+        """``job_1 running step 3/10 reward 0.450 elapsed 1m00s left 1h59m``; *wait_ended* (no
+        final status, nobody polls any more) says so instead of the time left."""
         parts = [self.job_id, self.status or "<no status>"]
         if self.step is not None:
             total = f"/{self.total_steps}" if self.total_steps is not None else ""
@@ -75,33 +76,23 @@ class ProgressUpdate:
 
 def progress_update(poller: Poller, record: PollRecord) -> ProgressUpdate:
     """The update one poll of *poller* means."""
-    from pytest_synth_rl.client.status_numbers import (
-        REWARD_PATHS,
-        STEP_PATHS,
-        TOTAL_STEPS_PATHS,
-        number_at,
-    )  # not at start
+    from pytest_synth_rl.client.status_numbers import REWARD_PATHS, STEP_PATHS, TOTAL_STEPS_PATHS, number_at
 
-    step = number_at(record.payload, STEP_PATHS)
-    total = number_at(record.payload, TOTAL_STEPS_PATHS)
+    step, total = (number_at(record.payload, paths) for paths in (STEP_PATHS, TOTAL_STEPS_PATHS))
     return ProgressUpdate(
-        job_id=poller.job_id,
-        status=record.status,
-        step=int(step) if step is not None else None,
-        total_steps=int(total) if total is not None else None,
-        reward=number_at(record.payload, REWARD_PATHS),
-        elapsed=record.elapsed,
-        remaining=poller.timeout - record.elapsed,
+        poller.job_id,
+        record.status,
+        int(step) if step is not None else None,
+        int(total) if total is not None else None,
+        number_at(record.payload, REWARD_PATHS),
+        record.elapsed,
+        poller.timeout - record.elapsed,
     )
 
 
 class ProgressReporter:
-    """Turns polls on real time into a live line or heartbeat lines.
-
-    *write_line* prints one finished line (a heartbeat); *rewrite* replaces the live line
-    (``final=True`` ends it with a newline). *label* names what is waiting (the running test).
-    *now* is the wall clock the heartbeat interval is measured on (injectable for tests).
-    """
+    """Turns polls on real time into a live line (*rewrite*; ``final=True`` ends it) or heartbeat
+    lines (*write_line*), labelled with *label()* (the running test); *now* is the wall clock."""
 
     def __init__(
         self,
@@ -142,8 +133,7 @@ class ProgressReporter:
         self.show(progress_update(poller, record))
 
     def end_waits(self) -> None:
-        """Close the story of every job shown without a final status (its wait timed out or
-        failed): one last line each, so a log does not end on "running ... left 0s"."""
+        """One last line for each job shown without a final status (its wait timed out or failed)."""
         with self._lock:
             waiting, self._waiting = list(self._waiting.values()), {}
             for update in waiting:
@@ -180,9 +170,8 @@ class ProgressReporter:
 
 
 def fit_line(text: str, label: str, width: int) -> str:
-    """*text* within *width* columns: the *label* in it (the test id) gives way first, cut in its
-    middle, so the job's facts (status, step, reward, elapsed, time left) stay on a narrow
-    terminal; only a line still too long is cut at its end."""
+    """*text* within *width* columns: the *label* in it (the test id) is cut in its middle first,
+    so the job's facts stay on a narrow terminal; only a line still too long is cut at its end."""
     if len(text) <= width:
         return text
     excess = len(text) - width
@@ -203,11 +192,8 @@ _MIN_LABEL = 16
 def choose_mode(
     setting: str, *, xdist_worker: bool, quiet: bool, isatty: bool
 ) -> Literal["line", "heartbeat"] | None:
-    """What to print for ``--synth-progress=setting``; ``None`` prints nothing.
-
-    A live line needs a terminal of its own: an xdist worker shares the controller's, so it
-    always sends heartbeats; ``auto`` also falls back to heartbeats under ``-q`` and in CI logs.
-    """
+    """What to print for ``--synth-progress=setting`` (``None``: nothing). A live line needs a
+    terminal of its own: xdist workers and ``auto`` under ``-q`` or in CI logs send heartbeats."""
     if setting == "off":
         return None
     if setting == "heartbeat" or xdist_worker:
@@ -215,3 +201,94 @@ def choose_mode(
     if setting == "line":
         return "line"
     return "line" if isatty and not quiet else "heartbeat"
+
+
+def register_views(config: pytest.Config, settings: SynthSettings) -> None:
+    """Register the progress display and, with a pytest-html report (``--html``), reward curves."""
+    config.pluginmanager.register(ProgressPlugin(config, settings), "synth-rl-progress")
+    if config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None):
+        from pytest_synth_rl.reporting.html import HtmlCurves
+
+        config.pluginmanager.register(HtmlCurves(config, settings), "synth-rl-html")
+
+
+class ProgressPlugin:
+    """Shows jobs waited on in real time (xdist workers write heartbeats to the standard error
+    they inherit from the controller, so the lines appear live in its output)."""
+
+    def __init__(self, config: pytest.Config, settings: SynthSettings) -> None:
+        self.config = config
+        self.xdist_worker = hasattr(config, "workerinput")
+        self.settings = settings
+        self.test_id = ""
+        self._live = False
+        self.reporter: ProgressReporter | None = None
+
+    def pytest_sessionstart(self) -> None:
+        terminal = self.config.pluginmanager.getplugin("terminalreporter")
+        mode = choose_mode(
+            self.settings.progress,
+            xdist_worker=self.xdist_worker,
+            quiet=self.config.get_verbosity() < 0,
+            isatty=bool(terminal is not None and terminal.isatty()),
+        )
+        if mode is not None:
+            self.reporter = ProgressReporter(
+                mode,
+                interval=self.settings.heartbeat_interval,
+                write_line=self._write_line,
+                rewrite=self._rewrite,
+                label=lambda: self.test_id,
+            ).start()
+
+    def pytest_unconfigure(self) -> None:
+        if self.reporter is not None:
+            self.reporter.stop()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
+        worker = getattr(self.config, "workerinput", {}).get("workerid")
+        self.test_id = f"[{worker}] {item.nodeid}" if worker else item.nodeid
+        try:
+            return (yield)
+        finally:
+            if self.reporter is not None:  # a wait that timed out or failed gets its last line
+                self.reporter.end_waits()
+            self.test_id = ""
+            if self._live:  # still open (a write failed half-way): end it
+                with self._uncaptured():
+                    self.config.get_terminal_writer().write("\n", flush=True)
+                self._live = False
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """A wait ended without a final status gets its last line before the test's letter."""
+        if report.when == "call" and self.reporter is not None:
+            self.reporter.end_waits()
+
+    def _uncaptured(self) -> contextlib.AbstractContextManager[object]:
+        capman: Any = self.config.pluginmanager.getplugin("capturemanager")
+        return contextlib.nullcontext() if capman is None else capman.global_and_fixture_disabled()
+
+    def _write_line(self, text: str) -> None:
+        with self._uncaptured():
+            if self.xdist_worker:
+                sys.stderr.write(text + "\n")
+                sys.stderr.flush()
+            else:
+                terminal: Any = self.config.pluginmanager.getplugin("terminalreporter")
+                if self.config.get_terminal_writer().width_of_current_line:
+                    terminal.write("\n")  # after -q's progress letters, which end no line
+                terminal.write_line(text)
+                terminal.flush()
+
+    def _rewrite(self, text: str, final: bool) -> None:
+        terminal: Any = self.config.pluginmanager.getplugin("terminalreporter")
+        with self._uncaptured():  # the terminal's width is only known with capturing suspended
+            width = max(20, int(self.config.get_terminal_writer().fullwidth) - 1)
+            if not self._live:
+                terminal.ensure_newline()  # start below pytest's own progress output
+            terminal.write("\r" + fit_line(text, self.test_id, width).ljust(width), flush=True)
+            self._live = not final
+            if final:
+                terminal.write("\n", flush=True)

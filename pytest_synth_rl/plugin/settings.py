@@ -1,24 +1,21 @@
-"""One place that decides every setting: marker > command line > environment > ini > default.
+"""Every setting decided in one place: marker > command line > environment > ini > default.
 
-A single table (:data:`OPTIONS`) describes each setting once, its command-line flag, its
-environment variables, its ini key and its default. The plugin registers flags and ini keys from
-that table and the resolver reads it, so the precedence rule cannot drift between settings. Every
-resolved value remembers where it came from, which the report header shows.
-
-Usable without pytest: ``resolve_settings(cli={}, env=os.environ, ini={})``.
+:data:`OPTIONS` says where each setting may be given and how its text is parsed; the field
+defaults of :class:`SynthSettings` are the defaults. Each value remembers its source (the report
+header shows it). Usable without pytest: ``resolve_settings(cli={}, env=os.environ, ini={})``.
 """
 
 from __future__ import annotations
 
-import difflib
+import dataclasses
 import math
 import os
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from pytest_synth_rl.errors import ConfigProblem, SynthUsageError
+from pytest_synth_rl.errors import ConfigProblem, SynthUsageError, closest
 from pytest_synth_rl.secrets.masking import Secret, key_problem
 
 __all__ = [
@@ -30,6 +27,7 @@ __all__ = [
     "SynthSettings",
     "new_task_app_key",
     "resolve_settings",
+    "unknown_ini_key",
     "with_run_task_app_key",
 ]
 
@@ -38,6 +36,13 @@ DEFAULT_BACKEND_URL = "https://api.usesynth.ai"
 RECORD_MODES = ("none", "once", "new", "rewrite")
 PROGRESS_MODES = ("auto", "line", "heartbeat", "off")
 _MOCK_WORDS = {"", "mock", "fake", "offline"}
+#: Where an xdist controller hands the run's task-app key to its workers (``workerinput``).
+WORKER_TASK_APP_KEY = "synth_task_app_key"
+
+
+def _near(text: str, choices: Iterable[str]) -> str:
+    guess = closest(text, choices)
+    return f" (did you mean {guess!r}?)" if guess else ""
 
 
 def _positive_float(name: str) -> Callable[[Any], float]:
@@ -61,28 +66,16 @@ def _flag(raw: Any) -> bool:
         return True
     if text in {"", "0", "false", "no", "off"}:
         return False
-    near = difflib.get_close_matches(text, ["true", "false", "yes", "no", "on", "off"], n=1)
-    hint = f" (did you mean {near[0]!r}?)" if near else ""
-    raise ValueError(f"expected a boolean (true/false/1/0), got {raw!r}{hint}")
+    near = _near(text, ["true", "false", "yes", "no", "on", "off"])
+    raise ValueError(f"expected a boolean (true/false/1/0), got {raw!r}{near}")
 
 
 def _choice(what: str, choices: Sequence[str], raw: Any, aliases: Mapping[str, str] | None = None) -> str:
-    """*raw* as one of *choices* (case-insensitive), else an error listing them, with a near miss."""
     text = str(raw).strip().lower()
     text = (aliases or {}).get(text, text)
     if text not in choices:
-        near = difflib.get_close_matches(text, choices, n=1)
-        hint = f" (did you mean {near[0]!r}?)" if near else ""
-        raise ValueError(f"{what} must be one of {', '.join(choices)}, got {raw!r}{hint}")
+        raise ValueError(f"{what} must be one of {', '.join(choices)}, got {raw!r}{_near(text, choices)}")
     return text
-
-
-def _record_mode(raw: Any) -> str:
-    return _choice("record mode", RECORD_MODES, raw, {"new_episodes": "new", "all": "rewrite"})
-
-
-def _progress_mode(raw: Any) -> str:
-    return _choice("progress", PROGRESS_MODES, raw)
 
 
 def _backend(raw: Any) -> str:
@@ -90,33 +83,32 @@ def _backend(raw: Any) -> str:
     text = str(raw).strip()
     if text.lower() in _MOCK_WORDS:
         return text
-    from pytest_synth_rl.config.http_urls import http_url_problem  # only for a backend that is not the fake
+    from pytest_synth_rl.config.http_urls import http_url_problem
 
-    problem = http_url_problem(text, "https://api.usesynth.ai")
+    problem = http_url_problem(text, DEFAULT_BACKEND_URL)
     if problem is None:
         return text
-    near = difflib.get_close_matches(text.lower(), sorted(_MOCK_WORDS - {""}), n=1)
+    near = _near(text.lower(), sorted(_MOCK_WORDS - {""}))
     if near:  # a misspelt word for the fake, not a URL
-        problem = problem.split(" (did you mean")[0] + f" (did you mean {near[0]!r}?)"
+        problem = problem.split(" (did you mean")[0] + near
     raise ValueError(f"expected 'mock' or {problem.removeprefix('expected ')}")
-
-
-def _http_url(raw: Any) -> str | None:
-    """An http(s) URL with a host (a task app others reach), or nothing."""
-    text = _text(raw)
-    if text is None:
-        return None
-    from pytest_synth_rl.config.http_urls import http_url_problem  # only when a task app URL is given
-
-    problem = http_url_problem(text, "http://127.0.0.1:8001")
-    if problem is not None:
-        raise ValueError(problem)
-    return text
 
 
 def _text(raw: Any) -> str | None:
     text = str(raw).strip() if raw is not None else ""
     return text or None
+
+
+def _http_url(raw: Any) -> str | None:
+    text = _text(raw)
+    if text is None:
+        return None
+    from pytest_synth_rl.config.http_urls import http_url_problem
+
+    problem = http_url_problem(text, "http://127.0.0.1:8001")
+    if problem is not None:
+        raise ValueError(problem)
+    return text
 
 
 @dataclass(frozen=True)
@@ -128,150 +120,75 @@ class OptionSpec:
     flag: str | None = None
     env: tuple[str, ...] = ()
     ini: str | None = None
-    default: Any = None
     parse: Callable[[Any], Any] = _text
     is_flag: bool = False
     choices: tuple[str, ...] | None = None
     metavar: str | None = None
 
+    @property
+    def default(self) -> Any:
+        return _DEFAULTS[self.name]
 
+
+def _record_mode(raw: Any) -> str:
+    return _choice("record mode", RECORD_MODES, raw, {"new_episodes": "new", "all": "rewrite"})
+
+
+def _progress_mode(raw: Any) -> str:
+    return _choice("progress", PROGRESS_MODES, raw)
+
+
+_SECONDS = "SECONDS"
+# fmt: off
 OPTIONS: tuple[OptionSpec, ...] = (
-    OptionSpec(
-        "backend",
-        "Backend to run RL jobs against: 'mock' (default: the offline fake on a virtual clock) or "
-        "the URL of a real Synth backend.",
-        flag="--synth-backend",
-        env=("SYNTH_BACKEND_URL", "BACKEND_BASE_URL"),
-        ini="synth_backend",
-        default="mock",
-        parse=_backend,
-        metavar="URL|mock",
-    ),
-    OptionSpec(
-        "task_app_url",
-        "Use an already-running task app at this URL instead of serving one in-process.",
-        flag="--synth-task-app-url",
-        env=("TASK_APP_URL", "SYNTH_TASK_APP_URL"),
-        ini="synth_task_app_url",
-        parse=_http_url,
-        metavar="URL",
-    ),
-    OptionSpec(
-        "task_app",
-        "Default task app to serve in-process: a 'pkg.module:attr' target or a path to a .py file.",
-        ini="synth_task_app",
-    ),
-    OptionSpec(
-        "task_app_scope",
-        "Lifetime of the in-process task app: 'session' (default, once per xdist worker) or 'test'.",
-        ini="synth_task_app_scope",
-        default="session",
-        choices=("session", "test"),
-    ),
-    OptionSpec(
-        "config",
-        "Default RL TOML config for synth_rl_config / synth_rl_job (relative to the rootdir).",
-        ini="synth_rl_config",
-    ),
-    OptionSpec(
-        "timeout",
-        "Seconds a job may take before polling gives up (virtual seconds offline). Default 7200.",
-        flag="--synth-timeout",
-        env=("SYNTH_TIMEOUT",),
-        ini="synth_timeout",
-        default=7200.0,
-        parse=_positive_float("synth timeout"),
-        metavar="SECONDS",
-    ),
-    OptionSpec(
-        "poll_interval",
-        "Seconds between status polls (virtual seconds offline). Default 10.",
-        flag="--synth-poll-interval",
-        env=("SYNTH_POLL_INTERVAL",),
-        ini="synth_poll_interval",
-        default=10.0,
-        parse=_positive_float("synth poll interval"),
-        metavar="SECONDS",
-    ),
-    OptionSpec(
-        "verify_task_app",
-        "Online, have the backend verify the task app (POST /api/rl/verify_task_app) before a run's "
-        "first submit to it, as the synth-ai CLI does.",
-        flag="--synth-verify-task-app",
-        env=("SYNTH_VERIFY_TASK_APP",),
-        ini="synth_verify_task_app",
-        default=False,
-        parse=_flag,
-        is_flag=True,
-    ),
-    OptionSpec(
-        "report",
-        "Write a JSON report of every RL job in the run to this path.",
-        flag="--synth-report",
-        env=("SYNTH_REPORT",),
-        ini="synth_report",
-        metavar="PATH",
-    ),
-    OptionSpec(
-        "record",
-        "Record/replay backend traffic in per-test cassettes: none (default), once, new, rewrite.",
-        flag="--synth-record",
-        env=("SYNTH_RECORD",),
-        ini="synth_record",
-        default="none",
-        parse=_record_mode,
-        metavar="MODE",
-    ),
-    OptionSpec(
-        "cassette_dir",
-        "Directory of record/replay cassettes (default tests/cassettes).",
-        ini="synth_cassette_dir",
-        default="tests/cassettes",
-    ),
-    OptionSpec(
-        "update_baselines",
-        "Write or refresh the metric baselines compared by synth_baseline instead of failing.",
-        flag="--synth-update-baselines",
-        ini="synth_update_baselines",
-        default=False,
-        parse=_flag,
-        is_flag=True,
-    ),
-    OptionSpec(
-        "baseline_dir",
-        "Directory of metric baselines (default tests/baselines).",
-        ini="synth_baseline_dir",
-        default="tests/baselines",
-    ),
-    OptionSpec(
-        "progress",
-        "Progress of jobs waited on in real time: auto (default: a live line on a terminal, else "
-        "heartbeats), line, heartbeat or off. Never printed on the offline virtual clock.",
-        flag="--synth-progress",
-        env=("SYNTH_PROGRESS",),
-        ini="synth_progress",
-        default="auto",
-        parse=_progress_mode,
-        metavar="auto|line|heartbeat|off",
-    ),
-    OptionSpec(
-        "heartbeat_interval",
-        "Seconds between heartbeat lines of a job waited on (CI logs, -q, xdist). Default 60.",
-        flag="--synth-heartbeat-interval",
-        env=("SYNTH_HEARTBEAT_INTERVAL",),
-        ini="synth_heartbeat_interval",
-        default=60.0,
-        parse=_positive_float("synth heartbeat interval"),
-        metavar="SECONDS",
-    ),
+    OptionSpec("backend", "Backend to run RL jobs against: 'mock' (the offline fake on a virtual clock) or "
+               "the URL of a real Synth backend.",
+               "--synth-backend", ("SYNTH_BACKEND_URL", "BACKEND_BASE_URL"), "synth_backend", _backend,
+               metavar="URL|mock"),
+    OptionSpec("task_app_url", "Use an already-running task app at this URL instead of serving one "
+               "in-process.", "--synth-task-app-url", ("TASK_APP_URL", "SYNTH_TASK_APP_URL"),
+               "synth_task_app_url", _http_url, metavar="URL"),
+    OptionSpec("task_app", "Default task app to serve in-process: a 'pkg.module:attr' target or a path to a "
+               ".py file.", ini="synth_task_app"),
+    OptionSpec("task_app_scope", "Lifetime of the in-process task app: 'session' (once per xdist worker) or "
+               "'test'.", ini="synth_task_app_scope", choices=("session", "test")),
+    OptionSpec("config", "Default RL TOML config for synth_rl_config / synth_rl_job (relative to the "
+               "rootdir).", ini="synth_rl_config"),
+    OptionSpec("timeout", "Seconds a job may take before polling gives up (virtual seconds offline).",
+               "--synth-timeout", ("SYNTH_TIMEOUT",), "synth_timeout", _positive_float("synth timeout"),
+               metavar=_SECONDS),
+    OptionSpec("poll_interval", "Seconds between status polls (virtual seconds offline).",
+               "--synth-poll-interval", ("SYNTH_POLL_INTERVAL",), "synth_poll_interval",
+               _positive_float("synth poll interval"), metavar=_SECONDS),
+    OptionSpec("verify_task_app", "Online, have the backend verify the task app (POST "
+               "/api/rl/verify_task_app) before a run's first submit to it, as the synth-ai CLI does.",
+               "--synth-verify-task-app", ("SYNTH_VERIFY_TASK_APP",), "synth_verify_task_app", _flag,
+               is_flag=True),
+    OptionSpec("report", "Write a JSON report of every RL job in the run to this path.",
+               "--synth-report", ("SYNTH_REPORT",), "synth_report", metavar="PATH"),
+    OptionSpec("record", "Record/replay backend traffic in per-test cassettes: none, once, new, rewrite.",
+               "--synth-record", ("SYNTH_RECORD",), "synth_record", _record_mode, metavar="MODE"),
+    OptionSpec("cassette_dir", "Directory of record/replay cassettes.", ini="synth_cassette_dir"),
+    OptionSpec("update_baselines", "Write or refresh the metric baselines compared by synth_baseline "
+               "instead of failing.", "--synth-update-baselines", ini="synth_update_baselines", parse=_flag,
+               is_flag=True),
+    OptionSpec("baseline_dir", "Directory of metric baselines.", ini="synth_baseline_dir"),
+    OptionSpec("progress", "Progress of jobs waited on in real time: auto (a live line on a terminal, else "
+               "heartbeats), line, heartbeat or off. Never printed on the offline virtual clock.",
+               "--synth-progress", ("SYNTH_PROGRESS",), "synth_progress", _progress_mode,
+               metavar="auto|line|heartbeat|off"),
+    OptionSpec("heartbeat_interval", "Seconds between heartbeat lines of a job waited on (CI logs, -q, "
+               "xdist).", "--synth-heartbeat-interval", ("SYNTH_HEARTBEAT_INTERVAL",),
+               "synth_heartbeat_interval", _positive_float("synth heartbeat interval"), metavar=_SECONDS),
 )
-
+# fmt: on
 _BY_NAME = {spec.name: spec for spec in OPTIONS}
 
 
 @dataclass(frozen=True)
 class SynthSettings:
-    """Resolved settings for one run (or one test, after :meth:`with_overrides`)."""
+    """Resolved settings for one run (or one test, after :meth:`with_overrides`); the field
+    defaults are the settings' defaults."""
 
     backend: str = "mock"
     task_app_url: str | None = None
@@ -307,44 +224,31 @@ class SynthSettings:
         return DEFAULT_BACKEND_URL if self.is_offline else self.backend.rstrip("/")
 
     def with_overrides(self, overrides: Mapping[str, Any], source: str = "marker") -> SynthSettings:
-        """A copy with *overrides* applied on top (marker level), parsed like any other layer."""
+        """A copy with *overrides* (a marker's) applied on top, parsed like any other layer."""
         changes: dict[str, Any] = {}
-        sources = dict(self.sources)
         for name, raw in overrides.items():
-            spec = _BY_NAME.get(name)
-            if spec is None:
-                raise SynthUsageError(
-                    [
-                        ConfigProblem(
-                            key=name,
-                            message="is not a pytest-synth-rl setting",
-                            hint=f"known settings: {', '.join(sorted(_BY_NAME))}",
-                        )
-                    ]
-                )
-            changes[name] = _parse(spec, raw, source)
-            sources[name] = source
-        return replace(self, sources=sources, **changes)
+            if name not in _BY_NAME:
+                hint = f"known settings: {', '.join(sorted(_BY_NAME))}"
+                raise SynthUsageError([ConfigProblem(name, "is not a pytest-synth-rl setting", hint)])
+            changes[name] = _parse(_BY_NAME[name], raw, source)
+        return replace(self, sources={**self.sources, **dict.fromkeys(changes, source)}, **changes)
 
     def report_file(self, rootdir: str | os.PathLike[str]) -> str | None:
-        """Where ``--synth-report`` writes (``None``: no report), relative paths taken from *rootdir*.
+        """Where ``--synth-report`` writes (``None``: no report), relative to *rootdir*.
 
-        From the environment or an ini file a leading ``~`` is the home directory, as a shell makes
-        it on the command line; ``$VARS`` stay as written. A trailing slash is kept, so that the
-        check before the run can refuse a path that names a directory."""
+        From env or ini a leading ``~`` is expanded (as a shell does on the command line); a
+        trailing slash is kept so that a path naming a directory can be refused before the run."""
         if not self.report:
             return None
-        given = self.report
         source = self.sources.get("report", "")
-        if source == "ini" or source.startswith("env:"):
-            given = os.path.expanduser(given)
+        given = (
+            os.path.expanduser(self.report) if source == "ini" or source.startswith("env:") else self.report
+        )
         return os.path.join(os.fspath(rootdir), given)
 
     def origin(self, name: str) -> str:
-        """How the user gave setting *name*, in their own words: ``--synth-backend=URL``,
-        ``SYNTH_BACKEND_URL=URL``, ``ini synth_backend = URL`` (for messages about its value)."""
-        spec = next(spec for spec in OPTIONS if spec.name == name)
-        value = getattr(self, name)
+        """How the user gave setting *name*, in their words (``SYNTH_BACKEND_URL=URL``...)."""
+        spec, value = _BY_NAME[name], getattr(self, name)
         source = self.sources.get(name, "default")
         if source.startswith("env:"):
             return f"{source[4:]}={value}"
@@ -357,59 +261,49 @@ class SynthSettings:
     def describe(self) -> list[str]:
         """Lines for the pytest report header; keys masked."""
         where = f"a fake standing in for {self.backend_url}" if self.is_offline else self.backend_url
-        lines = [f"synth-rl: mode={self.mode} backend={where} ({self.sources.get('backend')})"]
         if self.task_app_url:
             task_app = f"url {self.task_app_url} ({self.sources.get('task_app_url')})"
         elif self.task_app:
             task_app = f"in-process {self.task_app} ({self.sources.get('task_app')})"
         else:
             task_app = "in-process (from synth_task_app markers)"
-        lines.append(
+        task_key = self.task_app_api_key.masked if self.task_app_api_key else "<unset: generated per run>"
+        return [
+            f"synth-rl: mode={self.mode} backend={where} ({self.sources.get('backend')})",
             f"synth-rl: task app={task_app}; timeout={self.timeout:g}s poll={self.poll_interval:g}s"
-            f" record={self.record}"
-        )
-        keys = []
-        keys.append(f"SYNTH_API_KEY={self.api_key.masked if self.api_key else '<unset>'}")
-        keys.append(
-            "ENVIRONMENT_API_KEY="
-            + (self.task_app_api_key.masked if self.task_app_api_key else "<unset: generated per run>")
-        )
-        lines.append("synth-rl: " + " ".join(keys))
-        return lines
+            f" record={self.record}",
+            f"synth-rl: SYNTH_API_KEY={self.api_key.masked if self.api_key else '<unset>'} "
+            f"ENVIRONMENT_API_KEY={task_key}",
+        ]
+
+
+_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(SynthSettings)}
+
+
+def _written(spec: OptionSpec, source: str, value: object) -> str:
+    """*value* of *spec* as the user writes it where *source* says."""
+    if source == "ini":
+        return f"{spec.ini} = {value}"
+    if source == "marker":
+        return f"{spec.name}={value!r}"
+    if source.startswith("env:"):
+        return f"{source[4:]}={value}"
+    return f"{spec.flag}={value}"
 
 
 def _parse(spec: OptionSpec, raw: Any, source: str) -> Any:
-    env = source.removeprefix("env:")
-    where = {
-        "cli": spec.flag,
-        "ini": f"ini option {spec.ini}",
-        "marker": f"marker argument {spec.name}",
-    }.get(source, f"environment variable {env}")
+    where = {"cli": spec.flag, "ini": f"ini option {spec.ini}", "marker": f"marker argument {spec.name}"}
     try:
         value = spec.parse(raw)
-        if spec.choices:
-            value = _choice(f"{spec.name}", spec.choices, value)
+        return _choice(spec.name, spec.choices, value) if spec.choices else value
     except ValueError as exc:
-        raise SynthUsageError(
-            [ConfigProblem(key=spec.name, message=f"{where}: {exc}", hint=_example(spec, source))]
-        ) from None
-    return value
-
-
-def _example(spec: OptionSpec, source: str) -> str:
-    """A good value of *spec*, written where *source* says it was given: the fix to show."""
-    value = spec.default if spec.default not in (None, False) else spec.metavar or "..."
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if source == "ini":
-        written = f"{spec.ini} = {value}"
-    elif source == "marker":
-        written = f"{spec.name}={value!r}"
-    elif source.startswith("env:"):
-        written = f"{source[4:]}={value}"
-    else:
-        written = f"{spec.flag}={value}"
-    return f"e.g. {written}"
+        example = spec.default if spec.default not in (None, False) else spec.metavar or "..."
+        if isinstance(example, float) and example.is_integer():
+            example = int(example)
+        given = where.get(source) or f"environment variable {source.removeprefix('env:')}"
+        message = f"{given}: {exc}"
+        hint = f"e.g. {_written(spec, source, example)}"
+        raise SynthUsageError([ConfigProblem(key=spec.name, message=message, hint=hint)]) from None
 
 
 def resolve_settings(
@@ -420,13 +314,10 @@ def resolve_settings(
 ) -> SynthSettings:
     """Resolve every setting from its layers: CLI > env > ini > default.
 
-    *cli* and *ini* are keyed by setting name (``"backend"``, ``"timeout"``…); a value of
-    ``None`` (or ``False`` for a flag) means "not given at that layer". Markers are applied later,
-    per test, with :meth:`SynthSettings.with_overrides`.
-    """
-    cli = cli or {}
+    *cli* and *ini* are keyed by setting name; ``None`` (``False`` for a flag) means "not given".
+    Markers apply later, per test, through :meth:`SynthSettings.with_overrides`."""
+    cli, ini = cli or {}, ini or {}
     env = os.environ if env is None else env
-    ini = ini or {}
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     problems: list[ConfigProblem] = []
@@ -440,46 +331,45 @@ def resolve_settings(
             continue
         if cli_value is not None and not (spec.is_flag and cli_value is False):
             layers.append(("cli", cli_value))
-        for var in spec.env:
-            if env.get(var, "").strip():
-                layers.append((f"env:{var}", env[var]))
-                break
+        layers += [(f"env:{var}", env[var]) for var in spec.env if env.get(var, "").strip()][:1]
         ini_value = ini.get(spec.name)
-        if isinstance(ini_value, (list, tuple)) and ini_value:
-            # pyproject.toml: synth_backend = ["mock"]; every setting takes one value.
+        if isinstance(ini_value, (list, tuple)) and ini_value:  # pyproject.toml: synth_backend = ["mock"]
             message = f"ini option {spec.ini}: is a list {list(ini_value)!r}; it takes one value"
             problems.append(ConfigProblem(spec.name, message, f'write it as {spec.ini} = "{ini_value[0]}"'))
             continue
         if ini_value not in (None, "", []):
             layers.append(("ini", ini_value))
-        if layers:
-            source, raw = layers[0]
-            try:
-                values[spec.name] = _parse(spec, raw, source)
-            except SynthUsageError as exc:
-                problems.extend(exc.problems)
-                continue
-        else:
-            source, values[spec.name] = "default", spec.default
-        sources[spec.name] = source
-    api_key = env.get("SYNTH_API_KEY", "").strip()
-    task_key = env.get("ENVIRONMENT_API_KEY", "").strip()
-    for name, key in (("SYNTH_API_KEY", api_key), ("ENVIRONMENT_API_KEY", task_key)):
+        sources[spec.name], raw = layers[0] if layers else ("default", None)
+        try:
+            values[spec.name] = _parse(spec, raw, layers[0][0]) if layers else spec.default
+        except SynthUsageError as exc:
+            problems.extend(exc.problems)
+    keys = {name: env.get(name, "").strip() for name in ("SYNTH_API_KEY", "ENVIRONMENT_API_KEY")}
+    for name, key in keys.items():
         problem = key_problem(key)
         if problem is not None:
             problems.append(ConfigProblem(f"env:{name}", problem, f"set {name} to the key itself"))
     if problems:
-        raise SynthUsageError(problems, subject="pytest-synth-rl settings")  # each names its own fix
+        raise SynthUsageError(problems, subject="pytest-synth-rl settings")
     return SynthSettings(
         **values,
-        api_key=Secret(api_key) if api_key else None,
-        task_app_api_key=Secret(task_key) if task_key else None,
+        api_key=Secret(keys["SYNTH_API_KEY"]) if keys["SYNTH_API_KEY"] else None,
+        task_app_api_key=Secret(keys["ENVIRONMENT_API_KEY"]) if keys["ENVIRONMENT_API_KEY"] else None,
         sources=sources,
     )
 
 
-#: Where an xdist controller hands the run's task-app key to its workers (``workerinput``).
-WORKER_TASK_APP_KEY = "synth_task_app_key"
+def unknown_ini_key(given: Iterable[object]) -> str | None:
+    """The message for the first ``synth*`` key of the ini file that is no setting, if any."""
+    known = sorted(spec.ini for spec in OPTIONS if spec.ini)
+    for key in given:
+        if isinstance(key, str) and key.startswith("synth") and key not in known:
+            guess = closest(key, known)
+            return (
+                f"ini option {key} is not a pytest-synth-rl setting: "
+                f"{f'did you mean {guess}? ' if guess else ''}the settings are {', '.join(known)}"
+            )
+    return None
 
 
 def new_task_app_key() -> str:
@@ -488,10 +378,8 @@ def new_task_app_key() -> str:
 
 
 def with_run_task_app_key(settings: SynthSettings, key: str | None) -> SynthSettings:
-    """*settings* using the run's shared task-app *key* when the environment gave none.
-
-    Every process of one run (the xdist workers) must serve its task app with the same key,
-    because the backend holds one environment key and sends it on every rollout."""
+    """*settings* using the run's shared task-app *key* when the environment gave none: the
+    backend holds one environment key, so every xdist worker must serve with the same one."""
     if not key or settings.task_app_api_key is not None:
         return settings
     return replace(settings, task_app_api_key=Secret(key))

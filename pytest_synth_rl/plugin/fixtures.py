@@ -1,0 +1,499 @@
+"""The plugin's fixtures, registered by :mod:`pytest_synth_rl.plugin.hooks` at configure time.
+
+Each fixture maps a test's settings and markers onto the libraries; everything heavy is imported
+when a fixture first runs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+import pytest
+
+from pytest_synth_rl.errors import ConfigProblem, MarkerError, SynthError, SynthUsageError, did_you_mean
+from pytest_synth_rl.plugin.markers import SynthTestSpec, parse_test_spec
+from pytest_synth_rl.plugin.settings import SynthSettings
+from pytest_synth_rl.reporting.summary import RunSummary, job_properties
+
+if TYPE_CHECKING:
+    import httpx
+
+    from pytest_synth_rl.clock import Clock
+    from pytest_synth_rl.fake import FakeSynthBackend
+    from pytest_synth_rl.fake.model import Policy
+    from pytest_synth_rl.plugin.jobs import RLConfigRef, SynthJobFactory
+    from pytest_synth_rl.plugin.session import (
+        BaselineCheck,
+        ExpectJob,
+        ServedFake,
+        SynthBackend,
+        SynthRun,
+        TaskAppHandle,
+    )
+    from pytest_synth_rl.recording import Replayer
+
+SETTINGS_KEY = pytest.StashKey[SynthSettings]()
+#: Whether the test's body passed (``synth_expect`` checks unchecked expectations only then).
+CALL_PASSED_KEY = pytest.StashKey[bool]()
+_SPEC_KEY = pytest.StashKey[SynthTestSpec]()
+#: What ``synth_cassette_config`` may set (passed on to ``use_cassette``).
+CASSETTE_CONFIG_KEYS: tuple[str, ...] = ("match_on", "ignore")
+
+
+def spec_of(item: pytest.Item) -> SynthTestSpec:
+    """The test's parsed ``synth_*`` markers (parsed once, on first use)."""
+    __tracebackhide__ = True
+    spec = item.stash.get(_SPEC_KEY, None)
+    if spec is None:
+        spec = item.stash[_SPEC_KEY] = parse_test_spec(item)
+    return spec
+
+
+def _given_error(node: pytest.Item, marker: str | None, ini_key: str, problem: str, hint: str) -> NoReturn:
+    """A bad value named where it was written: the test's *marker*, else the ini option."""
+    __tracebackhide__ = True
+    if marker is not None:
+        raise MarkerError(marker, node.nodeid, problem, hint=hint)
+    raise SynthUsageError([ConfigProblem(key=ini_key, message=problem, hint=hint)], subject="ini option")
+
+
+def _resolve_path(node: pytest.Item, raw: str | os.PathLike[str], marker: str | None, ini_key: str) -> Path:
+    """A path from a marker or the ini option *ini_key*: relative to the test file or the rootdir."""
+    from pytest_synth_rl.reporting.files import find_file
+
+    __tracebackhide__ = True
+    found = find_file(Path(raw), [node.path.parent, node.config.rootpath])
+    if isinstance(found, Path):
+        return found
+    fix = "give" if marker is not None else f"set {ini_key} to"
+    hint = f"{fix} a path relative to the test file or the rootdir"
+    if found.near is not None:
+        hint = f"did you mean {found.near!r}? {hint}"
+    _given_error(node, marker, ini_key, found.problem, hint)
+
+
+#: Files a task app target is not (a config or data file given to the wrong marker).
+_DATA_SUFFIXES = frozenset({".toml", ".json", ".jsonl", ".yaml", ".yml", ".txt", ".cfg", ".ini", ".csv"})
+
+
+def _task_app_source(node: pytest.Item, source: str, marker: str | None) -> str:
+    """The task app source with its ``.py`` file resolved; a target that is really a file next to
+    the test (``"app"`` for ``app.py``), or a data file, is named as the mistake it is."""
+    from pytest_synth_rl.taskapp.loading import split_app_path
+
+    __tracebackhide__ = True
+    path, attribute = split_app_path(source)
+    if path.suffix == ".py":
+        resolved = str(_resolve_path(node, path, marker, "synth_task_app"))
+        return f"{resolved}:{attribute}" if attribute else resolved
+    if ":" in source:
+        return source  # a target such as "my_tasks.server:app"
+    folders = dict.fromkeys([node.path.parent, node.config.rootpath])
+    if "." not in source:
+        file = next(
+            (file for file in (folder / f"{source}.py" for folder in folders) if file.is_file()), None
+        )
+        if file is None:
+            return source
+        problem = f"{source!r} is not a 'package.module:attribute' target, and {file.name} is a file"
+        hint = f"did you mean {file.name!r}? A .py path loads that file"
+    elif path.suffix.lower() in _DATA_SUFFIXES or any((folder / path).exists() for folder in folders):
+        problem = f"{source!r} is not a task app: expected a .py file or a 'package.module:app' target"
+        toml = path.suffix == ".toml"
+        hint = (
+            "the RL TOML goes in @pytest.mark.synth_rl(config=...)"
+            if toml
+            else "give the task app's .py file"
+        )
+    else:
+        problem, hint = f"{source!r} names a module but not its app", f"did you mean '{source}:app'?"
+    _given_error(node, marker, "synth_task_app", problem, hint)
+
+
+@pytest.fixture(scope="session")
+def synth_settings(pytestconfig: pytest.Config) -> SynthSettings:
+    """The resolved pytest-synth-rl settings (marker-free; see ``synth_rl`` for per-test ones)."""
+    return pytestconfig.stash[SETTINGS_KEY]
+
+
+@pytest.fixture(scope="session")
+def _synth_run(synth_settings: SynthSettings) -> Iterator[SynthRun]:
+    from pytest_synth_rl.plugin.session import SynthRun
+
+    run = SynthRun(synth_settings)
+    yield run
+    run.close()
+
+
+@dataclass(frozen=True)
+class _TestContext:
+    """One test's item, markers and settings (with its markers' overrides): one fixture asking
+    for ``request`` instead of several, each of which costs pytest a definition."""
+
+    node: pytest.Item
+    spec: SynthTestSpec
+    settings: SynthSettings
+
+
+@pytest.fixture
+def _synth_test(request: pytest.FixtureRequest, synth_settings: SynthSettings) -> _TestContext:
+    __tracebackhide__ = True
+    spec = spec_of(request.node)
+    overrides = spec.rl.settings_overrides()
+    return _TestContext(
+        request.node, spec, synth_settings.with_overrides(overrides) if overrides else synth_settings
+    )
+
+
+@pytest.fixture
+def synth_clock(synth_settings: SynthSettings) -> Clock:
+    """This test's clock: a fresh ``VirtualClock`` offline (sleeps are instant), real time online."""
+    from pytest_synth_rl.clock import RealClock, VirtualClock
+
+    return VirtualClock() if synth_settings.is_offline else RealClock()
+
+
+@pytest.fixture
+def synth_policy() -> Policy | None:
+    """The policy the offline fake's stand-in model answers with; ``None``: the built-in one.
+
+    Override it in ``conftest.py`` for every test below it (``synth_rl(policy=...)`` overrides it
+    for one test)::
+
+        @pytest.fixture
+        def synth_policy():
+            return LearningPolicy(solve=my_reference_solver)
+    """
+    return None
+
+
+def _for_this_test(fake: FakeSynthBackend, spec: SynthTestSpec, fixture_policy: object) -> None:
+    """Set the test's policy (marker, else the ``synth_policy`` fixture) and rollout timeout."""
+    __tracebackhide__ = True
+    from pytest_synth_rl.fake.model.policy import policy_problem
+
+    if fixture_policy is not None:
+        if not callable(fixture_policy):
+            problem = f"the synth_policy fixture returned {fixture_policy!r:.80}, not a policy"
+            hint = (
+                "return a callable taking the chat request, e.g. LearningPolicy(solve=...), "
+                "or None for the built-in policy"
+            )
+            raise SynthUsageError([ConfigProblem("synth_policy", problem, hint)])
+        broken = policy_problem(fixture_policy)
+        if broken is not None:
+            message = f"the synth_policy fixture returned a policy that cannot work: {broken}"
+            raise SynthUsageError([ConfigProblem("synth_policy", message)])
+    chosen = spec.policy if spec.policy is not None else fixture_policy
+    fake.use_policy(chosen)  # type: ignore[arg-type]  # a callable: the marker's and the checks above
+    fake.use_rollout_timeout(spec.rl.rollout_timeout)
+
+
+@pytest.fixture
+def _synth_fake(
+    _synth_run: SynthRun, synth_clock: Clock, _synth_test: _TestContext, synth_policy: Policy | None
+) -> FakeSynthBackend:
+    from pytest_synth_rl.plugin.session import offline_job_id_prefix
+
+    __tracebackhide__ = True
+    settings = _synth_run.settings
+    if not settings.is_offline:
+        pytest.skip(f"synth_fake: the offline fake is not used against {settings.backend_url}")
+    spec = _synth_test.spec
+    fake = _synth_run.fake_backend()
+    fake.reset(clock=synth_clock, job_id_prefix=offline_job_id_prefix(_synth_test.node.nodeid))
+    _for_this_test(fake, spec, synth_policy)
+    if spec.scenario is not None:
+        fake.scenario(spec.scenario)
+    return fake
+
+
+@pytest.fixture
+def synth_fake(_synth_fake: FakeSynthBackend) -> Iterator[FakeSynthBackend]:
+    """Offline only: this test's ``FakeSynthBackend``, reset onto its clock and mounted on respx so
+    your own httpx code reaches it (``.scenario()``, ``.job(id)``, ``.jobs``, ``.fault()``,
+    ``.requests``). Tests using it are skipped online."""
+    with _synth_fake:
+        yield _synth_fake
+
+
+@pytest.fixture
+def synth_backend(_synth_run: SynthRun, synth_settings: SynthSettings) -> SynthBackend:
+    """Where this test's jobs go, in either mode: ``.url``, ``.mode``, ``.api_key`` (masked)."""
+    from pytest_synth_rl.plugin.session import SynthBackend
+
+    __tracebackhide__ = True
+    _synth_run.require_backend()
+    key = _synth_run.fake_api_key() if synth_settings.is_offline else synth_settings.api_key
+    return SynthBackend(url=synth_settings.backend_url, mode=synth_settings.mode, api_key=key)
+
+
+@pytest.fixture
+def synth_task_app(
+    _synth_run: SynthRun, _synth_test: _TestContext, synth_settings: SynthSettings
+) -> Iterator[TaskAppHandle]:
+    """The task app under test, served in-process on a free loopback port.
+
+    Chosen by ``@pytest.mark.synth_task_app("pkg.mod:app")`` (or a ``.py`` path), else the ini
+    option ``synth_task_app``. Shared per session (per xdist worker); ``scope="test"`` (or ini
+    ``synth_task_app_scope = test``) starts one per test. ``--synth-task-app-url`` starts none.
+    """
+    from pytest_synth_rl.plugin.session import ExternalTaskApp, TaskAppSpec
+
+    __tracebackhide__ = True
+    task_key = synth_settings.task_app_api_key
+    if synth_settings.task_app_url:
+        yield ExternalTaskApp(synth_settings.task_app_url, task_key)
+        return
+    marker = _synth_test.spec.task_app
+    source = marker.source if marker else synth_settings.task_app
+    if not source:
+        hint = (
+            "add @pytest.mark.synth_task_app('pkg.module:app') or a .py path, set the ini option "
+            "synth_task_app, or pass --synth-task-app-url"
+        )
+        raise SynthUsageError([ConfigProblem("synth_task_app", "no task app configured for this test", hint)])
+    startup = marker.startup_timeout if marker else None
+    spec = TaskAppSpec(
+        source=_task_app_source(_synth_test.node, source, "synth_task_app" if marker else None),
+        api_key=(marker.api_key if marker else None) or task_key,
+        options=(("startup_timeout", startup),) if startup is not None else (),
+    )
+    if ((marker.scope if marker else None) or synth_settings.task_app_scope) == "test":
+        app = spec.start()
+        yield app
+        app.stop()
+    else:
+        yield _synth_run.task_app(spec)
+
+
+@pytest.fixture
+def synth_rl_config(_synth_test: _TestContext, synth_settings: SynthSettings) -> RLConfigRef | None:
+    """The test's RL config (``RLConfigRef``: ``.path``, ``.overrides``, ``.load()``, ``.build()``),
+    from ``@pytest.mark.synth_rl(config=..., overrides=...)`` or the ini option ``synth_rl_config``."""
+    from pytest_synth_rl.plugin.jobs import RLConfigRef
+
+    __tracebackhide__ = True
+    rl = _synth_test.spec.rl
+    raw = rl.config or synth_settings.config
+    if not raw:
+        return None
+    path = _resolve_path(_synth_test.node, raw, "synth_rl" if rl.config else None, "synth_rl_config")
+    return RLConfigRef(path, dict(rl.overrides))
+
+
+@pytest.fixture
+def synth_rl_job(
+    request: pytest.FixtureRequest,
+    _synth_test: _TestContext,
+    _synth_run: SynthRun,
+    synth_clock: Clock,
+    synth_rl_config: RLConfigRef | None,
+) -> Iterator[SynthJobFactory]:
+    """A factory of ``RLJob`` objects bound to this test's backend, task app and clock.
+
+    ``job = synth_rl_job()`` uses the test's config (``synth_rl`` marker / ini); ``config=`` or
+    ``overrides=`` vary it. Offline, jobs reach the fake (or a replayed cassette) through their own
+    transport. At teardown, jobs still running online are cancelled; each job is a report row.
+    """
+    from pytest_synth_rl.plugin.jobs import SynthJobFactory
+    from pytest_synth_rl.plugin.session import replay_transport
+    from pytest_synth_rl.taskapp import InProcessTaskApp
+
+    __tracebackhide__ = True
+    settings = _synth_test.settings
+    _synth_run.require_backend()
+    # Set up first, so torn down last: the teardown's own reads are recorded (and replayed).
+    cassette = request.getfixturevalue("synth_cassette") if "synth_cassette" in request.fixturenames else None
+    wants_app = settings.task_app_url or settings.task_app or "synth_task_app" in request.fixturenames
+    task_app = request.getfixturevalue("synth_task_app") if wants_app or _synth_test.spec.task_app else None
+    api_key = settings.api_key
+    http_client: httpx.Client | None = None
+    transport = async_transport = None
+    if not settings.is_offline:
+        http_client = _synth_run.http_client()
+    else:
+        api_key = _synth_run.fake_api_key()  # a replayed cassette does not check keys
+        if cassette is not None:  # offline, a cassette that exists: replayed
+            transport = replay_transport(cassette)
+        else:
+            fake = request.getfixturevalue("_synth_fake")
+            # The key this test's task app enforces reaches its rollouts, as the upload does online.
+            fake.use_task_app_key(task_app.api_key if task_app is not None else None)
+            http_client, transport = _synth_run.fake_http_client(), _synth_run.fake_transport()
+            async_transport = _synth_run.fake_async_transport()
+    config_dir = [synth_rl_config.path.parent] if synth_rl_config is not None else []
+    jobs = SynthJobFactory(
+        test_id=request.node.nodeid,
+        settings=settings,
+        clock=synth_clock,
+        config=synth_rl_config,
+        task_app_url=task_app.url if task_app is not None else None,
+        task_app_api_key=task_app.api_key if task_app is not None else None,
+        api_key=api_key,
+        skip_health_check=isinstance(task_app, InProcessTaskApp)
+        and _synth_run.task_app_known_healthy(task_app),
+        http_client=http_client,
+        transport=transport,
+        async_transport=async_transport,
+        prepare_submit=None if settings.is_offline else _synth_run.prepare_submit,
+        config_dirs=tuple(dict.fromkeys([*config_dir, request.node.path.parent, request.config.rootpath])),
+    )
+    yield jobs
+    records = jobs.finish(cancel_running=not settings.is_offline)
+    request.node.user_properties.extend(job_properties(records))
+    summary = request.config.pluginmanager.get_plugin("synth-rl-summary")
+    if isinstance(summary, RunSummary):
+        summary.hold(request.node.nodeid, records)
+
+
+@pytest.fixture
+def synth_expect(_synth_test: _TestContext, synth_clock: Clock) -> Iterator[ExpectJob]:
+    """``synth_expect(job)``: :func:`~pytest_synth_rl.assertions.expect_job` with this test's
+    ``--synth-timeout`` and ``--synth-poll-interval`` on the test's clock. A passing test that
+    made an expectation without calling a check on it gets an error at teardown."""
+    from pytest_synth_rl.plugin.session import ExpectJob
+
+    __tracebackhide__ = True
+    settings = _synth_test.settings
+    expect = ExpectJob(synth_clock, settings.poll_interval, settings.timeout)
+    yield expect
+    unchecked = expect.unchecked()
+    passed: bool = _synth_test.node.stash.get(CALL_PASSED_KEY, False)
+    if unchecked and passed:
+        raise SynthError(
+            f"synth_expect(job) at {' and '.join(unchecked)} checked nothing",
+            hint="call an expectation on it, e.g. synth_expect(job).to_succeed(within=7200); a method "
+            "named without its parentheses checks nothing",
+        )
+
+
+@pytest.fixture(scope="session")
+def _synth_served_fake() -> Iterator[ServedFake]:
+    from pytest_synth_rl.plugin.session import ServedFake
+
+    with ServedFake.start() as served:
+        yield served
+
+
+@pytest.fixture
+def synth_fake_server(
+    _synth_served_fake: ServedFake, _synth_test: _TestContext, synth_policy: Policy | None
+) -> ServedFake:
+    """A ``FakeSynthBackend`` served on a loopback port (for clients that are not httpx, or
+    subprocesses): ``.url``, ``.fake``, ``.api_key``. Jobs advance one stage each time a client
+    looks at them, so any client finishes without waiting.
+
+    One server per session (per xdist worker). Jobs submitted during a test follow its
+    ``synth_scenario``, its policy and its ``synth_rl(rollout_timeout=...)``, as with ``synth_fake``.
+    """
+    __tracebackhide__ = True
+    fake = _synth_served_fake.fake
+    _for_this_test(fake, _synth_test.spec, synth_policy)
+    fake.scenario(_synth_test.spec.scenario)
+    return _synth_served_fake
+
+
+def _cassette_file(request: pytest.FixtureRequest, settings: SynthSettings) -> Path:
+    """The test's cassette path; something other than a file there is an error, not "no cassette"."""
+    from pytest_synth_rl.recording import CassetteError, cassette_path
+
+    __tracebackhide__ = True
+    path = cassette_path(request.config.rootpath / settings.cassette_dir, request.node.nodeid)
+    if path.exists() and not path.is_file():
+        raise CassetteError(
+            f"the cassette of {request.node.nodeid} would be {path}, but that is a directory",
+            hint="remove or rename it: a cassette is one JSON file per test under synth_cassette_dir",
+        )
+    return path
+
+
+@pytest.fixture
+def synth_cassette_config() -> dict[str, object]:
+    """How cassettes match requests; override it in ``conftest.py`` (like ``vcr_config``)::
+
+        @pytest.fixture
+        def synth_cassette_config():
+            return {"ignore": ("json.metadata.team",)}
+
+    Keys: ``match_on`` (what a request is matched on) and ``ignore`` (body paths left out, on
+    top of the per-run tags run, worker and test, which are always ignored). See ``MatchConfig``.
+    """
+    return {}
+
+
+def _cassette_options(config: object) -> dict[str, object]:
+    """*config* checked as ``synth_cassette_config``: every problem at once, keyed as written."""
+    from pytest_synth_rl.recording.matching import DEFAULT_IGNORED_PATHS, DEFAULT_MATCH_ON, MatchConfig
+
+    __tracebackhide__ = True
+    if not isinstance(config, dict):
+        problem = f"the synth_cassette_config fixture returned {type(config).__name__}, not a dict"
+        hint = "return a dict such as {'ignore': (...)}"
+        raise SynthUsageError([ConfigProblem("synth_cassette_config", problem, hint)])
+    known = ", ".join(CASSETTE_CONFIG_KEYS)
+    problems = [
+        ConfigProblem(
+            f"synth_cassette_config[{key!r}]",
+            f"{key!r} is not a cassette option",
+            f"{did_you_mean(str(key), CASSETTE_CONFIG_KEYS)} known keys: {known}".lstrip(),
+        )
+        for key in config
+        if key not in CASSETTE_CONFIG_KEYS
+    ]
+    match_on, ignore = config.get("match_on"), config.get("ignore")  # None: the default
+    try:
+        MatchConfig(
+            match_on=DEFAULT_MATCH_ON if match_on is None else match_on,
+            ignore=DEFAULT_IGNORED_PATHS if ignore is None else ignore,
+        )
+    except SynthUsageError as exc:
+        problems += [replace(p, key=f"synth_cassette_config[{p.key!r}]") for p in exc.problems]
+    if problems:
+        raise SynthUsageError(problems, subject="synth_cassette_config")
+    return dict(config)
+
+
+@pytest.fixture
+def synth_cassette(
+    request: pytest.FixtureRequest, synth_settings: SynthSettings, synth_cassette_config: dict[str, object]
+) -> Iterator[Replayer | None]:
+    """Record or replay this test's backend traffic in ``<synth_cassette_dir>/<test id>.json``.
+
+    Online with ``--synth-record=once|new|rewrite`` the exchanges are recorded, redacted. Offline
+    an existing cassette is replayed in order (no key, no network) instead of the fake; without
+    one the test runs against the fake. Yields the ``Replayer`` (or ``None`` when not in use).
+    """
+    from pytest_synth_rl.recording import use_cassette
+
+    __tracebackhide__ = True
+    options = _cassette_options(synth_cassette_config)
+    path = _cassette_file(request, synth_settings)
+    node = request.node.nodeid
+    if synth_settings.is_offline and path.is_file():
+        with use_cassette(path, mode="none", test_id=node, **options) as replayer:
+            yield replayer
+    elif synth_settings.is_offline or synth_settings.record == "none":
+        yield None
+    else:
+        hosts = [synth_settings.backend_url]
+        with use_cassette(path, mode=synth_settings.record, test_id=node, hosts=hosts, **options) as replayer:
+            yield replayer
+
+
+@pytest.fixture
+def synth_baseline(request: pytest.FixtureRequest, synth_settings: SynthSettings) -> BaselineCheck:
+    """``synth_baseline(result, {"reward.*": Tolerance(abs=0.1)}, final_reward=Tolerance(rel=0.05))``
+
+    Compares a job's metrics with the stored baseline of this test
+    (``<synth_baseline_dir>/<test id>.json``); fails with a table on drift.
+    ``--synth-update-baselines`` writes or refreshes the baseline instead."""
+    from pytest_synth_rl.baselines import BaselineStore
+    from pytest_synth_rl.plugin.session import BaselineCheck
+
+    store = BaselineStore(request.config.rootpath / synth_settings.baseline_dir)
+    return BaselineCheck(store, request.node.nodeid, update=synth_settings.update_baselines)

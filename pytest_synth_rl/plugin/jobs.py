@@ -1,0 +1,412 @@
+"""What ``synth_rl_job`` returns: :class:`SynthJobFactory` builds one test's jobs, checks the
+arguments of each call (every problem at once, named as written, a key's value never shown) and
+finishes the jobs at teardown (cancelling online jobs left running; one report row per job).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+from pytest_synth_rl.assertions import job_rewards
+from pytest_synth_rl.client import AsyncRLJob, RetryPolicy, RLJob
+from pytest_synth_rl.client.results import is_terminal, job_status
+from pytest_synth_rl.clock import Clock
+from pytest_synth_rl.errors import (
+    ConfigError,
+    ConfigProblem,
+    SynthError,
+    SynthUsageError,
+    a_type,
+    closest,
+    unknown_argument,
+)
+from pytest_synth_rl.plugin.settings import SynthSettings
+from pytest_synth_rl.reporting.report import JobRecord, job_record
+from pytest_synth_rl.secrets.masking import Secret, get_logger, secret_or_none
+
+__all__ = ["RLConfigRef", "SynthJobFactory", "job_argument_problems", "job_tags"]
+
+log = get_logger("pytest_synth_rl.plugin.jobs")
+
+_J = TypeVar("_J", RLJob, AsyncRLJob)
+
+
+def job_tags(test_id: str) -> dict[str, str]:
+    """Tags that let someone find a test's job on the real backend: run, worker, test."""
+    tags = {"source": "pytest-synth-rl", "test": test_id[-200:]}
+    if os.environ.get("PYTEST_XDIST_TESTRUNUID"):
+        tags["run"] = os.environ["PYTEST_XDIST_TESTRUNUID"]
+    tags["worker"] = os.environ.get("PYTEST_XDIST_WORKER") or "main"
+    return tags
+
+
+@dataclass(frozen=True)
+class RLConfigRef:
+    """The RL config a test uses: a TOML path and the overrides applied on top of it."""
+
+    path: Path
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    def load(self) -> dict[str, Any]:
+        """The parsed TOML with overrides applied (not yet validated)."""
+        from pytest_synth_rl.config import load_rl_config
+
+        return load_rl_config(self.path, overrides=dict(self.overrides))
+
+    def build(self, task_url: str | None = None) -> dict[str, Any]:
+        """The job payload this config produces for *task_url*."""
+        from pytest_synth_rl.config import build_rl_payload
+
+        return build_rl_payload(self.path, task_url=task_url, overrides=dict(self.overrides)).payload
+
+
+@functools.cache
+def _forwarded_names() -> tuple[str, ...]:
+    """The keywords passed on to ``RLJob.from_config`` (*config* stands for its ``config_path``)."""
+    parameters = inspect.signature(RLJob.from_config).parameters
+    return tuple(name for name in parameters if name not in ("config_path", "overrides"))
+
+
+def _seconds(value: object) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return 0 < float(value) < float("inf")
+
+
+def _tags(value: object) -> bool:
+    return isinstance(value, Mapping) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    )
+
+
+def _is(kind: type | tuple[type, ...]) -> Callable[[object], bool]:
+    return lambda value: isinstance(value, kind)
+
+
+#: name: (None means "the default", check, what it must be, an example).
+_Rule = tuple[bool, Callable[[object], bool], str, str]
+
+
+@functools.cache
+def _rules(sync: bool) -> dict[str, _Rule]:
+    client = httpx.Client if sync else httpx.AsyncClient
+    transport = httpx.BaseTransport if sync else httpx.AsyncBaseTransport
+    text, key, flag = _is(str), _is((str, Secret)), _is(bool)
+    # fmt: off
+    return {
+        "backend_url": (True, text, "an http(s) URL string", "backend_url='https://api.usesynth.ai'"),
+        "api_key": (True, key, "a key string or a Secret", "api_key=os.environ['SYNTH_API_KEY']"),
+        "task_app_url": (True, text, "an http(s) URL string", "task_app_url='http://127.0.0.1:8001'"),
+        "task_app_api_key": (True, key, "a key string or a Secret", "task_app_api_key=app.api_key"),
+        "idempotency_key": (True, text, "a string", "idempotency_key='nightly-42'"),
+        "allow_experimental": (True, flag, "True, False or None", "allow_experimental=True"),
+        "skip_health_check": (False, flag, "True or False", "skip_health_check=True"),
+        "allow_new_keys": (False, flag, "True or False", "allow_new_keys=True"),
+        "tags": (True, _tags, "a mapping of str to str", "tags={'team': 'rl'}"),
+        "request_timeout": (False, _seconds, "a finite number of seconds > 0", "request_timeout=30"),
+        "clock": (True, _is(Clock), "a Clock", "clock=synth_clock"),
+        "retry": (True, _is(RetryPolicy), "a RetryPolicy", "retry=RetryPolicy()"),
+        "http_client": (True, _is(client), f"an {client.__module__}.{client.__name__}",
+                        f"http_client=httpx.{client.__name__}()"),
+        "transport": (True, _is(transport), f"an {transport.__module__}.{transport.__name__}",
+                      "transport=httpx.MockTransport(handler)"),
+    }
+    # fmt: on
+
+
+def _value_problems(call: str, kwargs: Mapping[str, Any]) -> list[ConfigProblem]:
+    """Forwarded arguments of the wrong type (``None`` is fine where it means the default)."""
+    rules = _rules(not call.endswith("async_job"))
+    problems = []
+    for name, value in kwargs.items():
+        rule = rules.get(name)
+        if rule is None or (value is None and rule[0]) or rule[1](value):
+            continue
+        nullable, _, expected, example = rule
+        shown = "..." if name.endswith("api_key") else f"{value!r:.60}"  # a key's value is never shown
+        expected += " or None" if nullable and "None" not in expected else ""
+        message = f"got {call}({name}={shown}), {a_type(value)}; expected {expected}"
+        problems.append(
+            ConfigProblem(f"{call}.{name}", message, f"e.g. {call}({example}), or leave {name} out")
+        )
+    return problems
+
+
+def _name_problems(call: str, kwargs: Mapping[str, Any]) -> list[ConfigProblem]:
+    """Keywords the call does not take, with a "did you mean" (their values are not shown)."""
+    forwarded = _forwarded_names()
+    accepted = ["config", "overrides", *forwarded]
+    usage = f"it takes config=, overrides= and {', '.join(f'{name}=' for name in forwarded)}"
+    problems = []
+    for name in kwargs:
+        if name in forwarded:
+            continue
+        guess = "config" if name in ("config_path", "path") else closest(name, accepted)
+        problems.append(unknown_argument(call, name, guess, usage))
+    return problems
+
+
+def _config_problems(call: str, config: object) -> list[ConfigProblem]:
+    if config is None or (isinstance(config, str) and config.strip()) or isinstance(config, os.PathLike):
+        return []
+    hint = (
+        f"e.g. {call}(config='rl.toml') (relative to the test's synth_rl config, the test file or "
+        "the rootdir), or leave it out for the test's synth_rl marker config"
+    )
+    if isinstance(config, Mapping):
+        hint = f"to change keys of the test's config pass them by keyword: {call}(overrides={{...}})"
+    message = (
+        f"got {call}(config={config!r:.60}), {a_type(config)}; expected the path of an RL TOML file "
+        "(a non-empty str or a pathlib.Path)"
+    )
+    return [ConfigProblem(f"{call}.config", message, hint)]
+
+
+def _override_problems(call: str, overrides: object) -> list[ConfigProblem]:
+    key, example = f"{call}.overrides", f"e.g. {call}(overrides={{'training.batch_size': 2}})"
+    if overrides is None:
+        return []
+    if not isinstance(overrides, Mapping):
+        message = (
+            f"got {call}(overrides={overrides!r:.60}), {a_type(overrides)}; "
+            "expected a mapping of dotted config keys to values"
+        )
+        return [ConfigProblem(key, message, example)]
+    wrong = [name for name in overrides if not isinstance(name, str) or not name.strip()]
+    return [
+        ConfigProblem(
+            key,
+            f"got {call}(overrides={{{name!r:.60}: ...}}): the key is "
+            f"{'blank' if isinstance(name, str) else a_type(name)}; "
+            "expected dotted config keys as non-empty strings",
+            example,
+        )
+        for name in wrong
+    ]
+
+
+def job_argument_problems(
+    call: str, config: object, overrides: object, kwargs: Mapping[str, Any]
+) -> list[ConfigProblem]:
+    """Everything wrong with one ``synth_rl_job(...)`` call (*call* names it in messages)."""
+    return [
+        *_name_problems(call, kwargs),
+        *_value_problems(call, kwargs),
+        *_config_problems(call, config),
+        *_override_problems(call, overrides),
+    ]
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class SynthJobFactory:
+    """The jobs one test made, and how to build more (what ``synth_rl_job`` returns): call it,
+    ``synth_rl_job(config="other.toml", overrides={"training.batch_size": 2})``."""
+
+    test_id: str
+    settings: SynthSettings
+    clock: Clock
+    config: RLConfigRef | None
+    task_app_url: str | None
+    task_app_api_key: Secret | None
+    api_key: Secret | None
+    skip_health_check: bool = False
+    http_client: httpx.Client | None = None
+    transport: httpx.MockTransport | None = None
+    #: What async jobs use instead of *transport* (the fake answering off the event loop).
+    async_transport: httpx.MockTransport | None = None
+    prepare_submit: Callable[[Secret | None, str | None, Secret | None], None] | None = None
+    #: Where a relative ``config=`` is looked for, in order (the first file found wins).
+    config_dirs: tuple[Path, ...] = ()
+    jobs: list[RLJob] = field(default_factory=list, init=False)
+    async_jobs: list[AsyncRLJob] = field(default_factory=list, init=False)
+    #: ids of async jobs given their own transport or client (teardown cannot reuse them).
+    _own_transport: set[int] = field(default_factory=set, init=False)
+
+    def __post_init__(self) -> None:
+        self.task_app_api_key = secret_or_none(self.task_app_api_key)
+        self.api_key = secret_or_none(self.api_key)
+        if self.async_transport is None:
+            self.async_transport = self.transport
+
+    def __call__(
+        self,
+        config: str | os.PathLike[str] | None = None,
+        *,
+        overrides: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> RLJob:
+        """An ``RLJob`` (not submitted) bound to this test's backend, task app and clock; keyword
+        arguments of ``RLJob.from_config`` win over the test's own."""
+        __tracebackhide__ = True
+        path, options = self._options(config, overrides, kwargs, call="synth_rl_job")
+        if not {"http_client", "transport"} & kwargs.keys():
+            if self.http_client is not None:
+                options["http_client"] = self.http_client
+            elif self.transport is not None:
+                options["transport"] = self.transport
+        self.jobs.append(self._new_job(lambda: RLJob.from_config(path, **options)))
+        return self.jobs[-1]
+
+    def async_job(
+        self,
+        config: str | os.PathLike[str] | None = None,
+        *,
+        overrides: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> AsyncRLJob:
+        """The same as calling this object, for an ``AsyncRLJob`` (use it with ``async with``)."""
+        __tracebackhide__ = True
+        path, options = self._options(config, overrides, kwargs, call="synth_rl_job.async_job")
+        own_transport = bool({"http_client", "transport"} & kwargs.keys())
+        if self.async_transport is not None and not own_transport:
+            options["transport"] = self.async_transport
+        job = self._new_job(lambda: AsyncRLJob.from_config(path, **options))
+        self.async_jobs.append(job)
+        if own_transport:
+            self._own_transport.add(id(job))
+        return job
+
+    def _new_job(self, make: Callable[[], _J]) -> _J:
+        """``make()``; a missing task URL in a test serving no task app gets the marker as the fix."""
+        __tracebackhide__ = True
+        try:
+            return make()
+        except ConfigError as error:
+            if self.task_app_url is not None or "services.task_url" not in error.keys:
+                raise
+            hint = (
+                "this test serves no task app: add @pytest.mark.synth_task_app('my_task_app.py') (or set "
+                "the ini option synth_task_app, or pass --synth-task-app-url), or give "
+                "synth_rl_job(task_app_url=...)"
+            )
+            problems = [replace(p, hint=hint) if p.key == "services.task_url" else p for p in error.problems]
+            raise ConfigError(problems, path=error.path) from None
+
+    def _find_config(self, given: Path, call: str) -> Path:
+        """*given* if absolute, else the first such file in :attr:`config_dirs` (else the test's
+        config's folder; with neither, as ``RLJob.from_config`` takes it)."""
+        __tracebackhide__ = True
+        from pytest_synth_rl.reporting.files import find_file
+
+        folders = self.config_dirs or ((self.config.path.parent,) if self.config is not None else ())
+        if not folders:
+            return given
+        found = find_file(given, folders)
+        if isinstance(found, Path):
+            return found
+        hint = (
+            "give a path relative to the test file (or to the test's synth_rl config, or the rootdir), "
+            "or an absolute path"
+        )
+        if found.near is not None:
+            hint = f"did you mean {found.near!r}? {hint}"
+        raise SynthUsageError([ConfigProblem(f"{call}.config", f"RL config file {found.problem}", hint)])
+
+    def _options(
+        self,
+        config: str | os.PathLike[str] | None,
+        overrides: Mapping[str, Any] | None,
+        kwargs: Mapping[str, Any],
+        *,
+        call: str = "synth_rl_job",
+    ) -> tuple[Path, dict[str, Any]]:
+        __tracebackhide__ = True
+        if kwargs or config is not None or overrides is not None:
+            problems = job_argument_problems(call, config, overrides, kwargs)
+            if problems:
+                raise SynthUsageError(problems, subject=f"{call}() arguments")
+        if config is not None:
+            path = self._find_config(Path(config), call)
+            base_overrides: Mapping[str, Any] = {}
+        elif self.config is not None:
+            path, base_overrides = self.config.path, self.config.overrides
+        else:
+            hint = (
+                "add @pytest.mark.synth_rl(config='path/to/rl.toml'), set the ini option synth_rl_config, "
+                "or pass synth_rl_job(config=...)"
+            )
+            raise SynthUsageError([ConfigProblem("synth_rl.config", "no RL config for this test", hint)])
+        merged = {**base_overrides, **(overrides or {})}
+        options: dict[str, Any] = {
+            "backend_url": self.settings.backend_url,
+            "api_key": self.api_key,
+            "task_app_url": self.task_app_url,
+            "task_app_api_key": self.task_app_api_key,
+            "overrides": merged or None,
+            "clock": self.clock,
+            "tags": job_tags(self.test_id),
+            # The run probed its own task app once; a job pointed elsewhere probes as usual.
+            "skip_health_check": self.skip_health_check
+            and not {"task_app_url", "task_app_api_key"} & kwargs.keys(),
+        }
+        options.update(kwargs)
+        if self.prepare_submit is not None:
+            # The run's key, not a per-job override: the backend holds one key for every test.
+            self.prepare_submit(self.api_key, options.get("task_app_url"), self.task_app_api_key)
+        return path, options
+
+    def finish(self, *, cancel_running: bool) -> list[JobRecord]:
+        """Teardown: cancel jobs still running (online), then describe every submitted job (async
+        ones through a synchronous handle: teardown runs outside the test's event loop)."""
+        records = []
+        for job in self.jobs:
+            if job.job_id is not None:
+                records.append(self._finish_one(job, job, cancel_running))
+            job.close()
+        for ajob in self.async_jobs:
+            if ajob.job_id is None:
+                continue
+            # The job's own backend and key: async_job(backend_url=...) sent it elsewhere.
+            own = id(ajob) in self._own_transport
+            if own and self.settings.is_offline:
+                # Its transport is async and its own; a plain client could leave loopback: no reads.
+                records.append(self._finish_one(None, ajob, cancel_running))
+                continue
+            with RLJob.from_job_id(
+                ajob.job_id,
+                backend_url=ajob.config.backend_url,
+                api_key=ajob.config.api_key,
+                clock=ajob.clock,
+                transport=None if own else self.transport,
+            ) as handle:
+                records.append(self._finish_one(handle, ajob, cancel_running))
+        return records
+
+    def _finish_one(self, handle: RLJob | None, job: Any, cancel_running: bool) -> JobRecord:
+        # The job's time ends with the test, not after the teardown's own reads and their retries.
+        now_clock = job.finished_at if job.finished_at is not None else self.clock.now()
+        now_wall = job.finished_wall if job.finished_wall is not None else time.perf_counter()
+        cancelled = False
+        status_payload: dict[str, Any] | None = None
+        rewards: list[float] = []
+        try:
+            if handle is not None:  # else nothing may be read: what the job saw is reported
+                if job.last_result is None:
+                    status_payload = handle.get_status()
+                    if cancel_running and not is_terminal(job_status(status_payload)):
+                        handle.cancel()
+                        cancelled = True
+                        log.warning("cancelled RL job %s left running by %s", job.job_id, self.test_id)
+                        status_payload = handle.get_status()
+                rewards = job_rewards(handle)
+        except SynthError as exc:
+            log.warning("could not finish RL job %s of %s: %s", job.job_id, self.test_id, exc)
+        return job_record(
+            self.test_id,
+            job,
+            backend=job.config.backend_url,
+            rewards=rewards,
+            status_payload=status_payload,
+            now_clock=now_clock,
+            now_wall=now_wall,
+            cancelled_by_plugin=cancelled,
+        )
