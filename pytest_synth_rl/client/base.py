@@ -65,13 +65,14 @@ T = TypeVar("T")
 
 #: Seconds allowed for each request of the pre-submission task app probe.
 HEALTH_TIMEOUT = 10.0
-#: Each operation on a job: what it does (for errors), method, route suffix, has a fallback route.
+#: Each operation on a job: what it does (if not yet submitted; if it failed), method, route
+#: suffix, has a fallback route.
 _ROUTES = {
-    "status": ("get the job status", "GET", "", False),
-    "cancel": ("cancel the job", "POST", "/cancel", False),
-    "events": ("read job events", "GET", "/events", True),
-    "metrics": ("read job metrics", "GET", "/metrics", True),
-    "timeline": ("read the job timeline", "GET", "/timeline", True),
+    "status": ("get the job status", "reading the status of job {!r}", "GET", "", False),
+    "cancel": ("cancel the job", "cancelling job {!r}", "POST", "/cancel", False),
+    "events": ("read job events", "reading events of job {!r}", "GET", "/events", True),
+    "metrics": ("read job metrics", "reading metrics of job {!r}", "GET", "/metrics", True),
+    "timeline": ("read the job timeline", "reading timeline of job {!r}", "GET", "/timeline", True),
 }
 
 
@@ -135,11 +136,6 @@ class JobBase(Generic[ClientT, TransportT]):
     def _drive_and_close(self, steps: Steps[T]) -> Any:
         raise NotImplementedError
 
-    def _discard(self) -> None:
-        """Release an owned client synchronously (construction failed; nothing was sent)."""
-        if self._owns_client and isinstance(self._http, httpx.Client):
-            self._http.close()
-
     @classmethod
     @keywords_checked
     def from_config(
@@ -176,6 +172,7 @@ class JobBase(Generic[ClientT, TransportT]):
             tags=tags,
             allow_new_keys=allow_new_keys,
         )
+        build = _build_payload(config)
         options: dict[str, Any] = {"clock": clock, "http_client": http_client, "transport": transport}
         job = cls(
             config,
@@ -184,11 +181,7 @@ class JobBase(Generic[ClientT, TransportT]):
             request_timeout=request_timeout,
             **options,
         )
-        try:
-            job.build()
-        except BaseException:
-            job._discard()
-            raise
+        job._build = build
         return job
 
     @classmethod
@@ -237,9 +230,8 @@ class JobBase(Generic[ClientT, TransportT]):
         params: dict[str, str | int] = {"limit": limit, **{k: v for k, v in filters.items() if v is not None}}
         options: dict[str, Any] = {"clock": clock, "http_client": http_client, "transport": transport}
         lister = cls(config, retry=retry, request_timeout=request_timeout, **options)
-        call = Call(
-            "list", "GET", f"{lister.api_base}/rl/jobs", lambda r: read_json(r)[0], lister._auth(), params
-        )
+        url, parse = f"{lister.api_base}/rl/jobs", (lambda r: read_json(r)[0])
+        call = Call("list", "GET", url, parse, lister._auth(), params, action="listing RL jobs failed")
         return lister._drive_and_close(lister._sender.send(call))
 
     @property
@@ -274,35 +266,9 @@ class JobBase(Generic[ClientT, TransportT]):
 
     def build(self) -> RLBuildResult:
         """Build (once) the submission payload from the TOML config; raises ConfigError if invalid."""
-        if self._build is not None:
-            return self._build
-        config = self._config
-        if config.config_path is None:
-            raise SynthError(
-                "this job has no RL config to build a payload from (it was attached with from_job_id)",
-                hint="use RLJob.from_config(path, ...) to submit a new job",
-            )
-        # The upstream SDK wrote these two keys into the caller's own dict; we use a copy, and a
-        # caller's task_url override wins (contract §3).
-        overrides: dict[str, Any] = dict(config.overrides or {})
-        _check_backend_override(overrides.get("backend"), config.backend_url)
-        overrides["backend"] = config.backend_url
-        if config.task_app_url and not (overrides.get("task_url") or "").strip():
-            overrides["task_url"] = config.task_app_url
-        build = build_rl_payload(
-            config.config_path,
-            task_url=config.task_app_url,
-            overrides=overrides,
-            idempotency=config.idempotency_key,
-            allow_experimental=config.allow_experimental,
-            backend_url=config.backend_url,
-            allow_new_keys=config.allow_new_keys,
-        )
-        if config.tags:
-            existing = build.payload.get("tags")
-            build.payload["tags"] = {**(existing if isinstance(existing, Mapping) else {}), **config.tags}
-        self._build = build
-        return build
+        if self._build is None:
+            self._build = _build_payload(self._config)
+        return self._build
 
     @property
     def payload(self) -> dict[str, Any]:
@@ -337,6 +303,7 @@ class JobBase(Generic[ClientT, TransportT]):
             json=self.build().payload,
             ok_statuses=frozenset({200, 201}),
             error_cls=JobSubmitError,
+            action="submitting the RL job failed",
         )
 
     def _accept_submission(self, job_id: str) -> str:
@@ -348,16 +315,15 @@ class JobBase(Generic[ClientT, TransportT]):
     def _job_call(self, operation: str, parse: Callable[[httpx.Response], T], **params: int) -> Call[T]:
         """A call on this job's resource (see ``_ROUTES``); where the route has a fallback,
         ``/learning/jobs/...`` answers a 404, and is tried first once it answered instead."""
-        action, method, suffix, fallback = _ROUTES[operation]
+        action, failed, method, suffix, fallback = _ROUTES[operation]
         job_id = self._require_job_id(action)
         primary = f"{self.api_base}/rl/jobs/{job_id}{suffix}"
         alternate = f"{self.api_base}/learning/jobs/{job_id}{suffix}" if fallback else None
         if alternate is not None and operation in self._sender.fallback_routes:
             primary, alternate = alternate, None
         json: dict[str, Any] | None = {} if method == "POST" else None
-        call = Call(
-            operation, method, alternate or primary, parse, self._auth(), params or None, json, job_id=job_id
-        )
+        url, auth, action = alternate or primary, self._auth(), failed.format(job_id) + " failed"
+        call = Call(operation, method, url, parse, auth, params or None, json, job_id=job_id, action=action)
         return call if alternate is None else replace(call, url=primary, fallback=call)
 
     def _read_status(self, response: httpx.Response) -> tuple[dict[str, Any], str | None]:
@@ -393,7 +359,7 @@ class JobBase(Generic[ClientT, TransportT]):
     def _upload(self, env_key: str | Secret | None, verify: bool) -> Steps[EnvKeyUpload]:
         """The upload of *env_key*, by default this job's ``task_app_api_key``."""
         key = env_key if env_key is not None else self._config.task_app_api_key
-        return upload_steps(self._sender, self._config.backend_url, self._config.api_key, key, verify)
+        return upload_steps(self._sender, self.api_base, self._auth(), key, verify)
 
     def _verify(self, task_url: str | None) -> Steps[TaskAppVerification]:
         """The verification of *task_url*, by default this job's task app (TOML included)."""
@@ -401,7 +367,7 @@ class JobBase(Generic[ClientT, TransportT]):
             task_url = self._config.task_app_url or None
         if task_url is None and self._config.config_path is not None:
             task_url = self.build().task_url
-        return verify_steps(self._sender, self._config.backend_url, self._config.api_key, task_url)
+        return verify_steps(self._sender, self.api_base, self._auth(), task_url)
 
     def _poll(
         self,
@@ -521,12 +487,34 @@ class JobBase(Generic[ClientT, TransportT]):
         )
 
 
-def _check_backend_override(given: object, backend_url: str) -> None:
-    """``overrides["backend"]`` only fills the payload's metadata; the job is sent to its own
-    backend, so an override naming another one would be silently false."""
-    if not isinstance(given, str) or not given.strip():
-        return
-    if normalize_backend_url(given) != normalize_backend_url(backend_url):
-        message = f"is {given!r}, but this job is sent to {backend_url!r}"
+def _build_payload(config: RLJobConfig) -> RLBuildResult:
+    if config.config_path is None:
+        raise SynthError(
+            "this job has no RL config to build a payload from (it was attached with from_job_id)",
+            hint="use RLJob.from_config(path, ...) to submit a new job",
+        )
+    # The upstream SDK wrote these two keys into the caller's own dict; we use a copy, and a
+    # caller's task_url override wins (contract §3). ``overrides["backend"]`` only fills the
+    # payload's metadata, so one naming another backend than the job's would be silently false.
+    overrides: dict[str, Any] = dict(config.overrides or {})
+    given = overrides.get("backend")
+    if isinstance(given, str) and given.strip() and normalize_backend_url(given) != config.api_base:
         hint = "choose the backend with backend_url= (or --synth-backend under pytest) and drop "
+        message = f"is {given!r}, but this job is sent to {config.backend_url!r}"
         raise usage_error('overrides["backend"]', message, hint + 'overrides["backend"]')
+    overrides["backend"] = config.backend_url
+    if config.task_app_url and not (overrides.get("task_url") or "").strip():
+        overrides["task_url"] = config.task_app_url
+    build = build_rl_payload(
+        config.config_path,
+        task_url=config.task_app_url,
+        overrides=overrides,
+        idempotency=config.idempotency_key,
+        allow_experimental=config.allow_experimental,
+        backend_url=config.backend_url,
+        allow_new_keys=config.allow_new_keys,
+    )
+    if config.tags:
+        existing = build.payload.get("tags")
+        build.payload["tags"] = {**(existing if isinstance(existing, Mapping) else {}), **config.tags}
+    return build

@@ -13,9 +13,11 @@ from typing import Any, Generic, TypeVar
 
 import httpx
 
+from pytest_synth_rl.client.jobconfig import resolve_api_key, resolve_backend_url
 from pytest_synth_rl.client.results import EventPage
 from pytest_synth_rl.client.retry import RetryPolicy, Sent, Steps, async_drive, drive, retrying
 from pytest_synth_rl.clock import Clock, RealClock
+from pytest_synth_rl.config import normalize_backend_url
 from pytest_synth_rl.errors import BackendError, JobSubmitError, excerpt
 from pytest_synth_rl.secrets.masking import Secret, SecretHeaders, get_logger
 from pytest_synth_rl.taskapp.tls import shared_ssl_context
@@ -75,7 +77,7 @@ def bearer(api_key: Secret) -> SecretHeaders:
 @dataclass(frozen=True)
 class Call(Generic[T]):
     """One backend operation: the request, what counts as success, how to read it. ``fallback``
-    answers a 404 (older deployments); ``action``/``fix`` word errors of calls outside the job API."""
+    answers a 404 (older deployments); ``action`` says what failed, ``fix`` overrides the hint."""
 
     operation: str
     method: str
@@ -181,7 +183,9 @@ def new_client(cls: type[ClientT], transport: Any, timeout: float) -> ClientT:
 
 
 def run_once(
-    steps: Callable[[Sender[Any]], Steps[T]],
+    steps: Callable[[Sender[Any], str, SecretHeaders], Steps[T]],
+    backend_url: str | None,
+    api_key: str | Secret | None,
     http_client: httpx.Client | None,
     transport: httpx.BaseTransport | None,
     clock: Clock | None,
@@ -189,17 +193,20 @@ def run_once(
     timeout: float,
 ) -> T:
     """Run *steps* outside a job, on *http_client* (left open) or a client made for the occasion."""
+    api_base, auth = normalize_backend_url(resolve_backend_url(backend_url)), bearer(resolve_api_key(api_key))
     client = http_client if http_client is not None else new_client(httpx.Client, transport, timeout)
     clock = clock or RealClock()
     try:
-        return drive(steps(Sender(client, retry or RetryPolicy(), clock)), client, clock)
+        return drive(steps(Sender(client, retry or RetryPolicy(), clock), api_base, auth), client, clock)
     finally:
         if http_client is None:
             client.close()
 
 
 async def async_run_once(
-    steps: Callable[[Sender[Any]], Steps[T]],
+    steps: Callable[[Sender[Any], str, SecretHeaders], Steps[T]],
+    backend_url: str | None,
+    api_key: str | Secret | None,
     http_client: httpx.AsyncClient | None,
     transport: httpx.AsyncBaseTransport | None,
     clock: Clock | None,
@@ -207,10 +214,12 @@ async def async_run_once(
     timeout: float,
 ) -> T:
     """:func:`run_once` over ``httpx.AsyncClient``."""
+    api_base, auth = normalize_backend_url(resolve_backend_url(backend_url)), bearer(resolve_api_key(api_key))
     client = http_client if http_client is not None else new_client(httpx.AsyncClient, transport, timeout)
     clock = clock or RealClock()
     try:
-        return await async_drive(steps(Sender(client, retry or RetryPolicy(), clock)), client, clock)
+        sender = Sender(client, retry or RetryPolicy(), clock)
+        return await async_drive(steps(sender, api_base, auth), client, clock)
     finally:
         if http_client is None:
             await client.aclose()
@@ -332,12 +341,7 @@ def error_for(call: Call[Any], sent: Sent) -> BackendError:
     """The error for an unsuccessful answer, with a hint and every attempt made."""
     response = sent.response
     status = response.status_code
-    what = call.action or {
-        "submit": "submitting the RL job failed",
-        "status": f"reading the status of job {call.job_id!r} failed",
-        "cancel": f"cancelling job {call.job_id!r} failed",
-        "list": "listing RL jobs failed",
-    }.get(call.operation, f"reading {call.operation} of job {call.job_id!r} failed")
+    what = call.action or f"{call.operation} failed"
     detail = f"HTTP {status}"
     if len(sent.attempts) > 1:
         detail += f" after {len(sent.attempts)} attempts"

@@ -20,16 +20,14 @@ from pytest_synth_rl.client.calls import (
     Call,
     Sender,
     async_run_once,
-    bearer,
     read_object,
     run_once,
 )
-from pytest_synth_rl.client.jobconfig import resolve_api_key, resolve_backend_url, usage_error
+from pytest_synth_rl.client.jobconfig import usage_error
 from pytest_synth_rl.client.retry import RetryPolicy, Steps
 from pytest_synth_rl.clock import Clock
-from pytest_synth_rl.config import normalize_backend_url
 from pytest_synth_rl.errors import EnvKeyUploadError, TaskAppVerificationError
-from pytest_synth_rl.secrets.masking import Secret, mask_secret
+from pytest_synth_rl.secrets.masking import Secret, SecretHeaders, mask_secret
 
 __all__ = [
     "ENV_KEY_NAME",
@@ -95,10 +93,6 @@ def _attempt_text(attempt: dict[str, Any]) -> str:
     where = attempt.get("path") or attempt.get("url") or attempt.get("endpoint")
     status = attempt.get("status", "?")
     return f"{where} -> {status}" if where else f"status {status}"
-
-
-def _api_base(backend_url: str | None) -> str:
-    return normalize_backend_url(resolve_backend_url(backend_url))
 
 
 def _unusable(response: httpx.Response, what: str, fix: str = _FIX_BACKEND) -> EnvKeyUploadError:
@@ -178,16 +172,10 @@ def _resolve_env_key(env_key: str | Secret | None, url: str) -> Secret:
 
 
 def upload_steps(
-    sender: Sender[Any],
-    backend_url: str | None,
-    api_key: str | Secret | None,
-    env_key: str | Secret | None,
-    verify: bool,
+    sender: Sender[Any], api_base: str, auth: SecretHeaders, env_key: str | Secret | None, verify: bool
 ) -> Steps[EnvKeyUpload]:
     """Fetch the backend's public key, post the sealed key, and with *verify* check it is held."""
-    api_base = _api_base(backend_url)
     url = f"{api_base}/v1/env-keys"
-    auth = bearer(resolve_api_key(api_key))
     key = _resolve_env_key(env_key, url)
     key_call = partial(Call, headers=auth, error_cls=EnvKeyUploadError, fix=_FIX_BACKEND)
     public_key = yield from sender.send(
@@ -248,8 +236,8 @@ def upload_environment_api_key(
 ) -> EnvKeyUpload:
     """Upload the task app's key (``env_key`` or ``ENVIRONMENT_API_KEY``) to the backend, sealed;
     with ``verify``, raise unless the backend then reports it present."""
-    steps = partial(upload_steps, backend_url=backend_url, api_key=api_key, env_key=env_key, verify=verify)
-    return run_once(steps, http_client, transport, clock, retry, request_timeout)
+    steps = partial(upload_steps, env_key=env_key, verify=verify)
+    return run_once(steps, backend_url, api_key, http_client, transport, clock, retry, request_timeout)
 
 
 async def async_upload_environment_api_key(
@@ -265,8 +253,10 @@ async def async_upload_environment_api_key(
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
 ) -> EnvKeyUpload:
     """:func:`upload_environment_api_key` over ``httpx.AsyncClient``."""
-    steps = partial(upload_steps, backend_url=backend_url, api_key=api_key, env_key=env_key, verify=verify)
-    return await async_run_once(steps, http_client, transport, clock, retry, request_timeout)
+    steps = partial(upload_steps, env_key=env_key, verify=verify)
+    return await async_run_once(
+        steps, backend_url, api_key, http_client, transport, clock, retry, request_timeout
+    )
 
 
 def _read_verification(task_url: str, response: httpx.Response) -> TaskAppVerification:
@@ -294,11 +284,9 @@ def _read_verification(task_url: str, response: httpx.Response) -> TaskAppVerifi
 
 
 def verify_steps(
-    sender: Sender[Any], backend_url: str | None, api_key: str | Secret | None, task_url: str | None
+    sender: Sender[Any], api_base: str, auth: SecretHeaders, task_url: str | None
 ) -> Steps[TaskAppVerification]:
     """``POST /rl/verify_task_app`` for *task_url* (``TASK_APP_URL`` if None)."""
-    api_base = _api_base(backend_url)
-    auth = bearer(resolve_api_key(api_key))
     url = (task_url or "").strip() or os.environ.get("TASK_APP_URL", "").strip()
     if not url:
         raise usage_error(
@@ -334,8 +322,8 @@ def verify_task_app(
 ) -> TaskAppVerification:
     """Have the backend probe the task app at *task_url* (``TASK_APP_URL`` if None); raises
     :class:`TaskAppVerificationError` for HTTP status >= 400 or a falsy ``any_ok``."""
-    steps = partial(verify_steps, backend_url=backend_url, api_key=api_key, task_url=task_url)
-    return run_once(steps, http_client, transport, clock, retry, request_timeout)
+    steps = partial(verify_steps, task_url=task_url)
+    return run_once(steps, backend_url, api_key, http_client, transport, clock, retry, request_timeout)
 
 
 async def async_verify_task_app(
@@ -350,5 +338,7 @@ async def async_verify_task_app(
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
 ) -> TaskAppVerification:
     """:func:`verify_task_app` over ``httpx.AsyncClient``."""
-    steps = partial(verify_steps, backend_url=backend_url, api_key=api_key, task_url=task_url)
-    return await async_run_once(steps, http_client, transport, clock, retry, request_timeout)
+    steps = partial(verify_steps, task_url=task_url)
+    return await async_run_once(
+        steps, backend_url, api_key, http_client, transport, clock, retry, request_timeout
+    )
