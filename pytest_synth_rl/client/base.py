@@ -56,7 +56,7 @@ from pytest_synth_rl.errors import (
 from pytest_synth_rl.secrets.masking import Secret, SecretHeaders, mask_secret
 from pytest_synth_rl.taskapp.health import HealthReport
 
-__all__ = ["DEFAULT_REQUEST_TIMEOUT", "HEALTH_TIMEOUT", "JobBase"]
+__all__ = ["DEFAULT_REQUEST_TIMEOUT", "HEALTH_TIMEOUT", "JobBase", "JobSteps"]
 
 ClientT = TypeVar("ClientT", httpx.Client, httpx.AsyncClient)
 TransportT = TypeVar("TransportT", httpx.BaseTransport, httpx.AsyncBaseTransport)
@@ -339,84 +339,6 @@ class JobBase(Generic[ClientT, TransportT]):
     def _status(self) -> Steps[dict[str, Any]]:
         return (yield from self._sender.send(self._job_call("status", self._read_status)))[0]
 
-    def _results(self) -> Steps[dict[str, Any]]:
-        return self._results_from((yield from self._status()))
-
-    def _cancel(self) -> Steps[dict[str, Any]]:
-        return self._sender.send(self._job_call("cancel", lambda r: read_object(r)[0]))
-
-    def _events(self, since_seq: int, limit: int) -> Steps[EventPage]:
-        call = self._job_call("events", lambda r: event_page(r, since_seq), since_seq=since_seq, limit=limit)
-        return self._sender.send(call)
-
-    def _metrics(self, after_step: int, limit: int) -> Steps[list[dict[str, Any]]]:
-        call = self._job_call("metrics", lambda r: json_list(r, "points"), after_step=after_step, limit=limit)
-        return self._sender.send(call)
-
-    def _timeline(self) -> Steps[list[dict[str, Any]]]:
-        return self._sender.send(self._job_call("timeline", lambda r: json_list(r, "events")))
-
-    def _upload(self, env_key: str | Secret | None, verify: bool) -> Steps[EnvKeyUpload]:
-        """The upload of *env_key*, by default this job's ``task_app_api_key``."""
-        key = env_key if env_key is not None else self._config.task_app_api_key
-        return upload_steps(self._sender, self.api_base, self._auth(), key, verify)
-
-    def _verify(self, task_url: str | None) -> Steps[TaskAppVerification]:
-        """The verification of *task_url*, by default this job's task app (TOML included)."""
-        if task_url is None:
-            task_url = self._config.task_app_url or None
-        if task_url is None and self._config.config_path is not None:
-            task_url = self.build().task_url
-        return verify_steps(self._sender, self.api_base, self._auth(), task_url)
-
-    def _poll(
-        self,
-        timeout: float,
-        interval: float,
-        on_status: Callable[[dict[str, Any]], object] | None,
-        raise_on_failure: bool,
-        max_failed_polls: int = DEFAULT_MAX_FAILED_POLLS,
-    ) -> Steps[JobResult]:
-        poller = Poller(
-            self._require_job_id("poll the job"),
-            timeout=timeout,
-            interval=interval,
-            clock=self._clock,
-            raise_on_failure=raise_on_failure,
-            max_failed_polls=max_failed_polls,
-        )
-        self.last_polls = poller.history
-        status_call = self._job_call("status", self._read_status)
-        while True:
-            try:
-                payload, note = yield from self._sender.send(status_call)
-            except BackendError as exc:
-                yield poller.poll_failed(exc)
-                continue
-            poller.record(payload, note)
-            if on_status is not None:
-                try:
-                    returned = on_status(payload)
-                except Exception as exc:
-                    poller.callback_failed(exc)
-                else:
-                    if inspect.isawaitable(returned):
-                        failure = yield returned
-                        if failure is not None:
-                            poller.callback_failed(failure)
-            wait = poller.next_wait()
-            if wait is None:
-                break
-            yield wait
-        self.finished_at = self._clock.now()
-        self.finished_wall = time.perf_counter()
-        try:
-            self.last_result = poller.finish()
-        except JobFailedError as exc:
-            self.last_result = exc.result
-            raise
-        return self.last_result
-
     def _health_target(self) -> tuple[str, Secret | None]:
         return self.build().task_url, self._config.task_app_api_key
 
@@ -485,6 +407,108 @@ class JobBase(Generic[ClientT, TransportT]):
             f"api_key={config.api_key.masked!r}, task_app_url={config.task_app_url!r}, "
             f"task_app_api_key={task_key!r}, config_path={path!r})"
         )
+
+
+class JobSteps(JobBase[Any, Any]):
+    """Every operation of a job as steps, written once: :class:`~.jobs.RLJob` runs them blocking,
+    :class:`~.jobs.AsyncRLJob` awaits them (their methods of the same names). Never instantiated."""
+
+    def upload_environment_api_key(
+        self, env_key: str | Secret | None = None, *, verify: bool = False
+    ) -> Steps[EnvKeyUpload]:
+        """Upload the task app's key (default: this job's ``task_app_api_key``) to the backend,
+        sealed; see :func:`~.preflight.upload_environment_api_key`."""
+        key = env_key if env_key is not None else self._config.task_app_api_key
+        return upload_steps(self._sender, self.api_base, self._auth(), key, verify)
+
+    def verify_task_app(self, task_url: str | None = None) -> Steps[TaskAppVerification]:
+        """Have the backend probe the task app (default: this job's, TOML included); see
+        :func:`~.preflight.verify_task_app`."""
+        if task_url is None:
+            task_url = self._config.task_app_url or None
+        if task_url is None and self._config.config_path is not None:
+            task_url = self.build().task_url
+        return verify_steps(self._sender, self.api_base, self._auth(), task_url)
+
+    def get_status(self) -> Steps[dict[str, Any]]:
+        """The job's current status payload (``{}`` if the backend answered with non-JSON)."""
+        return self._status()
+
+    @keywords_checked
+    def poll_until_complete(
+        self,
+        timeout: float = 7200.0,
+        interval: float = 10.0,
+        on_status: Callable[[dict[str, Any]], object] | None = None,
+        raise_on_failure: bool = False,
+        *,
+        max_failed_polls: int = DEFAULT_MAX_FAILED_POLLS,
+    ) -> Steps[JobResult]:
+        """Poll every ``interval`` clock seconds until terminal, up to ``timeout`` (then
+        :class:`JobTimeoutError`); ``raise_on_failure``: :class:`JobFailedError` for a failed job;
+        ``max_failed_polls`` transient failures in a row end the wait. ``on_status`` may be an
+        async function on :class:`~.jobs.AsyncRLJob`."""
+        poller = Poller(
+            self._require_job_id("poll the job"),
+            timeout=timeout,
+            interval=interval,
+            clock=self._clock,
+            raise_on_failure=raise_on_failure,
+            max_failed_polls=max_failed_polls,
+        )
+        self.last_polls = poller.history
+        status_call = self._job_call("status", self._read_status)
+        while True:
+            try:
+                payload, note = yield from self._sender.send(status_call)
+            except BackendError as exc:
+                yield poller.poll_failed(exc)
+                continue
+            poller.record(payload, note)
+            if on_status is not None:
+                try:
+                    returned = on_status(payload)
+                except Exception as exc:
+                    poller.callback_failed(exc)
+                else:
+                    if inspect.isawaitable(returned):
+                        failure = yield returned
+                        if failure is not None:
+                            poller.callback_failed(failure)
+            wait = poller.next_wait()
+            if wait is None:
+                break
+            yield wait
+        self.finished_at = self._clock.now()
+        self.finished_wall = time.perf_counter()
+        try:
+            self.last_result = poller.finish()
+        except JobFailedError as exc:
+            self.last_result = exc.result
+            raise
+        return self.last_result
+
+    def get_results(self) -> Steps[dict[str, Any]]:
+        """The ``results`` of a succeeded job; :class:`JobFailedError` if it failed or was cancelled."""
+        return self._results_from((yield from self._status()))
+
+    def cancel(self) -> Steps[dict[str, Any]]:
+        """Ask the backend to cancel the job; returns its answer."""
+        return self._sender.send(self._job_call("cancel", lambda r: read_object(r)[0]))
+
+    def events(self, since_seq: int = 0, limit: int = 200) -> Steps[EventPage]:
+        """Events after ``since_seq``; pass ``page.next_seq`` back to continue."""
+        call = self._job_call("events", lambda r: event_page(r, since_seq), since_seq=since_seq, limit=limit)
+        return self._sender.send(call)
+
+    def metrics(self, after_step: int = -1, limit: int = 200) -> Steps[list[dict[str, Any]]]:
+        """Metric points (``name``, ``step``, ``value``, ...) after ``after_step``."""
+        call = self._job_call("metrics", lambda r: json_list(r, "points"), after_step=after_step, limit=limit)
+        return self._sender.send(call)
+
+    def timeline(self) -> Steps[list[dict[str, Any]]]:
+        """The job's phase timeline (entries with ``phase`` and ``created_at``)."""
+        return self._sender.send(self._job_call("timeline", lambda r: json_list(r, "events")))
 
 
 def _build_payload(config: RLJobConfig) -> RLBuildResult:
