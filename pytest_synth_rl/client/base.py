@@ -12,7 +12,6 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from functools import partial
 from typing import Any, Generic, TypeVar
 
 import httpx
@@ -298,7 +297,7 @@ class JobBase(Generic[ClientT, TransportT]):
             operation="submit",
             method="POST",
             url=url,
-            parse=partial(extract_job_id, url=url),
+            parse=extract_job_id,
             headers=SecretHeaders({**self._auth(), "Idempotency-Key": self._idempotency_key}),
             json=self.build().payload,
             ok_statuses=frozenset({200, 201}),

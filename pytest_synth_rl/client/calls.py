@@ -26,6 +26,7 @@ __all__ = [
     "DEFAULT_REQUEST_TIMEOUT",
     "Call",
     "Sender",
+    "answer_error",
     "async_run_once",
     "bearer",
     "error_for",
@@ -39,6 +40,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+E = TypeVar("E", bound=BackendError)
 ClientT = TypeVar("ClientT", httpx.Client, httpx.AsyncClient)
 
 #: Seconds for one HTTP request (connect, read, write, pool) when we create the client.
@@ -229,7 +231,7 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def extract_job_id(response: httpx.Response, *, url: str) -> str:
+def extract_job_id(response: httpx.Response) -> str:
     """The new job's id (``job_id``, else ``id``); an answer without one is a failed submission."""
     body, note = read_object(response)
     for key in ("job_id", "id"):
@@ -237,14 +239,21 @@ def extract_job_id(response: httpx.Response, *, url: str) -> str:
         if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value).strip():
             return str(value).strip()
     reason = f" ({note})" if note else ""
-    raise JobSubmitError(
-        f"the backend accepted the job (HTTP {response.status_code}) but its answer has no job id "
-        f"under 'job_id' or 'id'{reason}",
-        method="POST",
-        url=url,
+    message = f"the backend accepted the job (HTTP {response.status_code}) but its answer has no job id "
+    hint = "check that backend_url points at the Synth API (this answer is not from its RL jobs route)"
+    raise answer_error(JobSubmitError, response, f"{message}under 'job_id' or 'id'{reason}", hint)
+
+
+def answer_error(error_cls: type[E], response: httpx.Response, message: str, hint: str) -> E:
+    """*error_cls* for an answer we cannot use, with its request, status and body."""
+    request = response.request
+    return error_cls(
+        message,
+        method=request.method,
+        url=str(request.url),
         status_code=response.status_code,
         response_text=response.text,
-        hint="check that backend_url points at the Synth API (this answer is not from its RL jobs route)",
+        hint=hint,
     )
 
 

@@ -19,6 +19,7 @@ from pytest_synth_rl.client.calls import (
     DEFAULT_REQUEST_TIMEOUT,
     Call,
     Sender,
+    answer_error,
     async_run_once,
     read_object,
     run_once,
@@ -96,14 +97,7 @@ def _attempt_text(attempt: dict[str, Any]) -> str:
 
 
 def _unusable(response: httpx.Response, what: str, fix: str = _FIX_BACKEND) -> EnvKeyUploadError:
-    return EnvKeyUploadError(
-        f"uploading {ENV_KEY_NAME} failed: {what}",
-        method=response.request.method,
-        url=str(response.request.url),
-        status_code=response.status_code,
-        response_text=response.text,
-        hint=fix,
-    )
+    return answer_error(EnvKeyUploadError, response, f"uploading {ENV_KEY_NAME} failed: {what}", fix)
 
 
 def _read_public_key(response: httpx.Response) -> bytes:
