@@ -1,6 +1,7 @@
 """The RL job handles: :class:`RLJob` (blocking) and :class:`AsyncRLJob`, and the job listings.
 
-Both run the steps of :mod:`.base`; they differ only in how they send, sleep and close.
+Both run the steps of :class:`~.base.JobSteps`, through :func:`_blocking` and :func:`_awaiting`;
+they differ only in how they send, sleep and close.
 Every wait is on the job's clock. ``AsyncRLJob`` works under asyncio and anyio's asyncio backend.
 """
 
