@@ -416,13 +416,13 @@ class JobSteps(JobBase[Any, Any]):
         self, env_key: str | Secret | None = None, *, verify: bool = False
     ) -> Steps[EnvKeyUpload]:
         """Upload the task app's key (default: this job's ``task_app_api_key``) to the backend,
-        sealed; see :func:`~.preflight.upload_environment_api_key`."""
+        sealed; see :func:`~.jobs.upload_environment_api_key`."""
         key = env_key if env_key is not None else self._config.task_app_api_key
         return upload_steps(self._sender, self.api_base, self._auth(), key, verify)
 
     def verify_task_app(self, task_url: str | None = None) -> Steps[TaskAppVerification]:
         """Have the backend probe the task app (default: this job's, TOML included); see
-        :func:`~.preflight.verify_task_app`."""
+        :func:`~.jobs.verify_task_app`."""
         if task_url is None:
             task_url = self._config.task_app_url or None
         if task_url is None and self._config.config_path is not None:

@@ -13,11 +13,9 @@ from typing import Any, Generic, TypeVar
 
 import httpx
 
-from pytest_synth_rl.client.jobconfig import resolve_api_key, resolve_backend_url
 from pytest_synth_rl.client.results import EventPage
-from pytest_synth_rl.client.retry import RetryPolicy, Sent, Steps, async_drive, drive, retrying
-from pytest_synth_rl.clock import Clock, RealClock
-from pytest_synth_rl.config import normalize_backend_url
+from pytest_synth_rl.client.retry import RetryPolicy, Sent, Steps, retrying
+from pytest_synth_rl.clock import Clock
 from pytest_synth_rl.errors import BackendError, JobSubmitError, excerpt
 from pytest_synth_rl.secrets.masking import Secret, SecretHeaders, get_logger
 from pytest_synth_rl.taskapp.tls import shared_ssl_context
@@ -27,7 +25,6 @@ __all__ = [
     "Call",
     "Sender",
     "answer_error",
-    "async_run_once",
     "bearer",
     "error_for",
     "event_page",
@@ -36,7 +33,6 @@ __all__ = [
     "new_client",
     "read_json",
     "read_object",
-    "run_once",
 ]
 
 T = TypeVar("T")
@@ -182,49 +178,6 @@ class Sender(Generic[ClientT]):
 def new_client(cls: type[ClientT], transport: Any, timeout: float) -> ClientT:
     """A client of ours: *transport* (None: the network), *timeout* per request, our TLS context."""
     return cls(transport=transport, timeout=timeout, verify=shared_ssl_context())
-
-
-def run_once(
-    steps: Callable[[Sender[Any], str, SecretHeaders], Steps[T]],
-    backend_url: str | None,
-    api_key: str | Secret | None,
-    http_client: httpx.Client | None,
-    transport: httpx.BaseTransport | None,
-    clock: Clock | None,
-    retry: RetryPolicy | None,
-    timeout: float,
-) -> T:
-    """Run *steps* outside a job, on *http_client* (left open) or a client made for the occasion."""
-    api_base, auth = normalize_backend_url(resolve_backend_url(backend_url)), bearer(resolve_api_key(api_key))
-    client = http_client if http_client is not None else new_client(httpx.Client, transport, timeout)
-    clock = clock or RealClock()
-    try:
-        return drive(steps(Sender(client, retry or RetryPolicy(), clock), api_base, auth), client, clock)
-    finally:
-        if http_client is None:
-            client.close()
-
-
-async def async_run_once(
-    steps: Callable[[Sender[Any], str, SecretHeaders], Steps[T]],
-    backend_url: str | None,
-    api_key: str | Secret | None,
-    http_client: httpx.AsyncClient | None,
-    transport: httpx.AsyncBaseTransport | None,
-    clock: Clock | None,
-    retry: RetryPolicy | None,
-    timeout: float,
-) -> T:
-    """:func:`run_once` over ``httpx.AsyncClient``."""
-    api_base, auth = normalize_backend_url(resolve_backend_url(backend_url)), bearer(resolve_api_key(api_key))
-    client = http_client if http_client is not None else new_client(httpx.AsyncClient, transport, timeout)
-    clock = clock or RealClock()
-    try:
-        sender = Sender(client, retry or RetryPolicy(), clock)
-        return await async_drive(steps(sender, api_base, auth), client, clock)
-    finally:
-        if http_client is None:
-            await client.aclose()
 
 
 def _int(value: Any) -> int | None:

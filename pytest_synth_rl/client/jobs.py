@@ -13,14 +13,28 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import httpx
 
-from pytest_synth_rl.client.base import HEALTH_TIMEOUT, JobBase, JobSteps
-from pytest_synth_rl.client.retry import Steps, async_drive, drive
+from pytest_synth_rl.client.base import DEFAULT_REQUEST_TIMEOUT, HEALTH_TIMEOUT, JobBase, JobSteps
+from pytest_synth_rl.client.jobconfig import RLJobConfig, resolve_api_key, resolve_backend_url
+from pytest_synth_rl.client.preflight import EnvKeyUpload, TaskAppVerification
+from pytest_synth_rl.client.retry import RetryPolicy, Steps, async_drive, drive
+from pytest_synth_rl.clock import Clock
+from pytest_synth_rl.secrets.masking import Secret
 from pytest_synth_rl.taskapp.health import async_check_task_app_health, check_task_app_health
 
-__all__ = ["AsyncRLJob", "RLJob", "async_list_rl_jobs", "list_rl_jobs"]
+__all__ = [
+    "AsyncRLJob",
+    "RLJob",
+    "async_list_rl_jobs",
+    "async_upload_environment_api_key",
+    "async_verify_task_app",
+    "list_rl_jobs",
+    "upload_environment_api_key",
+    "verify_task_app",
+]
 
 P = ParamSpec("P")
 T = TypeVar("T")
+J = TypeVar("J", "RLJob", "AsyncRLJob")
 
 
 def _like(method: Callable[..., Any], steps: Callable[..., Any]) -> None:
@@ -153,3 +167,91 @@ def list_rl_jobs(limit: int = 20, status: str | None = None, **kwargs: Any) -> A
 async def async_list_rl_jobs(limit: int = 20, status: str | None = None, **kwargs: Any) -> Any:
     """List RL jobs; same arguments as :meth:`AsyncRLJob.list_jobs`."""
     return await AsyncRLJob.list_jobs(limit, status, **kwargs)
+
+
+def _detached(
+    cls: type[J],
+    backend_url: str | None,
+    api_key: str | Secret | None,
+    http_client: Any,
+    transport: Any,
+    clock: Clock | None,
+    retry: RetryPolicy | None,
+    request_timeout: float,
+) -> J:
+    """A handle with no RL config and no job, for the preflight calls (a transport given along
+    with a client goes unused)."""
+    config = RLJobConfig(None, resolve_backend_url(backend_url), resolve_api_key(api_key))
+    transport = transport if http_client is None else None
+    options: dict[str, Any] = {"clock": clock, "http_client": http_client, "transport": transport}
+    return cls(config, retry=retry, request_timeout=request_timeout, **options)
+
+
+def upload_environment_api_key(
+    backend_url: str | None = None,
+    api_key: str | Secret | None = None,
+    env_key: str | Secret | None = None,
+    *,
+    verify: bool = False,
+    http_client: httpx.Client | None = None,
+    transport: httpx.BaseTransport | None = None,
+    clock: Clock | None = None,
+    retry: RetryPolicy | None = None,
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+) -> EnvKeyUpload:
+    """Upload the task app's key (``env_key`` or ``ENVIRONMENT_API_KEY``) to the backend, sealed;
+    with ``verify``, raise unless the backend then reports it present."""
+    with _detached(RLJob, backend_url, api_key, http_client, transport, clock, retry, request_timeout) as job:
+        return job.upload_environment_api_key(env_key, verify=verify)
+
+
+async def async_upload_environment_api_key(
+    backend_url: str | None = None,
+    api_key: str | Secret | None = None,
+    env_key: str | Secret | None = None,
+    *,
+    verify: bool = False,
+    http_client: httpx.AsyncClient | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    clock: Clock | None = None,
+    retry: RetryPolicy | None = None,
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+) -> EnvKeyUpload:
+    """:func:`upload_environment_api_key` over ``httpx.AsyncClient``."""
+    options = (http_client, transport, clock, retry, request_timeout)
+    async with _detached(AsyncRLJob, backend_url, api_key, *options) as job:
+        return await job.upload_environment_api_key(env_key, verify=verify)
+
+
+def verify_task_app(
+    backend_url: str | None = None,
+    api_key: str | Secret | None = None,
+    task_url: str | None = None,
+    *,
+    http_client: httpx.Client | None = None,
+    transport: httpx.BaseTransport | None = None,
+    clock: Clock | None = None,
+    retry: RetryPolicy | None = None,
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+) -> TaskAppVerification:
+    """Have the backend probe the task app at *task_url* (``TASK_APP_URL`` if None); raises
+    :class:`TaskAppVerificationError` for HTTP status >= 400 or a falsy ``any_ok``."""
+    with _detached(RLJob, backend_url, api_key, http_client, transport, clock, retry, request_timeout) as job:
+        return job.verify_task_app(task_url)
+
+
+async def async_verify_task_app(
+    backend_url: str | None = None,
+    api_key: str | Secret | None = None,
+    task_url: str | None = None,
+    *,
+    http_client: httpx.AsyncClient | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    clock: Clock | None = None,
+    retry: RetryPolicy | None = None,
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+) -> TaskAppVerification:
+    """:func:`verify_task_app` over ``httpx.AsyncClient``."""
+    options = (http_client, transport, clock, retry, request_timeout)
+    async with _detached(AsyncRLJob, backend_url, api_key, *options) as job:
+        return await job.verify_task_app(task_url)
