@@ -17,19 +17,19 @@ if TYPE_CHECKING:
     from pytest_synth_rl.client.jobs import AsyncRLJob as AsyncRLJob
     from pytest_synth_rl.client.jobs import RLJob as RLJob
     from pytest_synth_rl.client.jobs import async_list_rl_jobs as async_list_rl_jobs
+    from pytest_synth_rl.client.jobs import (
+        async_upload_environment_api_key as async_upload_environment_api_key,
+    )
+    from pytest_synth_rl.client.jobs import async_verify_task_app as async_verify_task_app
     from pytest_synth_rl.client.jobs import list_rl_jobs as list_rl_jobs
+    from pytest_synth_rl.client.jobs import upload_environment_api_key as upload_environment_api_key
+    from pytest_synth_rl.client.jobs import verify_task_app as verify_task_app
     from pytest_synth_rl.client.polling import SynthCallbackWarning as SynthCallbackWarning
     from pytest_synth_rl.client.preflight import ENV_KEY_NAME as ENV_KEY_NAME
     from pytest_synth_rl.client.preflight import MAX_ENV_KEY_BYTES as MAX_ENV_KEY_BYTES
     from pytest_synth_rl.client.preflight import SEALED_BOX_ALG as SEALED_BOX_ALG
     from pytest_synth_rl.client.preflight import EnvKeyUpload as EnvKeyUpload
     from pytest_synth_rl.client.preflight import TaskAppVerification as TaskAppVerification
-    from pytest_synth_rl.client.preflight import (
-        async_upload_environment_api_key as async_upload_environment_api_key,
-    )
-    from pytest_synth_rl.client.preflight import async_verify_task_app as async_verify_task_app
-    from pytest_synth_rl.client.preflight import upload_environment_api_key as upload_environment_api_key
-    from pytest_synth_rl.client.preflight import verify_task_app as verify_task_app
     from pytest_synth_rl.client.results import CANCELLED_STATUSES as CANCELLED_STATUSES
     from pytest_synth_rl.client.results import FAILURE_STATUSES as FAILURE_STATUSES
     from pytest_synth_rl.client.results import SUCCESS_STATUSES as SUCCESS_STATUSES
@@ -47,10 +47,10 @@ _HOMES = {
     name: home
     for home, names in {
         "jobconfig": "DEFAULT_BACKEND_URL RLJobConfig resolve_api_key resolve_backend_url",
-        "jobs": "AsyncRLJob RLJob async_list_rl_jobs list_rl_jobs",
+        "jobs": "AsyncRLJob RLJob async_list_rl_jobs list_rl_jobs async_upload_environment_api_key "
+        "async_verify_task_app upload_environment_api_key verify_task_app",
         "polling": "SynthCallbackWarning",
-        "preflight": "ENV_KEY_NAME MAX_ENV_KEY_BYTES SEALED_BOX_ALG EnvKeyUpload TaskAppVerification "
-        "async_upload_environment_api_key async_verify_task_app upload_environment_api_key verify_task_app",
+        "preflight": "ENV_KEY_NAME MAX_ENV_KEY_BYTES SEALED_BOX_ALG EnvKeyUpload TaskAppVerification",
         "results": "CANCELLED_STATUSES FAILURE_STATUSES SUCCESS_STATUSES TERMINAL_STATUSES EventPage "
         "JobResult PollRecord is_terminal job_status",
         "retry": "RetryPolicy parse_retry_after",

@@ -12,7 +12,6 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from functools import partial
 from typing import Any, Generic, TypeVar
 
 import httpx
@@ -56,7 +55,7 @@ from pytest_synth_rl.errors import (
 from pytest_synth_rl.secrets.masking import Secret, SecretHeaders, mask_secret
 from pytest_synth_rl.taskapp.health import HealthReport
 
-__all__ = ["DEFAULT_REQUEST_TIMEOUT", "HEALTH_TIMEOUT", "JobBase"]
+__all__ = ["DEFAULT_REQUEST_TIMEOUT", "HEALTH_TIMEOUT", "JobBase", "JobSteps"]
 
 ClientT = TypeVar("ClientT", httpx.Client, httpx.AsyncClient)
 TransportT = TypeVar("TransportT", httpx.BaseTransport, httpx.AsyncBaseTransport)
@@ -65,13 +64,14 @@ T = TypeVar("T")
 
 #: Seconds allowed for each request of the pre-submission task app probe.
 HEALTH_TIMEOUT = 10.0
-#: Each operation on a job: what it does (for errors), method, route suffix, has a fallback route.
+#: Each operation on a job: what it does (if not yet submitted; if it failed), method, route
+#: suffix, has a fallback route.
 _ROUTES = {
-    "status": ("get the job status", "GET", "", False),
-    "cancel": ("cancel the job", "POST", "/cancel", False),
-    "events": ("read job events", "GET", "/events", True),
-    "metrics": ("read job metrics", "GET", "/metrics", True),
-    "timeline": ("read the job timeline", "GET", "/timeline", True),
+    "status": ("get the job status", "reading the status of job {!r}", "GET", "", False),
+    "cancel": ("cancel the job", "cancelling job {!r}", "POST", "/cancel", False),
+    "events": ("read job events", "reading events of job {!r}", "GET", "/events", True),
+    "metrics": ("read job metrics", "reading metrics of job {!r}", "GET", "/metrics", True),
+    "timeline": ("read the job timeline", "reading timeline of job {!r}", "GET", "/timeline", True),
 }
 
 
@@ -135,11 +135,6 @@ class JobBase(Generic[ClientT, TransportT]):
     def _drive_and_close(self, steps: Steps[T]) -> Any:
         raise NotImplementedError
 
-    def _discard(self) -> None:
-        """Release an owned client synchronously (construction failed; nothing was sent)."""
-        if self._owns_client and isinstance(self._http, httpx.Client):
-            self._http.close()
-
     @classmethod
     @keywords_checked
     def from_config(
@@ -176,6 +171,7 @@ class JobBase(Generic[ClientT, TransportT]):
             tags=tags,
             allow_new_keys=allow_new_keys,
         )
+        build = _build_payload(config)
         options: dict[str, Any] = {"clock": clock, "http_client": http_client, "transport": transport}
         job = cls(
             config,
@@ -184,11 +180,7 @@ class JobBase(Generic[ClientT, TransportT]):
             request_timeout=request_timeout,
             **options,
         )
-        try:
-            job.build()
-        except BaseException:
-            job._discard()
-            raise
+        job._build = build
         return job
 
     @classmethod
@@ -237,9 +229,8 @@ class JobBase(Generic[ClientT, TransportT]):
         params: dict[str, str | int] = {"limit": limit, **{k: v for k, v in filters.items() if v is not None}}
         options: dict[str, Any] = {"clock": clock, "http_client": http_client, "transport": transport}
         lister = cls(config, retry=retry, request_timeout=request_timeout, **options)
-        call = Call(
-            "list", "GET", f"{lister.api_base}/rl/jobs", lambda r: read_json(r)[0], lister._auth(), params
-        )
+        url, parse = f"{lister.api_base}/rl/jobs", (lambda r: read_json(r)[0])
+        call = Call("list", "GET", url, parse, lister._auth(), params, action="listing RL jobs failed")
         return lister._drive_and_close(lister._sender.send(call))
 
     @property
@@ -274,35 +265,9 @@ class JobBase(Generic[ClientT, TransportT]):
 
     def build(self) -> RLBuildResult:
         """Build (once) the submission payload from the TOML config; raises ConfigError if invalid."""
-        if self._build is not None:
-            return self._build
-        config = self._config
-        if config.config_path is None:
-            raise SynthError(
-                "this job has no RL config to build a payload from (it was attached with from_job_id)",
-                hint="use RLJob.from_config(path, ...) to submit a new job",
-            )
-        # The upstream SDK wrote these two keys into the caller's own dict; we use a copy, and a
-        # caller's task_url override wins (contract §3).
-        overrides: dict[str, Any] = dict(config.overrides or {})
-        _check_backend_override(overrides.get("backend"), config.backend_url)
-        overrides["backend"] = config.backend_url
-        if config.task_app_url and not (overrides.get("task_url") or "").strip():
-            overrides["task_url"] = config.task_app_url
-        build = build_rl_payload(
-            config.config_path,
-            task_url=config.task_app_url,
-            overrides=overrides,
-            idempotency=config.idempotency_key,
-            allow_experimental=config.allow_experimental,
-            backend_url=config.backend_url,
-            allow_new_keys=config.allow_new_keys,
-        )
-        if config.tags:
-            existing = build.payload.get("tags")
-            build.payload["tags"] = {**(existing if isinstance(existing, Mapping) else {}), **config.tags}
-        self._build = build
-        return build
+        if self._build is None:
+            self._build = _build_payload(self._config)
+        return self._build
 
     @property
     def payload(self) -> dict[str, Any]:
@@ -332,11 +297,12 @@ class JobBase(Generic[ClientT, TransportT]):
             operation="submit",
             method="POST",
             url=url,
-            parse=partial(extract_job_id, url=url),
+            parse=extract_job_id,
             headers=SecretHeaders({**self._auth(), "Idempotency-Key": self._idempotency_key}),
             json=self.build().payload,
             ok_statuses=frozenset({200, 201}),
             error_cls=JobSubmitError,
+            action="submitting the RL job failed",
         )
 
     def _accept_submission(self, job_id: str) -> str:
@@ -348,16 +314,15 @@ class JobBase(Generic[ClientT, TransportT]):
     def _job_call(self, operation: str, parse: Callable[[httpx.Response], T], **params: int) -> Call[T]:
         """A call on this job's resource (see ``_ROUTES``); where the route has a fallback,
         ``/learning/jobs/...`` answers a 404, and is tried first once it answered instead."""
-        action, method, suffix, fallback = _ROUTES[operation]
+        action, failed, method, suffix, fallback = _ROUTES[operation]
         job_id = self._require_job_id(action)
         primary = f"{self.api_base}/rl/jobs/{job_id}{suffix}"
         alternate = f"{self.api_base}/learning/jobs/{job_id}{suffix}" if fallback else None
         if alternate is not None and operation in self._sender.fallback_routes:
             primary, alternate = alternate, None
         json: dict[str, Any] | None = {} if method == "POST" else None
-        call = Call(
-            operation, method, alternate or primary, parse, self._auth(), params or None, json, job_id=job_id
-        )
+        url, auth, action = alternate or primary, self._auth(), failed.format(job_id) + " failed"
+        call = Call(operation, method, url, parse, auth, params or None, json, job_id=job_id, action=action)
         return call if alternate is None else replace(call, url=primary, fallback=call)
 
     def _read_status(self, response: httpx.Response) -> tuple[dict[str, Any], str | None]:
@@ -372,84 +337,6 @@ class JobBase(Generic[ClientT, TransportT]):
 
     def _status(self) -> Steps[dict[str, Any]]:
         return (yield from self._sender.send(self._job_call("status", self._read_status)))[0]
-
-    def _results(self) -> Steps[dict[str, Any]]:
-        return self._results_from((yield from self._status()))
-
-    def _cancel(self) -> Steps[dict[str, Any]]:
-        return self._sender.send(self._job_call("cancel", lambda r: read_object(r)[0]))
-
-    def _events(self, since_seq: int, limit: int) -> Steps[EventPage]:
-        call = self._job_call("events", lambda r: event_page(r, since_seq), since_seq=since_seq, limit=limit)
-        return self._sender.send(call)
-
-    def _metrics(self, after_step: int, limit: int) -> Steps[list[dict[str, Any]]]:
-        call = self._job_call("metrics", lambda r: json_list(r, "points"), after_step=after_step, limit=limit)
-        return self._sender.send(call)
-
-    def _timeline(self) -> Steps[list[dict[str, Any]]]:
-        return self._sender.send(self._job_call("timeline", lambda r: json_list(r, "events")))
-
-    def _upload(self, env_key: str | Secret | None, verify: bool) -> Steps[EnvKeyUpload]:
-        """The upload of *env_key*, by default this job's ``task_app_api_key``."""
-        key = env_key if env_key is not None else self._config.task_app_api_key
-        return upload_steps(self._sender, self._config.backend_url, self._config.api_key, key, verify)
-
-    def _verify(self, task_url: str | None) -> Steps[TaskAppVerification]:
-        """The verification of *task_url*, by default this job's task app (TOML included)."""
-        if task_url is None:
-            task_url = self._config.task_app_url or None
-        if task_url is None and self._config.config_path is not None:
-            task_url = self.build().task_url
-        return verify_steps(self._sender, self._config.backend_url, self._config.api_key, task_url)
-
-    def _poll(
-        self,
-        timeout: float,
-        interval: float,
-        on_status: Callable[[dict[str, Any]], object] | None,
-        raise_on_failure: bool,
-        max_failed_polls: int = DEFAULT_MAX_FAILED_POLLS,
-    ) -> Steps[JobResult]:
-        poller = Poller(
-            self._require_job_id("poll the job"),
-            timeout=timeout,
-            interval=interval,
-            clock=self._clock,
-            raise_on_failure=raise_on_failure,
-            max_failed_polls=max_failed_polls,
-        )
-        self.last_polls = poller.history
-        status_call = self._job_call("status", self._read_status)
-        while True:
-            try:
-                payload, note = yield from self._sender.send(status_call)
-            except BackendError as exc:
-                yield poller.poll_failed(exc)
-                continue
-            poller.record(payload, note)
-            if on_status is not None:
-                try:
-                    returned = on_status(payload)
-                except Exception as exc:
-                    poller.callback_failed(exc)
-                else:
-                    if inspect.isawaitable(returned):
-                        failure = yield returned
-                        if failure is not None:
-                            poller.callback_failed(failure)
-            wait = poller.next_wait()
-            if wait is None:
-                break
-            yield wait
-        self.finished_at = self._clock.now()
-        self.finished_wall = time.perf_counter()
-        try:
-            self.last_result = poller.finish()
-        except JobFailedError as exc:
-            self.last_result = exc.result
-            raise
-        return self.last_result
 
     def _health_target(self) -> tuple[str, Secret | None]:
         return self.build().task_url, self._config.task_app_api_key
@@ -521,12 +408,136 @@ class JobBase(Generic[ClientT, TransportT]):
         )
 
 
-def _check_backend_override(given: object, backend_url: str) -> None:
-    """``overrides["backend"]`` only fills the payload's metadata; the job is sent to its own
-    backend, so an override naming another one would be silently false."""
-    if not isinstance(given, str) or not given.strip():
-        return
-    if normalize_backend_url(given) != normalize_backend_url(backend_url):
-        message = f"is {given!r}, but this job is sent to {backend_url!r}"
+class JobSteps(JobBase[Any, Any]):
+    """Every operation of a job as steps, written once: :class:`~.jobs.RLJob` runs them blocking,
+    :class:`~.jobs.AsyncRLJob` awaits them (their methods of the same names). Never instantiated."""
+
+    def upload_environment_api_key(
+        self, env_key: str | Secret | None = None, *, verify: bool = False
+    ) -> Steps[EnvKeyUpload]:
+        """Upload the task app's key (default: this job's ``task_app_api_key``) to the backend,
+        sealed; see :func:`~.jobs.upload_environment_api_key`."""
+        key = env_key if env_key is not None else self._config.task_app_api_key
+        return upload_steps(self._sender, self.api_base, self._auth(), key, verify)
+
+    def verify_task_app(self, task_url: str | None = None) -> Steps[TaskAppVerification]:
+        """Have the backend probe the task app (default: this job's, TOML included); see
+        :func:`~.jobs.verify_task_app`."""
+        if task_url is None:
+            task_url = self._config.task_app_url or None
+        if task_url is None and self._config.config_path is not None:
+            task_url = self.build().task_url
+        return verify_steps(self._sender, self.api_base, self._auth(), task_url)
+
+    def get_status(self) -> Steps[dict[str, Any]]:
+        """The job's current status payload (``{}`` if the backend answered with non-JSON)."""
+        return self._status()
+
+    @keywords_checked
+    def poll_until_complete(
+        self,
+        timeout: float = 7200.0,
+        interval: float = 10.0,
+        on_status: Callable[[dict[str, Any]], object] | None = None,
+        raise_on_failure: bool = False,
+        *,
+        max_failed_polls: int = DEFAULT_MAX_FAILED_POLLS,
+    ) -> Steps[JobResult]:
+        """Poll every ``interval`` clock seconds until terminal, up to ``timeout`` (then
+        :class:`JobTimeoutError`); ``raise_on_failure``: :class:`JobFailedError` for a failed job;
+        ``max_failed_polls`` transient failures in a row end the wait. ``on_status`` may be an
+        async function on :class:`~.jobs.AsyncRLJob`."""
+        poller = Poller(
+            self._require_job_id("poll the job"),
+            timeout=timeout,
+            interval=interval,
+            clock=self._clock,
+            raise_on_failure=raise_on_failure,
+            max_failed_polls=max_failed_polls,
+        )
+        self.last_polls = poller.history
+        status_call = self._job_call("status", self._read_status)
+        while True:
+            try:
+                payload, note = yield from self._sender.send(status_call)
+            except BackendError as exc:
+                yield poller.poll_failed(exc)
+                continue
+            poller.record(payload, note)
+            if on_status is not None:
+                try:
+                    returned = on_status(payload)
+                except Exception as exc:
+                    poller.callback_failed(exc)
+                else:
+                    if inspect.isawaitable(returned):
+                        failure = yield returned
+                        if failure is not None:
+                            poller.callback_failed(failure)
+            wait = poller.next_wait()
+            if wait is None:
+                break
+            yield wait
+        self.finished_at = self._clock.now()
+        self.finished_wall = time.perf_counter()
+        try:
+            self.last_result = poller.finish()
+        except JobFailedError as exc:
+            self.last_result = exc.result
+            raise
+        return self.last_result
+
+    def get_results(self) -> Steps[dict[str, Any]]:
+        """The ``results`` of a succeeded job; :class:`JobFailedError` if it failed or was cancelled."""
+        return self._results_from((yield from self._status()))
+
+    def cancel(self) -> Steps[dict[str, Any]]:
+        """Ask the backend to cancel the job; returns its answer."""
+        return self._sender.send(self._job_call("cancel", lambda r: read_object(r)[0]))
+
+    def events(self, since_seq: int = 0, limit: int = 200) -> Steps[EventPage]:
+        """Events after ``since_seq``; pass ``page.next_seq`` back to continue."""
+        call = self._job_call("events", lambda r: event_page(r, since_seq), since_seq=since_seq, limit=limit)
+        return self._sender.send(call)
+
+    def metrics(self, after_step: int = -1, limit: int = 200) -> Steps[list[dict[str, Any]]]:
+        """Metric points (``name``, ``step``, ``value``, ...) after ``after_step``."""
+        call = self._job_call("metrics", lambda r: json_list(r, "points"), after_step=after_step, limit=limit)
+        return self._sender.send(call)
+
+    def timeline(self) -> Steps[list[dict[str, Any]]]:
+        """The job's phase timeline (entries with ``phase`` and ``created_at``)."""
+        return self._sender.send(self._job_call("timeline", lambda r: json_list(r, "events")))
+
+
+def _build_payload(config: RLJobConfig) -> RLBuildResult:
+    if config.config_path is None:
+        raise SynthError(
+            "this job has no RL config to build a payload from (it was attached with from_job_id)",
+            hint="use RLJob.from_config(path, ...) to submit a new job",
+        )
+    # The upstream SDK wrote these two keys into the caller's own dict; we use a copy, and a
+    # caller's task_url override wins (contract §3). ``overrides["backend"]`` only fills the
+    # payload's metadata, so one naming another backend than the job's would be silently false.
+    overrides: dict[str, Any] = dict(config.overrides or {})
+    given = overrides.get("backend")
+    if isinstance(given, str) and given.strip() and normalize_backend_url(given) != config.api_base:
         hint = "choose the backend with backend_url= (or --synth-backend under pytest) and drop "
+        message = f"is {given!r}, but this job is sent to {config.backend_url!r}"
         raise usage_error('overrides["backend"]', message, hint + 'overrides["backend"]')
+    overrides["backend"] = config.backend_url
+    if config.task_app_url and not (overrides.get("task_url") or "").strip():
+        overrides["task_url"] = config.task_app_url
+    build = build_rl_payload(
+        config.config_path,
+        task_url=config.task_app_url,
+        overrides=overrides,
+        idempotency=config.idempotency_key,
+        allow_experimental=config.allow_experimental,
+        backend_url=config.backend_url,
+        allow_new_keys=config.allow_new_keys,
+    )
+    if config.tags:
+        existing = build.payload.get("tags")
+        build.payload["tags"] = {**(existing if isinstance(existing, Mapping) else {}), **config.tags}
+    return build

@@ -14,8 +14,8 @@ from typing import Any, Generic, TypeVar
 import httpx
 
 from pytest_synth_rl.client.results import EventPage
-from pytest_synth_rl.client.retry import RetryPolicy, Sent, Steps, async_drive, drive, retrying
-from pytest_synth_rl.clock import Clock, RealClock
+from pytest_synth_rl.client.retry import RetryPolicy, Sent, Steps, retrying
+from pytest_synth_rl.clock import Clock
 from pytest_synth_rl.errors import BackendError, JobSubmitError, excerpt
 from pytest_synth_rl.secrets.masking import Secret, SecretHeaders, get_logger
 from pytest_synth_rl.taskapp.tls import shared_ssl_context
@@ -24,7 +24,7 @@ __all__ = [
     "DEFAULT_REQUEST_TIMEOUT",
     "Call",
     "Sender",
-    "async_run_once",
+    "answer_error",
     "bearer",
     "error_for",
     "event_page",
@@ -33,10 +33,10 @@ __all__ = [
     "new_client",
     "read_json",
     "read_object",
-    "run_once",
 ]
 
 T = TypeVar("T")
+E = TypeVar("E", bound=BackendError)
 ClientT = TypeVar("ClientT", httpx.Client, httpx.AsyncClient)
 
 #: Seconds for one HTTP request (connect, read, write, pool) when we create the client.
@@ -75,7 +75,7 @@ def bearer(api_key: Secret) -> SecretHeaders:
 @dataclass(frozen=True)
 class Call(Generic[T]):
     """One backend operation: the request, what counts as success, how to read it. ``fallback``
-    answers a 404 (older deployments); ``action``/``fix`` word errors of calls outside the job API."""
+    answers a 404 (older deployments); ``action`` says what failed, ``fix`` overrides the hint."""
 
     operation: str
     method: str
@@ -180,47 +180,11 @@ def new_client(cls: type[ClientT], transport: Any, timeout: float) -> ClientT:
     return cls(transport=transport, timeout=timeout, verify=shared_ssl_context())
 
 
-def run_once(
-    steps: Callable[[Sender[Any]], Steps[T]],
-    http_client: httpx.Client | None,
-    transport: httpx.BaseTransport | None,
-    clock: Clock | None,
-    retry: RetryPolicy | None,
-    timeout: float,
-) -> T:
-    """Run *steps* outside a job, on *http_client* (left open) or a client made for the occasion."""
-    client = http_client if http_client is not None else new_client(httpx.Client, transport, timeout)
-    clock = clock or RealClock()
-    try:
-        return drive(steps(Sender(client, retry or RetryPolicy(), clock)), client, clock)
-    finally:
-        if http_client is None:
-            client.close()
-
-
-async def async_run_once(
-    steps: Callable[[Sender[Any]], Steps[T]],
-    http_client: httpx.AsyncClient | None,
-    transport: httpx.AsyncBaseTransport | None,
-    clock: Clock | None,
-    retry: RetryPolicy | None,
-    timeout: float,
-) -> T:
-    """:func:`run_once` over ``httpx.AsyncClient``."""
-    client = http_client if http_client is not None else new_client(httpx.AsyncClient, transport, timeout)
-    clock = clock or RealClock()
-    try:
-        return await async_drive(steps(Sender(client, retry or RetryPolicy(), clock)), client, clock)
-    finally:
-        if http_client is None:
-            await client.aclose()
-
-
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def extract_job_id(response: httpx.Response, *, url: str) -> str:
+def extract_job_id(response: httpx.Response) -> str:
     """The new job's id (``job_id``, else ``id``); an answer without one is a failed submission."""
     body, note = read_object(response)
     for key in ("job_id", "id"):
@@ -228,14 +192,21 @@ def extract_job_id(response: httpx.Response, *, url: str) -> str:
         if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value).strip():
             return str(value).strip()
     reason = f" ({note})" if note else ""
-    raise JobSubmitError(
-        f"the backend accepted the job (HTTP {response.status_code}) but its answer has no job id "
-        f"under 'job_id' or 'id'{reason}",
-        method="POST",
-        url=url,
+    message = f"the backend accepted the job (HTTP {response.status_code}) but its answer has no job id "
+    hint = "check that backend_url points at the Synth API (this answer is not from its RL jobs route)"
+    raise answer_error(JobSubmitError, response, f"{message}under 'job_id' or 'id'{reason}", hint)
+
+
+def answer_error(error_cls: type[E], response: httpx.Response, message: str, hint: str) -> E:
+    """*error_cls* for an answer we cannot use, with its request, status and body."""
+    request = response.request
+    return error_cls(
+        message,
+        method=request.method,
+        url=str(request.url),
         status_code=response.status_code,
         response_text=response.text,
-        hint="check that backend_url points at the Synth API (this answer is not from its RL jobs route)",
+        hint=hint,
     )
 
 
@@ -332,12 +303,7 @@ def error_for(call: Call[Any], sent: Sent) -> BackendError:
     """The error for an unsuccessful answer, with a hint and every attempt made."""
     response = sent.response
     status = response.status_code
-    what = call.action or {
-        "submit": "submitting the RL job failed",
-        "status": f"reading the status of job {call.job_id!r} failed",
-        "cancel": f"cancelling job {call.job_id!r} failed",
-        "list": "listing RL jobs failed",
-    }.get(call.operation, f"reading {call.operation} of job {call.job_id!r} failed")
+    what = call.action or f"{call.operation} failed"
     detail = f"HTTP {status}"
     if len(sent.attempts) > 1:
         detail += f" after {len(sent.attempts)} attempts"

@@ -1,28 +1,70 @@
 """The RL job handles: :class:`RLJob` (blocking) and :class:`AsyncRLJob`, and the job listings.
 
-Both run the steps of :mod:`.base`; they differ only in how they send, sleep and close.
+Both run the steps of :class:`~.base.JobSteps`, through :func:`_blocking` and :func:`_awaiting`;
+they differ only in how they send, sleep and close.
 Every wait is on the job's clock. ``AsyncRLJob`` works under asyncio and anyio's asyncio backend.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+import inspect
+from collections.abc import Callable, Coroutine
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import httpx
 
-from pytest_synth_rl.client.base import HEALTH_TIMEOUT, JobBase
-from pytest_synth_rl.client.polling import DEFAULT_MAX_FAILED_POLLS
+from pytest_synth_rl.client.base import DEFAULT_REQUEST_TIMEOUT, HEALTH_TIMEOUT, JobBase, JobSteps
+from pytest_synth_rl.client.jobconfig import RLJobConfig, resolve_api_key, resolve_backend_url
 from pytest_synth_rl.client.preflight import EnvKeyUpload, TaskAppVerification
-from pytest_synth_rl.client.results import EventPage, JobResult
-from pytest_synth_rl.client.retry import Steps, async_drive, drive
-from pytest_synth_rl.errors import keywords_checked
+from pytest_synth_rl.client.retry import RetryPolicy, Steps, async_drive, drive
+from pytest_synth_rl.clock import Clock
 from pytest_synth_rl.secrets.masking import Secret
 from pytest_synth_rl.taskapp.health import async_check_task_app_health, check_task_app_health
 
-__all__ = ["AsyncRLJob", "RLJob", "async_list_rl_jobs", "list_rl_jobs"]
+__all__ = [
+    "AsyncRLJob",
+    "RLJob",
+    "async_list_rl_jobs",
+    "async_upload_environment_api_key",
+    "async_verify_task_app",
+    "list_rl_jobs",
+    "upload_environment_api_key",
+    "verify_task_app",
+]
 
+P = ParamSpec("P")
 T = TypeVar("T")
+J = TypeVar("J", "RLJob", "AsyncRLJob")
+
+
+def _like(method: Callable[..., Any], steps: Callable[..., Any]) -> None:
+    """Give *method* the name, doc and signature of *steps*, returning what the steps return."""
+    method.__name__ = method.__qualname__ = steps.__name__
+    method.__doc__, method.__module__ = steps.__doc__, steps.__module__
+    returns = str(steps.__annotations__["return"]).removeprefix("Steps[").removesuffix("]")
+    method.__signature__ = inspect.signature(steps).replace(return_annotation=returns)  # type: ignore[attr-defined]
+
+
+def _blocking(steps: Callable[Concatenate[Any, P], Steps[T]]) -> Callable[Concatenate[RLJob, P], T]:
+    """An :class:`RLJob` method that runs the steps of *steps* to the end."""
+
+    def method(self: RLJob, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._drive(steps(self, *args, **kwargs))
+
+    _like(method, steps)
+    return method
+
+
+def _awaiting(
+    steps: Callable[Concatenate[Any, P], Steps[T]],
+) -> Callable[Concatenate[AsyncRLJob, P], Coroutine[Any, Any, T]]:
+    """An :class:`AsyncRLJob` method that awaits the steps of *steps*."""
+
+    async def method(self: AsyncRLJob, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._drive(steps(self, *args, **kwargs))
+
+    _like(method, steps)
+    return method
 
 
 class RLJob(JobBase[httpx.Client, httpx.BaseTransport]):
@@ -48,56 +90,15 @@ class RLJob(JobBase[httpx.Client, httpx.BaseTransport]):
             self._health_verdict(check_task_app_health(url, key, timeout=HEALTH_TIMEOUT))
         return self._accept_submission(self._drive(self._sender.send(call)))
 
-    def upload_environment_api_key(
-        self, env_key: str | Secret | None = None, *, verify: bool = False
-    ) -> EnvKeyUpload:
-        """Upload the task app's key (default: this job's ``task_app_api_key``) to the backend,
-        sealed; see :func:`~.preflight.upload_environment_api_key`."""
-        return self._drive(self._upload(env_key, verify))
-
-    def verify_task_app(self, task_url: str | None = None) -> TaskAppVerification:
-        """Have the backend probe the task app (default: this job's); see
-        :func:`~.preflight.verify_task_app`."""
-        return self._drive(self._verify(task_url))
-
-    def get_status(self) -> dict[str, Any]:
-        """The job's current status payload (``{}`` if the backend answered with non-JSON)."""
-        return self._drive(self._status())
-
-    @keywords_checked
-    def poll_until_complete(
-        self,
-        timeout: float = 7200.0,
-        interval: float = 10.0,
-        on_status: Callable[[dict[str, Any]], object] | None = None,
-        raise_on_failure: bool = False,
-        *,
-        max_failed_polls: int = DEFAULT_MAX_FAILED_POLLS,
-    ) -> JobResult:
-        """Poll every ``interval`` clock seconds until terminal, up to ``timeout`` (then
-        :class:`JobTimeoutError`); ``raise_on_failure``: :class:`JobFailedError` for a failed job;
-        ``max_failed_polls`` transient failures in a row end the wait."""
-        return self._drive(self._poll(timeout, interval, on_status, raise_on_failure, max_failed_polls))
-
-    def get_results(self) -> dict[str, Any]:
-        """The ``results`` of a succeeded job; :class:`JobFailedError` if it failed or was cancelled."""
-        return self._drive(self._results())
-
-    def cancel(self) -> dict[str, Any]:
-        """Ask the backend to cancel the job; returns its answer."""
-        return self._drive(self._cancel())
-
-    def events(self, since_seq: int = 0, limit: int = 200) -> EventPage:
-        """Events after ``since_seq``; pass ``page.next_seq`` back to continue."""
-        return self._drive(self._events(since_seq, limit))
-
-    def metrics(self, after_step: int = -1, limit: int = 200) -> list[dict[str, Any]]:
-        """Metric points (``name``, ``step``, ``value``, ...) after ``after_step``."""
-        return self._drive(self._metrics(after_step, limit))
-
-    def timeline(self) -> list[dict[str, Any]]:
-        """The job's phase timeline (entries with ``phase`` and ``created_at``)."""
-        return self._drive(self._timeline())
+    upload_environment_api_key = _blocking(JobSteps.upload_environment_api_key)
+    verify_task_app = _blocking(JobSteps.verify_task_app)
+    get_status = _blocking(JobSteps.get_status)
+    poll_until_complete = _blocking(JobSteps.poll_until_complete)
+    get_results = _blocking(JobSteps.get_results)
+    cancel = _blocking(JobSteps.cancel)
+    events = _blocking(JobSteps.events)
+    metrics = _blocking(JobSteps.metrics)
+    timeline = _blocking(JobSteps.timeline)
 
     def close(self) -> None:
         """Close the HTTP client if the job created it (an injected client stays open)."""
@@ -134,46 +135,15 @@ class AsyncRLJob(JobBase[httpx.AsyncClient, httpx.AsyncBaseTransport]):
             self._health_verdict(await async_check_task_app_health(url, key, timeout=HEALTH_TIMEOUT))
         return self._accept_submission(await self._drive(self._sender.send(call)))
 
-    async def upload_environment_api_key(
-        self, env_key: str | Secret | None = None, *, verify: bool = False
-    ) -> EnvKeyUpload:
-        """As :meth:`RLJob.upload_environment_api_key`."""
-        return await self._drive(self._upload(env_key, verify))
-
-    async def verify_task_app(self, task_url: str | None = None) -> TaskAppVerification:
-        """As :meth:`RLJob.verify_task_app`."""
-        return await self._drive(self._verify(task_url))
-
-    async def get_status(self) -> dict[str, Any]:
-        return await self._drive(self._status())
-
-    @keywords_checked
-    async def poll_until_complete(
-        self,
-        timeout: float = 7200.0,
-        interval: float = 10.0,
-        on_status: Callable[[dict[str, Any]], object] | None = None,
-        raise_on_failure: bool = False,
-        *,
-        max_failed_polls: int = DEFAULT_MAX_FAILED_POLLS,
-    ) -> JobResult:
-        """As :meth:`RLJob.poll_until_complete`; ``on_status`` may also be an async function."""
-        return await self._drive(self._poll(timeout, interval, on_status, raise_on_failure, max_failed_polls))
-
-    async def get_results(self) -> dict[str, Any]:
-        return await self._drive(self._results())
-
-    async def cancel(self) -> dict[str, Any]:
-        return await self._drive(self._cancel())
-
-    async def events(self, since_seq: int = 0, limit: int = 200) -> EventPage:
-        return await self._drive(self._events(since_seq, limit))
-
-    async def metrics(self, after_step: int = -1, limit: int = 200) -> list[dict[str, Any]]:
-        return await self._drive(self._metrics(after_step, limit))
-
-    async def timeline(self) -> list[dict[str, Any]]:
-        return await self._drive(self._timeline())
+    upload_environment_api_key = _awaiting(JobSteps.upload_environment_api_key)
+    verify_task_app = _awaiting(JobSteps.verify_task_app)
+    get_status = _awaiting(JobSteps.get_status)
+    poll_until_complete = _awaiting(JobSteps.poll_until_complete)
+    get_results = _awaiting(JobSteps.get_results)
+    cancel = _awaiting(JobSteps.cancel)
+    events = _awaiting(JobSteps.events)
+    metrics = _awaiting(JobSteps.metrics)
+    timeline = _awaiting(JobSteps.timeline)
 
     async def close(self) -> None:
         """Close the HTTP client if the job created it (an injected client stays open)."""
@@ -197,3 +167,91 @@ def list_rl_jobs(limit: int = 20, status: str | None = None, **kwargs: Any) -> A
 async def async_list_rl_jobs(limit: int = 20, status: str | None = None, **kwargs: Any) -> Any:
     """List RL jobs; same arguments as :meth:`AsyncRLJob.list_jobs`."""
     return await AsyncRLJob.list_jobs(limit, status, **kwargs)
+
+
+def _detached(
+    cls: type[J],
+    backend_url: str | None,
+    api_key: str | Secret | None,
+    http_client: Any,
+    transport: Any,
+    clock: Clock | None,
+    retry: RetryPolicy | None,
+    request_timeout: float,
+) -> J:
+    """A handle with no RL config and no job, for the preflight calls (a transport given along
+    with a client goes unused)."""
+    config = RLJobConfig(None, resolve_backend_url(backend_url), resolve_api_key(api_key))
+    transport = transport if http_client is None else None
+    options: dict[str, Any] = {"clock": clock, "http_client": http_client, "transport": transport}
+    return cls(config, retry=retry, request_timeout=request_timeout, **options)
+
+
+def upload_environment_api_key(
+    backend_url: str | None = None,
+    api_key: str | Secret | None = None,
+    env_key: str | Secret | None = None,
+    *,
+    verify: bool = False,
+    http_client: httpx.Client | None = None,
+    transport: httpx.BaseTransport | None = None,
+    clock: Clock | None = None,
+    retry: RetryPolicy | None = None,
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+) -> EnvKeyUpload:
+    """Upload the task app's key (``env_key`` or ``ENVIRONMENT_API_KEY``) to the backend, sealed;
+    with ``verify``, raise unless the backend then reports it present."""
+    with _detached(RLJob, backend_url, api_key, http_client, transport, clock, retry, request_timeout) as job:
+        return job.upload_environment_api_key(env_key, verify=verify)
+
+
+async def async_upload_environment_api_key(
+    backend_url: str | None = None,
+    api_key: str | Secret | None = None,
+    env_key: str | Secret | None = None,
+    *,
+    verify: bool = False,
+    http_client: httpx.AsyncClient | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    clock: Clock | None = None,
+    retry: RetryPolicy | None = None,
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+) -> EnvKeyUpload:
+    """:func:`upload_environment_api_key` over ``httpx.AsyncClient``."""
+    options = (http_client, transport, clock, retry, request_timeout)
+    async with _detached(AsyncRLJob, backend_url, api_key, *options) as job:
+        return await job.upload_environment_api_key(env_key, verify=verify)
+
+
+def verify_task_app(
+    backend_url: str | None = None,
+    api_key: str | Secret | None = None,
+    task_url: str | None = None,
+    *,
+    http_client: httpx.Client | None = None,
+    transport: httpx.BaseTransport | None = None,
+    clock: Clock | None = None,
+    retry: RetryPolicy | None = None,
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+) -> TaskAppVerification:
+    """Have the backend probe the task app at *task_url* (``TASK_APP_URL`` if None); raises
+    :class:`TaskAppVerificationError` for HTTP status >= 400 or a falsy ``any_ok``."""
+    with _detached(RLJob, backend_url, api_key, http_client, transport, clock, retry, request_timeout) as job:
+        return job.verify_task_app(task_url)
+
+
+async def async_verify_task_app(
+    backend_url: str | None = None,
+    api_key: str | Secret | None = None,
+    task_url: str | None = None,
+    *,
+    http_client: httpx.AsyncClient | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    clock: Clock | None = None,
+    retry: RetryPolicy | None = None,
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+) -> TaskAppVerification:
+    """:func:`verify_task_app` over ``httpx.AsyncClient``."""
+    options = (http_client, transport, clock, retry, request_timeout)
+    async with _detached(AsyncRLJob, backend_url, api_key, *options) as job:
+        return await job.verify_task_app(task_url)

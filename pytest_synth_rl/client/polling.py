@@ -46,13 +46,6 @@ class SynthCallbackWarning(UserWarning):
     """A user callback (such as ``on_status``) raised; the plugin carried on without it."""
 
 
-def _checked(name: str, value: Any, problem: str | None, example: str) -> Any:
-    if problem is not None:
-        hint = f"e.g. poll_until_complete({example})"
-        raise SynthUsageError([ConfigProblem(f"poll_until_complete.{name}", problem, hint)])
-    return value
-
-
 def summarize_history(history: list[PollRecord], limit: int = 5) -> str:
     """The last *limit* runs of equal statuses, e.g. ``queued x3 (0-20s) -> running x718 (30-7200s)``."""
     runs = [(status, list(run)) for status, run in groupby(history, lambda r: r.status or "<no status>")]
@@ -85,14 +78,17 @@ class Poller:
         max_failed_polls: int = DEFAULT_MAX_FAILED_POLLS,
     ) -> None:
         bad_count = type(max_failed_polls) is not int or max_failed_polls < 1
-        problem = f"must be an integer >= 1, got {max_failed_polls!r}" if bad_count else None
-        self.max_failed_polls: int = _checked(
-            "max_failed_polls", max_failed_polls, problem, "max_failed_polls=5"
-        )
-        example = "timeout=7200, interval=10"
-        timeout = _checked("timeout", timeout, seconds_problem(timeout, allow_zero=True), example)
-        self.timeout = float(timeout)
-        self.interval = float(_checked("interval", interval, seconds_problem(interval), example))
+        count_problem = f"must be an integer >= 1, got {max_failed_polls!r}" if bad_count else None
+        times = "timeout=7200, interval=10"
+        for name, problem, example in (
+            ("max_failed_polls", count_problem, "max_failed_polls=5"),
+            ("timeout", seconds_problem(timeout, allow_zero=True), times),
+            ("interval", seconds_problem(interval), times),
+        ):
+            if problem is not None:
+                hint = f"e.g. poll_until_complete({example})"
+                raise SynthUsageError([ConfigProblem(f"poll_until_complete.{name}", problem, hint)])
+        self.max_failed_polls, self.timeout, self.interval = max_failed_polls, float(timeout), float(interval)
         self.job_id = job_id
         #: The errors of the current run of consecutive failed polls.
         self.failures: list[BackendError] = []

@@ -1,6 +1,7 @@
 """Before submitting: upload the task app's key to the backend sealed (contract §1.2, §10.5), and
 have the backend reach the task app with the key it holds (§10.3), so a job that would fail on its
-first rollout an hour later fails now. Both go through the client's retry loop.
+first rollout an hour later fails now. Both are steps, run by a job's methods of the same names and
+by the plain functions in :mod:`.jobs`.
 """
 
 from __future__ import annotations
@@ -16,20 +17,15 @@ import httpx
 from nacl.public import PublicKey, SealedBox
 
 from pytest_synth_rl.client.calls import (
-    DEFAULT_REQUEST_TIMEOUT,
     Call,
     Sender,
-    async_run_once,
-    bearer,
+    answer_error,
     read_object,
-    run_once,
 )
-from pytest_synth_rl.client.jobconfig import resolve_api_key, resolve_backend_url, usage_error
-from pytest_synth_rl.client.retry import RetryPolicy, Steps
-from pytest_synth_rl.clock import Clock
-from pytest_synth_rl.config import normalize_backend_url
+from pytest_synth_rl.client.jobconfig import usage_error
+from pytest_synth_rl.client.retry import Steps
 from pytest_synth_rl.errors import EnvKeyUploadError, TaskAppVerificationError
-from pytest_synth_rl.secrets.masking import Secret, mask_secret
+from pytest_synth_rl.secrets.masking import Secret, SecretHeaders, mask_secret
 
 __all__ = [
     "ENV_KEY_NAME",
@@ -37,13 +33,9 @@ __all__ = [
     "SEALED_BOX_ALG",
     "EnvKeyUpload",
     "TaskAppVerification",
-    "async_upload_environment_api_key",
-    "async_verify_task_app",
     "seal_env_key",
-    "upload_environment_api_key",
     "upload_steps",
     "verify_steps",
-    "verify_task_app",
 ]
 
 ENV_KEY_NAME = "ENVIRONMENT_API_KEY"
@@ -97,19 +89,8 @@ def _attempt_text(attempt: dict[str, Any]) -> str:
     return f"{where} -> {status}" if where else f"status {status}"
 
 
-def _api_base(backend_url: str | None) -> str:
-    return normalize_backend_url(resolve_backend_url(backend_url))
-
-
 def _unusable(response: httpx.Response, what: str, fix: str = _FIX_BACKEND) -> EnvKeyUploadError:
-    return EnvKeyUploadError(
-        f"uploading {ENV_KEY_NAME} failed: {what}",
-        method=response.request.method,
-        url=str(response.request.url),
-        status_code=response.status_code,
-        response_text=response.text,
-        hint=fix,
-    )
+    return answer_error(EnvKeyUploadError, response, f"uploading {ENV_KEY_NAME} failed: {what}", fix)
 
 
 def _read_public_key(response: httpx.Response) -> bytes:
@@ -178,16 +159,10 @@ def _resolve_env_key(env_key: str | Secret | None, url: str) -> Secret:
 
 
 def upload_steps(
-    sender: Sender[Any],
-    backend_url: str | None,
-    api_key: str | Secret | None,
-    env_key: str | Secret | None,
-    verify: bool,
+    sender: Sender[Any], api_base: str, auth: SecretHeaders, env_key: str | Secret | None, verify: bool
 ) -> Steps[EnvKeyUpload]:
     """Fetch the backend's public key, post the sealed key, and with *verify* check it is held."""
-    api_base = _api_base(backend_url)
     url = f"{api_base}/v1/env-keys"
-    auth = bearer(resolve_api_key(api_key))
     key = _resolve_env_key(env_key, url)
     key_call = partial(Call, headers=auth, error_cls=EnvKeyUploadError, fix=_FIX_BACKEND)
     public_key = yield from sender.send(
@@ -234,41 +209,6 @@ def upload_steps(
     return EnvKeyUpload(upload.url, upload.name, upload.id, upload.updated_at, verified=True)
 
 
-def upload_environment_api_key(
-    backend_url: str | None = None,
-    api_key: str | Secret | None = None,
-    env_key: str | Secret | None = None,
-    *,
-    verify: bool = False,
-    http_client: httpx.Client | None = None,
-    transport: httpx.BaseTransport | None = None,
-    clock: Clock | None = None,
-    retry: RetryPolicy | None = None,
-    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
-) -> EnvKeyUpload:
-    """Upload the task app's key (``env_key`` or ``ENVIRONMENT_API_KEY``) to the backend, sealed;
-    with ``verify``, raise unless the backend then reports it present."""
-    steps = partial(upload_steps, backend_url=backend_url, api_key=api_key, env_key=env_key, verify=verify)
-    return run_once(steps, http_client, transport, clock, retry, request_timeout)
-
-
-async def async_upload_environment_api_key(
-    backend_url: str | None = None,
-    api_key: str | Secret | None = None,
-    env_key: str | Secret | None = None,
-    *,
-    verify: bool = False,
-    http_client: httpx.AsyncClient | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
-    clock: Clock | None = None,
-    retry: RetryPolicy | None = None,
-    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
-) -> EnvKeyUpload:
-    """:func:`upload_environment_api_key` over ``httpx.AsyncClient``."""
-    steps = partial(upload_steps, backend_url=backend_url, api_key=api_key, env_key=env_key, verify=verify)
-    return await async_run_once(steps, http_client, transport, clock, retry, request_timeout)
-
-
 def _read_verification(task_url: str, response: httpx.Response) -> TaskAppVerification:
     body, _ = read_object(response)
     candidates = body.get("candidates_first15")
@@ -294,11 +234,9 @@ def _read_verification(task_url: str, response: httpx.Response) -> TaskAppVerifi
 
 
 def verify_steps(
-    sender: Sender[Any], backend_url: str | None, api_key: str | Secret | None, task_url: str | None
+    sender: Sender[Any], api_base: str, auth: SecretHeaders, task_url: str | None
 ) -> Steps[TaskAppVerification]:
     """``POST /rl/verify_task_app`` for *task_url* (``TASK_APP_URL`` if None)."""
-    api_base = _api_base(backend_url)
-    auth = bearer(resolve_api_key(api_key))
     url = (task_url or "").strip() or os.environ.get("TASK_APP_URL", "").strip()
     if not url:
         raise usage_error(
@@ -319,36 +257,3 @@ def verify_steps(
         "TASK_APP_URL) and backend_url / BACKEND_BASE_URL",
     )
     return (yield from sender.send(call))
-
-
-def verify_task_app(
-    backend_url: str | None = None,
-    api_key: str | Secret | None = None,
-    task_url: str | None = None,
-    *,
-    http_client: httpx.Client | None = None,
-    transport: httpx.BaseTransport | None = None,
-    clock: Clock | None = None,
-    retry: RetryPolicy | None = None,
-    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
-) -> TaskAppVerification:
-    """Have the backend probe the task app at *task_url* (``TASK_APP_URL`` if None); raises
-    :class:`TaskAppVerificationError` for HTTP status >= 400 or a falsy ``any_ok``."""
-    steps = partial(verify_steps, backend_url=backend_url, api_key=api_key, task_url=task_url)
-    return run_once(steps, http_client, transport, clock, retry, request_timeout)
-
-
-async def async_verify_task_app(
-    backend_url: str | None = None,
-    api_key: str | Secret | None = None,
-    task_url: str | None = None,
-    *,
-    http_client: httpx.AsyncClient | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
-    clock: Clock | None = None,
-    retry: RetryPolicy | None = None,
-    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
-) -> TaskAppVerification:
-    """:func:`verify_task_app` over ``httpx.AsyncClient``."""
-    steps = partial(verify_steps, backend_url=backend_url, api_key=api_key, task_url=task_url)
-    return await async_run_once(steps, http_client, transport, clock, retry, request_timeout)
