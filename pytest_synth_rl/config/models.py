@@ -8,7 +8,6 @@ ignore case and answer with the canonical spelling; ``SDK_EXPERIMENTAL`` and
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 __all__ = ["EXPERIMENTAL_MODELS", "FINE_TUNED_PREFIXES", "KNOWN_BASE_MODELS", "SUPPORTED_RL_MODELS"]
@@ -72,19 +71,17 @@ class ResolvedModel:
     base: str
 
 
-def experimental_models(environ: Mapping[str, str] | None = None) -> frozenset[str]:
+def experimental_models() -> frozenset[str]:
     """The experimental set in force: defaults plus ``SDK_EXPERIMENTAL_MODELS``."""
-    env = os.environ if environ is None else environ
-    extra = env.get("SDK_EXPERIMENTAL_MODELS", "")
+    extra = os.environ.get("SDK_EXPERIMENTAL_MODELS", "")
     return EXPERIMENTAL_MODELS | frozenset(part.strip() for part in extra.split(",") if part.strip())
 
 
-def experimental_allowed(allow_experimental: bool | None, environ: Mapping[str, str] | None = None) -> bool:
+def experimental_allowed(allow_experimental: bool | None) -> bool:
     """The explicit argument wins; ``None`` defers to ``SDK_EXPERIMENTAL=1`` (exactly ``1``)."""
     if allow_experimental is not None:
         return bool(allow_experimental)
-    env = os.environ if environ is None else environ
-    return env.get("SDK_EXPERIMENTAL", "0") == "1"
+    return os.environ.get("SDK_EXPERIMENTAL", "0") == "1"
 
 
 def _base_of(model_id: str, *, fine_tuned: bool) -> str | None:
@@ -92,13 +89,7 @@ def _base_of(model_id: str, *, fine_tuned: bool) -> str | None:
     return next((_BY_LOWER[name.lower()] for name in names if name.lower() in _BY_LOWER), None)
 
 
-def resolve_rl_model(
-    model_id: str,
-    *,
-    fine_tuned: bool,
-    allow_experimental: bool | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> ResolvedModel:
+def resolve_rl_model(model_id: str, *, fine_tuned: bool, allow_experimental: bool | None) -> ResolvedModel:
     """What goes into the payload for *model_id*, else :class:`ModelRejected` with the reason and a
     fix; ``fine_tuned`` ids (``ft:<base>:<job>``) must name a known base in a later ``:`` part."""
     cleaned = model_id.strip()
@@ -115,7 +106,7 @@ def resolve_rl_model(
             f"{cleaned!r} is a fine-tuned model id, but this key expects a plain base model id",
             "move it to [model].source (and remove [model].base), or use a base id such as Qwen/Qwen3-0.6B",
         )
-    if base in experimental_models(environ) and not experimental_allowed(allow_experimental, environ):
+    if base in experimental_models() and not experimental_allowed(allow_experimental):
         raise ModelRejected(
             f"{base!r} is experimental and disabled",
             "pass allow_experimental=True or set SDK_EXPERIMENTAL=1 to use it, or pick a core model",

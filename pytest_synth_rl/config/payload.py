@@ -8,9 +8,9 @@ problem by its JSON path, and allows experimental models (that gate is the SDK's
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from pytest_synth_rl.config.coerce import describe
 from pytest_synth_rl.config.known_keys import config_warnings, warn_about_config
@@ -38,8 +38,15 @@ PAYLOAD_TAGS = {"source": "train-cli"}
 _MEMO_BYTES = 64 * 1024
 #: What the build reads from the environment: the task URL and the experimental-model gates.
 _ENVIRONMENT = ("TASK_APP_URL", "SDK_EXPERIMENTAL", "SDK_EXPERIMENTAL_MODELS")
-#: (task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys)
-_Options = tuple[str | None, Mapping[str, Any] | None, str | None, bool | None, str | None, bool]
+
+
+class _Options(NamedTuple):
+    task_url: str | None
+    overrides: Mapping[str, Any] | None
+    idempotency: str | None
+    allow_experimental: bool | None
+    backend_url: str | None
+    allow_new_keys: bool
 
 
 @dataclass(frozen=True)
@@ -75,8 +82,11 @@ def build_rl_payload(
     path = config_source(config_path)
     source = str(path)
     data = read_config_bytes(path)
-    options: _Options = (task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys)
-    key = _memo_key(data, source, options)
+    options = _Options(task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys)
+    # A large file, or arguments exact_key cannot tell apart (a str subclass, a tuple), get no key.
+    arguments = exact_key(list(options)) if len(data) <= _MEMO_BYTES else None
+    environment = tuple(os.environ.get(name) for name in _ENVIRONMENT)
+    key = None if arguments is None else (data, source, arguments, environment)
     known = _BUILT.get(key) if key is not None else None
     if known is not None:
         if known[1] is not None:
@@ -87,24 +97,6 @@ def build_rl_payload(
         warned = config if config_warnings(config) else None  # the build's own copy, kept unchanged
         _BUILT.put(key, (replace(result, payload=copy_tree(result.payload)), warned))
     return result
-
-
-def _memo_key(data: bytes, source: str, options: _Options) -> Hashable | None:
-    """Everything a build from *data* depends on, or None: a large file, or arguments of types
-    that could mean different things while comparing equal."""
-    task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys = options
-    texts = (task_url, backend_url, idempotency)
-    if len(data) > _MEMO_BYTES or any(text is not None and type(text) is not str for text in texts):
-        return None
-    if type(allow_new_keys) is not bool or not (
-        allow_experimental is None or type(allow_experimental) is bool
-    ):
-        return None
-    edits = exact_key(overrides)
-    if edits is None:
-        return None
-    environment = tuple(os.environ.get(name) for name in _ENVIRONMENT)
-    return (data, source, texts, edits, (allow_experimental, allow_new_keys), environment)
 
 
 def build_memo_info() -> MemoInfo:
@@ -133,15 +125,15 @@ def build_rl_payload_from_mapping(
     if not isinstance(config, Mapping):
         message = f"expected a mapping of TOML sections, got {describe(config)}"
         raise config_error(message, "use build_rl_payload() for a TOML file path", path=source)
-    options = (task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys)
+    options = _Options(task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys)
     return _build(config, source, options)[0]
 
 
 def _build(raw: Mapping[str, Any], source: str, options: _Options) -> tuple[RLBuildResult, dict[str, Any]]:
     """The build, and the config it was made from (the file's, with the overrides applied)."""
     task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys = options
-    for name, value in (("task_url", task_url), ("backend_url", backend_url), ("idempotency", idempotency)):
-        if value is not None and not isinstance(value, str):
+    for name in ("task_url", "backend_url", "idempotency"):
+        if (value := getattr(options, name)) is not None and not isinstance(value, str):
             message = f"{name} expected a string, got {describe(value)}"
             raise config_error(message, f"pass {name} as a str", path=source)
     sdk, _ = split_overrides(overrides, source=source)
