@@ -67,19 +67,37 @@ def _table(
     return value
 
 
-def _missing(
-    problems: ProblemList,
-    table: Mapping[str, Any],
-    section: str,
-    key: str,
-    what: str,
-    example: str,
-    hint: str = "",
-) -> None:
-    """A problem when *table* lacks a truthy *key*: expected *what*, fixed by *example* (or *hint*)."""
-    if not truthy(table.get(key)):
-        message = f"missing or empty; expected {what}, got {describe(table.get(key))}"
-        problems.add((section, key), message, hint or f"add `{example}` under [{section}]")
+#: Rules 3-9: keys that must be truthy once their table is there: (key, what is wrong, example).
+_TRUTHY_KEYS = {
+    "compute": (
+        ("gpu_type", 'empty; expected a GPU type like "H100"', 'gpu_type = "H100"'),
+        ("gpu_count", "zero; expected a non-zero GPU count", "gpu_count = 1"),
+    ),
+    "rollout": (
+        (
+            "env_name",
+            "empty; expected a string naming an environment the task app serves",
+            'env_name = "math"',
+        ),
+        ("policy_name", "empty; expected a string naming a policy name", 'policy_name = "math-single-step"'),
+    ),
+    "model": (
+        ("trainer_mode", 'empty; expected "lora", "qlora" or "full"', 'trainer_mode = "lora"'),
+        ("label", "empty; expected a label for the trained model", 'label = "my-rl-model"'),
+    ),
+}
+#: Rules 5 and 8: tables that must be there and non-empty, with what they need.
+_REQUIRED_TABLES = {
+    "compute": "with gpu_type and gpu_count",
+    "rollout": "with env_name, policy_name and episode settings",
+}
+
+
+def _truthy_keys(problems: ProblemList, table: Mapping[str, Any], section: str, kind: str) -> None:
+    for key, wrong, example in _TRUTHY_KEYS[kind]:
+        if not truthy(table.get(key)):
+            message = f"missing or {wrong}, got {describe(table.get(key))}"
+            problems.add((section, key), message, f"add `{example}` under [{section}]")
 
 
 def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
@@ -88,7 +106,7 @@ def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
         problems, ("algorithm",), config.get("algorithm"), _ALGO_HINT, missing="an [algorithm] table"
     )
     if algorithm is not None:
-        kind, method = algorithm.get("type"), algorithm.get("method", "")
+        kind, method, variety = algorithm.get("type"), algorithm.get("method", ""), algorithm.get("variety")
         if kind is not None and not (isinstance(kind, str) and kind == "online"):
             problems.add(
                 ("algorithm", "type"), f'expected "online" (RL is online), got {describe(kind)}', _ALGO_HINT
@@ -97,7 +115,9 @@ def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
             problems.add(
                 ("algorithm", "method"), f'expected "policy_gradient", got {describe(method)}', _ALGO_HINT
             )
-        _missing(problems, algorithm, "algorithm", "variety", '"gspo"', 'variety = "gspo"', _ALGO_HINT)
+        if not truthy(variety):
+            message = f'missing or empty; expected "gspo", got {describe(variety)}'
+            problems.add(("algorithm", "variety"), message, _ALGO_HINT)
     if "policy" not in config and "model" not in config:
         problems.add(
             ("model",),
@@ -105,27 +125,17 @@ def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
             'add [model] with base = "Qwen/Qwen3-0.6B", trainer_mode = "lora", label = "my-rl-model"',
         )
     _model_identity(config, problems)
-    compute = _required_table(config, "compute", "with gpu_type and gpu_count", problems)
-    if compute is not None:
-        _missing(problems, compute, "compute", "gpu_type", 'a GPU type like "H100"', 'gpu_type = "H100"')
-        if not truthy(compute.get("gpu_count")):
+    tables: dict[str, Mapping[str, Any]] = {}
+    for name, what in _REQUIRED_TABLES.items():
+        value = config.get(name, {})
+        if not truthy(value):
             problems.add(
-                ("compute", "gpu_count"),
-                f"missing or zero; expected a non-zero GPU count, got {describe(compute.get('gpu_count'))}",
-                "add `gpu_count = 1` under [compute]",
+                (name,), f"missing or empty; expected a [{name}] table {what}", f"add a [{name}] table {what}"
             )
-    rollout = _required_table(config, "rollout", "with env_name, policy_name and episode settings", problems)
-    if rollout is not None:
-        what = "a string naming an environment the task app serves"
-        _missing(problems, rollout, "rollout", "env_name", what, 'env_name = "math"')
-        _missing(
-            problems,
-            rollout,
-            "rollout",
-            "policy_name",
-            "a string naming a policy name",
-            'policy_name = "math-single-step"',
-        )
+        elif (table := _table(problems, (name,), value, f"write [{name}] as a table {what}")) is not None:
+            tables[name] = table
+            _truthy_keys(problems, table, name, name)
+    compute = tables.get("compute")
     if not truthy(config.get("topology")) and not (
         compute is not None and truthy(compute.get("topology", {}))
     ):
@@ -165,20 +175,7 @@ def _model_identity(config: Mapping[str, Any], problems: ProblemList) -> None:
             "(a fine-tuned model id)",
             f'add `{ids[0]} = "Qwen/Qwen3-0.6B"` under [{section}]',
         )
-    _missing(problems, table, section, "trainer_mode", '"lora", "qlora" or "full"', 'trainer_mode = "lora"')
-    _missing(problems, table, section, "label", "a label for the trained model", 'label = "my-rl-model"')
-
-
-def _required_table(
-    config: Mapping[str, Any], name: str, what: str, problems: ProblemList
-) -> Mapping[str, Any] | None:
-    value = config.get(name, {})
-    if not truthy(value):
-        problems.add(
-            (name,), f"missing or empty; expected a [{name}] table {what}", f"add a [{name}] table {what}"
-        )
-        return None
-    return _table(problems, (name,), value, f"write [{name}] as a table {what}")
+    _truthy_keys(problems, table, section, "model")
 
 
 def inject_defaults(config: MutableMapping[str, Any], problems: ProblemList) -> None:
