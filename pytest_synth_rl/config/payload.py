@@ -14,14 +14,18 @@ from typing import Any, NamedTuple
 
 from pytest_synth_rl.config.coerce import describe
 from pytest_synth_rl.config.known_keys import config_warnings, warn_about_config
-from pytest_synth_rl.config.loader import config_source, parse_file_bytes, read_config_bytes
-from pytest_synth_rl.config.models import ModelRejected, resolve_rl_model
-from pytest_synth_rl.config.overrides import apply_overrides, split_overrides
+from pytest_synth_rl.config.loader import (
+    apply_overrides,
+    config_source,
+    parse_file_bytes,
+    read_config_bytes,
+    split_overrides,
+)
 from pytest_synth_rl.config.problems import ProblemList, config_error
 from pytest_synth_rl.config.rules import truthy
 from pytest_synth_rl.config.tree import MemoInfo, PassedChecks, copy_tree, exact_key, plain_copy
 from pytest_synth_rl.config.urls import http_url_problem, normalize_backend_url, resolve_task_url
-from pytest_synth_rl.config.validate import check_rl_config, config_problems
+from pytest_synth_rl.config.validate import ModelRejected, check_rl_config, config_problems, resolve_rl_model
 from pytest_synth_rl.errors import ConfigProblem, keywords_checked
 
 __all__ = [
