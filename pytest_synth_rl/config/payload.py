@@ -22,7 +22,6 @@ from pytest_synth_rl.config.loader import (
     split_overrides,
 )
 from pytest_synth_rl.config.problems import ProblemList, config_error
-from pytest_synth_rl.config.rules import truthy
 from pytest_synth_rl.config.tree import MemoInfo, PassedChecks, copy_tree, exact_key, plain_copy
 from pytest_synth_rl.config.urls import http_url_problem, normalize_backend_url, resolve_task_url
 from pytest_synth_rl.config.validate import ModelRejected, check_rl_config, config_problems, resolve_rl_model
@@ -185,8 +184,38 @@ def _build(raw: Mapping[str, Any], source: str, options: _Options) -> tuple[RLBu
 
 
 _HINT = "send the body build_rl_payload() produces from a valid config"
-#: ``ProblemList.add``
-_Add = Callable[..., None]
+_ABSENT: Any = object()
+
+
+def _at(tree: object, path: tuple[str, ...]) -> Any:
+    for part in path:
+        tree = tree.get(part, _ABSENT) if isinstance(tree, Mapping) else _ABSENT
+    return tree
+
+
+_TESTS: dict[str, Callable[[Any], bool]] = {
+    "table": lambda value: isinstance(value, Mapping),
+    "url": lambda value: isinstance(value, str) and bool(value.strip()),
+    "text": lambda value: isinstance(value, str) and bool(value),
+    "count": lambda value: type(value) is int and value != 0,
+    "rl": lambda value: isinstance(value, str) and value == "rl",
+    "table?": lambda value: value is _ABSENT or isinstance(value, Mapping),
+    "str?": lambda value: value is _ABSENT or isinstance(value, str),
+}
+_URL_HINT = "build the payload with a task URL (task_url=, TASK_APP_URL or [services].task_url)"
+#: The body's shape, in order: (key, test, expected, hint); nothing below a broken key is reported.
+_SHAPE = [
+    ((), "table", "a JSON object", "send the body built by build_rl_payload()"),
+    (("job_type",), "rl", '"rl"', 'set "job_type": "rl"'),
+    (("data",), "table", "an object with endpoint_base_url and config", _HINT),
+    (("data", "endpoint_base_url"), "url", "the task app's base URL", _URL_HINT),
+    (("data", "config"), "table", "the RL config as an object", _HINT),
+    (("compute",), "table", "an object with gpu_type and gpu_count", _HINT),
+    (("compute", "gpu_type"), "text", 'a GPU type such as "H100"', _HINT),
+    (("compute", "gpu_count"), "count", "a non-zero integer", _HINT),
+    (("metadata",), "table?", "an object", _HINT),
+    (("metadata", "backend_base_url"), "str?", "a string", _HINT),
+]
 
 
 def validate_rl_payload(
@@ -202,27 +231,14 @@ def validate_rl_payload(
 
 
 def _check_payload(payload: object, allow_experimental: bool | None, problems: ProblemList) -> None:
-    add = problems.add
-    if not isinstance(payload, Mapping):
-        add(
-            (),
-            f"expected a JSON object, got {describe(payload)}",
-            "send the body built by build_rl_payload()",
-        )
-        return
-    job_type = payload.get("job_type")
-    if not (isinstance(job_type, str) and job_type == "rl"):
-        add(("job_type",), f'expected "rl", got {describe(job_type)}', 'set "job_type": "rl"')
-    data = payload.get("data")
-    if not isinstance(data, Mapping):
-        add(("data",), f"expected an object with endpoint_base_url and config, got {describe(data)}", _HINT)
-        data = {}
-    endpoint = data.get("endpoint_base_url")
-    if not isinstance(endpoint, str) or not endpoint.strip():
-        hint = "build the payload with a task URL (task_url=, TASK_APP_URL or [services].task_url)"
-        add(
-            ("data", "endpoint_base_url"), f"expected the task app's base URL, got {describe(endpoint)}", hint
-        )
+    for path, test, expected, hint in _SHAPE:
+        if not _TESTS[test](value := _at(payload, path)):
+            problems.add(
+                path, f"expected {expected}, got {describe(None if value is _ABSENT else value)}", hint
+            )
+    data, config = _at(payload, ("data",)), _at(payload, ("data", "config"))
+    endpoint = _at(payload, ("data", "endpoint_base_url"))
+    if not _TESTS["url"](endpoint):
         endpoint = None
     elif (problem := http_url_problem(endpoint, "http://127.0.0.1:8114")) is not None:
         message = problem.replace(
@@ -234,38 +250,36 @@ def _check_payload(payload: object, allow_experimental: bool | None, problems: P
         )
         if endpoint == "placeholder":
             hint = "the config had no task URL, so the builder sent a placeholder; pass task_url="
-        add(("data", "endpoint_base_url"), message, hint)
-    config = data.get("config")
-    if not isinstance(config, Mapping):
-        add(("data", "config"), f"expected the RL config as an object, got {describe(config)}", _HINT)
-        config = {}
-    else:
+        problems.add(("data", "endpoint_base_url"), message, hint)
+    if isinstance(config, Mapping):
         checked = config_problems(config, allow_experimental=allow_experimental, select_model=False)
         problems.extend(checked, prefix=("data", "config"))
-        services = config.get("services")
-        task_url = services.get("task_url") if isinstance(services, Mapping) else None
+        task_url = _at(config, ("services", "task_url"))
         if endpoint is not None and isinstance(task_url, str) and task_url.rstrip("/") != endpoint:
-            add(
+            problems.add(
                 ("data", "config", "services", "task_url"),
                 f"is {task_url!r} but data.endpoint_base_url is {endpoint!r}; expected the same URL",
                 "send the task URL in both places (the builder does this)",
             )
-    _check_model(data, config, allow_experimental, problems.add)
-    _check_compute(payload.get("compute"), config.get("compute"), problems.add)
-    metadata = payload.get("metadata")
-    if "metadata" in payload and not isinstance(metadata, Mapping):
-        add(("metadata",), f"expected an object, got {describe(metadata)}", _HINT)
-    elif isinstance(metadata, Mapping) and not isinstance(metadata.get("backend_base_url", ""), str):
-        add(
-            ("metadata", "backend_base_url"),
-            f"expected a string, got {describe(metadata['backend_base_url'])}",
-            _HINT,
+    if isinstance(data, Mapping):
+        _check_model(data, config if isinstance(config, Mapping) else {}, allow_experimental, problems)
+    compute, config_compute = _at(payload, ("compute",)), _at(config, ("compute",))
+    if (
+        isinstance(compute, Mapping)
+        and isinstance(config_compute, Mapping)
+        and dict(compute) != dict(config_compute)
+    ):
+        problems.add(
+            ("compute",),
+            "differs from data.config.compute; expected a copy of the validated [compute] table",
+            "send the [compute] table in both places (the builder does this)",
         )
 
 
 def _check_model(
-    data: Mapping[str, Any], config: Mapping[str, Any], allow_experimental: bool | None, add: _Add
+    data: Mapping[str, Any], config: Mapping[str, Any], allow_experimental: bool | None, problems: ProblemList
 ) -> None:
+    add = problems.add
     has_base, has_model = "base_model" in data, "model" in data
     if has_base == has_model:
         add(
@@ -290,7 +304,7 @@ def _check_model(
     base = model.get("base") if isinstance(model, Mapping) else None
     if not has_base:
         return
-    if not (isinstance(base, str) and truthy(base.strip())):
+    if not (isinstance(base, str) and base.strip()):
         add(
             ("data", "base_model"),
             "is set but data.config.model.base is missing; expected the base model named in the config",
@@ -304,20 +318,3 @@ def _check_model(
     if configured != resolved.base:
         message = f"is {value!r} but data.config.model.base is {base!r}; expected the same model"
         add(("data", "base_model"), message, _HINT)
-
-
-def _check_compute(compute: object, config_compute: object, add: _Add) -> None:
-    if not isinstance(compute, Mapping):
-        add(("compute",), f"expected an object with gpu_type and gpu_count, got {describe(compute)}", _HINT)
-        return
-    gpu_type, gpu_count = compute.get("gpu_type"), compute.get("gpu_count")
-    if not isinstance(gpu_type, str) or not gpu_type:
-        add(("compute", "gpu_type"), f'expected a GPU type such as "H100", got {describe(gpu_type)}', _HINT)
-    if isinstance(gpu_count, bool) or not isinstance(gpu_count, int) or gpu_count == 0:
-        add(("compute", "gpu_count"), f"expected a non-zero integer, got {describe(gpu_count)}", _HINT)
-    if isinstance(config_compute, Mapping) and dict(compute) != dict(config_compute):
-        add(
-            ("compute",),
-            "differs from data.config.compute; expected a copy of the validated [compute] table",
-            "send the [compute] table in both places (the builder does this)",
-        )
