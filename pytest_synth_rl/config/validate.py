@@ -147,7 +147,6 @@ def resolve_rl_model(model_id: str, *, fine_tuned: bool, allow_experimental: boo
 
 
 ModelField = Literal["base_model", "model"]
-_DEEP = "is nested too deeply to validate", "flatten the config"
 
 
 @dataclass(frozen=True)
@@ -237,19 +236,17 @@ def _check(
             check_algorithm_triple(algorithm, ("algorithm",), problems)
         _check_json_values(normalized, (), problems)
         point_at_near_misses(config, problems)
-    except TreeShapeError as exc:  # too deep, holding itself or unreadable: no rule could walk it
-        if exc.kind == "deep":
-            problems.add((), *_DEEP)
-        else:
+    except (TreeShapeError, RecursionError) as exc:  # no rule could walk it, or the stack is nearly out
+        if isinstance(exc, TreeShapeError) and exc.kind != "deep":
             problems.add(exc.path, exc.message, exc.hint)
+        else:
+            problems.add((), "is nested too deeply to validate", "flatten the config")
         return ConfigCheck({}, problems)
-    except RecursionError:  # only when the caller's own stack is already nearly exhausted
-        problems.add((), *_DEEP)
-        return ConfigCheck({}, problems)
-    choice = _choose_model(normalized, model_override, allow_experimental, problems) if select_model else None
-    if choice is None:
+    if not select_model:
         return ConfigCheck(normalized, problems)
-    return ConfigCheck(normalized, problems, choice[1], choice[0])
+    return ConfigCheck(
+        normalized, problems, *_choose_model(normalized, model_override, allow_experimental, problems)
+    )
 
 
 def _choose_model(
@@ -257,7 +254,7 @@ def _choose_model(
     model_override: str | None,
     allow_experimental: bool | None,
     problems: ProblemList,
-) -> tuple[ModelField, ResolvedModel] | None:
+) -> tuple[ResolvedModel | None, ModelField | None]:
     """The builder's rule (§7.2): exactly one of [model].source / [model].base; ``overrides["model"]``
     forces source mode; [policy] alone does not count."""
     override = (model_override or "").strip()
@@ -266,7 +263,7 @@ def _choose_model(
         where, model_id = ("overrides", "model"), override
     else:
         if problems.has_under(("model",)):
-            return None  # already reported precisely
+            return None, None  # already reported precisely
         table = config.get("model")
         if not isinstance(table, Mapping):
             problems.add(
@@ -276,7 +273,7 @@ def _choose_model(
                 'add [model] with base = "Qwen/Qwen3-0.6B", trainer_mode = "lora", label = "…", '
                 'or pass overrides={"model": "<model id>"}',
             )
-            return None
+            return None, None
         source = str(table.get("source") or "").strip()
         base = str(table.get("base") or "").strip()
         if bool(source) == bool(base):
@@ -287,16 +284,16 @@ def _choose_model(
                 else "is blank; expected exactly one of base (a base model id) or source (a fine-tuned id)",
                 'keep `base = "Qwen/Qwen3-0.6B"` for a base model or `source = "ft:…"` for a fine-tuned one',
             )
-            return None
+            return None, None
         where, model_id = ("model", "source" if source else "base"), source or base
         field = "model" if source else "base_model"
     try:
-        return field, resolve_rl_model(
+        return resolve_rl_model(
             model_id, fine_tuned=field == "model", allow_experimental=allow_experimental
-        )
+        ), field
     except ModelRejected as exc:
         problems.add(where, exc.message, exc.hint)
-        return None
+        return None, None
 
 
 def _check_json_values(value: object, path: KeyPath, problems: ProblemList) -> None:
