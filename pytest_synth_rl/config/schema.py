@@ -36,6 +36,7 @@ _EXPECTED = {
 #: A cross-key check of a converted section, and a value constraint (returns what was expected).
 AfterCheck = Callable[[dict[str, Any], KeyPath, ProblemList], None]
 Constraint = Callable[[Any], "str | None"]
+_ITEM_KINDS = {"table_float": "float", "list_str": "str", "list_int": "int"}
 _STRING_KEYS = "table keys must be strings, got {}", "use string keys (TOML keys always are)"
 
 
@@ -135,42 +136,29 @@ def _convert(spec: Field, raw: Any, path: KeyPath, problems: ProblemList) -> tup
         assert spec.section is not None
         converted, valid = check_section(spec.section, raw, path, problems)
         return valid, converted
-    ok = True
-    if kind in ("table", "table_float"):
-        if not isinstance(raw, Mapping):
-            hint = f"write it as a [{format_key(path)}] table"
-            problems.add(path, f"expected {spec.expected}, got {describe(raw)}", hint)
-            return False, None
-        table: dict[str, Any] = {}
-        for key, item in raw.items():
-            if not isinstance(key, str):
-                problems.add((*path, key_text(key)), _STRING_KEYS[0].format(describe(key)), _STRING_KEYS[1])
-                ok = False
-            elif kind == "table":
-                table[key] = plain_copy(item)
-            else:
-                try:
-                    table[key] = to_float(item)
-                except CoercionError:
-                    problems.add(
-                        (*path, key), f"expected a number, got {describe(item)}", "use a number like 1.0"
-                    )
-                    ok = False
-        return ok, table
-    item_kind = "str" if kind == "list_str" else "int"
-    if not isinstance(raw, (list, tuple)):
-        example = "e.g. `[1, 2, 3]`" if item_kind == "int" else 'e.g. `["a", "b"]`'
-        problems.add(path, f"expected {spec.expected}, got {describe(raw)}", example)
+    table = kind in ("table", "table_float")
+    if not isinstance(raw, Mapping if table else (list, tuple)):
+        hint = f"write it as a [{format_key(path)}] table"
+        if not table:
+            hint = "e.g. `[1, 2, 3]`" if kind == "list_int" else 'e.g. `["a", "b"]`'
+        problems.add(path, f"expected {spec.expected}, got {describe(raw)}", hint)
         return False, None
-    hint = f"make every item of {format_key(path)} {_EXPECTED[item_kind]}"
-    items: list[Any] = []
-    for index, item in enumerate(raw):
-        try:
-            items.append(_CONVERT[item_kind](item))
-        except CoercionError as exc:
-            problems.add((*path, index), f"expected {exc.expected}, got {describe(item)}", hint)
+    convert = plain_copy if kind == "table" else _CONVERT[_ITEM_KINDS[kind]]
+    hint = (
+        "use a number like 1.0" if table else f"make every item of {format_key(path)} {_EXPECTED[kind[5:]]}"
+    )
+    ok, items = True, []
+    for key, item in raw.items() if isinstance(raw, Mapping) else enumerate(raw):
+        if table and not isinstance(key, str):
+            problems.add((*path, key_text(key)), _STRING_KEYS[0].format(describe(key)), _STRING_KEYS[1])
             ok = False
-    return ok, items
+            continue
+        try:
+            items.append((key, convert(item)))
+        except CoercionError as exc:
+            problems.add((*path, key), f"expected {exc.expected}, got {describe(item)}", hint)
+            ok = False
+    return ok, dict(items) if table else [item for _, item in items]
 
 
 def section_of(table: str, after: AfterCheck | None = None, **parts: Section | Constraint) -> Section:
