@@ -15,7 +15,6 @@ import re
 import stat
 import sys
 from collections.abc import Mapping, MutableMapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from pytest_synth_rl.errors import ConfigError, ConfigProblem, keywords_checked
 #: tomllib, or the same parser packaged for interpreters before 3.11.
 tomllib: Any = importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "tomli")
 
-__all__ = ["SPECIAL_KEYS", "SdkOverrides", "apply_overrides", "parse_dotted_key", "split_overrides"]
+__all__ = ["SPECIAL_KEYS", "apply_overrides", "parse_dotted_key", "split_overrides"]
 __all__ += [
     "MAX_CONFIG_BYTES",
     "config_source",
@@ -259,15 +258,6 @@ SPECIAL_KEYS = ("task_url", "model", "backend")
 _KEY_PART = re.compile(r'[ \t]*(?:"((?:[^"\\]|\\.)*)"[ \t]*|([^."]*))(\.|\Z)', re.DOTALL)
 
 
-@dataclass(frozen=True)
-class SdkOverrides:
-    """The special override keys, type-checked."""
-
-    task_url: str | None = None
-    model: str | None = None
-    backend: str | None = None
-
-
 def parse_dotted_key(key: str, *, source: str | None = None) -> tuple[str, ...]:
     """``'rollout.env_config."a.b"'`` -> ``("rollout", "env_config", "a.b")``."""
     bad = config_error(
@@ -304,10 +294,10 @@ def parse_dotted_key(key: str, *, source: str | None = None) -> tuple[str, ...]:
 
 def split_overrides(
     overrides: Mapping[str, Any] | None, *, source: str | None = None
-) -> tuple[SdkOverrides, list[tuple[str, Any]]]:
-    """Separate the special SDK keys from tree edits, checking both for type errors."""
+) -> tuple[dict[str, str | None], list[tuple[str, Any]]]:
+    """Separate the special SDK keys (a str or None each) from tree edits, checking both for type errors."""
     if overrides is None:
-        return SdkOverrides(), []
+        return {}, []
     if not isinstance(overrides, Mapping):
         message = f"expected a mapping of override keys to values, got {describe(overrides)}"
         raise config_error(
@@ -332,7 +322,7 @@ def split_overrides(
             raise config_error(
                 f'overrides["{key}"] expected a string, got {describe(value)}', hint, key=key, path=source
             )
-    return SdkOverrides(**special), edits
+    return special, edits
 
 
 def apply_overrides(

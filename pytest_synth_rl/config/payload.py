@@ -142,12 +142,12 @@ def _build(raw: Mapping[str, Any], source: str, options: _Options) -> tuple[RLBu
     sdk, _ = split_overrides(overrides, source=source)
     config = apply_overrides(raw, overrides, source=source, allow_new_keys=allow_new_keys)
     warn_about_config(config, source=source)
-    checked = check_rl_config(config, allow_experimental=allow_experimental, model_override=sdk.model)
+    checked = check_rl_config(config, allow_experimental=allow_experimental, model_override=sdk.get("model"))
     problems = checked.problems
     services = checked.config.get("services")
     configured = services.get("task_url") if isinstance(services, Mapping) else None
     choice = resolve_task_url(
-        override=sdk.task_url,
+        override=sdk.get("task_url"),
         argument=task_url,
         config_value=configured if isinstance(configured, str) else None,
     )
@@ -177,7 +177,7 @@ def _build(raw: Mapping[str, Any], source: str, options: _Options) -> tuple[RLBu
         "data": body,
         "tags": dict(PAYLOAD_TAGS),
     }
-    backend = backend_url or sdk.backend
+    backend = backend_url or sdk.get("backend")
     if backend:
         payload["metadata"] = {"backend_base_url": normalize_backend_url(backend)}
     return RLBuildResult(payload, choice.url, idempotency), config
