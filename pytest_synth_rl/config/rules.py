@@ -13,7 +13,7 @@ from typing import Any
 
 from pytest_synth_rl.config.coerce import describe
 from pytest_synth_rl.config.problems import KeyPath, ProblemList
-from pytest_synth_rl.config.schema import Field, Section, check_section, section_of
+from pytest_synth_rl.config.schema import RL_CONFIG, Field, Section, check_section, section_of
 
 __all__ = [
     "RL_ALGORITHM",
@@ -28,20 +28,17 @@ __all__ = [
 #: The only algorithm triple the RL builder supports: (type, method, variety).
 RL_ALGORITHM = ("online", "policy_gradient", "gspo")
 _ALGO_HINT = 'RL jobs need type = "online", method = "policy_gradient", variety = "gspo" under [algorithm]'
+#: Rules 10-11: what each required key of [training] and [evaluation] holds (the schema lists them).
 _REQUIRED_KEYS = {
-    "training": {
-        "num_epochs": ("the number of training epochs", "num_epochs = 1"),
-        "iterations_per_epoch": ("the number of iterations per epoch", "iterations_per_epoch = 1"),
-        "max_turns": ("the maximum turns per episode", "max_turns = 1"),
-        "batch_size": ("the batch size", "batch_size = 2"),
-        "group_size": ("the GSPO group size", "group_size = 2"),
-        "learning_rate": ("the learning rate", "learning_rate = 5e-6"),
-    },
-    "evaluation": {
-        "instances": ("the number of evaluation instances", "instances = 8"),
-        "every_n_iters": ("how often to evaluate, in iterations", "every_n_iters = 10"),
-        "seeds": ("the evaluation seeds", "seeds = [0, 1, 2]"),
-    },
+    "num_epochs": "the number of training epochs",
+    "iterations_per_epoch": "the number of iterations per epoch",
+    "max_turns": "the maximum turns per episode",
+    "batch_size": "the batch size",
+    "group_size": "the GSPO group size",
+    "learning_rate": "the learning rate",
+    "instances": "the number of evaluation instances",
+    "every_n_iters": "how often to evaluate, in iterations",
+    "seeds": "the evaluation seeds",
 }
 
 
@@ -145,14 +142,17 @@ def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
             'add [compute.topology] with type = "single_node_split", gpus_for_vllm = 1, '
             "gpus_for_training = 1",
         )
-    for name, keys in _REQUIRED_KEYS.items():  # rules 10-11: once present, a section needs all its keys
-        section = _table(problems, (name,), config.get(name, {}), f"write [{name}] as a table")
-        for key, (what, example) in keys.items():
-            if section is not None and key not in section:
+    for name in ("training", "evaluation"):  # rules 10-11: once present, a section needs all its keys
+        table = _table(problems, (name,), config.get(name, {}), f"write [{name}] as a table")
+        schema = RL_CONFIG.fields[name].section
+        if table is None or schema is None:
+            continue
+        for key, spec in schema.fields.items():
+            if spec.required and key not in table:
                 problems.add(
                     (name, key),
-                    f"missing; expected {what} (required whenever [{name}] is present)",
-                    f"add `{example}` under [{name}]",
+                    f"missing; expected {_REQUIRED_KEYS[key]} (required whenever [{name}] is present)",
+                    f"add `{spec.example}` under [{name}]",
                 )
 
 
