@@ -49,7 +49,7 @@ class CoercionError(ValueError):
         super().__init__(f"expected {expected}, got {describe(value)}")
 
 
-def describe(value: object, limit: int = 60) -> str:
+def describe(value: object) -> str:
     """A short human description of *value* and its TOML-ish type, for problem messages."""
     if value is None:
         return "nothing"
@@ -57,14 +57,14 @@ def describe(value: object, limit: int = 60) -> str:
         return "a table" if value else "an empty table"
     if isinstance(value, (list, tuple)):
         return f"an array of {len(value)} item(s)"
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 4 * limit:
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 240:
         return f"an integer of {digit_count(value):,} digits"
     try:
         text = repr(value)
     except Exception:  # a user's broken __repr__ must not replace the real problem
         text = f"<{type(value).__name__} object that cannot be shown>"
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
+    if len(text) > 60:
+        text = text[:59] + "…"
     kinds = ((bool, "boolean"), (int, "integer"), (float, "float"), (str, "string"))
     kind = next((name for cls, name in kinds if isinstance(value, cls)), type(value).__name__)
     return f"{text} ({kind})"

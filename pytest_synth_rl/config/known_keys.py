@@ -126,14 +126,11 @@ def config_warnings(config: Mapping[str, Any]) -> list[str]:
     return found
 
 
-def warn_about_config(
-    config: Mapping[str, Any], *, source: str | None = None, stacklevel: int | None = None
-) -> None:
-    """Warn about everything :func:`config_warnings` finds, by default at the user's line."""
+def warn_about_config(config: Mapping[str, Any], *, source: str | None = None) -> None:
+    """Warn about everything :func:`config_warnings` finds, at the user's line."""
     where = f"{source}: " if source else ""
-    level = stacklevel + 1 if stacklevel is not None else outside_stacklevel()
     for message in config_warnings(config):
-        warnings.warn(SynthConfigWarning(f"{where}{message}"), stacklevel=level)
+        warnings.warn(SynthConfigWarning(f"{where}{message}"), stacklevel=outside_stacklevel())
 
 
 def check_override_keys(
