@@ -22,17 +22,16 @@ from pytest_synth_rl.config.loader import (
     split_overrides,
 )
 from pytest_synth_rl.config.problems import ProblemList, config_error
-from pytest_synth_rl.config.tree import MemoInfo, PassedChecks, copy_tree, exact_key, plain_copy
+from pytest_synth_rl.config.tree import PassedChecks, copy_tree, exact_key, plain_copy
 from pytest_synth_rl.config.urls import http_url_problem, normalize_backend_url, resolve_task_url
 from pytest_synth_rl.config.validate import ModelRejected, check_rl_config, config_problems, resolve_rl_model
 from pytest_synth_rl.errors import ConfigProblem, keywords_checked
 
 __all__ = [
+    "BUILDS",
     "RLBuildResult",
-    "build_memo_info",
     "build_rl_payload",
     "build_rl_payload_from_mapping",
-    "clear_build_memo",
 ]
 
 #: ``tags`` of every RL job the SDK submits (a TOML ``[tags]`` goes to ``data.config.tags``).
@@ -63,7 +62,7 @@ class RLBuildResult:
 
 
 #: Remembered builds, each with the config to warn about again (None when it warned of nothing).
-_BUILT: PassedChecks[tuple[RLBuildResult, dict[str, Any] | None]] = PassedChecks(maxsize=32)
+BUILDS: PassedChecks[tuple[RLBuildResult, dict[str, Any] | None]] = PassedChecks(maxsize=32)
 
 
 @keywords_checked
@@ -90,7 +89,7 @@ def build_rl_payload(
     arguments = exact_key(list(options)) if len(data) <= _MEMO_BYTES else None
     environment = tuple(os.environ.get(name) for name in _ENVIRONMENT)
     key = None if arguments is None else (data, source, arguments, environment)
-    known = _BUILT.get(key) if key is not None else None
+    known = BUILDS.get(key) if key is not None else None
     if known is not None:
         if known[1] is not None:
             warn_about_config(known[1], source=source)
@@ -98,18 +97,8 @@ def build_rl_payload(
     result, config = _build(parse_file_bytes(data, source=source), source, options)
     if key is not None and exact_key(result.payload) is not None:  # a plain tree, not too big
         warned = config if config_warnings(config) else None  # the build's own copy, kept unchanged
-        _BUILT.put(key, (replace(result, payload=copy_tree(result.payload)), warned))
+        BUILDS.put(key, (replace(result, payload=copy_tree(result.payload)), warned))
     return result
-
-
-def build_memo_info() -> MemoInfo:
-    """How often :func:`build_rl_payload` handed out a remembered build."""
-    return _BUILT.info()
-
-
-def clear_build_memo() -> None:
-    """Forget every remembered build (and the counts)."""
-    _BUILT.clear()
 
 
 @keywords_checked

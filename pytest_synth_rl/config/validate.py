@@ -24,7 +24,7 @@ from pytest_synth_rl.config.rules import (
     precheck,
 )
 from pytest_synth_rl.config.schema import RL_CONFIG, check_section
-from pytest_synth_rl.config.tree import MemoInfo, PassedChecks, TreeShapeError, exact_key, plain_copy
+from pytest_synth_rl.config.tree import PassedChecks, TreeShapeError, exact_key, plain_copy
 from pytest_synth_rl.errors import ConfigProblem
 
 __all__ = ["EXPERIMENTAL_MODELS", "FINE_TUNED_PREFIXES", "KNOWN_BASE_MODELS", "SUPPORTED_RL_MODELS"]
@@ -36,10 +36,9 @@ __all__ += [
     "resolve_rl_model",
 ]
 __all__ += [
+    "CHECKS",
     "ConfigCheck",
-    "check_memo_info",
     "check_rl_config",
-    "clear_check_memo",
     "collect_config_problems",
     "config_problems",
     "validate_rl_config",
@@ -160,7 +159,7 @@ class ConfigCheck:
 
 
 #: Checks that passed, reused for the same config and environment; failures are never kept.
-_PASSED: PassedChecks[ConfigCheck] = PassedChecks(maxsize=64)
+CHECKS: PassedChecks[ConfigCheck] = PassedChecks(maxsize=64)
 
 
 def check_rl_config(
@@ -198,23 +197,13 @@ def _remembered_check(
     if tree is not None:  # the model rules read the environment: what they decide is part of the key
         environment = (experimental_allowed(allow_experimental), experimental_models())
         key = (tree, allow_experimental, model_override, select_model, environment)
-        known = _PASSED.get(key)
+        known = CHECKS.get(key)
         if known is not None:
             return known
     checked = _check(config, allow_experimental, model_override, select_model)
     if key is not None and not checked.problems:
-        _PASSED.put(key, checked)
+        CHECKS.put(key, checked)
     return checked
-
-
-def check_memo_info() -> MemoInfo:
-    """How often :func:`check_rl_config` reused a passing check."""
-    return _PASSED.info()
-
-
-def clear_check_memo() -> None:
-    """Forget every remembered check (and the counts)."""
-    _PASSED.clear()
 
 
 def _check(
