@@ -118,20 +118,15 @@ def read_config_bytes(path: Path) -> bytes:
             )
         if size > MAX_CONFIG_BYTES:
             raise _too_large(path, f"{size:,} bytes")
-        chunks: list[bytes] = []
-        total = 0
-        while total <= MAX_CONFIG_BYTES and (
-            chunk := os.read(descriptor, min(1 << 20, MAX_CONFIG_BYTES + 1 - total))
-        ):
-            chunks.append(chunk)
-            total += len(chunk)
+        with open(descriptor, "rb", closefd=False) as stream:
+            data = stream.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise _unreadable(path, exc) from None
     finally:
         os.close(descriptor)
-    if total > MAX_CONFIG_BYTES:
+    if len(data) > MAX_CONFIG_BYTES:
         raise _too_large(path, f"more than {MAX_CONFIG_BYTES:,} bytes")
-    return b"".join(chunks)
+    return data
 
 
 def read_toml_file(config_path: str | os.PathLike[str]) -> dict[str, Any]:
