@@ -26,7 +26,6 @@ __all__ = [
     "config_warnings",
     "near_miss",
     "point_at_near_misses",
-    "unknown_keys",
     "warn_about_config",
 ]
 
@@ -77,10 +76,10 @@ def _table_at(config: Mapping[str, Any], path: KeyPath) -> Mapping[str, Any] | N
     return table if isinstance(table, Mapping) else None
 
 
-def unknown_keys(config: Mapping[str, Any]) -> list[tuple[KeyPath, KeyPath | None]]:
-    """Every unknown key with the known key (below its table) it was meant to be; a field of exactly
-    one sub-table wins over a look-alike sibling (it was written a table too high)."""
-    found: list[tuple[KeyPath, KeyPath | None]] = []
+def config_warnings(config: Mapping[str, Any]) -> list[str]:
+    """Every warning *config* earns: unknown keys, each with the known key (below its table) it was
+    meant to be (a field of exactly one sub-table wins over a look-alike sibling), and bad counts."""
+    found: list[str] = []
 
     def walk(table: Mapping[str, Any], path: KeyPath, section: Section) -> None:
         for key, value in table.items():
@@ -92,24 +91,17 @@ def unknown_keys(config: Mapping[str, Any]) -> list[tuple[KeyPath, KeyPath | Non
                     (name, key) for name, s in section.fields.items() if s.section and key in s.section.fields
                 ]
                 sibling = closest(key, section.fields)
-                found.append(((*path, key), homes[0] if len(homes) == 1 else (sibling,) if sibling else None))
+                guess = homes[0] if len(homes) == 1 else (sibling,) if sibling else None
+                spot = f"key {format_key((*path, key))}" if path else f"section [{format_key((key,))}]"
+                hint = f"; did you mean {format_key((*path, *guess))!r}?" if guess else ""
+                found.append(
+                    f"unknown {spot} is not part of the RL config schema; it is forwarded to the backend "
+                    f"unchanged{hint}"
+                )
             elif spec is not None and spec.section is not None and isinstance(value, Mapping):
                 walk(value, (*path, key), spec.section)
 
     walk(config, (), RL_CONFIG)
-    return found
-
-
-def config_warnings(config: Mapping[str, Any]) -> list[str]:
-    """Every warning *config* earns: unknown keys and implausible counts."""
-    found = []
-    for path, guess in unknown_keys(config):
-        spot = f"key {format_key(path)}" if path[:-1] else f"section [{format_key(path)}]"
-        hint = f"; did you mean {format_key((*path[:-1], *guess))!r}?" if guess else ""
-        found.append(
-            f"unknown {spot} is not part of the RL config schema; it is forwarded to the backend "
-            f"unchanged{hint}"
-        )
     for path in COUNT_KEYS:
         section = config.get(path[0])
         value = section.get(path[1]) if isinstance(section, Mapping) else None
