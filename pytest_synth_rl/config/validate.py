@@ -226,7 +226,7 @@ def _check(
         _check_json_values(normalized, (), problems)
         point_at_near_misses(config, problems)
     except (TreeShapeError, RecursionError) as exc:  # no rule could walk it, or the stack is nearly out
-        if isinstance(exc, TreeShapeError) and exc.kind != "deep":
+        if isinstance(exc, TreeShapeError) and not exc.deep:
             problems.add(exc.path, exc.message, exc.hint)
         else:
             problems.add((), "is nested too deeply to validate", "flatten the config")
