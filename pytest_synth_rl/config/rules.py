@@ -266,12 +266,9 @@ def _check_rubric(rubric: object, problems: ProblemList) -> tuple[bool, dict[str
         return False, None
     hint = "remove it; configure the judge model and criteria in [verifier.options] (model, rubric_overrides)"
     _removed(table, ("api_base", "api_key_env", "event", "model", "outcome"), ("rubric",), hint, problems)
-    enabled = check_section(_RUBRIC_ENABLED, {"enabled": table.get("enabled", False)}, ("rubric",), problems)[
-        0
-    ]
-    before = len(problems)
-    weights = check_section(_WEIGHTS, table.get("weights", {}), ("rubric", "weights"), problems)[0]
-    return bool(enabled.get("enabled", False)), (weights if len(problems) == before else None)
+    enabled = check_section(_RUBRIC_ENABLED, {"enabled": table.get("enabled", False)}, ("rubric",), problems)
+    weights, valid = check_section(_WEIGHTS, table.get("weights", {}), ("rubric", "weights"), problems)
+    return bool(enabled[0].get("enabled", False)), (weights if valid else None)
 
 
 def _check_verifier(verifier: object, problems: ProblemList) -> dict[str, Any] | None:
@@ -291,9 +288,8 @@ def _check_verifier(verifier: object, problems: ProblemList) -> dict[str, Any] |
         return None
     path = ("verifier", "options")
     _removed(options, ("max_concurrency", "tracks"), path, "remove it from [verifier.options]", problems)
-    before = len(problems)
-    converted = check_section(_OPTIONS, options, path, problems)[0]
-    return converted if len(problems) == before else None
+    converted, valid = check_section(_OPTIONS, options, path, problems)
+    return converted if valid else None
 
 
 def check_reward_sections(config: Mapping[str, Any], problems: ProblemList) -> None:
