@@ -1,8 +1,7 @@
 """Scalar conversions with the upstream SDK's lax-mode accept/convert decisions.
 
 ``gpu_count = "2"`` is sent as ``2``, ``learning_rate = 1`` as ``1.0``, ``batches_per_step = 2.5``
-is refused; strings accept strings only. Every refusal is a :class:`CoercionError` whose
-``expected`` text goes into the problem message verbatim.
+is refused; strings accept strings only. A :class:`CoercionError`'s ``expected`` goes into messages.
 """
 
 from __future__ import annotations

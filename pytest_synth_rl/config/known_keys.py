@@ -1,8 +1,7 @@
 """Which TOML keys the RL config knows, and what an unknown one was meant to be.
 
-The SDK forwards unknown keys untouched, so a typo costs a training run. The payload stays the
-same, but unknown keys and implausible counts get a :class:`SynthConfigWarning` (with a "did you
-mean"), and an override that would add a key nobody knows is refused.
+The SDK forwards unknown keys, so a typo costs a training run: they and implausible counts get a
+:class:`SynthConfigWarning` with a "did you mean", and an override adding a key nobody knows fails.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Reading an RL config: bounded bytes -> UTF-8 text -> TOML tree -> overrides, failures ConfigErrors.
 
-Failures name the file, line and column (with a caret), never a parser traceback; devices, pipes,
-huge files and deep trees are refused without hanging. Overrides other than the SDK's ``task_url``,
-``model`` and ``backend`` edit the tree: dotted keys, nested merges, ``None`` removes a key.
-"""
+Failures name the file, line and column, never a parser traceback; devices, pipes, huge files and
+deep trees are refused without hanging. Overrides other than ``task_url``, ``model`` and ``backend``
+edit the tree: dotted keys, nested merges, ``None`` removes a key."""
 
 from __future__ import annotations
 

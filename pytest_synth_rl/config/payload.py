@@ -1,9 +1,8 @@
 """Building the ``POST /api/rl/jobs`` body from an RL config (contract §3), and checking one received.
 
-The body is what the SDK's builder sends for every config it accepts (``json.dumps(sort_keys=True)``
-identical). :func:`validate_rl_payload` is the fake backend's check: it never raises, keys each
-problem by its JSON path, and allows experimental models (that gate is the SDK's client side).
-"""
+The body is the SDK builder's (``json.dumps(sort_keys=True)`` identical). :func:`validate_rl_payload`
+is the fake backend's check: it never raises, keys each problem by its JSON path, and allows
+experimental models (that gate is the SDK's client side)."""
 
 from __future__ import annotations
 

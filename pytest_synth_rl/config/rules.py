@@ -1,8 +1,7 @@
 """The SDK's rules beyond the types (contract §7.1 rules 1-13, §7.2's algorithm triple).
 
-The pre-validator runs on the config as written and is loose where the SDK is loose
-(``gpu_count`` only has to be truthy); the reward sections ([verifier], deprecated [rubric]) are
-strict since SDK 0.4.4. Every rule collects its problems instead of stopping.
+The pre-validator runs on the config as written and is loose where the SDK is (``gpu_count`` only
+has to be truthy); the reward sections ([verifier], deprecated [rubric]) are strict since SDK 0.4.4.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The typed shape of an RL config (the SDK's models, contract §2.1) and its declarative checker.
 
-Each :class:`Section` lists its keys with a kind, whether required, and a default written into the
-output when absent (as the SDK serialises ``[policy].max_tokens = 512``). Unknown keys are
-forwarded; ``None`` values are dropped at section level, as the SDK's dump does.
+A :class:`Section` lists its keys with a kind, whether required, and a default written when absent
+(as the SDK serialises ``[policy].max_tokens = 512``). Unknown keys are forwarded, ``None`` dropped.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Copying and keying parsed-TOML / JSON trees of unknown shape, and remembering passed checks.
 
-Every config is copied by :func:`plain_copy` before a rule recurses into it, so a tree too deep,
-too big or holding itself is refused there with its key instead of exhausting the stack.
-:func:`exact_key` and :class:`PassedChecks` let builds and checks of the same config be reused.
+:func:`plain_copy` copies every config before a rule recurses into it, refusing a tree too deep, too
+big or holding itself with its key. :func:`exact_key` and :class:`PassedChecks` let work be reused.
 """
 
 from __future__ import annotations

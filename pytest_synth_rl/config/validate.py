@@ -1,8 +1,7 @@
 """Validating an RL config as a whole: pre-validator, injections, reward sections, schema, builder.
 
-The SDK's steps run in its order but never stop early, so one ConfigError lists everything wrong;
-passing checks are remembered. Which models RL may train (§7.3): ``SDK_EXPERIMENTAL`` and
-``SDK_EXPERIMENTAL_MODELS`` are read on every check, so tests can ``monkeypatch`` them.
+The SDK's steps run in its order without stopping early; passing checks are remembered. Which models
+RL may train (§7.3): ``SDK_EXPERIMENTAL`` and ``SDK_EXPERIMENTAL_MODELS`` are read on every check.
 """
 
 from __future__ import annotations
