@@ -132,8 +132,7 @@ def _build(raw: Mapping[str, Any], source: str, options: _Options) -> tuple[RLBu
     warn_about_config(config, source=source)
     checked = check_rl_config(config, allow_experimental=allow_experimental, model_override=sdk.get("model"))
     problems = checked.problems
-    services = checked.config.get("services")
-    configured = services.get("task_url") if isinstance(services, Mapping) else None
+    configured = _at(checked.config, ("services", "task_url"))
     choice = resolve_task_url(
         override=sdk.get("task_url"),
         argument=task_url,
@@ -250,7 +249,7 @@ def _check_payload(payload: object, allow_experimental: bool | None, problems: P
                 "send the task URL in both places (the builder does this)",
             )
     if isinstance(data, Mapping):
-        _check_model(data, config if isinstance(config, Mapping) else {}, allow_experimental, problems)
+        _check_model(data, config, allow_experimental, problems)
     compute, config_compute = _at(payload, ("compute",)), _at(config, ("compute",))
     if (
         isinstance(compute, Mapping)
@@ -265,7 +264,7 @@ def _check_payload(payload: object, allow_experimental: bool | None, problems: P
 
 
 def _check_model(
-    data: Mapping[str, Any], config: Mapping[str, Any], allow_experimental: bool | None, problems: ProblemList
+    data: Mapping[str, Any], config: object, allow_experimental: bool | None, problems: ProblemList
 ) -> None:
     add = problems.add
     has_base, has_model = "base_model" in data, "model" in data
@@ -288,10 +287,9 @@ def _check_model(
     except ModelRejected as exc:
         add(("data", key), exc.message, exc.hint)
         return
-    model = config.get("model")
-    base = model.get("base") if isinstance(model, Mapping) else None
     if not has_base:
         return
+    base = _at(config, ("model", "base"))
     if not (isinstance(base, str) and base.strip()):
         add(
             ("data", "base_model"),
