@@ -15,11 +15,9 @@ from pytest_synth_rl.config.coerce import CoercionError, describe, to_bool, to_f
 from pytest_synth_rl.config.problems import KeyPath, ProblemList, format_key, key_text
 from pytest_synth_rl.config.tree import plain_copy
 
-__all__ = ["NO_DEFAULT", "RL_CONFIG", "Field", "Kind", "Section", "check_section", "section_of"]
+__all__ = ["RL_CONFIG", "Field", "Kind", "Section", "check_section", "section_of"]
 
 Kind = Literal["str", "int", "float", "bool", "table", "list_str", "list_int", "table_float", "section"]
-#: Marker for "no default": an absent optional key stays absent.
-NO_DEFAULT: Any = object()
 _CONVERT: dict[str, Callable[[Any], Any]] = {"str": to_str, "int": to_int, "float": to_float, "bool": to_bool}
 _EXPECTED = {
     "str": "a string",
@@ -45,7 +43,7 @@ class Field:
 
     kind: Kind
     required: bool = False
-    default: Any = NO_DEFAULT
+    default: Any = None  # written when the key is absent (None: it stays absent)
     nullable: bool = True
     section: Section | None = None
     constraint: Constraint | None = None
@@ -87,7 +85,7 @@ def check_section(
                 hint = f"add `{spec.example or f'{name} = …'}` under {where}"
                 problems.add(key_path, f"missing; expected {spec.expected}", hint)
                 valid = False
-            elif spec.default is not NO_DEFAULT:
+            elif spec.default is not None:
                 out[name] = plain_copy(spec.default)
             continue
         raw = value[name]
@@ -176,7 +174,7 @@ def section_of(table: str, after: AfterCheck | None = None, **parts: Section | C
         fields[name] = Field(
             kind,  # type: ignore[arg-type]
             required=mark == "!",
-            default=json.loads(default or value or "null") if mark == "=" else NO_DEFAULT,
+            default=json.loads(default or value or "null") if mark == "=" else None,
             nullable=not mark,
             section=part if isinstance(part, Section) else None,
             constraint=None if isinstance(part, Section) else part,
