@@ -13,9 +13,8 @@ from pytest_synth_rl.config.loader import read_toml_file
 from pytest_synth_rl.config.tree import KEY_MAX_DEPTH as MAX_DEPTH
 from pytest_synth_rl.config.tree import MemoInfo, PassedChecks, exact_key
 from pytest_synth_rl.config.validate import (
-    check_memo_info,
+    CHECKS,
     check_rl_config,
-    clear_check_memo,
     config_problems,
 )
 
@@ -111,9 +110,9 @@ def test_the_store_counts_hits_and_misses_and_keeps_the_newest() -> None:
 # -- problems alone: the memo without copies -----------------------------------------------------
 @pytest.fixture
 def fresh_memo() -> Iterator[None]:
-    clear_check_memo()
+    CHECKS.clear()
     yield
-    clear_check_memo()
+    CHECKS.clear()
 
 
 def example() -> dict[str, Any]:
@@ -124,7 +123,7 @@ def test_problems_alone_are_remembered_like_whole_checks(fresh_memo: None) -> No
     assert list(config_problems(example())) == []
     assert list(config_problems(example())) == []
     assert check_rl_config(example()).problems.as_list() == []
-    info = check_memo_info()
+    info = CHECKS.info()
     assert (info.hits, info.misses, info.size) == (2, 1, 1)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pytest_synth_rl.config import apply_overrides, build_rl_payload, load_rl_config
-from pytest_synth_rl.config.overrides import parse_dotted_key
+from pytest_synth_rl.config.loader import parse_dotted_key
 from pytest_synth_rl.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]

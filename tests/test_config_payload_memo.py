@@ -17,7 +17,7 @@ import pytest
 
 from pytest_synth_rl.config import SynthConfigWarning, build_rl_payload, build_rl_payload_from_mapping
 from pytest_synth_rl.config.loader import read_toml_file
-from pytest_synth_rl.config.payload import build_memo_info, clear_build_memo
+from pytest_synth_rl.config.payload import BUILDS
 from pytest_synth_rl.config.tree import copy_tree, plain_copy
 from pytest_synth_rl.errors import ConfigError
 
@@ -30,9 +30,9 @@ TASK_URL = "http://127.0.0.1:8114"
 def _fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name in ("TASK_APP_URL", "SDK_EXPERIMENTAL", "SDK_EXPERIMENTAL_MODELS"):
         monkeypatch.delenv(name, raising=False)
-    clear_build_memo()
+    BUILDS.clear()
     yield
-    clear_build_memo()
+    BUILDS.clear()
 
 
 @pytest.fixture
@@ -43,7 +43,7 @@ def config(tmp_path: Path) -> Path:
 
 
 def hits() -> int:
-    return build_memo_info().hits
+    return BUILDS.info().hits
 
 
 def fresh(path: Path, **kwargs: Any) -> dict[str, Any]:
@@ -169,7 +169,7 @@ def test_a_failed_build_is_not_remembered(config: Path) -> None:
     for _ in range(2):
         with pytest.raises(ConfigError, match="task_url"):
             build_rl_payload(config)
-    assert (build_memo_info().hits, build_memo_info().size) == (0, 0)
+    assert (BUILDS.info().hits, BUILDS.info().size) == (0, 0)
 
 
 def warned_lines(path: Path) -> list[tuple[str, int, str]]:
@@ -207,9 +207,9 @@ def test_a_build_that_warned_about_nothing_stays_quiet(config: Path) -> None:
 
 
 def test_the_memo_is_bounded(config: Path) -> None:
-    for index in range(build_memo_info().maxsize + 5):
+    for index in range(BUILDS.info().maxsize + 5):
         build_rl_payload(config, task_url=f"http://127.0.0.1:{8000 + index}")
-    info = build_memo_info()
+    info = BUILDS.info()
     assert info.size == info.maxsize
 
 

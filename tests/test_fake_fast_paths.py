@@ -12,7 +12,7 @@ import httpx
 import pytest
 from test_fake_support import API, auth, rl_payload
 
-from pytest_synth_rl.config.validate import check_memo_info, clear_check_memo
+from pytest_synth_rl.config.validate import CHECKS
 from pytest_synth_rl.fake import FakeSynthBackend
 from pytest_synth_rl.fake.api import ApiCall
 from pytest_synth_rl.fake.locking import StoreLock
@@ -147,7 +147,7 @@ def test_the_first_non_finite_number_is_named(value: Any, found: str | None) -> 
 def test_a_payload_that_differs_by_one_value_is_checked_again(
     fake: FakeSynthBackend, client: httpx.Client
 ) -> None:
-    clear_check_memo()
+    CHECKS.clear()
     url = f"{API}/rl/jobs"
 
     def batch_size(value: object) -> int:
@@ -156,9 +156,9 @@ def test_a_payload_that_differs_by_one_value_is_checked_again(
         return client.post(url, json=payload, headers=auth(fake)).status_code
 
     assert batch_size(2) == 201
-    hits = check_memo_info().hits
+    hits = CHECKS.info().hits
     assert batch_size(2) == 201
-    assert check_memo_info().hits == hits + 1  # the same config: its check was remembered
+    assert CHECKS.info().hits == hits + 1  # the same config: its check was remembered
     for look_alike in (2.5, [2], "two"):
         assert batch_size(look_alike) == 422, look_alike
     assert batch_size(2) == 201

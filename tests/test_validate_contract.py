@@ -11,10 +11,9 @@ import pytest
 from test_fake_support import rl_payload
 
 from pytest_synth_rl.config.validate import (
+    CHECKS,
     ConfigCheck,
-    check_memo_info,
     check_rl_config,
-    clear_check_memo,
     collect_config_problems,
     validate_rl_config,
 )
@@ -253,13 +252,13 @@ def test_a_check_cannot_be_changed_after_the_fact() -> None:
 # -- the memo of passing configs ---------------------------------------------------------------
 @pytest.fixture
 def fresh_memo() -> Iterator[None]:
-    clear_check_memo()
+    CHECKS.clear()
     yield
-    clear_check_memo()
+    CHECKS.clear()
 
 
 def memo_counts() -> tuple[int, int, int]:
-    info = check_memo_info()
+    info = CHECKS.info()
     return info.hits, info.misses, info.size
 
 
@@ -276,7 +275,7 @@ def test_a_repeated_check_is_reused_and_the_result_is_the_callers_to_change(fres
     assert (second.model, second.model_field) == (first.model, first.model_field)
     second.config["compute"]["gpu_count"] = 77
     assert check_rl_config(config()).config["compute"]["gpu_count"] == 1
-    assert check_memo_info().maxsize == 64
+    assert CHECKS.info().maxsize == 64
 
 
 def test_a_config_that_fails_is_checked_again_every_time(fresh_memo: None) -> None:

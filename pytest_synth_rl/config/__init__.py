@@ -7,15 +7,13 @@ upstream SDK's rules (every problem in one ConfigError) and returns the body the
 from __future__ import annotations
 
 from pytest_synth_rl.config.known_keys import SynthConfigWarning
-from pytest_synth_rl.config.loader import load_rl_config, parse_toml, read_toml_file
-from pytest_synth_rl.config.models import (
-    EXPERIMENTAL_MODELS,
-    FINE_TUNED_PREFIXES,
-    KNOWN_BASE_MODELS,
-    SUPPORTED_RL_MODELS,
-    experimental_models,
+from pytest_synth_rl.config.loader import (
+    SPECIAL_KEYS,
+    apply_overrides,
+    load_rl_config,
+    parse_toml,
+    read_toml_file,
 )
-from pytest_synth_rl.config.overrides import SPECIAL_KEYS, apply_overrides
 from pytest_synth_rl.config.payload import (
     RLBuildResult,
     build_rl_payload,
@@ -23,7 +21,15 @@ from pytest_synth_rl.config.payload import (
     validate_rl_payload,
 )
 from pytest_synth_rl.config.urls import normalize_backend_url, resolve_task_url
-from pytest_synth_rl.config.validate import collect_config_problems, validate_rl_config
+from pytest_synth_rl.config.validate import (
+    EXPERIMENTAL_MODELS,
+    FINE_TUNED_PREFIXES,
+    KNOWN_BASE_MODELS,
+    SUPPORTED_RL_MODELS,
+    collect_config_problems,
+    experimental_models,
+    validate_rl_config,
+)
 
 __all__ = [
     "EXPERIMENTAL_MODELS",

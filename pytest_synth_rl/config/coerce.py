@@ -1,8 +1,7 @@
 """Scalar conversions with the upstream SDK's lax-mode accept/convert decisions.
 
 ``gpu_count = "2"`` is sent as ``2``, ``learning_rate = 1`` as ``1.0``, ``batches_per_step = 2.5``
-is refused; strings accept strings only. Every refusal is a :class:`CoercionError` whose
-``expected`` text goes into the problem message verbatim.
+is refused; strings accept strings only. A :class:`CoercionError`'s ``expected`` goes into messages.
 """
 
 from __future__ import annotations
@@ -49,7 +48,7 @@ class CoercionError(ValueError):
         super().__init__(f"expected {expected}, got {describe(value)}")
 
 
-def describe(value: object, limit: int = 60) -> str:
+def describe(value: object) -> str:
     """A short human description of *value* and its TOML-ish type, for problem messages."""
     if value is None:
         return "nothing"
@@ -57,14 +56,14 @@ def describe(value: object, limit: int = 60) -> str:
         return "a table" if value else "an empty table"
     if isinstance(value, (list, tuple)):
         return f"an array of {len(value)} item(s)"
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 4 * limit:
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 240:
         return f"an integer of {digit_count(value):,} digits"
     try:
         text = repr(value)
     except Exception:  # a user's broken __repr__ must not replace the real problem
         text = f"<{type(value).__name__} object that cannot be shown>"
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
+    if len(text) > 60:
+        text = text[:59] + "…"
     kinds = ((bool, "boolean"), (int, "integer"), (float, "float"), (str, "string"))
     kind = next((name for cls, name in kinds if isinstance(value, cls)), type(value).__name__)
     return f"{text} ({kind})"

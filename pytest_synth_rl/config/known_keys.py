@@ -1,8 +1,7 @@
 """Which TOML keys the RL config knows, and what an unknown one was meant to be.
 
-The SDK forwards unknown keys untouched, so a typo costs a training run. The payload stays the
-same, but unknown keys and implausible counts get a :class:`SynthConfigWarning` (with a "did you
-mean"), and an override that would add a key nobody knows is refused.
+The SDK forwards unknown keys, so a typo costs a training run: they and implausible counts get a
+:class:`SynthConfigWarning` with a "did you mean", and an override adding a key nobody knows fails.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ __all__ = [
     "config_warnings",
     "near_miss",
     "point_at_near_misses",
-    "unknown_keys",
     "warn_about_config",
 ]
 
@@ -77,10 +75,10 @@ def _table_at(config: Mapping[str, Any], path: KeyPath) -> Mapping[str, Any] | N
     return table if isinstance(table, Mapping) else None
 
 
-def unknown_keys(config: Mapping[str, Any]) -> list[tuple[KeyPath, KeyPath | None]]:
-    """Every unknown key with the known key (below its table) it was meant to be; a field of exactly
-    one sub-table wins over a look-alike sibling (it was written a table too high)."""
-    found: list[tuple[KeyPath, KeyPath | None]] = []
+def config_warnings(config: Mapping[str, Any]) -> list[str]:
+    """Every warning *config* earns: unknown keys, each with the known key (below its table) it was
+    meant to be (a field of exactly one sub-table wins over a look-alike sibling), and bad counts."""
+    found: list[str] = []
 
     def walk(table: Mapping[str, Any], path: KeyPath, section: Section) -> None:
         for key, value in table.items():
@@ -92,24 +90,17 @@ def unknown_keys(config: Mapping[str, Any]) -> list[tuple[KeyPath, KeyPath | Non
                     (name, key) for name, s in section.fields.items() if s.section and key in s.section.fields
                 ]
                 sibling = closest(key, section.fields)
-                found.append(((*path, key), homes[0] if len(homes) == 1 else (sibling,) if sibling else None))
+                guess = homes[0] if len(homes) == 1 else (sibling,) if sibling else None
+                spot = f"key {format_key((*path, key))}" if path else f"section [{format_key((key,))}]"
+                hint = f"; did you mean {format_key((*path, *guess))!r}?" if guess else ""
+                found.append(
+                    f"unknown {spot} is not part of the RL config schema; it is forwarded to the backend "
+                    f"unchanged{hint}"
+                )
             elif spec is not None and spec.section is not None and isinstance(value, Mapping):
                 walk(value, (*path, key), spec.section)
 
     walk(config, (), RL_CONFIG)
-    return found
-
-
-def config_warnings(config: Mapping[str, Any]) -> list[str]:
-    """Every warning *config* earns: unknown keys and implausible counts."""
-    found = []
-    for path, guess in unknown_keys(config):
-        spot = f"key {format_key(path)}" if path[:-1] else f"section [{format_key(path)}]"
-        hint = f"; did you mean {format_key((*path[:-1], *guess))!r}?" if guess else ""
-        found.append(
-            f"unknown {spot} is not part of the RL config schema; it is forwarded to the backend "
-            f"unchanged{hint}"
-        )
     for path in COUNT_KEYS:
         section = config.get(path[0])
         value = section.get(path[1]) if isinstance(section, Mapping) else None
@@ -126,14 +117,11 @@ def config_warnings(config: Mapping[str, Any]) -> list[str]:
     return found
 
 
-def warn_about_config(
-    config: Mapping[str, Any], *, source: str | None = None, stacklevel: int | None = None
-) -> None:
-    """Warn about everything :func:`config_warnings` finds, by default at the user's line."""
+def warn_about_config(config: Mapping[str, Any], *, source: str | None = None) -> None:
+    """Warn about everything :func:`config_warnings` finds, at the user's line."""
     where = f"{source}: " if source else ""
-    level = stacklevel + 1 if stacklevel is not None else outside_stacklevel()
     for message in config_warnings(config):
-        warnings.warn(SynthConfigWarning(f"{where}{message}"), stacklevel=level)
+        warnings.warn(SynthConfigWarning(f"{where}{message}"), stacklevel=outside_stacklevel())
 
 
 def check_override_keys(

@@ -1,35 +1,36 @@
 """Building the ``POST /api/rl/jobs`` body from an RL config (contract §3), and checking one received.
 
-The body is what the SDK's builder sends for every config it accepts (``json.dumps(sort_keys=True)``
-identical). :func:`validate_rl_payload` is the fake backend's check: it never raises, keys each
-problem by its JSON path, and allows experimental models (that gate is the SDK's client side).
-"""
+The body is the SDK builder's (``json.dumps(sort_keys=True)`` identical). :func:`validate_rl_payload`
+is the fake backend's check: it never raises, keys each problem by its JSON path, and allows
+experimental models (that gate is the SDK's client side)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from pytest_synth_rl.config.coerce import describe
 from pytest_synth_rl.config.known_keys import config_warnings, warn_about_config
-from pytest_synth_rl.config.loader import config_source, parse_file_bytes, read_config_bytes
-from pytest_synth_rl.config.models import ModelRejected, resolve_rl_model
-from pytest_synth_rl.config.overrides import apply_overrides, split_overrides
+from pytest_synth_rl.config.loader import (
+    apply_overrides,
+    config_source,
+    parse_file_bytes,
+    read_config_bytes,
+    split_overrides,
+)
 from pytest_synth_rl.config.problems import ProblemList, config_error
-from pytest_synth_rl.config.rules import truthy
-from pytest_synth_rl.config.tree import MemoInfo, PassedChecks, copy_tree, exact_key, plain_copy
+from pytest_synth_rl.config.tree import PassedChecks, copy_tree, exact_key, plain_copy
 from pytest_synth_rl.config.urls import http_url_problem, normalize_backend_url, resolve_task_url
-from pytest_synth_rl.config.validate import check_rl_config, config_problems
+from pytest_synth_rl.config.validate import ModelRejected, check_rl_config, config_problems, resolve_rl_model
 from pytest_synth_rl.errors import ConfigProblem, keywords_checked
 
 __all__ = [
+    "BUILDS",
     "RLBuildResult",
-    "build_memo_info",
     "build_rl_payload",
     "build_rl_payload_from_mapping",
-    "clear_build_memo",
 ]
 
 #: ``tags`` of every RL job the SDK submits (a TOML ``[tags]`` goes to ``data.config.tags``).
@@ -38,8 +39,15 @@ PAYLOAD_TAGS = {"source": "train-cli"}
 _MEMO_BYTES = 64 * 1024
 #: What the build reads from the environment: the task URL and the experimental-model gates.
 _ENVIRONMENT = ("TASK_APP_URL", "SDK_EXPERIMENTAL", "SDK_EXPERIMENTAL_MODELS")
-#: (task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys)
-_Options = tuple[str | None, Mapping[str, Any] | None, str | None, bool | None, str | None, bool]
+
+
+class _Options(NamedTuple):
+    task_url: str | None
+    overrides: Mapping[str, Any] | None
+    idempotency: str | None
+    allow_experimental: bool | None
+    backend_url: str | None
+    allow_new_keys: bool
 
 
 @dataclass(frozen=True)
@@ -53,7 +61,7 @@ class RLBuildResult:
 
 
 #: Remembered builds, each with the config to warn about again (None when it warned of nothing).
-_BUILT: PassedChecks[tuple[RLBuildResult, dict[str, Any] | None]] = PassedChecks(maxsize=32)
+BUILDS: PassedChecks[tuple[RLBuildResult, dict[str, Any] | None]] = PassedChecks(maxsize=32)
 
 
 @keywords_checked
@@ -75,9 +83,12 @@ def build_rl_payload(
     path = config_source(config_path)
     source = str(path)
     data = read_config_bytes(path)
-    options: _Options = (task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys)
-    key = _memo_key(data, source, options)
-    known = _BUILT.get(key) if key is not None else None
+    options = _Options(task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys)
+    # A large file, or arguments exact_key cannot tell apart (a str subclass, a tuple), get no key.
+    arguments = exact_key(list(options)) if len(data) <= _MEMO_BYTES else None
+    environment = tuple(os.environ.get(name) for name in _ENVIRONMENT)
+    key = None if arguments is None else (data, source, arguments, environment)
+    known = BUILDS.get(key) if key is not None else None
     if known is not None:
         if known[1] is not None:
             warn_about_config(known[1], source=source)
@@ -85,36 +96,8 @@ def build_rl_payload(
     result, config = _build(parse_file_bytes(data, source=source), source, options)
     if key is not None and exact_key(result.payload) is not None:  # a plain tree, not too big
         warned = config if config_warnings(config) else None  # the build's own copy, kept unchanged
-        _BUILT.put(key, (replace(result, payload=copy_tree(result.payload)), warned))
+        BUILDS.put(key, (replace(result, payload=copy_tree(result.payload)), warned))
     return result
-
-
-def _memo_key(data: bytes, source: str, options: _Options) -> Hashable | None:
-    """Everything a build from *data* depends on, or None: a large file, or arguments of types
-    that could mean different things while comparing equal."""
-    task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys = options
-    texts = (task_url, backend_url, idempotency)
-    if len(data) > _MEMO_BYTES or any(text is not None and type(text) is not str for text in texts):
-        return None
-    if type(allow_new_keys) is not bool or not (
-        allow_experimental is None or type(allow_experimental) is bool
-    ):
-        return None
-    edits = exact_key(overrides)
-    if edits is None:
-        return None
-    environment = tuple(os.environ.get(name) for name in _ENVIRONMENT)
-    return (data, source, texts, edits, (allow_experimental, allow_new_keys), environment)
-
-
-def build_memo_info() -> MemoInfo:
-    """How often :func:`build_rl_payload` handed out a remembered build."""
-    return _BUILT.info()
-
-
-def clear_build_memo() -> None:
-    """Forget every remembered build (and the counts)."""
-    _BUILT.clear()
 
 
 @keywords_checked
@@ -133,26 +116,25 @@ def build_rl_payload_from_mapping(
     if not isinstance(config, Mapping):
         message = f"expected a mapping of TOML sections, got {describe(config)}"
         raise config_error(message, "use build_rl_payload() for a TOML file path", path=source)
-    options = (task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys)
+    options = _Options(task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys)
     return _build(config, source, options)[0]
 
 
 def _build(raw: Mapping[str, Any], source: str, options: _Options) -> tuple[RLBuildResult, dict[str, Any]]:
     """The build, and the config it was made from (the file's, with the overrides applied)."""
     task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys = options
-    for name, value in (("task_url", task_url), ("backend_url", backend_url), ("idempotency", idempotency)):
-        if value is not None and not isinstance(value, str):
+    for name in ("task_url", "backend_url", "idempotency"):
+        if (value := getattr(options, name)) is not None and not isinstance(value, str):
             message = f"{name} expected a string, got {describe(value)}"
             raise config_error(message, f"pass {name} as a str", path=source)
     sdk, _ = split_overrides(overrides, source=source)
     config = apply_overrides(raw, overrides, source=source, allow_new_keys=allow_new_keys)
     warn_about_config(config, source=source)
-    checked = check_rl_config(config, allow_experimental=allow_experimental, model_override=sdk.model)
+    checked = check_rl_config(config, allow_experimental=allow_experimental, model_override=sdk.get("model"))
     problems = checked.problems
-    services = checked.config.get("services")
-    configured = services.get("task_url") if isinstance(services, Mapping) else None
+    configured = _at(checked.config, ("services", "task_url"))
     choice = resolve_task_url(
-        override=sdk.task_url,
+        override=sdk.get("task_url"),
         argument=task_url,
         config_value=configured if isinstance(configured, str) else None,
     )
@@ -182,15 +164,45 @@ def _build(raw: Mapping[str, Any], source: str, options: _Options) -> tuple[RLBu
         "data": body,
         "tags": dict(PAYLOAD_TAGS),
     }
-    backend = backend_url or sdk.backend
+    backend = backend_url or sdk.get("backend")
     if backend:
         payload["metadata"] = {"backend_base_url": normalize_backend_url(backend)}
     return RLBuildResult(payload, choice.url, idempotency), config
 
 
 _HINT = "send the body build_rl_payload() produces from a valid config"
-#: ``ProblemList.add``
-_Add = Callable[..., None]
+_ABSENT: Any = object()
+
+
+def _at(tree: object, path: tuple[str, ...]) -> Any:
+    for part in path:
+        tree = tree.get(part, _ABSENT) if isinstance(tree, Mapping) else _ABSENT
+    return tree
+
+
+_TESTS: dict[str, Callable[[Any], bool]] = {
+    "table": lambda value: isinstance(value, Mapping),
+    "url": lambda value: isinstance(value, str) and bool(value.strip()),
+    "text": lambda value: isinstance(value, str) and bool(value),
+    "count": lambda value: type(value) is int and value != 0,
+    "rl": lambda value: isinstance(value, str) and value == "rl",
+    "table?": lambda value: value is _ABSENT or isinstance(value, Mapping),
+    "str?": lambda value: value is _ABSENT or isinstance(value, str),
+}
+_URL_HINT = "build the payload with a task URL (task_url=, TASK_APP_URL or [services].task_url)"
+#: The body's shape, in order: (key, test, expected, hint); nothing below a broken key is reported.
+_SHAPE = [
+    ((), "table", "a JSON object", "send the body built by build_rl_payload()"),
+    (("job_type",), "rl", '"rl"', 'set "job_type": "rl"'),
+    (("data",), "table", "an object with endpoint_base_url and config", _HINT),
+    (("data", "endpoint_base_url"), "url", "the task app's base URL", _URL_HINT),
+    (("data", "config"), "table", "the RL config as an object", _HINT),
+    (("compute",), "table", "an object with gpu_type and gpu_count", _HINT),
+    (("compute", "gpu_type"), "text", 'a GPU type such as "H100"', _HINT),
+    (("compute", "gpu_count"), "count", "a non-zero integer", _HINT),
+    (("metadata",), "table?", "an object", _HINT),
+    (("metadata", "backend_base_url"), "str?", "a string", _HINT),
+]
 
 
 def validate_rl_payload(
@@ -206,27 +218,14 @@ def validate_rl_payload(
 
 
 def _check_payload(payload: object, allow_experimental: bool | None, problems: ProblemList) -> None:
-    add = problems.add
-    if not isinstance(payload, Mapping):
-        add(
-            (),
-            f"expected a JSON object, got {describe(payload)}",
-            "send the body built by build_rl_payload()",
-        )
-        return
-    job_type = payload.get("job_type")
-    if not (isinstance(job_type, str) and job_type == "rl"):
-        add(("job_type",), f'expected "rl", got {describe(job_type)}', 'set "job_type": "rl"')
-    data = payload.get("data")
-    if not isinstance(data, Mapping):
-        add(("data",), f"expected an object with endpoint_base_url and config, got {describe(data)}", _HINT)
-        data = {}
-    endpoint = data.get("endpoint_base_url")
-    if not isinstance(endpoint, str) or not endpoint.strip():
-        hint = "build the payload with a task URL (task_url=, TASK_APP_URL or [services].task_url)"
-        add(
-            ("data", "endpoint_base_url"), f"expected the task app's base URL, got {describe(endpoint)}", hint
-        )
+    for path, test, expected, hint in _SHAPE:
+        if not _TESTS[test](value := _at(payload, path)):
+            problems.add(
+                path, f"expected {expected}, got {describe(None if value is _ABSENT else value)}", hint
+            )
+    data, config = _at(payload, ("data",)), _at(payload, ("data", "config"))
+    endpoint = _at(payload, ("data", "endpoint_base_url"))
+    if not _TESTS["url"](endpoint):
         endpoint = None
     elif (problem := http_url_problem(endpoint, "http://127.0.0.1:8114")) is not None:
         message = problem.replace(
@@ -238,38 +237,36 @@ def _check_payload(payload: object, allow_experimental: bool | None, problems: P
         )
         if endpoint == "placeholder":
             hint = "the config had no task URL, so the builder sent a placeholder; pass task_url="
-        add(("data", "endpoint_base_url"), message, hint)
-    config = data.get("config")
-    if not isinstance(config, Mapping):
-        add(("data", "config"), f"expected the RL config as an object, got {describe(config)}", _HINT)
-        config = {}
-    else:
+        problems.add(("data", "endpoint_base_url"), message, hint)
+    if isinstance(config, Mapping):
         checked = config_problems(config, allow_experimental=allow_experimental, select_model=False)
         problems.extend(checked, prefix=("data", "config"))
-        services = config.get("services")
-        task_url = services.get("task_url") if isinstance(services, Mapping) else None
+        task_url = _at(config, ("services", "task_url"))
         if endpoint is not None and isinstance(task_url, str) and task_url.rstrip("/") != endpoint:
-            add(
+            problems.add(
                 ("data", "config", "services", "task_url"),
                 f"is {task_url!r} but data.endpoint_base_url is {endpoint!r}; expected the same URL",
                 "send the task URL in both places (the builder does this)",
             )
-    _check_model(data, config, allow_experimental, problems.add)
-    _check_compute(payload.get("compute"), config.get("compute"), problems.add)
-    metadata = payload.get("metadata")
-    if "metadata" in payload and not isinstance(metadata, Mapping):
-        add(("metadata",), f"expected an object, got {describe(metadata)}", _HINT)
-    elif isinstance(metadata, Mapping) and not isinstance(metadata.get("backend_base_url", ""), str):
-        add(
-            ("metadata", "backend_base_url"),
-            f"expected a string, got {describe(metadata['backend_base_url'])}",
-            _HINT,
+    if isinstance(data, Mapping):
+        _check_model(data, config, allow_experimental, problems)
+    compute, config_compute = _at(payload, ("compute",)), _at(config, ("compute",))
+    if (
+        isinstance(compute, Mapping)
+        and isinstance(config_compute, Mapping)
+        and dict(compute) != dict(config_compute)
+    ):
+        problems.add(
+            ("compute",),
+            "differs from data.config.compute; expected a copy of the validated [compute] table",
+            "send the [compute] table in both places (the builder does this)",
         )
 
 
 def _check_model(
-    data: Mapping[str, Any], config: Mapping[str, Any], allow_experimental: bool | None, add: _Add
+    data: Mapping[str, Any], config: object, allow_experimental: bool | None, problems: ProblemList
 ) -> None:
+    add = problems.add
     has_base, has_model = "base_model" in data, "model" in data
     if has_base == has_model:
         add(
@@ -290,11 +287,10 @@ def _check_model(
     except ModelRejected as exc:
         add(("data", key), exc.message, exc.hint)
         return
-    model = config.get("model")
-    base = model.get("base") if isinstance(model, Mapping) else None
     if not has_base:
         return
-    if not (isinstance(base, str) and truthy(base.strip())):
+    base = _at(config, ("model", "base"))
+    if not (isinstance(base, str) and base.strip()):
         add(
             ("data", "base_model"),
             "is set but data.config.model.base is missing; expected the base model named in the config",
@@ -308,20 +304,3 @@ def _check_model(
     if configured != resolved.base:
         message = f"is {value!r} but data.config.model.base is {base!r}; expected the same model"
         add(("data", "base_model"), message, _HINT)
-
-
-def _check_compute(compute: object, config_compute: object, add: _Add) -> None:
-    if not isinstance(compute, Mapping):
-        add(("compute",), f"expected an object with gpu_type and gpu_count, got {describe(compute)}", _HINT)
-        return
-    gpu_type, gpu_count = compute.get("gpu_type"), compute.get("gpu_count")
-    if not isinstance(gpu_type, str) or not gpu_type:
-        add(("compute", "gpu_type"), f'expected a GPU type such as "H100", got {describe(gpu_type)}', _HINT)
-    if isinstance(gpu_count, bool) or not isinstance(gpu_count, int) or gpu_count == 0:
-        add(("compute", "gpu_count"), f"expected a non-zero integer, got {describe(gpu_count)}", _HINT)
-    if isinstance(config_compute, Mapping) and dict(compute) != dict(config_compute):
-        add(
-            ("compute",),
-            "differs from data.config.compute; expected a copy of the validated [compute] table",
-            "send the [compute] table in both places (the builder does this)",
-        )

@@ -73,10 +73,9 @@ def format_key(path: Sequence[object]) -> str:
     return out
 
 
-def short_key(path: Sequence[object], parts: int = 8) -> str:
-    """:func:`format_key` of the first *parts* parts, with ``…`` when the path goes on."""
-    shown = format_key(path[:parts])
-    return f"{shown}…" if len(path) > parts else shown
+def short_key(path: Sequence[object]) -> str:
+    """:func:`format_key` of the first 8 parts, with ``…`` when the path goes on."""
+    return format_key(path[:8]) + ("…" if len(path) > 8 else "")
 
 
 class _Node:

@@ -1,8 +1,7 @@
 """The SDK's rules beyond the types (contract §7.1 rules 1-13, §7.2's algorithm triple).
 
-The pre-validator runs on the config as written and is loose where the SDK is loose
-(``gpu_count`` only has to be truthy); the reward sections ([verifier], deprecated [rubric]) are
-strict since SDK 0.4.4. Every rule collects its problems instead of stopping.
+The pre-validator runs on the config as written and is loose where the SDK is (``gpu_count`` only
+has to be truthy); the reward sections ([verifier], deprecated [rubric]) are strict since SDK 0.4.4.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from typing import Any
 
 from pytest_synth_rl.config.coerce import describe
 from pytest_synth_rl.config.problems import KeyPath, ProblemList
-from pytest_synth_rl.config.schema import Field, Section, check_section, section_of
+from pytest_synth_rl.config.schema import RL_CONFIG, Field, Section, check_section, section_of
 
 __all__ = [
     "RL_ALGORITHM",
@@ -28,20 +27,17 @@ __all__ = [
 #: The only algorithm triple the RL builder supports: (type, method, variety).
 RL_ALGORITHM = ("online", "policy_gradient", "gspo")
 _ALGO_HINT = 'RL jobs need type = "online", method = "policy_gradient", variety = "gspo" under [algorithm]'
+#: Rules 10-11: what each required key of [training] and [evaluation] holds (the schema lists them).
 _REQUIRED_KEYS = {
-    "training": {
-        "num_epochs": ("the number of training epochs", "num_epochs = 1"),
-        "iterations_per_epoch": ("the number of iterations per epoch", "iterations_per_epoch = 1"),
-        "max_turns": ("the maximum turns per episode", "max_turns = 1"),
-        "batch_size": ("the batch size", "batch_size = 2"),
-        "group_size": ("the GSPO group size", "group_size = 2"),
-        "learning_rate": ("the learning rate", "learning_rate = 5e-6"),
-    },
-    "evaluation": {
-        "instances": ("the number of evaluation instances", "instances = 8"),
-        "every_n_iters": ("how often to evaluate, in iterations", "every_n_iters = 10"),
-        "seeds": ("the evaluation seeds", "seeds = [0, 1, 2]"),
-    },
+    "num_epochs": "the number of training epochs",
+    "iterations_per_epoch": "the number of iterations per epoch",
+    "max_turns": "the maximum turns per episode",
+    "batch_size": "the batch size",
+    "group_size": "the GSPO group size",
+    "learning_rate": "the learning rate",
+    "instances": "the number of evaluation instances",
+    "every_n_iters": "how often to evaluate, in iterations",
+    "seeds": "the evaluation seeds",
 }
 
 
@@ -67,19 +63,37 @@ def _table(
     return value
 
 
-def _missing(
-    problems: ProblemList,
-    table: Mapping[str, Any],
-    section: str,
-    key: str,
-    what: str,
-    example: str,
-    hint: str = "",
-) -> None:
-    """A problem when *table* lacks a truthy *key*: expected *what*, fixed by *example* (or *hint*)."""
-    if not truthy(table.get(key)):
-        message = f"missing or empty; expected {what}, got {describe(table.get(key))}"
-        problems.add((section, key), message, hint or f"add `{example}` under [{section}]")
+#: Rules 3-9: keys that must be truthy once their table is there: (key, what is wrong, example).
+_TRUTHY_KEYS = {
+    "compute": (
+        ("gpu_type", 'empty; expected a GPU type like "H100"', 'gpu_type = "H100"'),
+        ("gpu_count", "zero; expected a non-zero GPU count", "gpu_count = 1"),
+    ),
+    "rollout": (
+        (
+            "env_name",
+            "empty; expected a string naming an environment the task app serves",
+            'env_name = "math"',
+        ),
+        ("policy_name", "empty; expected a string naming a policy name", 'policy_name = "math-single-step"'),
+    ),
+    "model": (
+        ("trainer_mode", 'empty; expected "lora", "qlora" or "full"', 'trainer_mode = "lora"'),
+        ("label", "empty; expected a label for the trained model", 'label = "my-rl-model"'),
+    ),
+}
+#: Rules 5 and 8: tables that must be there and non-empty, with what they need.
+_REQUIRED_TABLES = {
+    "compute": "with gpu_type and gpu_count",
+    "rollout": "with env_name, policy_name and episode settings",
+}
+
+
+def _truthy_keys(problems: ProblemList, table: Mapping[str, Any], section: str, kind: str) -> None:
+    for key, wrong, example in _TRUTHY_KEYS[kind]:
+        if not truthy(table.get(key)):
+            message = f"missing or {wrong}, got {describe(table.get(key))}"
+            problems.add((section, key), message, f"add `{example}` under [{section}]")
 
 
 def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
@@ -88,7 +102,7 @@ def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
         problems, ("algorithm",), config.get("algorithm"), _ALGO_HINT, missing="an [algorithm] table"
     )
     if algorithm is not None:
-        kind, method = algorithm.get("type"), algorithm.get("method", "")
+        kind, method, variety = algorithm.get("type"), algorithm.get("method", ""), algorithm.get("variety")
         if kind is not None and not (isinstance(kind, str) and kind == "online"):
             problems.add(
                 ("algorithm", "type"), f'expected "online" (RL is online), got {describe(kind)}', _ALGO_HINT
@@ -97,7 +111,9 @@ def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
             problems.add(
                 ("algorithm", "method"), f'expected "policy_gradient", got {describe(method)}', _ALGO_HINT
             )
-        _missing(problems, algorithm, "algorithm", "variety", '"gspo"', 'variety = "gspo"', _ALGO_HINT)
+        if not truthy(variety):
+            message = f'missing or empty; expected "gspo", got {describe(variety)}'
+            problems.add(("algorithm", "variety"), message, _ALGO_HINT)
     if "policy" not in config and "model" not in config:
         problems.add(
             ("model",),
@@ -105,27 +121,17 @@ def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
             'add [model] with base = "Qwen/Qwen3-0.6B", trainer_mode = "lora", label = "my-rl-model"',
         )
     _model_identity(config, problems)
-    compute = _required_table(config, "compute", "with gpu_type and gpu_count", problems)
-    if compute is not None:
-        _missing(problems, compute, "compute", "gpu_type", 'a GPU type like "H100"', 'gpu_type = "H100"')
-        if not truthy(compute.get("gpu_count")):
+    tables: dict[str, Mapping[str, Any]] = {}
+    for name, what in _REQUIRED_TABLES.items():
+        value = config.get(name, {})
+        if not truthy(value):
             problems.add(
-                ("compute", "gpu_count"),
-                f"missing or zero; expected a non-zero GPU count, got {describe(compute.get('gpu_count'))}",
-                "add `gpu_count = 1` under [compute]",
+                (name,), f"missing or empty; expected a [{name}] table {what}", f"add a [{name}] table {what}"
             )
-    rollout = _required_table(config, "rollout", "with env_name, policy_name and episode settings", problems)
-    if rollout is not None:
-        what = "a string naming an environment the task app serves"
-        _missing(problems, rollout, "rollout", "env_name", what, 'env_name = "math"')
-        _missing(
-            problems,
-            rollout,
-            "rollout",
-            "policy_name",
-            "a string naming a policy name",
-            'policy_name = "math-single-step"',
-        )
+        elif (table := _table(problems, (name,), value, f"write [{name}] as a table {what}")) is not None:
+            tables[name] = table
+            _truthy_keys(problems, table, name, name)
+    compute = tables.get("compute")
     if not truthy(config.get("topology")) and not (
         compute is not None and truthy(compute.get("topology", {}))
     ):
@@ -135,14 +141,17 @@ def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
             'add [compute.topology] with type = "single_node_split", gpus_for_vllm = 1, '
             "gpus_for_training = 1",
         )
-    for name, keys in _REQUIRED_KEYS.items():  # rules 10-11: once present, a section needs all its keys
-        section = _table(problems, (name,), config.get(name, {}), f"write [{name}] as a table")
-        for key, (what, example) in keys.items():
-            if section is not None and key not in section:
+    for name in ("training", "evaluation"):  # rules 10-11: once present, a section needs all its keys
+        table = _table(problems, (name,), config.get(name, {}), f"write [{name}] as a table")
+        schema = RL_CONFIG.fields[name].section
+        if table is None or schema is None:
+            continue
+        for key, spec in schema.fields.items():
+            if spec.required and key not in table:
                 problems.add(
                     (name, key),
-                    f"missing; expected {what} (required whenever [{name}] is present)",
-                    f"add `{example}` under [{name}]",
+                    f"missing; expected {_REQUIRED_KEYS[key]} (required whenever [{name}] is present)",
+                    f"add `{spec.example}` under [{name}]",
                 )
 
 
@@ -165,20 +174,7 @@ def _model_identity(config: Mapping[str, Any], problems: ProblemList) -> None:
             "(a fine-tuned model id)",
             f'add `{ids[0]} = "Qwen/Qwen3-0.6B"` under [{section}]',
         )
-    _missing(problems, table, section, "trainer_mode", '"lora", "qlora" or "full"', 'trainer_mode = "lora"')
-    _missing(problems, table, section, "label", "a label for the trained model", 'label = "my-rl-model"')
-
-
-def _required_table(
-    config: Mapping[str, Any], name: str, what: str, problems: ProblemList
-) -> Mapping[str, Any] | None:
-    value = config.get(name, {})
-    if not truthy(value):
-        problems.add(
-            (name,), f"missing or empty; expected a [{name}] table {what}", f"add a [{name}] table {what}"
-        )
-        return None
-    return _table(problems, (name,), value, f"write [{name}] as a table {what}")
+    _truthy_keys(problems, table, section, "model")
 
 
 def inject_defaults(config: MutableMapping[str, Any], problems: ProblemList) -> None:
@@ -269,12 +265,9 @@ def _check_rubric(rubric: object, problems: ProblemList) -> tuple[bool, dict[str
         return False, None
     hint = "remove it; configure the judge model and criteria in [verifier.options] (model, rubric_overrides)"
     _removed(table, ("api_base", "api_key_env", "event", "model", "outcome"), ("rubric",), hint, problems)
-    enabled = check_section(_RUBRIC_ENABLED, {"enabled": table.get("enabled", False)}, ("rubric",), problems)[
-        0
-    ]
-    before = len(problems)
-    weights = check_section(_WEIGHTS, table.get("weights", {}), ("rubric", "weights"), problems)[0]
-    return bool(enabled.get("enabled", False)), (weights if len(problems) == before else None)
+    enabled = check_section(_RUBRIC_ENABLED, {"enabled": table.get("enabled", False)}, ("rubric",), problems)
+    weights, valid = check_section(_WEIGHTS, table.get("weights", {}), ("rubric", "weights"), problems)
+    return bool(enabled[0].get("enabled", False)), (weights if valid else None)
 
 
 def _check_verifier(verifier: object, problems: ProblemList) -> dict[str, Any] | None:
@@ -294,9 +287,8 @@ def _check_verifier(verifier: object, problems: ProblemList) -> dict[str, Any] |
         return None
     path = ("verifier", "options")
     _removed(options, ("max_concurrency", "tracks"), path, "remove it from [verifier.options]", problems)
-    before = len(problems)
-    converted = check_section(_OPTIONS, options, path, problems)[0]
-    return converted if len(problems) == before else None
+    converted, valid = check_section(_OPTIONS, options, path, problems)
+    return converted if valid else None
 
 
 def check_reward_sections(config: Mapping[str, Any], problems: ProblemList) -> None:

@@ -1,8 +1,7 @@
 """The typed shape of an RL config (the SDK's models, contract §2.1) and its declarative checker.
 
-Each :class:`Section` lists its keys with a kind, whether required, and a default written into the
-output when absent (as the SDK serialises ``[policy].max_tokens = 512``). Unknown keys are
-forwarded; ``None`` values are dropped at section level, as the SDK's dump does.
+A :class:`Section` lists its keys with a kind, whether required, and a default written when absent
+(as the SDK serialises ``[policy].max_tokens = 512``). Unknown keys are forwarded, ``None`` dropped.
 """
 
 from __future__ import annotations
@@ -16,11 +15,9 @@ from pytest_synth_rl.config.coerce import CoercionError, describe, to_bool, to_f
 from pytest_synth_rl.config.problems import KeyPath, ProblemList, format_key, key_text
 from pytest_synth_rl.config.tree import plain_copy
 
-__all__ = ["NO_DEFAULT", "RL_CONFIG", "Field", "Kind", "Section", "check_section", "section_of"]
+__all__ = ["RL_CONFIG", "Field", "Kind", "Section", "check_section", "section_of"]
 
 Kind = Literal["str", "int", "float", "bool", "table", "list_str", "list_int", "table_float", "section"]
-#: Marker for "no default": an absent optional key stays absent.
-NO_DEFAULT: Any = object()
 _CONVERT: dict[str, Callable[[Any], Any]] = {"str": to_str, "int": to_int, "float": to_float, "bool": to_bool}
 _EXPECTED = {
     "str": "a string",
@@ -36,6 +33,7 @@ _EXPECTED = {
 #: A cross-key check of a converted section, and a value constraint (returns what was expected).
 AfterCheck = Callable[[dict[str, Any], KeyPath, ProblemList], None]
 Constraint = Callable[[Any], "str | None"]
+_ITEM_KINDS = {"table_float": "float", "list_str": "str", "list_int": "int"}
 _STRING_KEYS = "table keys must be strings, got {}", "use string keys (TOML keys always are)"
 
 
@@ -45,7 +43,7 @@ class Field:
 
     kind: Kind
     required: bool = False
-    default: Any = NO_DEFAULT
+    default: Any = None  # written when the key is absent (None: it stays absent)
     nullable: bool = True
     section: Section | None = None
     constraint: Constraint | None = None
@@ -87,7 +85,7 @@ def check_section(
                 hint = f"add `{spec.example or f'{name} = …'}` under {where}"
                 problems.add(key_path, f"missing; expected {spec.expected}", hint)
                 valid = False
-            elif spec.default is not NO_DEFAULT:
+            elif spec.default is not None:
                 out[name] = plain_copy(spec.default)
             continue
         raw = value[name]
@@ -135,42 +133,29 @@ def _convert(spec: Field, raw: Any, path: KeyPath, problems: ProblemList) -> tup
         assert spec.section is not None
         converted, valid = check_section(spec.section, raw, path, problems)
         return valid, converted
-    ok = True
-    if kind in ("table", "table_float"):
-        if not isinstance(raw, Mapping):
-            hint = f"write it as a [{format_key(path)}] table"
-            problems.add(path, f"expected {spec.expected}, got {describe(raw)}", hint)
-            return False, None
-        table: dict[str, Any] = {}
-        for key, item in raw.items():
-            if not isinstance(key, str):
-                problems.add((*path, key_text(key)), _STRING_KEYS[0].format(describe(key)), _STRING_KEYS[1])
-                ok = False
-            elif kind == "table":
-                table[key] = plain_copy(item)
-            else:
-                try:
-                    table[key] = to_float(item)
-                except CoercionError:
-                    problems.add(
-                        (*path, key), f"expected a number, got {describe(item)}", "use a number like 1.0"
-                    )
-                    ok = False
-        return ok, table
-    item_kind = "str" if kind == "list_str" else "int"
-    if not isinstance(raw, (list, tuple)):
-        example = "e.g. `[1, 2, 3]`" if item_kind == "int" else 'e.g. `["a", "b"]`'
-        problems.add(path, f"expected {spec.expected}, got {describe(raw)}", example)
+    table = kind in ("table", "table_float")
+    if not isinstance(raw, Mapping if table else (list, tuple)):
+        hint = f"write it as a [{format_key(path)}] table"
+        if not table:
+            hint = "e.g. `[1, 2, 3]`" if kind == "list_int" else 'e.g. `["a", "b"]`'
+        problems.add(path, f"expected {spec.expected}, got {describe(raw)}", hint)
         return False, None
-    hint = f"make every item of {format_key(path)} {_EXPECTED[item_kind]}"
-    items: list[Any] = []
-    for index, item in enumerate(raw):
-        try:
-            items.append(_CONVERT[item_kind](item))
-        except CoercionError as exc:
-            problems.add((*path, index), f"expected {exc.expected}, got {describe(item)}", hint)
+    convert = plain_copy if kind == "table" else _CONVERT[_ITEM_KINDS[kind]]
+    hint = (
+        "use a number like 1.0" if table else f"make every item of {format_key(path)} {_EXPECTED[kind[5:]]}"
+    )
+    ok, items = True, []
+    for key, item in raw.items() if isinstance(raw, Mapping) else enumerate(raw):
+        if table and not isinstance(key, str):
+            problems.add((*path, key_text(key)), _STRING_KEYS[0].format(describe(key)), _STRING_KEYS[1])
             ok = False
-    return ok, items
+            continue
+        try:
+            items.append((key, convert(item)))
+        except CoercionError as exc:
+            problems.add((*path, key), f"expected {exc.expected}, got {describe(item)}", hint)
+            ok = False
+    return ok, dict(items) if table else [item for _, item in items]
 
 
 def section_of(table: str, after: AfterCheck | None = None, **parts: Section | Constraint) -> Section:
@@ -189,7 +174,7 @@ def section_of(table: str, after: AfterCheck | None = None, **parts: Section | C
         fields[name] = Field(
             kind,  # type: ignore[arg-type]
             required=mark == "!",
-            default=json.loads(default or value or "null") if mark == "=" else NO_DEFAULT,
+            default=json.loads(default or value or "null") if mark == "=" else None,
             nullable=not mark,
             section=part if isinstance(part, Section) else None,
             constraint=None if isinstance(part, Section) else part,

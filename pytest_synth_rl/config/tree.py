@@ -1,8 +1,7 @@
 """Copying and keying parsed-TOML / JSON trees of unknown shape, and remembering passed checks.
 
-Every config is copied by :func:`plain_copy` before a rule recurses into it, so a tree too deep,
-too big or holding itself is refused there with its key instead of exhausting the stack.
-:func:`exact_key` and :class:`PassedChecks` let builds and checks of the same config be reused.
+:func:`plain_copy` copies every config before a rule recurses into it, refusing a tree too deep, too
+big or holding itself with its key. :func:`exact_key` and :class:`PassedChecks` let work be reused.
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, TypeVar
 
 __all__ = [
     "KEY_MAX_DEPTH",
@@ -43,11 +42,9 @@ _Path = tuple[object, ...]
 class TreeShapeError(ValueError):
     """A tree too deep, holding itself, unreadable or too big, at ``path``; message and hint are ready."""
 
-    def __init__(
-        self, kind: Literal["deep", "cycle", "unreadable", "big"], path: _Path, message: str, hint: str
-    ) -> None:
+    def __init__(self, path: _Path, message: str, hint: str, *, deep: bool = False) -> None:
         super().__init__(message)
-        self.kind, self.path, self.message, self.hint = kind, path, message, hint
+        self.path, self.message, self.hint, self.deep = path, message, hint, deep
 
 
 def plain_copy(value: Any, path: _Path = ()) -> Any:
@@ -62,7 +59,6 @@ def plain_copy(value: Any, path: _Path = ()) -> Any:
             return value
         if id(value) in above:
             raise TreeShapeError(
-                "cycle",
                 path,
                 "contains itself (a table or array that holds a reference to itself)",
                 _PLAIN_HINT + "no table or array may contain itself",
@@ -74,17 +70,16 @@ def plain_copy(value: Any, path: _Path = ()) -> Any:
                 message = (
                     f"is a mapping whose items cannot be read ({type(error).__name__} while listing them)"
                 )
-                raise TreeShapeError("unreadable", path, message, "pass a plain dict") from None
+                raise TreeShapeError(path, message, "pass a plain dict") from None
         else:
             items = list(enumerate(value))
         if items and len(path) >= MAX_DEPTH:
             message = f"is nested more than {MAX_DEPTH} levels deep; expected at most {MAX_DEPTH} levels"
             hint = "flatten it: an RL config is a few levels deep (keep deep data in a JSON string)"
-            raise TreeShapeError("deep", (*path, items[0][0]), f"{message} of tables and arrays", hint)
+            raise TreeShapeError((*path, items[0][0]), f"{message} of tables and arrays", hint, deep=True)
         values += len(items)
         if values > MAX_VALUES:
             raise TreeShapeError(
-                "big",
                 path,
                 f"holds more than {MAX_VALUES:,} values (a table or array shared in several places counts "
                 "once per place)",

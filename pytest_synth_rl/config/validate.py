@@ -1,27 +1,20 @@
 """Validating an RL config as a whole: pre-validator, injections, reward sections, schema, builder.
 
-The SDK's steps run in its order but never stop early, so one ConfigError lists everything wrong.
-A config is accepted exactly when the SDK would accept it, except values JSON cannot carry (TOML
-dates, ``inf``/``nan``) and integers of 2**63 or more in magnitude. Passing checks are remembered.
+The SDK's steps run in its order without stopping early; passing checks are remembered. Which models
+RL may train (§7.3): ``SDK_EXPERIMENTAL`` and ``SDK_EXPERIMENTAL_MODELS`` are read on every check.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
+import os
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from pytest_synth_rl.config.coerce import INT64_LIMIT, describe
 from pytest_synth_rl.config.known_keys import point_at_near_misses
-from pytest_synth_rl.config.models import (
-    ModelRejected,
-    ResolvedModel,
-    experimental_allowed,
-    experimental_models,
-    resolve_rl_model,
-)
 from pytest_synth_rl.config.problems import KeyPath, ProblemList, key_text
 from pytest_synth_rl.config.rules import (
     check_algorithm_triple,
@@ -30,21 +23,128 @@ from pytest_synth_rl.config.rules import (
     precheck,
 )
 from pytest_synth_rl.config.schema import RL_CONFIG, check_section
-from pytest_synth_rl.config.tree import MemoInfo, PassedChecks, TreeShapeError, exact_key, plain_copy
+from pytest_synth_rl.config.tree import PassedChecks, TreeShapeError, exact_key, plain_copy
 from pytest_synth_rl.errors import ConfigProblem
 
-__all__ = [
+__all__ = ["EXPERIMENTAL_MODELS", "FINE_TUNED_PREFIXES", "KNOWN_BASE_MODELS", "SUPPORTED_RL_MODELS"]
+__all__ += [
+    "ModelRejected",
+    "ResolvedModel",
+    "experimental_allowed",
+    "experimental_models",
+    "resolve_rl_model",
+]
+__all__ += [
+    "CHECKS",
     "ConfigCheck",
-    "check_memo_info",
     "check_rl_config",
-    "clear_check_memo",
     "collect_config_problems",
     "config_problems",
     "validate_rl_config",
 ]
 
+
+def _qwen(names: str) -> frozenset[str]:
+    """``Qwen/Qwen3-<name>`` for each name; a trailing ``+`` adds its ``-FP8`` variant too."""
+    out: set[str] = set()
+    for name in names.split():
+        model = f"Qwen/Qwen3-{name.rstrip('+')}"
+        out |= {model, f"{model}-FP8"} if name.endswith("+") else {model}
+    return frozenset(out)
+
+
+#: Base models the RL trainer accepts (contract §7.3).
+SUPPORTED_RL_MODELS = _qwen(
+    "0.6B 1.7B 4B 8B 14B 30B-A3B 4B-2507 4B-Instruct-2507+ 30B-A3B-Instruct-2507+ 4B-Thinking-2507+ "
+    "30B-A3B-Thinking-2507+ Coder-30B-A3B-Instruct+ VL-2B-Instruct VL-2B-Thinking VL-4B-Instruct "
+    "VL-4B-Thinking VL-8B-Instruct VL-8B-Thinking"
+)
+#: Models blocked unless experimental use is enabled (before ``SDK_EXPERIMENTAL_MODELS``).
+EXPERIMENTAL_MODELS = _qwen(
+    "235B-A22B-Instruct-2507+ 235B-A22B-Thinking-2507+ Coder-480B-A35B-Instruct+ 30B-A3B-Thinking-2507+ "
+    "4B-Thinking-2507+"
+)
+#: Every base model id the SDK knows (RL-capable or not).
+KNOWN_BASE_MODELS = (
+    SUPPORTED_RL_MODELS
+    | EXPERIMENTAL_MODELS
+    | _qwen("32B VL-30B-A3B-Instruct VL-30B-A3B-Thinking VL-32B-Instruct VL-32B-Thinking")
+    | _qwen("VL-235B-A22B-Instruct VL-235B-A22B-Thinking")
+)
+#: Prefixes of fine-tuned model ids issued by the backend.
+FINE_TUNED_PREFIXES: tuple[str, ...] = ("ft:", "fft:", "qft:", "rl:")
+
+_BY_LOWER: dict[str, str] = {name.lower(): name for name in KNOWN_BASE_MODELS}
+_EXAMPLES = "Qwen/Qwen3-0.6B, Qwen/Qwen3-1.7B, Qwen/Qwen3-4B, Qwen/Qwen3-8B"
+
+
+class ModelRejected(ValueError):
+    """A model id cannot be used for RL; carries a user-facing message and hint."""
+
+    def __init__(self, message: str, hint: str) -> None:
+        self.message = message
+        self.hint = hint
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A usable model: ``payload_id`` is sent, ``base`` is the canonical base it trains."""
+
+    payload_id: str
+    base: str
+
+
+def experimental_models() -> frozenset[str]:
+    """The experimental set in force: defaults plus ``SDK_EXPERIMENTAL_MODELS``."""
+    extra = os.environ.get("SDK_EXPERIMENTAL_MODELS", "")
+    return EXPERIMENTAL_MODELS | frozenset(part.strip() for part in extra.split(",") if part.strip())
+
+
+def experimental_allowed(allow_experimental: bool | None) -> bool:
+    """The explicit argument wins; ``None`` defers to ``SDK_EXPERIMENTAL=1`` (exactly ``1``)."""
+    if allow_experimental is not None:
+        return bool(allow_experimental)
+    return os.environ.get("SDK_EXPERIMENTAL", "0") == "1"
+
+
+def _base_of(model_id: str, *, fine_tuned: bool) -> str | None:
+    names = [model_id, *(part.strip() for part in model_id.split(":")[1:] if fine_tuned)]
+    return next((_BY_LOWER[name.lower()] for name in names if name.lower() in _BY_LOWER), None)
+
+
+def resolve_rl_model(model_id: str, *, fine_tuned: bool, allow_experimental: bool | None) -> ResolvedModel:
+    """What goes into the payload for *model_id*, else :class:`ModelRejected` with the reason and a
+    fix; ``fine_tuned`` ids (``ft:<base>:<job>``) must name a known base in a later ``:`` part."""
+    cleaned = model_id.strip()
+    if not cleaned:
+        raise ModelRejected("is empty; expected a model id", f"use a base model such as {_EXAMPLES}")
+    if _base_of(cleaned, fine_tuned=True) is None:
+        hint = f"use one of the RL base models ({_EXAMPLES}, …)"
+        if fine_tuned:
+            hint += " or a fine-tuned id that names one, like ft:Qwen/Qwen3-0.6B:<job-id>"
+        raise ModelRejected(f"{cleaned!r} is not a supported model", hint)
+    base = _base_of(cleaned, fine_tuned=fine_tuned)
+    if base is None:
+        raise ModelRejected(
+            f"{cleaned!r} is a fine-tuned model id, but this key expects a plain base model id",
+            "move it to [model].source (and remove [model].base), or use a base id such as Qwen/Qwen3-0.6B",
+        )
+    if base in experimental_models() and not experimental_allowed(allow_experimental):
+        raise ModelRejected(
+            f"{base!r} is experimental and disabled",
+            "pass allow_experimental=True or set SDK_EXPERIMENTAL=1 to use it, or pick a core model",
+        )
+    if base not in SUPPORTED_RL_MODELS:
+        raise ModelRejected(
+            f"{base!r} does not support RL (online policy_gradient / gspo) training",
+            f"pick an RL-capable base model such as {_EXAMPLES}",
+        )
+    payload_id = base if cleaned.lower() in _BY_LOWER else cleaned
+    return ResolvedModel(payload_id=payload_id, base=base)
+
+
 ModelField = Literal["base_model", "model"]
-_DEEP = "is nested too deeply to validate", "flatten the config"
 
 
 @dataclass(frozen=True)
@@ -58,7 +158,7 @@ class ConfigCheck:
 
 
 #: Checks that passed, reused for the same config and environment; failures are never kept.
-_PASSED: PassedChecks[ConfigCheck] = PassedChecks(maxsize=64)
+CHECKS: PassedChecks[ConfigCheck] = PassedChecks(maxsize=64)
 
 
 def check_rl_config(
@@ -96,23 +196,13 @@ def _remembered_check(
     if tree is not None:  # the model rules read the environment: what they decide is part of the key
         environment = (experimental_allowed(allow_experimental), experimental_models())
         key = (tree, allow_experimental, model_override, select_model, environment)
-        known = _PASSED.get(key)
+        known = CHECKS.get(key)
         if known is not None:
             return known
     checked = _check(config, allow_experimental, model_override, select_model)
     if key is not None and not checked.problems:
-        _PASSED.put(key, checked)
+        CHECKS.put(key, checked)
     return checked
-
-
-def check_memo_info() -> MemoInfo:
-    """How often :func:`check_rl_config` reused a passing check."""
-    return _PASSED.info()
-
-
-def clear_check_memo() -> None:
-    """Forget every remembered check (and the counts)."""
-    _PASSED.clear()
 
 
 def _check(
@@ -134,19 +224,17 @@ def _check(
             check_algorithm_triple(algorithm, ("algorithm",), problems)
         _check_json_values(normalized, (), problems)
         point_at_near_misses(config, problems)
-    except TreeShapeError as exc:  # too deep, holding itself or unreadable: no rule could walk it
-        if exc.kind == "deep":
-            problems.add((), *_DEEP)
-        else:
+    except (TreeShapeError, RecursionError) as exc:  # no rule could walk it, or the stack is nearly out
+        if isinstance(exc, TreeShapeError) and not exc.deep:
             problems.add(exc.path, exc.message, exc.hint)
+        else:
+            problems.add((), "is nested too deeply to validate", "flatten the config")
         return ConfigCheck({}, problems)
-    except RecursionError:  # only when the caller's own stack is already nearly exhausted
-        problems.add((), *_DEEP)
-        return ConfigCheck({}, problems)
-    choice = _choose_model(normalized, model_override, allow_experimental, problems) if select_model else None
-    if choice is None:
+    if not select_model:
         return ConfigCheck(normalized, problems)
-    return ConfigCheck(normalized, problems, choice[1], choice[0])
+    return ConfigCheck(
+        normalized, problems, *_choose_model(normalized, model_override, allow_experimental, problems)
+    )
 
 
 def _choose_model(
@@ -154,7 +242,7 @@ def _choose_model(
     model_override: str | None,
     allow_experimental: bool | None,
     problems: ProblemList,
-) -> tuple[ModelField, ResolvedModel] | None:
+) -> tuple[ResolvedModel | None, ModelField | None]:
     """The builder's rule (§7.2): exactly one of [model].source / [model].base; ``overrides["model"]``
     forces source mode; [policy] alone does not count."""
     override = (model_override or "").strip()
@@ -163,7 +251,7 @@ def _choose_model(
         where, model_id = ("overrides", "model"), override
     else:
         if problems.has_under(("model",)):
-            return None  # already reported precisely
+            return None, None  # already reported precisely
         table = config.get("model")
         if not isinstance(table, Mapping):
             problems.add(
@@ -173,7 +261,7 @@ def _choose_model(
                 'add [model] with base = "Qwen/Qwen3-0.6B", trainer_mode = "lora", label = "…", '
                 'or pass overrides={"model": "<model id>"}',
             )
-            return None
+            return None, None
         source = str(table.get("source") or "").strip()
         base = str(table.get("base") or "").strip()
         if bool(source) == bool(base):
@@ -184,16 +272,16 @@ def _choose_model(
                 else "is blank; expected exactly one of base (a base model id) or source (a fine-tuned id)",
                 'keep `base = "Qwen/Qwen3-0.6B"` for a base model or `source = "ft:…"` for a fine-tuned one',
             )
-            return None
+            return None, None
         where, model_id = ("model", "source" if source else "base"), source or base
         field = "model" if source else "base_model"
     try:
-        return field, resolve_rl_model(
+        return resolve_rl_model(
             model_id, fine_tuned=field == "model", allow_experimental=allow_experimental
-        )
+        ), field
     except ModelRejected as exc:
         problems.add(where, exc.message, exc.hint)
-        return None
+        return None, None
 
 
 def _check_json_values(value: object, path: KeyPath, problems: ProblemList) -> None:
