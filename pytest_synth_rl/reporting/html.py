@@ -181,12 +181,15 @@ def _legend(items: list[tuple[str, str, str]]) -> list[str]:
 
 
 def _timeline(runs: Sequence[Sequence[Any]]) -> list[str]:
-    """Status runs as a band: each run lasts until the next one begins."""
+    """Status runs as a band: each run lasts until the next one begins. A time read back as null
+    (a NaN written out) leaves the times unknown: the runs then share the band evenly."""
     if not runs:
         return []
-    starts = [float(run[1]) for run in runs]
-    end = max(float(runs[-1][2]), starts[-1])
-    span = end - starts[0]
+    times = [_finite([run[1], run[2]]) for run in runs]
+    timed = all(len(pair) == 2 for pair in times)
+    starts = [pair[0] for pair in times] if timed else []
+    end = max(times[-1][1], starts[-1]) if timed else 0.0
+    span = end - starts[0] if timed else 0.0
     out = [
         f'<g class="timeline"><text x="{LEFT - 4}" y="{BAND_TOP + 11}" text-anchor="end" '
         'fill="#57606a">status</text>'
@@ -194,20 +197,19 @@ def _timeline(runs: Sequence[Sequence[Any]]) -> list[str]:
     count = len(runs)
     for i, run in enumerate(runs):
         status = str(run[0])
-        begin = starts[i]
-        finish = starts[i + 1] if i + 1 < count else end
         if span > 0:
-            left = LEFT + (RIGHT - LEFT) * (begin - starts[0]) / span
-            width = (RIGHT - LEFT) * (finish - begin) / span
+            finish = starts[i + 1] if i + 1 < count else end
+            left = LEFT + (RIGHT - LEFT) * (starts[i] - starts[0]) / span
+            width = (RIGHT - LEFT) * (finish - starts[i]) / span
         else:
             left, width = LEFT + (RIGHT - LEFT) * i / count, (RIGHT - LEFT) / count
         width = max(width, 3.0)
-        color = STATUS_COLORS.get(status, "#8c959f")
+        when = "-".join(f"{_num(float(t))}s" if _finite([t]) else "?" for t in run[1:3])
         label = escape(status) if width > 7 * len(status) else ""
         out.append(
-            f'<g class="status" data-status={quoteattr(status)}><title>{escape(status)} '
-            f"{_num(begin)}s-{_num(float(run[2]))}s</title>"
-            f'<rect x="{left:.1f}" y="{BAND_TOP}" width="{width:.1f}" height="{BAND_HEIGHT}" fill="{color}"/>'
+            f'<g class="status" data-status={quoteattr(status)}><title>{escape(status)} {when}</title>'
+            f'<rect x="{left:.1f}" y="{BAND_TOP}" width="{width:.1f}" height="{BAND_HEIGHT}" '
+            f'fill="{STATUS_COLORS.get(status, "#8c959f")}"/>'
             f'<text x="{left + 3:.1f}" y="{BAND_TOP + 11}" fill="#ffffff">{label}</text></g>'
         )
     out.append("</g>")
