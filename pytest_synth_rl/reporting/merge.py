@@ -216,24 +216,27 @@ def check_output_file(path: str | os.PathLike[str], option: str, *, make_parents
 
 def write_report(report: RunReport, path: str | os.PathLike[str], option: str = "--report") -> Path:
     """Write the merged JSON report; a path that cannot be written is a :class:`MergeError`."""
-    check_output_file(path, option)
-    try:
-        return report.write_json(path)
-    except OSError as error:
-        raise MergeError(
-            f"{option} {path}: cannot write the merged report: {write_error_reason(path, error)}",
-            hint=f"give {option} a file path you can write",
-        ) from None
+    return _write_out(lambda: report.write_json(path), path, option, "write the merged report")
 
 
 def append_summary(report: RunReport, path: str | os.PathLike[str], option: str = "--summary") -> None:
     """Append the merged Markdown summary; a path that cannot take it is a :class:`MergeError`."""
-    check_output_file(path, option, make_parents=False)
+    _write_out(
+        lambda: report.append_github_summary(path), path, option, "append the merged summary", append=True
+    )
+
+
+def _write_out(
+    write: Callable[[], T], path: str | os.PathLike[str], option: str, doing: str, *, append: bool = False
+) -> T:
+    """Run *write* for *option*; appending needs an existing directory (GitHub made the file)."""
+    check_output_file(path, option, make_parents=not append)
     try:
-        report.append_github_summary(path)
+        return write()
     except OSError as error:
+        reason = write_error_reason(path, error, make_parents=not append)
+        where = ' ("$GITHUB_STEP_SUMMARY" in GitHub Actions)' if append else ""
         raise MergeError(
-            f"{option} {path}: cannot append the merged summary: "
-            f"{write_error_reason(path, error, make_parents=False)}",
-            hint=f'give {option} a file path you can write ("$GITHUB_STEP_SUMMARY" in GitHub Actions)',
+            f"{option} {path}: cannot {doing}: {reason}",
+            hint=f"give {option} a file path you can write{where}",
         ) from None

@@ -231,18 +231,14 @@ class RedactingFilter(logging.Filter):
 _TRACEBACKS = logging.Formatter()
 
 
-def mask_handler(handler: logging.Handler) -> None:
+def mask_handler(handler: logging.Handler | logging.Logger) -> None:
     """Mask every record *handler* writes, whoever logged it (pytest's live log and log file)."""
-    _add_filter(handler)
-
-
-def _add_filter(target: logging.Filterer) -> None:
-    if not any(isinstance(f, RedactingFilter) for f in target.filters):
-        target.addFilter(RedactingFilter())
+    if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+        handler.addFilter(RedactingFilter())
 
 
 def get_logger(name: str) -> logging.Logger:
     """The logger *name* (ours, or a server's we run), its records always redacted."""
     logger = logging.getLogger(name)
-    _add_filter(logger)
+    mask_handler(logger)
     return logger
