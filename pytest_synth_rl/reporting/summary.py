@@ -10,16 +10,13 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
 from pytest_synth_rl.plugin.settings import SynthSettings
-from pytest_synth_rl.reporting.report import JOB_PROPERTY
+from pytest_synth_rl.reporting.report import JOB_PROPERTY, JobRecord, RunReport
 from pytest_synth_rl.secrets.masking import redact
-
-if TYPE_CHECKING:
-    from pytest_synth_rl.reporting.report import JobRecord, RunReport
 
 __all__ = ["JOB_PROPERTY", "WORKER_ROW_SPOOL", "RunSummary", "job_properties"]
 
@@ -45,7 +42,7 @@ class RunSummary:
     def __init__(self, config: pytest.Config, settings: SynthSettings) -> None:
         self.config = config
         self.settings = settings
-        self._report: RunReport | None = None  # the report module loads with the first record
+        self.report = RunReport(mode=settings.mode, backend=settings.backend_url)
         #: Records of tests whose teardown report has not come (an interrupted test's never does).
         self._unreported: dict[str, list[JobRecord]] = {}
         self._reported: set[str] = set()
@@ -73,14 +70,6 @@ class RunSummary:
             with open(self._spool, "a", encoding="utf-8") as out:
                 out.write("".join(redact(line) + "\n" for line in lines))
 
-    @property
-    def report(self) -> RunReport:
-        if self._report is None:
-            from pytest_synth_rl.reporting.report import RunReport
-
-            self._report = RunReport(mode=self.settings.mode, backend=self.settings.backend_url)
-        return self._report
-
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "teardown":
             return
@@ -88,8 +77,6 @@ class RunSummary:
         self._unreported.pop(report.nodeid, None)
         for name, value in report.user_properties:
             if name == JOB_PROPERTY:
-                from pytest_synth_rl.reporting.report import JobRecord
-
                 self.report.add(JobRecord.from_json(json.loads(str(value))))
 
     @property
@@ -112,7 +99,7 @@ class RunSummary:
             terminalreporter.write_line(
                 f"synth-rl: {unreadable} job row(s) of interrupted xdist workers could not be read"
             )
-        records = self._report.records if self._report is not None else []
+        records = self.report.records
         if records:
             terminalreporter.write_sep("=", self.report.title)
             terminalreporter.write_line(self.report.render_terminal())
@@ -165,8 +152,6 @@ class RunSummary:
         and return how many lines could not be read (a worker killed mid-write)."""
         if self._spool_dir is None:
             return 0
-        from pytest_synth_rl.reporting.report import JobRecord
-
         unreadable = 0
         for spool in sorted(self._spool_dir.glob("*.jsonl")):
             for line in spool.read_text(encoding="utf-8").splitlines():
