@@ -108,19 +108,10 @@ def reward_chart_svg(
 def _step_labels(steps: int) -> list[str]:
     """The step axis: first and last step and its title (one step: under the middle point)."""
     middle, below = (LEFT + RIGHT) / 2, BOTTOM + 14
-    if steps == 1:
-        return [
-            f'<text class="x-only" x="{middle}" y="{below}" text-anchor="middle">1</text>',
-            f'<text x="{RIGHT}" y="{below}" text-anchor="end" fill="#57606a">step</text>',
-        ]
-    title = f'<text x="{middle}" y="{below}" text-anchor="middle" fill="#57606a">step</text>'
-    if not steps:
-        return [title]
-    return [
-        f'<text class="x-min" x="{LEFT}" y="{below}" text-anchor="middle">1</text>',
-        f'<text class="x-max" x="{RIGHT}" y="{below}" text-anchor="middle">{steps}</text>',
-        title,
-    ]
+    ticks = {0: [], 1: [("x-only", middle, 1)]}.get(steps, [("x-min", LEFT, 1), ("x-max", RIGHT, steps)])
+    x, anchor = (RIGHT, "end") if steps == 1 else (middle, "middle")
+    labels = [f'<text class="{c}" x="{at}" y="{below}" text-anchor="middle">{n}</text>' for c, at, n in ticks]
+    return [*labels, f'<text x="{x}" y="{below}" text-anchor="{anchor}" fill="#57606a">step</text>']
 
 
 def _curve(

@@ -91,17 +91,14 @@ def _is_run(item: object) -> bool:
     )
 
 
-_TEXT = ("a string", lambda v: isinstance(v, str))
-_TEXT_OR_NULL = ("a string or null", lambda v: v is None or isinstance(v, str))
-_NUMBER_OR_NULL = ("a number or null", lambda v: v is None or _is_number(v))
-#: The JSON type of each field, as :meth:`JobRecord.to_json` writes it.
-_FIELD_TYPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
-    **dict.fromkeys(("test_id", "backend"), _TEXT),
-    **dict.fromkeys(("job_id", "status", "error"), _TEXT_OR_NULL),
-    **dict.fromkeys(("final_reward", "clock_seconds", "wall_seconds"), _NUMBER_OR_NULL),
-    "rewards": ("a list of numbers", lambda v: isinstance(v, list) and all(map(_is_number, v))),
-    "cancelled_by_plugin": ("true or false", lambda v: isinstance(v, bool)),
-    "timeline": (
+#: The JSON a :class:`JobRecord` field of each annotated type takes, as :meth:`JobRecord.to_json` writes it.
+_JSON_TYPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "str": ("a string", lambda v: isinstance(v, str)),
+    "str | None": ("a string or null", lambda v: v is None or isinstance(v, str)),
+    "float | None": ("a number or null", lambda v: v is None or _is_number(v)),
+    "list[float]": ("a list of numbers", lambda v: isinstance(v, list) and all(map(_is_number, v))),
+    "bool": ("true or false", lambda v: isinstance(v, bool)),
+    "list[list[Any]]": (
         "a list of [status, first_seconds, last_seconds] runs",
         lambda v: isinstance(v, list) and all(map(_is_run, v)),
     ),
@@ -112,13 +109,13 @@ def _record_problem(data: Any) -> str | None:
     """What is wrong with one job record read from JSON (to follow ``jobs[i]``), or None."""
     if not isinstance(data, dict) or "test_id" not in data:
         return " is not a job row (no test_id)"
-    unknown = sorted(set(data) - set(_FIELD_TYPES))
+    unknown = sorted(set(data) - {f.name for f in fields(JobRecord)})
     if unknown:
         return f" has unknown keys {', '.join(unknown)}"
-    for name in (f.name for f in fields(JobRecord)):  # the first wrong field, in field order
-        kind, fits = _FIELD_TYPES[name]
-        if name in data and not fits(data[name]):
-            return f".{name} is {reprlib.repr(data[name])}, expected {kind}"
+    for f in fields(JobRecord):  # the first wrong field, in field order
+        kind, fits = _JSON_TYPES[str(f.type)]
+        if f.name in data and not fits(data[f.name]):
+            return f".{f.name} is {reprlib.repr(data[f.name])}, expected {kind}"
     # The first NaN or infinity (Python's JSON reads them); an int too large for a float counts.
     pending: list[tuple[str, Any]] = [(f".{name}", data[name]) for name in reversed(list(data))]
     while pending:
