@@ -80,17 +80,18 @@ class BaselineMismatch(BaselineError, AssertionError):
 
     def __init__(self, comparison: BaselineComparison) -> None:
         self.comparison = comparison
-        where = f" for {comparison.test_id}" if comparison.test_id else ""
-        file = f" (baseline file {comparison.path})" if comparison.path else ""
+        test_id, path = comparison.test_id, comparison.path
+        where = (f" for {test_id}" if test_id else "") + (f" (baseline file {path})" if path else "")
         counts = [(len(comparison.drifted), "drifted"), (len(comparison.missing), "missing")]
         problems = ", ".join(f"{n} {what}" for n, what in counts if n)
-        hint = None
-        if comparison.test_id:
-            hint = (
-                f"if the change is intended, refresh the baseline with: {update_command(comparison.test_id)}"
-            )
-        message = f"metrics differ from the baseline{where}{file}: {problems}\n{comparison.render()}"
-        super().__init__(message, hint=hint)
+        hint = (
+            f"if the change is intended, refresh the baseline with: {update_command(test_id)}"
+            if test_id
+            else None
+        )
+        super().__init__(
+            f"metrics differ from the baseline{where}: {problems}\n{comparison.render()}", hint=hint
+        )
 
 
 _NOISE = 1e-9  # tolerances this small only absorb float noise: tables call them "exact"
