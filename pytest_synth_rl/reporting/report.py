@@ -164,8 +164,10 @@ def job_record(
             status = job_status(status_payload) or status
             final_reward = extract_final_reward(status_payload)
             error = extract_error(status_payload)
-    submitted_at = getattr(job, "submitted_at", None)
-    submitted_wall = getattr(job, "submitted_wall", None)
+
+    def since(start: float | None, now: float | None) -> float | None:
+        return max(0.0, now - start) if start is not None and now is not None else None
+
     return JobRecord(
         test_id=test_id,
         job_id=getattr(job, "job_id", None),
@@ -173,10 +175,8 @@ def job_record(
         backend=backend,
         final_reward=final_reward,
         rewards=list(rewards),
-        clock_seconds=max(0.0, now_clock - submitted_at)
-        if submitted_at is not None and now_clock is not None
-        else None,
-        wall_seconds=max(0.0, now_wall - submitted_wall) if submitted_wall is not None and now_wall else None,
+        clock_seconds=since(getattr(job, "submitted_at", None), now_clock),
+        wall_seconds=since(getattr(job, "submitted_wall", None), now_wall),
         error=error,
         cancelled_by_plugin=cancelled_by_plugin,
         timeline=timeline,

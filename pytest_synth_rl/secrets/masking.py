@@ -166,13 +166,12 @@ def key_problem(key: str) -> str | None:
     """Why *key* cannot travel in an HTTP header (a line break, a control or non-ASCII character),
     or None; only the character and its place are shown."""
     for index, char in enumerate(key):
-        if char in "\r\n":
-            where = f"character {index + 1} of {len(key)}"
-            return f"contains a line break ({where}); an HTTP header cannot carry it"
         if not " " <= char <= "~":
+            where = f"character {index + 1} of {len(key)}"
+            if char in "\r\n":
+                return f"contains a line break ({where}); an HTTP header cannot carry it"
             return (
-                f"contains {char!r} (character {index + 1} of {len(key)}); keys travel in HTTP headers, "
-                "which take printable ASCII only"
+                f"contains {char!r} ({where}); keys travel in HTTP headers, which take printable ASCII only"
             )
     return None
 
