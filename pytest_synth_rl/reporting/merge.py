@@ -42,16 +42,7 @@ class MergeError(SynthError):
 def read_report(path: str | os.PathLike[str]) -> RunReport:
     """One shard's ``--synth-report`` JSON."""
     file = Path(path)
-    try:
-        raw = file.read_bytes()
-    except FileNotFoundError:
-        raise MergeError(
-            f"shard report {file} does not exist", hint=f"{_SHARD_FILES} (download the CI artifacts first)"
-        ) from None
-    except OSError as error:
-        raise MergeError(
-            f"cannot read shard report {file}: {error.strerror or error}", hint=_SHARD_FILES
-        ) from None
+    raw = _read_bytes(file, "shard report", _SHARD_FILES)
     try:
         return RunReport.from_json(parse_json_document(raw), where=f"shard report {file}")
     except UnreadableDocument as error:
@@ -163,11 +154,18 @@ def _shard_files(directory: Path) -> list[Path]:
     return sorted(directory.glob("*.json"))
 
 
-def _read_baseline(file: Path) -> tuple[Baseline, str]:
+def _read_bytes(file: Path, what: str, hint: str | None = None) -> bytes:
     try:
-        raw = file.read_bytes()
+        return file.read_bytes()
+    except FileNotFoundError:
+        missing = f"{hint} (download the CI artifacts first)" if hint else None
+        raise MergeError(f"{what} {file} does not exist", hint=missing) from None
     except OSError as error:
-        raise MergeError(f"cannot read baseline file {file}: {error.strerror or error}") from None
+        raise MergeError(f"cannot read {what} {file}: {error.strerror or error}", hint=hint) from None
+
+
+def _read_baseline(file: Path) -> tuple[Baseline, str]:
+    raw = _read_bytes(file, "baseline file")
     try:
         baseline = Baseline.from_json(raw, path=file)
     except BaselineError as error:
