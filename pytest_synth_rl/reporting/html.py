@@ -4,7 +4,6 @@ baseline curves, the failure point, a band of statuses; every value drawn is als
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Generator, Sequence
 from typing import Any
@@ -14,7 +13,8 @@ import pytest
 
 from pytest_synth_rl.baselines import BaselineError, BaselineStore
 from pytest_synth_rl.plugin.settings import SynthSettings
-from pytest_synth_rl.reporting.report import JOB_PROPERTY, JobRecord
+from pytest_synth_rl.reporting.report import JobRecord
+from pytest_synth_rl.reporting.summary import carried_records
 
 __all__ = ["STATUS_COLORS", "HtmlCurves", "job_chart", "reward_chart_svg"]
 
@@ -230,11 +230,7 @@ class HtmlCurves:
     def pytest_runtest_makereport(self, item: pytest.Item, call: Any) -> Generator[None, Any, Any]:
         report = yield
         if report.when == "teardown":
-            records = [
-                JobRecord.from_json(json.loads(str(value)))
-                for name, value in report.user_properties
-                if name == JOB_PROPERTY
-            ]
+            records = carried_records(report)
             if records:
                 from pytest_html import extras  # type: ignore[import-untyped]
 

@@ -36,6 +36,13 @@ def job_properties(records: list[JobRecord]) -> list[tuple[str, str]]:
     return properties
 
 
+def carried_records(report: pytest.TestReport) -> list[JobRecord]:
+    """The job records a test report carries in its user properties (see :func:`job_properties`)."""
+    return [
+        JobRecord.from_json(json.loads(str(v))) for name, v in report.user_properties if name == JOB_PROPERTY
+    ]
+
+
 class RunSummary:
     """Collects job records from test reports and prints them at the end of the run."""
 
@@ -75,9 +82,7 @@ class RunSummary:
             return
         self._reported.add(report.nodeid)
         self._unreported.pop(report.nodeid, None)
-        for name, value in report.user_properties:
-            if name == JOB_PROPERTY:
-                self.report.add(JobRecord.from_json(json.loads(str(value))))
+        self.report.extend(carried_records(report))
 
     @property
     def report_path(self) -> Path | None:
