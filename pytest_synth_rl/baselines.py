@@ -533,7 +533,6 @@ def check_baseline(
     *,
     tolerances: Mapping[str, Tolerance] | None = None,
     update: bool = False,
-    default: Tolerance = DEFAULT_TOLERANCE,
 ) -> BaselineComparison:
     """Compare *metrics* with the stored baseline of *test_id*, or with ``update=True`` refresh it
     (keeping stored tolerances unless overridden). Raises :class:`BaselineMissing` or
@@ -548,8 +547,8 @@ def check_baseline(
         curve = _reward_curve(history)[0] if history is not None else []
         path = store.save(test_id, values, kept, reward_curve=curve)
         before: Baseline | Mapping[str, float] = existing if existing is not None else {}
-        rows = compare(values, before, tolerances, default, test_id=test_id).rows
+        rows = compare(values, before, tolerances, test_id=test_id).rows
         return BaselineComparison(rows=rows, test_id=test_id, path=path, updated=True)
     if existing is None:
         raise BaselineMissing(test_id, store.path_for(test_id))
-    return compare(values, existing, tolerances, default, test_id=test_id).raise_for_drift()
+    return compare(values, existing, tolerances, test_id=test_id).raise_for_drift()
