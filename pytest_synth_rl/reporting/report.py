@@ -20,7 +20,7 @@ from typing import Any
 from pytest_synth_rl.reporting.render import format_duration, format_reward, sparkline, table
 from pytest_synth_rl.secrets.masking import redact
 
-__all__ = ["JOB_PROPERTY", "JobRecord", "RunReport", "job_record", "mermaid_chart", "status_runs"]
+__all__ = ["JOB_PROPERTY", "JobRecord", "RunReport", "job_record", "mermaid_chart"]
 
 #: The ``user_properties`` name under which a test report carries one job record (as JSON).
 JOB_PROPERTY = "synth_rl_job"
@@ -145,13 +145,13 @@ def job_record(
 ) -> JobRecord:
     """A record of an ``RLJob``-like object: its last poll result, else *status_payload*, else the
     last status it read; the timeline is every status its handle read (else its last wait's polls)."""
+    from pytest_synth_rl.client.results import add_status_run, extract_error, extract_final_reward, job_status
+
     result = getattr(job, "last_result", None)
-    observed = getattr(job, "observed_statuses", None)
-    if observed:
-        timeline = [list(run) for run in observed]
-    else:
-        polls = getattr(result, "history", ()) if result is not None else getattr(job, "last_polls", ())
-        timeline = status_runs((r.status, r.elapsed) for r in polls)
+    timeline = [list(run) for run in getattr(job, "observed_statuses", None) or ()]
+    if not timeline:
+        for poll in getattr(result, "history", ()) if result is not None else getattr(job, "last_polls", ()):
+            add_status_run(timeline, poll.status, poll.elapsed)
     final_reward: float | None = None
     error: str | None = None
     if result is not None:
@@ -159,8 +159,6 @@ def job_record(
     else:  # a wait that timed out or was interrupted: the last status read stands
         status = timeline[-1][0] if timeline else None
         if status_payload:
-            from pytest_synth_rl.client.results import extract_error, extract_final_reward, job_status
-
             status = job_status(status_payload) or status
             final_reward = extract_final_reward(status_payload)
             error = extract_error(status_payload)
@@ -181,16 +179,6 @@ def job_record(
         cancelled_by_plugin=cancelled_by_plugin,
         timeline=timeline,
     )
-
-
-def status_runs(samples: Iterable[tuple[str, float]]) -> list[list[Any]]:
-    """``(status, elapsed)`` polls collapsed into ``[status, first, last]`` runs."""
-    from pytest_synth_rl.client.results import add_status_run
-
-    runs: list[list[Any]] = []
-    for status, elapsed in samples:
-        add_status_run(runs, status, elapsed)
-    return runs
 
 
 #: GitHub's Mermaid renders long x axes unreadably; longer curves are sampled evenly for the chart.
