@@ -4,11 +4,12 @@ Workers also spool their records to a file, read when an interrupted run's repor
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -84,12 +85,6 @@ class RunSummary:
         self._unreported.pop(report.nodeid, None)
         self.report.extend(carried_records(report))
 
-    @property
-    def report_path(self) -> Path | None:
-        """Where ``--synth-report`` writes (relative paths are taken from the rootdir)."""
-        file = self.settings.report_file(self.config.rootpath)
-        return Path(file) if file is not None else None
-
     def pytest_unconfigure(self) -> None:
         self.drop_spool()  # also when the terminal summary never ran
 
@@ -108,49 +103,24 @@ class RunSummary:
         if records:
             terminalreporter.write_sep("=", self.report.title)
             terminalreporter.write_line(self.report.render_terminal())
-        path = self.report_path
-        if path is not None:
-            self._write(
-                terminalreporter,
-                lambda: terminalreporter.write_line(
+        file = self.settings.report_file(self.config.rootpath)  # relative paths: from the rootdir
+        if file is not None:
+            path = Path(file)
+            failed = f"{self.settings.origin('report')}: could not write the JSON report to {path}"
+            hint = "point it at a file path you can write (missing directories are created)"
+            with _failure_shown(terminalreporter, failed, path, hint):
+                terminalreporter.write_line(
                     f"synth-rl: JSON report written to {self.report.write_json(path)}"
-                ),
-                f"{self.settings.origin('report')}: could not write the JSON report to {path}",
-                path,
-                "point it at a file path you can write (missing directories are created)",
-            )
+                )
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if summary and records:
-            self._write(
-                terminalreporter,
-                lambda: self.report.append_github_summary(summary),
-                f"GITHUB_STEP_SUMMARY={summary}: could not append the job table to the step summary",
-                summary,
+            failed = f"GITHUB_STEP_SUMMARY={summary}: could not append the job table to the step summary"
+            hint = (
                 "GitHub Actions sets GITHUB_STEP_SUMMARY to a file it made; outside Actions, unset it "
-                "or point it at a file in an existing directory",
-                make_parents=False,
+                "or point it at a file in an existing directory"
             )
-
-    @staticmethod
-    def _write(
-        terminalreporter: Any,
-        write: Callable[[], object],
-        failed: str,
-        path: str | Path,
-        hint: str,
-        *,
-        make_parents: bool = True,
-    ) -> None:
-        """Run *write*; a failure is shown in red at the end of the run (not a traceback), and the
-        run's exit status stays the tests'."""
-        try:
-            write()
-        except OSError as error:
-            from pytest_synth_rl.reporting.files import write_error_reason
-
-            reason = write_error_reason(path, error, make_parents=make_parents)
-            terminalreporter.write_line(f"synth-rl: ERROR: {failed}: {reason}", red=True, bold=True)
-            terminalreporter.write_line(f"  hint: {hint}", red=True)
+            with _failure_shown(terminalreporter, failed, summary, hint, make_parents=False):
+                self.report.append_github_summary(summary)
 
     def _take_spooled_records(self) -> int:
         """Controller: add the spooled records of tests whose reports never came, drop the spool,
@@ -175,3 +145,19 @@ class RunSummary:
         if self._spool_dir is not None:
             shutil.rmtree(self._spool_dir, ignore_errors=True)
             self._spool_dir = None
+
+
+@contextlib.contextmanager
+def _failure_shown(
+    terminalreporter: Any, failed: str, path: str | Path, hint: str, *, make_parents: bool = True
+) -> Iterator[None]:
+    """A write whose failure is shown in red at the end of the run (not a traceback); the run's exit
+    status stays the tests'."""
+    try:
+        yield
+    except OSError as error:
+        from pytest_synth_rl.reporting.files import write_error_reason
+
+        reason = write_error_reason(path, error, make_parents=make_parents)
+        terminalreporter.write_line(f"synth-rl: ERROR: {failed}: {reason}", red=True, bold=True)
+        terminalreporter.write_line(f"  hint: {hint}", red=True)
