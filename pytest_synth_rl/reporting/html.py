@@ -23,9 +23,14 @@ LEFT, RIGHT, TOP, BOTTOM = 56, 464, 30, 160  # the plot area
 BAND_TOP, BAND_HEIGHT = 196, 14  # the status timeline
 #: About the width of an average character of the 11px text, and its height (to place labels).
 CHAR_WIDTH, TEXT_HEIGHT = 6.5, 11
-REWARD_COLOR, BASELINE_COLOR, FAILURE_COLOR = "#1f6feb", "#a5b1bd", "#d1242f"
-#: A wide pale band under the reward curve, visible where they agree.
-BASELINE_STYLE = ' stroke-width="6" stroke-opacity="0.7" stroke-linecap="round"'
+FAILURE_COLOR = "#d1242f"
+#: Each drawn series: its colour, line style and dot radius; the baseline is a wide pale band under
+#: the reward curve, visible where they agree.
+SERIES = {
+    "reward": ("#1f6feb", ' stroke-width="2"', 3.5),
+    "baseline": ("#a5b1bd", ' stroke-width="6" stroke-opacity="0.7" stroke-linecap="round"', 5),
+    "failure": (FAILURE_COLOR, ' stroke-width="2"', 5),
+}
 STATUS_COLORS = {
     "queued": "#afb8c1",
     "pending": "#afb8c1",
@@ -83,12 +88,11 @@ def reward_chart_svg(
         f'<text x="{LEFT - 4}" y="{(TOP + BOTTOM) / 2 + 4}" text-anchor="end" fill="#57606a">reward</text>',
         *_step_labels(steps),
     ]
-    legend = [("reward", REWARD_COLOR, ' stroke-width="2"')]
+    legend = ["reward", *(["baseline"] if baseline else []), *(["failure"] if failed else [])]
     if baseline:
-        legend.append(("baseline", BASELINE_COLOR, BASELINE_STYLE))
-        parts.extend(_curve("baseline", baseline, BASELINE_COLOR, x, y, BASELINE_STYLE, radius=5))
+        parts.extend(_curve("baseline", baseline, x, y))
     if rewards:
-        parts.extend(_curve("reward", rewards, REWARD_COLOR, x, y, ' stroke-width="2"', radius=3.5))
+        parts.extend(_curve("reward", rewards, x, y))
     else:
         parts.append(
             f'<text x="{middle}" y="{(TOP + BOTTOM) / 2}" text-anchor="middle" '
@@ -96,7 +100,6 @@ def reward_chart_svg(
         )
     if failed:
         parts.append(_failure(rewards, x, y))
-        legend.append(("failure", FAILURE_COLOR, ' stroke-width="2"'))
     parts.extend(_legend(legend))
     parts.extend(_timeline(timeline))
     if title:
@@ -114,10 +117,9 @@ def _step_labels(steps: int) -> list[str]:
     return [*labels, f'<text x="{x}" y="{below}" text-anchor="{anchor}" fill="#57606a">step</text>']
 
 
-def _curve(
-    name: str, values: list[float], color: str, x: Any, y: Any, style: str, *, radius: float
-) -> list[str]:
+def _curve(name: str, values: list[float], x: Any, y: Any) -> list[str]:
     """The curve as a polyline; a single point also as a dot (a one-point line draws nothing)."""
+    color, style, radius = SERIES[name]
     points = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
     data = " ".join(repr(v) for v in values)
     out = [
@@ -156,10 +158,11 @@ def _failure(rewards: list[float], x: Any, y: Any) -> str:
     )
 
 
-def _legend(items: list[tuple[str, str, str]]) -> list[str]:
+def _legend(names: list[str]) -> list[str]:
     out = ['<g class="legend">']
     left = LEFT
-    for name, color, style in items:
+    for name in names:
+        color, style, _ = SERIES[name]
         mark = (
             f'<circle cx="{left + 9}" cy="14" r="5" fill="none" stroke="{color}"{style}/>'
             if name == "failure"
