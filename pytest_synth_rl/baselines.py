@@ -80,17 +80,18 @@ class BaselineMismatch(BaselineError, AssertionError):
 
     def __init__(self, comparison: BaselineComparison) -> None:
         self.comparison = comparison
-        where = f" for {comparison.test_id}" if comparison.test_id else ""
-        file = f" (baseline file {comparison.path})" if comparison.path else ""
+        test_id, path = comparison.test_id, comparison.path
+        where = (f" for {test_id}" if test_id else "") + (f" (baseline file {path})" if path else "")
         counts = [(len(comparison.drifted), "drifted"), (len(comparison.missing), "missing")]
         problems = ", ".join(f"{n} {what}" for n, what in counts if n)
-        hint = None
-        if comparison.test_id:
-            hint = (
-                f"if the change is intended, refresh the baseline with: {update_command(comparison.test_id)}"
-            )
-        message = f"metrics differ from the baseline{where}{file}: {problems}\n{comparison.render()}"
-        super().__init__(message, hint=hint)
+        hint = (
+            f"if the change is intended, refresh the baseline with: {update_command(test_id)}"
+            if test_id
+            else None
+        )
+        super().__init__(
+            f"metrics differ from the baseline{where}: {problems}\n{comparison.render()}", hint=hint
+        )
 
 
 _NOISE = 1e-9  # tolerances this small only absorb float noise: tables call them "exact"
@@ -532,7 +533,6 @@ def check_baseline(
     *,
     tolerances: Mapping[str, Tolerance] | None = None,
     update: bool = False,
-    default: Tolerance = DEFAULT_TOLERANCE,
 ) -> BaselineComparison:
     """Compare *metrics* with the stored baseline of *test_id*, or with ``update=True`` refresh it
     (keeping stored tolerances unless overridden). Raises :class:`BaselineMissing` or
@@ -547,8 +547,8 @@ def check_baseline(
         curve = _reward_curve(history)[0] if history is not None else []
         path = store.save(test_id, values, kept, reward_curve=curve)
         before: Baseline | Mapping[str, float] = existing if existing is not None else {}
-        rows = compare(values, before, tolerances, default, test_id=test_id).rows
+        rows = compare(values, before, tolerances, test_id=test_id).rows
         return BaselineComparison(rows=rows, test_id=test_id, path=path, updated=True)
     if existing is None:
         raise BaselineMissing(test_id, store.path_for(test_id))
-    return compare(values, existing, tolerances, default, test_id=test_id).raise_for_drift()
+    return compare(values, existing, tolerances, test_id=test_id).raise_for_drift()

@@ -243,3 +243,17 @@ def test_the_failure_label_stays_inside_the_plot(rewards: list[float], steps: in
     group = svg.find(f"{SVG}g[@class='failure']")
     assert group is not None
     assert group.attrib["data-step"] == str(len(rewards))
+
+
+@pytest.mark.parametrize("unknown", [None, math.nan, math.inf])
+def test_a_status_band_with_an_unknown_time_shares_the_band_evenly(unknown: float | None) -> None:
+    # A NaN written to JSON reads back as null: the band once called float() on it.
+    record = JobRecord(
+        "t.py::test_x", "job_1", "failed", "b", timeline=[["queued", 0.0, unknown], ["failed", unknown, 5.0]]
+    )
+    svg = ET.fromstring(reward_chart_svg([], failed=True, timeline=record.to_json()["timeline"]))
+    band = svg.findall(f"{SVG}g[@class='timeline']/{SVG}g")
+    widths = [float(group.find(f"{SVG}rect").attrib["width"]) for group in band]  # type: ignore[union-attr]
+    assert [group.attrib["data-status"] for group in band] == ["queued", "failed"]
+    assert widths[0] == widths[1] > 0
+    assert "queued 0s-?" in [title.text for title in svg.iter(f"{SVG}title")]

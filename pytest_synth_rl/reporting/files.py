@@ -149,9 +149,8 @@ def path_problem(
     return None
 
 
-def file_path_problem(path: str | os.PathLike[str], *, make_parents: bool = True) -> str | None:
-    """Why a file cannot be written at *path* (see :func:`path_problem`), or None."""
-    return path_problem(path, make_parents=make_parents)
+#: Why a file cannot be written at a path; the name file-writing callers use for :func:`path_problem`.
+file_path_problem = path_problem
 
 
 def write_error_reason(path: str | os.PathLike[str], error: OSError, *, make_parents: bool = True) -> str:

@@ -4,7 +4,6 @@ baseline curves, the failure point, a band of statuses; every value drawn is als
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Generator, Sequence
 from typing import Any
@@ -14,7 +13,8 @@ import pytest
 
 from pytest_synth_rl.baselines import BaselineError, BaselineStore
 from pytest_synth_rl.plugin.settings import SynthSettings
-from pytest_synth_rl.reporting.report import JOB_PROPERTY, JobRecord
+from pytest_synth_rl.reporting.report import JobRecord
+from pytest_synth_rl.reporting.summary import carried_records
 
 __all__ = ["STATUS_COLORS", "HtmlCurves", "job_chart", "reward_chart_svg"]
 
@@ -23,9 +23,14 @@ LEFT, RIGHT, TOP, BOTTOM = 56, 464, 30, 160  # the plot area
 BAND_TOP, BAND_HEIGHT = 196, 14  # the status timeline
 #: About the width of an average character of the 11px text, and its height (to place labels).
 CHAR_WIDTH, TEXT_HEIGHT = 6.5, 11
-REWARD_COLOR, BASELINE_COLOR, FAILURE_COLOR = "#1f6feb", "#a5b1bd", "#d1242f"
-#: A wide pale band under the reward curve, visible where they agree.
-BASELINE_STYLE = ' stroke-width="6" stroke-opacity="0.7" stroke-linecap="round"'
+FAILURE_COLOR = "#d1242f"
+#: Each drawn series: its colour, line style and dot radius; the baseline is a wide pale band under
+#: the reward curve, visible where they agree.
+SERIES = {
+    "reward": ("#1f6feb", ' stroke-width="2"', 3.5),
+    "baseline": ("#a5b1bd", ' stroke-width="6" stroke-opacity="0.7" stroke-linecap="round"', 5),
+    "failure": (FAILURE_COLOR, ' stroke-width="2"', 5),
+}
 STATUS_COLORS = {
     "queued": "#afb8c1",
     "pending": "#afb8c1",
@@ -83,12 +88,11 @@ def reward_chart_svg(
         f'<text x="{LEFT - 4}" y="{(TOP + BOTTOM) / 2 + 4}" text-anchor="end" fill="#57606a">reward</text>',
         *_step_labels(steps),
     ]
-    legend = [("reward", REWARD_COLOR, ' stroke-width="2"')]
+    legend = ["reward", *(["baseline"] if baseline else []), *(["failure"] if failed else [])]
     if baseline:
-        legend.append(("baseline", BASELINE_COLOR, BASELINE_STYLE))
-        parts.extend(_curve("baseline", baseline, BASELINE_COLOR, x, y, BASELINE_STYLE, radius=5))
+        parts.extend(_curve("baseline", baseline, x, y))
     if rewards:
-        parts.extend(_curve("reward", rewards, REWARD_COLOR, x, y, ' stroke-width="2"', radius=3.5))
+        parts.extend(_curve("reward", rewards, x, y))
     else:
         parts.append(
             f'<text x="{middle}" y="{(TOP + BOTTOM) / 2}" text-anchor="middle" '
@@ -96,7 +100,6 @@ def reward_chart_svg(
         )
     if failed:
         parts.append(_failure(rewards, x, y))
-        legend.append(("failure", FAILURE_COLOR, ' stroke-width="2"'))
     parts.extend(_legend(legend))
     parts.extend(_timeline(timeline))
     if title:
@@ -108,25 +111,15 @@ def reward_chart_svg(
 def _step_labels(steps: int) -> list[str]:
     """The step axis: first and last step and its title (one step: under the middle point)."""
     middle, below = (LEFT + RIGHT) / 2, BOTTOM + 14
-    if steps == 1:
-        return [
-            f'<text class="x-only" x="{middle}" y="{below}" text-anchor="middle">1</text>',
-            f'<text x="{RIGHT}" y="{below}" text-anchor="end" fill="#57606a">step</text>',
-        ]
-    title = f'<text x="{middle}" y="{below}" text-anchor="middle" fill="#57606a">step</text>'
-    if not steps:
-        return [title]
-    return [
-        f'<text class="x-min" x="{LEFT}" y="{below}" text-anchor="middle">1</text>',
-        f'<text class="x-max" x="{RIGHT}" y="{below}" text-anchor="middle">{steps}</text>',
-        title,
-    ]
+    ticks = {0: [], 1: [("x-only", middle, 1)]}.get(steps, [("x-min", LEFT, 1), ("x-max", RIGHT, steps)])
+    x, anchor = (RIGHT, "end") if steps == 1 else (middle, "middle")
+    labels = [f'<text class="{c}" x="{at}" y="{below}" text-anchor="middle">{n}</text>' for c, at, n in ticks]
+    return [*labels, f'<text x="{x}" y="{below}" text-anchor="{anchor}" fill="#57606a">step</text>']
 
 
-def _curve(
-    name: str, values: list[float], color: str, x: Any, y: Any, style: str, *, radius: float
-) -> list[str]:
+def _curve(name: str, values: list[float], x: Any, y: Any) -> list[str]:
     """The curve as a polyline; a single point also as a dot (a one-point line draws nothing)."""
+    color, style, radius = SERIES[name]
     points = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
     data = " ".join(repr(v) for v in values)
     out = [
@@ -165,10 +158,11 @@ def _failure(rewards: list[float], x: Any, y: Any) -> str:
     )
 
 
-def _legend(items: list[tuple[str, str, str]]) -> list[str]:
+def _legend(names: list[str]) -> list[str]:
     out = ['<g class="legend">']
     left = LEFT
-    for name, color, style in items:
+    for name in names:
+        color, style, _ = SERIES[name]
         mark = (
             f'<circle cx="{left + 9}" cy="14" r="5" fill="none" stroke="{color}"{style}/>'
             if name == "failure"
@@ -181,12 +175,15 @@ def _legend(items: list[tuple[str, str, str]]) -> list[str]:
 
 
 def _timeline(runs: Sequence[Sequence[Any]]) -> list[str]:
-    """Status runs as a band: each run lasts until the next one begins."""
+    """Status runs as a band: each run lasts until the next one begins. A time read back as null
+    (a NaN written out) leaves the times unknown: the runs then share the band evenly."""
     if not runs:
         return []
-    starts = [float(run[1]) for run in runs]
-    end = max(float(runs[-1][2]), starts[-1])
-    span = end - starts[0]
+    times = [_finite([run[1], run[2]]) for run in runs]
+    timed = all(len(pair) == 2 for pair in times)
+    starts = [pair[0] for pair in times] if timed else []
+    end = max(times[-1][1], starts[-1]) if timed else 0.0
+    span = end - starts[0] if timed else 0.0
     out = [
         f'<g class="timeline"><text x="{LEFT - 4}" y="{BAND_TOP + 11}" text-anchor="end" '
         'fill="#57606a">status</text>'
@@ -194,20 +191,19 @@ def _timeline(runs: Sequence[Sequence[Any]]) -> list[str]:
     count = len(runs)
     for i, run in enumerate(runs):
         status = str(run[0])
-        begin = starts[i]
-        finish = starts[i + 1] if i + 1 < count else end
         if span > 0:
-            left = LEFT + (RIGHT - LEFT) * (begin - starts[0]) / span
-            width = (RIGHT - LEFT) * (finish - begin) / span
+            finish = starts[i + 1] if i + 1 < count else end
+            left = LEFT + (RIGHT - LEFT) * (starts[i] - starts[0]) / span
+            width = (RIGHT - LEFT) * (finish - starts[i]) / span
         else:
             left, width = LEFT + (RIGHT - LEFT) * i / count, (RIGHT - LEFT) / count
         width = max(width, 3.0)
-        color = STATUS_COLORS.get(status, "#8c959f")
+        when = "-".join(f"{_num(float(t))}s" if _finite([t]) else "?" for t in run[1:3])
         label = escape(status) if width > 7 * len(status) else ""
         out.append(
-            f'<g class="status" data-status={quoteattr(status)}><title>{escape(status)} '
-            f"{_num(begin)}s-{_num(float(run[2]))}s</title>"
-            f'<rect x="{left:.1f}" y="{BAND_TOP}" width="{width:.1f}" height="{BAND_HEIGHT}" fill="{color}"/>'
+            f'<g class="status" data-status={quoteattr(status)}><title>{escape(status)} {when}</title>'
+            f'<rect x="{left:.1f}" y="{BAND_TOP}" width="{width:.1f}" height="{BAND_HEIGHT}" '
+            f'fill="{STATUS_COLORS.get(status, "#8c959f")}"/>'
             f'<text x="{left + 3:.1f}" y="{BAND_TOP + 11}" fill="#ffffff">{label}</text></g>'
         )
     out.append("</g>")
@@ -237,11 +233,7 @@ class HtmlCurves:
     def pytest_runtest_makereport(self, item: pytest.Item, call: Any) -> Generator[None, Any, Any]:
         report = yield
         if report.when == "teardown":
-            records = [
-                JobRecord.from_json(json.loads(str(value)))
-                for name, value in report.user_properties
-                if name == JOB_PROPERTY
-            ]
+            records = carried_records(report)
             if records:
                 from pytest_html import extras  # type: ignore[import-untyped]
 

@@ -42,16 +42,7 @@ class MergeError(SynthError):
 def read_report(path: str | os.PathLike[str]) -> RunReport:
     """One shard's ``--synth-report`` JSON."""
     file = Path(path)
-    try:
-        raw = file.read_bytes()
-    except FileNotFoundError:
-        raise MergeError(
-            f"shard report {file} does not exist", hint=f"{_SHARD_FILES} (download the CI artifacts first)"
-        ) from None
-    except OSError as error:
-        raise MergeError(
-            f"cannot read shard report {file}: {error.strerror or error}", hint=_SHARD_FILES
-        ) from None
+    raw = _read_bytes(file, "shard report", _SHARD_FILES)
     try:
         return RunReport.from_json(parse_json_document(raw), where=f"shard report {file}")
     except UnreadableDocument as error:
@@ -163,11 +154,18 @@ def _shard_files(directory: Path) -> list[Path]:
     return sorted(directory.glob("*.json"))
 
 
-def _read_baseline(file: Path) -> tuple[Baseline, str]:
+def _read_bytes(file: Path, what: str, hint: str | None = None) -> bytes:
     try:
-        raw = file.read_bytes()
+        return file.read_bytes()
+    except FileNotFoundError:
+        missing = f"{hint} (download the CI artifacts first)" if hint else None
+        raise MergeError(f"{what} {file} does not exist", hint=missing) from None
     except OSError as error:
-        raise MergeError(f"cannot read baseline file {file}: {error.strerror or error}") from None
+        raise MergeError(f"cannot read {what} {file}: {error.strerror or error}", hint=hint) from None
+
+
+def _read_baseline(file: Path) -> tuple[Baseline, str]:
+    raw = _read_bytes(file, "baseline file")
     try:
         baseline = Baseline.from_json(raw, path=file)
     except BaselineError as error:
@@ -216,24 +214,27 @@ def check_output_file(path: str | os.PathLike[str], option: str, *, make_parents
 
 def write_report(report: RunReport, path: str | os.PathLike[str], option: str = "--report") -> Path:
     """Write the merged JSON report; a path that cannot be written is a :class:`MergeError`."""
-    check_output_file(path, option)
-    try:
-        return report.write_json(path)
-    except OSError as error:
-        raise MergeError(
-            f"{option} {path}: cannot write the merged report: {write_error_reason(path, error)}",
-            hint=f"give {option} a file path you can write",
-        ) from None
+    return _write_out(lambda: report.write_json(path), path, option, "write the merged report")
 
 
 def append_summary(report: RunReport, path: str | os.PathLike[str], option: str = "--summary") -> None:
     """Append the merged Markdown summary; a path that cannot take it is a :class:`MergeError`."""
-    check_output_file(path, option, make_parents=False)
+    _write_out(
+        lambda: report.append_github_summary(path), path, option, "append the merged summary", append=True
+    )
+
+
+def _write_out(
+    write: Callable[[], T], path: str | os.PathLike[str], option: str, doing: str, *, append: bool = False
+) -> T:
+    """Run *write* for *option*; appending needs an existing directory (GitHub made the file)."""
+    check_output_file(path, option, make_parents=not append)
     try:
-        report.append_github_summary(path)
+        return write()
     except OSError as error:
+        reason = write_error_reason(path, error, make_parents=not append)
+        where = ' ("$GITHUB_STEP_SUMMARY" in GitHub Actions)' if append else ""
         raise MergeError(
-            f"{option} {path}: cannot append the merged summary: "
-            f"{write_error_reason(path, error, make_parents=False)}",
-            hint=f'give {option} a file path you can write ("$GITHUB_STEP_SUMMARY" in GitHub Actions)',
+            f"{option} {path}: cannot {doing}: {reason}",
+            hint=f"give {option} a file path you can write{where}",
         ) from None

@@ -20,7 +20,7 @@ from typing import Any
 from pytest_synth_rl.reporting.render import format_duration, format_reward, sparkline, table
 from pytest_synth_rl.secrets.masking import redact
 
-__all__ = ["JOB_PROPERTY", "JobRecord", "RunReport", "job_record", "mermaid_chart", "status_runs"]
+__all__ = ["JOB_PROPERTY", "JobRecord", "RunReport", "job_record", "mermaid_chart"]
 
 #: The ``user_properties`` name under which a test report carries one job record (as JSON).
 JOB_PROPERTY = "synth_rl_job"
@@ -91,17 +91,14 @@ def _is_run(item: object) -> bool:
     )
 
 
-_TEXT = ("a string", lambda v: isinstance(v, str))
-_TEXT_OR_NULL = ("a string or null", lambda v: v is None or isinstance(v, str))
-_NUMBER_OR_NULL = ("a number or null", lambda v: v is None or _is_number(v))
-#: The JSON type of each field, as :meth:`JobRecord.to_json` writes it.
-_FIELD_TYPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
-    **dict.fromkeys(("test_id", "backend"), _TEXT),
-    **dict.fromkeys(("job_id", "status", "error"), _TEXT_OR_NULL),
-    **dict.fromkeys(("final_reward", "clock_seconds", "wall_seconds"), _NUMBER_OR_NULL),
-    "rewards": ("a list of numbers", lambda v: isinstance(v, list) and all(map(_is_number, v))),
-    "cancelled_by_plugin": ("true or false", lambda v: isinstance(v, bool)),
-    "timeline": (
+#: The JSON a :class:`JobRecord` field of each annotated type takes, as :meth:`JobRecord.to_json` writes it.
+_JSON_TYPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "str": ("a string", lambda v: isinstance(v, str)),
+    "str | None": ("a string or null", lambda v: v is None or isinstance(v, str)),
+    "float | None": ("a number or null", lambda v: v is None or _is_number(v)),
+    "list[float]": ("a list of numbers", lambda v: isinstance(v, list) and all(map(_is_number, v))),
+    "bool": ("true or false", lambda v: isinstance(v, bool)),
+    "list[list[Any]]": (
         "a list of [status, first_seconds, last_seconds] runs",
         lambda v: isinstance(v, list) and all(map(_is_run, v)),
     ),
@@ -112,13 +109,13 @@ def _record_problem(data: Any) -> str | None:
     """What is wrong with one job record read from JSON (to follow ``jobs[i]``), or None."""
     if not isinstance(data, dict) or "test_id" not in data:
         return " is not a job row (no test_id)"
-    unknown = sorted(set(data) - set(_FIELD_TYPES))
+    unknown = sorted(set(data) - {f.name for f in fields(JobRecord)})
     if unknown:
         return f" has unknown keys {', '.join(unknown)}"
-    for name in (f.name for f in fields(JobRecord)):  # the first wrong field, in field order
-        kind, fits = _FIELD_TYPES[name]
-        if name in data and not fits(data[name]):
-            return f".{name} is {reprlib.repr(data[name])}, expected {kind}"
+    for f in fields(JobRecord):  # the first wrong field, in field order
+        kind, fits = _JSON_TYPES[str(f.type)]
+        if f.name in data and not fits(data[f.name]):
+            return f".{f.name} is {reprlib.repr(data[f.name])}, expected {kind}"
     # The first NaN or infinity (Python's JSON reads them); an int too large for a float counts.
     pending: list[tuple[str, Any]] = [(f".{name}", data[name]) for name in reversed(list(data))]
     while pending:
@@ -148,13 +145,13 @@ def job_record(
 ) -> JobRecord:
     """A record of an ``RLJob``-like object: its last poll result, else *status_payload*, else the
     last status it read; the timeline is every status its handle read (else its last wait's polls)."""
+    from pytest_synth_rl.client.results import add_status_run, extract_error, extract_final_reward, job_status
+
     result = getattr(job, "last_result", None)
-    observed = getattr(job, "observed_statuses", None)
-    if observed:
-        timeline = [list(run) for run in observed]
-    else:
-        polls = getattr(result, "history", ()) if result is not None else getattr(job, "last_polls", ())
-        timeline = status_runs((r.status, r.elapsed) for r in polls)
+    timeline = [list(run) for run in getattr(job, "observed_statuses", None) or ()]
+    if not timeline:
+        for poll in getattr(result, "history", ()) if result is not None else getattr(job, "last_polls", ()):
+            add_status_run(timeline, poll.status, poll.elapsed)
     final_reward: float | None = None
     error: str | None = None
     if result is not None:
@@ -162,13 +159,13 @@ def job_record(
     else:  # a wait that timed out or was interrupted: the last status read stands
         status = timeline[-1][0] if timeline else None
         if status_payload:
-            from pytest_synth_rl.client.results import extract_error, extract_final_reward, job_status
-
             status = job_status(status_payload) or status
             final_reward = extract_final_reward(status_payload)
             error = extract_error(status_payload)
-    submitted_at = getattr(job, "submitted_at", None)
-    submitted_wall = getattr(job, "submitted_wall", None)
+
+    def since(start: float | None, now: float | None) -> float | None:
+        return max(0.0, now - start) if start is not None and now is not None else None
+
     return JobRecord(
         test_id=test_id,
         job_id=getattr(job, "job_id", None),
@@ -176,24 +173,12 @@ def job_record(
         backend=backend,
         final_reward=final_reward,
         rewards=list(rewards),
-        clock_seconds=max(0.0, now_clock - submitted_at)
-        if submitted_at is not None and now_clock is not None
-        else None,
-        wall_seconds=max(0.0, now_wall - submitted_wall) if submitted_wall is not None and now_wall else None,
+        clock_seconds=since(getattr(job, "submitted_at", None), now_clock),
+        wall_seconds=since(getattr(job, "submitted_wall", None), now_wall),
         error=error,
         cancelled_by_plugin=cancelled_by_plugin,
         timeline=timeline,
     )
-
-
-def status_runs(samples: Iterable[tuple[str, float]]) -> list[list[Any]]:
-    """``(status, elapsed)`` polls collapsed into ``[status, first, last]`` runs."""
-    from pytest_synth_rl.client.results import add_status_run
-
-    runs: list[list[Any]] = []
-    for status, elapsed in samples:
-        add_status_run(runs, status, elapsed)
-    return runs
 
 
 #: GitHub's Mermaid renders long x axes unreadably; longer curves are sampled evenly for the chart.

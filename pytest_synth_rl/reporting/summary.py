@@ -4,22 +4,20 @@ Workers also spool their records to a file, read when an interrupted run's repor
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
 from pytest_synth_rl.plugin.settings import SynthSettings
-from pytest_synth_rl.reporting.report import JOB_PROPERTY
+from pytest_synth_rl.reporting.report import JOB_PROPERTY, JobRecord, RunReport
 from pytest_synth_rl.secrets.masking import redact
-
-if TYPE_CHECKING:
-    from pytest_synth_rl.reporting.report import JobRecord, RunReport
 
 __all__ = ["JOB_PROPERTY", "WORKER_ROW_SPOOL", "RunSummary", "job_properties"]
 
@@ -39,13 +37,20 @@ def job_properties(records: list[JobRecord]) -> list[tuple[str, str]]:
     return properties
 
 
+def carried_records(report: pytest.TestReport) -> list[JobRecord]:
+    """The job records a test report carries in its user properties (see :func:`job_properties`)."""
+    return [
+        JobRecord.from_json(json.loads(str(v))) for name, v in report.user_properties if name == JOB_PROPERTY
+    ]
+
+
 class RunSummary:
     """Collects job records from test reports and prints them at the end of the run."""
 
     def __init__(self, config: pytest.Config, settings: SynthSettings) -> None:
         self.config = config
         self.settings = settings
-        self._report: RunReport | None = None  # the report module loads with the first record
+        self.report = RunReport(mode=settings.mode, backend=settings.backend_url)
         #: Records of tests whose teardown report has not come (an interrupted test's never does).
         self._unreported: dict[str, list[JobRecord]] = {}
         self._reported: set[str] = set()
@@ -73,30 +78,12 @@ class RunSummary:
             with open(self._spool, "a", encoding="utf-8") as out:
                 out.write("".join(redact(line) + "\n" for line in lines))
 
-    @property
-    def report(self) -> RunReport:
-        if self._report is None:
-            from pytest_synth_rl.reporting.report import RunReport
-
-            self._report = RunReport(mode=self.settings.mode, backend=self.settings.backend_url)
-        return self._report
-
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "teardown":
             return
         self._reported.add(report.nodeid)
         self._unreported.pop(report.nodeid, None)
-        for name, value in report.user_properties:
-            if name == JOB_PROPERTY:
-                from pytest_synth_rl.reporting.report import JobRecord
-
-                self.report.add(JobRecord.from_json(json.loads(str(value))))
-
-    @property
-    def report_path(self) -> Path | None:
-        """Where ``--synth-report`` writes (relative paths are taken from the rootdir)."""
-        file = self.settings.report_file(self.config.rootpath)
-        return Path(file) if file is not None else None
+        self.report.extend(carried_records(report))
 
     def pytest_unconfigure(self) -> None:
         self.drop_spool()  # also when the terminal summary never ran
@@ -112,61 +99,34 @@ class RunSummary:
             terminalreporter.write_line(
                 f"synth-rl: {unreadable} job row(s) of interrupted xdist workers could not be read"
             )
-        records = self._report.records if self._report is not None else []
+        records = self.report.records
         if records:
             terminalreporter.write_sep("=", self.report.title)
             terminalreporter.write_line(self.report.render_terminal())
-        path = self.report_path
-        if path is not None:
-            self._write(
-                terminalreporter,
-                lambda: terminalreporter.write_line(
+        file = self.settings.report_file(self.config.rootpath)  # relative paths: from the rootdir
+        if file is not None:
+            path = Path(file)
+            failed = f"{self.settings.origin('report')}: could not write the JSON report to {path}"
+            hint = "point it at a file path you can write (missing directories are created)"
+            with _failure_shown(terminalreporter, failed, path, hint):
+                terminalreporter.write_line(
                     f"synth-rl: JSON report written to {self.report.write_json(path)}"
-                ),
-                f"{self.settings.origin('report')}: could not write the JSON report to {path}",
-                path,
-                "point it at a file path you can write (missing directories are created)",
-            )
+                )
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if summary and records:
-            self._write(
-                terminalreporter,
-                lambda: self.report.append_github_summary(summary),
-                f"GITHUB_STEP_SUMMARY={summary}: could not append the job table to the step summary",
-                summary,
+            failed = f"GITHUB_STEP_SUMMARY={summary}: could not append the job table to the step summary"
+            hint = (
                 "GitHub Actions sets GITHUB_STEP_SUMMARY to a file it made; outside Actions, unset it "
-                "or point it at a file in an existing directory",
-                make_parents=False,
+                "or point it at a file in an existing directory"
             )
-
-    @staticmethod
-    def _write(
-        terminalreporter: Any,
-        write: Callable[[], object],
-        failed: str,
-        path: str | Path,
-        hint: str,
-        *,
-        make_parents: bool = True,
-    ) -> None:
-        """Run *write*; a failure is shown in red at the end of the run (not a traceback), and the
-        run's exit status stays the tests'."""
-        try:
-            write()
-        except OSError as error:
-            from pytest_synth_rl.reporting.files import write_error_reason
-
-            reason = write_error_reason(path, error, make_parents=make_parents)
-            terminalreporter.write_line(f"synth-rl: ERROR: {failed}: {reason}", red=True, bold=True)
-            terminalreporter.write_line(f"  hint: {hint}", red=True)
+            with _failure_shown(terminalreporter, failed, summary, hint, make_parents=False):
+                self.report.append_github_summary(summary)
 
     def _take_spooled_records(self) -> int:
         """Controller: add the spooled records of tests whose reports never came, drop the spool,
         and return how many lines could not be read (a worker killed mid-write)."""
         if self._spool_dir is None:
             return 0
-        from pytest_synth_rl.reporting.report import JobRecord
-
         unreadable = 0
         for spool in sorted(self._spool_dir.glob("*.jsonl")):
             for line in spool.read_text(encoding="utf-8").splitlines():
@@ -185,3 +145,19 @@ class RunSummary:
         if self._spool_dir is not None:
             shutil.rmtree(self._spool_dir, ignore_errors=True)
             self._spool_dir = None
+
+
+@contextlib.contextmanager
+def _failure_shown(
+    terminalreporter: Any, failed: str, path: str | Path, hint: str, *, make_parents: bool = True
+) -> Iterator[None]:
+    """A write whose failure is shown in red at the end of the run (not a traceback); the run's exit
+    status stays the tests'."""
+    try:
+        yield
+    except OSError as error:
+        from pytest_synth_rl.reporting.files import write_error_reason
+
+        reason = write_error_reason(path, error, make_parents=make_parents)
+        terminalreporter.write_line(f"synth-rl: ERROR: {failed}: {reason}", red=True, bold=True)
+        terminalreporter.write_line(f"  hint: {hint}", red=True)

@@ -166,13 +166,12 @@ def key_problem(key: str) -> str | None:
     """Why *key* cannot travel in an HTTP header (a line break, a control or non-ASCII character),
     or None; only the character and its place are shown."""
     for index, char in enumerate(key):
-        if char in "\r\n":
-            where = f"character {index + 1} of {len(key)}"
-            return f"contains a line break ({where}); an HTTP header cannot carry it"
         if not " " <= char <= "~":
+            where = f"character {index + 1} of {len(key)}"
+            if char in "\r\n":
+                return f"contains a line break ({where}); an HTTP header cannot carry it"
             return (
-                f"contains {char!r} (character {index + 1} of {len(key)}); keys travel in HTTP headers, "
-                "which take printable ASCII only"
+                f"contains {char!r} ({where}); keys travel in HTTP headers, which take printable ASCII only"
             )
     return None
 
@@ -231,18 +230,14 @@ class RedactingFilter(logging.Filter):
 _TRACEBACKS = logging.Formatter()
 
 
-def mask_handler(handler: logging.Handler) -> None:
+def mask_handler(handler: logging.Handler | logging.Logger) -> None:
     """Mask every record *handler* writes, whoever logged it (pytest's live log and log file)."""
-    _add_filter(handler)
-
-
-def _add_filter(target: logging.Filterer) -> None:
-    if not any(isinstance(f, RedactingFilter) for f in target.filters):
-        target.addFilter(RedactingFilter())
+    if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+        handler.addFilter(RedactingFilter())
 
 
 def get_logger(name: str) -> logging.Logger:
     """The logger *name* (ours, or a server's we run), its records always redacted."""
     logger = logging.getLogger(name)
-    _add_filter(logger)
+    mask_handler(logger)
     return logger
