@@ -16,7 +16,7 @@ import os
 import re
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 import uvicorn
@@ -38,9 +38,6 @@ log = get_logger(__name__)
 _uvicorn_log = get_logger("uvicorn.error")
 
 _MAX_LOG_LINES = 500
-_DRAIN_POLL_S = 0.002
-_TICK_S = 0.1
-_ABORT_WAIT_S = 0.5
 
 
 class _ThreadLogCapture(logging.Handler):
@@ -99,114 +96,45 @@ def _users_innermost_line(traceback_text: str) -> str | None:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, plus a readiness event and a stop that does not wait for a tick."""
+    """uvicorn's server, stopping at once: stock uvicorn notices ``should_exit`` on a 100 ms tick
+    and sleeps a fixed 100 ms while shutting down (see docs/design/http.md)."""
 
-    def __init__(self, config: uvicorn.Config, ready: threading.Event, graceful_timeout: float) -> None:
+    def __init__(self, config: uvicorn.Config, ready: threading.Event, graceful: float) -> None:
         super().__init__(config)
-        self._ready = ready
-        self.graceful_timeout = graceful_timeout
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.main_task: asyncio.Task[Any] | None = None
-        self._wake: asyncio.Event | None = None
-
-    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
-        try:
-            await super().serve(sockets=sockets)
-        finally:
-            # After a forced stop, connections would otherwise stay open until garbage collection.
-            if self.server_state.connections or self.server_state.tasks:
-                await self._abort_connections()
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        self.loop = asyncio.get_running_loop()
-        self.main_task = asyncio.current_task()
-        self._wake = asyncio.Event()
-        try:
-            await super().startup(sockets=sockets)
-        finally:
-            self._ready.set()
+        self.ready = ready
+        self.graceful = graceful
+        self.wake = asyncio.Event()
 
     async def main_loop(self) -> None:
-        # uvicorn's ticks (they refresh the Date header), but a stop request wakes it at once.
-        assert self._wake is not None
+        self.ready.set()  # uvicorn calls this once it accepts connections
         counter = 0
-        should_exit = await self.on_tick(counter)
-        while not should_exit:
+        while not await self.on_tick(counter):  # its ticks refresh the Date header
             counter = (counter + 1) % 864000
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), _TICK_S)
-            should_exit = await self.on_tick(counter)
+                await asyncio.wait_for(self.wake.wait(), 0.1)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        # uvicorn's order, with its fixed 100 ms sleeps replaced by a short poll; the app's own
-        # shutdown is bounded too.
+        # uvicorn's steps in its order, polling where it sleeps.
         for server in self.servers:
             server.close()
-        for sock in sockets or []:
-            sock.close()
-        for connection in list(self.server_state.connections):
-            connection.shutdown()
-        try:
-            await asyncio.wait_for(self._drain(), timeout=self.graceful_timeout)
-        except asyncio.TimeoutError:
-            _uvicorn_log.error(
-                "Cancel %s running task(s), timeout graceful shutdown exceeded",
-                len(self.server_state.tasks),
-            )
-            await self._abort_connections()
-        if not self.force_exit:
-            try:
-                await asyncio.wait_for(self.lifespan.shutdown(), timeout=self.graceful_timeout)
-            except asyncio.TimeoutError:
-                _uvicorn_log.error(
-                    "Application shutdown did not finish within %.2gs; abandoned", self.graceful_timeout
-                )
-
-    async def _abort_connections(self) -> None:
-        """Cancel requests still running and abort their transports (uvicorn only cancels the
-        tasks; the sockets would linger until garbage collection)."""
-        tasks = list(self.server_state.tasks)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=_ABORT_WAIT_S)
         state = self.server_state
         for connection in list(state.connections):
-            transport = getattr(connection, "transport", None)
-            if transport is not None:
-                transport.abort()
-        deadline = asyncio.get_running_loop().time() + _ABORT_WAIT_S
-        while state.connections and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(_DRAIN_POLL_S)
+            connection.shutdown()
 
-    async def _drain(self) -> None:
-        state = self.server_state
-        while (state.connections or state.tasks) and not self.force_exit:
-            await asyncio.sleep(_DRAIN_POLL_S)
+        async def drained() -> None:
+            while (state.connections or state.tasks) and not self.force_exit:
+                await asyncio.sleep(0.002)
+
+        try:
+            await asyncio.wait_for(drained(), self.graceful)
+        except asyncio.TimeoutError:
+            _uvicorn_log.error(
+                "Cancel %s running task(s), timeout graceful shutdown exceeded", len(state.tasks)
+            )
+            for task in state.tasks:
+                task.cancel()
         if not self.force_exit:
-            for server in self.servers:
-                await server.wait_closed()
-
-    def request_exit(self, *, force: bool = False) -> None:
-        """Ask the server to stop (from any thread) and wake its loop."""
-        self.should_exit = True
-        if force:
-            self.force_exit = True
-        if self._wake is not None:
-            self._call_in_loop(self._wake.set)
-
-    def cancel_main_task(self) -> None:
-        """Last resort for a stop that hangs (e.g. an app whose shutdown never returns)."""
-        task = self.main_task
-        if task is not None:
-            self._call_in_loop(task.cancel)
-
-    def _call_in_loop(self, callback: Any) -> None:
-        loop = self.loop
-        if loop is None or loop.is_closed():
-            return
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(callback)
+            await self.lifespan.shutdown()
 
 
 def _bind(host: str, port: int, description: str) -> socket.socket:
@@ -274,6 +202,8 @@ class ServerThread:
         self._ready = threading.Event()
         self._capture = _ThreadLogCapture()
         self._server: _Server | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
         self._thread: threading.Thread | None = None
         self._sock: socket.socket | None = None
         self._stopping = False
@@ -378,11 +308,9 @@ class ServerThread:
         return self.port
 
     def _run(self) -> None:
-        assert self._server is not None
-        assert self._sock is not None
         self._capture.thread_id = threading.get_ident()
         try:
-            self._server.run(sockets=[self._sock])
+            asyncio.run(self._serve())
         except SystemExit as exc:  # uvicorn exits this way when the lifespan startup fails
             self._exit = exc
         except BaseException as exc:
@@ -392,6 +320,26 @@ class ServerThread:
         finally:
             self._ready.set()
             self._close_socket()
+
+    async def _serve(self) -> None:
+        assert self._server is not None
+        assert self._sock is not None
+        self._loop, self._task = asyncio.get_running_loop(), asyncio.current_task()
+        await self._server.serve(sockets=[self._sock])
+
+    def _exit_soon(self, server: _Server) -> None:
+        server.should_exit = True
+        self._in_loop(server.wake.set)
+
+    def _cancel(self) -> None:
+        """Last resort for a stop that hangs (e.g. an app whose shutdown never returns)."""
+        if self._task is not None:
+            self._in_loop(self._task.cancel)
+
+    def _in_loop(self, callback: Callable[[], object]) -> None:
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop already closed
+                self._loop.call_soon_threadsafe(callback)
 
     def stop(self) -> None:
         """Stop serving; idempotent, and bounded by about ``2 * shutdown_timeout + 2`` seconds.
@@ -405,13 +353,13 @@ class ServerThread:
         try:
             if server is None or thread is None or not thread.is_alive():
                 return
-            server.request_exit()
+            self._exit_soon(server)
             thread.join(2 * self.shutdown_timeout + 0.5)
             if thread.is_alive():
-                server.request_exit(force=True)
+                server.force_exit = True
                 thread.join(0.5)
             if thread.is_alive():
-                server.cancel_main_task()
+                self._cancel()
                 thread.join(1.0)
             if thread.is_alive():
                 log.warning(
@@ -441,8 +389,8 @@ class ServerThread:
         uvicorn_log.addFilter(noise)
         try:
             if server is not None and thread is not None:
-                server.request_exit(force=True)
-                server.cancel_main_task()
+                server.should_exit = server.force_exit = True
+                self._cancel()
                 thread.join(1.0)
         finally:
             uvicorn_log.removeFilter(noise)
