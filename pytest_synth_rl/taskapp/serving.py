@@ -11,7 +11,6 @@ import collections
 import contextlib
 import errno
 import logging
-import math
 import os
 import re
 import socket
@@ -208,7 +207,6 @@ class ServerThread:
         self._sock: socket.socket | None = None
         self._stopping = False
 
-    # -- state --------------------------------------------------------------------------------
     @property
     def logs(self) -> list[str]:
         """Log lines the server thread emitted (uvicorn's and the app's), oldest first."""
@@ -217,14 +215,12 @@ class ServerThread:
     @property
     def alive(self) -> bool:
         """True while the server thread runs and has finished starting up."""
-        started = self._thread is not None and self._server is not None and self._server.started
-        return started and self._thread is not None and self._thread.is_alive()
+        return self._server is not None and self._server.started and self.join(0) is False
 
     @property
     def died(self) -> bool:
         """True if the thread ended although nobody asked it to stop."""
-        started = self._thread is not None and self._server is not None and self._server.started
-        return started and not self._stopping and self._thread is not None and not self._thread.is_alive()
+        return self._server is not None and self._server.started and not self._stopping and self.join(0)
 
     @property
     def url(self) -> str:
@@ -243,7 +239,6 @@ class ServerThread:
             parts.append("server log:\n" + "\n".join(f"    {line}" for line in lines[-40:]))
         return "\n  ".join(parts) if parts else "(the server logged nothing)"
 
-    # -- lifecycle ----------------------------------------------------------------------------
     def start(self, timeout: float) -> int:
         """Bind, start the thread, wait for readiness; return the bound port."""
         if self._thread is not None:
@@ -257,7 +252,6 @@ class ServerThread:
             lifespan=self.lifespan,
             log_config=None,  # never reconfigure the process's logging
             log_level=self.log_level,
-            timeout_graceful_shutdown=max(1, math.ceil(self.shutdown_timeout)),
             http=http,
             proxy_headers=self.protocol == "auto",  # the plugin's own apps sit behind no proxy
         )
@@ -277,7 +271,7 @@ class ServerThread:
         self._thread = threading.Thread(
             target=self._run, name=f"synth-{self.description.replace(' ', '-')}-{self.port}", daemon=True
         )
-        self._install_capture()
+        self._hook_capture()
         self._thread.start()
         ready = self._ready.wait(timeout)
         where = self.url
@@ -296,7 +290,7 @@ class ServerThread:
         if not self._server.started:
             self._thread.join(self.shutdown_timeout)
             self._stopping = True
-            self._uninstall_capture()
+            self._hook_capture(attach=False)
             self._close_socket()
             what = "its lifespan startup failed" if self._exit is not None else "the server thread died"
             raise TaskAppError(
@@ -368,7 +362,7 @@ class ServerThread:
                     self.port,
                 )
         finally:
-            self._uninstall_capture()
+            self._hook_capture(attach=False)
             self._close_socket()
 
     def join(self, timeout: float | None = None) -> bool:
@@ -394,18 +388,13 @@ class ServerThread:
                 thread.join(1.0)
         finally:
             uvicorn_log.removeFilter(noise)
-            self._uninstall_capture()
+            self._hook_capture(attach=False)
             self._close_socket()
         return noise.waiting_at
 
-    # -- helpers ------------------------------------------------------------------------------
-    def _install_capture(self) -> None:
-        logging.getLogger().addHandler(self._capture)
-        logging.getLogger("uvicorn").addHandler(self._capture)
-
-    def _uninstall_capture(self) -> None:
-        logging.getLogger().removeHandler(self._capture)
-        logging.getLogger("uvicorn").removeHandler(self._capture)
+    def _hook_capture(self, attach: bool = True) -> None:
+        for logger in (logging.getLogger(), logging.getLogger("uvicorn")):
+            (logger.addHandler if attach else logger.removeHandler)(self._capture)
 
     def _close_socket(self) -> None:
         sock, self._sock = self._sock, None
@@ -415,28 +404,11 @@ class ServerThread:
 
 @contextlib.contextmanager
 def serve_asgi(
-    app: Any,
-    *,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    lifespan: Lifespan = "auto",
-    log_level: str | int | None = "warning",
-    startup_timeout: float = 15.0,
-    description: str = "ASGI app",
-    protocol: Protocol = "auto",
-    read_timeout: float | None = None,
+    app: Any, *, startup_timeout: float = 15.0, description: str = "ASGI app", **options: Any
 ) -> Iterator[ServerThread]:
-    """Serve *app* for the ``with`` block; the yielded server has ``.url`` and ``.logs``."""
-    server = ServerThread(
-        app,
-        host=host,
-        port=port,
-        lifespan=lifespan,
-        log_level=log_level,
-        description=description,
-        protocol=protocol,
-        read_timeout=read_timeout,
-    )
+    """Serve *app* for the ``with`` block (*options* as for :class:`ServerThread`); the yielded
+    server has ``.url`` and ``.logs``."""
+    server = ServerThread(app, description=description, **options)
     server.start(startup_timeout)
     try:
         yield server
