@@ -307,7 +307,12 @@ class StubInference:
             return self.requests[-1] if self.requests else None
 
     def _record(
-        self, chat: ChatRequest, path: str, status: int, response: dict[str, Any], failure: Any = None
+        self,
+        chat: ChatRequest,
+        path: str,
+        status: int,
+        response: dict[str, Any],
+        failure: tuple[str, str | None] | None = None,
     ) -> None:
         cid = chat.rollout.correlation_id
         problem, trace = (redact(failure[0]), failure[1] and redact(failure[1])) if failure else (None, None)
