@@ -132,8 +132,13 @@ class _Server(uvicorn.Server):
             )
             for task in state.tasks:
                 task.cancel()
-        if not self.force_exit:
-            await self.lifespan.shutdown()
+        if not self.force_exit:  # the app's own shutdown is bounded too
+            try:
+                await asyncio.wait_for(self.lifespan.shutdown(), self.graceful)
+            except asyncio.TimeoutError:
+                _uvicorn_log.error(
+                    "Application shutdown did not finish within %.2gs; abandoned", self.graceful
+                )
 
 
 def _bind(host: str, port: int, description: str) -> socket.socket:
