@@ -1,8 +1,7 @@
 """A deadline for receiving each request's headers, which stock uvicorn does not have.
 
 uvicorn's keep-alive timer runs only between requests and any byte cancels it, so a client that
-sends half a request holds its connection open for as long as it likes. Here a timer is armed
-when a connection opens and after each answer, and disarmed when the app receives a request.
+sends half a request holds its connection open for as long as it likes.
 """
 
 from __future__ import annotations
@@ -14,8 +13,6 @@ from typing import Any, cast
 
 from pytest_synth_rl.taskapp.asgi import Receive, Scope, Send
 
-__all__ = ["MAX_REQUEST_LINE", "header_deadline_app", "header_deadline_protocol"]
-
 #: Longest request line, in bytes (as much of an unfinished head as h11 keeps by default).
 MAX_REQUEST_LINE = 16 * 1024
 
@@ -23,16 +20,18 @@ _ANSWER = (
     b"HTTP/1.1 %d %s\r\ncontent-type: text/plain; charset=utf-8\r\n"
     b"connection: close\r\ncontent-length: %d\r\n\r\n%s"
 )
-# The connection whose bytes are being handed to the HTTP protocol; the request task the protocol
-# starts then copies it with the rest of the context, which is how the app finds its connection.
+# The connection whose bytes uvicorn is being handed: the request task it starts copies the
+# context, which is how the app finds its connection.
 _connection: contextvars.ContextVar[_HeaderDeadline | None] = contextvars.ContextVar(
     "synth_connection", default=None
 )
 
 
 class _HeaderDeadline(asyncio.Protocol):
-    """Wraps an uvicorn protocol: a request whose headers have not all arrived in time gets 408
-    and a closed connection; a request line over :data:`MAX_REQUEST_LINE` bytes gets 414."""
+    """Forwards every call to an uvicorn protocol and owns a timer, armed when the connection
+    opens and after each answer, disarmed when a request reaches the app. When it fires, a
+    connection that sent part of a request gets 408, an idle one is closed; a request line over
+    :data:`MAX_REQUEST_LINE` bytes gets 414."""
 
     inner_class: Callable[..., asyncio.Protocol]
     read_timeout: float
@@ -41,8 +40,8 @@ class _HeaderDeadline(asyncio.Protocol):
         self.inner = self.inner_class(**kwargs)
         self.transport: asyncio.Transport | None = None
         self.timer: asyncio.TimerHandle | None = None
-        self.got_bytes = False
-        self.line_bytes: int | None = 0  # of the request line so far; None once it ended
+        self.received = 0  # bytes since the timer was armed
+        self.line_ended = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
@@ -63,18 +62,12 @@ class _HeaderDeadline(asyncio.Protocol):
         self.inner.resume_writing()
 
     def data_received(self, data: bytes) -> None:
-        if self.timer is not None and self.line_bytes is not None:
-            end = data.find(b"\n")
-            self.line_bytes = None if end >= 0 else self.line_bytes + len(data)
-            if self.line_bytes is not None and self.line_bytes > MAX_REQUEST_LINE:
-                self._refuse(
-                    414,
-                    b"URI Too Long",
-                    f"the request line is longer than {MAX_REQUEST_LINE} bytes: send a shorter "
-                    "target (path and query)",
-                )
-                return
-        self.got_bytes = self.got_bytes or bool(data)
+        if self.timer is not None:
+            self.received += len(data)
+            self.line_ended = self.line_ended or b"\n" in data
+            if not self.line_ended and self.received > MAX_REQUEST_LINE:
+                too_long = f"the request line is longer than {MAX_REQUEST_LINE} bytes: send a shorter "
+                return self._refuse(414, b"URI Too Long", too_long + "target (path and query)")
         token = _connection.set(self)
         try:
             self.inner.data_received(data)
@@ -83,11 +76,9 @@ class _HeaderDeadline(asyncio.Protocol):
 
     def arm(self) -> None:
         self.disarm()
-        if self.transport is None or self.transport.is_closing():
-            return
-        self.got_bytes = False
-        self.line_bytes = 0
-        self.timer = asyncio.get_running_loop().call_later(self.read_timeout, self._expire)
+        if self.transport is not None and not self.transport.is_closing():
+            self.received, self.line_ended = 0, False
+            self.timer = asyncio.get_running_loop().call_later(self.read_timeout, self._expire)
 
     def disarm(self) -> None:
         if self.timer is not None:
@@ -98,12 +89,10 @@ class _HeaderDeadline(asyncio.Protocol):
         self.timer = None
         if self.transport is None or self.transport.is_closing():
             return
-        if self.got_bytes:
-            self._refuse(
-                408, b"Request Timeout", f"the request headers did not arrive within {self.read_timeout:g}s"
-            )
-        else:
-            self.transport.close()
+        if not self.received:
+            return self.transport.close()
+        late = f"the request headers did not arrive within {self.read_timeout:g}s"
+        self._refuse(408, b"Request Timeout", late)
 
     def _refuse(self, status: int, reason: bytes, message: str) -> None:
         """Answer *status* with *message* and close, before the protocol has seen a request."""

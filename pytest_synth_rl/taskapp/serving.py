@@ -11,12 +11,11 @@ import collections
 import contextlib
 import errno
 import logging
-import math
 import os
 import re
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 import uvicorn
@@ -38,9 +37,6 @@ log = get_logger(__name__)
 _uvicorn_log = get_logger("uvicorn.error")
 
 _MAX_LOG_LINES = 500
-_DRAIN_POLL_S = 0.002
-_TICK_S = 0.1
-_ABORT_WAIT_S = 0.5
 
 
 class _ThreadLogCapture(logging.Handler):
@@ -99,114 +95,50 @@ def _users_innermost_line(traceback_text: str) -> str | None:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, plus a readiness event and a stop that does not wait for a tick."""
+    """uvicorn's server, stopping at once: stock uvicorn notices ``should_exit`` on a 100 ms tick
+    and sleeps a fixed 100 ms while shutting down (see docs/design/http.md)."""
 
-    def __init__(self, config: uvicorn.Config, ready: threading.Event, graceful_timeout: float) -> None:
+    def __init__(self, config: uvicorn.Config, ready: threading.Event, graceful: float) -> None:
         super().__init__(config)
-        self._ready = ready
-        self.graceful_timeout = graceful_timeout
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.main_task: asyncio.Task[Any] | None = None
-        self._wake: asyncio.Event | None = None
-
-    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
-        try:
-            await super().serve(sockets=sockets)
-        finally:
-            # After a forced stop, connections would otherwise stay open until garbage collection.
-            if self.server_state.connections or self.server_state.tasks:
-                await self._abort_connections()
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        self.loop = asyncio.get_running_loop()
-        self.main_task = asyncio.current_task()
-        self._wake = asyncio.Event()
-        try:
-            await super().startup(sockets=sockets)
-        finally:
-            self._ready.set()
+        self.ready = ready
+        self.graceful = graceful
+        self.wake = asyncio.Event()
 
     async def main_loop(self) -> None:
-        # uvicorn's ticks (they refresh the Date header), but a stop request wakes it at once.
-        assert self._wake is not None
+        self.ready.set()  # uvicorn calls this once it accepts connections
         counter = 0
-        should_exit = await self.on_tick(counter)
-        while not should_exit:
+        while not await self.on_tick(counter):  # its ticks refresh the Date header
             counter = (counter + 1) % 864000
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), _TICK_S)
-            should_exit = await self.on_tick(counter)
+                await asyncio.wait_for(self.wake.wait(), 0.1)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        # uvicorn's order, with its fixed 100 ms sleeps replaced by a short poll; the app's own
-        # shutdown is bounded too.
+        # uvicorn's steps in its order, polling where it sleeps.
         for server in self.servers:
             server.close()
-        for sock in sockets or []:
-            sock.close()
-        for connection in list(self.server_state.connections):
-            connection.shutdown()
-        try:
-            await asyncio.wait_for(self._drain(), timeout=self.graceful_timeout)
-        except asyncio.TimeoutError:
-            _uvicorn_log.error(
-                "Cancel %s running task(s), timeout graceful shutdown exceeded",
-                len(self.server_state.tasks),
-            )
-            await self._abort_connections()
-        if not self.force_exit:
-            try:
-                await asyncio.wait_for(self.lifespan.shutdown(), timeout=self.graceful_timeout)
-            except asyncio.TimeoutError:
-                _uvicorn_log.error(
-                    "Application shutdown did not finish within %.2gs; abandoned", self.graceful_timeout
-                )
-
-    async def _abort_connections(self) -> None:
-        """Cancel requests still running and abort their transports (uvicorn only cancels the
-        tasks; the sockets would linger until garbage collection)."""
-        tasks = list(self.server_state.tasks)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=_ABORT_WAIT_S)
         state = self.server_state
         for connection in list(state.connections):
-            transport = getattr(connection, "transport", None)
-            if transport is not None:
-                transport.abort()
-        deadline = asyncio.get_running_loop().time() + _ABORT_WAIT_S
-        while state.connections and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(_DRAIN_POLL_S)
+            connection.shutdown()
 
-    async def _drain(self) -> None:
-        state = self.server_state
-        while (state.connections or state.tasks) and not self.force_exit:
-            await asyncio.sleep(_DRAIN_POLL_S)
-        if not self.force_exit:
-            for server in self.servers:
-                await server.wait_closed()
+        async def drained() -> None:
+            while (state.connections or state.tasks) and not self.force_exit:
+                await asyncio.sleep(0.002)
 
-    def request_exit(self, *, force: bool = False) -> None:
-        """Ask the server to stop (from any thread) and wake its loop."""
-        self.should_exit = True
-        if force:
-            self.force_exit = True
-        if self._wake is not None:
-            self._call_in_loop(self._wake.set)
-
-    def cancel_main_task(self) -> None:
-        """Last resort for a stop that hangs (e.g. an app whose shutdown never returns)."""
-        task = self.main_task
-        if task is not None:
-            self._call_in_loop(task.cancel)
-
-    def _call_in_loop(self, callback: Any) -> None:
-        loop = self.loop
-        if loop is None or loop.is_closed():
-            return
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(callback)
+        try:
+            await asyncio.wait_for(drained(), self.graceful)
+        except asyncio.TimeoutError:
+            _uvicorn_log.error(
+                "Cancel %s running task(s), timeout graceful shutdown exceeded", len(state.tasks)
+            )
+            for task in state.tasks:
+                task.cancel()
+        if not self.force_exit:  # the app's own shutdown is bounded too
+            try:
+                await asyncio.wait_for(self.lifespan.shutdown(), self.graceful)
+            except asyncio.TimeoutError:
+                _uvicorn_log.error(
+                    "Application shutdown did not finish within %.2gs; abandoned", self.graceful
+                )
 
 
 def _bind(host: str, port: int, description: str) -> socket.socket:
@@ -274,11 +206,12 @@ class ServerThread:
         self._ready = threading.Event()
         self._capture = _ThreadLogCapture()
         self._server: _Server | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
         self._thread: threading.Thread | None = None
         self._sock: socket.socket | None = None
         self._stopping = False
 
-    # -- state --------------------------------------------------------------------------------
     @property
     def logs(self) -> list[str]:
         """Log lines the server thread emitted (uvicorn's and the app's), oldest first."""
@@ -287,14 +220,12 @@ class ServerThread:
     @property
     def alive(self) -> bool:
         """True while the server thread runs and has finished starting up."""
-        started = self._thread is not None and self._server is not None and self._server.started
-        return started and self._thread is not None and self._thread.is_alive()
+        return self._server is not None and self._server.started and self.join(0) is False
 
     @property
     def died(self) -> bool:
         """True if the thread ended although nobody asked it to stop."""
-        started = self._thread is not None and self._server is not None and self._server.started
-        return started and not self._stopping and self._thread is not None and not self._thread.is_alive()
+        return self._server is not None and self._server.started and not self._stopping and self.join(0)
 
     @property
     def url(self) -> str:
@@ -313,7 +244,6 @@ class ServerThread:
             parts.append("server log:\n" + "\n".join(f"    {line}" for line in lines[-40:]))
         return "\n  ".join(parts) if parts else "(the server logged nothing)"
 
-    # -- lifecycle ----------------------------------------------------------------------------
     def start(self, timeout: float) -> int:
         """Bind, start the thread, wait for readiness; return the bound port."""
         if self._thread is not None:
@@ -327,7 +257,6 @@ class ServerThread:
             lifespan=self.lifespan,
             log_config=None,  # never reconfigure the process's logging
             log_level=self.log_level,
-            timeout_graceful_shutdown=max(1, math.ceil(self.shutdown_timeout)),
             http=http,
             proxy_headers=self.protocol == "auto",  # the plugin's own apps sit behind no proxy
         )
@@ -347,7 +276,7 @@ class ServerThread:
         self._thread = threading.Thread(
             target=self._run, name=f"synth-{self.description.replace(' ', '-')}-{self.port}", daemon=True
         )
-        self._install_capture()
+        self._hook_capture()
         self._thread.start()
         ready = self._ready.wait(timeout)
         where = self.url
@@ -366,7 +295,7 @@ class ServerThread:
         if not self._server.started:
             self._thread.join(self.shutdown_timeout)
             self._stopping = True
-            self._uninstall_capture()
+            self._hook_capture(attach=False)
             self._close_socket()
             what = "its lifespan startup failed" if self._exit is not None else "the server thread died"
             raise TaskAppError(
@@ -378,11 +307,9 @@ class ServerThread:
         return self.port
 
     def _run(self) -> None:
-        assert self._server is not None
-        assert self._sock is not None
         self._capture.thread_id = threading.get_ident()
         try:
-            self._server.run(sockets=[self._sock])
+            asyncio.run(self._serve())
         except SystemExit as exc:  # uvicorn exits this way when the lifespan startup fails
             self._exit = exc
         except BaseException as exc:
@@ -392,6 +319,26 @@ class ServerThread:
         finally:
             self._ready.set()
             self._close_socket()
+
+    async def _serve(self) -> None:
+        assert self._server is not None
+        assert self._sock is not None
+        self._loop, self._task = asyncio.get_running_loop(), asyncio.current_task()
+        await self._server.serve(sockets=[self._sock])
+
+    def _exit_soon(self, server: _Server) -> None:
+        server.should_exit = True
+        self._in_loop(server.wake.set)
+
+    def _cancel(self) -> None:
+        """Last resort for a stop that hangs (e.g. an app whose shutdown never returns)."""
+        if self._task is not None:
+            self._in_loop(self._task.cancel)
+
+    def _in_loop(self, callback: Callable[[], object]) -> None:
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop already closed
+                self._loop.call_soon_threadsafe(callback)
 
     def stop(self) -> None:
         """Stop serving; idempotent, and bounded by about ``2 * shutdown_timeout + 2`` seconds.
@@ -405,13 +352,13 @@ class ServerThread:
         try:
             if server is None or thread is None or not thread.is_alive():
                 return
-            server.request_exit()
+            self._exit_soon(server)
             thread.join(2 * self.shutdown_timeout + 0.5)
             if thread.is_alive():
-                server.request_exit(force=True)
+                server.force_exit = True
                 thread.join(0.5)
             if thread.is_alive():
-                server.cancel_main_task()
+                self._cancel()
                 thread.join(1.0)
             if thread.is_alive():
                 log.warning(
@@ -420,7 +367,7 @@ class ServerThread:
                     self.port,
                 )
         finally:
-            self._uninstall_capture()
+            self._hook_capture(attach=False)
             self._close_socket()
 
     def join(self, timeout: float | None = None) -> bool:
@@ -441,23 +388,18 @@ class ServerThread:
         uvicorn_log.addFilter(noise)
         try:
             if server is not None and thread is not None:
-                server.request_exit(force=True)
-                server.cancel_main_task()
+                server.should_exit = server.force_exit = True
+                self._cancel()
                 thread.join(1.0)
         finally:
             uvicorn_log.removeFilter(noise)
-            self._uninstall_capture()
+            self._hook_capture(attach=False)
             self._close_socket()
         return noise.waiting_at
 
-    # -- helpers ------------------------------------------------------------------------------
-    def _install_capture(self) -> None:
-        logging.getLogger().addHandler(self._capture)
-        logging.getLogger("uvicorn").addHandler(self._capture)
-
-    def _uninstall_capture(self) -> None:
-        logging.getLogger().removeHandler(self._capture)
-        logging.getLogger("uvicorn").removeHandler(self._capture)
+    def _hook_capture(self, attach: bool = True) -> None:
+        for logger in (logging.getLogger(), logging.getLogger("uvicorn")):
+            (logger.addHandler if attach else logger.removeHandler)(self._capture)
 
     def _close_socket(self) -> None:
         sock, self._sock = self._sock, None
@@ -467,28 +409,11 @@ class ServerThread:
 
 @contextlib.contextmanager
 def serve_asgi(
-    app: Any,
-    *,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    lifespan: Lifespan = "auto",
-    log_level: str | int | None = "warning",
-    startup_timeout: float = 15.0,
-    description: str = "ASGI app",
-    protocol: Protocol = "auto",
-    read_timeout: float | None = None,
+    app: Any, *, startup_timeout: float = 15.0, description: str = "ASGI app", **options: Any
 ) -> Iterator[ServerThread]:
-    """Serve *app* for the ``with`` block; the yielded server has ``.url`` and ``.logs``."""
-    server = ServerThread(
-        app,
-        host=host,
-        port=port,
-        lifespan=lifespan,
-        log_level=log_level,
-        description=description,
-        protocol=protocol,
-        read_timeout=read_timeout,
-    )
+    """Serve *app* for the ``with`` block (*options* as for :class:`ServerThread`); the yielded
+    server has ``.url`` and ``.logs``."""
+    server = ServerThread(app, description=description, **options)
     server.start(startup_timeout)
     try:
         yield server

@@ -36,14 +36,12 @@ class CertsOnFirstUse(ssl.SSLContext):
         with self._load_lock:
             if self.certs_loaded:
                 return
-            if os.environ.get("SSL_CERT_FILE"):
-                self.load_verify_locations(cafile=os.environ["SSL_CERT_FILE"])
-            elif os.environ.get("SSL_CERT_DIR"):
-                self.load_verify_locations(capath=os.environ["SSL_CERT_DIR"])
-            else:
+            cafile, capath = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
+            if not cafile and not capath:
                 import certifi
 
-                self.load_verify_locations(cafile=certifi.where())
+                cafile = certifi.where()
+            self.load_verify_locations(cafile=cafile or None, capath=None if cafile else capath)
             self.certs_loaded = True
 
     def wrap_socket(self, *args: Any, **kwargs: Any) -> ssl.SSLSocket:

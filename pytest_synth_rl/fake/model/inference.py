@@ -1,9 +1,8 @@
 """A stand-in for the model: an OpenAI-compatible chat-completions endpoint, routed like Synth's.
 
-Offline the task app calls this stub instead of the trainer's inference server, so a rollout runs
-end to end while a policy decides the answers. Each rollout gets its own URL (contract §10.2,
-:meth:`StubInference.route`); any path ending in ``/chat/completions`` is served, and its calls are
-recorded under the rollout's correlation id.
+Offline the task app calls this stub instead of the trainer's inference server, and a policy
+decides the answers. Each rollout gets its own URL (contract §10.2, :meth:`StubInference.route`):
+any path ending in ``/chat/completions`` is served, its calls recorded under the correlation id.
 """
 
 from __future__ import annotations
@@ -113,16 +112,12 @@ def _policy_failure(exc: BaseException) -> tuple[str, str]:
     from pytest_synth_rl.secrets.callers import is_users_frame
 
     own = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
-    # The innermost line of the team's own code: pytest.fail() raises inside pytest's.
-    place: tuple[str, int, str] | None = None
-    tb = own
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        spot = (code.co_filename, tb.tb_lineno, code.co_name)
-        if place is None or is_users_frame(tb.tb_frame):
-            place = spot
-        tb = tb.tb_next
-    where = f" ({os.path.basename(place[0])}:{place[1]} in {place[2]})" if place else ""
+    frames = list(traceback.walk_tb(own))
+    # The innermost line of the team's own code (pytest.fail() raises inside pytest's), else the first.
+    spots = [spot for spot in frames if is_users_frame(spot[0])] or frames[:1]
+    where = ""
+    for frame, line in spots[-1:]:
+        where = f" ({os.path.basename(frame.f_code.co_filename)}:{line} in {frame.f_code.co_name})"
     text = "".join(traceback.format_exception(type(exc), exc, own))
     return f"raised {type(exc).__name__}: {exc}{where}", text[-_MAX_TRACEBACK_CHARS:]
 
@@ -130,34 +125,39 @@ def _policy_failure(exc: BaseException) -> tuple[str, str]:
 def _correlation_id(path: str, query: str) -> str | None:
     """The correlation id of a call: *query*'s, else *path*'s last ``trace_``/``cid_``/``eval_``
     segment."""
-    cid: str | None = None
-    for segment in (s for s in path.split("/") if s):
-        if segment.startswith(_ID_PREFIXES):
-            cid = segment
     params = parse_qs(query)
     for key in _ID_QUERY_KEYS:
-        values = params.get(key)
-        if values and values[0]:
-            return values[0]
-    return cid
+        if params.get(key, [""])[0]:
+            return params[key][0]
+    segments = [s for s in path.split("/") if s.startswith(_ID_PREFIXES)]
+    return segments[-1] if segments else None
 
 
 # -- the stub -------------------------------------------------------------------------------
 class _RequestError(Exception):
+    """A refused call; *failure* is what went wrong in the policy itself, with its traceback."""
+
     def __init__(
-        self, status: int, message: str, code: str, error_type: str = "invalid_request_error"
+        self,
+        status: int,
+        message: str,
+        code: str,
+        error_type: str = "invalid_request_error",
+        failure: tuple[str, str | None] | None = None,
     ) -> None:
         super().__init__(message)
-        self.status = status
-        self.code = code
-        self.error_type = error_type
+        self.status, self.code, self.error_type, self.failure = status, code, error_type, failure
+
+    def body(self) -> dict[str, Any]:
+        return _error_body(str(self), self.code, self.error_type)
 
 
-def _policy_error(message: str) -> _RequestError:
-    return _RequestError(500, f"the stub's policy {message}", "policy_error", "server_error")
+def _policy_error(problem: str, failure: tuple[str, str | None] | None = None) -> _RequestError:
+    message = f"the stub's policy {problem}"
+    return _RequestError(500, message, "policy_error", "server_error", failure or (problem, None))
 
 
-def _error_body(message: str, code: str, error_type: str) -> dict[str, Any]:
+def _error_body(message: str, code: str, error_type: str = "invalid_request_error") -> dict[str, Any]:
     return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
 
 
@@ -169,6 +169,53 @@ def _words(value: Any) -> int:
     if isinstance(value, list):
         return sum(_words(v) for v in value)
     return 0
+
+
+def _checked(request: Any) -> dict[str, Any]:
+    """*request* as a chat-completions body the stub can answer, else a 400."""
+    if not isinstance(request, Mapping):
+        raise _RequestError(400, "the request body must be a JSON object", "invalid_body")
+    messages = request.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise _RequestError(400, "'messages' must be a non-empty list of chat messages", "invalid_messages")
+    if request.get("stream"):
+        raise _RequestError(400, "streaming is not supported by the stub; send stream=false", "unsupported")
+    return dict(request)
+
+
+def _as_message(reply: Any) -> dict[str, Any]:
+    """A policy's reply as the assistant message sent on the wire."""
+    if isinstance(reply, str):
+        return {"role": "assistant", "content": reply}
+    if isinstance(reply, ToolCall):
+        reply = Reply(tool_calls=(reply,))
+    if isinstance(reply, Reply):
+        return reply.to_message()
+    if not isinstance(reply, Mapping):
+        expected = "expected a str, Reply, ToolCall, PolicyError or a message dict"
+        raise _policy_error(f"returned {type(reply).__name__}; {expected}")
+    message = dict(reply)
+    message.setdefault("role", "assistant")
+    message.setdefault("content", None)
+    if message.get("tool_calls"):
+        message["tool_calls"] = [_wire_call(call, i) for i, call in enumerate(message["tool_calls"])]
+    else:
+        message.pop("tool_calls", None)
+    return message
+
+
+def _wire_call(call: Any, index: int) -> dict[str, Any]:
+    """One tool call of a message dict: a :class:`ToolCall`, the ``{name, arguments}`` shorthand
+    or the wire shape, with ``id``, ``type`` and JSON-encoded arguments filled in."""
+    if isinstance(call, ToolCall):
+        call = call.to_wire(index)
+    if isinstance(call, Mapping) and "function" not in call and "name" in call:
+        call = tool_call(str(call["name"]), call.get("arguments", {}))
+    wire: dict[str, Any] = {"id": f"call_{index}", "type": "function", **call}
+    function = dict(wire.get("function") or {})
+    if not isinstance(function.get("arguments"), str):
+        function["arguments"] = json.dumps(function.get("arguments") or {})
+    return {**wire, "function": function}
 
 
 class StubInference:
@@ -213,14 +260,15 @@ class StubInference:
         cid = rollout.correlation_id
         if not cid or "/" in cid or "?" in cid:
             raise ValueError(f"a routed rollout needs a correlation id without '/' or '?', got {cid!r}")
+        root = self._root_url
+        if root is None:
+            raise RuntimeError("StubInference.route() needs the stub to be served (use serve())")
         with self._lock:
-            if self._root_url is None:
-                raise RuntimeError("StubInference.route() needs the stub to be served (use serve())")
             self._routes[cid] = (rollout, progress)
             self._routes.move_to_end(cid)
             while len(self._routes) > _MAX_ROUTES:
                 self._routes.popitem(last=False)
-            return f"{self._root_url}/{cid}"
+        return f"{root}/{cid}"
 
     def calls(self, correlation_id: str | None = None) -> list[ModelCall]:
         """The model calls of one rollout (by correlation id), in order; None: calls without one."""
@@ -260,18 +308,19 @@ class StubInference:
 
     def _record(
         self,
-        cid: str | None,
+        chat: ChatRequest,
         path: str,
-        body: dict[str, Any],
         status: int,
         response: dict[str, Any],
-        chat: ChatRequest,
         failure: tuple[str, str | None] | None = None,
     ) -> None:
+        cid = chat.rollout.correlation_id
         problem, trace = (redact(failure[0]), failure[1] and redact(failure[1])) if failure else (None, None)
         if trace is not None:
             log.warning("the stand-in model's policy %s, in rollout %s\n%s", problem, cid, trace)
-        call = ModelCall(cid, path, body, status, response, chat.progress, chat.rollout, problem, trace)
+        call = ModelCall(
+            cid, path, dict(chat.body), status, response, chat.progress, chat.rollout, problem, trace
+        )
         with self._lock:
             calls = self._calls.get(cid)
             if calls is None:
@@ -283,18 +332,7 @@ class StubInference:
                 del calls[0]
 
     def _complete(self, request: Mapping[str, Any], cid: str | None, path: str) -> dict[str, Any]:
-        if not isinstance(request, Mapping):
-            raise _RequestError(400, "the request body must be a JSON object", "invalid_body")
-        messages = request.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise _RequestError(
-                400, "'messages' must be a non-empty list of chat messages", "invalid_messages"
-            )
-        if request.get("stream"):
-            raise _RequestError(
-                400, "streaming is not supported by the stub; send stream=false", "unsupported"
-            )
-        body = dict(request)
+        body = _checked(request)
         with self._lock:
             self.requests.append(body)
             excess = len(self.requests) - max(1, self.max_requests)
@@ -304,97 +342,58 @@ class StubInference:
             number = next(self._ids)
             routed = self._routes.get(cid) if cid is not None else None
             turn = len(self._calls.get(cid, ()))
-        if routed is not None:
-            identity, progress = routed
-        else:
-            identity, progress = RolloutIdentity(correlation_id=cid), self.progress
+        identity, progress = routed or (RolloutIdentity(correlation_id=cid), self.progress)
         chat = ChatRequest(body, identity, progress, turn)
-        failure: tuple[str, str | None] | None = None
         try:
-            if cid is None and self.require_correlation_id:
-                refusal = NO_CORRELATION_ID.format(path=path or _CHAT_SUFFIX)
-                raise _RequestError(400, f"{refusal}; {KEEP_INFERENCE_URL}", "missing_correlation_id")
-            try:
-                reply = self.policy(chat)
-            except BaseException as exc:  # pytest.fail() and sys.exit() in a policy fail it too
-                if isinstance(exc, (KeyboardInterrupt, GeneratorExit)):
-                    raise
-                failure = _policy_failure(exc)
-                raise _policy_error(f"raised {type(exc).__name__}: {exc}") from exc
-            if isinstance(reply, PolicyError):
-                raise _RequestError(reply.status, reply.message, reply.code, "server_error")
-            try:
-                message = self._as_message(reply)
-                json.dumps(message, allow_nan=False)  # what cannot be sent fails here, named
-            except _RequestError as exc:
-                failure = (str(exc).replace("the stub's policy ", "", 1), None)
-                raise
-            except (TypeError, ValueError, AttributeError, KeyError) as exc:
-                problem = f"returned a message the stub cannot send ({type(exc).__name__}: {exc})"
-                failure = (problem, None)
-                raise _policy_error(problem) from None
+            message = self._ask(chat, path)
         except _RequestError as exc:
-            error = _error_body(str(exc), exc.code, exc.error_type)
-            self._record(cid, path, body, exc.status, error, chat, failure)
+            self._record(chat, path, exc.status, exc.body(), exc.failure)
             raise
-        model = request.get("model") if isinstance(request.get("model"), str) else self.model
-        prompt_tokens = _words(messages)
+        model = body.get("model") if isinstance(body.get("model"), str) else self.model
+        prompt_tokens = _words(body["messages"])
         completion_tokens = _words(message.get("content")) + _words(message.get("tool_calls"))
         finish = "tool_calls" if message.get("tool_calls") else "stop"
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
         completion = {
             "id": f"chatcmpl-stub-{number}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": model,
             "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-            "usage": {**usage, "total_tokens": prompt_tokens + completion_tokens},
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
         }
-        self._record(cid, path, body, 200, completion, chat)
+        self._record(chat, path, 200, completion)
         return completion
 
-    @staticmethod
-    def _as_message(reply: Any) -> dict[str, Any]:
-        if isinstance(reply, str):
-            return {"role": "assistant", "content": reply}
-        if isinstance(reply, ToolCall):
-            reply = Reply(tool_calls=(reply,))
-        if isinstance(reply, Reply):
-            return reply.to_message()
-        if not isinstance(reply, Mapping):
-            expected = "expected a str, Reply, ToolCall, PolicyError or a message dict"
-            raise _policy_error(f"returned {type(reply).__name__}; {expected}")
-        message = dict(reply)
-        message.setdefault("role", "assistant")
-        message.setdefault("content", None)
-        calls = message.get("tool_calls")
-        if calls:
-            normalised = []
-            for i, call in enumerate(calls):
-                if isinstance(call, ToolCall):
-                    call = call.to_wire(i)
-                if isinstance(call, Mapping) and "function" not in call and "name" in call:
-                    call = tool_call(str(call["name"]), call.get("arguments", {}))
-                call = dict(call)
-                call.setdefault("id", f"call_{i}")
-                call.setdefault("type", "function")
-                function = dict(call.get("function") or {})
-                if not isinstance(function.get("arguments"), str):
-                    function["arguments"] = json.dumps(function.get("arguments") or {})
-                call["function"] = function
-                normalised.append(call)
-            message["tool_calls"] = normalised
-        else:
-            message.pop("tool_calls", None)
+    def _ask(self, chat: ChatRequest, path: str) -> dict[str, Any]:
+        """The policy's answer to *chat* as a message, or the :class:`_RequestError` to send."""
+        if chat.rollout.correlation_id is None and self.require_correlation_id:
+            refusal = NO_CORRELATION_ID.format(path=path or _CHAT_SUFFIX)
+            raise _RequestError(400, f"{refusal}; {KEEP_INFERENCE_URL}", "missing_correlation_id")
+        try:
+            reply = self.policy(chat)
+        except (KeyboardInterrupt, GeneratorExit):
+            raise
+        except BaseException as exc:  # pytest.fail() and sys.exit() in a policy fail it too
+            raise _policy_error(f"raised {type(exc).__name__}: {exc}", _policy_failure(exc)) from exc
+        if isinstance(reply, PolicyError):
+            raise _RequestError(reply.status, reply.message, reply.code, "server_error")
+        try:
+            message = _as_message(reply)
+            json.dumps(message, allow_nan=False)  # what cannot be sent fails here, named
+        except (TypeError, ValueError, AttributeError, KeyError) as exc:
+            raise _policy_error(
+                f"returned a message the stub cannot send ({type(exc).__name__}: {exc})"
+            ) from None
         return message
 
     # -- ASGI ---------------------------------------------------------------------------------
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await serve_lifespan(receive, send)
-            return
-        if scope["type"] != "http":
-            return
+            return await serve_lifespan(receive, send)
         path = scope.get("path", "/").rstrip("/") or "/"
         method = scope.get("method", "GET")
         if path.endswith(_CHAT_SUFFIX) and method == "POST":
@@ -411,14 +410,13 @@ class StubInference:
     def _route(self, method: str, path: str) -> tuple[int, dict[str, Any]]:
         """The answer to anything but a chat-completions POST."""
         if path.endswith(_CHAT_SUFFIX):
-            return 405, _error_body(f"use POST for {path}", "method_not_allowed", "invalid_request_error")
+            return 405, _error_body(f"use POST for {path}", "method_not_allowed")
         if path.endswith(_MODELS_SUFFIX) and method == "GET":
             model = {"id": self.model, "object": "model", "created": 0, "owned_by": "pytest-synth-rl"}
             return 200, {"object": "list", "data": [model]}
         if path in ("/", "/health") and method in ("GET", "HEAD"):
             return 200, {"status": "ok", "service": "stub-inference"}
-        message = f"no route {method} {path}; the stub serves {_SERVED}"
-        return 404, _error_body(message, "not_found", "invalid_request_error")
+        return 404, _error_body(f"no route {method} {path}; the stub serves {_SERVED}", "not_found")
 
     def _handle(self, raw: bytes, cid: str | None = None, path: str = "") -> tuple[int, dict[str, Any]]:
         try:
@@ -430,7 +428,7 @@ class StubInference:
                 ) from exc
             return 200, self._complete(body, cid, path)
         except _RequestError as exc:
-            return exc.status, _error_body(str(exc), exc.code, exc.error_type)
+            return exc.status, exc.body()
 
     # -- serving ------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -447,15 +445,11 @@ class StubInference:
             protocol="httptools",
             read_timeout=5.0,
         ) as server:
-            with self._lock:
-                self._root_url = server.url
-            self.base_url = f"{server.url}/v1"
+            self._root_url, self.base_url = server.url, f"{server.url}/v1"
             try:
                 yield self.base_url
             finally:
-                self.base_url = None
-                with self._lock:
-                    self._root_url = None
+                self._root_url = self.base_url = None
 
     def __repr__(self) -> str:
         source = f"replies={len(self.replies)}" if self.replies is not None else f"policy={self.policy!r}"

@@ -58,13 +58,6 @@ class linear:
         return self.start + (self.end - self.start) * fraction
 
 
-def _probability(value: object, what: str) -> float:
-    problem = _probability_problem(value, what)
-    if problem is not None:
-        raise SynthUsageError([problem])
-    return float(value)  # type: ignore[arg-type]  # a number: checked just above
-
-
 def _probability_problem(value: object, what: str) -> ConfigProblem | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
         return ConfigProblem(what, f"must be a probability in [0, 1], got {value!r}", "e.g. linear(0.2, 0.9)")
@@ -140,7 +133,10 @@ class LearningPolicy:
     def accuracy_at(self, fraction: float) -> float:
         """The probability of a right answer when *fraction* of training is done."""
         value = self.curve(fraction) if callable(self.curve) else self.curve
-        return _probability(value, f"the curve's value at fraction {fraction:g}")
+        problem = _probability_problem(value, f"the curve's value at fraction {fraction:g}")
+        if problem is not None:
+            raise SynthUsageError([problem])
+        return float(value)
 
     def _rng(self, request: ChatRequest) -> random.Random:
         rollout = request.rollout
@@ -158,11 +154,10 @@ class LearningPolicy:
     def __call__(self, request: Mapping[str, Any]) -> PolicyReply:
         request = as_chat_request(request)
         rng = self._rng(request)
-        right = rng.random() < self.accuracy_at(request.progress.fraction)
-        if right:
-            answer = self.solve(request)
-            return self.unanswerable if answer is None else answer
-        return self.wrong(request, rng)
+        if rng.random() >= self.accuracy_at(request.progress.fraction):
+            return self.wrong(request, rng)
+        answer = self.solve(request)
+        return self.unanswerable if answer is None else answer
 
     def __repr__(self) -> str:
         curve = repr(self.curve) if isinstance(self.curve, (int, float, linear)) else "<function>"
@@ -177,11 +172,9 @@ _QUESTION = re.compile(r"(-?\d+)\s*([-+*×x])\s*(-?\d+)")
 
 def parse_arithmetic(text: str) -> tuple[int, str, int] | None:
     """The last ``a <op> b`` in *text* (op one of ``+ - *``; ``×``/``x`` read as ``*``)."""
-    matches = _QUESTION.findall(text)
-    if not matches:
-        return None
-    left, op, right = matches[-1]
-    return int(left), "*" if op in ("×", "x") else op, int(right)
+    for left, op, right in _QUESTION.findall(text)[-1:]:
+        return int(left), "*" if op in ("×", "x") else op, int(right)
+    return None
 
 
 def solve_arithmetic(left: int, op: str, right: int) -> int:

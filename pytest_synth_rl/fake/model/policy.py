@@ -77,26 +77,19 @@ def _content_text(content: Any) -> str:
 def last_user_text(request: Mapping[str, Any]) -> str:
     """The text of the last ``user`` message in a chat-completions request ("" if none)."""
     messages = request.get("messages")
-    if not isinstance(messages, list):
-        return ""
-    for message in reversed(messages):
-        if isinstance(message, Mapping) and message.get("role") == "user":
-            return _content_text(message.get("content"))
-    return ""
+    users = (
+        [m for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
+        if isinstance(messages, list)
+        else []
+    )
+    return _content_text(users[-1].get("content")) if users else ""
 
 
 def offered_tools(request: Mapping[str, Any]) -> list[str]:
     """Names of the tools (or legacy ``functions``) the request offers."""
-    names: list[str] = []
-    for tool in request.get("tools") or []:
-        if isinstance(tool, Mapping):
-            function = tool.get("function")
-            if isinstance(function, Mapping) and isinstance(function.get("name"), str):
-                names.append(function["name"])
-    for function in request.get("functions") or []:
-        if isinstance(function, Mapping) and isinstance(function.get("name"), str):
-            names.append(function["name"])
-    return names
+    tools = [tool.get("function") for tool in request.get("tools") or [] if isinstance(tool, Mapping)]
+    functions = [*tools, *(request.get("functions") or [])]
+    return [f["name"] for f in functions if isinstance(f, Mapping) and isinstance(f.get("name"), str)]
 
 
 _SAMPLING_KEYS = (
