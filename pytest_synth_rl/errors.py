@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 #: How alike a near miss must be to be suggested: one cutoff for every did-you-mean.
-CLOSE_MATCH_CUTOFF = 0.6
+CLOSE_MATCH_CUTOFF = 0.75
 
 F = TypeVar("F", bound=Callable[..., Any])
 

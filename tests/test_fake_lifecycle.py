@@ -350,8 +350,13 @@ def test_fake_on_a_non_virtual_clock_derives_state_from_time() -> None:
 def test_an_unknown_scenario_field_is_a_usage_error_with_a_did_you_mean() -> None:
     fake = FakeSynthBackend()
     with pytest.raises(SynthUsageError) as caught:
-        fake.scenario(queue_seconds=3, outcome="failed")
-    assert caught.value.keys == ["Scenario.queue_seconds"]
-    assert "unknown field queue_seconds= (hint: did you mean queue_time=?" in str(caught.value)
+        fake.scenario(queue_tme=3, outcome="failed")
+    assert caught.value.keys == ["Scenario.queue_tme"]
+    assert "unknown field queue_tme= (hint: did you mean queue_time=?" in str(caught.value)
+    with pytest.raises(SynthUsageError) as caught:
+        fake.scenario(queue_seconds=3)
+    assert "did you mean" not in str(caught.value)  # too far from any field: they are listed
+    assert "fields: outcome, steps, " in str(caught.value)
+    assert "queue_time" in str(caught.value)
     with pytest.raises(SynthUsageError, match="did you mean steps="):
         fake.scenario_for("next", stpes=3)

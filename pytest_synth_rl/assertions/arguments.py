@@ -122,7 +122,7 @@ def status_problem(status: object) -> ConfigProblem | None:
         return problem
     wanted = status.strip().lower()
     guess = None if wanted in known else closest(wanted, known)
-    if guess is None or _slips(wanted, guess) > 2:
+    if guess is None:
         return None  # not a known status, nor a slip of one: it may be the backend's own
     return ConfigProblem(
         key="to_reach_status.status",
@@ -130,15 +130,6 @@ def status_problem(status: object) -> ConfigProblem | None:
         f"status {guess!r}: the job would never reach it, and the wait would last its whole timeout",
         hint=f"did you mean to_reach_status({guess!r})? known statuses: {', '.join(known)}",
     )
-
-
-def _slips(word: str, known: str) -> int:
-    """How many letters must change to turn *word* into *known* (a typo is one or two slips;
-    ``training`` is three from ``running``: another word, not a misspelling)."""
-    import difflib
-
-    edits = difflib.SequenceMatcher(None, word, known).get_opcodes()
-    return sum(max(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in edits if tag != "equal")
 
 
 def bounds_problems(at_least: object, at_most: object) -> list[ConfigProblem | None]:

@@ -51,15 +51,11 @@ MARKERS = {
 def marker_guess(name: str) -> str | None:
     """The synth marker *name* misspells (``""``: a ``synth_`` name that is none), else None.
 
-    Without it ``@synth_onlin`` would only get pytest's "unknown mark" warning and run offline.
-    Other names must be about as long as the marker they miss, so that ``online`` stays the user's."""
+    Without it ``@synth_onlin`` would only get pytest's "unknown mark" warning and run offline."""
     if name in MARKERS:
         return None
-    if name.startswith("synth_"):  # compared without the prefix every marker shares
-        near = closest(name.removeprefix("synth_"), [m.removeprefix("synth_") for m in MARKERS])
-        return f"synth_{near}" if near else ""
     near = closest(name, MARKERS)
-    return near if near is not None and abs(len(near) - len(name)) <= 2 else None
+    return "" if near is None and name.startswith("synth_") else near
 
 
 def _check_marker_names(node: MarkerNode) -> None:
