@@ -14,8 +14,6 @@ from typing import NoReturn
 
 from pytest_synth_rl.errors import SynthError, closest
 
-__all__ = ["main"]
-
 
 class _Parser(argparse.ArgumentParser):
     """argparse's parser, whose errors add a "did you mean" for a misspelt command or option."""

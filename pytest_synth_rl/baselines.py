@@ -27,25 +27,6 @@ from pytest_synth_rl.reporting.files import (
 )
 from pytest_synth_rl.reporting.render import table
 
-__all__ = [
-    "DEFAULT_TOLERANCE",
-    "NOT_COMPARED",
-    "WAIT_METRICS",
-    "Baseline",
-    "BaselineComparison",
-    "BaselineError",
-    "BaselineMismatch",
-    "BaselineMissing",
-    "BaselineStore",
-    "ComparisonRow",
-    "Direction",
-    "Tolerance",
-    "check_baseline",
-    "compare",
-    "summarize_job",
-    "update_command",
-]
-
 Direction = Literal["two_sided", "higher_is_better", "lower_is_better"]
 Verdict = Literal["ok", "drift", "missing", "new"]
 

@@ -13,8 +13,6 @@ import time
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Clock", "RealClock", "ScaledClock", "TimeListener", "VirtualClock"]
-
 #: Called as ``listener(previous_now, new_now)`` after virtual time moved forward.
 TimeListener = Callable[[float, float], None]
 

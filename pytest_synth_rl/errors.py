@@ -16,31 +16,6 @@ from typing import Any, TypeVar
 
 from pytest_synth_rl.secrets.masking import redact
 
-__all__ = [
-    "Attempt",
-    "BackendError",
-    "BackendUnreachableError",
-    "ConfigError",
-    "ConfigProblem",
-    "EnvKeyUploadError",
-    "JobFailedError",
-    "JobSubmitError",
-    "JobTimeoutError",
-    "MarkerError",
-    "SynthError",
-    "SynthUsageError",
-    "TaskAppError",
-    "TaskAppVerificationError",
-    "a_type",
-    "closest",
-    "did_you_mean",
-    "excerpt",
-    "finite_number",
-    "keywords_checked",
-    "seconds_problem",
-    "unknown_argument",
-]
-
 #: How alike a near miss must be to be suggested: one cutoff for every did-you-mean.
 CLOSE_MATCH_CUTOFF = 0.75
 

@@ -20,21 +20,6 @@ from pytest_synth_rl.errors import BackendError, JobSubmitError, excerpt
 from pytest_synth_rl.secrets.masking import Secret, SecretHeaders, get_logger
 from pytest_synth_rl.taskapp.tls import shared_ssl_context
 
-__all__ = [
-    "DEFAULT_REQUEST_TIMEOUT",
-    "Call",
-    "Sender",
-    "answer_error",
-    "bearer",
-    "error_for",
-    "event_page",
-    "extract_job_id",
-    "json_list",
-    "new_client",
-    "read_json",
-    "read_object",
-]
-
 T = TypeVar("T")
 E = TypeVar("E", bound=BackendError)
 ClientT = TypeVar("ClientT", httpx.Client, httpx.AsyncClient)

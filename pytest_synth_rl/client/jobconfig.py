@@ -19,15 +19,6 @@ from pytest_synth_rl.config import normalize_backend_url
 from pytest_synth_rl.errors import ConfigError, ConfigProblem, SynthUsageError
 from pytest_synth_rl.secrets.masking import Secret, key_problem
 
-__all__ = [
-    "BACKEND_URL_ENV_VARS",
-    "DEFAULT_BACKEND_URL",
-    "RLJobConfig",
-    "resolve_api_key",
-    "resolve_backend_url",
-    "usage_error",
-]
-
 DEFAULT_BACKEND_URL = "https://api.usesynth.ai"
 #: Read in order when no ``backend_url`` is given, as ``--synth-backend`` reads them.
 BACKEND_URL_ENV_VARS: tuple[str, ...] = ("SYNTH_BACKEND_URL", "BACKEND_BASE_URL")

@@ -21,17 +21,6 @@ from pytest_synth_rl.clock import Clock
 from pytest_synth_rl.secrets.masking import Secret
 from pytest_synth_rl.taskapp.health import async_check_task_app_health, check_task_app_health
 
-__all__ = [
-    "AsyncRLJob",
-    "RLJob",
-    "async_list_rl_jobs",
-    "async_upload_environment_api_key",
-    "async_verify_task_app",
-    "list_rl_jobs",
-    "upload_environment_api_key",
-    "verify_task_app",
-]
-
 P = ParamSpec("P")
 T = TypeVar("T")
 J = TypeVar("J", "RLJob", "AsyncRLJob")

@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["PollObserver", "observe_polls", "poll_observers"]
-
 #: Called as ``observer(poller, record)`` after every status poll of every job in the process.
 PollObserver = Callable[[Any, Any], None]
 _observers: list[PollObserver] = []

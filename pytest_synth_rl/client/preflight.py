@@ -27,17 +27,6 @@ from pytest_synth_rl.client.retry import Steps
 from pytest_synth_rl.errors import EnvKeyUploadError, TaskAppVerificationError
 from pytest_synth_rl.secrets.masking import Secret, SecretHeaders, mask_secret
 
-__all__ = [
-    "ENV_KEY_NAME",
-    "MAX_ENV_KEY_BYTES",
-    "SEALED_BOX_ALG",
-    "EnvKeyUpload",
-    "TaskAppVerification",
-    "seal_env_key",
-    "upload_steps",
-    "verify_steps",
-]
-
 ENV_KEY_NAME = "ENVIRONMENT_API_KEY"
 SEALED_BOX_ALG = "libsodium.sealedbox.v1"
 #: The backend refuses larger plaintexts; checked before anything is sent.

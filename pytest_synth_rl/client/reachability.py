@@ -13,8 +13,6 @@ from urllib.parse import urlsplit
 
 from pytest_synth_rl.taskapp.tls import shared_ssl_context
 
-__all__ = ["probe_backend"]
-
 #: Delays between attempts: a backend that is still starting gets about a second to answer.
 RETRY_DELAYS: tuple[float, ...] = (0.25, 0.75)
 

@@ -12,22 +12,6 @@ from typing import Any
 
 from pytest_synth_rl.client.status_numbers import value_at
 
-__all__ = [
-    "CANCELLED_STATUSES",
-    "FAILURE_STATUSES",
-    "SUCCESS_STATUSES",
-    "TERMINAL_STATUSES",
-    "EventPage",
-    "JobResult",
-    "PollRecord",
-    "add_status_run",
-    "extract_error",
-    "extract_final_reward",
-    "is_terminal",
-    "job_status",
-    "outcome_of",
-]
-
 SUCCESS_STATUSES: frozenset[str] = frozenset({"succeeded", "completed"})
 #: ``error`` is what the SDK's learning constants call a failed job (synth-ai 0.5.0).
 FAILURE_STATUSES: frozenset[str] = frozenset({"failed", "error"})

@@ -19,18 +19,6 @@ from pytest_synth_rl.clock import Clock
 from pytest_synth_rl.errors import Attempt, BackendError, ConfigProblem, SynthUsageError, keywords_checked
 from pytest_synth_rl.secrets.masking import get_logger
 
-__all__ = [
-    "RETRYABLE_ERRORS",
-    "RetryLoop",
-    "RetryPolicy",
-    "Sent",
-    "Steps",
-    "async_drive",
-    "drive",
-    "parse_retry_after",
-    "retrying",
-]
-
 T = TypeVar("T")
 #: An operation: yields requests, sleeps (seconds) and awaitables; returns its value.
 Steps = Generator[httpx.Request | float | Awaitable[Any], Any, T]

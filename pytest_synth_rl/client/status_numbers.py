@@ -8,8 +8,6 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["REWARD_PATHS", "STEP_PATHS", "TOTAL_STEPS_PATHS", "number_at", "value_at"]
-
 Paths = tuple[tuple[str, ...], ...]
 
 STEP_PATHS: Paths = (("progress", "completed"), ("step",), ("current_step",), ("metrics", "step"))

@@ -10,17 +10,6 @@ import math
 import re
 from typing import Any
 
-__all__ = [
-    "INT64_LIMIT",
-    "CoercionError",
-    "describe",
-    "digit_count",
-    "to_bool",
-    "to_float",
-    "to_int",
-    "to_str",
-]
-
 # The Unicode White_Space characters the SDK's number parser trims (narrower than str.isspace).
 _WHITE_SPACE = (
     "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"

@@ -17,17 +17,6 @@ from pytest_synth_rl.config.schema import RL_CONFIG, Section
 from pytest_synth_rl.errors import ConfigProblem, closest
 from pytest_synth_rl.secrets.callers import outside_stacklevel
 
-__all__ = [
-    "COUNT_KEYS",
-    "KNOWN_EXTRA_KEYS",
-    "SynthConfigWarning",
-    "check_override_keys",
-    "config_warnings",
-    "near_miss",
-    "point_at_near_misses",
-    "warn_about_config",
-]
-
 #: The near miss of a word among choices (kept under this name for the modules that import it).
 near_miss = closest
 

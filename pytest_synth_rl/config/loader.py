@@ -26,17 +26,6 @@ from pytest_synth_rl.errors import ConfigError, ConfigProblem, keywords_checked
 #: tomllib, or the same parser packaged for interpreters before 3.11.
 tomllib: Any = importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "tomli")
 
-__all__ = ["SPECIAL_KEYS", "apply_overrides", "parse_dotted_key", "split_overrides"]
-__all__ += [
-    "MAX_CONFIG_BYTES",
-    "config_source",
-    "load_rl_config",
-    "parse_file_bytes",
-    "parse_toml",
-    "read_config_bytes",
-    "read_toml_file",
-]
-
 #: The largest config file read: a thousand times a real one, and seconds of parsing at worst.
 MAX_CONFIG_BYTES = 8 * 1024 * 1024
 #: Files up to this size are parsed once per content.

@@ -26,13 +26,6 @@ from pytest_synth_rl.config.urls import http_url_problem, normalize_backend_url,
 from pytest_synth_rl.config.validate import ModelRejected, check_rl_config, config_problems, resolve_rl_model
 from pytest_synth_rl.errors import ConfigProblem, keywords_checked
 
-__all__ = [
-    "BUILDS",
-    "RLBuildResult",
-    "build_rl_payload",
-    "build_rl_payload_from_mapping",
-]
-
 #: ``tags`` of every RL job the SDK submits (a TOML ``[tags]`` goes to ``data.config.tags``).
 PAYLOAD_TAGS = {"source": "train-cli"}
 #: Files larger than this are built afresh every time (a real RL config is a few KiB).

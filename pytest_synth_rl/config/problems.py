@@ -13,18 +13,6 @@ from collections.abc import Callable, Iterator, Sequence
 from pytest_synth_rl.config.coerce import describe
 from pytest_synth_rl.errors import ConfigError, ConfigProblem
 
-__all__ = [
-    "PER_TABLE_LIMIT",
-    "TOTAL_LIMIT",
-    "KeyPath",
-    "ProblemList",
-    "capped_error",
-    "config_error",
-    "format_key",
-    "key_text",
-    "short_key",
-]
-
 #: A location in the config: table keys (str) and array indexes (int).
 KeyPath = tuple[str | int, ...]
 #: At most this many problems are listed for the items of one table or array,

@@ -14,16 +14,6 @@ from pytest_synth_rl.config.coerce import describe
 from pytest_synth_rl.config.problems import KeyPath, ProblemList
 from pytest_synth_rl.config.schema import RL_CONFIG, Field, Section, check_section, section_of
 
-__all__ = [
-    "RL_ALGORITHM",
-    "VERIFIER_OPTIONS_KEYS",
-    "check_algorithm_triple",
-    "check_reward_sections",
-    "inject_defaults",
-    "precheck",
-    "truthy",
-]
-
 #: The only algorithm triple the RL builder supports: (type, method, variety).
 RL_ALGORITHM = ("online", "policy_gradient", "gspo")
 _ALGO_HINT = 'RL jobs need type = "online", method = "policy_gradient", variety = "gspo" under [algorithm]'

@@ -15,8 +15,6 @@ from pytest_synth_rl.config.coerce import CoercionError, describe, to_bool, to_f
 from pytest_synth_rl.config.problems import KeyPath, ProblemList, format_key, key_text
 from pytest_synth_rl.config.tree import plain_copy
 
-__all__ = ["RL_CONFIG", "Field", "Kind", "Section", "check_section", "section_of"]
-
 Kind = Literal["str", "int", "float", "bool", "table", "list_str", "list_int", "table_float", "section"]
 _CONVERT: dict[str, Callable[[Any], Any]] = {"str": to_str, "int": to_int, "float": to_float, "bool": to_bool}
 _EXPECTED = {

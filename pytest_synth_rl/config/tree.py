@@ -12,19 +12,6 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-__all__ = [
-    "KEY_MAX_DEPTH",
-    "KEY_MAX_VALUES",
-    "MAX_DEPTH",
-    "MAX_VALUES",
-    "MemoInfo",
-    "PassedChecks",
-    "TreeShapeError",
-    "copy_tree",
-    "exact_key",
-    "plain_copy",
-]
-
 #: The longest key path a config may have (``a.b.c`` is 3; ``seeds[0]`` is 2): far inside the
 #: recursion limit wherever the caller's stack stands.
 MAX_DEPTH = 100

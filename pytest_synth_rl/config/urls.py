@@ -10,8 +10,6 @@ from dataclasses import dataclass
 
 from pytest_synth_rl.errors import closest
 
-__all__ = ["TaskUrlChoice", "http_url_problem", "normalize_backend_url", "resolve_task_url"]
-
 #: ``http:/host``, ``https:host``: the scheme is right, its slashes are not.
 _SHORT_SLASHES = re.compile(r"(https?):/{0,1}([^/].*)", re.IGNORECASE)
 

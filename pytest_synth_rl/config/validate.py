@@ -26,23 +26,6 @@ from pytest_synth_rl.config.schema import RL_CONFIG, check_section
 from pytest_synth_rl.config.tree import PassedChecks, TreeShapeError, exact_key, plain_copy
 from pytest_synth_rl.errors import ConfigProblem
 
-__all__ = ["EXPERIMENTAL_MODELS", "FINE_TUNED_PREFIXES", "KNOWN_BASE_MODELS", "SUPPORTED_RL_MODELS"]
-__all__ += [
-    "ModelRejected",
-    "ResolvedModel",
-    "experimental_allowed",
-    "experimental_models",
-    "resolve_rl_model",
-]
-__all__ += [
-    "CHECKS",
-    "ConfigCheck",
-    "check_rl_config",
-    "collect_config_problems",
-    "config_problems",
-    "validate_rl_config",
-]
-
 
 def _qwen(names: str) -> frozenset[str]:
     """``Qwen/Qwen3-<name>`` for each name; a trailing ``+`` adds its ``-FP8`` variant too."""

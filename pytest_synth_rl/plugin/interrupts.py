@@ -11,8 +11,6 @@ import threading
 from types import FrameType
 from typing import Any
 
-__all__ = ["TerminationAsInterrupt"]
-
 
 class TerminationAsInterrupt:
     """Installs a SIGTERM handler raising ``KeyboardInterrupt``; :meth:`restore` undoes it."""

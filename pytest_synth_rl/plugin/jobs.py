@@ -33,8 +33,6 @@ from pytest_synth_rl.plugin.settings import SynthSettings
 from pytest_synth_rl.reporting.report import JobRecord, job_record
 from pytest_synth_rl.secrets.masking import Secret, get_logger, secret_or_none
 
-__all__ = ["RLConfigRef", "SynthJobFactory", "job_argument_problems", "job_tags"]
-
 log = get_logger("pytest_synth_rl.plugin.jobs")
 
 _J = TypeVar("_J", RLJob, AsyncRLJob)

@@ -21,16 +21,6 @@ from pytest_synth_rl.secrets.masking import Secret, key_problem, secret_or_none
 if TYPE_CHECKING:
     from pytest_synth_rl.fake.scenario import Scenario
 
-__all__ = [
-    "MARKERS",
-    "MarkerNode",
-    "RLMarker",
-    "SynthTestSpec",
-    "TaskAppMarker",
-    "marker_guess",
-    "parse_test_spec",
-]
-
 TaskAppScope = Literal["session", "test"]
 _SCOPES: tuple[TaskAppScope, ...] = ("session", "test")
 

@@ -25,17 +25,6 @@ if TYPE_CHECKING:
     from pytest_synth_rl.client.polling import Poller
     from pytest_synth_rl.client.results import PollRecord
 
-__all__ = [
-    "DEFAULT_HEARTBEAT_INTERVAL",
-    "ProgressPlugin",
-    "ProgressReporter",
-    "ProgressUpdate",
-    "choose_mode",
-    "fit_line",
-    "progress_update",
-    "register_views",
-]
-
 DEFAULT_HEARTBEAT_INTERVAL = 60.0
 
 

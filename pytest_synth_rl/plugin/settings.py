@@ -18,19 +18,6 @@ from typing import Any, Literal
 from pytest_synth_rl.errors import ConfigProblem, SynthUsageError, closest
 from pytest_synth_rl.secrets.masking import Secret, key_problem
 
-__all__ = [
-    "DEFAULT_BACKEND_URL",
-    "OPTIONS",
-    "RECORD_MODES",
-    "WORKER_TASK_APP_KEY",
-    "OptionSpec",
-    "SynthSettings",
-    "new_task_app_key",
-    "resolve_settings",
-    "unknown_ini_key",
-    "with_run_task_app_key",
-]
-
 #: The hosted backend; offline, the fake is mounted on this host so URLs look the same.
 DEFAULT_BACKEND_URL = "https://api.usesynth.ai"
 RECORD_MODES = ("none", "once", "new", "rewrite")

@@ -19,19 +19,6 @@ from typing import Any
 
 from pytest_synth_rl.errors import closest
 
-__all__ = [
-    "FileMiss",
-    "UnreadableDocument",
-    "atomic_write_text",
-    "file_path_problem",
-    "find_file",
-    "parse_json_document",
-    "path_problem",
-    "safe_file_stem",
-    "shell_quote",
-    "write_error_reason",
-]
-
 # Brackets stay: parametrised node ids ("test_x[qwen-0.6b]") are the part people look for.
 _UNSAFE = re.compile(r"[^A-Za-z0-9._\-\[\]]+")
 _MAX_READABLE = 120

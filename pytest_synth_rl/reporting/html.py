@@ -16,8 +16,6 @@ from pytest_synth_rl.plugin.settings import SynthSettings
 from pytest_synth_rl.reporting.report import JobRecord
 from pytest_synth_rl.reporting.summary import carried_records
 
-__all__ = ["STATUS_COLORS", "HtmlCurves", "job_chart", "reward_chart_svg"]
-
 WIDTH, HEIGHT = 480, 230
 LEFT, RIGHT, TOP, BOTTOM = 56, 464, 30, 160  # the plot area
 BAND_TOP, BAND_HEIGHT = 196, 14  # the status timeline

@@ -20,17 +20,6 @@ from pytest_synth_rl.reporting.files import (
 )
 from pytest_synth_rl.reporting.report import RunReport
 
-__all__ = [
-    "MergeError",
-    "append_summary",
-    "check_output_file",
-    "merge_baselines",
-    "merge_reports",
-    "read_report",
-    "refuse_overwriting_a_shard",
-    "write_report",
-]
-
 T = TypeVar("T")
 _SHARD_FILES = "pass the files each shard wrote with --synth-report=PATH"
 

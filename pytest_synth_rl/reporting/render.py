@@ -7,15 +7,6 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = [
-    "format_duration",
-    "format_reward",
-    "reward_curve_line",
-    "sparkline",
-    "status_timeline",
-    "table",
-]
-
 _BARS = "▁▂▃▄▅▆▇█"
 
 

@@ -20,8 +20,6 @@ from typing import Any
 from pytest_synth_rl.reporting.render import format_duration, format_reward, sparkline, table
 from pytest_synth_rl.secrets.masking import redact
 
-__all__ = ["JOB_PROPERTY", "JobRecord", "RunReport", "job_record", "mermaid_chart"]
-
 #: The ``user_properties`` name under which a test report carries one job record (as JSON).
 JOB_PROPERTY = "synth_rl_job"
 

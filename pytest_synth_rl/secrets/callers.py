@@ -10,16 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-__all__ = [
-    "PACKAGE",
-    "Frame",
-    "is_ours",
-    "is_users_file",
-    "is_users_frame",
-    "outside_caller",
-    "outside_stacklevel",
-]
-
 PACKAGE = __name__.split(".")[0]
 _MACHINERY = frozenset({"_pytest", "pytest", "pluggy"})
 _INSTALLED = Path(sysconfig.get_paths()["stdlib"])

@@ -10,8 +10,6 @@ import json
 import re
 from functools import lru_cache
 
-__all__ = ["EDGE_FRAGMENT", "FRAGMENT", "base64_cores", "contains", "scrub", "scrub_parts", "scrub_whole"]
-
 #: The shortest start or end of a secret that counts as the secret (``allowed_first15`` echoes 15).
 EDGE_FRAGMENT = 12
 #: The shortest run from anywhere in a secret that counts as the secret.

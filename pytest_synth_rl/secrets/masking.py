@@ -11,24 +11,6 @@ from collections.abc import Iterable
 
 from pytest_synth_rl.secrets.forms import scrub_parts, scrub_whole
 
-__all__ = [
-    "CREDENTIAL_HEADERS",
-    "SECRET_ENV_VARS",
-    "Secret",
-    "SecretHeaders",
-    "SynthSecretWarning",
-    "key_problem",
-    "known_secrets",
-    "mask_handler",
-    "mask_secret",
-    "redact",
-    "register_secret",
-    "registered_secrets",
-    "restore_registered_secrets",
-    "secret_or_none",
-    "short_key_warning",
-]
-
 #: Environment variables whose values are treated as secrets wherever they appear.
 SECRET_ENV_VARS: tuple[str, ...] = (
     "SYNTH_API_KEY",

@@ -9,8 +9,6 @@ from typing import Any
 
 from pytest_synth_rl.secrets.masking import redact
 
-__all__ = ["mask_test_report"]
-
 
 def _masked(value: Any, seen: set[int]) -> Any:
     """*value* with every string redacted; pytest's repr dataclasses are changed in place."""

@@ -8,8 +8,6 @@ from urllib.parse import urlsplit
 
 from pytest_synth_rl.errors import TaskAppError
 
-__all__ = ["is_loopback_host", "is_loopback_url", "normalise_loopback_host", "url_host"]
-
 # The common spellings, answered without parsing (this sits on the respx mount's hot path).
 _LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 

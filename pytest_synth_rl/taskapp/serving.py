@@ -25,8 +25,6 @@ from pytest_synth_rl.secrets.masking import get_logger, redact
 from pytest_synth_rl.taskapp.loopback import normalise_loopback_host, url_host
 from pytest_synth_rl.taskapp.read_deadline import header_deadline_app, header_deadline_protocol
 
-__all__ = ["Lifespan", "Protocol", "ServerThread", "serve_asgi"]
-
 #: uvicorn's lifespan modes: "auto" runs it if the app supports it, "on" requires it.
 Lifespan = Literal["auto", "on", "off"]
 #: uvicorn's ``http=`` protocol: "auto" (a team's task app, as in production) or a named one.

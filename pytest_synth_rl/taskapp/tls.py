@@ -13,8 +13,6 @@ import sys
 import threading
 from typing import Any
 
-__all__ = ["CertsOnFirstUse", "shared_ssl_context"]
-
 
 class CertsOnFirstUse(ssl.SSLContext):
     """A verifying client context, as httpx makes by default, that loads its CAs when first used

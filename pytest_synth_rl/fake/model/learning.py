@@ -25,16 +25,6 @@ from pytest_synth_rl.fake.model.policy import (
     signature_problem,
 )
 
-__all__ = [
-    "SUBMIT_ANSWER_TOOL",
-    "ArithmeticPolicy",
-    "Curve",
-    "LearningPolicy",
-    "linear",
-    "parse_arithmetic",
-    "solve_arithmetic",
-]
-
 #: The tool the arithmetic example app offers; the arithmetic policy answers through it.
 SUBMIT_ANSWER_TOOL = "submit_answer"
 

@@ -13,24 +13,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = [
-    "ChatRequest",
-    "Policy",
-    "PolicyError",
-    "PolicyReply",
-    "Progress",
-    "Reply",
-    "RolloutIdentity",
-    "ToolCall",
-    "answer_with",
-    "as_chat_request",
-    "last_user_text",
-    "offered_tools",
-    "policy_problem",
-    "signature_problem",
-    "tool_call",
-]
-
 
 @dataclass(frozen=True)
 class Progress:

@@ -16,8 +16,6 @@ from typing import Any
 from pytest_synth_rl.errors import SynthError, closest
 from pytest_synth_rl.fake.model.policy import PolicyError, PolicyReply, as_chat_request, last_user_text
 
-__all__ = ["ReplayError", "ReplayPolicy"]
-
 
 class ReplayError(SynthError, ValueError):
     """A replay file is missing or has a bad line; the message names the file and line."""

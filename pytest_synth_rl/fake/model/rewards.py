@@ -10,15 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = [
-    "LEGACY_REWARD_KEYS",
-    "MAX_REWARD",
-    "REWARD_RANGE",
-    "extract_reward",
-    "reward_in_range",
-    "reward_of",
-]
-
 #: The largest reward magnitude accepted anywhere (scenarios, callable curves, rollouts).
 MAX_REWARD = 1e12
 #: The accepted rewards, as messages say it.

@@ -12,8 +12,6 @@ from typing import Any
 from pytest_synth_rl.errors import ConfigProblem, SynthUsageError
 from pytest_synth_rl.fake.model.policy import ChatRequest, PolicyReply, as_chat_request
 
-__all__ = ["ScriptedPolicy"]
-
 
 class ScriptedPolicy:
     """``ScriptedPolicy("42")``, ``ScriptedPolicy(Reply.tool("submit", answer=1), "done")`` or
