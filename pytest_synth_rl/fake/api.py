@@ -31,6 +31,7 @@ from pytest_synth_rl.fake.wire import (
 
 __all__ = ["HANDLERS", "ApiCall", "dispatch", "legacy_payload"]
 
+_PAYLOAD = "the RL job payload as a JSON object with Content-Type: application/json"
 _STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "error")
 
 
@@ -62,9 +63,44 @@ class ApiCall:
         return self._params
 
 
-class _BadParam(Exception):
+class _Answer(Exception):
+    """Ends a handler early with :attr:`response` (a bad parameter or body)."""
+
     def __init__(self, response: httpx.Response) -> None:
         self.response = response
+
+
+def _json_body(call: ApiCall, what: str, *, payload: bool = False) -> dict[str, Any]:
+    """The body as a JSON object of finite numbers; else the 400 (422 for a job *payload*) saying
+    why, and to send *what*."""
+    raw = call.request.content
+    try:
+        body = load_json(raw) if raw else None
+    except TooManyDigits as exc:
+        if not payload:
+            raise _Answer(error_response(400, "number_too_long", f"{exc}; send {what}")) from None
+        message = f"must be an integer of at most {exc.limit} digits, got {exc.digits} digits"
+        hint = "no field of the RL job payload needs more than a few digits"
+        raise _Answer(_invalid(exc.field, message, hint)) from None
+    # RecursionError: a body nested deeper than the interpreter can parse is as bad as malformed JSON.
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        message = f"the request body is not valid JSON ({exc}); send {what}"
+        raise _Answer(error_response(400, "invalid_json", message)) from None
+    if not isinstance(body, dict) and not payload:
+        raise _Answer(error_response(400, "invalid_body", f"expected a JSON object: {what}"))
+    if not isinstance(body, dict):
+        got = "JSON null" if raw.strip() else "an empty body"
+        got = f"a JSON {type(body).__name__}" if body is not None else got
+        message = f"expected the RL job payload as a JSON object, got {got}"
+        raise _Answer(_invalid("body", message, "build it with build_rl_payload() or RLJob.from_config()"))
+    bad = non_finite_field(body)
+    if bad is not None and not payload:
+        message = f"field {bad[0]!r} must be a finite number, got {bad[1]!r}"
+        raise _Answer(error_response(400, "not_finite", message))
+    if bad is not None:
+        hint = "NaN, Infinity and numbers too large for a float are not valid JSON numbers"
+        raise _Answer(_invalid(bad[0], f"must be a finite number, got {bad[1]!r}", hint))
+    return body
 
 
 def _invalid(loc: Any, msg: str, hint: str | None) -> httpx.Response:
@@ -86,7 +122,7 @@ def _int_param(call: ApiCall, name: str, default: int, low: int, high: int) -> i
         value = None
     if value is None or not low <= value <= high:
         message = f"must be an integer in {low}..{high}, got {raw!r}"
-        raise _BadParam(_bad_query(name, message, f"omit {name} for the default ({default})"))
+        raise _Answer(_bad_query(name, message, f"omit {name} for the default ({default})"))
     return value
 
 
@@ -177,34 +213,7 @@ def _legacy_problems(fields: Mapping[str, Any], where: str) -> list[ConfigProble
 def submit(call: ApiCall) -> httpx.Response:
     lifecycle = call.lifecycle
     store = lifecycle.store
-    raw = call.request.content
-    try:
-        payload = load_json(raw) if raw else None
-    except TooManyDigits as exc:
-        message = f"must be an integer of at most {exc.limit} digits, got {exc.digits} digits"
-        return _invalid(exc.field, message, "no field of the RL job payload needs more than a few digits")
-    # RecursionError: a body nested deeper than the interpreter can parse is as bad as malformed JSON.
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        return error_response(
-            400,
-            "invalid_json",
-            f"the request body is not valid JSON ({exc}); send the RL job payload as a JSON object "
-            "with Content-Type: application/json",
-        )
-    if not isinstance(payload, dict):
-        got = (
-            "an empty body"
-            if not raw.strip()
-            else "JSON null"
-            if payload is None
-            else f"a JSON {type(payload).__name__}"
-        )
-        message = f"expected the RL job payload as a JSON object, got {got}"
-        return _invalid("body", message, "build it with build_rl_payload() or RLJob.from_config()")
-    bad = non_finite_field(payload)
-    if bad is not None:
-        hint = "NaN, Infinity and numbers too large for a float are not valid JSON numbers"
-        return _invalid(bad[0], f"must be a finite number, got {bad[1]!r}", hint)
+    payload = _json_body(call, _PAYLOAD, payload=True)
     legacy = legacy_payload(payload)
     if legacy is not None:
         payload = legacy[0]
@@ -252,7 +261,7 @@ def _time_param(call: ApiCall, name: str) -> float | None:
             value = (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
     if not math.isfinite(value):
         message = f"must be an ISO-8601 time or epoch seconds, got {raw!r:.80}"
-        raise _BadParam(_bad_query(name, message, "e.g. 2026-01-01T00:00:00Z"))
+        raise _Answer(_bad_query(name, message, "e.g. 2026-01-01T00:00:00Z"))
     return value
 
 
@@ -340,7 +349,7 @@ def _last_event_id(call: ApiCall, default: int) -> int:
     text = raw.strip()
     value = int(text) if text.isascii() and text.isdigit() and len(text) <= 13 else None
     if value is None or value > 10**12:
-        raise _BadParam(
+        raise _Answer(
             _invalid(
                 ["header", "last-event-id"],
                 f"must be the id of an event (an integer in 0..{10**12}), got {raw!r:.80}",
@@ -376,21 +385,6 @@ def timeline(call: ApiCall, job: JobState) -> httpx.Response:
 
 
 # -- the task app's key and pre-submit verification (contract §10.3, §10.5) ----------------------
-def _json_object(call: ApiCall, what: str) -> dict[str, Any] | httpx.Response:
-    try:
-        body = load_json(call.request.content) if call.request.content else None
-    except TooManyDigits as exc:
-        return error_response(400, "number_too_long", f"{exc}; send {what}")
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        return error_response(400, "invalid_json", f"the request body is not valid JSON ({exc}); send {what}")
-    if not isinstance(body, dict):
-        return error_response(400, "invalid_body", f"expected a JSON object: {what}")
-    bad = non_finite_field(body)
-    if bad is not None:
-        return error_response(400, "not_finite", f"field {bad[0]!r} must be a finite number, got {bad[1]!r}")
-    return body
-
-
 def _keys(call: ApiCall) -> EnvKeys:
     assert call.keys is not None
     return call.keys
@@ -401,9 +395,7 @@ def public_key(call: ApiCall) -> httpx.Response:
 
 
 def env_keys(call: ApiCall) -> httpx.Response:
-    body = _json_object(call, '{"name": "ENVIRONMENT_API_KEY", "ciphertext_b64": <sealed box, base64>}')
-    if isinstance(body, httpx.Response):
-        return body
+    body = _json_body(call, '{"name": "ENVIRONMENT_API_KEY", "ciphertext_b64": <sealed box, base64>}')
     try:
         _keys(call).open_upload(body.get("name"), body.get("ciphertext_b64"))
     except EnvKeyRejected as exc:
@@ -419,9 +411,7 @@ def env_keys_verify(call: ApiCall) -> httpx.Response:
 
 
 def verify_endpoint(call: ApiCall) -> httpx.Response:
-    body = _json_object(call, '{"endpoint_base_url": "<task app URL>"}')
-    if isinstance(body, httpx.Response):
-        return body
+    body = _json_body(call, '{"endpoint_base_url": "<task app URL>"}')
     url = body.get("endpoint_base_url")
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         return _invalid(
@@ -454,5 +444,5 @@ def dispatch(name: str, call: ApiCall) -> httpx.Response:
     """Run the handler for route *name*, turning bad query parameters into their 422."""
     try:
         return HANDLERS[name](call)
-    except _BadParam as bad:
+    except _Answer as bad:
         return bad.response
