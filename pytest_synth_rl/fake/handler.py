@@ -7,6 +7,7 @@ the API (:mod:`.api`) or admin (:mod:`.admin`) routes. Every adapter takes one o
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -60,15 +61,9 @@ class RouteMatch(NamedTuple):
     allowed: tuple[str, ...] = ()
 
 
-_CACHE: dict[tuple[str, str], RouteMatch | None] = {}
-_CACHE_LIMIT = 4096
-
-
+@functools.lru_cache(maxsize=4096)
 def match_route(method: str, relative_path: str) -> RouteMatch | None:
     """The route for *relative_path* (below the API root), or None if the path is unknown (memoised)."""
-    key = (method, relative_path)
-    if key in _CACHE:
-        return _CACHE[key]
     parts = relative_path.strip("/").split("/")
     found: RouteMatch | None = None
     allowed: list[str] = []
@@ -87,9 +82,6 @@ def match_route(method: str, relative_path: str) -> RouteMatch | None:
                 break
             allowed.append(route_method)
             found = RouteMatch(None, job_id, tuple(sorted(set(allowed))))
-    if len(_CACHE) >= _CACHE_LIMIT:
-        _CACHE.clear()
-    _CACHE[key] = found
     return found
 
 
@@ -170,40 +162,39 @@ class RequestHandler:
         with store.lock:
             record = LoggedRequest.of(request, path=path, time=store.clock.time())
             store.log(record)
-            root = self.api_path
-            if not (path == root or path.startswith(root + "/")):
-                return self._unmatched(record, f"path is outside the API root {root}"), False
-            found = match_route(request.method, path[len(root) :])
-            if found is None:
-                return self._unmatched(record, "no such route"), False
-            record.job_id = found.job_id
-            if found.name is None:
-                allowed = ", ".join(found.allowed)
-                record.status = 405
-                record.forget_body()
-                message = f"{request.method} is not allowed on {path}; use {allowed}"
-                return error_response(405, "method_not_allowed", message, [("allow", allowed)]), True
-            record.route = name = found.name
-            if name == "env_keys":
-                record.forget_body()
-            injected = self._apply_faults(name, request, record)
-            if injected is not None:
-                record.status = injected.status_code
-                return injected, True
-            if not self._authorized(request):
-                record.status = 401
-                record.forget_body()  # anyone can send these: they must not fill the log
-                return self._unauthorized(), True
-            call = api.ApiCall(self.lifecycle, request, found.job_id, self.keys, self.verify)
-            response = api.dispatch(name, call)
+            response, matched = self._api(request, record)
             record.status = response.status_code
-            record.job_id = call.job_id
-            return response, True
+            # Unrouted requests, which anyone can send, must not fill the log; nor may sealed keys sit in it.
+            if record.route in (None, "env_keys"):
+                record.forget_body()
+            return response, matched
+
+    def _api(self, request: httpx.Request, record: LoggedRequest) -> tuple[httpx.Response, bool]:
+        path, root = record.path, self.api_path
+        if not (path == root or path.startswith(root + "/")):
+            return self._unmatched(record, f"path is outside the API root {root}"), False
+        found = match_route(request.method, path[len(root) :])
+        if found is None:
+            return self._unmatched(record, "no such route"), False
+        record.job_id = found.job_id
+        if found.name is None:
+            allowed = ", ".join(found.allowed)
+            message = f"{request.method} is not allowed on {path}; use {allowed}"
+            return error_response(405, "method_not_allowed", message, [("allow", allowed)]), True
+        record.route = name = found.name
+        injected = self._apply_faults(name, request, record)
+        if injected is not None:
+            return injected, True
+        if not self._authorized(request):
+            record.forget_body()  # anyone can send these: they must not fill the log
+            return self._unauthorized(), True
+        call = api.ApiCall(self.lifecycle, request, found.job_id, self.keys, self.verify)
+        response = api.dispatch(name, call)
+        record.job_id = call.job_id
+        return response, True
 
     def _unmatched(self, record: LoggedRequest, why: str) -> httpx.Response:
-        record.status = 404
         record.error = why
-        record.forget_body()
         message = (
             f"{record.method} {record.path}: {why}. This fake backend serves "
             f"the RL job API under {self.api_path}; see 'routes'."
