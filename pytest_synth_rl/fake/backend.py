@@ -41,7 +41,6 @@ from pytest_synth_rl.fake.rollouts import RolloutDriver
 from pytest_synth_rl.fake.scenario import Scenario
 from pytest_synth_rl.fake.stand_in import StandInModel
 from pytest_synth_rl.fake.store import JobStore, RolloutsMode
-from pytest_synth_rl.fake.verification import probe_task_app
 from pytest_synth_rl.fake.wire import LoggedRequest
 from pytest_synth_rl.secrets.masking import Secret, key_problem, mask_secret, register_secret, secret_or_none
 from pytest_synth_rl.taskapp.serving import ServerThread
@@ -185,11 +184,8 @@ class FakeSynthBackend:
 
     def _verify(self, url: str) -> dict[str, Any]:
         """Probe a task app with each key this fake would send it, as the hosted backend does."""
-        store = self.store
-        any_url = store.rollouts is True
-        return probe_task_app(
-            url, self.keys, self.driver.client, any_url=any_url, set_aside=store.lock.set_aside
-        )
+        any_url = self.store.rollouts is True
+        return self.keys.probe(url, self.driver.client, any_url=any_url, set_aside=self.store.lock.set_aside)
 
     @property
     def clock(self) -> Clock:
