@@ -6,6 +6,7 @@ holds the store's lock. Bad input gets a 4xx naming the parameter and what was e
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
@@ -29,7 +30,7 @@ from pytest_synth_rl.fake.wire import (
     problems_response,
 )
 
-__all__ = ["HANDLERS", "ApiCall", "dispatch", "legacy_payload"]
+__all__ = ["ROUTES", "ApiCall", "dispatch", "legacy_payload"]
 
 _PAYLOAD = "the RL job payload as a JSON object with Content-Type: application/json"
 _STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "error")
@@ -37,8 +38,6 @@ _STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "error")
 
 class ApiCall:
     """The request as the handlers need it, with the parts of the fake they work on."""
-
-    __slots__ = ("_params", "job_id", "keys", "lifecycle", "request", "verify")
 
     def __init__(
         self,
@@ -53,14 +52,11 @@ class ApiCall:
         self.job_id = job_id
         self.keys = keys
         self.verify = verify
-        self._params: httpx.QueryParams | None = None
 
-    @property
+    @functools.cached_property
     def params(self) -> httpx.QueryParams:
         """The query parameters, parsed once."""
-        if self._params is None:
-            self._params = self.request.url.params
-        return self._params
+        return self.request.url.params
 
 
 class _Answer(Exception):
@@ -423,26 +419,34 @@ def verify_endpoint(call: ApiCall) -> httpx.Response:
     return json_response(200, call.verify(url.rstrip("/")))
 
 
-HANDLERS: dict[str, Callable[[ApiCall], httpx.Response]] = {
-    "submit": submit,
-    "list": list_jobs,
-    "status": status,
-    "cancel": cancel,
-    "start": start,
-    "events": events,
-    "events_stream": events_stream,
-    "metrics": metrics,
-    "timeline": timeline,
-    "public_key": public_key,
-    "env_keys": env_keys,
-    "env_keys_verify": env_keys_verify,
-    "verify_task_app": verify_endpoint,
-}
+#: ``(method, path below the API root, route name, handler)``; the name is what faults and the log use.
+ROUTES: tuple[tuple[str, str, str, Callable[[ApiCall], httpx.Response]], ...] = (
+    ("POST", "/rl/jobs", "submit", submit),
+    ("GET", "/rl/jobs", "list", list_jobs),
+    ("GET", "/rl/jobs/{job_id}", "status", status),
+    ("POST", "/rl/jobs/{job_id}/cancel", "cancel", cancel),
+    ("POST", "/rl/jobs/{job_id}/start", "start", start),
+    ("GET", "/rl/jobs/{job_id}/events", "events", events),
+    ("GET", "/rl/jobs/{job_id}/events/stream", "events_stream", events_stream),
+    ("GET", "/rl/jobs/{job_id}/metrics", "metrics", metrics),
+    ("GET", "/rl/jobs/{job_id}/timeline", "timeline", timeline),
+    ("GET", "/learning/jobs/{job_id}", "status", status),
+    ("GET", "/learning/jobs/{job_id}/events", "events", events),
+    ("GET", "/learning/jobs/{job_id}/metrics", "metrics", metrics),
+    ("GET", "/learning/jobs/{job_id}/timeline", "timeline", timeline),
+    ("GET", "/orchestration/jobs/{job_id}", "status", status),
+    ("GET", "/orchestration/jobs/{job_id}/events", "events", events),
+    ("POST", "/rl/verify_task_app", "verify_task_app", verify_endpoint),
+    ("GET", "/v1/crypto/public-key", "public_key", public_key),
+    ("POST", "/v1/env-keys", "env_keys", env_keys),
+    ("GET", "/v1/env-keys/verify", "env_keys_verify", env_keys_verify),
+)
+_HANDLERS = {name: handler for _, _, name, handler in ROUTES}
 
 
 def dispatch(name: str, call: ApiCall) -> httpx.Response:
-    """Run the handler for route *name*, turning bad query parameters into their 422."""
+    """Run the handler for route *name*, turning bad parameters and bodies into their 4xx."""
     try:
-        return HANDLERS[name](call)
-    except _Answer as bad:
-        return bad.response
+        return _HANDLERS[name](call)
+    except _Answer as early:
+        return early.response

@@ -22,35 +22,13 @@ from pytest_synth_rl.fake.lifecycle import Lifecycle
 from pytest_synth_rl.fake.wire import LoggedRequest, error_response, masked_response
 from pytest_synth_rl.secrets.masking import Secret, mask_secret
 
-__all__ = ["ADMIN_PREFIX", "MAX_BODY_BYTES", "ROUTES", "FakeRouteError", "RequestHandler", "match_route"]
+__all__ = ["ADMIN_PREFIX", "MAX_BODY_BYTES", "FakeRouteError", "RequestHandler", "match_route"]
 
 ADMIN_PREFIX = "/_fake"
 #: Largest request body the fake takes, served or in process (real payloads are a few KiB).
 MAX_BODY_BYTES = 10 * 2**20
 
-#: ``(method, path below the API root, route name)``; the name is what faults and the log use.
-ROUTES: tuple[tuple[str, str, str], ...] = (
-    ("POST", "/rl/jobs", "submit"),
-    ("GET", "/rl/jobs", "list"),
-    ("GET", "/rl/jobs/{job_id}", "status"),
-    ("POST", "/rl/jobs/{job_id}/cancel", "cancel"),
-    ("POST", "/rl/jobs/{job_id}/start", "start"),
-    ("GET", "/rl/jobs/{job_id}/events", "events"),
-    ("GET", "/rl/jobs/{job_id}/events/stream", "events_stream"),
-    ("GET", "/rl/jobs/{job_id}/metrics", "metrics"),
-    ("GET", "/rl/jobs/{job_id}/timeline", "timeline"),
-    ("GET", "/learning/jobs/{job_id}", "status"),
-    ("GET", "/learning/jobs/{job_id}/events", "events"),
-    ("GET", "/learning/jobs/{job_id}/metrics", "metrics"),
-    ("GET", "/learning/jobs/{job_id}/timeline", "timeline"),
-    ("GET", "/orchestration/jobs/{job_id}", "status"),
-    ("GET", "/orchestration/jobs/{job_id}/events", "events"),
-    ("POST", "/rl/verify_task_app", "verify_task_app"),
-    ("GET", "/v1/crypto/public-key", "public_key"),
-    ("POST", "/v1/env-keys", "env_keys"),
-    ("GET", "/v1/env-keys/verify", "env_keys_verify"),
-)
-_SEGMENTS = [(method, tuple(template.strip("/").split("/")), name) for method, template, name in ROUTES]
+_SEGMENTS = [(method, tuple(path.strip("/").split("/")), name) for method, path, name, _ in api.ROUTES]
 
 
 class RouteMatch(NamedTuple):
@@ -88,7 +66,7 @@ def match_route(method: str, relative_path: str) -> RouteMatch | None:
 def route_listing(api_root: str) -> list[str]:
     """``METHOD /path`` lines, for 404 bodies and strict-mode errors."""
     root = api_root.rstrip("/")
-    return [f"{method} {root}{template}" for method, template, _ in ROUTES]
+    return [f"{method} {root}{template}" for method, template, _, _ in api.ROUTES]
 
 
 class FakeRouteError(SynthError, AssertionError):
