@@ -45,13 +45,11 @@ class ApiCall:
         request: httpx.Request,
         job_id: str | None,
         keys: EnvKeys | None = None,
-        verify: Callable[[str], dict[str, Any]] | None = None,
     ) -> None:
         self.lifecycle = lifecycle
         self.request = request
         self.job_id = job_id
         self.keys = keys
-        self.verify = verify
 
     @functools.cached_property
     def params(self) -> httpx.QueryParams:
@@ -415,8 +413,11 @@ def verify_endpoint(call: ApiCall) -> httpx.Response:
             f"must be the task app's http(s) base URL, got {url!r:.80}",
             "send the same URL the job's data.endpoint_base_url will carry",
         )
-    assert call.verify is not None
-    return json_response(200, call.verify(url.rstrip("/")))
+    # Probed with each key this fake would send, as the hosted backend does (any URL with rollouts=True).
+    store = call.lifecycle.store
+    client, any_url = call.lifecycle.driver.client, store.rollouts is True
+    answer = _keys(call).probe(url.rstrip("/"), client, any_url=any_url, set_aside=store.lock.set_aside)
+    return json_response(200, answer)
 
 
 #: ``(method, path below the API root, route name, handler)``; the name is what faults and the log use.

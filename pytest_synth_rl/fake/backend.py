@@ -173,7 +173,6 @@ class FakeSynthBackend:
         self.handle = RequestHandler(
             self.lifecycle,
             keys=self.keys,
-            verify=self._verify,
             reset=self.reset,
             api_base=self.api_base,
             api_path=api_path,
@@ -181,11 +180,6 @@ class FakeSynthBackend:
         )
         """Answer one request (``httpx.Request -> httpx.Response``); see :class:`RequestHandler`."""
         self._router: respx.MockRouter | None = None
-
-    def _verify(self, url: str) -> dict[str, Any]:
-        """Probe a task app with each key this fake would send it, as the hosted backend does."""
-        any_url = self.store.rollouts is True
-        return self.keys.probe(url, self.driver.client, any_url=any_url, set_aside=self.store.lock.set_aside)
 
     @property
     def clock(self) -> Clock:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import httpx
 
@@ -85,7 +85,6 @@ class RequestHandler:
         lifecycle: Lifecycle,
         *,
         keys: EnvKeys,
-        verify: Callable[[str], dict[str, Any]],
         reset: Callable[[], None],
         api_base: str,
         api_path: str,
@@ -93,7 +92,6 @@ class RequestHandler:
     ) -> None:
         self.lifecycle = lifecycle
         self.keys = keys
-        self.verify = verify
         self.reset = reset
         self.api_base = api_base
         self.api_path = api_path
@@ -166,7 +164,7 @@ class RequestHandler:
         if not self._authorized(request):
             record.forget_body()  # anyone can send these: they must not fill the log
             return self._unauthorized(), True
-        call = api.ApiCall(self.lifecycle, request, found.job_id, self.keys, self.verify)
+        call = api.ApiCall(self.lifecycle, request, found.job_id, self.keys)
         response = api.dispatch(name, call)
         record.job_id = call.job_id
         return response, True
