@@ -6,6 +6,7 @@ holds the store's lock. Bad input gets a 4xx naming the parameter and what was e
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from collections.abc import Callable, Mapping
@@ -108,16 +109,13 @@ def _bad_query(name: str, message: str, hint: str) -> httpx.Response:
 
 def _int_param(call: ApiCall, name: str, default: int, low: int, high: int) -> int:
     raw = call.params.get(name)
-    if raw is None or raw == "":
+    if not raw:
         return default
-    try:
-        value: int | None = int(raw)
-    except ValueError:
-        value = None
-    if value is None or not low <= value <= high:
-        message = f"must be an integer in {low}..{high}, got {raw!r}"
-        raise _Answer(_bad_query(name, message, f"omit {name} for the default ({default})"))
-    return value
+    with contextlib.suppress(ValueError):
+        if low <= (value := int(raw)) <= high:
+            return value
+    message = f"must be an integer in {low}..{high}, got {raw!r}"
+    raise _Answer(_bad_query(name, message, f"omit {name} for the default ({default})"))
 
 
 def _on_job(route: Callable[[ApiCall, JobState], httpx.Response]) -> Callable[[ApiCall], httpx.Response]:
@@ -242,16 +240,14 @@ def submit(call: ApiCall) -> httpx.Response:
 def _time_param(call: ApiCall, name: str) -> float | None:
     """An ISO-8601 time or epoch seconds, as epoch seconds; None if absent."""
     raw = call.params.get(name)
-    if raw is None or raw == "":
+    if not raw:
         return None
+    value = math.nan
     try:
         value = float(raw)
     except ValueError:
-        try:
+        with contextlib.suppress(ValueError):
             parsed = datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
-        except ValueError:
-            value = math.nan
-        else:
             value = (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
     if not math.isfinite(value):
         message = f"must be an ISO-8601 time or epoch seconds, got {raw!r:.80}"

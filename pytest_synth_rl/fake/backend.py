@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -57,6 +58,12 @@ def _usage(key: str, message: str, hint: str) -> SynthUsageError:
     return SynthUsageError([ConfigProblem(key, message, hint)])
 
 
+def _refuse(key: str, problem: object, hint: str) -> None:
+    """Raise the usage error for *key* when there is a *problem* (None: all is well)."""
+    if problem is not None:
+        raise _usage(key, str(problem), hint)
+
+
 def _api_root(base_url: str) -> tuple[str, str]:
     """``(api_base_url, api_path)`` for *base_url*: ``/api`` is appended unless present."""
     text = (base_url or "").strip().rstrip("/")
@@ -68,6 +75,11 @@ def _api_root(base_url: str) -> tuple[str, str]:
         )
     api_base = normalize_backend_url(text)
     return api_base, urlsplit(api_base).path
+
+
+def _positive(value: object, most: float) -> bool:
+    """Whether *value* is a number in ``(0, most]``."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and 0 < value <= most
 
 
 def _job_id_prefix_problem(prefix: object) -> str | None:
@@ -298,8 +310,7 @@ class FakeSynthBackend:
         are that prefix and a count from 000001 again (a test's ids then do not depend on others)."""
         __tracebackhide__ = True
         problem = None if job_id_prefix is None else _job_id_prefix_problem(job_id_prefix)
-        if problem is not None:
-            raise _usage("FakeSynthBackend.reset.job_id_prefix", problem, "e.g. job_id_prefix='job_rl_t1_'")
+        _refuse("FakeSynthBackend.reset.job_id_prefix", problem, "e.g. job_id_prefix='job_rl_t1_'")
         if clock is not None:
             self.lifecycle.use_clock(clock)
         self.store.reset(job_id_prefix)
@@ -308,20 +319,15 @@ class FakeSynthBackend:
     def use_policy(self, policy: Policy | None) -> None:
         """Answer model calls with *policy* from now on (``None``: this fake's own policy again)."""
         __tracebackhide__ = True
-        problem = None if policy is None else policy_problem(policy)
-        if problem is not None:
-            hint = "a policy is policy(request) -> reply, e.g. LearningPolicy(solve=...); None: the fake's"
-            raise _usage("FakeSynthBackend.use_policy", str(problem), hint)
+        hint = "a policy is policy(request) -> reply, e.g. LearningPolicy(solve=...); None: the fake's"
+        _refuse("FakeSynthBackend.use_policy", None if policy is None else policy_problem(policy), hint)
         self.stand_in.use_policy(policy)
 
     def use_rollout_timeout(self, seconds: float | None) -> None:
         """Give each rollout *seconds* (real) from now on; ``None``: the constructor's ``rollout_timeout``."""
         __tracebackhide__ = True
         problem = None if seconds is None else seconds_problem(seconds)
-        if problem is not None:
-            raise _usage(
-                "FakeSynthBackend.use_rollout_timeout", problem, "e.g. fake.use_rollout_timeout(60), or None"
-            )
+        _refuse("FakeSynthBackend.use_rollout_timeout", problem, "e.g. fake.use_rollout_timeout(60), or None")
         self.driver.timeout = self._rollout_timeout if seconds is None else float(seconds)
 
     def use_task_app_key(self, key: str | Secret | None) -> None:
@@ -386,32 +392,18 @@ class FakeSynthBackend:
         always win. A request must send its headers, then its body, within *read_timeout*
         seconds (else 408); a body over 10 MiB gets 413; ``/_fake/...`` needs the API's key.
         """
+        key = "FakeSynthBackend.serve."
         if pacing is not None and pacing not in PACING_MODES:
-            message = f"must be one of {', '.join(PACING_MODES)}, got {pacing!r}"
-            raise _usage(
-                "FakeSynthBackend.serve.pacing",
-                message,
-                "omit it for the default: 'observed' on a virtual clock",
-            )
-        if speed is not None and (
-            isinstance(speed, bool) or not isinstance(speed, (int, float)) or not 0 < speed < float("inf")
-        ):
-            raise _usage(
-                "FakeSynthBackend.serve.speed",
-                f"must be a finite number > 0 (how many times faster than real time), got {speed!r}",
-                "e.g. serve(speed=60) for a minute a second, or leave it out: jobs then move by observation",
-            )
-        if (
-            isinstance(read_timeout, bool)
-            or not isinstance(read_timeout, (int, float))
-            or not 0 < read_timeout <= 3600
-        ):
+            hint = "omit it for the default: 'observed' on a virtual clock"
+            raise _usage(key + "pacing", f"must be one of {', '.join(PACING_MODES)}, got {pacing!r}", hint)
+        if speed is not None and not _positive(speed, sys.float_info.max):
+            message = f"must be a finite number > 0 (how many times faster than real time), got {speed!r}"
+            hint = "e.g. serve(speed=60) for a minute a second, or leave it out: jobs then move by "
+            hint += "observation"
+            raise _usage(key + "speed", message, hint)
+        if not _positive(read_timeout, 3600):
             message = f"must be a number of seconds in (0, 3600], got {read_timeout!r}"
-            raise _usage(
-                "FakeSynthBackend.serve.read_timeout",
-                message,
-                f"omit it for the default {DEFAULT_READ_TIMEOUT:g}",
-            )
+            raise _usage(key + "read_timeout", message, f"omit it for the default {DEFAULT_READ_TIMEOUT:g}")
         lifecycle = self.lifecycle
         previous: Clock | None = None
         if speed is not None:
