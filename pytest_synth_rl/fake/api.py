@@ -160,13 +160,9 @@ def legacy_payload(payload: Mapping[str, Any]) -> tuple[dict[str, Any], list[Con
         "endpoint_base_url": endpoint.rstrip("/") if isinstance(endpoint, str) else endpoint,
         "config": dict(config or {}) if isinstance(config, Mapping) else {},
     }
-    kept.update(
-        {
-            name: fields[name]
-            for name in ("trainer", "trainer_id", "job_config_id")
-            if fields.get(name) is not None
-        }
-    )
+    for name in ("trainer", "trainer_id", "job_config_id"):
+        if fields.get(name) is not None:
+            kept[name] = fields[name]
     normalized: dict[str, Any] = {"job_type": "rl", "data": kept, "legacy_body": True}
     if isinstance(fields.get("metadata"), Mapping):
         normalized["metadata"] = dict(fields["metadata"])

@@ -11,7 +11,7 @@ import json
 import math
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import httpx
@@ -226,19 +226,11 @@ class LoggedRequest:
     def to_json(self) -> dict[str, Any]:
         """The record as the admin API shows it: the body as JSON when it is whole JSON, else as text."""
         parsed = self.json
+        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.repr}
         return {
-            "method": self.method,
+            **shown,
             "url": redact(self.url),
-            "path": self.path,
-            "route": self.route,
-            "time": self.time,
-            "status": self.status,
-            "fault": self.fault,
-            "job_id": self.job_id,
-            "error": self.error,
             "headers": self.headers,
             "json": Redactor().json(parsed),
             "body": self.body_text if parsed is None and self._body else None,
-            "body_size": self.body_size,
-            "body_truncated": self.body_truncated,
         }
