@@ -160,11 +160,9 @@ class FakeASGIApp:
         handler: Callable[[httpx.Request], httpx.Response],
         *,
         read_timeout: float = DEFAULT_READ_TIMEOUT,
-        max_body: int = MAX_BODY_BYTES,
     ) -> None:
         self.handler = handler
         self.read_timeout = read_timeout
-        self.max_body = max_body
         self._slots: asyncio.Semaphore | None = None
         self._streams = 0
 
@@ -238,7 +236,7 @@ class FakeASGIApp:
                 busy=True,
             )
         # A body larger than the whole budget would never fit: too large, not "retry later".
-        limit = min(self.max_body, MAX_BUFFERED_BYTES)
+        limit = min(MAX_BODY_BYTES, MAX_BUFFERED_BYTES)
         try:
             body = await asyncio.wait_for(_read_body(receive, scope, limit, taken), self.read_timeout)
         except asyncio.TimeoutError:
