@@ -1,4 +1,4 @@
-"""Handlers for the RL job API (contract §1.2), one function per route.
+"""Handlers for the RL job API (contract §1.2), one function per route, and the route table.
 
 The request handler has already matched the route, applied faults and checked the key, and
 holds the store's lock. Bad input gets a 4xx naming the parameter and what was expected.

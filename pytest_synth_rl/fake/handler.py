@@ -1,4 +1,4 @@
-"""The fake backend as a function, ``httpx.Request -> httpx.Response``, and its route table.
+"""The fake backend as a function, ``httpx.Request -> httpx.Response``, matching the API's routes.
 
 :class:`RequestHandler` routes a request, logs it, applies injected faults (before the key is
 checked, as real infrastructure failures would be), checks the bearer key and hands the call to
