@@ -45,7 +45,7 @@ class ApiCall:
         lifecycle: Lifecycle,
         request: httpx.Request,
         job_id: str | None,
-        keys: EnvKeys | None = None,
+        keys: EnvKeys,
     ) -> None:
         self.lifecycle = lifecycle
         self.request = request
@@ -371,19 +371,14 @@ def timeline(call: ApiCall, job: JobState) -> httpx.Response:
 
 
 # -- the task app's key and pre-submit verification (contract §10.3, §10.5) ----------------------
-def _keys(call: ApiCall) -> EnvKeys:
-    assert call.keys is not None
-    return call.keys
-
-
 def public_key(call: ApiCall) -> httpx.Response:
-    return json_response(200, {"public_key": _keys(call).public_key_b64, "alg": SEALED_BOX_ALG})
+    return json_response(200, {"public_key": call.keys.public_key_b64, "alg": SEALED_BOX_ALG})
 
 
 def env_keys(call: ApiCall) -> httpx.Response:
     body = _json_body(call, '{"name": "ENVIRONMENT_API_KEY", "ciphertext_b64": <sealed box, base64>}')
     try:
-        _keys(call).open_upload(body.get("name"), body.get("ciphertext_b64"))
+        call.keys.open_upload(body.get("name"), body.get("ciphertext_b64"))
     except EnvKeyRejected as exc:
         return error_response(400, "invalid_env_key", f"environment key upload rejected: {exc}")
     updated = iso(call.lifecycle.clock.time())
@@ -393,7 +388,7 @@ def env_keys(call: ApiCall) -> httpx.Response:
 
 
 def env_keys_verify(call: ApiCall) -> httpx.Response:
-    return json_response(200, {"present": _keys(call).has_env_key})
+    return json_response(200, {"present": call.keys.has_env_key})
 
 
 def verify_endpoint(call: ApiCall) -> httpx.Response:
@@ -408,7 +403,7 @@ def verify_endpoint(call: ApiCall) -> httpx.Response:
     # Probed with each key this fake would send, as the hosted backend does (any URL with rollouts=True).
     store = call.lifecycle.store
     client, any_url = call.lifecycle.driver.client, store.rollouts is True
-    answer = _keys(call).probe(url.rstrip("/"), client, any_url=any_url, set_aside=store.lock.set_aside)
+    answer = call.keys.probe(url.rstrip("/"), client, any_url=any_url, set_aside=store.lock.set_aside)
     return json_response(200, answer)
 
 

@@ -88,40 +88,6 @@ def _job_id_prefix_problem(prefix: object) -> str | None:
     return f"must be 1-40 letters, digits, '_' or '-' (it goes into URL paths), got {prefix!r:.60}"
 
 
-def _check_settings(
-    api_key: object,
-    rollouts: object,
-    per_step: object,
-    timeout: object,
-    policy: object,
-    replies: object,
-    prefix: object,
-) -> None:
-    """Every problem with the constructor arguments, raised together."""
-    problems: list[ConfigProblem] = []
-
-    def bad(key: str, message: str | None, hint: str = "") -> None:
-        if message is not None:
-            problems.append(ConfigProblem(f"FakeSynthBackend.{key}", message, hint or None))
-
-    if not isinstance(api_key, str) or not api_key:
-        bad("api_key", "must be a non-empty string", f"omit it to use the test key {DEFAULT_API_KEY!r}")
-    else:
-        bad("api_key", key_problem(api_key), "give the key as printable ASCII text")
-    if rollouts not in ("auto", True, False):
-        bad("rollouts", f"must be 'auto', True or False, got {rollouts!r}")
-    if isinstance(per_step, bool) or not isinstance(per_step, int) or per_step < 1:
-        bad("max_rollouts_per_step", f"must be an int >= 1, got {per_step!r}")
-    bad("rollout_timeout", seconds_problem(timeout))
-    if policy is not None and replies is not None:
-        bad("policy", "give either policy= (a callable) or replies= (canned answers), not both")
-    elif policy is not None:
-        bad("policy", policy_problem(policy), "a policy is policy(request) -> reply")
-    bad("job_id_prefix", _job_id_prefix_problem(prefix), "e.g. job_id_prefix='job_rl_gw1_'")
-    if problems:
-        raise SynthUsageError(problems, hint="see the FakeSynthBackend docstring")
-
-
 class FakeSynthBackend:
     """A fake of Synth's RL job API, for offline tests.
 
@@ -159,7 +125,29 @@ class FakeSynthBackend:
         self.base_url = (base_url or "").strip().rstrip("/")
         self.api_base, api_path = _api_root(self.base_url)
         key = api_key.value if isinstance(api_key, Secret) else api_key
-        _check_settings(key, rollouts, max_rollouts_per_step, rollout_timeout, policy, replies, job_id_prefix)
+        problems: list[ConfigProblem] = []
+
+        def bad(name: str, message: str | None, hint: str = "") -> None:
+            if message is not None:
+                problems.append(ConfigProblem(f"FakeSynthBackend.{name}", message, hint or None))
+
+        if not isinstance(key, str) or not key:
+            bad("api_key", "must be a non-empty string", f"omit it to use the test key {DEFAULT_API_KEY!r}")
+        else:
+            bad("api_key", key_problem(key), "give the key as printable ASCII text")
+        if rollouts not in ("auto", True, False):
+            bad("rollouts", f"must be 'auto', True or False, got {rollouts!r}")
+        per_step = max_rollouts_per_step
+        if isinstance(per_step, bool) or not isinstance(per_step, int) or per_step < 1:
+            bad("max_rollouts_per_step", f"must be an int >= 1, got {per_step!r}")
+        bad("rollout_timeout", seconds_problem(rollout_timeout))
+        if policy is not None and replies is not None:
+            bad("policy", "give either policy= (a callable) or replies= (canned answers), not both")
+        elif policy is not None:
+            bad("policy", policy_problem(policy), "a policy is policy(request) -> reply")
+        bad("job_id_prefix", _job_id_prefix_problem(job_id_prefix), "e.g. job_id_prefix='job_rl_gw1_'")
+        if problems:  # every problem with the arguments, raised together
+            raise SynthUsageError(problems, hint="see the FakeSynthBackend docstring")
         register_secret(key)
         task_key = task_app_api_key.value if isinstance(task_app_api_key, Secret) else task_app_api_key
         self.strict = strict
