@@ -102,8 +102,9 @@ def test_a_thread_waiting_for_a_condition_is_woken_by_the_release_that_meets_it(
 
 # -- query parameters --------------------------------------------------------------------------
 def test_each_call_reads_its_own_requests_query(fake: FakeSynthBackend) -> None:
-    first = ApiCall(fake.lifecycle, httpx.Request("GET", f"{API}/rl/jobs?limit=1"), None)
-    second = ApiCall(fake.lifecycle, httpx.Request("GET", f"{API}/rl/jobs?limit=2&status=queued"), None)
+    lifecycle, keys = fake.lifecycle, fake.keys
+    first = ApiCall(lifecycle, httpx.Request("GET", f"{API}/rl/jobs?limit=1"), None, keys)
+    second = ApiCall(lifecycle, httpx.Request("GET", f"{API}/rl/jobs?limit=2&status=queued"), None, keys)
     assert first.params.get("limit") == "1"
     assert first.params is first.params  # parsed once
     assert second.params.get("limit") == "2"

@@ -1,4 +1,4 @@
-"""Handlers for the RL job API (contract §1.2), one function per route.
+"""Handlers for the RL job API (contract §1.2), one function per route, and the route table.
 
 The request handler has already matched the route, applied faults and checked the key, and
 holds the store's lock. Bad input gets a 4xx naming the parameter and what was expected.
@@ -6,6 +6,8 @@ holds the store's lock. Bad input gets a 4xx naming the parameter and what was e
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
@@ -29,42 +31,71 @@ from pytest_synth_rl.fake.wire import (
     problems_response,
 )
 
-__all__ = ["HANDLERS", "ApiCall", "dispatch", "legacy_payload"]
+__all__ = ["ROUTES", "ApiCall", "dispatch", "legacy_payload"]
 
+_PAYLOAD = "the RL job payload as a JSON object with Content-Type: application/json"
 _STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "error")
 
 
 class ApiCall:
     """The request as the handlers need it, with the parts of the fake they work on."""
 
-    __slots__ = ("_params", "job_id", "keys", "lifecycle", "request", "verify")
-
     def __init__(
         self,
         lifecycle: Lifecycle,
         request: httpx.Request,
         job_id: str | None,
-        keys: EnvKeys | None = None,
-        verify: Callable[[str], dict[str, Any]] | None = None,
+        keys: EnvKeys,
     ) -> None:
         self.lifecycle = lifecycle
         self.request = request
         self.job_id = job_id
         self.keys = keys
-        self.verify = verify
-        self._params: httpx.QueryParams | None = None
 
-    @property
+    @functools.cached_property
     def params(self) -> httpx.QueryParams:
         """The query parameters, parsed once."""
-        if self._params is None:
-            self._params = self.request.url.params
-        return self._params
+        return self.request.url.params
 
 
-class _BadParam(Exception):
+class _Answer(Exception):
+    """Ends a handler early with :attr:`response` (a bad parameter or body)."""
+
     def __init__(self, response: httpx.Response) -> None:
         self.response = response
+
+
+def _json_body(call: ApiCall, what: str, *, payload: bool = False) -> dict[str, Any]:
+    """The body as a JSON object of finite numbers; else the 400 (422 for a job *payload*) saying
+    why, and to send *what*."""
+    raw = call.request.content
+    try:
+        body = load_json(raw) if raw else None
+    except TooManyDigits as exc:
+        if not payload:
+            raise _Answer(error_response(400, "number_too_long", f"{exc}; send {what}")) from None
+        message = f"must be an integer of at most {exc.limit} digits, got {exc.digits} digits"
+        hint = "no field of the RL job payload needs more than a few digits"
+        raise _Answer(_invalid(exc.field, message, hint)) from None
+    # RecursionError: a body nested deeper than the interpreter can parse is as bad as malformed JSON.
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        message = f"the request body is not valid JSON ({exc}); send {what}"
+        raise _Answer(error_response(400, "invalid_json", message)) from None
+    if not isinstance(body, dict) and not payload:
+        raise _Answer(error_response(400, "invalid_body", f"expected a JSON object: {what}"))
+    if not isinstance(body, dict):
+        got = "JSON null" if raw.strip() else "an empty body"
+        got = f"a JSON {type(body).__name__}" if body is not None else got
+        message = f"expected the RL job payload as a JSON object, got {got}"
+        raise _Answer(_invalid("body", message, "build it with build_rl_payload() or RLJob.from_config()"))
+    bad = non_finite_field(body)
+    if bad is not None and not payload:
+        message = f"field {bad[0]!r} must be a finite number, got {bad[1]!r}"
+        raise _Answer(error_response(400, "not_finite", message))
+    if bad is not None:
+        hint = "NaN, Infinity and numbers too large for a float are not valid JSON numbers"
+        raise _Answer(_invalid(bad[0], f"must be a finite number, got {bad[1]!r}", hint))
+    return body
 
 
 def _invalid(loc: Any, msg: str, hint: str | None) -> httpx.Response:
@@ -78,16 +109,13 @@ def _bad_query(name: str, message: str, hint: str) -> httpx.Response:
 
 def _int_param(call: ApiCall, name: str, default: int, low: int, high: int) -> int:
     raw = call.params.get(name)
-    if raw is None or raw == "":
+    if not raw:
         return default
-    try:
-        value: int | None = int(raw)
-    except ValueError:
-        value = None
-    if value is None or not low <= value <= high:
-        message = f"must be an integer in {low}..{high}, got {raw!r}"
-        raise _BadParam(_bad_query(name, message, f"omit {name} for the default ({default})"))
-    return value
+    with contextlib.suppress(ValueError):
+        if low <= (value := int(raw)) <= high:
+            return value
+    message = f"must be an integer in {low}..{high}, got {raw!r}"
+    raise _Answer(_bad_query(name, message, f"omit {name} for the default ({default})"))
 
 
 def _on_job(route: Callable[[ApiCall, JobState], httpx.Response]) -> Callable[[ApiCall], httpx.Response]:
@@ -132,13 +160,9 @@ def legacy_payload(payload: Mapping[str, Any]) -> tuple[dict[str, Any], list[Con
         "endpoint_base_url": endpoint.rstrip("/") if isinstance(endpoint, str) else endpoint,
         "config": dict(config or {}) if isinstance(config, Mapping) else {},
     }
-    kept.update(
-        {
-            name: fields[name]
-            for name in ("trainer", "trainer_id", "job_config_id")
-            if fields.get(name) is not None
-        }
-    )
+    for name in ("trainer", "trainer_id", "job_config_id"):
+        if fields.get(name) is not None:
+            kept[name] = fields[name]
     normalized: dict[str, Any] = {"job_type": "rl", "data": kept, "legacy_body": True}
     if isinstance(fields.get("metadata"), Mapping):
         normalized["metadata"] = dict(fields["metadata"])
@@ -177,34 +201,7 @@ def _legacy_problems(fields: Mapping[str, Any], where: str) -> list[ConfigProble
 def submit(call: ApiCall) -> httpx.Response:
     lifecycle = call.lifecycle
     store = lifecycle.store
-    raw = call.request.content
-    try:
-        payload = load_json(raw) if raw else None
-    except TooManyDigits as exc:
-        message = f"must be an integer of at most {exc.limit} digits, got {exc.digits} digits"
-        return _invalid(exc.field, message, "no field of the RL job payload needs more than a few digits")
-    # RecursionError: a body nested deeper than the interpreter can parse is as bad as malformed JSON.
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        return error_response(
-            400,
-            "invalid_json",
-            f"the request body is not valid JSON ({exc}); send the RL job payload as a JSON object "
-            "with Content-Type: application/json",
-        )
-    if not isinstance(payload, dict):
-        got = (
-            "an empty body"
-            if not raw.strip()
-            else "JSON null"
-            if payload is None
-            else f"a JSON {type(payload).__name__}"
-        )
-        message = f"expected the RL job payload as a JSON object, got {got}"
-        return _invalid("body", message, "build it with build_rl_payload() or RLJob.from_config()")
-    bad = non_finite_field(payload)
-    if bad is not None:
-        hint = "NaN, Infinity and numbers too large for a float are not valid JSON numbers"
-        return _invalid(bad[0], f"must be a finite number, got {bad[1]!r}", hint)
+    payload = _json_body(call, _PAYLOAD, payload=True)
     legacy = legacy_payload(payload)
     if legacy is not None:
         payload = legacy[0]
@@ -239,20 +236,18 @@ def submit(call: ApiCall) -> httpx.Response:
 def _time_param(call: ApiCall, name: str) -> float | None:
     """An ISO-8601 time or epoch seconds, as epoch seconds; None if absent."""
     raw = call.params.get(name)
-    if raw is None or raw == "":
+    if not raw:
         return None
+    value = math.nan
     try:
         value = float(raw)
     except ValueError:
-        try:
+        with contextlib.suppress(ValueError):
             parsed = datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
-        except ValueError:
-            value = math.nan
-        else:
             value = (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
     if not math.isfinite(value):
         message = f"must be an ISO-8601 time or epoch seconds, got {raw!r:.80}"
-        raise _BadParam(_bad_query(name, message, "e.g. 2026-01-01T00:00:00Z"))
+        raise _Answer(_bad_query(name, message, "e.g. 2026-01-01T00:00:00Z"))
     return value
 
 
@@ -340,7 +335,7 @@ def _last_event_id(call: ApiCall, default: int) -> int:
     text = raw.strip()
     value = int(text) if text.isascii() and text.isdigit() and len(text) <= 13 else None
     if value is None or value > 10**12:
-        raise _BadParam(
+        raise _Answer(
             _invalid(
                 ["header", "last-event-id"],
                 f"must be the id of an event (an integer in 0..{10**12}), got {raw!r:.80}",
@@ -376,36 +371,14 @@ def timeline(call: ApiCall, job: JobState) -> httpx.Response:
 
 
 # -- the task app's key and pre-submit verification (contract §10.3, §10.5) ----------------------
-def _json_object(call: ApiCall, what: str) -> dict[str, Any] | httpx.Response:
-    try:
-        body = load_json(call.request.content) if call.request.content else None
-    except TooManyDigits as exc:
-        return error_response(400, "number_too_long", f"{exc}; send {what}")
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        return error_response(400, "invalid_json", f"the request body is not valid JSON ({exc}); send {what}")
-    if not isinstance(body, dict):
-        return error_response(400, "invalid_body", f"expected a JSON object: {what}")
-    bad = non_finite_field(body)
-    if bad is not None:
-        return error_response(400, "not_finite", f"field {bad[0]!r} must be a finite number, got {bad[1]!r}")
-    return body
-
-
-def _keys(call: ApiCall) -> EnvKeys:
-    assert call.keys is not None
-    return call.keys
-
-
 def public_key(call: ApiCall) -> httpx.Response:
-    return json_response(200, {"public_key": _keys(call).public_key_b64, "alg": SEALED_BOX_ALG})
+    return json_response(200, {"public_key": call.keys.public_key_b64, "alg": SEALED_BOX_ALG})
 
 
 def env_keys(call: ApiCall) -> httpx.Response:
-    body = _json_object(call, '{"name": "ENVIRONMENT_API_KEY", "ciphertext_b64": <sealed box, base64>}')
-    if isinstance(body, httpx.Response):
-        return body
+    body = _json_body(call, '{"name": "ENVIRONMENT_API_KEY", "ciphertext_b64": <sealed box, base64>}')
     try:
-        _keys(call).open_upload(body.get("name"), body.get("ciphertext_b64"))
+        call.keys.open_upload(body.get("name"), body.get("ciphertext_b64"))
     except EnvKeyRejected as exc:
         return error_response(400, "invalid_env_key", f"environment key upload rejected: {exc}")
     updated = iso(call.lifecycle.clock.time())
@@ -415,13 +388,11 @@ def env_keys(call: ApiCall) -> httpx.Response:
 
 
 def env_keys_verify(call: ApiCall) -> httpx.Response:
-    return json_response(200, {"present": _keys(call).has_env_key})
+    return json_response(200, {"present": call.keys.has_env_key})
 
 
 def verify_endpoint(call: ApiCall) -> httpx.Response:
-    body = _json_object(call, '{"endpoint_base_url": "<task app URL>"}')
-    if isinstance(body, httpx.Response):
-        return body
+    body = _json_body(call, '{"endpoint_base_url": "<task app URL>"}')
     url = body.get("endpoint_base_url")
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         return _invalid(
@@ -429,30 +400,41 @@ def verify_endpoint(call: ApiCall) -> httpx.Response:
             f"must be the task app's http(s) base URL, got {url!r:.80}",
             "send the same URL the job's data.endpoint_base_url will carry",
         )
-    assert call.verify is not None
-    return json_response(200, call.verify(url.rstrip("/")))
+    # Probed with each key this fake would send, as the hosted backend does (any URL with rollouts=True).
+    store = call.lifecycle.store
+    client, any_url = call.lifecycle.driver.client, store.rollouts is True
+    answer = call.keys.probe(url.rstrip("/"), client, any_url=any_url, set_aside=store.lock.set_aside)
+    return json_response(200, answer)
 
 
-HANDLERS: dict[str, Callable[[ApiCall], httpx.Response]] = {
-    "submit": submit,
-    "list": list_jobs,
-    "status": status,
-    "cancel": cancel,
-    "start": start,
-    "events": events,
-    "events_stream": events_stream,
-    "metrics": metrics,
-    "timeline": timeline,
-    "public_key": public_key,
-    "env_keys": env_keys,
-    "env_keys_verify": env_keys_verify,
-    "verify_task_app": verify_endpoint,
-}
+#: ``(method, path below the API root, route name, handler)``; the name is what faults and the log use.
+ROUTES: tuple[tuple[str, str, str, Callable[[ApiCall], httpx.Response]], ...] = (
+    ("POST", "/rl/jobs", "submit", submit),
+    ("GET", "/rl/jobs", "list", list_jobs),
+    ("GET", "/rl/jobs/{job_id}", "status", status),
+    ("POST", "/rl/jobs/{job_id}/cancel", "cancel", cancel),
+    ("POST", "/rl/jobs/{job_id}/start", "start", start),
+    ("GET", "/rl/jobs/{job_id}/events", "events", events),
+    ("GET", "/rl/jobs/{job_id}/events/stream", "events_stream", events_stream),
+    ("GET", "/rl/jobs/{job_id}/metrics", "metrics", metrics),
+    ("GET", "/rl/jobs/{job_id}/timeline", "timeline", timeline),
+    ("GET", "/learning/jobs/{job_id}", "status", status),
+    ("GET", "/learning/jobs/{job_id}/events", "events", events),
+    ("GET", "/learning/jobs/{job_id}/metrics", "metrics", metrics),
+    ("GET", "/learning/jobs/{job_id}/timeline", "timeline", timeline),
+    ("GET", "/orchestration/jobs/{job_id}", "status", status),
+    ("GET", "/orchestration/jobs/{job_id}/events", "events", events),
+    ("POST", "/rl/verify_task_app", "verify_task_app", verify_endpoint),
+    ("GET", "/v1/crypto/public-key", "public_key", public_key),
+    ("POST", "/v1/env-keys", "env_keys", env_keys),
+    ("GET", "/v1/env-keys/verify", "env_keys_verify", env_keys_verify),
+)
+_HANDLERS = {name: handler for _, _, name, handler in ROUTES}
 
 
 def dispatch(name: str, call: ApiCall) -> httpx.Response:
-    """Run the handler for route *name*, turning bad query parameters into their 422."""
+    """Run the handler for route *name*, turning bad parameters and bodies into their 4xx."""
     try:
-        return HANDLERS[name](call)
-    except _BadParam as bad:
-        return bad.response
+        return _HANDLERS[name](call)
+    except _Answer as early:
+        return early.response

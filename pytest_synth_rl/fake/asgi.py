@@ -8,8 +8,8 @@ never a 500 or a socket held open.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
-import json
 import threading
 from collections.abc import Callable
 from typing import TypeVar
@@ -18,6 +18,7 @@ import httpx
 
 from pytest_synth_rl.fake.handler import MAX_BODY_BYTES
 from pytest_synth_rl.fake.stream import EventStream
+from pytest_synth_rl.fake.wire import error_response
 from pytest_synth_rl.taskapp.asgi import Receive, Scope, Send, serve_lifespan
 
 __all__ = [
@@ -50,12 +51,12 @@ MAX_BUFFERED_BYTES = 64 * 2**20
 BUSY_RETRY_AFTER = 1
 
 
-class _TooLarge(Exception):
-    """The body is over the limit: ``str()`` says how large it is."""
+class _Refused(Exception):
+    """The request is answered with :attr:`response` from the event loop, its handler never called."""
 
-
-class _Busy(Exception):
-    """The body does not fit in what :data:`BODY_BUDGET` has left: ``str()`` says how large it is."""
+    def __init__(self, status: int, code: str, message: str, busy: bool = False) -> None:
+        headers = [("connection", "close")] + ([("retry-after", str(BUSY_RETRY_AFTER))] if busy else [])
+        self.response = error_response(status, code, message, headers)
 
 
 class BodyBudget:
@@ -73,18 +74,13 @@ class BodyBudget:
             return self._held
 
     def take(self, size: int) -> bool:
-        """Take *size* bytes if they fit under :data:`MAX_BUFFERED_BYTES`."""
+        """Take *size* bytes if they fit under :data:`MAX_BUFFERED_BYTES` (a negative size gives back)."""
         with self._changed:
-            if self._held + size > MAX_BUFFERED_BYTES:
+            if size > 0 and self._held + size > MAX_BUFFERED_BYTES:
                 return False
             self._held += size
             self._changed.notify_all()
             return True
-
-    def give(self, size: int) -> None:
-        with self._changed:
-            self._held -= size
-            self._changed.notify_all()
 
     def wait_for(self, condition: Callable[[int], bool], timeout: float) -> bool:
         """Block until ``condition(held)`` is true (False after *timeout* seconds)."""
@@ -95,40 +91,33 @@ class BodyBudget:
 BODY_BUDGET = BodyBudget()
 
 
-class _Holding:
-    """What one request took from :data:`BODY_BUDGET`, to give back when it is answered."""
+async def _read_body(receive: Receive, scope: Scope, limit: int, taken: list[int]) -> bytes:
+    """The whole body, its bytes taken from :data:`BODY_BUDGET` and added to ``taken[0]``; refused
+    (413, 503) as soon as it is known to be over *limit* or not to fit in the budget (from
+    ``Content-Length``, else as chunks arrive): the rest is never read."""
+    headers = dict((name.lower(), value) for name, value in scope.get("headers", []))
+    length = headers.get(b"content-length", b"")
+    declared = int(length) if length.isdigit() else None  # the server already refused a bad one
 
-    def __init__(self) -> None:
-        self.taken = 0
-
-    def take(self, size: int, what: str) -> None:
-        """Take *size* more bytes; :class:`_Busy` (saying *what*) if they do not fit."""
+    def take(size: int, what: str) -> None:
+        if size > limit:
+            # ``connection: close`` makes the server close the connection, and the unread rest with it.
+            message = f"the request body is {what}; this fake backend accepts at most {limit} bytes"
+            raise _Refused(413, "body_too_large", message)
         if size and not BODY_BUDGET.take(size):
-            raise _Busy(what)
-        self.taken += size
+            raise _Refused(
+                503,
+                "too_many_bodies",
+                f"the request body is {what}, and this fake backend already holds "
+                f"{BODY_BUDGET.held - taken[0]} bytes of other requests' bodies: it holds at most "
+                f"{MAX_BUFFERED_BYTES} bytes of request bodies at once, across connections. Retry after "
+                f"{BUSY_RETRY_AFTER}s (Retry-After), or send fewer large bodies at once",
+                busy=True,
+            )
+        taken[0] += size
 
-    def give_back(self) -> None:
-        BODY_BUDGET.give(self.taken)
-        self.taken = 0
-
-
-def _declared_length(scope: Scope) -> int | None:
-    """The request's ``Content-Length`` (None when absent; the server already refused a bad one)."""
-    for name, value in scope.get("headers", []):
-        if name.lower() == b"content-length":
-            return int(value) if value.isdigit() else None
-    return None
-
-
-async def _read_limited(receive: Receive, scope: Scope, limit: int, holding: _Holding) -> bytes:
-    """The whole body; :class:`_TooLarge` or :class:`_Busy` as soon as it is known to be over
-    *limit* or not to fit in :data:`BODY_BUDGET` (from ``Content-Length``, else as chunks arrive):
-    the rest is never read."""
-    declared = _declared_length(scope)
-    if declared is not None and declared > limit:
-        raise _TooLarge(f"{declared} bytes")
     if declared is not None:
-        holding.take(declared, f"{declared} bytes")
+        take(declared, f"{declared} bytes")
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -138,22 +127,29 @@ async def _read_limited(receive: Receive, scope: Scope, limit: int, holding: _Ho
         chunk = event.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise _TooLarge(f"more than {limit} bytes (read no further)")
+            take(size, f"more than {limit} bytes (read no further)")
         if declared is None:
-            holding.take(len(chunk), f"at least {size} bytes (read no further)")
+            take(len(chunk), f"at least {size} bytes (read no further)")
         chunks.append(chunk)
         if not event.get("more_body", False):
             break
     return b"".join(chunks)
 
 
-async def _plain_answer(send: Send, status: int, code: str, message: str, busy: bool = False) -> None:
-    """An error answer in the fake's JSON shape, sent from the event loop (*busy*: with Retry-After)."""
-    body = json.dumps({"detail": {"error": {"code": code, "message": message}}}).encode()
-    headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
-    headers += [(b"retry-after", str(BUSY_RETRY_AFTER).encode())] if busy else []
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+def _to_request(scope: Scope, body: bytes) -> httpx.Request:
+    """The handler's request (headers stay bytes); refused (400) when the target is not a path."""
+    host, port = scope.get("server") or ("127.0.0.1", 80)
+    query = scope.get("query_string", b"")
+    raw_path = scope.get("raw_path") or scope.get("path", "/").encode()
+    target = raw_path + (b"?" + query if query else b"")
+    with contextlib.suppress(httpx.InvalidURL, ValueError, UnicodeError):
+        if raw_path.startswith(b"/"):
+            url = httpx.URL(f"{scope.get('scheme', 'http')}://{host}:{port}{target.decode('latin-1')}")
+            return httpx.Request(scope["method"], url, headers=list(scope.get("headers", [])), content=body)
+    message = (
+        f"the request target {raw_path[:80]!r} is not a path; send an origin-form target such as /api/rl/jobs"
+    )
+    raise _Refused(400, "bad_request_target", message)
 
 
 class FakeASGIApp:
@@ -164,11 +160,9 @@ class FakeASGIApp:
         handler: Callable[[httpx.Request], httpx.Response],
         *,
         read_timeout: float = DEFAULT_READ_TIMEOUT,
-        max_body: int = MAX_BODY_BYTES,
     ) -> None:
         self.handler = handler
         self.read_timeout = read_timeout
-        self.max_body = max_body
         self._slots: asyncio.Semaphore | None = None
         self._streams = 0
 
@@ -177,29 +171,18 @@ class FakeASGIApp:
         if self._slots is None:
             self._slots = asyncio.Semaphore(MAX_WORKERS)
         async with self._slots:
-            loop = asyncio.get_running_loop()
-            done: asyncio.Future[T] = loop.create_future()
-
-            def settle(result: T | None, error: BaseException | None) -> None:
-                if done.cancelled():
-                    return
-                if error is not None:
-                    done.set_exception(error)
-                else:
-                    done.set_result(result)  # type: ignore[arg-type]
+            done: concurrent.futures.Future[T] = concurrent.futures.Future()
 
             def work() -> None:
-                outcome: tuple[T | None, BaseException | None]
-                try:
-                    outcome = (call(*args), None)
-                except BaseException as exc:
-                    outcome = (None, exc)
-                # RuntimeError: the loop is gone (the server stopped), so nobody is waiting.
-                with contextlib.suppress(RuntimeError):
-                    loop.call_soon_threadsafe(settle, *outcome)
+                with contextlib.suppress(concurrent.futures.InvalidStateError):  # cancelled: nobody waits
+                    try:
+                        done.set_result(call(*args))
+                    except BaseException as exc:
+                        done.set_exception(exc)
 
             threading.Thread(target=work, name="synth-fake-request", daemon=True).start()
-            return await done
+            # A loop gone (the server stopped) is not told: nobody is waiting.
+            return await asyncio.wrap_future(done)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -207,113 +190,62 @@ class FakeASGIApp:
             return
         if scope["type"] != "http":
             return
+        # A stream is counted before its handler runs: one past the bound costs no body read, no worker.
+        counted = scope.get("method") == "GET" and str(scope.get("path", "")).endswith("/events/stream")
+        self._streams += counted
+        taken = [0]
+        try:
+            try:
+                response = await self._handle(scope, receive, counted, taken)
+            except _Refused as refused:
+                response = refused.response
+            finally:
+                BODY_BUDGET.take(-taken[0])  # however the request ended, its body is no longer held
+            if response is not None:
+                await self._respond(response, receive, send)
+            else:
+                # An injected connection fault: start a response and end it early, which clients see
+                # as a broken connection (the server closes it), never as an HTTP answer.
+                start = {"type": "http.response.start", "status": 200}
+                await send({**start, "headers": [(b"content-length", b"100")]})
+        finally:
+            self._streams -= counted
+
+    async def _handle(
+        self, scope: Scope, receive: Receive, counted: bool, taken: list[int]
+    ) -> httpx.Response | None:
+        """The handler's response (None: an injected connection fault); :class:`_Refused` when the
+        request is answered before the handler is called."""
         target_chars = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
         if target_chars > MAX_TARGET_CHARS:
-            # Answered before the body is read: the connection closes after the answer.
-            await _plain_answer(
-                send,
+            raise _Refused(
                 414,
                 "uri_too_long",
                 f"the request target (path and query) is {target_chars} characters; this fake "
                 f"backend accepts at most {MAX_TARGET_CHARS}: send a shorter one (its routes, such "
                 "as /api/rl/jobs/<job id>, take short ids and a few query parameters)",
             )
-            return
-        # A stream is counted before its handler runs: one past the bound costs no body read, no worker.
-        counted = scope.get("method") == "GET" and str(scope.get("path", "")).endswith("/events/stream")
-        if counted and self._streams >= MAX_STREAMS:
-            await self._too_many_streams(send)
-            return
-        self._streams += counted
-        try:
-            holding = _Holding()
-            try:
-                response = await self._handle(scope, receive, send, holding)
-            finally:
-                # However the request ended, its body is no longer held.
-                holding.give_back()
-            if response is not None:
-                await self._respond(response, receive, send)
-        finally:
-            self._streams -= counted
-
-    async def _too_many_streams(self, send: Send) -> None:
-        await _plain_answer(
-            send,
-            503,
-            "too_many_streams",
-            f"this fake backend keeps at most {MAX_STREAMS} event streams open at once, and "
-            f"{self._streams} are open: close one (a stream ends with its job's terminal event), "
-            f"or retry after {BUSY_RETRY_AFTER}s (Retry-After); GET .../events?since_seq=<seq> "
-            "reads the same events without holding a stream open",
-            busy=True,
-        )
-
-    async def _handle(
-        self, scope: Scope, receive: Receive, send: Send, holding: _Holding
-    ) -> httpx.Response | None:
-        """The handler's response; None when the request was answered here (its body refused
-        or late, its target not a path, or an injected connection fault)."""
-        body = await self._read_body(scope, receive, send, holding)
-        if body is None:
-            return None
-        request = self._to_request(scope, body)
-        if request is None:
-            target = scope.get("raw_path") or b""
-            await _plain_answer(
-                send,
-                400,
-                "bad_request_target",
-                f"the request target {target[:80]!r} is not a path; send an origin-form target "
-                "such as /api/rl/jobs",
-            )
-            return None
-        try:
-            return await self._off_loop(self.handler, request)
-        except httpx.ConnectError:
-            # An injected connection fault: start a response and end it early, which clients see
-            # as a broken connection (the server closes it), never as an HTTP answer.
-            await send(
-                {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"100")]}
-            )
-            return None
-
-    async def _read_body(self, scope: Scope, receive: Receive, send: Send, holding: _Holding) -> bytes | None:
-        """The whole body, taken from :data:`BODY_BUDGET` into *holding*; None when it was
-        answered instead (413 too large, 503 no room in the budget, 408 too slow)."""
-        # A body larger than the whole budget would never fit: too large, not "retry later".
-        limit = min(self.max_body, MAX_BUFFERED_BYTES)
-        try:
-            return await asyncio.wait_for(_read_limited(receive, scope, limit, holding), self.read_timeout)
-        except _TooLarge as exc:
-            # Answered without reading the rest; ``connection: close`` makes the server close
-            # the connection after the answer, and the unread rest with it.
-            await _plain_answer(
-                send,
-                413,
-                "body_too_large",
-                f"the request body is {exc}; this fake backend accepts at most {limit} bytes",
-            )
-        except _Busy as exc:
-            held = BODY_BUDGET.held - holding.taken
-            await _plain_answer(
-                send,
+        if counted and self._streams > MAX_STREAMS:
+            raise _Refused(
                 503,
-                "too_many_bodies",
-                f"the request body is {exc}, and this fake backend already holds {held} bytes of "
-                f"other requests' bodies: it holds at most {MAX_BUFFERED_BYTES} bytes of request "
-                f"bodies at once, across connections. Retry after {BUSY_RETRY_AFTER}s (Retry-After), "
-                "or send fewer large bodies at once",
+                "too_many_streams",
+                f"this fake backend keeps at most {MAX_STREAMS} event streams open at once, and "
+                f"{self._streams - 1} are open: close one (a stream ends with its job's terminal event), "
+                f"or retry after {BUSY_RETRY_AFTER}s (Retry-After); GET .../events?since_seq=<seq> "
+                "reads the same events without holding a stream open",
                 busy=True,
             )
+        # A body larger than the whole budget would never fit: too large, not "retry later".
+        limit = min(MAX_BODY_BYTES, MAX_BUFFERED_BYTES)
+        try:
+            body = await asyncio.wait_for(_read_body(receive, scope, limit, taken), self.read_timeout)
         except asyncio.TimeoutError:
-            await _plain_answer(
-                send,
-                408,
-                "request_timeout",
-                f"the request body did not arrive within {self.read_timeout:g}s; send the whole request",
-            )
-        return None
+            message = f"the request body did not arrive within {self.read_timeout:g}s; send the whole request"
+            raise _Refused(408, "request_timeout", message) from None
+        try:
+            return await self._off_loop(self.handler, _to_request(scope, body))
+        except httpx.ConnectError:
+            return None
 
     async def _respond(self, response: httpx.Response, receive: Receive, send: Send) -> None:
         headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.multi_items()]
@@ -345,19 +277,3 @@ class FakeASGIApp:
         finally:
             watcher.cancel()
             await self._off_loop(response.close)
-
-    @staticmethod
-    def _to_request(scope: Scope, body: bytes) -> httpx.Request | None:
-        """The handler's request (headers stay bytes); None when the target is not a path."""
-        headers = list(scope.get("headers", []))
-        host, port = scope.get("server") or ("127.0.0.1", 80)
-        query = scope.get("query_string", b"")
-        raw_path = scope.get("raw_path") or scope.get("path", "/").encode()
-        if not raw_path.startswith(b"/"):
-            return None
-        target = raw_path + (b"?" + query if query else b"")
-        try:
-            url = httpx.URL(f"{scope.get('scheme', 'http')}://{host}:{port}{target.decode('latin-1')}")
-            return httpx.Request(scope["method"], url, headers=headers, content=body)
-        except (httpx.InvalidURL, ValueError, UnicodeError):
-            return None

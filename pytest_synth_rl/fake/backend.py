@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -41,7 +42,6 @@ from pytest_synth_rl.fake.rollouts import RolloutDriver
 from pytest_synth_rl.fake.scenario import Scenario
 from pytest_synth_rl.fake.stand_in import StandInModel
 from pytest_synth_rl.fake.store import JobStore, RolloutsMode
-from pytest_synth_rl.fake.verification import probe_task_app
 from pytest_synth_rl.fake.wire import LoggedRequest
 from pytest_synth_rl.secrets.masking import Secret, key_problem, mask_secret, register_secret, secret_or_none
 from pytest_synth_rl.taskapp.serving import ServerThread
@@ -58,6 +58,12 @@ def _usage(key: str, message: str, hint: str) -> SynthUsageError:
     return SynthUsageError([ConfigProblem(key, message, hint)])
 
 
+def _refuse(key: str, problem: object, hint: str) -> None:
+    """Raise the usage error for *key* when there is a *problem* (None: all is well)."""
+    if problem is not None:
+        raise _usage(key, str(problem), hint)
+
+
 def _api_root(base_url: str) -> tuple[str, str]:
     """``(api_base_url, api_path)`` for *base_url*: ``/api`` is appended unless present."""
     text = (base_url or "").strip().rstrip("/")
@@ -71,44 +77,15 @@ def _api_root(base_url: str) -> tuple[str, str]:
     return api_base, urlsplit(api_base).path
 
 
+def _positive(value: object, most: float) -> bool:
+    """Whether *value* is a number in ``(0, most]``."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and 0 < value <= most
+
+
 def _job_id_prefix_problem(prefix: object) -> str | None:
     if isinstance(prefix, str) and _JOB_ID_PREFIX.fullmatch(prefix):
         return None
     return f"must be 1-40 letters, digits, '_' or '-' (it goes into URL paths), got {prefix!r:.60}"
-
-
-def _check_settings(
-    api_key: object,
-    rollouts: object,
-    per_step: object,
-    timeout: object,
-    policy: object,
-    replies: object,
-    prefix: object,
-) -> None:
-    """Every problem with the constructor arguments, raised together."""
-    problems: list[ConfigProblem] = []
-
-    def bad(key: str, message: str | None, hint: str = "") -> None:
-        if message is not None:
-            problems.append(ConfigProblem(f"FakeSynthBackend.{key}", message, hint or None))
-
-    if not isinstance(api_key, str) or not api_key:
-        bad("api_key", "must be a non-empty string", f"omit it to use the test key {DEFAULT_API_KEY!r}")
-    else:
-        bad("api_key", key_problem(api_key), "give the key as printable ASCII text")
-    if rollouts not in ("auto", True, False):
-        bad("rollouts", f"must be 'auto', True or False, got {rollouts!r}")
-    if isinstance(per_step, bool) or not isinstance(per_step, int) or per_step < 1:
-        bad("max_rollouts_per_step", f"must be an int >= 1, got {per_step!r}")
-    bad("rollout_timeout", seconds_problem(timeout))
-    if policy is not None and replies is not None:
-        bad("policy", "give either policy= (a callable) or replies= (canned answers), not both")
-    elif policy is not None:
-        bad("policy", policy_problem(policy), "a policy is policy(request) -> reply")
-    bad("job_id_prefix", _job_id_prefix_problem(prefix), "e.g. job_id_prefix='job_rl_gw1_'")
-    if problems:
-        raise SynthUsageError(problems, hint="see the FakeSynthBackend docstring")
 
 
 class FakeSynthBackend:
@@ -148,7 +125,29 @@ class FakeSynthBackend:
         self.base_url = (base_url or "").strip().rstrip("/")
         self.api_base, api_path = _api_root(self.base_url)
         key = api_key.value if isinstance(api_key, Secret) else api_key
-        _check_settings(key, rollouts, max_rollouts_per_step, rollout_timeout, policy, replies, job_id_prefix)
+        problems: list[ConfigProblem] = []
+
+        def bad(name: str, message: str | None, hint: str = "") -> None:
+            if message is not None:
+                problems.append(ConfigProblem(f"FakeSynthBackend.{name}", message, hint or None))
+
+        if not isinstance(key, str) or not key:
+            bad("api_key", "must be a non-empty string", f"omit it to use the test key {DEFAULT_API_KEY!r}")
+        else:
+            bad("api_key", key_problem(key), "give the key as printable ASCII text")
+        if rollouts not in ("auto", True, False):
+            bad("rollouts", f"must be 'auto', True or False, got {rollouts!r}")
+        per_step = max_rollouts_per_step
+        if isinstance(per_step, bool) or not isinstance(per_step, int) or per_step < 1:
+            bad("max_rollouts_per_step", f"must be an int >= 1, got {per_step!r}")
+        bad("rollout_timeout", seconds_problem(rollout_timeout))
+        if policy is not None and replies is not None:
+            bad("policy", "give either policy= (a callable) or replies= (canned answers), not both")
+        elif policy is not None:
+            bad("policy", policy_problem(policy), "a policy is policy(request) -> reply")
+        bad("job_id_prefix", _job_id_prefix_problem(job_id_prefix), "e.g. job_id_prefix='job_rl_gw1_'")
+        if problems:  # every problem with the arguments, raised together
+            raise SynthUsageError(problems, hint="see the FakeSynthBackend docstring")
         register_secret(key)
         task_key = task_app_api_key.value if isinstance(task_app_api_key, Secret) else task_app_api_key
         self.strict = strict
@@ -174,7 +173,6 @@ class FakeSynthBackend:
         self.handle = RequestHandler(
             self.lifecycle,
             keys=self.keys,
-            verify=self._verify,
             reset=self.reset,
             api_base=self.api_base,
             api_path=api_path,
@@ -182,14 +180,6 @@ class FakeSynthBackend:
         )
         """Answer one request (``httpx.Request -> httpx.Response``); see :class:`RequestHandler`."""
         self._router: respx.MockRouter | None = None
-
-    def _verify(self, url: str) -> dict[str, Any]:
-        """Probe a task app with each key this fake would send it, as the hosted backend does."""
-        store = self.store
-        any_url = store.rollouts is True
-        return probe_task_app(
-            url, self.keys, self.driver.client, any_url=any_url, set_aside=store.lock.set_aside
-        )
 
     @property
     def clock(self) -> Clock:
@@ -308,8 +298,7 @@ class FakeSynthBackend:
         are that prefix and a count from 000001 again (a test's ids then do not depend on others)."""
         __tracebackhide__ = True
         problem = None if job_id_prefix is None else _job_id_prefix_problem(job_id_prefix)
-        if problem is not None:
-            raise _usage("FakeSynthBackend.reset.job_id_prefix", problem, "e.g. job_id_prefix='job_rl_t1_'")
+        _refuse("FakeSynthBackend.reset.job_id_prefix", problem, "e.g. job_id_prefix='job_rl_t1_'")
         if clock is not None:
             self.lifecycle.use_clock(clock)
         self.store.reset(job_id_prefix)
@@ -318,20 +307,15 @@ class FakeSynthBackend:
     def use_policy(self, policy: Policy | None) -> None:
         """Answer model calls with *policy* from now on (``None``: this fake's own policy again)."""
         __tracebackhide__ = True
-        problem = None if policy is None else policy_problem(policy)
-        if problem is not None:
-            hint = "a policy is policy(request) -> reply, e.g. LearningPolicy(solve=...); None: the fake's"
-            raise _usage("FakeSynthBackend.use_policy", str(problem), hint)
+        hint = "a policy is policy(request) -> reply, e.g. LearningPolicy(solve=...); None: the fake's"
+        _refuse("FakeSynthBackend.use_policy", None if policy is None else policy_problem(policy), hint)
         self.stand_in.use_policy(policy)
 
     def use_rollout_timeout(self, seconds: float | None) -> None:
         """Give each rollout *seconds* (real) from now on; ``None``: the constructor's ``rollout_timeout``."""
         __tracebackhide__ = True
         problem = None if seconds is None else seconds_problem(seconds)
-        if problem is not None:
-            raise _usage(
-                "FakeSynthBackend.use_rollout_timeout", problem, "e.g. fake.use_rollout_timeout(60), or None"
-            )
+        _refuse("FakeSynthBackend.use_rollout_timeout", problem, "e.g. fake.use_rollout_timeout(60), or None")
         self.driver.timeout = self._rollout_timeout if seconds is None else float(seconds)
 
     def use_task_app_key(self, key: str | Secret | None) -> None:
@@ -396,32 +380,18 @@ class FakeSynthBackend:
         always win. A request must send its headers, then its body, within *read_timeout*
         seconds (else 408); a body over 10 MiB gets 413; ``/_fake/...`` needs the API's key.
         """
+        key = "FakeSynthBackend.serve."
         if pacing is not None and pacing not in PACING_MODES:
-            message = f"must be one of {', '.join(PACING_MODES)}, got {pacing!r}"
-            raise _usage(
-                "FakeSynthBackend.serve.pacing",
-                message,
-                "omit it for the default: 'observed' on a virtual clock",
-            )
-        if speed is not None and (
-            isinstance(speed, bool) or not isinstance(speed, (int, float)) or not 0 < speed < float("inf")
-        ):
-            raise _usage(
-                "FakeSynthBackend.serve.speed",
-                f"must be a finite number > 0 (how many times faster than real time), got {speed!r}",
-                "e.g. serve(speed=60) for a minute a second, or leave it out: jobs then move by observation",
-            )
-        if (
-            isinstance(read_timeout, bool)
-            or not isinstance(read_timeout, (int, float))
-            or not 0 < read_timeout <= 3600
-        ):
+            hint = "omit it for the default: 'observed' on a virtual clock"
+            raise _usage(key + "pacing", f"must be one of {', '.join(PACING_MODES)}, got {pacing!r}", hint)
+        if speed is not None and not _positive(speed, sys.float_info.max):
+            message = f"must be a finite number > 0 (how many times faster than real time), got {speed!r}"
+            hint = "e.g. serve(speed=60) for a minute a second, or leave it out: jobs then move by "
+            hint += "observation"
+            raise _usage(key + "speed", message, hint)
+        if not _positive(read_timeout, 3600):
             message = f"must be a number of seconds in (0, 3600], got {read_timeout!r}"
-            raise _usage(
-                "FakeSynthBackend.serve.read_timeout",
-                message,
-                f"omit it for the default {DEFAULT_READ_TIMEOUT:g}",
-            )
+            raise _usage(key + "read_timeout", message, f"omit it for the default {DEFAULT_READ_TIMEOUT:g}")
         lifecycle = self.lifecycle
         previous: Clock | None = None
         if speed is not None:

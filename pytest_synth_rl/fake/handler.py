@@ -1,4 +1,4 @@
-"""The fake backend as a function, ``httpx.Request -> httpx.Response``, and its route table.
+"""The fake backend as a function, ``httpx.Request -> httpx.Response``, matching the API's routes.
 
 :class:`RequestHandler` routes a request, logs it, applies injected faults (before the key is
 checked, as real infrastructure failures would be), checks the bearer key and hands the call to
@@ -7,8 +7,9 @@ the API (:mod:`.api`) or admin (:mod:`.admin`) routes. Every adapter takes one o
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import httpx
 
@@ -21,35 +22,13 @@ from pytest_synth_rl.fake.lifecycle import Lifecycle
 from pytest_synth_rl.fake.wire import LoggedRequest, error_response, masked_response
 from pytest_synth_rl.secrets.masking import Secret, mask_secret
 
-__all__ = ["ADMIN_PREFIX", "MAX_BODY_BYTES", "ROUTES", "FakeRouteError", "RequestHandler", "match_route"]
+__all__ = ["ADMIN_PREFIX", "MAX_BODY_BYTES", "FakeRouteError", "RequestHandler", "match_route"]
 
 ADMIN_PREFIX = "/_fake"
 #: Largest request body the fake takes, served or in process (real payloads are a few KiB).
 MAX_BODY_BYTES = 10 * 2**20
 
-#: ``(method, path below the API root, route name)``; the name is what faults and the log use.
-ROUTES: tuple[tuple[str, str, str], ...] = (
-    ("POST", "/rl/jobs", "submit"),
-    ("GET", "/rl/jobs", "list"),
-    ("GET", "/rl/jobs/{job_id}", "status"),
-    ("POST", "/rl/jobs/{job_id}/cancel", "cancel"),
-    ("POST", "/rl/jobs/{job_id}/start", "start"),
-    ("GET", "/rl/jobs/{job_id}/events", "events"),
-    ("GET", "/rl/jobs/{job_id}/events/stream", "events_stream"),
-    ("GET", "/rl/jobs/{job_id}/metrics", "metrics"),
-    ("GET", "/rl/jobs/{job_id}/timeline", "timeline"),
-    ("GET", "/learning/jobs/{job_id}", "status"),
-    ("GET", "/learning/jobs/{job_id}/events", "events"),
-    ("GET", "/learning/jobs/{job_id}/metrics", "metrics"),
-    ("GET", "/learning/jobs/{job_id}/timeline", "timeline"),
-    ("GET", "/orchestration/jobs/{job_id}", "status"),
-    ("GET", "/orchestration/jobs/{job_id}/events", "events"),
-    ("POST", "/rl/verify_task_app", "verify_task_app"),
-    ("GET", "/v1/crypto/public-key", "public_key"),
-    ("POST", "/v1/env-keys", "env_keys"),
-    ("GET", "/v1/env-keys/verify", "env_keys_verify"),
-)
-_SEGMENTS = [(method, tuple(template.strip("/").split("/")), name) for method, template, name in ROUTES]
+_SEGMENTS = [(method, tuple(path.strip("/").split("/")), name) for method, path, name, _ in api.ROUTES]
 
 
 class RouteMatch(NamedTuple):
@@ -60,15 +39,9 @@ class RouteMatch(NamedTuple):
     allowed: tuple[str, ...] = ()
 
 
-_CACHE: dict[tuple[str, str], RouteMatch | None] = {}
-_CACHE_LIMIT = 4096
-
-
+@functools.lru_cache(maxsize=4096)
 def match_route(method: str, relative_path: str) -> RouteMatch | None:
     """The route for *relative_path* (below the API root), or None if the path is unknown (memoised)."""
-    key = (method, relative_path)
-    if key in _CACHE:
-        return _CACHE[key]
     parts = relative_path.strip("/").split("/")
     found: RouteMatch | None = None
     allowed: list[str] = []
@@ -87,16 +60,13 @@ def match_route(method: str, relative_path: str) -> RouteMatch | None:
                 break
             allowed.append(route_method)
             found = RouteMatch(None, job_id, tuple(sorted(set(allowed))))
-    if len(_CACHE) >= _CACHE_LIMIT:
-        _CACHE.clear()
-    _CACHE[key] = found
     return found
 
 
 def route_listing(api_root: str) -> list[str]:
     """``METHOD /path`` lines, for 404 bodies and strict-mode errors."""
     root = api_root.rstrip("/")
-    return [f"{method} {root}{template}" for method, template, _ in ROUTES]
+    return [f"{method} {root}{template}" for method, template, _, _ in api.ROUTES]
 
 
 class FakeRouteError(SynthError, AssertionError):
@@ -115,7 +85,6 @@ class RequestHandler:
         lifecycle: Lifecycle,
         *,
         keys: EnvKeys,
-        verify: Callable[[str], dict[str, Any]],
         reset: Callable[[], None],
         api_base: str,
         api_path: str,
@@ -123,7 +92,6 @@ class RequestHandler:
     ) -> None:
         self.lifecycle = lifecycle
         self.keys = keys
-        self.verify = verify
         self.reset = reset
         self.api_base = api_base
         self.api_path = api_path
@@ -170,40 +138,39 @@ class RequestHandler:
         with store.lock:
             record = LoggedRequest.of(request, path=path, time=store.clock.time())
             store.log(record)
-            root = self.api_path
-            if not (path == root or path.startswith(root + "/")):
-                return self._unmatched(record, f"path is outside the API root {root}"), False
-            found = match_route(request.method, path[len(root) :])
-            if found is None:
-                return self._unmatched(record, "no such route"), False
-            record.job_id = found.job_id
-            if found.name is None:
-                allowed = ", ".join(found.allowed)
-                record.status = 405
-                record.forget_body()
-                message = f"{request.method} is not allowed on {path}; use {allowed}"
-                return error_response(405, "method_not_allowed", message, [("allow", allowed)]), True
-            record.route = name = found.name
-            if name == "env_keys":
-                record.forget_body()
-            injected = self._apply_faults(name, request, record)
-            if injected is not None:
-                record.status = injected.status_code
-                return injected, True
-            if not self._authorized(request):
-                record.status = 401
-                record.forget_body()  # anyone can send these: they must not fill the log
-                return self._unauthorized(), True
-            call = api.ApiCall(self.lifecycle, request, found.job_id, self.keys, self.verify)
-            response = api.dispatch(name, call)
+            response, matched = self._api(request, record)
             record.status = response.status_code
-            record.job_id = call.job_id
-            return response, True
+            # Unrouted requests, which anyone can send, must not fill the log; nor may sealed keys sit in it.
+            if record.route in (None, "env_keys"):
+                record.forget_body()
+            return response, matched
+
+    def _api(self, request: httpx.Request, record: LoggedRequest) -> tuple[httpx.Response, bool]:
+        path, root = record.path, self.api_path
+        if not (path == root or path.startswith(root + "/")):
+            return self._unmatched(record, f"path is outside the API root {root}"), False
+        found = match_route(request.method, path[len(root) :])
+        if found is None:
+            return self._unmatched(record, "no such route"), False
+        record.job_id = found.job_id
+        if found.name is None:
+            allowed = ", ".join(found.allowed)
+            message = f"{request.method} is not allowed on {path}; use {allowed}"
+            return error_response(405, "method_not_allowed", message, [("allow", allowed)]), True
+        record.route = name = found.name
+        injected = self._apply_faults(name, request, record)
+        if injected is not None:
+            return injected, True
+        if not self._authorized(request):
+            record.forget_body()  # anyone can send these: they must not fill the log
+            return self._unauthorized(), True
+        call = api.ApiCall(self.lifecycle, request, found.job_id, self.keys)
+        response = api.dispatch(name, call)
+        record.job_id = call.job_id
+        return response, True
 
     def _unmatched(self, record: LoggedRequest, why: str) -> httpx.Response:
-        record.status = 404
         record.error = why
-        record.forget_body()
         message = (
             f"{record.method} {record.path}: {why}. This fake backend serves "
             f"the RL job API under {self.api_path}; see 'routes'."

@@ -1,16 +1,23 @@
-"""The task app's key: uploaded as a libsodium sealed box (contract §10.5), and which key rollouts send."""
+"""The task app's key: uploaded as a libsodium sealed box (contract §10.5), which key rollouts send,
+and the probe of a task app with each key before a submit (contract §10.3)."""
 
 from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import os
 import threading
+from collections.abc import Callable
+from typing import Any
 
+import httpx
 from nacl.exceptions import CryptoError
 from nacl.public import PrivateKey, SealedBox
 
-from pytest_synth_rl.secrets.masking import Secret, key_problem
+from pytest_synth_rl.secrets.masking import Secret, key_problem, mask_secret
+from pytest_synth_rl.taskapp.health import check_task_app_health
+from pytest_synth_rl.taskapp.loopback import is_loopback_url
 
 __all__ = ["MAX_ENV_KEY_BYTES", "SEALED_BOX_ALG", "EnvKeyRejected", "EnvKeys"]
 
@@ -114,3 +121,44 @@ class EnvKeys:
         """The key rollouts send (an uploaded key wins: it is what the client said the task app expects)."""
         candidates = self.candidates()
         return candidates[0][1] if candidates else None
+
+    def probe(
+        self,
+        url: str,
+        client: httpx.Client,
+        *,
+        any_url: bool,
+        set_aside: Callable[[], contextlib.AbstractContextManager[None]],
+    ) -> dict[str, Any]:
+        """``{any_ok, endpoint_base_url, candidates_first15, attempts}`` for the task app at *url*
+        (``/health`` and ``/task_info``) with each key; keys appear only masked. Only loopback unless
+        *any_url*; *set_aside* frees the store's lock during the network I/O."""
+        candidates = self.candidates()
+        answer: dict[str, Any] = {
+            "any_ok": False,
+            "endpoint_base_url": url,
+            "candidates_first15": [mask_secret(key.value) for _, key in candidates],
+        }
+        if not (is_loopback_url(url) or any_url):
+            error = (
+                f"not probed: {url!r} is not on loopback and this fake only calls "
+                "loopback task apps (create it with rollouts=True to allow any http(s) URL)"
+            )
+            return {**answer, "attempts": [{"status": None, "error": error}]}
+        attempts: list[dict[str, Any]] = []
+        tries: list[tuple[str, Secret | None]] = list(candidates) or [("none", None)]
+        for source, key in tries:
+            with set_aside():
+                report = check_task_app_health(url, key, client=client)
+            attempts.append(
+                {
+                    "status": report.task_info_status,
+                    "health_status": report.health_status,
+                    "task_info_status": report.task_info_status,
+                    "ok": report.ok,
+                    "key_source": source,
+                    "key_first15": mask_secret(key.value) if key else "<none>",
+                    "detail": report.detail,
+                }
+            )
+        return {**answer, "any_ok": any(a["ok"] for a in attempts), "attempts": attempts}

@@ -214,27 +214,19 @@ class RolloutDriver:
             client.close()
 
     def build_request(
-        self,
-        spec: RolloutSpec,
-        *,
-        job_id: str,
-        step: int,
-        seed: int,
-        mode: str,
-        index: int,
-        steps: int | None = None,
-        run_suffix: str = "",
+        self, spec: RolloutSpec, job_id: str, plan: BatchPlan, index: int, steps: int, suffix: str = ""
     ) -> dict[str, Any]:
-        """The ``/rollout`` body; routes the rollout on the stand-in model (its own inference URL)."""
-        run_id = f"{job_id}-{mode}-s{step}-{index}{run_suffix}"
+        """The ``/rollout`` body for seed *index* of *plan*; routes the rollout on the stand-in model
+        (its own inference URL)."""
+        step, seed, mode = plan.step, plan.seeds[index], plan.mode
+        run_id = f"{job_id}-{mode}-s{step}-{index}{suffix}"
         correlation_id = f"trace_{run_id}"
         identity = RolloutIdentity(
             correlation_id=correlation_id, seed=seed, env_name=spec.env_name, mode=mode, run_id=run_id
         )
-        progress = Progress(step=step, steps=max(step, steps if steps is not None else step))
         policy_config = dict(spec.policy_config)
         policy_config["model"] = spec.model
-        policy_config["inference_url"] = self._inference_url(identity, progress)
+        policy_config["inference_url"] = self._inference_url(identity, Progress(step, max(step, steps)))
         return {
             "run_id": run_id,
             "trace_correlation_id": correlation_id,
@@ -273,26 +265,18 @@ class RolloutDriver:
         feed: RolloutFeed | None = None,
         then: BatchPlan | None = None,
     ) -> tuple[list[RolloutRecord], RolloutFailure | None]:
-        """One rollout per seed, up to ``spec.concurrency`` at once: the records in seed order and the
-        first failure (after which nothing more starts). With a *feed*, *then* (the batch known to
-        come next) is queued so free workers start it while this batch's last rollouts finish."""
+        """One rollout per seed, on *feed* (from :meth:`feed`; none: one at a time): the records in
+        seed order and the first failure (after which nothing more starts). *then* (the batch known to
+        come next) is queued on the feed so free workers start it while this batch's last finish."""
+        plan = BatchPlan(step, tuple(seeds), mode)
 
         def build(plan: BatchPlan) -> list[dict[str, Any]]:
-            return [
-                self.build_request(
-                    spec, job_id=job_id, step=plan.step, seed=seed, mode=plan.mode, index=index, steps=steps
-                )
-                for index, seed in enumerate(plan.seeds)
-            ]
+            return [self.build_request(spec, job_id, plan, index, steps) for index in range(len(plan.seeds))]
 
-        plan = BatchPlan(step, tuple(seeds), mode)
-        own_feed = feed is None and spec.concurrency > 1 and len(seeds) > 1
-        if own_feed:
-            feed = self.feed(base_url, spec)
+        results: list[RolloutRecord | RolloutFailure | None] = [None] * len(plan.seeds)
         if feed is None:
-            results: list[RolloutRecord | RolloutFailure | None] = [None] * len(seeds)
             for index, body in enumerate(build(plan)):
-                results[index] = self._attempt(base_url, body, step, mode)
+                results[index] = self._attempt(base_url, body, plan.step, plan.mode)
                 if isinstance(results[index], RolloutFailure):
                     break
         else:
@@ -301,37 +285,18 @@ class RolloutDriver:
                 batch = feed.add(plan, build(plan))
             if then is not None:
                 feed.add(then, build(then))
-            try:
-                results = feed.wait(batch)
-            finally:
-                if own_feed:
-                    feed.stop()
-        records: list[RolloutRecord] = []
-        failure: RolloutFailure | None = None
-        failed_index = 0
-        for index, result in enumerate(results):
-            if result is None:
-                continue
-            if isinstance(result, RolloutFailure):
-                records.append(result.record)
-                if failure is None:
-                    failure, failed_index = result, index
-            else:
-                records.append(result)
-        if failure is not None and feed is not None:
+            results = feed.wait(batch)
+        records = [r.record if isinstance(r, RolloutFailure) else r for r in results if r is not None]
+        failed = next((i for i, r in enumerate(results) if isinstance(r, RolloutFailure)), None)
+        if failed is None:
+            return records, None
+        failure = results[failed]
+        assert isinstance(failure, RolloutFailure)
+        if feed is not None:
             feed.stop()  # nothing else in flight: the retry below runs alone
             # A rollout of its own (new ids): the stand-in model starts it at turn 0 again.
-            alone = self.build_request(
-                spec,
-                job_id=job_id,
-                step=step,
-                seed=seeds[failed_index],
-                mode=mode,
-                index=failed_index,
-                steps=steps,
-                run_suffix="-alone",
-            )
-            failure = self._diagnose(base_url, failure, alone, step, mode, feed.workers)
+            alone = self.build_request(spec, job_id, plan, failed, steps, "-alone")
+            failure = self._diagnose(base_url, failure, alone, plan.step, plan.mode, feed.workers)
         return records, failure
 
     def _attempt(

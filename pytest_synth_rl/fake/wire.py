@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import httpx
@@ -78,40 +78,31 @@ def problems_response(problems: Iterable[ConfigProblem]) -> httpx.Response:
 
 def _first_field(value: Any, wanted: Callable[[Any], bool]) -> tuple[str, Any] | None:
     """``(field, item)`` for the first *wanted* item of parsed JSON *value* (``data.config.x[2]``,
-    or ``(the body)``), else None."""
-    stack: list[tuple[str, Any]] = [("", value)]
+    or ``(the body)``), else None (the usual answer, found without naming every field on the way)."""
+    stack: list[Any] = [value]
     while stack:
-        where, item = stack.pop()
+        item = stack.pop()
+        if wanted(item):
+            break
+        stack.extend(item.values() if isinstance(item, dict) else item if isinstance(item, list) else ())
+    else:
+        return None
+    named: list[tuple[str, Any]] = [("", value)]
+    while named:
+        where, item = named.pop()
         if wanted(item):
             return where or "(the body)", item
         if isinstance(item, dict):
-            stack.extend((f"{where}.{key}" if where else str(key), v) for key, v in reversed(item.items()))
+            named.extend((f"{where}.{key}" if where else str(key), v) for key, v in reversed(item.items()))
         elif isinstance(item, list):
-            stack.extend((f"{where}[{i}]", v) for i, v in reversed(list(enumerate(item))))
+            named.extend((f"{where}[{i}]", v) for i, v in reversed(list(enumerate(item))))
     return None
 
 
 def non_finite_field(value: Any) -> tuple[str, float] | None:
     """``(field, number)`` for the first NaN or infinite number in parsed JSON *value*, else None
     (Python's ``json`` accepts ``NaN``, ``Infinity`` and ``1e400``)."""
-    if _all_finite(value):  # the usual answer, found without naming every field on the way
-        return None
     return _first_field(value, lambda item: isinstance(item, float) and not math.isfinite(item))
-
-
-def _all_finite(value: Any) -> bool:
-    """Whether no number in parsed JSON *value* is NaN or infinite (the usual, fast answer)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, float):
-            if not math.isfinite(item):
-                return False
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return True
 
 
 class TooManyDigits(ValueError):
@@ -169,10 +160,9 @@ def _mask_value(name: str, value: str) -> str:
     return ", ".join(mask_secret(part.strip()) for part in value.split(","))
 
 
-def mask_headers(headers: Sequence[tuple[str, str]] | Mapping[str, str]) -> dict[str, str]:
+def mask_headers(headers: Sequence[tuple[str, str]]) -> dict[str, str]:
     """Headers with credentials masked (``Bearer sk_t…ey``); safe to print."""
-    items = headers.items() if isinstance(headers, Mapping) else headers
-    return {name: _mask_value(name, value) for name, value in items}
+    return {name: _mask_value(name, value) for name, value in headers}
 
 
 @dataclass
@@ -236,19 +226,11 @@ class LoggedRequest:
     def to_json(self) -> dict[str, Any]:
         """The record as the admin API shows it: the body as JSON when it is whole JSON, else as text."""
         parsed = self.json
+        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.repr}
         return {
-            "method": self.method,
+            **shown,
             "url": redact(self.url),
-            "path": self.path,
-            "route": self.route,
-            "time": self.time,
-            "status": self.status,
-            "fault": self.fault,
-            "job_id": self.job_id,
-            "error": self.error,
             "headers": self.headers,
             "json": Redactor().json(parsed),
             "body": self.body_text if parsed is None and self._body else None,
-            "body_size": self.body_size,
-            "body_truncated": self.body_truncated,
         }
