@@ -86,3 +86,30 @@ def test_the_top_level_lists_what_tests_and_conftests_write() -> None:
 def test_a_former_top_level_name_still_resolves_to_its_modules_object(name: str) -> None:
     module = __import__(FORMER_TOP_LEVEL[name], fromlist=[name])
     assert getattr(pytest_synth_rl, name) is getattr(module, name)
+
+
+#: Where the README of the release before the capability layout told users to import names from.
+DOCUMENTED_PLACES = {
+    "pytest_synth_rl.assertions": ["JobExpectation", "expect_job", "eventually"],
+    "pytest_synth_rl.baselines": ["BaselineStore", "Tolerance"],
+    "pytest_synth_rl.client": ["JobResult", "RLJob", "AsyncRLJob"],
+    "pytest_synth_rl.config": ["build_rl_payload", "load_rl_config"],
+    "pytest_synth_rl.errors": ["MarkerError", "ConfigError"],
+    "pytest_synth_rl.fake.store": ["StoreFull"],
+    "pytest_synth_rl.policies": ["Reply", "ReplayPolicy", "PolicyError", "ToolCall", "LearningPolicy"],
+    "pytest_synth_rl.recording": ["Cassette", "use_cassette"],
+    "pytest_synth_rl.taskapp": ["check_task_app_health", "InProcessTaskApp"],
+}
+
+
+@pytest.mark.parametrize("module", sorted(DOCUMENTED_PLACES))
+def test_names_still_import_from_their_documented_place(module: str) -> None:
+    names = DOCUMENTED_PLACES[module]
+    done = subprocess.run(
+        [sys.executable, "-c", f"from {module} import {', '.join(names)}; print({names[0]}.__name__)"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == names[0]
