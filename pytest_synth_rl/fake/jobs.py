@@ -272,6 +272,19 @@ class JobState:
         self.touch(ts)
         return mean
 
+    @property
+    def last_reward(self) -> float | None:
+        return self.rewards[-1] if self.rewards else None
+
+    def finish(
+        self, ts: float, status: str, final: float | None, event: tuple[str, str, dict[str, Any], str]
+    ) -> None:
+        """End the job in *status* with reward *final*; *event* (kind, message, data, level) says so."""
+        self.final_reward = final
+        self.finished_at = ts
+        self.set_phase(ts, status)
+        self.add_event(ts, *event)
+
     def set_phase(self, ts: float, phase: str) -> None:
         self.status = phase
         self.timeline.append({"phase": phase, "created_at": iso(ts), "job_id": self.id})
@@ -303,7 +316,7 @@ class JobState:
             "finished_at": iso(self.finished_at) if self.finished_at is not None else None,
             "progress": {"completed": self.steps_done, "total": self.scenario.steps},
             "metrics": {
-                "reward": self.rewards[-1] if self.rewards else None,
+                "reward": self.last_reward,
                 "loss": self.losses[-1] if self.losses else None,
             },
             "endpoint_base_url": self.endpoint or None,

@@ -8,10 +8,11 @@ time, so a job observed late reports the same history; a forced or poll-driven s
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -110,7 +111,7 @@ class Lifecycle:
             return
         with self.store.lock:
             for job in list(active.values()):
-                due = self._due(job)
+                due = self.next_due(job)
                 if job.scenario.mode == "immediate" or (due is not None and due <= now + _EPS):
                     self._sync(job)
                 if job.terminal:
@@ -133,12 +134,9 @@ class Lifecycle:
     def next_due(self, job: JobState) -> float | None:
         """Clock ``now()`` at which a duration-mode job's next stage is due (None otherwise)."""
         with self.store.lock:
-            return self._due(job)
-
-    def _due(self, job: JobState) -> float | None:
-        if job.terminal or job.scenario.mode != "duration":
-            return None
-        return job.created_now + self._next(job)[1]
+            if job.terminal or job.scenario.mode != "duration":
+                return None
+            return job.created_now + self._next(job)[1]
 
     @staticmethod
     def _next(job: JobState) -> tuple[Stage, float]:
@@ -205,23 +203,17 @@ class Lifecycle:
         job = self.store.get(
             target, hint="use scenario_for('next', ...) before submitting, or an id from fake.jobs"
         )
-        with self.store.lock:
-            self._idle(job)
-            self._sync(job)
+        with self._pushing(job):
             self.store.rescript(job, scenario)
 
     def advance(self, job: JobState, target: Target) -> None:
         """Run *job*'s stages now, up to *target*, stamped with the current time."""
-        with self.store.lock:
-            self._idle(job)
-            self._sync(job)
+        with self._pushing(job):
             self._sync(job, target)
 
     def succeed(self, job: JobState) -> None:
         """Finish *job* successfully now, running its remaining steps."""
-        with self.store.lock:
-            self._idle(job)
-            self._sync(job)
+        with self._pushing(job):
             job.outcome_override = "succeeded"
             job.version += 1  # the plan changed
             self._sync(job, Target("end"))
@@ -231,22 +223,32 @@ class Lifecycle:
         problem = error_text_problem(message, "FakeJob.fail")
         if problem is not None:
             raise SynthUsageError([problem])
-        with self.store.lock:
-            self._idle(job)
-            self._sync(job)
+        with self._pushing(job):
             self._fail(job, message, self.store.clock.time(), data={"step": job.steps_done})
 
     def cancel(self, job: JobState, reason: str) -> None:
         """Cancel *job* now (a job already finished stays as it is)."""
-        with self.store.lock:
-            self._idle(job)
-            self._sync(job)
-            self._cancel(job, self.store.clock.time(), reason=reason)
+        with self._pushing(job):
+            self._cancel(job, self.store.clock.time(), reason)
 
-    def _idle(self, job: JobState) -> None:
-        """Wait (with the lock set aside) until no other thread runs a rollout batch of *job*."""
+    @contextlib.contextmanager
+    def _pushing(self, job: JobState) -> Iterator[None]:
+        """Hold the lock with *job* caught up and no other thread running a rollout batch of it."""
         me = threading.get_ident()
-        self.store.lock.wait_until(lambda: job.batch_thread in (None, me))
+        with self.store.lock:
+            self.store.lock.wait_until(lambda: job.batch_thread in (None, me))
+            self._sync(job)
+            yield
+
+    @contextlib.contextmanager
+    def _set_aside(self, job: JobState) -> Iterator[None]:
+        """Release the lock for a network wait, with *job* marked busy meanwhile."""
+        job.batch_thread = threading.get_ident()
+        try:
+            with self.store.lock.set_aside():
+                yield
+        finally:
+            job.batch_thread = None
 
     # -- running stages ---------------------------------------------------------------------------
     def _sync(self, job: JobState, target: Target | None = None) -> None:
@@ -268,14 +270,9 @@ class Lifecycle:
     def _settle(self, job: JobState) -> None:
         """Drop rollouts queued ahead that this advance will not use (waiting for those in flight)."""
         feed = self._feeds.pop(job.id, None)
-        if feed is None:
-            return
-        job.batch_thread = threading.get_ident()
-        try:
-            with self.store.lock.set_aside():
+        if feed is not None:
+            with self._set_aside(job):
                 feed.stop()
-        finally:
-            job.batch_thread = None
 
     def _run(self, job: JobState, stage: Stage, ts: float, target: Target | None = None) -> None:
         try:
@@ -286,16 +283,10 @@ class Lifecycle:
             else:
                 self._end(job, stage.outcome, ts)
         except RolloutFailure as failure:
-            record = failure.record
-            where = {"trace_correlation_id": record.request.get("trace_correlation_id"), "url": record.url}
-            data = {
-                "step": record.step,
-                "seed": record.seed,
-                "run_id": record.run_id,
-                **where,
-                "mode": record.mode,
-            }
-            self._fail(job, str(failure), ts, data=data)
+            r = failure.record
+            trace = r.request.get("trace_correlation_id")
+            data = {"step": r.step, "seed": r.seed, "run_id": r.run_id, "trace_correlation_id": trace}
+            self._fail(job, str(failure), ts, data={**data, "url": r.url, "mode": r.mode})
         except Exception as exc:  # a user callable (reward curve, policy) broke: fail, say why
             self._fail(job, redact(f"{stage.kind} stage raised {type(exc).__name__}: {exc}"), ts)
 
@@ -338,46 +329,32 @@ class Lifecycle:
                 self._evaluate(job, job.steps_done, ts)
             if job.terminal:  # the final evaluation's rollouts failed
                 return
-            job.final_reward = job.eval_means.get(job.steps_done)
-            job.finished_at = ts
-            job.set_phase(ts, "succeeded")
-            job.add_event(
-                ts,
-                "rl.train.completed",
-                f"Training completed: final_reward={job.final_reward}",
-                {"final_reward": job.final_reward, "model_id": job.model_id, "steps": job.steps_done},
-            )
+            final = job.eval_means.get(job.steps_done)
+            data = {"final_reward": final, "model_id": job.model_id, "steps": job.steps_done}
+            message = f"Training completed: final_reward={final}"
+            job.finish(ts, "succeeded", final, ("rl.train.completed", message, data, "info"))
         elif outcome in ("failed", "error"):
             data = {"step": job.steps_done + 1}
             self._fail(job, job.scenario.error or DEFAULT_ERROR, ts, data=data, status=outcome)
         else:
-            self._cancel(job, ts, reason="cancelled by the scenario")
+            self._cancel(job, ts, "cancelled by the scenario")
 
     # -- terminal transitions ---------------------------------------------------------------------
+    @staticmethod
     def _fail(
-        self,
-        job: JobState,
-        error: str,
-        ts: float,
-        *,
-        data: dict[str, Any] | None = None,
-        status: str = "failed",
+        job: JobState, error: str, ts: float, data: dict[str, Any] | None = None, status: str = "failed"
     ) -> None:
-        if job.terminal:
-            return
-        job.error = error
-        job.final_reward = job.rewards[-1] if job.rewards else None
-        job.finished_at = ts
-        job.set_phase(ts, status)
-        job.add_event(ts, "rl.train.failed", error, {"error": error, **(data or {})}, level="error")
+        if not job.terminal:
+            job.error = error
+            event = ("rl.train.failed", error, {"error": error, **(data or {})}, "error")
+            job.finish(ts, status, job.last_reward, event)
 
-    def _cancel(self, job: JobState, ts: float, *, reason: str) -> None:
-        if job.terminal:
-            return
-        job.final_reward = job.rewards[-1] if job.rewards else None
-        job.finished_at = ts
-        job.set_phase(ts, "cancelled")
-        job.add_event(ts, "rl.job.cancelled", f"Job cancelled: {reason}", {"step": job.steps_done}, "warning")
+    @staticmethod
+    def _cancel(job: JobState, ts: float, reason: str) -> None:
+        if not job.terminal:
+            data = {"step": job.steps_done}
+            event = ("rl.job.cancelled", f"Job cancelled: {reason}", data, "warning")
+            job.finish(ts, "cancelled", job.last_reward, event)
 
     # -- rewards ------------------------------------------------------------------------------
     def _evaluate(self, job: JobState, step: int, ts: float, then: BatchPlan | None = None) -> None:
@@ -399,22 +376,18 @@ class Lifecycle:
             feed = self.driver.feed(job.endpoint, spec)
             if feed is not None:
                 self._feeds[job.id] = feed
-        job.batch_thread = threading.get_ident()
-        try:
-            with self.store.lock.set_aside():
-                records, failure = self.driver.run_batch(
-                    job.endpoint,
-                    spec,
-                    job_id=job.id,
-                    step=step,
-                    steps=job.scenario.steps,
-                    seeds=seeds,
-                    mode=mode,
-                    feed=feed,
-                    then=then,
-                )
-        finally:
-            job.batch_thread = None
+        with self._set_aside(job):
+            records, failure = self.driver.run_batch(
+                job.endpoint,
+                spec,
+                job_id=job.id,
+                step=step,
+                steps=job.scenario.steps,
+                seeds=seeds,
+                mode=mode,
+                feed=feed,
+                then=then,
+            )
         job.rollouts.extend(records)
         if failure is not None:
             raise failure
@@ -460,20 +433,16 @@ class Lifecycle:
             return list(seeds[: self.max_rollouts_per_step])
         return list(range(self._batch_size(job)))
 
-    def _evaluates_at(self, job: JobState, step: int) -> bool:
+    @staticmethod
+    def _evaluates_at(job: JobState, step: int) -> bool:
         """Whether training step *step* is followed by a periodic evaluation."""
-        every = self._eval_every(job)
-        return step % every == 0 if every else False
+        every = job.scenario.eval_every
+        if every is None:
+            evaluation = job.config.get("evaluation")
+            every = evaluation.get("every_n_iters") if isinstance(evaluation, dict) else None
+        return isinstance(every, int) and not isinstance(every, bool) and every > 0 and step % every == 0
 
     @staticmethod
     def _final_eval_pending(job: JobState, step: int) -> bool:
         """Whether a job ending after *step* steps still owes its final evaluation."""
         return bool(step) and step not in job.eval_means
-
-    @staticmethod
-    def _eval_every(job: JobState) -> int | None:
-        if job.scenario.eval_every is not None:
-            return job.scenario.eval_every
-        evaluation = job.config.get("evaluation")
-        every = evaluation.get("every_n_iters") if isinstance(evaluation, dict) else None
-        return every if isinstance(every, int) and not isinstance(every, bool) and every > 0 else None
