@@ -44,13 +44,14 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 def _event(
     seq: int, kind: str, message: str, level: str, data: dict[str, Any], ts: float, job: str
 ) -> dict[str, Any]:
+    at = iso(ts)
     return {
         "seq": seq,
         "type": kind,
         "message": message,
         "level": level,
         "data": data,
-        "created_at": iso(ts),
+        "created_at": at,
         "job_id": job,
     }
 
@@ -101,8 +102,8 @@ class _Eval(NamedTuple):
         data = {
             "step": self.step,
             "mean_reward": self.mean,
-            "seeds": list(self.seeds),
-            "rewards": list(self.rewards),
+            "seeds": [*self.seeds],
+            "rewards": [*self.rewards],
         }
         return _event(seq, "rl.eval.summary", message, "info", data, self.ts, job_id)
 
@@ -139,31 +140,22 @@ class RolloutRecord:
 
     def keep_response(self, body: bytes) -> None:
         self.response_size = len(body)
-        kept = len(body) <= MAX_KEPT_RESPONSE
-        self.response_body = body if kept else None
-        self.response_omitted = not kept
-
-    def omit_response(self) -> None:
-        if self.response_body is not None:
-            self.response_body = None
-            self.response_omitted = True
+        self.response_omitted = len(body) > MAX_KEPT_RESPONSE
+        self.response_body = None if self.response_omitted else body
 
 
 class RolloutLog(list[RolloutRecord]):
     """A job's rollout records in order; ``append``/``extend`` keep answers only while they fit in
     :data:`MAX_KEPT_RESPONSES` (later records keep the size and ``response_omitted``)."""
 
-    def __init__(self, records: Iterable[RolloutRecord] = ()) -> None:
-        super().__init__()
-        self.kept_bytes = 0
-        self.extend(records)
+    kept_bytes = 0
 
     def append(self, record: RolloutRecord) -> None:
         body = record.response_body
         if body is not None and self.kept_bytes + len(body) <= MAX_KEPT_RESPONSES:
             self.kept_bytes += len(body)
         elif body is not None:
-            record.omit_response()
+            record.response_body, record.response_omitted = None, True
         super().append(record)
 
     def extend(self, records: Iterable[RolloutRecord]) -> None:
@@ -183,6 +175,8 @@ class JobState:
     use_rollouts: bool
     idempotency_key: str | None = None
     payload_bytes: int = 0
+    #: What the job counts against the store's data cap (set by the store).
+    size: int = 0
     status: str = "queued"
     started: bool = False
     steps_done: int = 0
@@ -236,13 +230,6 @@ class JobState:
     @property
     def model_id(self) -> str:
         return f"rl:{self.model}:{self.id}"
-
-    @property
-    def checkpoints(self) -> list[dict[str, Any]]:
-        return [
-            {"step": step, "path": f"fake://checkpoints/{self.id}/step-{step:05d}"}
-            for step in self.eval_means
-        ]
 
     @property
     def point_count(self) -> int:
@@ -328,7 +315,10 @@ class JobState:
             body["results"] = {"metrics": self.result_metrics()}
             if self.status == "succeeded":
                 body["model_id"] = self.model_id
-                body["checkpoints"] = list(self.checkpoints)
+                body["checkpoints"] = [
+                    {"step": step, "path": f"fake://checkpoints/{self.id}/step-{step:05d}"}
+                    for step in self.eval_means
+                ]
             if self.status in ("failed", "error"):
                 body["error"] = self.error
         return body

@@ -32,6 +32,7 @@ __all__ = [
     "bool_problem",
     "default_reward_curve",
     "error_text_problem",
+    "int_in",
     "reward_in_range",
     "written",
 ]
@@ -93,7 +94,8 @@ def _problem(key: str, message: str, hint: str = "") -> ConfigProblem:
     return ConfigProblem(key=f"Scenario.{key}", message=message, hint=hint)
 
 
-def _int_in(value: object, low: int, high: float) -> bool:
+def int_in(value: object, low: int, high: float) -> bool:
+    """A real int (not a bool, not a float such as ``500.0``) from *low* to *high*."""
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
@@ -155,7 +157,7 @@ class Scenario:
             guess = f"did you mean outcome={close!r}? " if close else ""
             message = f"unknown outcome {self.outcome!r}"
             problems.append(_problem("outcome", message, f"{guess}use one of {', '.join(OUTCOMES)}"))
-        if not _int_in(self.steps, 1, MAX_STEPS):
+        if not int_in(self.steps, 1, MAX_STEPS):
             message = f"must be an int from 1 to {MAX_STEPS}, got {self.steps!r:.40}"
             problems.append(_problem("steps", message, "e.g. steps=10"))
         flags = {"duration=": self.duration is not None, "polls=": self.polls is not None}
@@ -171,7 +173,7 @@ class Scenario:
                 f"got {self.duration!r:.40}"
             )
             problems.append(_problem("duration", message))
-        if self.polls is not None and not _int_in(self.polls, 1, MAX_POLLS):
+        if self.polls is not None and not int_in(self.polls, 1, MAX_POLLS):
             message = f"must be an int from 1 to {MAX_POLLS}, got {self.polls!r:.40}"
             problems.append(_problem("polls", message, "polls=N ends the job on poll N"))
         if not _seconds_in(self.queue_time, 0, MAX_DURATION):
@@ -191,10 +193,10 @@ class Scenario:
             steps = (
                 self.steps if isinstance(self.steps, int) and not isinstance(self.steps, bool) else math.inf
             )
-            if not _int_in(self.fail_at_step, 1, steps):
+            if not int_in(self.fail_at_step, 1, steps):
                 message = f"must be an int in 1..steps ({self.steps}), got {self.fail_at_step!r}"
                 problems.append(_problem("fail_at_step", message))
-        if self.eval_every is not None and not _int_in(self.eval_every, 1, math.inf):
+        if self.eval_every is not None and not int_in(self.eval_every, 1, math.inf):
             problems.append(_problem("eval_every", f"must be an int >= 1, got {self.eval_every!r:.40}"))
         problems.extend(self._check_curve())
         if problems:

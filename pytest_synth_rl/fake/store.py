@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -18,7 +19,7 @@ from pytest_synth_rl.errors import ConfigProblem, SynthError
 from pytest_synth_rl.fake.faults import Fault
 from pytest_synth_rl.fake.jobs import JobState
 from pytest_synth_rl.fake.locking import StoreLock
-from pytest_synth_rl.fake.scenario import Scenario
+from pytest_synth_rl.fake.scenario import Scenario, int_in
 from pytest_synth_rl.fake.wire import LoggedRequest
 from pytest_synth_rl.taskapp.loopback import is_loopback_url
 
@@ -88,22 +89,6 @@ class IdempotencyConflict(Exception):
         self.job_id = job_id
 
 
-def _with_config_steps(scenario: Scenario, payload: Mapping[str, Any]) -> Scenario:
-    """*scenario* running the config's ``num_epochs * iterations_per_epoch`` steps, if fewer."""
-    data = payload.get("data")
-    config = data.get("config") if isinstance(data, Mapping) else None
-    training = config.get("training") if isinstance(config, Mapping) else None
-    if not isinstance(training, Mapping):
-        return scenario
-    steps = 1
-    for key in ("num_epochs", "iterations_per_epoch"):
-        count = training.get(key)
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            return scenario
-        steps *= count
-    return dataclasses.replace(scenario, steps=min(steps, scenario.steps))
-
-
 class JobStore:
     """Jobs, scenarios, faults and the request log of one fake backend, on one clock.
 
@@ -127,7 +112,6 @@ class JobStore:
         self.jobs: OrderedDict[str, JobState] = OrderedDict()
         #: Unfinished jobs: the ones a clock tick may move.
         self.active: dict[str, JobState] = {}
-        self._sizes: dict[str, int] = {}
         self._kept = 0
         self._evicted: OrderedDict[str, None] = OrderedDict()
         self._idempotency: dict[str, tuple[str, str]] = {}
@@ -171,8 +155,8 @@ class JobStore:
         with self.lock:
             job.scenario = scenario
             size = job_size(job)
-            self._kept += size - self._sizes[job.id]
-            self._sizes[job.id] = size
+            self._kept += size - job.size
+            job.size = size
             job.touch(job.updated_time)
             if not job.terminal:
                 self.active[job.id] = job
@@ -251,29 +235,21 @@ class JobStore:
             job_id = f"{self.job_id_prefix}{self._counter:06d}"
             # Peeked, and taken off the queue once the job is admitted: a refused submit leaves it.
             waiting = self._next[0][0] if self._next else None
-            scenario = waiting if waiting is not None else self.default_scenario
-            endpoint = str((payload.get("data") or {}).get("endpoint_base_url") or "")
-            use_rollouts = scenario.uses_rollouts
-            if use_rollouts is None and self.rollouts == "auto":
-                use_rollouts = is_loopback_url(endpoint)
-            elif use_rollouts is None:
-                use_rollouts = bool(self.rollouts) and endpoint.startswith(("http://", "https://"))
-            if use_rollouts and waiting is None and not self._default_scripted:
-                scenario = _with_config_steps(scenario, payload)
             ts = self.clock.time()
             canonical = _CANONICAL.encode(payload)
             job = JobState(
                 id=job_id,
                 payload=payload,
-                scenario=scenario,
+                scenario=waiting or self.default_scenario,
                 created_now=self.clock.now(),
                 created_time=ts,
-                use_rollouts=use_rollouts,
+                use_rollouts=False,
                 idempotency_key=idempotency_key,
                 updated_time=ts,
                 payload_bytes=len(canonical),
             )
-            size = self._make_room(job)
+            job.use_rollouts = self._uses_rollouts(job, waiting is None and not self._default_scripted)
+            size = job.size = self._make_room(job)
             if waiting is not None:
                 self._next_bytes -= self._next.popleft()[1]
             job.set_phase(ts, "queued")
@@ -281,11 +257,29 @@ class JobStore:
                 ts, "rl.job.created", f"RL job {job_id} created for {job.model}", {"model": job.model}
             )
             self.jobs[job_id] = self.active[job_id] = job
-            self._sizes[job_id] = size
             self._kept += size
             if idempotency_key is not None:
                 self._idempotency[idempotency_key] = (canonical, job_id)
             return job
+
+    def _uses_rollouts(self, job: JobState, plain: bool) -> bool:
+        """Whether *job* runs real rollouts; on the *plain* default scenario, those run the config's
+        ``num_epochs * iterations_per_epoch`` steps, if fewer."""
+        use = job.scenario.uses_rollouts
+        if use is None and self.rollouts == "auto":
+            use = is_loopback_url(job.endpoint)
+        elif use is None:
+            use = bool(self.rollouts) and job.endpoint.startswith(("http://", "https://"))
+        training = job.config.get("training") if use and plain else None
+        counts = (
+            [training.get(key) for key in ("num_epochs", "iterations_per_epoch")]
+            if isinstance(training, dict)
+            else []
+        )
+        if counts and all(int_in(count, 1, math.inf) for count in counts):
+            steps = min(math.prod(counts), job.scenario.steps)
+            job.scenario = dataclasses.replace(job.scenario, steps=steps)
+        return use
 
     def _make_room(self, new: JobState) -> int:
         """Forget the oldest finished jobs until *new* fits; its size, or :class:`StoreFull`."""
@@ -313,7 +307,7 @@ class JobStore:
 
     def _forget(self, job: JobState) -> None:
         del self.jobs[job.id]
-        self._kept -= self._sizes.pop(job.id)
+        self._kept -= job.size
         self.active.pop(job.id, None)
         key = job.idempotency_key
         if key is not None and self._idempotency.get(key, ("", ""))[1] == job.id:
@@ -362,7 +356,7 @@ class JobStore:
     # -- lifetime ---------------------------------------------------------------------------------
     def clear_jobs(self) -> None:
         with self.lock:
-            for kept in (self.jobs, self._sizes, self._evicted, self.active, self._idempotency):
+            for kept in (self.jobs, self._evicted, self.active, self._idempotency):
                 kept.clear()
             self._kept = 0
 
