@@ -57,6 +57,7 @@ MAX_FAULTS = 1000
 _SCENARIO_BYTES = 1024
 _CURVE_VALUE_BYTES = 40
 _LABEL_BYTES = 1024
+_CONFIG_STEPS = ("num_epochs", "iterations_per_epoch")
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 
 
@@ -271,11 +272,7 @@ class JobStore:
         elif use is None:
             use = bool(self.rollouts) and job.endpoint.startswith(("http://", "https://"))
         training = job.config.get("training") if use and plain else None
-        counts = (
-            [training.get(key) for key in ("num_epochs", "iterations_per_epoch")]
-            if isinstance(training, dict)
-            else []
-        )
+        counts: list[Any] = [training.get(k) for k in _CONFIG_STEPS] if isinstance(training, dict) else []
         if counts and all(int_in(count, 1, math.inf) for count in counts):
             steps = min(math.prod(counts), job.scenario.steps)
             job.scenario = dataclasses.replace(job.scenario, steps=steps)
