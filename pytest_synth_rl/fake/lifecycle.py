@@ -50,10 +50,6 @@ class Target:
             return job.started
         return self.kind == "step" and job.steps_done >= self.step
 
-    @classmethod
-    def of(cls, stage: Stage) -> Target:
-        return cls("step", stage.step) if stage.kind == "step" else cls(stage.kind)
-
 
 class Lifecycle:
     """Runs due stages of the jobs in *store*, on its clock, under its lock.
@@ -162,8 +158,8 @@ class Lifecycle:
         with self.store.lock:
             self._sync(job)
             if self.pacing == "observed" and not job.terminal and job.scenario.mode == "duration":
-                stage = job.scenario.next_stage(job.started, job.steps_done, job.outcome_override)
-                self._sync(job, Target.of(stage))
+                stage = self._next(job)[0]
+                self._sync(job, Target("step", stage.step) if stage.kind == "step" else Target(stage.kind))
             return job
 
     def stall_reason(self, job: JobState) -> str | None:
@@ -177,12 +173,8 @@ class Lifecycle:
             else:
                 job.stalled_polls = 0
                 job.last_poll = mark
-            if (
-                job.terminal
-                or job.stalled_polls < STALL_POLLS
-                or job.scenario.mode != "duration"
-                or not isinstance(clock, VirtualClock)
-            ):
+            moving = job.terminal or job.scenario.mode != "duration" or not isinstance(clock, VirtualClock)
+            if moving or job.stalled_polls < STALL_POLLS:
                 return None
             return (
                 f"job {job.id} has not moved in {job.stalled_polls + 1} status polls: this fake backend "
@@ -294,12 +286,9 @@ class Lifecycle:
         job.started = True
         job.started_at = ts
         job.set_phase(ts, "running")
-        job.add_event(
-            ts,
-            "rl.train.started",
-            f"Training started: {job.scenario.steps} steps on {job.model}",
-            {"total_steps": job.scenario.steps, "model": job.model, "rollouts": job.use_rollouts},
-        )
+        steps, model = job.scenario.steps, job.model
+        data = {"total_steps": steps, "model": model, "rollouts": job.use_rollouts}
+        job.add_event(ts, "rl.train.started", f"Training started: {steps} steps on {model}", data)
         if job.use_rollouts and not job.endpoint.startswith(("http://", "https://")):
             self._fail(
                 job,

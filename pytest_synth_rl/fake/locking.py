@@ -59,10 +59,7 @@ class StoreLock:
         """Release the lock entirely for the block, then take it back at the same depth (a thread
         that does not hold it just runs the block)."""
         depth = self._depth if self.held else 0
-        if depth:
-            for _ in range(depth - 1):
-                self._depth -= 1
-                self._lock.release()
+        for _ in range(depth):
             self.release()
         try:
             yield

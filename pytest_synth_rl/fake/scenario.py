@@ -139,13 +139,9 @@ class Scenario:
         """``Scenario(**fields)``; an unknown field is a :class:`SynthUsageError` with a did-you-mean."""
         known = [f.name for f in dataclasses.fields(cls) if f.init]
         problems = []
-        for name in fields:
-            if name not in known:
-                close = closest(str(name), known)
-                guess = f"did you mean {close}=? " if close else ""
-                problems.append(
-                    _problem(str(name), f"unknown field {name}=", f"{guess}fields: {', '.join(known)}")
-                )
+        for name in (str(name) for name in fields if name not in known):
+            guess = f"did you mean {close}=? " if (close := closest(name, known)) else ""
+            problems.append(_problem(name, f"unknown field {name}=", f"{guess}fields: {', '.join(known)}"))
         if problems:
             raise SynthUsageError(problems, hint=_HINT)
         return cls(**fields)
@@ -206,16 +202,10 @@ class Scenario:
         labels = self.labels
         if not isinstance(labels, dict):
             return [_problem("labels", f"must be a dict of strings, got {type(labels).__name__}")]
-        if len(labels) > MAX_LABELS or any(
-            not isinstance(k, str)
-            or not isinstance(v, str)
-            or len(k) > MAX_LABEL_CHARS
-            or len(v) > MAX_LABEL_CHARS
-            for k, v in labels.items()
-        ):
+        texts = [text for item in labels.items() for text in item]
+        if len(labels) > MAX_LABELS or any(not isinstance(t, str) or len(t) > MAX_LABEL_CHARS for t in texts):
             message = f"must be at most {MAX_LABELS} string keys and values of at most {MAX_LABEL_CHARS} "
-            message += "characters each"
-            return [_problem("labels", message)]
+            return [_problem("labels", message + "characters each")]
         return []
 
     def _check_curve(self) -> list[ConfigProblem]:
@@ -299,13 +289,8 @@ class Scenario:
     def describe(self) -> dict[str, object]:
         """A JSON-friendly summary, for the admin API and reprs."""
         curve = self.reward_curve
-        shown = (
-            "callable"
-            if callable(curve)
-            else curve
-            if curve is None or isinstance(curve, str)
-            else list(curve)
-        )
+        plain = curve is None or isinstance(curve, str)
+        shown = curve if plain else "callable" if callable(curve) else list(curve)  # type: ignore[arg-type]
         return {
             "outcome": self.outcome,
             "steps": self.steps,
