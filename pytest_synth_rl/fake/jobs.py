@@ -7,6 +7,7 @@ as the wire's dicts when read; the status body is cached per state version.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -215,6 +216,11 @@ class JobState:
         config = self.data.get("config")
         return config if isinstance(config, dict) else {}
 
+    def setting(self, section: str, key: str) -> Any:
+        """``config[section][key]``; None if either is missing or *section* is not a table."""
+        table = self.config.get(section)
+        return table.get(key) if isinstance(table, dict) else None
+
     @property
     def model(self) -> str:
         return str(self.data.get("base_model") or self.data.get("model") or "unknown-model")
@@ -353,26 +359,19 @@ class JobState:
     def events_page(self, since_seq: int, limit: int) -> dict[str, Any]:
         start = max(0, since_seq)
         page = self.event_dicts(start, start + limit)
-        next_seq = page[-1]["seq"] if page else start
+        more = start + limit < len(self.events)
         return {
             "events": page,
-            "next_seq": next_seq,
-            "has_more": start + limit < len(self.events),
+            "next_seq": page[-1]["seq"] if page else start,
+            "has_more": more,
             "job_id": self.id,
         }
 
     def metrics_page(self, after_step: int, limit: int, name: str | None) -> dict[str, Any]:
-        points: list[dict[str, Any]] = []
-        for row in self.points:
-            if row.step <= after_step:
-                continue
-            for point in row.points(self.id):
-                if name is not None and point["name"] != name:
-                    continue
-                if len(points) == limit:
-                    return {"points": points, "has_more": True, "job_id": self.id}
-                points.append(point)
-        return {"points": points, "has_more": False, "job_id": self.id}
+        rows = (row for row in self.points if row.step > after_step)
+        found = (p for row in rows for p in row.points(self.id) if name is None or p["name"] == name)
+        page = list(itertools.islice(found, limit + 1))
+        return {"points": page[:limit], "has_more": len(page) > limit, "job_id": self.id}
 
     def _counts(self) -> dict[str, Any]:
         return {

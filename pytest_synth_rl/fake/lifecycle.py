@@ -21,7 +21,7 @@ from pytest_synth_rl.errors import SynthUsageError
 from pytest_synth_rl.fake.jobs import JobState
 from pytest_synth_rl.fake.rollout_feed import RolloutFeed
 from pytest_synth_rl.fake.rollouts import BatchPlan, RolloutDriver, RolloutFailure, RolloutSpec
-from pytest_synth_rl.fake.scenario import Scenario, Stage, error_text_problem
+from pytest_synth_rl.fake.scenario import Scenario, Stage, error_text_problem, int_in
 from pytest_synth_rl.fake.store import JobStore
 from pytest_synth_rl.secrets.masking import redact
 
@@ -44,10 +44,8 @@ class Target:
     step: int = 0
 
     def reached(self, job: JobState) -> bool:
-        if job.terminal:
-            return True
-        if self.kind == "start":
-            return job.started
+        if job.terminal or self.kind == "start":
+            return job.terminal or job.started
         return self.kind == "step" and job.steps_done >= self.step
 
 
@@ -405,19 +403,15 @@ class Lifecycle:
         return None
 
     def _batch_size(self, job: JobState) -> int:
-        rollout = job.config.get("rollout")
-        size = rollout.get("episodes_per_batch") if isinstance(rollout, dict) else None
-        if not isinstance(size, int) or isinstance(size, bool):
-            size = 1
-        return max(1, min(size, self.max_rollouts_per_step))  # at least one rollout a step
+        size = job.setting("rollout", "episodes_per_batch")
+        return max(1, min(size if int_in(size, 1, math.inf) else 1, self.max_rollouts_per_step))
 
     def _train_seeds(self, job: JobState, step: int) -> list[int]:
         size = self._batch_size(job)
         return [(step - 1) * size + i for i in range(size)]
 
     def _eval_seeds(self, job: JobState) -> list[int]:
-        evaluation = job.config.get("evaluation")
-        seeds = evaluation.get("seeds") if isinstance(evaluation, dict) else None
+        seeds = job.setting("evaluation", "seeds")
         if isinstance(seeds, list) and seeds and all(isinstance(s, int) for s in seeds):
             return list(seeds[: self.max_rollouts_per_step])
         return list(range(self._batch_size(job)))
@@ -426,10 +420,8 @@ class Lifecycle:
     def _evaluates_at(job: JobState, step: int) -> bool:
         """Whether training step *step* is followed by a periodic evaluation."""
         every = job.scenario.eval_every
-        if every is None:
-            evaluation = job.config.get("evaluation")
-            every = evaluation.get("every_n_iters") if isinstance(evaluation, dict) else None
-        return isinstance(every, int) and not isinstance(every, bool) and every > 0 and step % every == 0
+        every = job.setting("evaluation", "every_n_iters") if every is None else every
+        return int_in(every, 1, math.inf) and step % every == 0
 
     @staticmethod
     def _final_eval_pending(job: JobState, step: int) -> bool:

@@ -1,24 +1,26 @@
-"""JobStore: the fake backend's state, behind one lock.
+"""JobStore: the fake backend's state, behind one reentrant lock (:class:`StoreLock`).
 
 Jobs (and the idempotency keys that made them), scenarios waiting for the next submissions,
-faults and the request log; every size is bounded so a long-lived served fake stays flat.
-How jobs advance is :mod:`pytest_synth_rl.fake.lifecycle`'s business.
+faults and the request log, each bounded so a long-lived served fake stays flat. A rollout batch
+sets the lock aside (at any depth) while it waits on the network; advancing is the lifecycle's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
+import threading
 from collections import OrderedDict, deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import TracebackType
 from typing import Any, Literal
 
 from pytest_synth_rl.clock import Clock
 from pytest_synth_rl.errors import ConfigProblem, SynthError
 from pytest_synth_rl.fake.faults import Fault
 from pytest_synth_rl.fake.jobs import JobState
-from pytest_synth_rl.fake.locking import StoreLock
 from pytest_synth_rl.fake.scenario import Scenario, int_in
 from pytest_synth_rl.fake.wire import LoggedRequest
 from pytest_synth_rl.taskapp.loopback import is_loopback_url
@@ -34,6 +36,7 @@ __all__ = [
     "JobStore",
     "RolloutsMode",
     "StoreFull",
+    "StoreLock",
     "job_size",
     "scripted_size",
 ]
@@ -72,6 +75,74 @@ def scripted_size(scenario: Scenario) -> int:
     curve = scenario.reward_curve
     values = len(curve) if isinstance(curve, Sequence) and not isinstance(curve, str) else 0
     return _SCENARIO_BYTES + _CURVE_VALUE_BYTES * values + _LABEL_BYTES * len(scenario.labels)
+
+
+class StoreLock:
+    """A reentrant lock whose holder can release it for a while, and wait on a condition."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._released = threading.Condition(self._lock)
+        self._owner: int | None = None
+        self._depth = 0
+        self._waiting = 0  # threads in wait_until: a release with none skips the notify
+
+    def acquire(self) -> None:
+        self._lock.acquire()
+        self._owner = threading.get_ident()
+        self._depth += 1
+
+    def release(self) -> None:
+        if self._owner != threading.get_ident():
+            raise RuntimeError("cannot release a StoreLock this thread does not hold")
+        self._depth -= 1
+        if not self._depth:
+            self._owner = None
+            if self._waiting:
+                self._released.notify_all()
+        self._lock.release()
+
+    def __enter__(self) -> StoreLock:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release()
+
+    @property
+    def held(self) -> bool:
+        """Whether the calling thread holds the lock."""
+        return self._owner == threading.get_ident()
+
+    @contextlib.contextmanager
+    def set_aside(self) -> Iterator[None]:
+        """Release the lock entirely for the block, then take it back at the same depth (a thread
+        that does not hold it just runs the block)."""
+        depth = self._depth if self.held else 0
+        for _ in range(depth):
+            self.release()
+        try:
+            yield
+        finally:
+            for _ in range(depth):
+                self.acquire()
+
+    def wait_until(self, ready: Callable[[], bool]) -> None:
+        """Hold the lock with *ready()* true: until then, set the lock aside and wait for a release."""
+        if not self.held:
+            raise RuntimeError("StoreLock.wait_until needs the lock held")
+        depth = self._depth
+        while not ready():
+            self._owner, self._depth = None, 0
+            self._waiting += 1
+            self._released.notify_all()
+            try:
+                self._released.wait()  # releases the lock at any depth, takes it back at the same
+            finally:
+                self._waiting -= 1
+            self._owner, self._depth = threading.get_ident(), depth
 
 
 class StoreFull(SynthError):
@@ -271,8 +342,7 @@ class JobStore:
             use = is_loopback_url(job.endpoint)
         elif use is None:
             use = bool(self.rollouts) and job.endpoint.startswith(("http://", "https://"))
-        training = job.config.get("training") if use and plain else None
-        counts: list[Any] = [training.get(k) for k in _CONFIG_STEPS] if isinstance(training, dict) else []
+        counts = [job.setting("training", key) for key in _CONFIG_STEPS] if use and plain else []
         if counts and all(int_in(count, 1, math.inf) for count in counts):
             steps = min(math.prod(counts), job.scenario.steps)
             job.scenario = dataclasses.replace(job.scenario, steps=steps)
