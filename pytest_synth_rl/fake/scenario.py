@@ -33,6 +33,7 @@ __all__ = [
     "default_reward_curve",
     "error_text_problem",
     "int_in",
+    "number_in",
     "reward_in_range",
     "written",
 ]
@@ -99,9 +100,9 @@ def int_in(value: object, low: int, high: float) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
-def _seconds_in(value: object, low: float, high: float, above: bool = False) -> bool:
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    return number and (low < value if above else low <= value) and value <= high  # type: ignore[operator]
+def number_in(value: object, low: float, high: float) -> bool:
+    """A real number (not a bool) from *low* to *high*; NaN and infinities are neither."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,9 @@ class Scenario:
             problems.append(
                 _problem("duration", message, "pass only one of duration=, polls=, immediate=True")
             )
-        if self.duration is not None and not _seconds_in(self.duration, 0, MAX_DURATION, above=True):
+        if self.duration is not None and not (
+            number_in(self.duration, 0, MAX_DURATION) and self.duration > 0
+        ):
             message = (
                 f"must be a finite number of seconds above 0, at most {MAX_DURATION:.0f} (30 days), "
                 f"got {self.duration!r:.40}"
@@ -172,7 +175,7 @@ class Scenario:
         if self.polls is not None and not int_in(self.polls, 1, MAX_POLLS):
             message = f"must be an int from 1 to {MAX_POLLS}, got {self.polls!r:.40}"
             problems.append(_problem("polls", message, "polls=N ends the job on poll N"))
-        if not _seconds_in(self.queue_time, 0, MAX_DURATION):
+        if not number_in(self.queue_time, 0, MAX_DURATION):
             message = (
                 f"must be a finite number of seconds from 0 to {MAX_DURATION:.0f} (30 days), "
                 f"got {self.queue_time!r:.40}"
