@@ -264,7 +264,7 @@ class Lifecycle:
             with self._set_aside(job):
                 feed.stop()
 
-    def _run(self, job: JobState, stage: Stage, ts: float, target: Target | None = None) -> None:
+    def _run(self, job: JobState, stage: Stage, ts: float, target: Target | None) -> None:
         try:
             if stage.kind == "start":
                 self._start(job, ts)
@@ -296,7 +296,7 @@ class Lifecycle:
                 ts,
             )
 
-    def _step(self, job: JobState, step: int, ts: float, target: Target | None = None) -> None:
+    def _step(self, job: JobState, step: int, ts: float, target: Target | None) -> None:
         if job.use_rollouts:
             seeds = self._train_seeds(job, step)
             rewards = self._batch(job, step, seeds, "rl", self.next_batch(job, step, "rl", target))
@@ -353,7 +353,7 @@ class Lifecycle:
         job.add_eval(ts, step, seeds, rewards)
 
     def _batch(
-        self, job: JobState, step: int, seeds: list[int], mode: str, then: BatchPlan | None = None
+        self, job: JobState, step: int, seeds: list[int], mode: str, then: BatchPlan | None
     ) -> list[float]:
         """Rewards of one rollout per seed, in seed order; the first failed seed fails the job. *then*,
         the batch that follows in this advance, is queued to overlap this batch's last rollouts."""

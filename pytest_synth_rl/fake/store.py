@@ -274,9 +274,9 @@ class JobStore:
         with self.lock:
             return list(self.jobs.values())
 
-    def recent_ids(self, count: int = 5) -> list[str]:
+    def recent_ids(self) -> list[str]:
         with self.lock:
-            return list(self.jobs)[-count:]
+            return list(self.jobs)[-5:]
 
     def validate(self, payload: Mapping[str, Any]) -> list[ConfigProblem]:
         """Problems with a submitted payload (none when validation is off)."""
