@@ -173,7 +173,7 @@ class JobState:
     scenario: Scenario
     created_now: float
     created_time: float
-    use_rollouts: bool
+    use_rollouts: bool = False
     idempotency_key: str | None = None
     payload_bytes: int = 0
     #: What the job counts against the store's data cap (set by the store).

@@ -315,9 +315,7 @@ class JobStore:
                 scenario=waiting or self.default_scenario,
                 created_now=self.clock.now(),
                 created_time=ts,
-                use_rollouts=False,
                 idempotency_key=idempotency_key,
-                updated_time=ts,
                 payload_bytes=len(canonical),
             )
             job.use_rollouts = self._uses_rollouts(job, waiting is None and not self._default_scripted)
