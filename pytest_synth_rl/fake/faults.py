@@ -130,9 +130,8 @@ class Fault:
             )
             bad("fault.latency", message, "e.g. latency=30")
         if self.retry_after is not None and not number_in(self.retry_after, 0.0, MAX_RETRY_AFTER):
-            message = f"must be a finite number of seconds from 0 to {MAX_RETRY_AFTER:g}, "
-            message += f"got {self.retry_after!r:.40}"
-            bad("fault.retry_after", message)
+            message = f"must be a finite number of seconds from 0 to {MAX_RETRY_AFTER:g}"
+            bad("fault.retry_after", f"{message}, got {self.retry_after!r:.40}")
         if not int_in(self.seed, 0, MAX_SEED):
             bad("fault.seed", f"must be an int from 0 to 2**64 - 1, got {written(self.seed)}", "e.g. seed=7")
         cycle = bool_problem(self.cycle, "fault.cycle", "cycle=True")

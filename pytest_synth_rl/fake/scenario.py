@@ -149,38 +149,30 @@ class Scenario:
 
     def __post_init__(self) -> None:
         problems: list[ConfigProblem] = []
+
+        def bad(key: str, message: str, hint: str = "") -> None:
+            problems.append(_problem(key, message, hint))
+
         if self.outcome not in OUTCOMES:
             close = closest(str(self.outcome), OUTCOMES)
             guess = f"did you mean outcome={close!r}? " if close else ""
-            message = f"unknown outcome {self.outcome!r}"
-            problems.append(_problem("outcome", message, f"{guess}use one of {', '.join(OUTCOMES)}"))
+            bad("outcome", f"unknown outcome {self.outcome!r}", f"{guess}use one of {', '.join(OUTCOMES)}")
         if not int_in(self.steps, 1, MAX_STEPS):
-            message = f"must be an int from 1 to {MAX_STEPS}, got {self.steps!r:.40}"
-            problems.append(_problem("steps", message, "e.g. steps=10"))
+            bad("steps", f"must be an int from 1 to {MAX_STEPS}, got {self.steps!r:.40}", "e.g. steps=10")
         flags = {"duration=": self.duration is not None, "polls=": self.polls is not None}
         modes = [name for name, on in {**flags, "immediate=True": self.immediate is True}.items() if on]
         if len(modes) > 1:
             message = f"choose one timing mode, got {' and '.join(modes)}"
-            problems.append(
-                _problem("duration", message, "pass only one of duration=, polls=, immediate=True")
-            )
-        if self.duration is not None and not (
-            number_in(self.duration, 0, MAX_DURATION) and self.duration > 0
-        ):
-            message = (
-                f"must be a finite number of seconds above 0, at most {MAX_DURATION:.0f} (30 days), "
-                f"got {self.duration!r:.40}"
-            )
-            problems.append(_problem("duration", message))
+            bad("duration", message, "pass only one of duration=, polls=, immediate=True")
+        days = f"{MAX_DURATION:.0f} (30 days), got"
+        duration = self.duration
+        if duration is not None and not (number_in(duration, 0, MAX_DURATION) and duration > 0):
+            bad("duration", f"must be a finite number of seconds above 0, at most {days} {duration!r:.40}")
         if self.polls is not None and not int_in(self.polls, 1, MAX_POLLS):
             message = f"must be an int from 1 to {MAX_POLLS}, got {self.polls!r:.40}"
-            problems.append(_problem("polls", message, "polls=N ends the job on poll N"))
+            bad("polls", message, "polls=N ends the job on poll N")
         if not number_in(self.queue_time, 0, MAX_DURATION):
-            message = (
-                f"must be a finite number of seconds from 0 to {MAX_DURATION:.0f} (30 days), "
-                f"got {self.queue_time!r:.40}"
-            )
-            problems.append(_problem("queue_time", message))
+            bad("queue_time", f"must be a finite number of seconds from 0 to {days} {self.queue_time!r:.40}")
         flag = bool_problem(self.immediate, "Scenario.immediate", "immediate=True")
         error = None if self.error is None else error_text_problem(self.error, "Scenario.error")
         problems.extend(p for p in (flag, error) if p is not None)
@@ -188,15 +180,12 @@ class Scenario:
         if self.fail_at_step is not None:
             if self.outcome == "succeeded":
                 message = "only applies when outcome is 'failed', 'error' or 'cancelled'"
-                problems.append(_problem("fail_at_step", message, "add outcome='failed'"))
-            steps = (
-                self.steps if isinstance(self.steps, int) and not isinstance(self.steps, bool) else math.inf
-            )
-            if not int_in(self.fail_at_step, 1, steps):
-                message = f"must be an int in 1..steps ({self.steps}), got {self.fail_at_step!r}"
-                problems.append(_problem("fail_at_step", message))
+                bad("fail_at_step", message, "add outcome='failed'")
+            real = isinstance(self.steps, int) and not isinstance(self.steps, bool)
+            if not int_in(self.fail_at_step, 1, self.steps if real else math.inf):
+                bad("fail_at_step", f"must be an int in 1..steps ({self.steps}), got {self.fail_at_step!r}")
         if self.eval_every is not None and not int_in(self.eval_every, 1, math.inf):
-            problems.append(_problem("eval_every", f"must be an int >= 1, got {self.eval_every!r:.40}"))
+            bad("eval_every", f"must be an int >= 1, got {self.eval_every!r:.40}")
         problems.extend(self._check_curve())
         if problems:
             raise SynthUsageError(problems, hint=_HINT)
