@@ -358,11 +358,9 @@ class Lifecycle:
         """Rewards of one rollout per seed, in seed order; the first failed seed fails the job. *then*,
         the batch that follows in this advance, is queued to overlap this batch's last rollouts."""
         spec = RolloutSpec.from_config(job.config, job.model)
-        feed = self._feeds.get(job.id)
-        if feed is None:
-            feed = self.driver.feed(job.endpoint, spec)
-            if feed is not None:
-                self._feeds[job.id] = feed
+        feed = self._feeds.get(job.id) or self.driver.feed(job.endpoint, spec)
+        if feed is not None:
+            self._feeds[job.id] = feed
         with self._set_aside(job):
             records, failure = self.driver.run_batch(
                 job.endpoint,
