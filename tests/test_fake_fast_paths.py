@@ -15,7 +15,7 @@ from test_fake_support import API, auth, rl_payload
 from pytest_synth_rl.config.validate import CHECKS
 from pytest_synth_rl.fake import FakeSynthBackend
 from pytest_synth_rl.fake.api import ApiCall
-from pytest_synth_rl.fake.locking import StoreLock
+from pytest_synth_rl.fake.store import StoreLock
 from pytest_synth_rl.fake.wire import non_finite_field
 
 #: Seconds a helper thread may take; only a deadlock gets near it.

@@ -24,7 +24,7 @@ from test_fake_support import API, TASK_KEY, auth, error_message, rl_payload, se
 from pytest_synth_rl.clock import RealClock, VirtualClock
 from pytest_synth_rl.errors import SynthUsageError
 from pytest_synth_rl.fake import FakeSynthBackend, Scenario
-from pytest_synth_rl.fake.locking import StoreLock
+from pytest_synth_rl.fake.store import StoreLock
 from pytest_synth_rl.secrets.masking import register_secret
 from pytest_synth_rl.taskapp import InProcessTaskApp
 

@@ -13,11 +13,16 @@ from typing import Any, TypeVar
 from pytest_synth_rl.errors import ConfigProblem, SynthUsageError
 from pytest_synth_rl.fake.jobs import JobState, RolloutRecord
 from pytest_synth_rl.fake.lifecycle import Lifecycle, Target
-from pytest_synth_rl.fake.scenario import Scenario
+from pytest_synth_rl.fake.scenario import Scenario, int_in
 
 __all__ = ["FakeJob"]
 
 T = TypeVar("T")
+#: The names :meth:`FakeJob.advance_to` takes besides a step number.
+_NAMED = {
+    **dict.fromkeys(("running", "started", "start"), Target("start")),
+    **dict.fromkeys(("end", "done", "terminal"), Target("end")),
+}
 
 
 class FakeJob:
@@ -101,17 +106,11 @@ class FakeJob:
     def advance_to(self, target: int | str) -> FakeJob:
         """Run the job's stages now, up to *target*: ``"running"``, a step number, or ``"end"``."""
         steps = self._state.scenario.steps
-        made: Target
-        if target in ("running", "started", "start"):
-            made = Target("start")
-        elif target in ("end", "done", "terminal"):
-            made = Target("end")
-        elif isinstance(target, int) and not isinstance(target, bool) and 0 <= target <= steps:
-            made = Target("step", target)
-        else:
+        made = _NAMED.get(target) if isinstance(target, str) else None
+        if made is None and not int_in(target, 0, steps):
             hint = f"use 'running', a step in 0..{steps}, or 'end'"
             raise SynthUsageError([ConfigProblem("FakeJob.advance_to", f"unknown target {target!r}", hint)])
-        self._lifecycle.advance(self._state, made)
+        self._lifecycle.advance(self._state, made or Target("step", int(target)))
         return self
 
     def succeed(self) -> FakeJob:

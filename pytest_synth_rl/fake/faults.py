@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from pytest_synth_rl.errors import ConfigProblem, SynthUsageError, closest
-from pytest_synth_rl.fake.scenario import bool_problem, written
+from pytest_synth_rl.fake.scenario import bool_problem, int_in, number_in, written
 
 __all__ = [
     "FAULT_KINDS",
@@ -39,16 +39,6 @@ MAX_PATTERN = 10_000
 MAX_FAIL_NEXT = 1_000_000_000
 #: Largest ``seed`` (seeds are ints from 0 to 2**64 - 1).
 MAX_SEED = 2**64 - 1
-
-
-def _number_in(value: object, low: float, high: float) -> bool:
-    """A real number (not a bool) from *low* to *high*; NaN and infinities are neither."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high
-
-
-def _int_in(value: object, low: int, high: int) -> bool:
-    """A real int (not a bool, not a float such as ``500.0``) from *low* to *high*."""
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
 FaultKind = Literal["status", "connect", "latency"]
@@ -121,33 +111,28 @@ class Fault:
         if len(selectors) > 1:
             bad("fault", f"choose one of pattern/fail_next/probability, got {selectors}")
         pattern = self.pattern
-        if pattern is not None and (
-            not isinstance(pattern, str)
-            or not pattern
-            or len(pattern) > MAX_PATTERN
-            or set(pattern) - {"0", "1"}
-        ):
+        text = pattern if isinstance(pattern, str) else ""
+        if pattern is not None and (not 0 < len(text) <= MAX_PATTERN or set(text) - {"0", "1"}):
             message = f"must be a string of 1 to {MAX_PATTERN} characters 0/1, got {pattern!r:.40}"
             bad("fault.pattern", message, "e.g. '0110'")
-        if self.fail_next is not None and not _int_in(self.fail_next, 1, MAX_FAIL_NEXT):
+        if self.fail_next is not None and not int_in(self.fail_next, 1, MAX_FAIL_NEXT):
             message = f"must be an int from 1 to {MAX_FAIL_NEXT}, got {written(self.fail_next)}"
             bad("fault.fail_next", message, "e.g. fail_next=2")
-        if self.probability is not None and not _number_in(self.probability, 0.0, 1.0):
+        if self.probability is not None and not number_in(self.probability, 0.0, 1.0):
             bad("fault.probability", f"must be in [0, 1], got {self.probability!r:.40}")
-        if not _int_in(self.status, 400, 599):
+        if not int_in(self.status, 400, 599):
             message = f"must be an HTTP error status 400-599 (an int), got {written(self.status)}"
             bad("fault.status", message, "e.g. status=503")
         low = "(0" if self.kind == "latency" else "[0"  # a latency fault needs some latency
-        if not _number_in(self.latency, 0.0, MAX_LATENCY) or (self.kind == "latency" and self.latency <= 0):
+        if not number_in(self.latency, 0.0, MAX_LATENCY) or (self.kind == "latency" and self.latency <= 0):
             message = (
                 f"must be a finite number of seconds in {low}, {MAX_LATENCY:g}], got {self.latency!r:.40}"
             )
             bad("fault.latency", message, "e.g. latency=30")
-        if self.retry_after is not None and not _number_in(self.retry_after, 0.0, MAX_RETRY_AFTER):
-            message = f"must be a finite number of seconds from 0 to {MAX_RETRY_AFTER:g}, "
-            message += f"got {self.retry_after!r:.40}"
-            bad("fault.retry_after", message)
-        if not _int_in(self.seed, 0, MAX_SEED):
+        if self.retry_after is not None and not number_in(self.retry_after, 0.0, MAX_RETRY_AFTER):
+            message = f"must be a finite number of seconds from 0 to {MAX_RETRY_AFTER:g}"
+            bad("fault.retry_after", f"{message}, got {self.retry_after!r:.40}")
+        if not int_in(self.seed, 0, MAX_SEED):
             bad("fault.seed", f"must be an int from 0 to 2**64 - 1, got {written(self.seed)}", "e.g. seed=7")
         cycle = bool_problem(self.cycle, "fault.cycle", "cycle=True")
         return [*problems, cycle] if cycle is not None else problems
@@ -185,12 +170,8 @@ class Fault:
         self.active = False
 
     def describe(self) -> str:
-        how = {
-            "status": f"HTTP {self.status}",
-            "connect": "connection error",
-            "latency": f"{self.latency:g}s latency",
-        }
-        return f"{how[self.kind]} on route {self.route!r}"
+        how = {"status": f"HTTP {self.status}", "connect": "connection error"}
+        return f"{how.get(self.kind, f'{self.latency:g}s latency')} on route {self.route!r}"
 
     def to_json(self) -> dict[str, object]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if not f.name.startswith("_")}

@@ -7,6 +7,7 @@ as the wire's dicts when read; the status body is cached per state version.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -44,13 +45,14 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 def _event(
     seq: int, kind: str, message: str, level: str, data: dict[str, Any], ts: float, job: str
 ) -> dict[str, Any]:
+    at = iso(ts)
     return {
         "seq": seq,
         "type": kind,
         "message": message,
         "level": level,
         "data": data,
-        "created_at": iso(ts),
+        "created_at": at,
         "job_id": job,
     }
 
@@ -101,8 +103,8 @@ class _Eval(NamedTuple):
         data = {
             "step": self.step,
             "mean_reward": self.mean,
-            "seeds": list(self.seeds),
-            "rewards": list(self.rewards),
+            "seeds": [*self.seeds],
+            "rewards": [*self.rewards],
         }
         return _event(seq, "rl.eval.summary", message, "info", data, self.ts, job_id)
 
@@ -139,31 +141,22 @@ class RolloutRecord:
 
     def keep_response(self, body: bytes) -> None:
         self.response_size = len(body)
-        kept = len(body) <= MAX_KEPT_RESPONSE
-        self.response_body = body if kept else None
-        self.response_omitted = not kept
-
-    def omit_response(self) -> None:
-        if self.response_body is not None:
-            self.response_body = None
-            self.response_omitted = True
+        self.response_omitted = len(body) > MAX_KEPT_RESPONSE
+        self.response_body = None if self.response_omitted else body
 
 
 class RolloutLog(list[RolloutRecord]):
     """A job's rollout records in order; ``append``/``extend`` keep answers only while they fit in
     :data:`MAX_KEPT_RESPONSES` (later records keep the size and ``response_omitted``)."""
 
-    def __init__(self, records: Iterable[RolloutRecord] = ()) -> None:
-        super().__init__()
-        self.kept_bytes = 0
-        self.extend(records)
+    kept_bytes = 0
 
     def append(self, record: RolloutRecord) -> None:
         body = record.response_body
         if body is not None and self.kept_bytes + len(body) <= MAX_KEPT_RESPONSES:
             self.kept_bytes += len(body)
         elif body is not None:
-            record.omit_response()
+            record.response_body, record.response_omitted = None, True
         super().append(record)
 
     def extend(self, records: Iterable[RolloutRecord]) -> None:
@@ -180,9 +173,11 @@ class JobState:
     scenario: Scenario
     created_now: float
     created_time: float
-    use_rollouts: bool
+    use_rollouts: bool = False
     idempotency_key: str | None = None
     payload_bytes: int = 0
+    #: What the job counts against the store's data cap (set by the store).
+    size: int = 0
     status: str = "queued"
     started: bool = False
     steps_done: int = 0
@@ -221,6 +216,11 @@ class JobState:
         config = self.data.get("config")
         return config if isinstance(config, dict) else {}
 
+    def setting(self, section: str, key: str) -> Any:
+        """``config[section][key]``; None if either is missing or *section* is not a table."""
+        table = self.config.get(section)
+        return table.get(key) if isinstance(table, dict) else None
+
     @property
     def model(self) -> str:
         return str(self.data.get("base_model") or self.data.get("model") or "unknown-model")
@@ -236,13 +236,6 @@ class JobState:
     @property
     def model_id(self) -> str:
         return f"rl:{self.model}:{self.id}"
-
-    @property
-    def checkpoints(self) -> list[dict[str, Any]]:
-        return [
-            {"step": step, "path": f"fake://checkpoints/{self.id}/step-{step:05d}"}
-            for step in self.eval_means
-        ]
 
     @property
     def point_count(self) -> int:
@@ -271,6 +264,19 @@ class JobState:
         self.points.append(row)
         self.touch(ts)
         return mean
+
+    @property
+    def last_reward(self) -> float | None:
+        return self.rewards[-1] if self.rewards else None
+
+    def finish(
+        self, ts: float, status: str, final: float | None, event: tuple[str, str, dict[str, Any], str]
+    ) -> None:
+        """End the job in *status* with reward *final*; *event* (kind, message, data, level) says so."""
+        self.final_reward = final
+        self.finished_at = ts
+        self.set_phase(ts, status)
+        self.add_event(ts, *event)
 
     def set_phase(self, ts: float, phase: str) -> None:
         self.status = phase
@@ -303,7 +309,7 @@ class JobState:
             "finished_at": iso(self.finished_at) if self.finished_at is not None else None,
             "progress": {"completed": self.steps_done, "total": self.scenario.steps},
             "metrics": {
-                "reward": self.rewards[-1] if self.rewards else None,
+                "reward": self.last_reward,
                 "loss": self.losses[-1] if self.losses else None,
             },
             "endpoint_base_url": self.endpoint or None,
@@ -315,7 +321,10 @@ class JobState:
             body["results"] = {"metrics": self.result_metrics()}
             if self.status == "succeeded":
                 body["model_id"] = self.model_id
-                body["checkpoints"] = list(self.checkpoints)
+                body["checkpoints"] = [
+                    {"step": step, "path": f"fake://checkpoints/{self.id}/step-{step:05d}"}
+                    for step in self.eval_means
+                ]
             if self.status in ("failed", "error"):
                 body["error"] = self.error
         return body
@@ -350,26 +359,19 @@ class JobState:
     def events_page(self, since_seq: int, limit: int) -> dict[str, Any]:
         start = max(0, since_seq)
         page = self.event_dicts(start, start + limit)
-        next_seq = page[-1]["seq"] if page else start
+        more = start + limit < len(self.events)
         return {
             "events": page,
-            "next_seq": next_seq,
-            "has_more": start + limit < len(self.events),
+            "next_seq": page[-1]["seq"] if page else start,
+            "has_more": more,
             "job_id": self.id,
         }
 
     def metrics_page(self, after_step: int, limit: int, name: str | None) -> dict[str, Any]:
-        points: list[dict[str, Any]] = []
-        for row in self.points:
-            if row.step <= after_step:
-                continue
-            for point in row.points(self.id):
-                if name is not None and point["name"] != name:
-                    continue
-                if len(points) == limit:
-                    return {"points": points, "has_more": True, "job_id": self.id}
-                points.append(point)
-        return {"points": points, "has_more": False, "job_id": self.id}
+        rows = (row for row in self.points if row.step > after_step)
+        found = (p for row in rows for p in row.points(self.id) if name is None or p["name"] == name)
+        page = list(itertools.islice(found, limit + 1))
+        return {"points": page[:limit], "has_more": len(page) > limit, "job_id": self.id}
 
     def _counts(self) -> dict[str, Any]:
         return {

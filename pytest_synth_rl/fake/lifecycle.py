@@ -8,10 +8,11 @@ time, so a job observed late reports the same history; a forced or poll-driven s
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -20,7 +21,7 @@ from pytest_synth_rl.errors import SynthUsageError
 from pytest_synth_rl.fake.jobs import JobState
 from pytest_synth_rl.fake.rollout_feed import RolloutFeed
 from pytest_synth_rl.fake.rollouts import BatchPlan, RolloutDriver, RolloutFailure, RolloutSpec
-from pytest_synth_rl.fake.scenario import Scenario, Stage, error_text_problem
+from pytest_synth_rl.fake.scenario import Scenario, Stage, error_text_problem, int_in
 from pytest_synth_rl.fake.store import JobStore
 from pytest_synth_rl.secrets.masking import redact
 
@@ -43,15 +44,9 @@ class Target:
     step: int = 0
 
     def reached(self, job: JobState) -> bool:
-        if job.terminal:
-            return True
-        if self.kind == "start":
-            return job.started
+        if job.terminal or self.kind == "start":
+            return job.terminal or job.started
         return self.kind == "step" and job.steps_done >= self.step
-
-    @classmethod
-    def of(cls, stage: Stage) -> Target:
-        return cls("step", stage.step) if stage.kind == "step" else cls(stage.kind)
 
 
 class Lifecycle:
@@ -110,7 +105,7 @@ class Lifecycle:
             return
         with self.store.lock:
             for job in list(active.values()):
-                due = self._due(job)
+                due = self.next_due(job)
                 if job.scenario.mode == "immediate" or (due is not None and due <= now + _EPS):
                     self._sync(job)
                 if job.terminal:
@@ -133,12 +128,9 @@ class Lifecycle:
     def next_due(self, job: JobState) -> float | None:
         """Clock ``now()`` at which a duration-mode job's next stage is due (None otherwise)."""
         with self.store.lock:
-            return self._due(job)
-
-    def _due(self, job: JobState) -> float | None:
-        if job.terminal or job.scenario.mode != "duration":
-            return None
-        return job.created_now + self._next(job)[1]
+            if job.terminal or job.scenario.mode != "duration":
+                return None
+            return job.created_now + self._next(job)[1]
 
     @staticmethod
     def _next(job: JobState) -> tuple[Stage, float]:
@@ -164,8 +156,8 @@ class Lifecycle:
         with self.store.lock:
             self._sync(job)
             if self.pacing == "observed" and not job.terminal and job.scenario.mode == "duration":
-                stage = job.scenario.next_stage(job.started, job.steps_done, job.outcome_override)
-                self._sync(job, Target.of(stage))
+                stage = self._next(job)[0]
+                self._sync(job, Target("step", stage.step) if stage.kind == "step" else Target(stage.kind))
             return job
 
     def stall_reason(self, job: JobState) -> str | None:
@@ -179,12 +171,8 @@ class Lifecycle:
             else:
                 job.stalled_polls = 0
                 job.last_poll = mark
-            if (
-                job.terminal
-                or job.stalled_polls < STALL_POLLS
-                or job.scenario.mode != "duration"
-                or not isinstance(clock, VirtualClock)
-            ):
+            moving = job.terminal or job.scenario.mode != "duration" or not isinstance(clock, VirtualClock)
+            if moving or job.stalled_polls < STALL_POLLS:
                 return None
             return (
                 f"job {job.id} has not moved in {job.stalled_polls + 1} status polls: this fake backend "
@@ -205,23 +193,17 @@ class Lifecycle:
         job = self.store.get(
             target, hint="use scenario_for('next', ...) before submitting, or an id from fake.jobs"
         )
-        with self.store.lock:
-            self._idle(job)
-            self._sync(job)
+        with self._pushing(job):
             self.store.rescript(job, scenario)
 
     def advance(self, job: JobState, target: Target) -> None:
         """Run *job*'s stages now, up to *target*, stamped with the current time."""
-        with self.store.lock:
-            self._idle(job)
-            self._sync(job)
+        with self._pushing(job):
             self._sync(job, target)
 
     def succeed(self, job: JobState) -> None:
         """Finish *job* successfully now, running its remaining steps."""
-        with self.store.lock:
-            self._idle(job)
-            self._sync(job)
+        with self._pushing(job):
             job.outcome_override = "succeeded"
             job.version += 1  # the plan changed
             self._sync(job, Target("end"))
@@ -231,22 +213,32 @@ class Lifecycle:
         problem = error_text_problem(message, "FakeJob.fail")
         if problem is not None:
             raise SynthUsageError([problem])
-        with self.store.lock:
-            self._idle(job)
-            self._sync(job)
+        with self._pushing(job):
             self._fail(job, message, self.store.clock.time(), data={"step": job.steps_done})
 
     def cancel(self, job: JobState, reason: str) -> None:
         """Cancel *job* now (a job already finished stays as it is)."""
-        with self.store.lock:
-            self._idle(job)
-            self._sync(job)
-            self._cancel(job, self.store.clock.time(), reason=reason)
+        with self._pushing(job):
+            self._cancel(job, self.store.clock.time(), reason)
 
-    def _idle(self, job: JobState) -> None:
-        """Wait (with the lock set aside) until no other thread runs a rollout batch of *job*."""
+    @contextlib.contextmanager
+    def _pushing(self, job: JobState) -> Iterator[None]:
+        """Hold the lock with *job* caught up and no other thread running a rollout batch of it."""
         me = threading.get_ident()
-        self.store.lock.wait_until(lambda: job.batch_thread in (None, me))
+        with self.store.lock:
+            self.store.lock.wait_until(lambda: job.batch_thread in (None, me))
+            self._sync(job)
+            yield
+
+    @contextlib.contextmanager
+    def _set_aside(self, job: JobState) -> Iterator[None]:
+        """Release the lock for a network wait, with *job* marked busy meanwhile."""
+        job.batch_thread = threading.get_ident()
+        try:
+            with self.store.lock.set_aside():
+                yield
+        finally:
+            job.batch_thread = None
 
     # -- running stages ---------------------------------------------------------------------------
     def _sync(self, job: JobState, target: Target | None = None) -> None:
@@ -268,16 +260,11 @@ class Lifecycle:
     def _settle(self, job: JobState) -> None:
         """Drop rollouts queued ahead that this advance will not use (waiting for those in flight)."""
         feed = self._feeds.pop(job.id, None)
-        if feed is None:
-            return
-        job.batch_thread = threading.get_ident()
-        try:
-            with self.store.lock.set_aside():
+        if feed is not None:
+            with self._set_aside(job):
                 feed.stop()
-        finally:
-            job.batch_thread = None
 
-    def _run(self, job: JobState, stage: Stage, ts: float, target: Target | None = None) -> None:
+    def _run(self, job: JobState, stage: Stage, ts: float, target: Target | None) -> None:
         try:
             if stage.kind == "start":
                 self._start(job, ts)
@@ -286,16 +273,10 @@ class Lifecycle:
             else:
                 self._end(job, stage.outcome, ts)
         except RolloutFailure as failure:
-            record = failure.record
-            where = {"trace_correlation_id": record.request.get("trace_correlation_id"), "url": record.url}
-            data = {
-                "step": record.step,
-                "seed": record.seed,
-                "run_id": record.run_id,
-                **where,
-                "mode": record.mode,
-            }
-            self._fail(job, str(failure), ts, data=data)
+            r = failure.record
+            trace = r.request.get("trace_correlation_id")
+            data = {"step": r.step, "seed": r.seed, "run_id": r.run_id, "trace_correlation_id": trace}
+            self._fail(job, str(failure), ts, data={**data, "url": r.url, "mode": r.mode})
         except Exception as exc:  # a user callable (reward curve, policy) broke: fail, say why
             self._fail(job, redact(f"{stage.kind} stage raised {type(exc).__name__}: {exc}"), ts)
 
@@ -303,12 +284,9 @@ class Lifecycle:
         job.started = True
         job.started_at = ts
         job.set_phase(ts, "running")
-        job.add_event(
-            ts,
-            "rl.train.started",
-            f"Training started: {job.scenario.steps} steps on {job.model}",
-            {"total_steps": job.scenario.steps, "model": job.model, "rollouts": job.use_rollouts},
-        )
+        steps, model = job.scenario.steps, job.model
+        data = {"total_steps": steps, "model": model, "rollouts": job.use_rollouts}
+        job.add_event(ts, "rl.train.started", f"Training started: {steps} steps on {model}", data)
         if job.use_rollouts and not job.endpoint.startswith(("http://", "https://")):
             self._fail(
                 job,
@@ -318,7 +296,7 @@ class Lifecycle:
                 ts,
             )
 
-    def _step(self, job: JobState, step: int, ts: float, target: Target | None = None) -> None:
+    def _step(self, job: JobState, step: int, ts: float, target: Target | None) -> None:
         if job.use_rollouts:
             seeds = self._train_seeds(job, step)
             rewards = self._batch(job, step, seeds, "rl", self.next_batch(job, step, "rl", target))
@@ -338,46 +316,32 @@ class Lifecycle:
                 self._evaluate(job, job.steps_done, ts)
             if job.terminal:  # the final evaluation's rollouts failed
                 return
-            job.final_reward = job.eval_means.get(job.steps_done)
-            job.finished_at = ts
-            job.set_phase(ts, "succeeded")
-            job.add_event(
-                ts,
-                "rl.train.completed",
-                f"Training completed: final_reward={job.final_reward}",
-                {"final_reward": job.final_reward, "model_id": job.model_id, "steps": job.steps_done},
-            )
+            final = job.eval_means.get(job.steps_done)
+            data = {"final_reward": final, "model_id": job.model_id, "steps": job.steps_done}
+            message = f"Training completed: final_reward={final}"
+            job.finish(ts, "succeeded", final, ("rl.train.completed", message, data, "info"))
         elif outcome in ("failed", "error"):
             data = {"step": job.steps_done + 1}
             self._fail(job, job.scenario.error or DEFAULT_ERROR, ts, data=data, status=outcome)
         else:
-            self._cancel(job, ts, reason="cancelled by the scenario")
+            self._cancel(job, ts, "cancelled by the scenario")
 
     # -- terminal transitions ---------------------------------------------------------------------
+    @staticmethod
     def _fail(
-        self,
-        job: JobState,
-        error: str,
-        ts: float,
-        *,
-        data: dict[str, Any] | None = None,
-        status: str = "failed",
+        job: JobState, error: str, ts: float, data: dict[str, Any] | None = None, status: str = "failed"
     ) -> None:
-        if job.terminal:
-            return
-        job.error = error
-        job.final_reward = job.rewards[-1] if job.rewards else None
-        job.finished_at = ts
-        job.set_phase(ts, status)
-        job.add_event(ts, "rl.train.failed", error, {"error": error, **(data or {})}, level="error")
+        if not job.terminal:
+            job.error = error
+            event = ("rl.train.failed", error, {"error": error, **(data or {})}, "error")
+            job.finish(ts, status, job.last_reward, event)
 
-    def _cancel(self, job: JobState, ts: float, *, reason: str) -> None:
-        if job.terminal:
-            return
-        job.final_reward = job.rewards[-1] if job.rewards else None
-        job.finished_at = ts
-        job.set_phase(ts, "cancelled")
-        job.add_event(ts, "rl.job.cancelled", f"Job cancelled: {reason}", {"step": job.steps_done}, "warning")
+    @staticmethod
+    def _cancel(job: JobState, ts: float, reason: str) -> None:
+        if not job.terminal:
+            data = {"step": job.steps_done}
+            event = ("rl.job.cancelled", f"Job cancelled: {reason}", data, "warning")
+            job.finish(ts, "cancelled", job.last_reward, event)
 
     # -- rewards ------------------------------------------------------------------------------
     def _evaluate(self, job: JobState, step: int, ts: float, then: BatchPlan | None = None) -> None:
@@ -389,32 +353,26 @@ class Lifecycle:
         job.add_eval(ts, step, seeds, rewards)
 
     def _batch(
-        self, job: JobState, step: int, seeds: list[int], mode: str, then: BatchPlan | None = None
+        self, job: JobState, step: int, seeds: list[int], mode: str, then: BatchPlan | None
     ) -> list[float]:
         """Rewards of one rollout per seed, in seed order; the first failed seed fails the job. *then*,
         the batch that follows in this advance, is queued to overlap this batch's last rollouts."""
         spec = RolloutSpec.from_config(job.config, job.model)
-        feed = self._feeds.get(job.id)
-        if feed is None:
-            feed = self.driver.feed(job.endpoint, spec)
-            if feed is not None:
-                self._feeds[job.id] = feed
-        job.batch_thread = threading.get_ident()
-        try:
-            with self.store.lock.set_aside():
-                records, failure = self.driver.run_batch(
-                    job.endpoint,
-                    spec,
-                    job_id=job.id,
-                    step=step,
-                    steps=job.scenario.steps,
-                    seeds=seeds,
-                    mode=mode,
-                    feed=feed,
-                    then=then,
-                )
-        finally:
-            job.batch_thread = None
+        feed = self._feeds.get(job.id) or self.driver.feed(job.endpoint, spec)
+        if feed is not None:
+            self._feeds[job.id] = feed
+        with self._set_aside(job):
+            records, failure = self.driver.run_batch(
+                job.endpoint,
+                spec,
+                job_id=job.id,
+                step=step,
+                steps=job.scenario.steps,
+                seeds=seeds,
+                mode=mode,
+                feed=feed,
+                then=then,
+            )
         job.rollouts.extend(records)
         if failure is not None:
             raise failure
@@ -443,37 +401,27 @@ class Lifecycle:
         return None
 
     def _batch_size(self, job: JobState) -> int:
-        rollout = job.config.get("rollout")
-        size = rollout.get("episodes_per_batch") if isinstance(rollout, dict) else None
-        if not isinstance(size, int) or isinstance(size, bool):
-            size = 1
-        return max(1, min(size, self.max_rollouts_per_step))  # at least one rollout a step
+        size = job.setting("rollout", "episodes_per_batch")
+        return max(1, min(size if int_in(size, 1, math.inf) else 1, self.max_rollouts_per_step))
 
     def _train_seeds(self, job: JobState, step: int) -> list[int]:
         size = self._batch_size(job)
         return [(step - 1) * size + i for i in range(size)]
 
     def _eval_seeds(self, job: JobState) -> list[int]:
-        evaluation = job.config.get("evaluation")
-        seeds = evaluation.get("seeds") if isinstance(evaluation, dict) else None
+        seeds = job.setting("evaluation", "seeds")
         if isinstance(seeds, list) and seeds and all(isinstance(s, int) for s in seeds):
             return list(seeds[: self.max_rollouts_per_step])
         return list(range(self._batch_size(job)))
 
-    def _evaluates_at(self, job: JobState, step: int) -> bool:
+    @staticmethod
+    def _evaluates_at(job: JobState, step: int) -> bool:
         """Whether training step *step* is followed by a periodic evaluation."""
-        every = self._eval_every(job)
-        return step % every == 0 if every else False
+        every = job.scenario.eval_every
+        every = job.setting("evaluation", "every_n_iters") if every is None else every
+        return int_in(every, 1, math.inf) and step % every == 0
 
     @staticmethod
     def _final_eval_pending(job: JobState, step: int) -> bool:
         """Whether a job ending after *step* steps still owes its final evaluation."""
         return bool(step) and step not in job.eval_means
-
-    @staticmethod
-    def _eval_every(job: JobState) -> int | None:
-        if job.scenario.eval_every is not None:
-            return job.scenario.eval_every
-        evaluation = job.config.get("evaluation")
-        every = evaluation.get("every_n_iters") if isinstance(evaluation, dict) else None
-        return every if isinstance(every, int) and not isinstance(every, bool) and every > 0 else None

@@ -145,8 +145,7 @@ class RolloutFeed:
             with self._cond:
                 picked = self._next()
                 if picked is None:
-                    self._active -= 1
-                    self._cond.notify_all()
+                    self._ended()
                     return
             batch, index = picked
             try:
@@ -156,8 +155,7 @@ class RolloutFeed:
                     batch.error = batch.error or exc
                     batch.finished += 1
                     batch.stopped = True
-                    self._active -= 1
-                    self._cond.notify_all()
+                    self._ended()
                 return
             with self._cond:
                 batch.results[index] = result

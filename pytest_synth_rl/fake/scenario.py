@@ -32,6 +32,8 @@ __all__ = [
     "bool_problem",
     "default_reward_curve",
     "error_text_problem",
+    "int_in",
+    "number_in",
     "reward_in_range",
     "written",
 ]
@@ -93,13 +95,14 @@ def _problem(key: str, message: str, hint: str = "") -> ConfigProblem:
     return ConfigProblem(key=f"Scenario.{key}", message=message, hint=hint)
 
 
-def _int_in(value: object, low: int, high: float) -> bool:
+def int_in(value: object, low: int, high: float) -> bool:
+    """A real int (not a bool, not a float such as ``500.0``) from *low* to *high*."""
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
-def _seconds_in(value: object, low: float, high: float, above: bool = False) -> bool:
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    return number and (low < value if above else low <= value) and value <= high  # type: ignore[operator]
+def number_in(value: object, low: float, high: float) -> bool:
+    """A real number (not a bool) from *low* to *high*; NaN and infinities are neither."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high
 
 
 @dataclass(frozen=True)
@@ -137,49 +140,39 @@ class Scenario:
         """``Scenario(**fields)``; an unknown field is a :class:`SynthUsageError` with a did-you-mean."""
         known = [f.name for f in dataclasses.fields(cls) if f.init]
         problems = []
-        for name in fields:
-            if name not in known:
-                close = closest(str(name), known)
-                guess = f"did you mean {close}=? " if close else ""
-                problems.append(
-                    _problem(str(name), f"unknown field {name}=", f"{guess}fields: {', '.join(known)}")
-                )
+        for name in (str(name) for name in fields if name not in known):
+            guess = f"did you mean {close}=? " if (close := closest(name, known)) else ""
+            problems.append(_problem(name, f"unknown field {name}=", f"{guess}fields: {', '.join(known)}"))
         if problems:
             raise SynthUsageError(problems, hint=_HINT)
         return cls(**fields)
 
     def __post_init__(self) -> None:
         problems: list[ConfigProblem] = []
+
+        def bad(key: str, message: str, hint: str = "") -> None:
+            problems.append(_problem(key, message, hint))
+
         if self.outcome not in OUTCOMES:
             close = closest(str(self.outcome), OUTCOMES)
             guess = f"did you mean outcome={close!r}? " if close else ""
-            message = f"unknown outcome {self.outcome!r}"
-            problems.append(_problem("outcome", message, f"{guess}use one of {', '.join(OUTCOMES)}"))
-        if not _int_in(self.steps, 1, MAX_STEPS):
-            message = f"must be an int from 1 to {MAX_STEPS}, got {self.steps!r:.40}"
-            problems.append(_problem("steps", message, "e.g. steps=10"))
+            bad("outcome", f"unknown outcome {self.outcome!r}", f"{guess}use one of {', '.join(OUTCOMES)}")
+        if not int_in(self.steps, 1, MAX_STEPS):
+            bad("steps", f"must be an int from 1 to {MAX_STEPS}, got {self.steps!r:.40}", "e.g. steps=10")
         flags = {"duration=": self.duration is not None, "polls=": self.polls is not None}
         modes = [name for name, on in {**flags, "immediate=True": self.immediate is True}.items() if on]
         if len(modes) > 1:
             message = f"choose one timing mode, got {' and '.join(modes)}"
-            problems.append(
-                _problem("duration", message, "pass only one of duration=, polls=, immediate=True")
-            )
-        if self.duration is not None and not _seconds_in(self.duration, 0, MAX_DURATION, above=True):
-            message = (
-                f"must be a finite number of seconds above 0, at most {MAX_DURATION:.0f} (30 days), "
-                f"got {self.duration!r:.40}"
-            )
-            problems.append(_problem("duration", message))
-        if self.polls is not None and not _int_in(self.polls, 1, MAX_POLLS):
+            bad("duration", message, "pass only one of duration=, polls=, immediate=True")
+        days = f"{MAX_DURATION:.0f} (30 days), got"
+        duration = self.duration
+        if duration is not None and not (number_in(duration, 0, MAX_DURATION) and duration > 0):
+            bad("duration", f"must be a finite number of seconds above 0, at most {days} {duration!r:.40}")
+        if self.polls is not None and not int_in(self.polls, 1, MAX_POLLS):
             message = f"must be an int from 1 to {MAX_POLLS}, got {self.polls!r:.40}"
-            problems.append(_problem("polls", message, "polls=N ends the job on poll N"))
-        if not _seconds_in(self.queue_time, 0, MAX_DURATION):
-            message = (
-                f"must be a finite number of seconds from 0 to {MAX_DURATION:.0f} (30 days), "
-                f"got {self.queue_time!r:.40}"
-            )
-            problems.append(_problem("queue_time", message))
+            bad("polls", message, "polls=N ends the job on poll N")
+        if not number_in(self.queue_time, 0, MAX_DURATION):
+            bad("queue_time", f"must be a finite number of seconds from 0 to {days} {self.queue_time!r:.40}")
         flag = bool_problem(self.immediate, "Scenario.immediate", "immediate=True")
         error = None if self.error is None else error_text_problem(self.error, "Scenario.error")
         problems.extend(p for p in (flag, error) if p is not None)
@@ -187,15 +180,12 @@ class Scenario:
         if self.fail_at_step is not None:
             if self.outcome == "succeeded":
                 message = "only applies when outcome is 'failed', 'error' or 'cancelled'"
-                problems.append(_problem("fail_at_step", message, "add outcome='failed'"))
-            steps = (
-                self.steps if isinstance(self.steps, int) and not isinstance(self.steps, bool) else math.inf
-            )
-            if not _int_in(self.fail_at_step, 1, steps):
-                message = f"must be an int in 1..steps ({self.steps}), got {self.fail_at_step!r}"
-                problems.append(_problem("fail_at_step", message))
-        if self.eval_every is not None and not _int_in(self.eval_every, 1, math.inf):
-            problems.append(_problem("eval_every", f"must be an int >= 1, got {self.eval_every!r:.40}"))
+                bad("fail_at_step", message, "add outcome='failed'")
+            real = isinstance(self.steps, int) and not isinstance(self.steps, bool)
+            if not int_in(self.fail_at_step, 1, self.steps if real else math.inf):
+                bad("fail_at_step", f"must be an int in 1..steps ({self.steps}), got {self.fail_at_step!r}")
+        if self.eval_every is not None and not int_in(self.eval_every, 1, math.inf):
+            bad("eval_every", f"must be an int >= 1, got {self.eval_every!r:.40}")
         problems.extend(self._check_curve())
         if problems:
             raise SynthUsageError(problems, hint=_HINT)
@@ -204,16 +194,10 @@ class Scenario:
         labels = self.labels
         if not isinstance(labels, dict):
             return [_problem("labels", f"must be a dict of strings, got {type(labels).__name__}")]
-        if len(labels) > MAX_LABELS or any(
-            not isinstance(k, str)
-            or not isinstance(v, str)
-            or len(k) > MAX_LABEL_CHARS
-            or len(v) > MAX_LABEL_CHARS
-            for k, v in labels.items()
-        ):
+        texts = [text for item in labels.items() for text in item]
+        if len(labels) > MAX_LABELS or any(not isinstance(t, str) or len(t) > MAX_LABEL_CHARS for t in texts):
             message = f"must be at most {MAX_LABELS} string keys and values of at most {MAX_LABEL_CHARS} "
-            message += "characters each"
-            return [_problem("labels", message)]
+            return [_problem("labels", message + "characters each")]
         return []
 
     def _check_curve(self) -> list[ConfigProblem]:
@@ -297,13 +281,8 @@ class Scenario:
     def describe(self) -> dict[str, object]:
         """A JSON-friendly summary, for the admin API and reprs."""
         curve = self.reward_curve
-        shown = (
-            "callable"
-            if callable(curve)
-            else curve
-            if curve is None or isinstance(curve, str)
-            else list(curve)
-        )
+        plain = curve is None or isinstance(curve, str)
+        shown = curve if plain else "callable" if callable(curve) else list(curve)  # type: ignore[arg-type]
         return {
             "outcome": self.outcome,
             "steps": self.steps,

@@ -1,24 +1,27 @@
-"""JobStore: the fake backend's state, behind one lock.
+"""JobStore: the fake backend's state, behind one reentrant lock (:class:`StoreLock`).
 
 Jobs (and the idempotency keys that made them), scenarios waiting for the next submissions,
-faults and the request log; every size is bounded so a long-lived served fake stays flat.
-How jobs advance is :mod:`pytest_synth_rl.fake.lifecycle`'s business.
+faults and the request log, each bounded so a long-lived served fake stays flat. A rollout batch
+sets the lock aside (at any depth) while it waits on the network; advancing is the lifecycle's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import math
+import threading
 from collections import OrderedDict, deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import TracebackType
 from typing import Any, Literal
 
 from pytest_synth_rl.clock import Clock
 from pytest_synth_rl.errors import ConfigProblem, SynthError
 from pytest_synth_rl.fake.faults import Fault
 from pytest_synth_rl.fake.jobs import JobState
-from pytest_synth_rl.fake.locking import StoreLock
-from pytest_synth_rl.fake.scenario import Scenario
+from pytest_synth_rl.fake.scenario import Scenario, int_in
 from pytest_synth_rl.fake.wire import LoggedRequest
 from pytest_synth_rl.taskapp.loopback import is_loopback_url
 
@@ -33,6 +36,7 @@ __all__ = [
     "JobStore",
     "RolloutsMode",
     "StoreFull",
+    "StoreLock",
     "job_size",
     "scripted_size",
 ]
@@ -56,6 +60,7 @@ MAX_FAULTS = 1000
 _SCENARIO_BYTES = 1024
 _CURVE_VALUE_BYTES = 40
 _LABEL_BYTES = 1024
+_CONFIG_STEPS = ("num_epochs", "iterations_per_epoch")
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 
 
@@ -72,6 +77,74 @@ def scripted_size(scenario: Scenario) -> int:
     return _SCENARIO_BYTES + _CURVE_VALUE_BYTES * values + _LABEL_BYTES * len(scenario.labels)
 
 
+class StoreLock:
+    """A reentrant lock whose holder can release it for a while, and wait on a condition."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._released = threading.Condition(self._lock)
+        self._owner: int | None = None
+        self._depth = 0
+        self._waiting = 0  # threads in wait_until: a release with none skips the notify
+
+    def acquire(self) -> None:
+        self._lock.acquire()
+        self._owner = threading.get_ident()
+        self._depth += 1
+
+    def release(self) -> None:
+        if self._owner != threading.get_ident():
+            raise RuntimeError("cannot release a StoreLock this thread does not hold")
+        self._depth -= 1
+        if not self._depth:
+            self._owner = None
+            if self._waiting:
+                self._released.notify_all()
+        self._lock.release()
+
+    def __enter__(self) -> StoreLock:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release()
+
+    @property
+    def held(self) -> bool:
+        """Whether the calling thread holds the lock."""
+        return self._owner == threading.get_ident()
+
+    @contextlib.contextmanager
+    def set_aside(self) -> Iterator[None]:
+        """Release the lock entirely for the block, then take it back at the same depth (a thread
+        that does not hold it just runs the block)."""
+        depth = self._depth if self.held else 0
+        for _ in range(depth):
+            self.release()
+        try:
+            yield
+        finally:
+            for _ in range(depth):
+                self.acquire()
+
+    def wait_until(self, ready: Callable[[], bool]) -> None:
+        """Hold the lock with *ready()* true: until then, set the lock aside and wait for a release."""
+        if not self.held:
+            raise RuntimeError("StoreLock.wait_until needs the lock held")
+        depth = self._depth
+        while not ready():
+            self._owner, self._depth = None, 0
+            self._waiting += 1
+            self._released.notify_all()
+            try:
+                self._released.wait()  # releases the lock at any depth, takes it back at the same
+            finally:
+                self._waiting -= 1
+            self._owner, self._depth = threading.get_ident(), depth
+
+
 class StoreFull(SynthError):
     """No room for a job, a scenario for an upcoming job or a fault: a 429 with :attr:`code`."""
 
@@ -86,22 +159,6 @@ class IdempotencyConflict(Exception):
     def __init__(self, job_id: str) -> None:
         super().__init__(job_id)
         self.job_id = job_id
-
-
-def _with_config_steps(scenario: Scenario, payload: Mapping[str, Any]) -> Scenario:
-    """*scenario* running the config's ``num_epochs * iterations_per_epoch`` steps, if fewer."""
-    data = payload.get("data")
-    config = data.get("config") if isinstance(data, Mapping) else None
-    training = config.get("training") if isinstance(config, Mapping) else None
-    if not isinstance(training, Mapping):
-        return scenario
-    steps = 1
-    for key in ("num_epochs", "iterations_per_epoch"):
-        count = training.get(key)
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            return scenario
-        steps *= count
-    return dataclasses.replace(scenario, steps=min(steps, scenario.steps))
 
 
 class JobStore:
@@ -127,7 +184,6 @@ class JobStore:
         self.jobs: OrderedDict[str, JobState] = OrderedDict()
         #: Unfinished jobs: the ones a clock tick may move.
         self.active: dict[str, JobState] = {}
-        self._sizes: dict[str, int] = {}
         self._kept = 0
         self._evicted: OrderedDict[str, None] = OrderedDict()
         self._idempotency: dict[str, tuple[str, str]] = {}
@@ -171,8 +227,8 @@ class JobStore:
         with self.lock:
             job.scenario = scenario
             size = job_size(job)
-            self._kept += size - self._sizes[job.id]
-            self._sizes[job.id] = size
+            self._kept += size - job.size
+            job.size = size
             job.touch(job.updated_time)
             if not job.terminal:
                 self.active[job.id] = job
@@ -218,9 +274,9 @@ class JobStore:
         with self.lock:
             return list(self.jobs.values())
 
-    def recent_ids(self, count: int = 5) -> list[str]:
+    def recent_ids(self) -> list[str]:
         with self.lock:
-            return list(self.jobs)[-count:]
+            return list(self.jobs)[-5:]
 
     def validate(self, payload: Mapping[str, Any]) -> list[ConfigProblem]:
         """Problems with a submitted payload (none when validation is off)."""
@@ -251,29 +307,19 @@ class JobStore:
             job_id = f"{self.job_id_prefix}{self._counter:06d}"
             # Peeked, and taken off the queue once the job is admitted: a refused submit leaves it.
             waiting = self._next[0][0] if self._next else None
-            scenario = waiting if waiting is not None else self.default_scenario
-            endpoint = str((payload.get("data") or {}).get("endpoint_base_url") or "")
-            use_rollouts = scenario.uses_rollouts
-            if use_rollouts is None and self.rollouts == "auto":
-                use_rollouts = is_loopback_url(endpoint)
-            elif use_rollouts is None:
-                use_rollouts = bool(self.rollouts) and endpoint.startswith(("http://", "https://"))
-            if use_rollouts and waiting is None and not self._default_scripted:
-                scenario = _with_config_steps(scenario, payload)
             ts = self.clock.time()
             canonical = _CANONICAL.encode(payload)
             job = JobState(
                 id=job_id,
                 payload=payload,
-                scenario=scenario,
+                scenario=waiting or self.default_scenario,
                 created_now=self.clock.now(),
                 created_time=ts,
-                use_rollouts=use_rollouts,
                 idempotency_key=idempotency_key,
-                updated_time=ts,
                 payload_bytes=len(canonical),
             )
-            size = self._make_room(job)
+            job.use_rollouts = self._uses_rollouts(job, waiting is None and not self._default_scripted)
+            size = job.size = self._make_room(job)
             if waiting is not None:
                 self._next_bytes -= self._next.popleft()[1]
             job.set_phase(ts, "queued")
@@ -281,11 +327,24 @@ class JobStore:
                 ts, "rl.job.created", f"RL job {job_id} created for {job.model}", {"model": job.model}
             )
             self.jobs[job_id] = self.active[job_id] = job
-            self._sizes[job_id] = size
             self._kept += size
             if idempotency_key is not None:
                 self._idempotency[idempotency_key] = (canonical, job_id)
             return job
+
+    def _uses_rollouts(self, job: JobState, plain: bool) -> bool:
+        """Whether *job* runs real rollouts; on the *plain* default scenario, those run the config's
+        ``num_epochs * iterations_per_epoch`` steps, if fewer."""
+        use = job.scenario.uses_rollouts
+        if use is None and self.rollouts == "auto":
+            use = is_loopback_url(job.endpoint)
+        elif use is None:
+            use = bool(self.rollouts) and job.endpoint.startswith(("http://", "https://"))
+        counts = [job.setting("training", key) for key in _CONFIG_STEPS] if use and plain else []
+        if counts and all(int_in(count, 1, math.inf) for count in counts):
+            steps = min(math.prod(counts), job.scenario.steps)
+            job.scenario = dataclasses.replace(job.scenario, steps=steps)
+        return use
 
     def _make_room(self, new: JobState) -> int:
         """Forget the oldest finished jobs until *new* fits; its size, or :class:`StoreFull`."""
@@ -313,7 +372,7 @@ class JobStore:
 
     def _forget(self, job: JobState) -> None:
         del self.jobs[job.id]
-        self._kept -= self._sizes.pop(job.id)
+        self._kept -= job.size
         self.active.pop(job.id, None)
         key = job.idempotency_key
         if key is not None and self._idempotency.get(key, ("", ""))[1] == job.id:
@@ -362,7 +421,7 @@ class JobStore:
     # -- lifetime ---------------------------------------------------------------------------------
     def clear_jobs(self) -> None:
         with self.lock:
-            for kept in (self.jobs, self._sizes, self._evicted, self.active, self._idempotency):
+            for kept in (self.jobs, self._evicted, self.active, self._idempotency):
                 kept.clear()
             self._kept = 0
 

@@ -39,8 +39,7 @@ class EventStream(httpx.SyncByteStream, httpx.AsyncByteStream):
         self._job = job
         self._seq = max(0, since_seq)
         self._closed = False
-        self._idle_since: float | None = None
-        self._last_beat: float | None = None
+        self._idle_since = self._last_beat = time.monotonic()
 
     def _tick(self) -> tuple[list[dict[str, Any]], bool, float | None]:
         lifecycle = self._lifecycle
@@ -63,9 +62,6 @@ class EventStream(httpx.SyncByteStream, httpx.AsyncByteStream):
     def step(self) -> tuple[list[bytes], float | None]:
         """One look at the job (blocking, it may run a stage): the chunks to send now, and the real
         seconds to wait before the next step (None: the stream is over)."""
-        now = time.monotonic()
-        if self._idle_since is None or self._last_beat is None:
-            self._idle_since = self._last_beat = now
         page, terminal, due = self._tick()
         chunks = []
         for event in page:
