@@ -30,8 +30,6 @@ from pytest_synth_rl.fake.wire import (
     problems_response,
 )
 
-__all__ = ["ADMIN_ROUTES", "DETAIL_ITEMS", "MAX_CLOCK_ADVANCE", "handle_admin"]
-
 #: The most one ``POST /_fake/clock/advance`` moves the clock: a year of virtual time.
 MAX_CLOCK_ADVANCE = 366 * 86400.0
 #: Events, metric points and rollouts ``GET /_fake/jobs/{id}`` shows: the latest (a job may have

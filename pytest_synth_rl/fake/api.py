@@ -31,8 +31,6 @@ from pytest_synth_rl.fake.wire import (
     problems_response,
 )
 
-__all__ = ["ROUTES", "ApiCall", "dispatch", "legacy_payload"]
-
 _PAYLOAD = "the RL job payload as a JSON object with Content-Type: application/json"
 _STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "error")
 

@@ -21,15 +21,6 @@ from pytest_synth_rl.taskapp.health import json_or_none, task_app_auth_headers, 
 from pytest_synth_rl.taskapp.loopback import is_loopback_host
 from pytest_synth_rl.taskapp.tls import shared_ssl_context
 
-__all__ = [
-    "ROLLOUT_ERAS",
-    "ContractCheck",
-    "ContractReport",
-    "TaskAppContractError",
-    "assert_task_app_contract",
-    "check_task_app_contract",
-]
-
 _REJECTED = (400, 401, 403)
 _REWARD_KEYS = ("reward_info", "metrics")
 

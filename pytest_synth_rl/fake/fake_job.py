@@ -15,8 +15,6 @@ from pytest_synth_rl.fake.jobs import JobState, RolloutRecord
 from pytest_synth_rl.fake.lifecycle import Lifecycle, Target
 from pytest_synth_rl.fake.scenario import Scenario, int_in
 
-__all__ = ["FakeJob"]
-
 T = TypeVar("T")
 #: The names :meth:`FakeJob.advance_to` takes besides a step number.
 _NAMED = {

@@ -16,19 +16,6 @@ from typing import Literal
 from pytest_synth_rl.errors import ConfigProblem, SynthUsageError, closest
 from pytest_synth_rl.fake.scenario import bool_problem, int_in, number_in, written
 
-__all__ = [
-    "FAULT_KINDS",
-    "MAX_FAIL_NEXT",
-    "MAX_LATENCY",
-    "MAX_PATTERN",
-    "MAX_RETRY_AFTER",
-    "MAX_SEED",
-    "ROUTE_NAMES",
-    "Fault",
-    "FaultKind",
-    "make_fault",
-]
-
 #: Longest injected latency, in (clock) seconds: an hour. On a real clock it is slept.
 MAX_LATENCY = 3600.0
 #: Largest ``Retry-After`` a fault sends, in seconds: a day.

@@ -22,8 +22,6 @@ from pytest_synth_rl.fake.lifecycle import Lifecycle
 from pytest_synth_rl.fake.wire import LoggedRequest, error_response, masked_response
 from pytest_synth_rl.secrets.masking import Secret, mask_secret
 
-__all__ = ["ADMIN_PREFIX", "MAX_BODY_BYTES", "FakeRouteError", "RequestHandler", "match_route"]
-
 ADMIN_PREFIX = "/_fake"
 #: Largest request body the fake takes, served or in process (real payloads are a few KiB).
 MAX_BODY_BYTES = 10 * 2**20

@@ -12,8 +12,6 @@ from typing import Any
 
 import httpx
 
-__all__ = ["HandlerClient"]
-
 
 class HandlerClient(httpx.Client):
     """``httpx.Client(transport=httpx.MockTransport(handler))``, minus the no-op steps."""

@@ -18,8 +18,6 @@ from typing import Any, Literal, cast
 
 import httpcore
 
-__all__ = ["PostFailure", "PostPool", "PostResponse"]
-
 #: What failed: reaching the server, a timeout, a broken exchange, or an oversized answer.
 FailureKind = Literal["connect", "timeout", "protocol", "too_large"]
 

@@ -16,16 +16,6 @@ from typing import Any, NamedTuple
 
 from pytest_synth_rl.fake.scenario import Scenario, Stage
 
-__all__ = [
-    "MAX_KEPT_RESPONSE",
-    "MAX_KEPT_RESPONSES",
-    "TERMINAL",
-    "JobState",
-    "RolloutLog",
-    "RolloutRecord",
-    "iso",
-]
-
 TERMINAL = frozenset({"succeeded", "failed", "cancelled", "error"})
 #: The largest task-app answer (bytes) a rollout record keeps; a larger one is read for its reward only.
 MAX_KEPT_RESPONSE = 64 * 1024

@@ -19,8 +19,6 @@ from pytest_synth_rl.secrets.masking import Secret, key_problem, mask_secret
 from pytest_synth_rl.taskapp.health import check_task_app_health
 from pytest_synth_rl.taskapp.loopback import is_loopback_url
 
-__all__ = ["MAX_ENV_KEY_BYTES", "SEALED_BOX_ALG", "EnvKeyRejected", "EnvKeys"]
-
 SEALED_BOX_ALG = "libsodium.sealedbox.v1"
 #: The largest environment key the fake accepts (the hosted backend's limit).
 MAX_ENV_KEY_BYTES = 8 * 1024

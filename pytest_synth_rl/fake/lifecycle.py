@@ -25,8 +25,6 @@ from pytest_synth_rl.fake.scenario import Scenario, Stage, error_text_problem, i
 from pytest_synth_rl.fake.store import JobStore
 from pytest_synth_rl.secrets.masking import redact
 
-__all__ = ["PACING_MODES", "STALL_POLLS", "Lifecycle", "Pacing", "Target"]
-
 _EPS = 1e-9
 DEFAULT_ERROR = "training failed (scripted by the FakeSynthBackend scenario)"
 #: ``"clock"``: jobs move when the clock does; ``"observed"``: one stage per look (served fakes).

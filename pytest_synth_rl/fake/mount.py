@@ -17,8 +17,6 @@ from respx.models import AllMockedAssertionError
 
 from pytest_synth_rl.taskapp.loopback import is_loopback_host
 
-__all__ = ["mount", "unmount"]
-
 #: Calls respx keeps per router before they are dropped: a job polled for hours must not grow it.
 _KEEP_CALLS = 1000
 

@@ -13,8 +13,6 @@ from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-__all__ = ["FeedBatch", "RolloutFeed", "RolloutResult"]
-
 RolloutResult = Any  # a RolloutRecord, or the RolloutFailure that carries one
 #: Runs one body of the batch with the given key: returns a record, or a failure object
 #: (``is_failure`` tells which).

@@ -16,8 +16,6 @@ from pytest_synth_rl.fake.model import (
 )
 from pytest_synth_rl.fake.model.inference import StubInference
 
-__all__ = ["StandInModel", "default_policy"]
-
 
 def default_policy() -> Policy:
     """The built-in model: solves the arithmetic example, right 15% of the time at the start of

@@ -25,22 +25,6 @@ from pytest_synth_rl.fake.scenario import Scenario, int_in
 from pytest_synth_rl.fake.wire import LoggedRequest
 from pytest_synth_rl.taskapp.loopback import is_loopback_url
 
-__all__ = [
-    "MAX_FAULTS",
-    "MAX_JOBS",
-    "MAX_JOB_DATA",
-    "MAX_SCRIPTED",
-    "MAX_SCRIPTED_DATA",
-    "REQUEST_LOG_SIZE",
-    "IdempotencyConflict",
-    "JobStore",
-    "RolloutsMode",
-    "StoreFull",
-    "StoreLock",
-    "job_size",
-    "scripted_size",
-]
-
 RolloutsMode = Literal["auto"] | bool
 #: How many requests the log keeps (the most recent).
 REQUEST_LOG_SIZE = 1000

@@ -19,8 +19,6 @@ from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.fake.jobs import JobState
 from pytest_synth_rl.fake.lifecycle import Lifecycle
 
-__all__ = ["EventStream", "sse_event"]
-
 _SLICE = 0.25  # longest real-time wait between looks at a job on a real or scaled clock
 _HEARTBEAT = 10.0  # real seconds between keep-alive comments
 _IDLE_LIMIT = 600.0  # real seconds without a new event before the stream gives up

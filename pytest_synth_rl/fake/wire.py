@@ -20,19 +20,6 @@ from pytest_synth_rl.errors import ConfigProblem
 from pytest_synth_rl.recording.redaction import Redactor
 from pytest_synth_rl.secrets.masking import mask_secret, redact
 
-__all__ = [
-    "MAX_LOGGED_BODY",
-    "LoggedRequest",
-    "TooManyDigits",
-    "error_response",
-    "json_response",
-    "load_json",
-    "mask_headers",
-    "masked_response",
-    "non_finite_field",
-    "problems_response",
-]
-
 #: Bytes of a request body the log keeps; the rest is dropped and the record says so.
 MAX_LOGGED_BODY = 64 * 1024
 _SENSITIVE = frozenset({"authorization", "x-api-key", "x-api-keys", "cookie", "proxy-authorization"})
