@@ -2,7 +2,7 @@
 
 A test records its job's numbers once (a small JSON file per test, committed with the tests); later
 runs compare against it with a per-metric :class:`Tolerance`. The pytest wiring calls
-:func:`check_baseline`. Metric names are listed in ``docs/design/reporting.md``.
+:func:`check_baseline`. Metric names are listed in ``docs/design.md``.
 """
 
 from __future__ import annotations

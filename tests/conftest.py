@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import httptools  # noqa: F401  # see below
 import httpx
 import pytest
 from test_fake_support import TASK_KEY, load_example
@@ -13,6 +14,10 @@ from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.fake import FakeSynthBackend
 from pytest_synth_rl.secrets.masking import registered_secrets, restore_registered_secrets
 from pytest_synth_rl.taskapp import InProcessTaskApp
+
+# pytester's in-process runs drop the modules first imported inside them. httptools' compiled
+# parser keeps the error classes of its first import, so a uvicorn imported again after such a run
+# would no longer catch the parser's errors: httptools is imported once, here, before any run.
 
 
 @pytest.fixture

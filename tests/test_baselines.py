@@ -32,7 +32,7 @@ from pytest_synth_rl.errors import SynthError
 from pytest_synth_rl.fake import FakeSynthBackend
 
 NODE = "tests/test_train.py::test_reward[qwen-0.6b]"
-CONFIG = Path(__file__).resolve().parent.parent / "examples" / "rl_minimal.toml"
+CONFIG = Path(__file__).resolve().parents[1] / "examples" / "rl_minimal.toml"
 
 
 # -- tolerance -------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ boolean, a call statement), then the given test files run against it in a forked
 imports the mutated module in place of the real one. A mutant the tests still pass on
 "survived": the behavior it changes is not pinned down.
 
-    python tools/mutate.py pytest_synth_rl/secrets/masking.py tests/test_masking.py
+    python tools/mutate.py pytest_synth_rl/secrets/masking.py tests/secrets/test_masking.py
     python tools/mutate.py pytest_synth_rl/baselines.py tests/test_baselines_contract.py \
         --only Tolerance,compare
 

@@ -1,7 +1,7 @@
 """Submit, follow and inspect RL jobs on the Synth backend (or a fake of it).
 
 :class:`RLJob` and :class:`AsyncRLJob` keep the upstream SDK's interface, done right (see
-docs/design/client.md). Names load on first use, so the plugin starts without httpx.
+docs/design.md). Names load on first use, so the plugin starts without httpx.
 """
 
 from __future__ import annotations

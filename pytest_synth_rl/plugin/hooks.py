@@ -67,7 +67,7 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = resolve_settings(cli=cli, env=os.environ, ini=ini)
     except SynthUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
-    # Only ``inicfg`` lists the ini file's keys (deprecated in pytest 9): see docs/design/plugin.md.
+    # Only ``inicfg`` lists the ini file's keys (deprecated in pytest 9): see docs/design.md.
     import warnings
 
     with warnings.catch_warnings():

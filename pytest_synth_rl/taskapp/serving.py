@@ -94,7 +94,7 @@ def _users_innermost_line(traceback_text: str) -> str | None:
 
 class _Server(uvicorn.Server):
     """uvicorn's server, stopping at once: stock uvicorn notices ``should_exit`` on a 100 ms tick
-    and sleeps a fixed 100 ms while shutting down (see docs/design/http.md)."""
+    and sleeps a fixed 100 ms while shutting down (see docs/design.md)."""
 
     def __init__(self, config: uvicorn.Config, ready: threading.Event, graceful: float) -> None:
         super().__init__(config)
@@ -128,8 +128,7 @@ class _Server(uvicorn.Server):
             _uvicorn_log.error(
                 "Cancel %s running task(s), timeout graceful shutdown exceeded", len(state.tasks)
             )
-            for task in state.tasks:
-                task.cancel()
+            await self.abort(state)
         if not self.force_exit:  # the app's own shutdown is bounded too
             try:
                 await asyncio.wait_for(self.lifespan.shutdown(), self.graceful)
@@ -137,6 +136,22 @@ class _Server(uvicorn.Server):
                 _uvicorn_log.error(
                     "Application shutdown did not finish within %.2gs; abandoned", self.graceful
                 )
+
+    async def abort(self, state: Any) -> None:
+        """Cancel what still runs and close its connections: uvicorn only cancels the tasks,
+        and their sockets would linger until garbage collection."""
+        tasks = list(state.tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=0.5)
+        for connection in list(state.connections):
+            if connection.transport is not None:
+                connection.transport.abort()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 0.5  # connection_lost, which closes each socket, runs on the loop
+        while state.connections and loop.time() < deadline:
+            await asyncio.sleep(0.002)
 
 
 def _bind(host: str, port: int, description: str) -> socket.socket:
@@ -322,7 +337,12 @@ class ServerThread:
         assert self._server is not None
         assert self._sock is not None
         self._loop, self._task = asyncio.get_running_loop(), asyncio.current_task()
-        await self._server.serve(sockets=[self._sock])
+        try:
+            await self._server.serve(sockets=[self._sock])
+        finally:  # a forced stop, or an app that stopped the loop: close what is left open
+            state = self._server.server_state
+            if state.connections or state.tasks:
+                await self._server.abort(state)
 
     def _exit_soon(self, server: _Server) -> None:
         server.should_exit = True
