@@ -61,7 +61,36 @@ class _Backend(httpcore.SyncBackend):
     def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore.NetworkStream:
         stream = super().connect_tcp(*args, **kwargs)
         self.sockets.add(stream.get_extra_info("socket"))
-        return stream
+        return _Corked(stream)
+
+
+class _Corked(httpcore.NetworkStream):
+    """Holds writes until the next read, so that a request's head and body leave in one send:
+    each send wakes the in-process server's thread, which then takes the interpreter lock."""
+
+    def __init__(self, stream: httpcore.NetworkStream) -> None:
+        self.stream = stream
+        self.pending = bytearray()
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self.pending += buffer
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        if self.pending:
+            self.stream.write(bytes(self.pending), timeout)
+            self.pending.clear()
+        return self.stream.read(max_bytes, timeout)
+
+    def close(self) -> None:
+        self.stream.close()
+
+    def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.NetworkStream:
+        return _Corked(self.stream.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self.stream.get_extra_info(info)
 
 
 class PostPool:
