@@ -274,3 +274,33 @@ def test_a_failed_job_error_points_at_the_event_log() -> None:
     with pytest.raises(JobFailedError) as info:
         p.finish()
     assert info.value.hint == "see job.events() for the backend's log of the run"
+
+
+@pytest.mark.parametrize(
+    ("code", "transient"),
+    [
+        (None, True),
+        (408, True),
+        (429, True),
+        (500, True),
+        (503, True),
+        (499, False),
+        (404, False),
+        (409, False),
+    ],
+)
+def test_a_poll_that_failed_counts_as_transient_only_without_an_answer_or_on_408_429_and_5xx(
+    code: int | None, transient: bool
+) -> None:
+    from pytest_synth_rl.client.polling import is_transient
+    from pytest_synth_rl.errors import BackendError
+
+    assert is_transient(BackendError("poll failed", status_code=code)) is transient
+
+
+def test_a_bad_failure_budget_names_the_argument_and_an_example() -> None:
+    with pytest.raises(SynthUsageError) as caught:
+        Poller("job_1", timeout=10, interval=1, clock=VirtualClock(), max_failed_polls=0)
+    assert caught.value.keys == ["poll_until_complete.max_failed_polls"]
+    assert "must be an integer >= 1, got 0" in str(caught.value)
+    assert "e.g. poll_until_complete(max_failed_polls=5)" in str(caught.value)

@@ -207,3 +207,65 @@ def test_a_served_apps_exception_reaches_the_captured_log_masked(caplog: pytest.
     assert "Exception in ASGI application" in caplog.text
     assert "RuntimeError: task app broke, key=serv…71" in caplog.text
     assert "served-secret-7171" not in caplog.text
+
+
+KEY_IN_HEADER = "sk_live_header_key_0123456789"
+
+
+@pytest.mark.parametrize(
+    "name", ["Authorization", "proxy-authorization", "X-API-Key", "x-api-keys", "Cookie", "set-cookie"]
+)
+def test_secret_headers_mask_every_credential_header_in_their_repr(name: str) -> None:
+    from pytest_synth_rl.secrets.masking import SecretHeaders
+
+    shown = repr(SecretHeaders({name: KEY_IN_HEADER, "accept": "application/json"}))
+    assert KEY_IN_HEADER not in shown
+    assert shown.startswith("SecretHeaders({")
+    assert shown.endswith("})")
+    assert f"'{name}': 'sk_l…89'" in shown
+    assert "'accept': 'application/json'" in shown  # other headers are shown as they are
+    assert str(SecretHeaders({name: KEY_IN_HEADER})) == repr(SecretHeaders({name: KEY_IN_HEADER}))
+
+
+def test_secret_headers_keep_the_scheme_of_a_credential() -> None:
+    from pytest_synth_rl.secrets.masking import SecretHeaders
+
+    shown = repr(
+        SecretHeaders({"authorization": f"Bearer {KEY_IN_HEADER}", "x-api-key": f"a b{KEY_IN_HEADER}"})
+    )
+    assert "'authorization': 'Bearer sk_l…89'" in shown
+    assert "'x-api-key': 'a bsk_…89'" in shown  # "a" is a scheme: the rest is the token
+    assert (
+        repr(SecretHeaders({"authorization": f"9x {KEY_IN_HEADER}"}))
+        == "SecretHeaders({'authorization': '9x s…89'})"
+    )
+
+
+def test_a_missing_or_empty_secret_is_none_and_a_secret_stays_itself() -> None:
+    from pytest_synth_rl.secrets.masking import Secret, secret_or_none
+
+    assert secret_or_none(None) is None
+    assert secret_or_none("") is None
+    assert secret_or_none(Secret("")) is None
+    kept = Secret(KEY_IN_HEADER)
+    assert secret_or_none(kept) is kept
+    made = secret_or_none(KEY_IN_HEADER)
+    assert isinstance(made, Secret)
+    assert made.value == KEY_IN_HEADER
+
+
+def test_a_key_of_exactly_the_masking_length_earns_no_short_key_warning() -> None:
+    from pytest_synth_rl.secrets.masking import short_key_warning
+
+    assert short_key_warning("abcdef") is None  # six characters: masked, no warning
+    assert short_key_warning("q7z9w") is not None  # five: too short, warned (once)
+
+
+@pytest.mark.parametrize(("char", "said"), [("\r", "a line break"), ("\n", "a line break"), ("\t", "'\\t'")])
+def test_a_key_no_header_can_carry_names_the_character(char: str, said: str) -> None:
+    from pytest_synth_rl.secrets.masking import key_problem
+
+    problem = key_problem(f"sk{char}x")
+    assert problem is not None
+    assert said in problem
+    assert "character 3 of 4" in problem
