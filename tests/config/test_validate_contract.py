@@ -360,3 +360,58 @@ def test_the_memo_is_bounded_and_forgets_the_least_recently_used(fresh_memo: Non
     assert memo_counts() == (2, 65, 64)
     assert check_rl_config(sized(2)).config["training"]["batch_size"] == 2
     assert memo_counts() == (2, 66, 64)
+
+
+def _rejected(model_id: str, **kwargs: object) -> tuple[str, str]:
+    from pytest_synth_rl.config.validate import ModelRejected, resolve_rl_model
+
+    with pytest.raises(ModelRejected) as caught:
+        resolve_rl_model(model_id, **{"fine_tuned": False, "allow_experimental": False, **kwargs})  # type: ignore[arg-type]
+    assert str(caught.value) == caught.value.message
+    return caught.value.message, caught.value.hint
+
+
+def test_the_model_rules_say_what_is_wrong_with_a_model_id_and_how_to_fix_it() -> None:
+    examples = "Qwen/Qwen3-0.6B, Qwen/Qwen3-1.7B, Qwen/Qwen3-4B, Qwen/Qwen3-8B"
+    assert _rejected("  ") == ("is empty; expected a model id", f"use a base model such as {examples}")
+    message, hint = _rejected("gpt-4o", fine_tuned=True)
+    assert message == "'gpt-4o' is not a supported model"
+    assert hint == (
+        f"use one of the RL base models ({examples}, …) or a fine-tuned id that names one, "
+        "like ft:Qwen/Qwen3-0.6B:<job-id>"
+    )
+    assert _rejected("gpt-4o")[1] == f"use one of the RL base models ({examples}, …)"
+    message, hint = _rejected("ft:Qwen/Qwen3-0.6B:job_1")
+    assert (
+        message
+        == "'ft:Qwen/Qwen3-0.6B:job_1' is a fine-tuned model id, but this key expects a plain base model id"
+    )
+    assert hint.startswith("move it to [model].source (and remove [model].base)")
+    message, hint = _rejected("Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8")
+    assert message == "'Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8' is experimental and disabled"
+    assert hint == "pass allow_experimental=True or set SDK_EXPERIMENTAL=1 to use it, or pick a core model"
+
+
+def test_fp8_variants_are_known_only_where_the_table_says_so() -> None:
+    from pytest_synth_rl.config.validate import SUPPORTED_RL_MODELS
+
+    assert "Qwen/Qwen3-4B-Instruct-2507-FP8" in SUPPORTED_RL_MODELS
+    assert "Qwen/Qwen3-4B-Instruct-2507" in SUPPORTED_RL_MODELS
+    assert "Qwen/Qwen3-0.6B-FP8" not in SUPPORTED_RL_MODELS
+    assert not any(model.endswith("+") for model in SUPPORTED_RL_MODELS)
+
+
+def test_the_experimental_switch_is_exactly_sdk_experimental_1(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_synth_rl.config.validate import experimental_allowed, experimental_models
+
+    monkeypatch.delenv("SDK_EXPERIMENTAL", raising=False)
+    monkeypatch.delenv("SDK_EXPERIMENTAL_MODELS", raising=False)
+    assert experimental_allowed(None) is False
+    monkeypatch.setenv("SDK_EXPERIMENTAL", "1")
+    assert experimental_allowed(None) is True
+    assert experimental_allowed(False) is False
+    monkeypatch.setenv("SDK_EXPERIMENTAL", "true")
+    assert experimental_allowed(None) is False
+    base = experimental_models()
+    monkeypatch.setenv("SDK_EXPERIMENTAL_MODELS", " a/b , ,c/d")
+    assert experimental_models() == base | {"a/b", "c/d"}
