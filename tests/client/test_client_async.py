@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,6 @@ from client_support import (
     API_KEY,
     BACKEND,
     TASK_KEY,
-    clear_client_env,
     make_async_job,
     serve_app,
     write_config,
@@ -37,17 +35,6 @@ from pytest_synth_rl.errors import (
 )
 
 JOB = f"{API}/rl/jobs/job-1"
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    clear_client_env(monkeypatch)
-
-
-@pytest.fixture
-def router() -> Iterator[respx.MockRouter]:
-    with respx.mock() as mock:
-        yield mock
 
 
 @pytest.fixture

@@ -3,35 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import httpx
 import pytest
 import respx
-from client_support import API, API_KEY, BACKEND, attach, clear_client_env
+from client_support import API, API_KEY, BACKEND
 
 from pytest_synth_rl.client import EventPage, RLJob, list_rl_jobs
 from pytest_synth_rl.errors import BackendError
 
 JOB = f"{API}/rl/jobs/job-1"
 LEARNING = f"{API}/learning/jobs/job-1"
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    clear_client_env(monkeypatch)
-
-
-@pytest.fixture
-def router() -> Iterator[respx.MockRouter]:
-    with respx.mock() as mock:
-        yield mock
-
-
-@pytest.fixture
-def job() -> Iterator[RLJob]:
-    with attach("job-1") as handle:
-        yield handle
 
 
 def _events(*seqs: int) -> list[dict[str, object]]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
-from client_support import API, API_KEY, BACKEND, TASK_KEY, TASK_URL, attach, clear_client_env, make_job
+from client_support import API, API_KEY, BACKEND, TASK_KEY, TASK_URL, attach, make_job
 from nacl.public import PrivateKey, SealedBox
 
 from pytest_synth_rl.client import (
@@ -34,11 +34,6 @@ from pytest_synth_rl.client import (
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import BackendError, EnvKeyUploadError, SynthUsageError, TaskAppVerificationError
 from pytest_synth_rl.secrets.masking import Secret
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    clear_client_env(monkeypatch)
 
 
 @dataclass

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 import respx
-from client_support import API, attach, clear_client_env
+from client_support import API
 
 from pytest_synth_rl.assertions import expect_job
 from pytest_synth_rl.client import FAILURE_STATUSES, TERMINAL_STATUSES, RLJob, is_terminal
@@ -18,23 +18,12 @@ from pytest_synth_rl.errors import JobFailedError
 JOB = f"{API}/rl/jobs/job-1"
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    clear_client_env(monkeypatch)
-
-
 @pytest.fixture
 def router() -> Iterator[respx.MockRouter]:
     with respx.mock(assert_all_called=False) as mock:
         mock.get(f"{JOB}/events").mock(return_value=httpx.Response(200, json={"events": []}))
         mock.get(f"{JOB}/metrics").mock(return_value=httpx.Response(200, json={"points": []}))
         yield mock
-
-
-@pytest.fixture
-def job() -> Iterator[RLJob]:
-    with attach("job-1") as handle:
-        yield handle
 
 
 def _answer(router: respx.MockRouter, payloads: list[dict[str, Any]]) -> respx.Route:

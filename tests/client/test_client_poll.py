@@ -3,36 +3,18 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 import respx
-from client_support import API, attach, clear_client_env
+from client_support import API, attach
 
 from pytest_synth_rl.client import JobResult, RLJob, SynthCallbackWarning
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import JobFailedError, JobTimeoutError, SynthError, SynthUsageError
 
 STATUS_URL = f"{API}/rl/jobs/job-1"
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    clear_client_env(monkeypatch)
-
-
-@pytest.fixture
-def router() -> Iterator[respx.MockRouter]:
-    with respx.mock() as mock:
-        yield mock
-
-
-@pytest.fixture
-def job() -> Iterator[RLJob]:
-    with attach("job-1") as handle:
-        yield handle
 
 
 def _clock(job: RLJob) -> VirtualClock:

@@ -15,7 +15,6 @@ from client_support import (
     BACKEND,
     TASK_KEY,
     TASK_URL,
-    clear_client_env,
     free_port,
     job_kwargs,
     make_job,
@@ -37,11 +36,6 @@ from pytest_synth_rl.errors import (
     SynthUsageError,
     TaskAppError,
 )
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    clear_client_env(monkeypatch)
 
 
 @pytest.fixture
