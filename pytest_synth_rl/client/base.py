@@ -1,7 +1,7 @@
 """What :class:`~.jobs.RLJob` and :class:`~.jobs.AsyncRLJob` share: everything but I/O.
 
-Construction, payload building, the calls and steps of every operation, the health-check verdict,
-result interpretation and the repr live here once; the two job classes only run the steps.
+Construction, payload, the calls and steps of every operation, the health-check verdict and
+result interpretation live here once; the two job classes only run the steps.
 """
 
 from __future__ import annotations
@@ -20,11 +20,9 @@ from pytest_synth_rl.client.calls import (
     DEFAULT_REQUEST_TIMEOUT,
     Call,
     Sender,
-    bearer,
     event_page,
     extract_job_id,
     json_list,
-    new_client,
     read_json,
     read_object,
 )
@@ -36,9 +34,7 @@ from pytest_synth_rl.client.results import (
     JobResult,
     PollRecord,
     add_status_run,
-    extract_error,
     job_status,
-    outcome_of,
 )
 from pytest_synth_rl.client.retry import RetryPolicy, Steps
 from pytest_synth_rl.clock import Clock, RealClock
@@ -54,6 +50,7 @@ from pytest_synth_rl.errors import (
 )
 from pytest_synth_rl.secrets.masking import Secret, SecretHeaders, mask_secret
 from pytest_synth_rl.taskapp.health import HealthReport
+from pytest_synth_rl.taskapp.tls import shared_ssl_context
 
 __all__ = ["DEFAULT_REQUEST_TIMEOUT", "HEALTH_TIMEOUT", "JobBase", "JobSteps"]
 
@@ -104,11 +101,11 @@ class JobBase(Generic[ClientT, TransportT]):
         self._clock: Clock = clock if clock is not None else RealClock()
         self._retry = retry if retry is not None else RetryPolicy()
         self._owns_client = http_client is None
-        self._http: ClientT = (
-            http_client
-            if http_client is not None
-            else new_client(self._client_cls, transport, request_timeout)
-        )
+        if http_client is None:
+            # The transport matches the client class (sync or async), which the type variables cannot say.
+            options: dict[str, Any] = {"transport": transport, "timeout": request_timeout}
+            http_client = self._client_cls(verify=shared_ssl_context(), **options)
+        self._http: ClientT = http_client
         self._sender: Sender[ClientT] = Sender(self._http, self._retry, self._clock)
         # One key per job object, reused by every retry of its submission, so a POST retried
         # after a lost answer cannot create a second job.
@@ -173,13 +170,8 @@ class JobBase(Generic[ClientT, TransportT]):
         )
         build = _build_payload(config)
         options: dict[str, Any] = {"clock": clock, "http_client": http_client, "transport": transport}
-        job = cls(
-            config,
-            skip_health_check=skip_health_check,
-            retry=retry,
-            request_timeout=request_timeout,
-            **options,
-        )
+        options |= {"skip_health_check": skip_health_check, "retry": retry}
+        job = cls(config, request_timeout=request_timeout, **options)
         job._build = build
         return job
 
@@ -283,7 +275,8 @@ class JobBase(Generic[ClientT, TransportT]):
         return self._job_id
 
     def _auth(self) -> SecretHeaders:
-        return bearer(self._config.api_key)
+        key = self._config.api_key.value
+        return SecretHeaders({"Authorization": f"Bearer {key}", "Accept": "application/json"})
 
     def _submit_call(self) -> Call[str]:
         if self._job_id is not None:
@@ -376,24 +369,21 @@ class JobBase(Generic[ClientT, TransportT]):
 
     def _results_from(self, payload: Mapping[str, Any]) -> dict[str, Any]:
         job_id = self._job_id or "?"
-        status = job_status(payload)
-        outcome = outcome_of(status)
-        if outcome == "succeeded":
-            results = payload.get("results")
-            return dict(results) if isinstance(results, Mapping) else {}
-        if outcome in ("failed", "cancelled"):
-            error = extract_error(payload, status)
+        result = JobResult.from_payload(job_id, payload)
+        if result.succeeded:
+            return result.results
+        if result.outcome is not None:
             raise JobFailedError(
-                f"RL job {job_id} has no results: it {outcome} (status {status!r})"
-                + (f": {error}" if error else ""),
+                f"RL job {job_id} has no results: it {result.outcome} (status {result.status!r})"
+                + (f": {result.error}" if result.error else ""),
                 job_id=job_id,
-                status=status,
-                error=error,
-                result=dict(payload),
+                status=result.status,
+                error=result.error,
+                result=result.raw,
                 hint="see job.events() for the backend's log of the run",
             )
         raise SynthError(
-            f"RL job {job_id} has no results yet: its status is {status or '<none>'!r}",
+            f"RL job {job_id} has no results yet: its status is {result.status or '<none>'!r}",
             hint="wait for it with poll_until_complete() before asking for results",
         )
 

@@ -16,9 +16,8 @@ import httpx
 from pytest_synth_rl.client.results import EventPage
 from pytest_synth_rl.client.retry import RetryPolicy, Sent, Steps, retrying
 from pytest_synth_rl.clock import Clock
-from pytest_synth_rl.errors import BackendError, JobSubmitError, excerpt
-from pytest_synth_rl.secrets.masking import Secret, SecretHeaders, get_logger
-from pytest_synth_rl.taskapp.tls import shared_ssl_context
+from pytest_synth_rl.errors import Attempt, BackendError, JobSubmitError, excerpt
+from pytest_synth_rl.secrets.masking import SecretHeaders, get_logger
 
 T = TypeVar("T")
 E = TypeVar("E", bound=BackendError)
@@ -31,8 +30,8 @@ logger = get_logger("pytest_synth_rl.client")
 
 
 def read_json(response: httpx.Response) -> tuple[Any, str | None]:
-    """The response's JSON, or ``({}, note)`` when it is not JSON (the note names the content-type):
-    a proxy's HTML page must not crash a poll loop, and the note keeps it diagnosable."""
+    """The response's JSON, or ``({}, note)`` when it is not JSON: a proxy's HTML page must not
+    crash a poll loop, and the note (naming the content-type) keeps it diagnosable."""
     if not response.content:
         return {}, None
     try:
@@ -52,11 +51,6 @@ def read_object(response: httpx.Response) -> tuple[dict[str, Any], str | None]:
     return {}, note or f"JSON {type(body).__name__} where an object was expected, treated as {{}}"
 
 
-def bearer(api_key: Secret) -> SecretHeaders:
-    """The Synth API key as a bearer token, in headers whose repr masks it."""
-    return SecretHeaders({"Authorization": f"Bearer {api_key.value}", "Accept": "application/json"})
-
-
 @dataclass(frozen=True)
 class Call(Generic[T]):
     """One backend operation: the request, what counts as success, how to read it. ``fallback``
@@ -66,26 +60,17 @@ class Call(Generic[T]):
     method: str
     url: str
     parse: Callable[[httpx.Response], T]
-    headers: Mapping[str, str]
+    # The type whose repr masks the API key they carry.
+    headers: SecretHeaders
     params: Mapping[str, str | int] | None = None
     json: Any = None
-    ok_statuses: frozenset[int] | None = None
+    ok_statuses: frozenset[int] = frozenset(range(200, 300))
     error_cls: type[BackendError] = BackendError
     job_id: str | None = None
     fallback: Call[T] | None = None
     fell_back_from: str | None = None
     action: str | None = None
     fix: str | None = None
-
-    def __post_init__(self) -> None:
-        # Headers carry the API key: hold them in the type whose repr masks credentials.
-        if not isinstance(self.headers, SecretHeaders):
-            object.__setattr__(self, "headers", SecretHeaders(self.headers))
-
-    def succeeded(self, status_code: int) -> bool:
-        if self.ok_statuses is not None:
-            return status_code in self.ok_statuses
-        return 200 <= status_code < 300
 
     def build(self, client: httpx.Client | httpx.AsyncClient) -> httpx.Request:
         """The request, built by *client* so its defaults (headers, cookies, timeout) apply."""
@@ -97,18 +82,6 @@ class Call(Generic[T]):
         return client.build_request(
             self.method, url, params=params, json=self.json, headers=dict(self.headers)
         )
-
-    def next_after(self, sent: Sent) -> Call[T] | None:
-        """The call to make next, if this answer means "try the other route"."""
-        if sent.response.status_code == 404 and self.fallback is not None:
-            return replace(self.fallback, fell_back_from=self.url)
-        return None
-
-    def outcome(self, sent: Sent) -> T:
-        """The value of a successful answer, or the error for an unsuccessful one."""
-        if not self.succeeded(sent.response.status_code):
-            raise error_for(self, sent)
-        return self.parse(sent.response)
 
 
 def _parsed_url(url: str, params: Mapping[str, str | int] | None) -> httpx.URL | None:
@@ -151,18 +124,16 @@ class Sender(Generic[ClientT]):
         """Steps that send *call* (and its fallback on a 404) and return the answer's value."""
         while True:
             sent = yield from retrying(self.request(call), self.retry, self.clock, call.error_cls)
-            following = call.next_after(sent)
-            if following is None:
-                value = call.outcome(sent)
-                if call.fell_back_from is not None:
-                    self.fallback_routes.add(call.operation)
-                return value
-            call = following
-
-
-def new_client(cls: type[ClientT], transport: Any, timeout: float) -> ClientT:
-    """A client of ours: *transport* (None: the network), *timeout* per request, our TLS context."""
-    return cls(transport=transport, timeout=timeout, verify=shared_ssl_context())
+            status = sent.response.status_code
+            if status == 404 and call.fallback is not None:
+                call = replace(call.fallback, fell_back_from=call.url)
+                continue
+            if status not in call.ok_statuses:
+                raise error_for(call, sent)
+            value = call.parse(sent.response)
+            if call.fell_back_from is not None:
+                self.fallback_routes.add(call.operation)
+            return value
 
 
 def _int(value: Any) -> int | None:
@@ -182,8 +153,14 @@ def extract_job_id(response: httpx.Response) -> str:
     raise answer_error(JobSubmitError, response, f"{message}under 'job_id' or 'id'{reason}", hint)
 
 
-def answer_error(error_cls: type[E], response: httpx.Response, message: str, hint: str) -> E:
-    """*error_cls* for an answer we cannot use, with its request, status and body."""
+def answer_error(
+    error_cls: type[E],
+    response: httpx.Response,
+    message: str,
+    hint: str,
+    attempts: list[Attempt] | None = None,
+) -> E:
+    """*error_cls* for an answer we cannot use, with its request, status, body and attempts."""
     request = response.request
     return error_cls(
         message,
@@ -191,40 +168,41 @@ def answer_error(error_cls: type[E], response: httpx.Response, message: str, hin
         url=str(request.url),
         status_code=response.status_code,
         response_text=response.text,
+        attempts=attempts or [],
         hint=hint,
     )
 
 
-def _nested_list(body: Any, key: str) -> list[Any]:
-    """The list under *key*, also accepted nested under ``data``/``result``/``items``, or bare."""
+def _objects(body: Any, key: str) -> list[dict[str, Any]]:
+    """The objects of the list under *key*, also accepted nested under ``data``/``result``/``items``,
+    or bare."""
+    found: Any = []
     if isinstance(body, list):
-        return body
-    if not isinstance(body, Mapping):
-        return []
-    if isinstance(body.get(key), list):
-        return list(body[key])
-    for wrapper in ("data", "result", "items"):
-        inner = body.get(wrapper)
-        if isinstance(inner, list):
-            return inner
-        if isinstance(inner, Mapping) and isinstance(inner.get(key), list):
-            return list(inner[key])
-    return []
+        found = body
+    elif isinstance(body, Mapping) and isinstance(body.get(key), list):
+        found = body[key]
+    elif isinstance(body, Mapping):
+        for wrapper in ("data", "result", "items"):
+            inner = body.get(wrapper)
+            if isinstance(inner, Mapping):
+                inner = inner.get(key)
+            if isinstance(inner, list):
+                found = inner
+                break
+    return [item for item in found if isinstance(item, dict)]
 
 
 def json_list(response: httpx.Response, key: str) -> list[dict[str, Any]]:
-    """The objects of the list under *key* (see :func:`_nested_list` for where it may be)."""
-    return [item for item in _nested_list(read_json(response)[0], key) if isinstance(item, dict)]
+    return _objects(read_json(response)[0], key)
 
 
 def event_page(response: httpx.Response, since_seq: int) -> EventPage:
     """A page of events; the cursor is the answer's ``next_seq``, else the highest ``seq`` seen."""
     body, _ = read_json(response)
-    events = [e for e in _nested_list(body, "events") if isinstance(e, dict)]
+    events = _objects(body, "events")
     next_seq = _int(body.get("next_seq")) if isinstance(body, Mapping) else None
     if next_seq is None:
-        seqs = [s for s in (_int(e.get("seq")) for e in events) if s is not None]
-        next_seq = max([since_seq, *seqs])
+        next_seq = max([since_seq, *(s for s in (_int(e.get("seq")) for e in events) if s is not None)])
     return EventPage(events=events, next_seq=next_seq)
 
 
@@ -251,6 +229,13 @@ def _problems_422(response: httpx.Response) -> list[str]:
     return lines
 
 
+#: The hints for a status whatever the call (the rest depend on it, see :func:`_hint`).
+_STATUS_HINTS = {
+    422: "the backend rejected the request body: fix the problems above in the RL config or overrides",
+    429: "rate limited by the backend; retry later, or allow more with RetryPolicy(max_attempts=...)",
+}
+
+
 def _hint(call: Call[Any], status: int, exhausted: bool) -> str:
     base = call.url.split("/rl/jobs")[0].split("/learning/jobs")[0]
     if status in (401, 403):
@@ -260,28 +245,24 @@ def _hint(call: Call[Any], status: int, exhausted: bool) -> str:
         )
     if call.fix is not None and status < 500 and status != 429:
         return call.fix
+    if status == 404 and call.operation in ("submit", "list"):
+        hint = f"no RL jobs route at {call.url}: check backend_url / BACKEND_BASE_URL (now {base})"
+        if call.operation == "submit":
+            hint += "; the job API lives under /api, which is appended when missing"
+        return hint
     if status == 404:
-        if call.operation in ("submit", "list"):
-            hint = f"no RL jobs route at {call.url}: check backend_url / BACKEND_BASE_URL (now {base})"
-            if call.operation == "submit":
-                hint += "; the job API lives under /api, which is appended when missing"
-            return hint
         return (
             f"job {call.job_id!r} is unknown to {base}: check the job id and that backend_url is the "
             "backend that created it"
         )
-    if status == 422:
-        return "the backend rejected the request body: fix the problems above in the RL config or overrides"
-    if status == 429:
-        return "rate limited by the backend; retry later, or allow more with RetryPolicy(max_attempts=...)"
+    if status >= 500 and exhausted:
+        return (
+            "the backend kept failing; the request was retried per RetryPolicy. Retry later, or "
+            "raise RetryPolicy(max_attempts=, total_budget=)"
+        )
     if status >= 500:
-        if exhausted:
-            return (
-                "the backend kept failing; the request was retried per RetryPolicy. Retry later, or "
-                "raise RetryPolicy(max_attempts=, total_budget=)"
-            )
         return "the backend failed on this request and it is not one worth retrying"
-    return "the backend rejected the request; see its answer above"
+    return _STATUS_HINTS.get(status, "the backend rejected the request; see its answer above")
 
 
 def error_for(call: Call[Any], sent: Sent) -> BackendError:
@@ -300,12 +281,4 @@ def error_for(call: Call[Any], sent: Sent) -> BackendError:
     if status == 422:
         lines = _problems_422(response) or ["(the answer lists no problems)"]
         message += "\n  problems:\n" + "\n".join(f"    - {excerpt(line, 300)}" for line in lines)
-    return call.error_cls(
-        message,
-        method=call.method,
-        url=str(response.request.url),
-        status_code=status,
-        response_text=response.text,
-        attempts=sent.attempts,
-        hint=_hint(call, status, sent.exhausted),
-    )
+    return answer_error(call.error_cls, response, message, _hint(call, status, sent.exhausted), sent.attempts)

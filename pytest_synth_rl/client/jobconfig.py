@@ -66,33 +66,26 @@ def _is_http_url(value: str) -> bool:
 
 def resolve_api_key(api_key: str | Secret | None = None) -> Secret:
     """``api_key``, then ``SYNTH_API_KEY``; a job without a key is a configuration error."""
-    if isinstance(api_key, Secret):
-        if api_key:
-            return api_key
-        api_key = None
-    value = _text(api_key, "SYNTH_API_KEY")
-    if value is None:
+    if isinstance(api_key, Secret) and api_key:
+        return api_key
+    key = _key(api_key if isinstance(api_key, str) else None, "api_key", "SYNTH_API_KEY")
+    if key is None:
         raise usage_error(
             "api_key",
             "no Synth API key was given and SYNTH_API_KEY is not set",
             "set SYNTH_API_KEY in the environment or pass api_key=",
         )
-    return _checked_key(value, "api_key", "SYNTH_API_KEY")
+    return key
 
 
-def _optional_secret(value: str | Secret | None, env_name: str) -> Secret | None:
-    if isinstance(value, Secret):
-        return value if value else None
+def _key(value: str | None, argument: str, env_name: str) -> Secret | None:
+    """*value*, else *env_name*, as a key, unless no HTTP header could carry it (raised here, not
+    deep in a client)."""
     text = _text(value, env_name)
-    return _checked_key(text, "task_app_api_key", env_name) if text else None
-
-
-def _checked_key(value: str, argument: str, env_name: str) -> Secret:
-    """*value* as a key, unless no HTTP header could carry it (raised here, not deep in a client)."""
-    problem = key_problem(value)
+    problem = key_problem(text) if text else None
     if problem is not None:
         raise usage_error(argument, problem, f"pass {argument}= or set {env_name} to the key")
-    return Secret(value)
+    return Secret(text) if text else None
 
 
 @dataclass
@@ -159,7 +152,9 @@ class RLJobConfig:
             backend_url=resolve_backend_url(backend_url),
             api_key=resolve_api_key(api_key),
             task_app_url=_text(task_app_url, "TASK_APP_URL"),
-            task_app_api_key=_optional_secret(task_app_api_key, "ENVIRONMENT_API_KEY"),
+            task_app_api_key=(task_app_api_key or None)
+            if isinstance(task_app_api_key, Secret)
+            else _key(task_app_api_key, "task_app_api_key", "ENVIRONMENT_API_KEY"),
             allow_experimental=allow_experimental,
             overrides=dict(overrides) if overrides is not None else None,
             idempotency_key=_text(idempotency_key),

@@ -11,7 +11,8 @@ import warnings
 from itertools import groupby
 from typing import Any
 
-from pytest_synth_rl.client.poll_watch import PollObserver, observe_polls, poll_observers
+from pytest_synth_rl.client.poll_watch import observe_polls as observe_polls
+from pytest_synth_rl.client.poll_watch import poll_observers
 from pytest_synth_rl.client.results import JobResult, PollRecord, is_terminal, job_status
 from pytest_synth_rl.clock import Clock
 from pytest_synth_rl.errors import (
@@ -24,16 +25,6 @@ from pytest_synth_rl.errors import (
     seconds_problem,
 )
 from pytest_synth_rl.secrets.callers import outside_stacklevel
-
-__all__ = [
-    "DEFAULT_MAX_FAILED_POLLS",
-    "PollObserver",
-    "Poller",
-    "SynthCallbackWarning",
-    "is_transient",
-    "observe_polls",
-    "summarize_history",
-]
 
 #: Consecutive failed polls (each after all its retries) that end a wait before its timeout.
 DEFAULT_MAX_FAILED_POLLS = 5

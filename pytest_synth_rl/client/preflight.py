@@ -16,12 +16,7 @@ from typing import Any
 import httpx
 from nacl.public import PublicKey, SealedBox
 
-from pytest_synth_rl.client.calls import (
-    Call,
-    Sender,
-    answer_error,
-    read_object,
-)
+from pytest_synth_rl.client.calls import Call, Sender, answer_error, read_object
 from pytest_synth_rl.client.jobconfig import usage_error
 from pytest_synth_rl.client.retry import Steps
 from pytest_synth_rl.errors import EnvKeyUploadError, TaskAppVerificationError
@@ -68,14 +63,12 @@ class TaskAppVerification:
     def describe(self) -> str:
         """What was tried: masked key candidates and each attempt's status."""
         keys = ", ".join(mask_secret(c) for c in self.candidates_first15) or "none"
-        tried = ", ".join(_attempt_text(a) for a in self.attempts) or "no attempts reported"
-        return f"keys tried: {keys}; attempts: {tried}"
-
-
-def _attempt_text(attempt: dict[str, Any]) -> str:
-    where = attempt.get("path") or attempt.get("url") or attempt.get("endpoint")
-    status = attempt.get("status", "?")
-    return f"{where} -> {status}" if where else f"status {status}"
+        tried = []
+        for attempt in self.attempts:
+            where = attempt.get("path") or attempt.get("url") or attempt.get("endpoint")
+            status = attempt.get("status", "?")
+            tried.append(f"{where} -> {status}" if where else f"status {status}")
+        return f"keys tried: {keys}; attempts: {', '.join(tried) or 'no attempts reported'}"
 
 
 def _unusable(response: httpx.Response, what: str, fix: str = _FIX_BACKEND) -> EnvKeyUploadError:
@@ -105,12 +98,6 @@ def _read_public_key(response: httpx.Response) -> bytes:
             response, f"public_key decodes to {len(raw)} bytes, expected {PublicKey.SIZE} (an X25519 key)"
         )
     return raw
-
-
-def seal_env_key(env_key: Secret, public_key: bytes) -> str:
-    """The key sealed for the holder of *public_key*'s private half, base64-encoded."""
-    ciphertext = SealedBox(PublicKey(public_key)).encrypt(env_key.value.encode("utf-8"))
-    return base64.b64encode(ciphertext).decode("ascii")
 
 
 def _read_upload(url: str, response: httpx.Response) -> EnvKeyUpload:
@@ -163,7 +150,8 @@ def upload_steps(
             action=f"fetching the backend's public key to upload {ENV_KEY_NAME} failed",
         )
     )
-    sealed = {"name": ENV_KEY_NAME, "ciphertext_b64": seal_env_key(key, public_key)}
+    ciphertext = SealedBox(PublicKey(public_key)).encrypt(key.value.encode("utf-8"))
+    sealed = {"name": ENV_KEY_NAME, "ciphertext_b64": base64.b64encode(ciphertext).decode("ascii")}
     upload = yield from sender.send(
         key_call(
             "env-key-upload",
