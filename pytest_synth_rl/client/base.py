@@ -126,9 +126,6 @@ class JobBase(Generic[ClientT, TransportT]):
         self.finished_at: float | None = None
         self.finished_wall: float | None = None
 
-    def _drive(self, steps: Steps[T]) -> Any:
-        raise NotImplementedError
-
     def _drive_and_close(self, steps: Steps[T]) -> Any:
         raise NotImplementedError
 
