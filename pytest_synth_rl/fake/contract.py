@@ -69,17 +69,14 @@ class ContractReport:
 
     def summary(self) -> str:
         """``ok``, ``ok, 1 warning(s)``, ``2 problem(s), 1 warning(s)``."""
-        parts = [f"{len(self.problems)} problem(s)" if self.problems else "ok"]
-        if self.warnings:
-            parts.append(f"{len(self.warnings)} warning(s)")
-        return ", ".join(parts)
+        warned = f", {len(self.warnings)} warning(s)" if self.warnings else ""
+        return (f"{len(self.problems)} problem(s)" if self.problems else "ok") + warned
 
     def check(self, name: str) -> ContractCheck:
-        """The check called *name* (``KeyError`` listing the names if absent)."""
-        for item in self.checks:
-            if item.name == name:
-                return item
-        raise KeyError(f"no check named {name!r}; checks: {[c.name for c in self.checks]}")
+        found = [item for item in self.checks if item.name == name]
+        if not found:
+            raise KeyError(f"no check named {name!r}; checks: {[c.name for c in self.checks]}")
+        return found[0]
 
     def render(self) -> str:
         """A plain-text table, one row per check; failed ones also say what was expected."""
@@ -93,7 +90,6 @@ class ContractReport:
         return redact("\n".join(lines))
 
     def raise_for_problems(self) -> None:
-        """Raise :class:`TaskAppContractError` if a required check failed (warnings never raise)."""
         if self.problems:
             raise TaskAppContractError(self)
 
@@ -113,10 +109,8 @@ class TaskAppContractError(TaskAppError, AssertionError):
         self.report = report
         problems = report.problems
         listing = "\n".join(f"  - {p.render()}" for p in problems)
-        if report.warnings:
-            listing += "\n  warnings (not failures):\n" + "\n".join(
-                f"  - {w.render()}" for w in report.warnings
-            )
+        warnings = "".join(f"\n  - {w.render()}" for w in report.warnings)
+        listing += f"\n  warnings (not failures):{warnings}" if warnings else ""
         super().__init__(
             f"task app at {report.url} breaks the Synth task app contract "
             f"({len(problems)} problem(s)):\n{listing}",
@@ -151,7 +145,7 @@ _INFORMATIONAL = ("GET / (no auth)", "rollout response era", "rollout called the
 
 
 def _status_text(response: httpx.Response, ok_status: int | None = None) -> str:
-    """``HTTP <status>``, plus a body excerpt unless the status is the expected one."""
+    """``HTTP <status>``, and a body excerpt unless the status is *ok_status*."""
     if response.status_code == ok_status:
         return f"HTTP {response.status_code}"
     return f"HTTP {response.status_code}: {excerpt(response.text, 160)}"
@@ -229,9 +223,8 @@ class _Checker:
         self.client, self.base, self.headers, self.timeout = client, base, headers, timeout
         self.report = ContractReport(url=redact(base))
         self.seed, self.env_name, self.env_guessed = 0, "default", False
-        #: The served stand-in model: each rollout gets its own inference URL on it, ending in the
-        #: rollout's correlation id, as the trainer hands them out. It serves every rollout of
-        #: the check, the unauthenticated probe's included.
+        #: Each rollout of the check (the probes' too) gets its own inference URL on it, ending in
+        #: its correlation id, as the trainer hands them out.
         self.stub = StubInference(policy=policy)
         self.stub.require_correlation_id = True
 
@@ -289,7 +282,6 @@ def check_task_app_contract(
     timeout: float = 10.0,
 ) -> ContractReport:
     """Check the task app at *url* against the contract; raises only for a malformed *url*.
-
     ``env_name`` defaults to the one the app advertises; ``policy`` decides what the stub model
     answers (default: the right answer to the arithmetic example)."""
     base = task_app_base_url(url)
@@ -361,7 +353,6 @@ def _advertised_env(plain: httpx.Response | str, seeded: httpx.Response | str) -
 def _check_task_info(
     checker: _Checker, seed: int, plain: httpx.Response | str, seeded: httpx.Response | str
 ) -> None:
-    """Check both /task_info forms (answers fetched up front, with the key)."""
     if isinstance(plain, str):
         checker.add("GET /task_info", False, plain)
     else:

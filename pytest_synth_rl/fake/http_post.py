@@ -23,8 +23,7 @@ FailureKind = Literal["connect", "timeout", "protocol", "too_large"]
 
 
 class PostFailure(Exception):
-    """A POST that got no usable answer; ``kind`` is ``connect``, ``timeout``, ``protocol`` or
-    ``too_large``."""
+    """A POST that got no usable answer; ``kind`` says which step failed."""
 
     def __init__(self, kind: FailureKind, message: str) -> None:
         super().__init__(message)
@@ -33,8 +32,6 @@ class PostFailure(Exception):
 
 @dataclass(frozen=True)
 class PostResponse:
-    """The status and the whole body of an answer."""
-
     status_code: int
     content: bytes
 
@@ -118,8 +115,8 @@ class PostPool:
     def post(
         self, url: str, body: bytes, headers: Mapping[str, str], *, timeout: float | None = None
     ) -> PostResponse:
-        """POST *body* to *url*; raises :class:`PostFailure` when no whole answer came back
-        within *timeout* seconds (the pool's ``timeout`` when None) of the call."""
+        """POST *body* to *url*; :class:`PostFailure` when no whole answer came back within
+        *timeout* seconds (the pool's ``timeout`` when None)."""
         seconds = self.timeout if timeout is None else timeout
         remaining = _Remaining(time.monotonic() + seconds)
         if self._closed:
@@ -146,11 +143,8 @@ class PostPool:
         except httpcore.LocalProtocolError as exc:
             raise PostFailure("protocol", f"the request could not be sent: {exc}") from None
         except httpcore.TimeoutException as exc:
-            if isinstance(exc, httpcore.ConnectTimeout):
-                doing = "connecting"
-            elif isinstance(exc, httpcore.WriteTimeout):
-                doing = "sending the request"
-            raise PostFailure("timeout", _timed_out(seconds, doing)) from None
+            steps = {httpcore.ConnectTimeout: "connecting", httpcore.WriteTimeout: "sending the request"}
+            raise PostFailure("timeout", _timed_out(seconds, steps.get(type(exc), doing))) from None
         except httpcore.ConnectError as exc:
             if self._closed:
                 raise PostFailure("connect", "the connection pool is closed") from None

@@ -14,8 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 RolloutResult = Any  # a RolloutRecord, or the RolloutFailure that carries one
-#: Runs one body of the batch with the given key: returns a record, or a failure object
-#: (``is_failure`` tells which).
+#: Runs one body of the batch with the given key: a record, or a failure (``is_failure`` tells).
 Attempt = Callable[[Any, dict[str, Any]], RolloutResult]
 
 
@@ -111,14 +110,9 @@ class RolloutFeed:
         with self._cond:
             return self._active
 
-    # -- workers --------------------------------------------------------------------------------
     def _unstarted(self) -> int:
-        count = 0
-        for batch in self._batches:
-            if batch.stopped:
-                break
-            count += len(batch.bodies) - batch.started
-        return count
+        stopped = next((i for i, batch in enumerate(self._batches) if batch.stopped), len(self._batches))
+        return sum(len(batch.bodies) - batch.started for batch in self._batches[:stopped])
 
     def _cancelled(self, future: Future[None]) -> None:
         if future.cancelled():

@@ -76,7 +76,6 @@ _POST_HINTS = {
 
 
 def _status_hint(response: PostResponse, key_replaced: bool = False) -> str:
-    """What to do about a /rollout answer that is not 2xx, by status."""
     if response.status_code in (400, 401, 403) and _key_matched(response.content):
         return (
             "the key the fake sent is one the task app allows (its got_first15 is among its "
@@ -166,11 +165,8 @@ class RolloutDriver:
         key_replaced: Callable[[], bool] = lambda: False,
         timeout: float = 30.0,
     ) -> None:
-        self._key_replaced = key_replaced
-        self._api_key = api_key
-        self._inference_url = inference_url
-        self._policy_failure = policy_failure
-        self._unattributed_calls = unattributed_calls
+        self._api_key, self._inference_url, self._key_replaced = api_key, inference_url, key_replaced
+        self._policy_failure, self._unattributed_calls = policy_failure, unattributed_calls
         self.timeout = timeout
         self._client: httpx.Client | None = None
         self._http: PostPool | None = None
@@ -216,8 +212,7 @@ class RolloutDriver:
     def build_request(
         self, spec: RolloutSpec, job_id: str, plan: BatchPlan, index: int, steps: int, suffix: str = ""
     ) -> dict[str, Any]:
-        """The ``/rollout`` body for seed *index* of *plan*; routes the rollout on the stand-in model
-        (its own inference URL)."""
+        """The ``/rollout`` body for seed *index* of *plan*, routed on the stand-in model."""
         step, seed, mode = plan.step, plan.seeds[index], plan.mode
         run_id = f"{job_id}-{mode}-s{step}-{index}{suffix}"
         correlation_id = f"trace_{run_id}"
@@ -265,9 +260,9 @@ class RolloutDriver:
         feed: RolloutFeed | None = None,
         then: BatchPlan | None = None,
     ) -> tuple[list[RolloutRecord], RolloutFailure | None]:
-        """One rollout per seed, on *feed* (from :meth:`feed`; none: one at a time): the records in
-        seed order and the first failure (after which nothing more starts). *then* (the batch known to
-        come next) is queued on the feed so free workers start it while this batch's last finish."""
+        """One rollout per seed, on *feed* (none: one at a time): the records in seed order and the
+        first failure (after which nothing more starts). *then*, the batch known to come next, is
+        queued on the feed so free workers start it while this batch's last finish."""
         plan = BatchPlan(step, tuple(seeds), mode)
 
         def build(plan: BatchPlan) -> list[dict[str, Any]]:
@@ -292,12 +287,25 @@ class RolloutDriver:
             return records, None
         failure = results[failed]
         assert isinstance(failure, RolloutFailure)
-        if feed is not None:
-            feed.stop()  # nothing else in flight: the retry below runs alone
-            # A rollout of its own (new ids): the stand-in model starts it at turn 0 again.
-            alone = self.build_request(spec, job_id, plan, failed, steps, "-alone")
-            failure = self._diagnose(base_url, failure, alone, plan.step, plan.mode, feed.workers)
-        return records, failure
+        if feed is None:
+            return records, failure
+        feed.stop()  # nothing else in flight: the retry below runs alone
+        # Retried alone (not after a policy failure, nor a timeout: it would cost as long again),
+        # as a rollout of its own (new ids, so the stand-in model starts it at turn 0 again).
+        if failure.policy_failed or failure.timed_out:
+            return records, failure
+        alone = self.build_request(spec, job_id, plan, failed, steps, "-alone")
+        if isinstance(self._attempt(base_url, alone, plan.step, plan.mode), RolloutFailure):
+            return records, failure
+        workers = feed.workers
+        failure.record.error = message = redact(
+            f"{failure} -- with {workers} rollouts in flight at once it failed, but the same rollout "
+            f"passes when run alone: the task app is not safe under concurrency (the real trainer also "
+            f"runs up to rollout.max_concurrent_rollouts = {workers} rollouts at once; keep per-rollout "
+            "state local to the /rollout request instead of in module or app globals; set "
+            "rollout.max_concurrent_rollouts = 1 to confirm)"
+        )
+        return records, RolloutFailure(message, failure.record)
 
     def _attempt(
         self, base_url: str, body: dict[str, Any], step: int, mode: str
@@ -312,33 +320,6 @@ class RolloutDriver:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(MAX_CONCURRENCY, thread_name_prefix="synth-rollout")
             return self._pool
-
-    def _diagnose(
-        self,
-        base_url: str,
-        failure: RolloutFailure,
-        retry: dict[str, Any],
-        step: int,
-        mode: str,
-        workers: int,
-    ) -> RolloutFailure:
-        """Retry a rollout that failed among concurrent ones alone: passing alone means the task app
-        breaks under concurrency (not retried when the policy failed or the rollout timed out)."""
-        if failure.policy_failed or failure.timed_out:  # a timed-out retry would cost as long again
-            return failure
-        alone = self._attempt(base_url, retry, step, mode)
-        if isinstance(alone, RolloutFailure):
-            return failure
-        record = failure.record
-        message = redact(
-            f"{failure} -- with {workers} rollouts in flight at once it failed, but the same rollout "
-            f"passes when run alone: the task app is not safe under concurrency (the real trainer also "
-            f"runs up to rollout.max_concurrent_rollouts = {workers} rollouts at once; keep per-rollout "
-            "state local to the /rollout request instead of in module or app globals; set "
-            "rollout.max_concurrent_rollouts = 1 to confirm)"
-        )
-        record.error = message
-        return RolloutFailure(message, record)
 
     def send(self, base_url: str, body: dict[str, Any], *, step: int, mode: str) -> RolloutRecord:
         """POST one built rollout *body*; raises :class:`RolloutFailure` if it is unusable."""
@@ -391,7 +372,6 @@ class RolloutDriver:
         )
 
     def _read_answer(self, record: RolloutRecord, body: dict[str, Any], parsed: Any) -> RolloutRecord:
-        """Check the decoded answer *parsed* to the rollout *body* and read its reward."""
         if not isinstance(parsed, dict):
             self._fail(
                 record,

@@ -45,7 +45,7 @@ class StandInModel:
         self.inference.policy = policy if policy is not None else default_policy()
 
     def reset(self) -> None:
-        """A fresh start: no calls remembered, this fake's own policy again."""
+        """Forget every call; this fake's own policy again."""
         self.inference.clear()
         self.use_policy(None)
 

@@ -87,21 +87,15 @@ def _report(base: str, outcomes: list[_Outcome]) -> HealthReport:
     ok = {path: False for path in _PATHS}
     for path, outcome in outcomes:
         if isinstance(outcome, Exception):
-            text = str(outcome).strip()
-            name = type(outcome).__name__
-            parts.append(f"{path}=error ({name}: {text})" if text else f"{path}=error ({name})")
-            if path == _PATHS[0]:
-                parts.append(f"{_PATHS[1]}=skipped")
+            text = f"{type(outcome).__name__}: {str(outcome).strip()}".removesuffix(": ")
+            parts.append(f"{path}=error ({text})")
+            parts += [f"{_PATHS[1]}=skipped"] if path == _PATHS[0] else []
             continue
         statuses[path] = outcome.status_code
         parts.append(f"{path}={outcome.status_code}")
         ok[path] = _health_ok(outcome) if path == _PATHS[0] else outcome.status_code == 200
     return HealthReport(
-        ok=all(ok.values()),
-        health_status=statuses[_PATHS[0]],
-        task_info_status=statuses[_PATHS[1]],
-        detail=redact(", ".join(parts)),
-        url=redact(base),
+        all(ok.values()), statuses[_PATHS[0]], statuses[_PATHS[1]], redact(", ".join(parts)), redact(base)
     )
 
 
@@ -126,9 +120,7 @@ def check_task_app_health(
     try:
         for path in _PATHS:
             try:
-                outcomes.append(
-                    (path, http.get(base + path, headers=headers, timeout=httpx.Timeout(timeout)))
-                )
+                outcomes.append((path, http.get(base + path, headers=headers, timeout=timeout)))
             except httpx.TransportError as exc:
                 outcomes.append((path, exc))
                 break
@@ -152,8 +144,7 @@ async def async_check_task_app_health(
     try:
         for path in _PATHS:
             try:
-                response = await http.get(base + path, headers=headers, timeout=httpx.Timeout(timeout))
-                outcomes.append((path, response))
+                outcomes.append((path, await http.get(base + path, headers=headers, timeout=timeout)))
             except httpx.TransportError as exc:
                 outcomes.append((path, exc))
                 break

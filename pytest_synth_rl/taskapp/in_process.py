@@ -65,7 +65,7 @@ def _apply() -> None:
 
 
 def acquire_env_key(key: str) -> int:
-    """Make *key* accepted by task apps in this process; returns a token for :func:`release_env_key`."""
+    """Lend *key* to the task apps of this process; the token is for :func:`release_env_key`."""
     global _user_aliases
     register_secret(key)
     with _lock:
@@ -134,14 +134,12 @@ class InProcessTaskApp:
         if sum(v is not None for v in (app, task_app_path, target, factory)) != 1:
             resolve_app(app, **self._source)  # the loader's error, at construction
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-            raise TaskAppError(
-                f"port must be an integer between 0 and 65535, got {port!r}",
-                hint="use port=0 (the default) to let the OS pick a free port",
-            )
+            wrong = f"port must be an integer between 0 and 65535, got {port!r}"
+            raise TaskAppError(wrong, hint="use port=0 (the default) to let the OS pick a free port")
         if lifespan not in ("auto", "on", "off"):
+            wrong = f"lifespan must be 'auto', 'on' or 'off', got {lifespan!r}"
             raise TaskAppError(
-                f"lifespan must be 'auto', 'on' or 'off', got {lifespan!r}",
-                hint="'auto' runs the app's startup/shutdown if it has any; 'on' requires it",
+                wrong, hint="'auto' runs the app's startup/shutdown if it has any; 'on' requires it"
             )
         for name, seconds in (("startup_timeout", startup_timeout), ("shutdown_timeout", shutdown_timeout)):
             problem = seconds_problem(seconds)
@@ -176,8 +174,7 @@ class InProcessTaskApp:
 
     @property
     def api_key(self) -> Secret:
-        """The key the app enforces, masked in every repr (``.value`` is the text to send): a
-        failing test prints its arguments."""
+        """The key the app enforces, masked in every repr (a failing test prints its arguments)."""
         return self._api_key
 
     @property
@@ -194,7 +191,6 @@ class InProcessTaskApp:
 
     @property
     def port(self) -> int:
-        """The bound port (the OS's pick when ``port=0``)."""
         if self._port is None:
             raise _not_started("port")
         return self._port
@@ -223,7 +219,6 @@ class InProcessTaskApp:
         return True if server is None else server.join(timeout)
 
     def health(self, *, timeout: float = 10.0) -> HealthReport:
-        """Run the standard ``/health`` + ``/task_info`` probe against this app."""
         return check_task_app_health(self.url, self._api_key, timeout=timeout)
 
     def start(self) -> InProcessTaskApp:
@@ -294,7 +289,6 @@ class InProcessTaskApp:
         return app
 
     def _release(self) -> None:
-        """Forget the served app, drop its private module, give the lent key back."""
         served, self._served_app = self._served_app, None
         if served is not None:
             with _served_lock:

@@ -25,10 +25,8 @@ from pytest_synth_rl.errors import TaskAppError, closest
 
 #: Any ASGI 3 application: ``await app(scope, receive, send)``.
 ASGIApp = Callable[..., Any]
-
 #: The module attribute holding a ready app, looked up first in a task app file.
 APP_ATTRIBUTE = "app"
-
 #: Zero-argument factories looked up (in this order) when a file has no usable ``app``.
 FACTORY_NAMES: tuple[str, ...] = (
     "create_app",
@@ -38,6 +36,7 @@ FACTORY_NAMES: tuple[str, ...] = (
     "app_factory",
     "configure_app",
 )
+_IMPORT_HINT = "fix the error above in the task app module (it happens at import time)"
 
 _module_counter = itertools.count(1)
 # One module per task app file and file version (mtime, size): executing the file at every
@@ -103,12 +102,10 @@ def _user_traceback(exc: BaseException) -> str:
 
 
 def _raised(what: str, exc: BaseException, hint: str, doing: str = "") -> TaskAppError:
-    """``<what> raised <Error><doing>:`` and the user's traceback."""
     return TaskAppError(f"{what} raised {type(exc).__name__}{doing}:\n{_user_traceback(exc)}", hint=hint)
 
 
 def _call_factory(factory: Callable[[], Any], what: str) -> ASGIApp:
-    """Call a zero-argument factory and check that it produced an ASGI app."""
     try:
         result = factory()
     except Exception as exc:
@@ -163,7 +160,7 @@ def load_module_from_path(path: str | Path, *, fresh: bool = False) -> types.Mod
 
 
 def unload_module(module: types.ModuleType) -> None:
-    """Drop a private (``fresh``) module from ``sys.modules``; a no-op for one not registered."""
+    """Drop a private (``fresh``) module from ``sys.modules``."""
     if sys.modules.get(module.__name__) is module:
         del sys.modules[module.__name__]
 
@@ -171,21 +168,16 @@ def unload_module(module: types.ModuleType) -> None:
 def _task_app_file(path: str | Path) -> Path:
     file = Path(path)
     if not file.exists():
-        raise TaskAppError(
-            f"task app file {str(file)!r} does not exist",
-            hint=f"check the path (relative paths are resolved from the current directory: {Path.cwd()})",
-        )
-    if not file.is_file():
-        raise TaskAppError(
-            f"task app path {str(file)!r} is not a file",
-            hint="task_app_path must name a .py file that defines the app",
-        )
-    if file.suffix != ".py":
-        raise TaskAppError(
-            f"task app path {str(file)!r} is not a Python file (expected a .py suffix)",
-            hint="task_app_path must name a .py file; to import a module use target='pkg.module:app'",
-        )
-    return file.resolve()
+        problem = "file {} does not exist"
+        hint = f"check the path (relative paths are resolved from the current directory: {Path.cwd()})"
+    elif not file.is_file():
+        problem, hint = "path {} is not a file", "task_app_path must name a .py file that defines the app"
+    elif file.suffix != ".py":
+        problem = "path {} is not a Python file (expected a .py suffix)"
+        hint = "task_app_path must name a .py file; to import a module use target='pkg.module:app'"
+    else:
+        return file.resolve()
+    raise TaskAppError("task app " + problem.format(repr(str(file))), hint=hint)
 
 
 def _exec_as(
@@ -227,9 +219,6 @@ def _execute(file: Path) -> types.ModuleType:
                 sys.path.remove(directory)
 
 
-_IMPORT_HINT = "fix the error above in the task app module (it happens at import time)"
-
-
 def _app_from_module(module: types.ModuleType, where: str) -> ASGIApp:
     """The app of a task app module: ``app`` first, then the known factories."""
     found: list[str] = []
@@ -244,16 +233,13 @@ def _app_from_module(module: types.ModuleType, where: str) -> ASGIApp:
         found.append(f"`{attribute}` is {_describe(obj)}")
     looked_for = ", ".join(f"`{n}`" for n in (APP_ATTRIBUTE, *FACTORY_NAMES))
     message = f"task app module {where} defines no usable app: looked for {looked_for}"
-    if found:
-        message += "; found " + "; ".join(found)
+    message += "; found " + "; ".join(found) if found else ""
     hint = (
         "define a module-level `app = FastAPI(...)` (any ASGI app), or a zero-argument "
         "factory such as `def create_app(): return app`"
     )
-    others = _module_apps(module)
-    if others:
+    for name, obj in _module_apps(module)[:1]:
         file = Path(str(getattr(module, "__file__", "") or "app.py")).name
-        name, obj = others[0]
         hint = (
             f"did you mean '{file}:{name}'? `{name}` is {_describe(obj)}; a file target names an app "
             "that is not called `app` after a colon"
@@ -264,19 +250,16 @@ def _app_from_module(module: types.ModuleType, where: str) -> ASGIApp:
 def _module_apps(module: types.ModuleType, *, include_app: bool = False) -> list[tuple[str, Any]]:
     """The module's ASGI apps (``app`` only with *include_app*): app objects and middleware
     around one, and functions of ``(scope, receive, send)``; never a router or a helper."""
-    found = []
-    for name, obj in vars(module).items():
-        if name.startswith("_") or (name == APP_ATTRIBUTE and not include_app):
-            continue
-        if inspect.isclass(obj) or not is_asgi_app(obj):
-            continue
-        if inspect.isfunction(obj):
-            if list(inspect.signature(obj).parameters)[:3] != ["scope", "receive", "send"]:
-                continue
-        elif not (hasattr(obj, "router") or (hasattr(obj, "app") and not hasattr(obj, "routes"))):
-            continue
-        found.append((name, obj))
-    return found
+    names = [n for n in vars(module) if not n.startswith("_") and (include_app or n != APP_ATTRIBUTE)]
+    return [(name, obj) for name in names if _looks_like_app(obj := vars(module)[name])]
+
+
+def _looks_like_app(obj: Any) -> bool:
+    if not is_asgi_app(obj):
+        return False
+    if inspect.isfunction(obj):
+        return list(inspect.signature(obj).parameters)[:3] == ["scope", "receive", "send"]
+    return hasattr(obj, "router") or (hasattr(obj, "app") and not hasattr(obj, "routes"))
 
 
 def _target_module(target: str, *, fresh: bool) -> tuple[types.ModuleType, str, str]:
@@ -350,12 +333,9 @@ def _attribute(module: types.ModuleType, attr_path: str, what: str, source: str)
             apps = [name for name, _ in _module_apps(module, include_app=True)]
             close = closest(attr_path, public) or (apps[0] if apps else None)
             guess = f"did you mean {close!r}? " if close else ""
-            if apps:  # what the user is after, not every import of the module
-                listed = f"its apps: {', '.join(apps)}"
-            else:
-                listed = "it defines: " + (
-                    ", ".join(public[:20]) + (" …" if len(public) > 20 else "") or "nothing public"
-                )
+            defined = ", ".join(public[:20]) + (" …" if len(public) > 20 else "") or "nothing public"
+            # The apps are what the user is after, not every import of the module.
+            listed = f"its apps: {', '.join(apps)}" if apps else f"it defines: {defined}"
             raise TaskAppError(f"{what} has no attribute {attr_path!r} ({source!r})", hint=guess + listed)
         obj = getattr(obj, part)
     return obj
@@ -391,9 +371,8 @@ def resolve_fresh_app(
     factory: Callable[[], Any] | None = None,
     fresh: bool = True,
 ) -> tuple[ASGIApp, types.ModuleType | None]:
-    """Like :func:`resolve_app`, but a file or target is loaded anew into a private module, for
-    one server alone (returned with the app, for :func:`unload_module`; None for ``app=`` and
-    ``factory=``, which have nothing to reload)."""
+    """Like :func:`resolve_app`, but a file or target is loaded anew into a private module, returned
+    with the app for :func:`unload_module` (None for ``app=`` and ``factory=``)."""
     given = {"app": app, "task_app_path": task_app_path, "target": target, "factory": factory}
     chosen = [name for name, value in given.items() if value is not None]
     if len(chosen) != 1:

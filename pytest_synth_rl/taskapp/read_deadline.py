@@ -95,7 +95,7 @@ class _HeaderDeadline(asyncio.Protocol):
         self._refuse(408, b"Request Timeout", late)
 
     def _refuse(self, status: int, reason: bytes, message: str) -> None:
-        """Answer *status* with *message* and close, before the protocol has seen a request."""
+        """Answer and close, before the protocol has seen a request."""
         self.disarm()
         assert self.transport is not None
         body = message.encode()
@@ -104,8 +104,8 @@ class _HeaderDeadline(asyncio.Protocol):
 
 
 def header_deadline_protocol(inner: type[asyncio.Protocol], read_timeout: float) -> type[asyncio.Protocol]:
-    """*inner* (an uvicorn ``http=`` protocol class) with a deadline of *read_timeout* seconds on
-    each request's headers; serve the app through :func:`header_deadline_app`."""
+    """*inner* (an uvicorn ``http=`` protocol class) with a deadline on each request's headers;
+    serve the app through :func:`header_deadline_app`."""
     attrs = {"inner_class": inner, "read_timeout": float(read_timeout)}
     return type("HeaderDeadlineProtocol", (_HeaderDeadline,), attrs)
 

@@ -34,17 +34,15 @@ log = get_logger(__name__)
 #: uvicorn logs an app's exception (message and traceback) here: redacted like our own logs.
 _uvicorn_log = get_logger("uvicorn.error")
 
-_MAX_LOG_LINES = 500
-
 
 class _ThreadLogCapture(logging.Handler):
     """Keeps the log records emitted from the server's thread, formatted and redacted (attached
     to the root logger and to ``uvicorn``; a record seen by both is kept once)."""
 
-    def __init__(self, limit: int = _MAX_LOG_LINES) -> None:
+    def __init__(self) -> None:
         super().__init__(level=logging.NOTSET)
         self.thread_id: int | None = None
-        self.lines: collections.deque[str] = collections.deque(maxlen=limit)
+        self.lines: collections.deque[str] = collections.deque(maxlen=500)
         self._last: logging.LogRecord | None = None
         self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
 
@@ -138,8 +136,8 @@ class _Server(uvicorn.Server):
                 )
 
     async def abort(self, state: Any) -> None:
-        """Cancel what still runs and close its connections: uvicorn only cancels the tasks,
-        and their sockets would linger until garbage collection."""
+        """Cancel what still runs and close its connections (uvicorn only cancels the tasks: their
+        sockets would linger until garbage collection)."""
         tasks = list(state.tasks)
         for task in tasks:
             task.cancel()
@@ -183,12 +181,10 @@ def _bind(host: str, port: int, description: str) -> socket.socket:
 class ServerThread:
     """Serve *app* with uvicorn on a loopback socket from a daemon thread.
 
-    :meth:`start` returns once the server accepts connections (or raises
-    :class:`TaskAppError` with the server's log lines); :meth:`stop` always returns within a
-    bounded time, escalating from a graceful stop to a forced one to cancelling the loop.
-    With *read_timeout*, a request whose headers have not all arrived that many seconds after
-    the connection opened (or after the previous answer) gets 408 and is closed. *protocol*
-    names uvicorn's ``http=`` protocol (the plugin's own apps only; a team's app gets "auto").
+    :meth:`start` returns once the server accepts connections (or raises :class:`TaskAppError`
+    with its log); :meth:`stop` is bounded in time. With *read_timeout*, a request whose headers
+    are not all in that many seconds after the connection opened (or the previous answer) gets 408.
+    *protocol* is uvicorn's ``http=`` (the plugin's own apps only; a team's app gets "auto").
     """
 
     def __init__(
@@ -232,29 +228,25 @@ class ServerThread:
 
     @property
     def alive(self) -> bool:
-        """True while the server thread runs and has finished starting up."""
+        """The server thread runs and has finished starting up."""
         return self._server is not None and self._server.started and self.join(0) is False
 
     @property
     def died(self) -> bool:
-        """True if the thread ended although nobody asked it to stop."""
+        """The thread ended although nobody asked it to stop."""
         return self._server is not None and self._server.started and not self._stopping and self.join(0)
 
     @property
     def url(self) -> str:
-        """``http://<host>:<port>`` of the running server."""
         if self.port is None:
             raise RuntimeError(f"the {self.description} has not been started, so it has no URL yet")
         return f"http://{url_host(self.host)}:{self.port}"
 
     def failure_text(self) -> str:
         """What went wrong in the thread, as text for an error message."""
-        parts: list[str] = []
-        if self.error is not None:
-            parts.append(f"{type(self.error).__name__}: {self.error}")
-        lines = self.logs
-        if lines:
-            parts.append("server log:\n" + "\n".join(f"    {line}" for line in lines[-40:]))
+        parts = [f"{type(self.error).__name__}: {self.error}"] if self.error is not None else []
+        if self.logs:
+            parts.append("server log:\n" + "\n".join(f"    {line}" for line in self.logs[-40:]))
         return "\n  ".join(parts) if parts else "(the server logged nothing)"
 
     def start(self, timeout: float) -> int:
@@ -349,7 +341,6 @@ class ServerThread:
         self._in_loop(server.wake.set)
 
     def _cancel(self) -> None:
-        """Last resort for a stop that hangs (e.g. an app whose shutdown never returns)."""
         if self._task is not None:
             self._in_loop(self._task.cancel)
 
@@ -359,12 +350,9 @@ class ServerThread:
                 self._loop.call_soon_threadsafe(callback)
 
     def stop(self) -> None:
-        """Stop serving; idempotent, and bounded by about ``2 * shutdown_timeout + 2`` seconds.
-
-        Open requests get ``shutdown_timeout`` to finish, then the app's lifespan shutdown gets
-        as long again; past that the server is forced, then its task cancelled, and as a last
-        resort the daemon thread is left behind (it dies with the process).
-        """
+        """Stop serving; idempotent, bounded by about ``2 * shutdown_timeout + 2`` seconds: open
+        requests, then the lifespan shutdown, get ``shutdown_timeout`` each; then the server is
+        forced, its task cancelled, and as a last resort the daemon thread left behind."""
         self._stopping = True
         server, thread = self._server, self._thread
         try:
@@ -391,14 +379,12 @@ class ServerThread:
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the server thread to end; True if it has (or never started)."""
         thread = self._thread
-        if thread is None:
-            return True
-        thread.join(timeout)
-        return not thread.is_alive()
+        if thread is not None:
+            thread.join(timeout)
+        return thread is None or not thread.is_alive()
 
     def _abort(self) -> str | None:
-        """Stop a server whose startup has not finished: nothing to drain, cancel it outright.
-        Returns where in the app's code the startup was waiting, if it passed through any."""
+        """Cancel a server whose startup has not finished; where in the app's code it waited."""
         self._stopping = True
         server, thread = self._server, self._thread
         noise = _AbortNoise(self._capture.thread_id)
@@ -429,8 +415,7 @@ class ServerThread:
 def serve_asgi(
     app: Any, *, startup_timeout: float = 15.0, description: str = "ASGI app", **options: Any
 ) -> Iterator[ServerThread]:
-    """Serve *app* for the ``with`` block (*options* as for :class:`ServerThread`); the yielded
-    server has ``.url`` and ``.logs``."""
+    """Serve *app* for the ``with`` block (*options* as for :class:`ServerThread`)."""
     server = ServerThread(app, description=description, **options)
     server.start(startup_timeout)
     try:

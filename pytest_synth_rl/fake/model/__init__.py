@@ -19,16 +19,17 @@ from pytest_synth_rl.fake.model.policy import (
     PolicyError,
     PolicyReply,
     Progress,
+    ReplayError,
+    ReplayPolicy,
     Reply,
     RolloutIdentity,
+    ScriptedPolicy,
     ToolCall,
     answer_with,
     last_user_text,
     offered_tools,
     tool_call,
 )
-from pytest_synth_rl.fake.model.replay import ReplayError, ReplayPolicy
-from pytest_synth_rl.fake.model.scripted import ScriptedPolicy
 
 __all__ = [
     "SUBMIT_ANSWER_TOOL",

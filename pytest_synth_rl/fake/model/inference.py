@@ -55,9 +55,8 @@ __all__ = [
     "tool_call",
 ]
 
-#: What a policy returns (kept as an alias of :data:`~pytest_synth_rl.fake.model.PolicyReply`).
+#: Earlier names of :data:`.PolicyReply` and :class:`.Policy`.
 InferenceReply = PolicyReply
-#: A policy (kept as an alias of :class:`~pytest_synth_rl.fake.model.Policy`).
 InferencePolicy = Policy
 
 _CHAT_SUFFIX = "/chat/completions"
@@ -67,7 +66,6 @@ _MODELS_SUFFIX = "/models"
 _MAX_BODY_BYTES = 8 * 1024 * 1024
 _MAX_ROUTES = 10_000  # rollout routes and per-rollout call lists kept (the newest)
 _MAX_CALLS_PER_ROLLOUT = 1_000
-_MAX_REQUESTS = 10_000
 #: Why a call without a correlation id is refused where every handed-out URL carries one.
 NO_CORRELATION_ID = (
     "the call carried no correlation id: POST {path} is not under the URL the rollout was given "
@@ -104,8 +102,6 @@ class ModelCall:
 
 log = get_logger("pytest_synth_rl.fake.model.inference")
 
-_MAX_TRACEBACK_CHARS = 4000  # the end of a policy's traceback: innermost frames and the error
-
 
 def _policy_failure(exc: BaseException) -> tuple[str, str]:
     """``(one line, traceback)`` of an exception the policy raised, the stub's frame left out."""
@@ -119,12 +115,11 @@ def _policy_failure(exc: BaseException) -> tuple[str, str]:
     for frame, line in spots[-1:]:
         where = f" ({os.path.basename(frame.f_code.co_filename)}:{line} in {frame.f_code.co_name})"
     text = "".join(traceback.format_exception(type(exc), exc, own))
-    return f"raised {type(exc).__name__}: {exc}{where}", text[-_MAX_TRACEBACK_CHARS:]
+    return f"raised {type(exc).__name__}: {exc}{where}", text[-4000:]  # the innermost frames and the error
 
 
 def _correlation_id(path: str, query: str) -> str | None:
-    """The correlation id of a call: *query*'s, else *path*'s last ``trace_``/``cid_``/``eval_``
-    segment."""
+    """*query*'s correlation id, else *path*'s last ``trace_``/``cid_``/``eval_`` segment."""
     params = parse_qs(query)
     for key in _ID_QUERY_KEYS:
         if params.get(key, [""])[0]:
@@ -133,7 +128,6 @@ def _correlation_id(path: str, query: str) -> str | None:
     return segments[-1] if segments else None
 
 
-# -- the stub -------------------------------------------------------------------------------
 class _RequestError(Exception):
     """A refused call; *failure* is what went wrong in the policy itself, with its traceback."""
 
@@ -187,10 +181,8 @@ def _as_message(reply: Any) -> dict[str, Any]:
     """A policy's reply as the assistant message sent on the wire."""
     if isinstance(reply, str):
         return {"role": "assistant", "content": reply}
-    if isinstance(reply, ToolCall):
-        reply = Reply(tool_calls=(reply,))
-    if isinstance(reply, Reply):
-        return reply.to_message()
+    if isinstance(reply, (Reply, ToolCall)):
+        return (reply if isinstance(reply, Reply) else Reply(tool_calls=(reply,))).to_message()
     if not isinstance(reply, Mapping):
         expected = "expected a str, Reply, ToolCall, PolicyError or a message dict"
         raise _policy_error(f"returned {type(reply).__name__}; {expected}")
@@ -241,7 +233,7 @@ class StubInference:
         self.progress = Progress()
         #: Request bodies received, in order: the newest :attr:`max_requests`.
         self.requests: list[dict[str, Any]] = []
-        self.max_requests = _MAX_REQUESTS
+        self.max_requests = 10_000
         self.dropped_requests = 0
         #: Refuse (400) calls without a correlation id, where every URL handed out carries one.
         self.require_correlation_id = False
@@ -253,7 +245,6 @@ class StubInference:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
 
-    # -- routing rollouts -----------------------------------------------------------------------
     def route(self, rollout: RolloutIdentity, progress: Progress) -> str:
         """Register one rollout (while served); returns its inference URL
         ``http://127.0.0.1:<port>/<cid>``, whose calls get this identity and progress."""
@@ -283,7 +274,6 @@ class StubInference:
                 return f"{call.policy_error}, on model call {number} of the rollout"
         return None
 
-    # -- plain-Python use ---------------------------------------------------------------------
     def complete(self, request: Mapping[str, Any], *, correlation_id: str | None = None) -> dict[str, Any]:
         """Answer one chat-completions *request* body without HTTP; :class:`ValueError` if it is
         not one or the policy answers with an error."""
@@ -293,7 +283,6 @@ class StubInference:
             raise ValueError(str(exc)) from exc
 
     def clear(self) -> None:
-        """Forget recorded requests, calls and routes."""
         with self._lock:
             self.requests.clear()
             self.dropped_requests = 0
@@ -302,7 +291,6 @@ class StubInference:
 
     @property
     def last_request(self) -> dict[str, Any] | None:
-        """The most recent request body, or None."""
         with self._lock:
             return self.requests[-1] if self.requests else None
 
@@ -390,7 +378,6 @@ class StubInference:
             ) from None
         return message
 
-    # -- ASGI ---------------------------------------------------------------------------------
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             return await serve_lifespan(receive, send)
@@ -399,7 +386,17 @@ class StubInference:
         if path.endswith(_CHAT_SUFFIX) and method == "POST":
             query = scope.get("query_string", b"").decode("latin-1")
             cid = _correlation_id(path[: -len(_CHAT_SUFFIX)], query)
-            status, payload = self._handle(await read_body(receive, _MAX_BODY_BYTES), cid, path)
+            raw = await read_body(receive, _MAX_BODY_BYTES)
+            try:
+                try:
+                    request = json.loads(raw)
+                except (ValueError, UnicodeDecodeError) as exc:
+                    raise _RequestError(
+                        400, f"the request body is not valid JSON: {exc}", "invalid_json"
+                    ) from exc
+                status, payload = 200, self._complete(request, cid, path)
+            except _RequestError as exc:
+                status, payload = exc.status, exc.body()
         else:
             status, payload = self._route(method, path)
         body = json.dumps(payload, allow_nan=False).encode()  # replies are checked when made
@@ -418,19 +415,6 @@ class StubInference:
             return 200, {"status": "ok", "service": "stub-inference"}
         return 404, _error_body(f"no route {method} {path}; the stub serves {_SERVED}", "not_found")
 
-    def _handle(self, raw: bytes, cid: str | None = None, path: str = "") -> tuple[int, dict[str, Any]]:
-        try:
-            try:
-                body = json.loads(raw)
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise _RequestError(
-                    400, f"the request body is not valid JSON: {exc}", "invalid_json"
-                ) from exc
-            return 200, self._complete(body, cid, path)
-        except _RequestError as exc:
-            return exc.status, exc.body()
-
-    # -- serving ------------------------------------------------------------------------------
     @contextlib.contextmanager
     def serve(self, *, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
         """Serve the stub on loopback; yields ``http://127.0.0.1:<port>/v1`` (no key needed)."""

@@ -56,16 +56,13 @@ def _probability_problem(value: object, what: str) -> ConfigProblem | None:
 
 def _callable_problem(name: str, value: object, usage: str, arguments: int = 1) -> ConfigProblem | None:
     """Why *value* cannot be called with *arguments* positional arguments, or None."""
-    if not callable(value):
-        return ConfigProblem(
-            f"LearningPolicy.{name}", f"must be a function, got {value!r:.80}", f"pass {usage}"
-        )
-    takes = signature_problem(value, arguments)
+    takes = (
+        signature_problem(value, arguments) if callable(value) else f"must be a function, got {value!r:.80}"
+    )
     if takes is None:
         return None
-    return ConfigProblem(
-        f"LearningPolicy.{name}", f"{takes}; it is called with {arguments} argument(s)", f"pass {usage}"
-    )
+    problem = f"{takes}; it is called with {arguments} argument(s)" if callable(value) else takes
+    return ConfigProblem(f"LearningPolicy.{name}", problem, f"pass {usage}")
 
 
 def _say_wrong(request: ChatRequest, rng: random.Random) -> PolicyReply:
@@ -73,15 +70,10 @@ def _say_wrong(request: ChatRequest, rng: random.Random) -> PolicyReply:
 
 
 class LearningPolicy:
-    """Right answers (``solve``) with probability ``curve(fraction done)``, else ``wrong``.
-
-    Arguments:
-        solve: ``solve(request) -> reply``: the right answer (text, :class:`Reply`, ...); ``None``
-            means "no answer for this prompt" and is sent as the text of *unanswerable*.
-        wrong: ``wrong(request, rng) -> reply``: a wrong answer (default: "I am not sure."); use
-            *rng* for any randomness so answers stay reproducible.
-        curve: a probability (constant) or ``fraction -> probability``; default ``linear(0.15, 0.95)``.
-        seed: varies which calls are answered right, reproducibly.
+    """Right answers ``solve(request)`` (None: send *unanswerable*) with probability
+    ``curve(fraction done)`` (or a constant; default ``linear(0.15, 0.95)``), else
+    ``wrong(request, rng)`` (use *rng* for any randomness, so answers stay reproducible).
+    *seed* varies which calls are answered right, reproducibly.
     """
 
     def __init__(
@@ -121,7 +113,6 @@ class LearningPolicy:
         self._lock = threading.Lock()
 
     def accuracy_at(self, fraction: float) -> float:
-        """The probability of a right answer when *fraction* of training is done."""
         value = self.curve(fraction) if callable(self.curve) else self.curve
         problem = _probability_problem(value, f"the curve's value at fraction {fraction:g}")
         if problem is not None:
@@ -168,27 +159,23 @@ def parse_arithmetic(text: str) -> tuple[int, str, int] | None:
 
 
 def solve_arithmetic(left: int, op: str, right: int) -> int:
-    """The exact answer to ``left op right``."""
     if op not in _OPERATORS:
         raise ValueError(f"unsupported operator {op!r}; expected one of + - *")
     return _OPERATORS[op](left, right)
 
 
-def _arithmetic_answer(request: ChatRequest) -> int | None:
+_NO_QUESTION = "I could not find an arithmetic question to answer."
+
+
+def _solve_arithmetic(request: ChatRequest, off_by: int = 0) -> Reply | None:
     parsed = parse_arithmetic(request.prompt)
-    return None if parsed is None else solve_arithmetic(*parsed)
-
-
-def _solve_arithmetic(request: ChatRequest) -> Reply | None:
-    answer = _arithmetic_answer(request)
-    return None if answer is None else answer_with(request, answer, tool=SUBMIT_ANSWER_TOOL)
+    if parsed is None:
+        return None
+    return answer_with(request, solve_arithmetic(*parsed) + off_by, tool=SUBMIT_ANSWER_TOOL)
 
 
 def _wrong_arithmetic(request: ChatRequest, rng: random.Random) -> PolicyReply:
-    answer = _arithmetic_answer(request)
-    if answer is None:
-        return "I could not find an arithmetic question to answer."
-    return answer_with(request, answer + rng.choice((-3, -2, -1, 1, 2, 3)), tool=SUBMIT_ANSWER_TOOL)
+    return _solve_arithmetic(request, rng.choice((-3, -2, -1, 1, 2, 3))) or _NO_QUESTION
 
 
 class ArithmeticPolicy(LearningPolicy):
@@ -197,9 +184,5 @@ class ArithmeticPolicy(LearningPolicy):
 
     def __init__(self, accuracy: float | Curve = 1.0, *, seed: int = 0) -> None:
         super().__init__(
-            _solve_arithmetic,
-            wrong=_wrong_arithmetic,
-            curve=accuracy,
-            seed=seed,
-            unanswerable="I could not find an arithmetic question to answer.",
+            _solve_arithmetic, wrong=_wrong_arithmetic, curve=accuracy, seed=seed, unanswerable=_NO_QUESTION
         )

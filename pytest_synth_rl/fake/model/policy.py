@@ -1,4 +1,4 @@
-"""The policy protocol: ``policy(request: ChatRequest) -> PolicyReply``.
+"""The policy protocol, ``policy(request: ChatRequest) -> PolicyReply``, and the canned policies.
 
 A :class:`ChatRequest` is the chat-completions body (also a read-only mapping over it) plus the
 rollout it belongs to and the training progress. A :data:`PolicyReply` is text, a :class:`Reply`,
@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Iterator, Mapping
+import os
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+from pytest_synth_rl.errors import ConfigProblem, SynthError, SynthUsageError, closest
 
 
 @dataclass(frozen=True)
@@ -37,7 +41,7 @@ class Progress:
 
 @dataclass(frozen=True)
 class RolloutIdentity:
-    """Which rollout a model call belongs to (all None for a call outside any rollout)."""
+    """Which rollout a model call belongs to (all None outside any rollout)."""
 
     correlation_id: str | None = None
     seed: int | None = None
@@ -46,25 +50,17 @@ class RolloutIdentity:
     run_id: str | None = None
 
 
-def _content_text(content: Any) -> str:
-    """Message content as text: a string, or the text parts of a multi-part content list."""
-    if isinstance(content, str):
-        return content
+def last_user_text(request: Mapping[str, Any]) -> str:
+    """The text of the last ``user`` message in a chat-completions request ("" if none); of a
+    multi-part content list, its text parts."""
+    messages = request.get("messages")
+    messages = messages if isinstance(messages, list) else []
+    users = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
+    content = users[-1].get("content") if users else ""
     if isinstance(content, list):
         parts = [p.get("text", "") for p in content if isinstance(p, Mapping) and p.get("type") == "text"]
         return "\n".join(str(p) for p in parts)
-    return ""
-
-
-def last_user_text(request: Mapping[str, Any]) -> str:
-    """The text of the last ``user`` message in a chat-completions request ("" if none)."""
-    messages = request.get("messages")
-    users = (
-        [m for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
-        if isinstance(messages, list)
-        else []
-    )
-    return _content_text(users[-1].get("content")) if users else ""
+    return content if isinstance(content, str) else ""
 
 
 def offered_tools(request: Mapping[str, Any]) -> list[str]:
@@ -115,7 +111,6 @@ class ChatRequest(Mapping[str, Any]):
 
     @property
     def tools(self) -> list[str]:
-        """Names of the offered tools."""
         return offered_tools(self.body)
 
     @property
@@ -130,7 +125,6 @@ class ChatRequest(Mapping[str, Any]):
 
     @property
     def prompt(self) -> str:
-        """The text of the last user message ("" if none)."""
         return last_user_text(self.body)
 
 
@@ -190,7 +184,7 @@ class Policy(Protocol):
 
 
 def as_chat_request(request: Mapping[str, Any]) -> ChatRequest:
-    """*request* as a :class:`ChatRequest` (a bare body dict: outside any rollout, progress 0)."""
+    """*request* as a :class:`ChatRequest` (a bare body: outside any rollout, progress 0)."""
     return request if isinstance(request, ChatRequest) else ChatRequest(request)
 
 
@@ -228,8 +222,8 @@ def policy_problem(policy: object) -> str | None:
 
 
 def signature_problem(function: Any, arguments: int) -> str | None:
-    """``"<function> takes (a, b)"`` if *function* cannot be called with *arguments* positional
-    arguments, else None (also when it has no signature to read)."""
+    """``"<function> takes (a, b)"`` if *function* cannot take *arguments* positional arguments
+    (None also when it has no signature to read)."""
     try:
         signature = inspect.signature(function)
     except (TypeError, ValueError):
@@ -239,3 +233,118 @@ def signature_problem(function: Any, arguments: int) -> str | None:
     except TypeError:
         return f"{function!r:.80} takes {signature}"
     return None
+
+
+class ScriptedPolicy:
+    """``ScriptedPolicy("42")``, ``ScriptedPolicy(Reply.tool("submit", answer=1), "done")`` or
+    ``ScriptedPolicy(lambda request: ...)``. Fixed replies go by the call's turn within its rollout
+    (concurrent rollouts all see the same script), the last one repeating."""
+
+    def __init__(self, *replies: PolicyReply | Callable[[ChatRequest], PolicyReply]) -> None:
+        __tracebackhide__ = True
+        functions = [r for r in replies if callable(r)]
+        if not replies or (functions and len(replies) > 1):
+            got = (
+                "no replies" if not replies else f"{len(functions)} function(s) among {len(replies)} replies"
+            )
+            problem = (
+                "takes at least one reply (the last one repeats) or one function of the request, "
+                f"not both; got {got}"
+            )
+            hint = (
+                'e.g. ScriptedPolicy("42"), ScriptedPolicy(Reply.tool("submit", answer=1), "done") '
+                "or ScriptedPolicy(lambda request: ...)"
+            )
+            raise SynthUsageError([ConfigProblem("ScriptedPolicy", problem, hint)])
+        self._function: Callable[[ChatRequest], PolicyReply] | None = functions[0] if functions else None
+        self.replies: tuple[PolicyReply, ...] = () if functions else tuple(replies)  # type: ignore[arg-type]
+
+    def __call__(self, request: Mapping[str, Any]) -> PolicyReply:
+        request = as_chat_request(request)
+        if self._function is not None:
+            return self._function(request)
+        return self.replies[min(request.turn, len(self.replies) - 1)]
+
+    def __repr__(self) -> str:
+        if self._function is not None:
+            return f"ScriptedPolicy({getattr(self._function, '__name__', '<function>')})"
+        return f"ScriptedPolicy({len(self.replies)} replies)"
+
+
+class ReplayError(SynthError, ValueError):
+    """A replay file is missing or has a bad line; the message names the file and line."""
+
+
+def _replayed_message(completion: Any, where: str) -> dict[str, Any]:
+    choices = completion.get("choices") if isinstance(completion, Mapping) else None
+    if not isinstance(choices, list) or not choices:
+        keys = sorted(completion)[:8] if isinstance(completion, Mapping) else type(completion).__name__
+        raise ReplayError(
+            f"{where}: expected a chat.completion object with a non-empty 'choices' list, got {keys} "
+            '(hint: one completion per line, or {"request": {...}, "response": {...}})'
+        )
+    message = choices[0].get("message") if isinstance(choices[0], Mapping) else None
+    if not isinstance(message, Mapping):
+        raise ReplayError(
+            f"{where}: choices[0] has no 'message' object (hint: record non-streamed completions)"
+        )
+    return dict(message)
+
+
+class ReplayPolicy:
+    """``ReplayPolicy("recorded.jsonl")``: replies recorded from a real model, one ``chat.completion``
+    or ``{"request": ..., "response": ...}`` a line. Lines with a request are matched by prompt; the
+    others go by turn within the rollout, the last one repeating. A malformed file fails on load."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.by_prompt: dict[str, dict[str, Any]] = {}
+        self.in_order: list[dict[str, Any]] = []
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            relative = (
+                ""
+                if self.path.is_absolute()
+                else f" (relative to the working directory: {self.path.absolute()})"
+            )
+            raise ReplayError(
+                f"cannot read replay file {str(path)!r}{relative}: {reason} (hint: pass an absolute path, "
+                "e.g. Path(__file__).parent / 'recorded.jsonl' for a file next to the test)"
+            ) from None
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            where = f"{self.path}:{number}"
+            try:
+                entry = json.loads(line)
+            except ValueError as exc:
+                raise ReplayError(f"{where}: not valid JSON ({exc})") from None
+            if isinstance(entry, Mapping) and "response" in entry:
+                request = entry.get("request")
+                if not isinstance(request, Mapping):
+                    raise ReplayError(f"{where}: 'request' must be the chat request object it answered")
+                self.by_prompt[last_user_text(request)] = _replayed_message(entry["response"], where)
+            else:
+                self.in_order.append(_replayed_message(entry, where))
+        if not self.by_prompt and not self.in_order:
+            raise ReplayError(f"{self.path}: no completions (expected one JSON object per line)")
+
+    def __call__(self, request: Mapping[str, Any]) -> PolicyReply:
+        request = as_chat_request(request)
+        found = self.by_prompt.get(request.prompt)
+        if found is not None:
+            return found
+        if self.by_prompt and not self.in_order:
+            near = closest(request.prompt, self.by_prompt)
+            hint = f"; did you mean {near!r}?" if near is not None else ""
+            return PolicyError(
+                f"{self.path} has no recorded completion for the prompt {request.prompt!r:.200}{hint}",
+                status=404,
+                code="not_recorded",
+            )
+        return self.in_order[min(request.turn, len(self.in_order) - 1)]
+
+    def __repr__(self) -> str:
+        return f"ReplayPolicy({str(self.path)!r}, {len(self.by_prompt) + len(self.in_order)} completions)"

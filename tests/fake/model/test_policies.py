@@ -10,8 +10,14 @@ from typing import Any
 import pytest
 
 from pytest_synth_rl.errors import SynthUsageError
-from pytest_synth_rl.fake.model import ChatRequest, LearningPolicy, PolicyError, ReplayPolicy, linear
-from pytest_synth_rl.fake.model.replay import ReplayError
+from pytest_synth_rl.fake.model import (
+    ChatRequest,
+    LearningPolicy,
+    PolicyError,
+    ReplayError,
+    ReplayPolicy,
+    linear,
+)
 
 
 def _completion(text: str) -> dict[str, Any]:
