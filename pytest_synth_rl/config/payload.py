@@ -11,8 +11,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
-from pytest_synth_rl.config.coerce import describe
-from pytest_synth_rl.config.known_keys import config_warnings, warn_about_config
 from pytest_synth_rl.config.loader import (
     apply_overrides,
     config_source,
@@ -20,7 +18,8 @@ from pytest_synth_rl.config.loader import (
     read_config_bytes,
     split_overrides,
 )
-from pytest_synth_rl.config.problems import ProblemList, config_error
+from pytest_synth_rl.config.problems import ProblemList, config_error, describe
+from pytest_synth_rl.config.rules import config_warnings, warn_about_config
 from pytest_synth_rl.config.tree import PassedChecks, copy_tree, exact_key, plain_copy
 from pytest_synth_rl.config.urls import http_url_problem, normalize_backend_url, resolve_task_url
 from pytest_synth_rl.config.validate import ModelRejected, check_rl_config, config_problems, resolve_rl_model

@@ -13,16 +13,15 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from pytest_synth_rl.config.coerce import INT64_LIMIT, describe
-from pytest_synth_rl.config.known_keys import point_at_near_misses
-from pytest_synth_rl.config.problems import KeyPath, ProblemList, key_text
+from pytest_synth_rl.config.problems import KeyPath, ProblemList, describe, key_text
 from pytest_synth_rl.config.rules import (
     check_algorithm_triple,
     check_reward_sections,
     inject_defaults,
+    point_at_near_misses,
     precheck,
 )
-from pytest_synth_rl.config.schema import RL_CONFIG, check_section
+from pytest_synth_rl.config.schema import INT64_LIMIT, RL_CONFIG, check_section
 from pytest_synth_rl.config.tree import PassedChecks, TreeShapeError, exact_key, plain_copy
 from pytest_synth_rl.errors import ConfigProblem
 
