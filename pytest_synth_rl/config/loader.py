@@ -62,8 +62,7 @@ def _file_error(path: Path, message: str, hint: str) -> ConfigError:
 
 
 def read_config_bytes(path: Path) -> bytes:
-    """The file's bytes, or a ConfigError: opened non-blocking (a pipe would wait for a writer), checked
-    with ``fstat`` on the descriptor, read only up to the limit (``/proc`` files report size 0)."""
+    """The file's bytes, or a ConfigError; non-blocking (a pipe would wait), read up to the limit."""
     directory = "is a directory, expected a TOML file", "point at the .toml file itself"
     try:
         descriptor = os.open(path, _OPEN_FLAGS)
@@ -289,8 +288,7 @@ def apply_overrides(
     source: str | None = None,
     allow_new_keys: bool = False,
 ) -> dict[str, Any]:
-    """A copy of *config* with the non-special overrides applied; one adding a key neither the config
-    nor the schema has is a ConfigError with a "did you mean", unless *allow_new_keys*."""
+    """A copy of *config* with the non-special overrides applied; unknown new keys fail unless allowed."""
     parsed: list[tuple[tuple[str, ...], str, Any]] = []
     for key, value in split_overrides(overrides, source=source)[1]:
         path = parse_dotted_key(key, source=source)
@@ -374,8 +372,7 @@ def load_rl_config(
     overrides: Mapping[str, Any] | None = None,
     allow_new_keys: bool = False,
 ) -> dict[str, Any]:
-    """The parsed TOML with non-special *overrides* applied; not validated yet (the special keys are
-    type-checked only)."""
+    """The parsed TOML with non-special *overrides* applied, not validated yet."""
     path = config_source(config_path)
     return apply_overrides(read_toml_file(path), overrides, source=str(path), allow_new_keys=allow_new_keys)
 

@@ -95,8 +95,7 @@ def short_key(path: Sequence[object]) -> str:
 
 
 class _Node:
-    """A key of the trie of recorded paths: broken here, items listed, and (once it has a line
-    counting them) its path and how many problems inside it are not listed."""
+    """A key of the trie of recorded paths; ``path`` is set once it has a line counting unlisted ones."""
 
     __slots__ = ("broken", "children", "listed", "path", "unlisted")
 

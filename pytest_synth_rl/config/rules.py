@@ -66,24 +66,21 @@ def _table(
     return value
 
 
-#: Rules 3-9: keys that must be truthy once their table is there: (key, what is wrong, example).
+#: Rules 3-9: keys that must be truthy once their table is there, and what is wrong when not
+#: (the hint's example is the schema's).
 _TRUTHY_KEYS = {
-    "compute": (
-        ("gpu_type", 'empty; expected a GPU type like "H100"', 'gpu_type = "H100"'),
-        ("gpu_count", "zero; expected a non-zero GPU count", "gpu_count = 1"),
-    ),
-    "rollout": (
-        (
-            "env_name",
-            "empty; expected a string naming an environment the task app serves",
-            'env_name = "math"',
-        ),
-        ("policy_name", "empty; expected a string naming a policy name", 'policy_name = "math-single-step"'),
-    ),
-    "model": (
-        ("trainer_mode", 'empty; expected "lora", "qlora" or "full"', 'trainer_mode = "lora"'),
-        ("label", "empty; expected a label for the trained model", 'label = "my-rl-model"'),
-    ),
+    "compute": {
+        "gpu_type": 'empty; expected a GPU type like "H100"',
+        "gpu_count": "zero; expected a non-zero GPU count",
+    },
+    "rollout": {
+        "env_name": "empty; expected a string naming an environment the task app serves",
+        "policy_name": "empty; expected a string naming a policy name",
+    },
+    "model": {
+        "trainer_mode": 'empty; expected "lora", "qlora" or "full"',
+        "label": "empty; expected a label for the trained model",
+    },
 }
 #: Rules 5 and 8: tables that must be there and non-empty, with what they need.
 _REQUIRED_TABLES = {
@@ -93,10 +90,11 @@ _REQUIRED_TABLES = {
 
 
 def _truthy_keys(problems: ProblemList, table: Mapping[str, Any], section: str, kind: str) -> None:
-    for key, wrong, example in _TRUTHY_KEYS[kind]:
-        if not truthy(table.get(key)):
+    schema = RL_CONFIG.fields[section].section
+    for key, wrong in _TRUTHY_KEYS[kind].items():
+        if not truthy(table.get(key)) and schema is not None:
             message = f"missing or {wrong}, got {describe(table.get(key))}"
-            problems.add((section, key), message, f"add `{example}` under [{section}]")
+            problems.add((section, key), message, f"add `{schema.fields[key].example}` under [{section}]")
 
 
 def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
@@ -181,8 +179,7 @@ def _model_identity(config: Mapping[str, Any], problems: ProblemList) -> None:
 
 
 def inject_defaults(config: MutableMapping[str, Any], problems: ProblemList) -> None:
-    """Rule 12: ``services.task_url = "placeholder"`` when [services] is absent, and
-    ``compute.topology.reference_placement = "none"`` when not set."""
+    """Rule 12: a placeholder ``services.task_url`` and ``compute.topology.reference_placement``."""
     if "services" not in config:
         config["services"] = {"task_url": "placeholder"}
     compute = config.get("compute")
@@ -321,8 +318,7 @@ def check_reward_sections(config: Mapping[str, Any], problems: ProblemList) -> N
 
 
 class SynthConfigWarning(UserWarning):
-    """A config key or section the RL schema does not know, or a count no trainer can run (0, a
-    negative number, a boolean): the SDK forwards both, but they are likely mistakes."""
+    """An unknown config key or section, or a count no trainer can run: forwarded, but likely a mistake."""
 
 
 #: Keys the official example TOMLs use though the schema lacks them (contract §2.1), per section.
@@ -364,8 +360,7 @@ def _table_at(config: Mapping[str, Any], path: KeyPath) -> Mapping[str, Any] | N
 
 
 def config_warnings(config: Mapping[str, Any]) -> list[str]:
-    """Every warning *config* earns: unknown keys, each with the known key (below its table) it was
-    meant to be (a field of exactly one sub-table wins over a look-alike sibling), and bad counts."""
+    """Unknown keys with the known key meant (a field of one sub-table beats a sibling), bad counts."""
     found: list[str] = []
 
     def walk(table: Mapping[str, Any], path: KeyPath, section: Section) -> None:
@@ -415,8 +410,7 @@ def warn_about_config(config: Mapping[str, Any], *, source: str | None = None) -
 def check_override_keys(
     config: Mapping[str, Any], edits: Iterable[tuple[tuple[str, ...], str]], *, source: str | None = None
 ) -> None:
-    """Refuse overrides that add a key neither *config* nor the schema has (anything goes below a
-    free-form table), naming the nearest known key."""
+    """Refuse overrides adding a key neither *config* nor the schema has, naming the nearest known one."""
     problems = []
     for path, origin in edits:
         for depth, part in enumerate(path):
@@ -435,8 +429,7 @@ def check_override_keys(
 
 
 def point_at_near_misses(config: Mapping[str, Any], problems: ProblemList) -> None:
-    """Append "; found 'batch_sise'; did you mean 'batch_size'?" to each "missing" problem whose
-    table holds an unknown key that looks like a misspelling of the missing one."""
+    """Add "; found 'batch_sise'; did you mean 'batch_size'?" to a "missing" problem with a near miss."""
 
     def change(path: KeyPath, problem: ConfigProblem) -> ConfigProblem:
         if not path or not problem.message.startswith("missing") or not isinstance(path[-1], str):
