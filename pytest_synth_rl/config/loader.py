@@ -328,7 +328,7 @@ def _apply(
     source: str | None,
     above: tuple[str, ...] = (),
 ) -> None:
-    """Apply one edit at *path* below *node*; *above* is where *node* sits (for messages)."""
+    """Apply one edit at *path* below *node*, which sits at *above*."""
     for depth, segment in enumerate(path[:-1]):
         child = node.get(segment)
         if child is None:
@@ -341,7 +341,7 @@ def _apply(
         node.pop(last, None)
         return
     if not isinstance(value, Mapping):
-        node[last] = plain_copy(value)
+        node[last] = value  # apply_overrides made it a fresh copy
         return
     existing = node.get(last)
     if existing is None:
