@@ -15,14 +15,7 @@ import warnings
 from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any
 
-from pytest_synth_rl.config.problems import (
-    KeyPath,
-    ProblemList,
-    capped_error,
-    describe,
-    format_key,
-    key_text,
-)
+from pytest_synth_rl.config.problems import KeyPath, ProblemList, capped_error, describe, format_key, key_text
 from pytest_synth_rl.config.schema import RL_CONFIG, Section, check_section, section_of
 from pytest_synth_rl.errors import ConfigProblem, closest
 from pytest_synth_rl.secrets.callers import outside_stacklevel
