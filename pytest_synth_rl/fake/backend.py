@@ -9,9 +9,9 @@ advancing), the task app's keys, the stand-in model, and a :class:`~.handler.Req
 from __future__ import annotations
 
 import contextlib
+import math
 import re
-import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
@@ -25,6 +25,7 @@ from pytest_synth_rl.errors import (
     ConfigProblem,
     SynthError,
     SynthUsageError,
+    finite_number,
     keywords_checked,
     seconds_problem,
 )
@@ -39,7 +40,7 @@ from pytest_synth_rl.fake.model.inference import StubInference
 from pytest_synth_rl.fake.model.policy import policy_problem
 from pytest_synth_rl.fake.mount import mount, unmount
 from pytest_synth_rl.fake.rollouts import RolloutDriver
-from pytest_synth_rl.fake.scenario import Scenario
+from pytest_synth_rl.fake.scenario import Scenario, int_in
 from pytest_synth_rl.fake.stand_in import StandInModel
 from pytest_synth_rl.fake.store import JobStore, RolloutsMode
 from pytest_synth_rl.fake.wire import LoggedRequest
@@ -54,38 +55,92 @@ DEFAULT_API_KEY = "sk_test_fake_backend_key"
 _JOB_ID_PREFIX = re.compile(r"[A-Za-z0-9_-]{1,40}")
 
 
-def _usage(key: str, message: str, hint: str) -> SynthUsageError:
-    return SynthUsageError([ConfigProblem(key, message, hint)])
+def _url_problem(base_url: object) -> str | None:
+    parts = urlsplit(base_url.strip()) if isinstance(base_url, str) else None
+    if parts is not None and parts.scheme in ("http", "https") and parts.netloc:
+        return None
+    return f"must be an http(s) URL, got {base_url!r}"
 
 
-def _refuse(key: str, problem: object, hint: str) -> None:
-    """Raise the usage error for *key* when there is a *problem* (None: all is well)."""
-    if problem is not None:
-        raise _usage(key, str(problem), hint)
+def _key_problem(key: object) -> str | None:
+    return key_problem(key) if isinstance(key, str) and key else "must be a non-empty string"
 
 
-def _api_root(base_url: str) -> tuple[str, str]:
-    """``(api_base_url, api_path)`` for *base_url*: ``/api`` is appended unless present."""
-    text = (base_url or "").strip().rstrip("/")
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        message = f"must be an http(s) URL, got {base_url!r}"
-        raise _usage(
-            "FakeSynthBackend.base_url", message, "e.g. FakeSynthBackend(base_url='https://api.usesynth.ai')"
-        )
-    api_base = normalize_backend_url(text)
-    return api_base, urlsplit(api_base).path
-
-
-def _positive(value: object, most: float) -> bool:
-    """Whether *value* is a number in ``(0, most]``."""
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and 0 < value <= most
-
-
-def _job_id_prefix_problem(prefix: object) -> str | None:
+def _prefix_problem(prefix: object) -> str | None:
     if isinstance(prefix, str) and _JOB_ID_PREFIX.fullmatch(prefix):
         return None
     return f"must be 1-40 letters, digits, '_' or '-' (it goes into URL paths), got {prefix!r:.60}"
+
+
+def _seconds_up_to_an_hour(seconds: object) -> str | None:
+    number = finite_number(seconds) if isinstance(seconds, (int, float)) else None
+    if number is not None and 0 < number <= 3600:
+        return None
+    return f"must be a number of seconds in (0, 3600], got {seconds!r}"
+
+
+def _speed_problem(speed: object) -> str | None:
+    number = finite_number(speed)
+    if speed is None or (number is not None and number > 0):
+        return None
+    return f"must be a finite number > 0 (how many times faster than real time), got {speed!r}"
+
+
+#: Every argument's rule: the problem with a value (None: fine) and the hint its error gives.
+_RULES: dict[str, tuple[Callable[[Any], str | None], str]] = {
+    "base_url": (_url_problem, "e.g. FakeSynthBackend(base_url='https://api.usesynth.ai')"),
+    "api_key": (
+        _key_problem,
+        f"omit it to use the test key {DEFAULT_API_KEY!r}; a key is printable ASCII text",
+    ),
+    "rollouts": (
+        lambda mode: (
+            None if mode in ("auto", True, False) else f"must be 'auto', True or False, got {mode!r}"
+        ),
+        "",
+    ),
+    "max_rollouts_per_step": (
+        lambda count: None if int_in(count, 1, math.inf) else f"must be an int >= 1, got {count!r}",
+        "",
+    ),
+    "rollout_timeout": (seconds_problem, "real seconds for each rollout, e.g. 60"),
+    "policy": (
+        lambda policy: None if policy is None else policy_problem(policy),
+        "a policy is policy(request) -> reply, e.g. LearningPolicy(solve=...); None: the fake's",
+    ),
+    "job_id_prefix": (_prefix_problem, "e.g. job_id_prefix='job_rl_gw1_'"),
+    "pacing": (
+        lambda pacing: (
+            None
+            if pacing is None or pacing in PACING_MODES
+            else f"must be one of {', '.join(PACING_MODES)}, got {pacing!r}"
+        ),
+        "omit it for the default: 'observed' on a virtual clock",
+    ),
+    "speed": (
+        _speed_problem,
+        "e.g. serve(speed=60) for a minute a second, or leave it out: jobs then move by observation",
+    ),
+    "read_timeout": (_seconds_up_to_an_hour, f"omit it for the default {DEFAULT_READ_TIMEOUT:g}"),
+}
+
+
+def _problems(where: str, given: Mapping[str, object]) -> list[ConfigProblem]:
+    """What :data:`_RULES` find wrong with *given*, keyed ``FakeSynthBackend.<where><argument>``."""
+    found = []
+    for name, value in given.items():
+        check, hint = _RULES[name]
+        problem = check(value)
+        if problem is not None:
+            found.append(ConfigProblem(f"FakeSynthBackend.{where}{name}", problem, hint or None))
+    return found
+
+
+def _check(where: str, given: Mapping[str, object]) -> None:
+    __tracebackhide__ = True
+    problems = _problems(where, given)
+    if problems:  # every problem with the arguments, raised together
+        raise SynthUsageError(problems)
 
 
 class FakeSynthBackend:
@@ -122,32 +177,24 @@ class FakeSynthBackend:
         validate: bool = True,
         job_id_prefix: str = "job_rl_",
     ) -> None:
-        self.base_url = (base_url or "").strip().rstrip("/")
-        self.api_base, api_path = _api_root(self.base_url)
         key = api_key.value if isinstance(api_key, Secret) else api_key
-        problems: list[ConfigProblem] = []
-
-        def bad(name: str, message: str | None, hint: str = "") -> None:
-            if message is not None:
-                problems.append(ConfigProblem(f"FakeSynthBackend.{name}", message, hint or None))
-
-        if not isinstance(key, str) or not key:
-            bad("api_key", "must be a non-empty string", f"omit it to use the test key {DEFAULT_API_KEY!r}")
-        else:
-            bad("api_key", key_problem(key), "give the key as printable ASCII text")
-        if rollouts not in ("auto", True, False):
-            bad("rollouts", f"must be 'auto', True or False, got {rollouts!r}")
-        per_step = max_rollouts_per_step
-        if isinstance(per_step, bool) or not isinstance(per_step, int) or per_step < 1:
-            bad("max_rollouts_per_step", f"must be an int >= 1, got {per_step!r}")
-        bad("rollout_timeout", seconds_problem(rollout_timeout))
+        given = {
+            "base_url": base_url,
+            "api_key": key,
+            "rollouts": rollouts,
+            "max_rollouts_per_step": max_rollouts_per_step,
+            "rollout_timeout": rollout_timeout,
+            "policy": policy if replies is None else None,
+            "job_id_prefix": job_id_prefix,
+        }
+        problems = _problems("", given)
         if policy is not None and replies is not None:
-            bad("policy", "give either policy= (a callable) or replies= (canned answers), not both")
-        elif policy is not None:
-            bad("policy", policy_problem(policy), "a policy is policy(request) -> reply")
-        bad("job_id_prefix", _job_id_prefix_problem(job_id_prefix), "e.g. job_id_prefix='job_rl_gw1_'")
-        if problems:  # every problem with the arguments, raised together
+            message = "give either policy= (a callable) or replies= (canned answers), not both"
+            problems.append(ConfigProblem("FakeSynthBackend.policy", message))
+        if problems:
             raise SynthUsageError(problems, hint="see the FakeSynthBackend docstring")
+        self.base_url = base_url.strip().rstrip("/")
+        self.api_base = normalize_backend_url(self.base_url)
         register_secret(key)
         task_key = task_app_api_key.value if isinstance(task_app_api_key, Secret) else task_app_api_key
         self.strict = strict
@@ -175,10 +222,9 @@ class FakeSynthBackend:
             keys=self.keys,
             reset=self.reset,
             api_base=self.api_base,
-            api_path=api_path,
+            api_path=urlsplit(self.api_base).path,
             api_key=Secret(key),
         )
-        """Answer one request (``httpx.Request -> httpx.Response``); see :class:`RequestHandler`."""
         self._router: respx.MockRouter | None = None
 
     @property
@@ -218,7 +264,9 @@ class FakeSynthBackend:
     @staticmethod
     def _make_scenario(scenario: Scenario | None, fields: Mapping[str, Any]) -> Scenario:
         if scenario is not None and fields:
-            raise _usage("scenario", "pass either a Scenario or keyword fields, not both", "")
+            raise SynthUsageError(
+                [ConfigProblem("scenario", "pass either a Scenario or keyword fields, not both")]
+            )
         return scenario if scenario is not None else Scenario.from_fields(fields)
 
     def scenario(self, scenario: Scenario | None = None, /, **fields: Any) -> Scenario:
@@ -297,8 +345,7 @@ class FakeSynthBackend:
         settings stay. With *clock*, jobs run on that clock from now on; with *job_id_prefix*, ids
         are that prefix and a count from 000001 again (a test's ids then do not depend on others)."""
         __tracebackhide__ = True
-        problem = None if job_id_prefix is None else _job_id_prefix_problem(job_id_prefix)
-        _refuse("FakeSynthBackend.reset.job_id_prefix", problem, "e.g. job_id_prefix='job_rl_t1_'")
+        _check("reset.", {} if job_id_prefix is None else {"job_id_prefix": job_id_prefix})
         if clock is not None:
             self.lifecycle.use_clock(clock)
         self.store.reset(job_id_prefix)
@@ -307,15 +354,13 @@ class FakeSynthBackend:
     def use_policy(self, policy: Policy | None) -> None:
         """Answer model calls with *policy* from now on (``None``: this fake's own policy again)."""
         __tracebackhide__ = True
-        hint = "a policy is policy(request) -> reply, e.g. LearningPolicy(solve=...); None: the fake's"
-        _refuse("FakeSynthBackend.use_policy", None if policy is None else policy_problem(policy), hint)
+        _check("use_", {"policy": policy})
         self.stand_in.use_policy(policy)
 
     def use_rollout_timeout(self, seconds: float | None) -> None:
         """Give each rollout *seconds* (real) from now on; ``None``: the constructor's ``rollout_timeout``."""
         __tracebackhide__ = True
-        problem = None if seconds is None else seconds_problem(seconds)
-        _refuse("FakeSynthBackend.use_rollout_timeout", problem, "e.g. fake.use_rollout_timeout(60), or None")
+        _check("use_", {} if seconds is None else {"rollout_timeout": seconds})
         self.driver.timeout = self._rollout_timeout if seconds is None else float(seconds)
 
     def use_task_app_key(self, key: str | Secret | None) -> None:
@@ -380,18 +425,7 @@ class FakeSynthBackend:
         always win. A request must send its headers, then its body, within *read_timeout*
         seconds (else 408); a body over 10 MiB gets 413; ``/_fake/...`` needs the API's key.
         """
-        key = "FakeSynthBackend.serve."
-        if pacing is not None and pacing not in PACING_MODES:
-            hint = "omit it for the default: 'observed' on a virtual clock"
-            raise _usage(key + "pacing", f"must be one of {', '.join(PACING_MODES)}, got {pacing!r}", hint)
-        if speed is not None and not _positive(speed, sys.float_info.max):
-            message = f"must be a finite number > 0 (how many times faster than real time), got {speed!r}"
-            hint = "e.g. serve(speed=60) for a minute a second, or leave it out: jobs then move by "
-            hint += "observation"
-            raise _usage(key + "speed", message, hint)
-        if not _positive(read_timeout, 3600):
-            message = f"must be a number of seconds in (0, 3600], got {read_timeout!r}"
-            raise _usage(key + "read_timeout", message, f"omit it for the default {DEFAULT_READ_TIMEOUT:g}")
+        _check("serve.", {"pacing": pacing, "speed": speed, "read_timeout": read_timeout})
         lifecycle = self.lifecycle
         previous: Clock | None = None
         if speed is not None:
