@@ -10,6 +10,7 @@ import contextlib
 import functools
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -28,24 +29,17 @@ _PAYLOAD = "the RL job payload as a JSON object with Content-Type: application/j
 _STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "error")
 
 
+@dataclass
 class ApiCall:
     """The request as the handlers need it, with the parts of the fake they work on."""
 
-    def __init__(
-        self,
-        lifecycle: Lifecycle,
-        request: httpx.Request,
-        job_id: str | None,
-        keys: EnvKeys,
-    ) -> None:
-        self.lifecycle = lifecycle
-        self.request = request
-        self.job_id = job_id
-        self.keys = keys
+    lifecycle: Lifecycle
+    request: httpx.Request
+    job_id: str | None
+    keys: EnvKeys
 
     @functools.cached_property
     def params(self) -> httpx.QueryParams:
-        """The query parameters, parsed once."""
         return self.request.url.params
 
 

@@ -3,14 +3,16 @@
 A facade over a :class:`~.store.JobStore` (state), a :class:`~.lifecycle.Lifecycle` (all
 advancing), the task app's keys, the stand-in model, and a :class:`~.handler.RequestHandler`
 (``httpx.Request -> httpx.Response``) that every adapter takes: ``httpx.MockTransport``, respx
-(:mod:`.mount`) and a loopback server (:meth:`FakeSynthBackend.serve`).
+(mounted next to a test's own respx routes) and a loopback server (:meth:`FakeSynthBackend.serve`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 import re
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -18,6 +20,7 @@ from urllib.parse import urlsplit
 
 import httpx
 import respx
+from respx.models import AllMockedAssertionError
 
 from pytest_synth_rl.clock import Clock, ScaledClock, VirtualClock
 from pytest_synth_rl.config.urls import normalize_backend_url
@@ -38,13 +41,13 @@ from pytest_synth_rl.fake.lifecycle import PACING_MODES, Lifecycle, Pacing
 from pytest_synth_rl.fake.model import Policy, PolicyReply
 from pytest_synth_rl.fake.model.inference import StubInference
 from pytest_synth_rl.fake.model.policy import policy_problem
-from pytest_synth_rl.fake.mount import mount, unmount
 from pytest_synth_rl.fake.rollouts import RolloutDriver
 from pytest_synth_rl.fake.scenario import Scenario, int_in
 from pytest_synth_rl.fake.stand_in import StandInModel
 from pytest_synth_rl.fake.store import JobStore, RolloutsMode
 from pytest_synth_rl.fake.wire import LoggedRequest
 from pytest_synth_rl.secrets.masking import Secret, key_problem, mask_secret, register_secret, secret_or_none
+from pytest_synth_rl.taskapp.loopback import is_loopback_host
 from pytest_synth_rl.taskapp.serving import ServerThread
 
 __all__ = ["DEFAULT_API_KEY", "DEFAULT_BASE_URL", "FakeRouteError", "FakeSynthBackend"]
@@ -52,76 +55,112 @@ __all__ = ["DEFAULT_API_KEY", "DEFAULT_BASE_URL", "FakeRouteError", "FakeSynthBa
 DEFAULT_BASE_URL = "https://api.usesynth.ai"
 #: The key the fake accepts unless told otherwise. Not a secret: it only opens this fake.
 DEFAULT_API_KEY = "sk_test_fake_backend_key"
-_JOB_ID_PREFIX = re.compile(r"[A-Za-z0-9_-]{1,40}")
+_ID = re.compile(r"[A-Za-z0-9_-]{1,40}")
 
 
-def _url_problem(base_url: object) -> str | None:
-    parts = urlsplit(base_url.strip()) if isinstance(base_url, str) else None
-    if parts is not None and parts.scheme in ("http", "https") and parts.netloc:
-        return None
-    return f"must be an http(s) URL, got {base_url!r}"
+#: Calls respx keeps per router before they are dropped: a job polled for hours must not grow it.
+_KEEP_CALLS = 1000
+
+# Routers currently mounted per origin, newest last: only the newest answers its origin.
+_mounted: dict[tuple[str, str, int], list[respx.MockRouter]] = {}
+_mounted_lock = threading.Lock()
 
 
-def _key_problem(key: object) -> str | None:
-    return key_problem(key) if isinstance(key, str) and key else "must be a non-empty string"
+def _mount(handler: Callable[[httpx.Request], httpx.Response], base_url: str) -> respx.MockRouter:
+    """Start a respx router sending requests to *base_url*'s origin to *handler*; anything else
+    passes through on loopback or is "not mocked", so the next active router (a user's) answers."""
+    origin = httpx.URL(base_url)
+    port = origin.port or (443 if origin.scheme == "https" else 80)
+    key = (origin.scheme, origin.host, port)
+    router = respx.MockRouter(assert_all_called=False)
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if _mounted.get(key, [None])[-1] is not router:
+            raise AllMockedAssertionError(f"RESPX: {request!r} left to the fake mounted last")
+        if len(router.calls) >= _KEEP_CALLS:
+            router.reset()
+        return handler(request)
+
+    def elsewhere(request: httpx.Request) -> httpx.Request:
+        if is_loopback_host(request.url.host):
+            return request  # respx passes a request returned by a side effect through
+        raise AllMockedAssertionError(
+            f"RESPX: {request!r} not mocked! The FakeSynthBackend mounted here serves {base_url} and "
+            "lets loopback through; mock other hosts with respx routes."
+        )
+
+    for effect in (answer, elsewhere):
+        # respx reads a side effect's signature on every call; a fixed one makes that a lookup.
+        setattr(effect, "__signature__", inspect.signature(effect))  # noqa: B010 (a function attribute)
+    router.route(scheme=origin.scheme, host=origin.host, port=port).side_effect = answer
+    router.route().side_effect = elsewhere
+    with _mounted_lock:
+        _mounted.setdefault(key, []).append(router)
+    router.start()
+    return router
 
 
-def _prefix_problem(prefix: object) -> str | None:
-    if isinstance(prefix, str) and _JOB_ID_PREFIX.fullmatch(prefix):
-        return None
-    return f"must be 1-40 letters, digits, '_' or '-' (it goes into URL paths), got {prefix!r:.60}"
+def _unmount(router: respx.MockRouter) -> None:
+    """Stop a router :func:`_mount` started."""
+    router.stop()
+    with _mounted_lock:
+        for key, routers in list(_mounted.items()):
+            if router in routers:
+                routers.remove(router)
+            if not routers:
+                del _mounted[key]
 
 
-def _seconds_up_to_an_hour(seconds: object) -> str | None:
-    number = finite_number(seconds) if isinstance(seconds, (int, float)) else None
-    if number is not None and 0 < number <= 3600:
-        return None
-    return f"must be a number of seconds in (0, 3600], got {seconds!r}"
+def _must(ok: Callable[[Any], object], expected: str) -> Callable[[Any], str | None]:
+    return lambda value: None if ok(value) else f"must be {expected}, got {value!r:.80}"
 
 
-def _speed_problem(speed: object) -> str | None:
-    number = finite_number(speed)
-    if speed is None or (number is not None and number > 0):
-        return None
-    return f"must be a finite number > 0 (how many times faster than real time), got {speed!r}"
+def _positive(value: object, most: float) -> bool:
+    number = finite_number(value)
+    return number is not None and 0 < number <= most
 
 
-#: Every argument's rule: the problem with a value (None: fine) and the hint its error gives.
+def _is_http_url(url: object) -> bool:
+    parts = urlsplit(url.strip()) if isinstance(url, str) else None
+    return parts is not None and parts.scheme in ("http", "https") and bool(parts.netloc)
+
+
+_PREFIX = "1-40 letters, digits, '_' or '-' (it goes into URL paths)"
+_PREFIX_HINT = "e.g. job_id_prefix='job_rl_gw1_'"
+_SPEED = "a finite number > 0 (how many times faster than real time)"
+#: Every argument's rule: the problem with a value (None: fine), and the hint its error gives.
 _RULES: dict[str, tuple[Callable[[Any], str | None], str]] = {
-    "base_url": (_url_problem, "e.g. FakeSynthBackend(base_url='https://api.usesynth.ai')"),
+    "base_url": (
+        _must(_is_http_url, "an http(s) URL"),
+        "e.g. FakeSynthBackend(base_url='https://api.usesynth.ai')",
+    ),
     "api_key": (
-        _key_problem,
+        lambda key: key_problem(key) if isinstance(key, str) and key else "must be a non-empty string",
         f"omit it to use the test key {DEFAULT_API_KEY!r}; a key is printable ASCII text",
     ),
-    "rollouts": (
-        lambda mode: (
-            None if mode in ("auto", True, False) else f"must be 'auto', True or False, got {mode!r}"
-        ),
-        "",
-    ),
-    "max_rollouts_per_step": (
-        lambda count: None if int_in(count, 1, math.inf) else f"must be an int >= 1, got {count!r}",
-        "",
-    ),
+    "rollouts": (_must(lambda mode: mode in ("auto", True, False), "'auto', True or False"), ""),
+    "max_rollouts_per_step": (_must(lambda count: int_in(count, 1, math.inf), "an int >= 1"), ""),
     "rollout_timeout": (seconds_problem, "real seconds for each rollout, e.g. 60"),
     "policy": (
         lambda policy: None if policy is None else policy_problem(policy),
         "a policy is policy(request) -> reply, e.g. LearningPolicy(solve=...); None: the fake's",
     ),
-    "job_id_prefix": (_prefix_problem, "e.g. job_id_prefix='job_rl_gw1_'"),
+    "job_id_prefix": (
+        _must(lambda text: isinstance(text, str) and _ID.fullmatch(text), _PREFIX),
+        _PREFIX_HINT,
+    ),
     "pacing": (
-        lambda pacing: (
-            None
-            if pacing is None or pacing in PACING_MODES
-            else f"must be one of {', '.join(PACING_MODES)}, got {pacing!r}"
-        ),
+        _must(lambda pacing: pacing is None or pacing in PACING_MODES, f"one of {', '.join(PACING_MODES)}"),
         "omit it for the default: 'observed' on a virtual clock",
     ),
     "speed": (
-        _speed_problem,
+        _must(lambda speed: speed is None or _positive(speed, math.inf), _SPEED),
         "e.g. serve(speed=60) for a minute a second, or leave it out: jobs then move by observation",
     ),
-    "read_timeout": (_seconds_up_to_an_hour, f"omit it for the default {DEFAULT_READ_TIMEOUT:g}"),
+    "read_timeout": (
+        _must(lambda seconds: _positive(seconds, 3600), "a number of seconds in (0, 3600]"),
+        f"omit it for the default {DEFAULT_READ_TIMEOUT:g}",
+    ),
 }
 
 
@@ -371,14 +410,14 @@ class FakeSynthBackend:
     def start(self) -> FakeSynthBackend:
         """Mount on respx: httpx requests to ``base_url`` reach this fake. Idempotent."""
         if self._router is None:
-            self._router = mount(self.handle.strict if self.strict else self.handle, self.base_url)
+            self._router = _mount(self.handle.strict if self.strict else self.handle, self.base_url)
         return self
 
     def stop(self) -> None:
         """Unmount from respx and stop helpers (the stub model server, the rollout client)."""
         router, self._router = self._router, None
         if router is not None:
-            unmount(router)
+            _unmount(router)
         self._stop_helpers()
 
     def _stop_helpers(self) -> None:

@@ -56,6 +56,12 @@ def error_response(
     return json_response(status, {"detail": {"error": error}}, headers)
 
 
+def method_not_allowed(method: str, path: str, allowed: Sequence[str]) -> httpx.Response:
+    methods = ", ".join(allowed)
+    message = f"{method} is not allowed on {path}; use {methods}"
+    return error_response(405, "method_not_allowed", message, [("allow", methods)])
+
+
 def problems_response(problems: Iterable[ConfigProblem]) -> httpx.Response:
     """The 422 for payload problems, in the shape FastAPI gives validation errors."""
     return json_response(
