@@ -27,7 +27,7 @@ from pytest_synth_rl.fake.wire import (
     json_response,
     method_not_allowed,
     problems_response,
-    read_json,
+    request_json,
 )
 
 #: The most one ``POST /_fake/clock/advance`` moves the clock: a year of virtual time.
@@ -296,7 +296,7 @@ def _route(call: _Call) -> httpx.Response:
         call.store.get(job_id)  # an unknown job is a 404 before anything in its body
     if reads is None:
         return handler(call, {})
-    body = read_json(request.content) if request.content else {}
+    body = request_json(request.content) if request.content else {}
     if not isinstance(body, dict):
         raise ValueError("the admin request body must be a JSON object")
     bad = _unknown_fields(body, reads[1], reads[0])

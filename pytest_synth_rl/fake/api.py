@@ -23,7 +23,7 @@ from pytest_synth_rl.fake.keys import SEALED_BOX_ALG, EnvKeyRejected, EnvKeys
 from pytest_synth_rl.fake.lifecycle import Lifecycle
 from pytest_synth_rl.fake.store import IdempotencyConflict, StoreFull
 from pytest_synth_rl.fake.stream import EventStream
-from pytest_synth_rl.fake.wire import BadBody, error_response, json_response, problems_response, read_json
+from pytest_synth_rl.fake.wire import BadBody, error_response, json_response, problems_response, request_json
 
 _PAYLOAD = "the RL job payload as a JSON object with Content-Type: application/json"
 _STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "error")
@@ -51,11 +51,10 @@ class _Answer(Exception):
 
 
 def _json_body(call: ApiCall, what: str, *, payload: bool = False) -> dict[str, Any]:
-    """The body as a JSON object; else the 400 (422 for a bad field of a job *payload*) saying why,
-    and to send *what*."""
+    """The body as a JSON object; else the 400 (422 for a bad job *payload*) asking for *what*."""
     raw = call.request.content
     try:
-        body = read_json(raw)
+        body = request_json(raw)
     except BadBody as bad:
         if payload and bad.field:
             raise _Answer(_invalid(bad.field, bad.problem, bad.hint)) from None
@@ -115,8 +114,8 @@ def _on_job(route: Callable[[ApiCall, JobState], httpx.Response]) -> Callable[[A
 
 # -- legacy create bodies (contract §1.2) ------------------------------------------------------------
 def legacy_payload(payload: Mapping[str, Any]) -> tuple[dict[str, Any], list[ConfigProblem]] | None:
-    """``(payload as the fake keeps it, problems)`` for an older client's create body (the SDK's
-    ``JobsClient.rl.create`` fields at the top level, or ``data`` without a ``config``); else None."""
+    """``(payload as kept, problems)`` for an older client's create body (the SDK's fields at the top
+    level, or ``data`` without a ``config``); else None."""
     data = payload.get("data")
     if "data" not in payload and "endpoint_base_url" in payload:
         fields, where = payload, ""

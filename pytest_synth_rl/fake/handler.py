@@ -92,8 +92,7 @@ class RequestHandler:
         self.api_key = api_key
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
-        """The answer; unknown paths get a 404 listing the routes (an injected connection fault raises
-        :class:`httpx.ConnectError`)."""
+        """The answer (an injected connection fault raises :class:`httpx.ConnectError`)."""
         return self._answer(request)[0]
 
     def strict(self, request: httpx.Request) -> httpx.Response:

@@ -122,8 +122,7 @@ class RolloutRecord:
 
 
 class RolloutLog(list[RolloutRecord]):
-    """A job's rollout records in order; ``append``/``extend`` keep answers only while they fit in
-    :data:`MAX_KEPT_RESPONSES` (later records keep the size and ``response_omitted``)."""
+    """A job's rollout records; answers are kept only while they fit in :data:`MAX_KEPT_RESPONSES`."""
 
     kept_bytes = 0
 
@@ -274,20 +273,16 @@ class JobState:
 
     def status_body(self) -> dict[str, Any]:
         """The job as ``GET /rl/jobs/{id}`` returns it."""
-        head = self._head()
         body: dict[str, Any] = {
             "id": self.id,
             "job_id": self.id,
             "object": "rl.job",
             "job_type": "rl",
-            **head,
+            **self._head(),
             "started_at": iso(self.started_at) if self.started_at is not None else None,
             "finished_at": iso(self.finished_at) if self.finished_at is not None else None,
             "progress": {"completed": self.steps_done, "total": self.scenario.steps},
-            "metrics": {
-                "reward": self.last_reward,
-                "loss": self.losses[-1] if self.losses else None,
-            },
+            "metrics": {"reward": self.last_reward, "loss": self.losses[-1] if self.losses else None},
             "endpoint_base_url": self.endpoint or None,
         }
         if self.idempotency_key is not None:

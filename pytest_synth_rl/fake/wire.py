@@ -34,8 +34,7 @@ def json_response(status: int, body: Any, headers: Sequence[tuple[str, str]] = (
 
 
 def masked_response(response: httpx.Response) -> httpx.Response:
-    """*response* with every known secret in its body masked (error and admin answers echo what
-    clients sent); a streamed body is left alone."""
+    """*response* with every known secret in its body masked (a streamed body is left alone)."""
     try:
         content = response.content
     except httpx.ResponseNotRead:
@@ -70,8 +69,7 @@ def problems_response(problems: Iterable[ConfigProblem]) -> httpx.Response:
 
 
 def _first_field(value: Any, wanted: Callable[[Any], bool]) -> tuple[str, Any] | None:
-    """``(field, item)`` for the first *wanted* item of parsed JSON *value* (``data.config.x[2]``,
-    or ``(the body)``), else None (the usual answer, found without naming every field on the way)."""
+    """``(field, item)`` for the first *wanted* item of *value* (``data.config.x[2]``), else None."""
     stack: list[Any] = [value]
     while stack:
         item = stack.pop()
@@ -93,14 +91,12 @@ def _first_field(value: Any, wanted: Callable[[Any], bool]) -> tuple[str, Any] |
 
 
 def non_finite_field(value: Any) -> tuple[str, float] | None:
-    """``(field, number)`` for the first NaN or infinite number in parsed JSON *value*, else None
-    (Python's ``json`` accepts ``NaN``, ``Infinity`` and ``1e400``)."""
+    """``(field, number)`` for the first NaN or infinity in *value* (``json`` accepts them), else None."""
     return _first_field(value, lambda item: isinstance(item, float) and not math.isfinite(item))
 
 
 class BadBody(ValueError):
-    """A request body that is not JSON, or holds a number no field can: ``code``, the ``field`` at
-    fault (``""``: the body itself), what is wrong with it and a hint."""
+    """A body that is not JSON or holds a number no field can; ``field`` is ``""`` for the body itself."""
 
     def __init__(self, code: str, problem: str, field: str = "", hint: str | None = None) -> None:
         self.code, self.problem, self.field, self.hint = code, problem, field, hint
@@ -109,7 +105,7 @@ class BadBody(ValueError):
 
 
 class _LongInt:
-    """Stands in for an integer too long to convert while :func:`read_json` looks for its field."""
+    """Stands in for an integer too long to convert while :func:`request_json` looks for its field."""
 
     __slots__ = ("digits",)
 
@@ -124,9 +120,8 @@ def _int_or_long(text: str) -> int | _LongInt:
         return _LongInt(len(text.lstrip("-")))
 
 
-def read_json(content: bytes) -> Any:
-    """*content* parsed (None when empty), else :class:`BadBody`: not JSON, nested too deeply, or a
-    number no field can hold (an integer too long to convert, NaN, an infinity)."""
+def request_json(content: bytes) -> Any:
+    """*content* parsed (None when empty); :class:`BadBody` for bad JSON, too-long integers and NaN."""
     if not content:
         return None
     try:
@@ -164,7 +159,7 @@ def _mask_value(name: str, value: str) -> str:
 
 
 def mask_headers(headers: Sequence[tuple[str, str]]) -> dict[str, str]:
-    """Headers with credentials masked (``Bearer sk_t…ey``); safe to print."""
+    """Headers with credentials masked (``Bearer sk_t…ey``)."""
     return {name: _mask_value(name, value) for name, value in headers}
 
 
