@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from pytest_synth_rl.secrets.masking import Secret
     from pytest_synth_rl.taskapp import InProcessTaskApp
 
-    # Exported here by earlier releases: still resolved, not in ``__all__``.
+if TYPE_CHECKING:  # exported here by earlier releases: still resolved, not in ``__all__``
     from pytest_synth_rl.assertions import JobExpectation as JobExpectation
     from pytest_synth_rl.assertions import eventually as eventually
     from pytest_synth_rl.assertions import expect_job as expect_job
