@@ -4,10 +4,12 @@ and every other env's with the built-in; ``use_policy`` takes the same forms; ba
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from fake_process_support import HANG_TIMEOUT, serve_command
 from test_fake_support import EXAMPLES, TASK_KEY, rl_payload, submit
 
 from pytest_synth_rl import Reply, ScriptedPolicy
@@ -19,6 +21,7 @@ from pytest_synth_rl.taskapp import InProcessTaskApp
 from pytest_synth_rl.taskapp.loading import load_module_from_path, unload_module
 
 ENVS = ("alpha", "beta", "gamma")
+SYNTH_KEY = "sk_policy_per_env_0123456789"
 ALPHA = ScriptedPolicy(Reply.tool("submit_answer", answer=424242))
 BETA = ScriptedPolicy("beta says 777")
 
@@ -139,3 +142,41 @@ def test_a_bad_mapping_names_the_env_and_the_problem(policies: Any, fragments: l
         for fragment in fragments:
             assert fragment in str(caught.value)
         assert "{'unscramble': policy}" in str(caught.value)  # the hint shows the mapping form
+
+
+def test_serve_gives_each_env_its_policy_and_the_others_the_built_in(
+    apps: dict[str, InProcessTaskApp], tmp_path: Path
+) -> None:
+    (tmp_path / "policies.py").write_text(
+        "from pytest_synth_rl import ScriptedPolicy\nnever_right = ScriptedPolicy('no idea')\n"
+    )
+    always_right = "alpha=pytest_synth_rl.fake.model:ArithmeticPolicy"  # a class: a factory of no arguments
+    never_right = "beta=policies.py:never_right"
+    options = (
+        "--api-key",
+        SYNTH_KEY,
+        "--task-app-key",
+        TASK_KEY,
+        "--policy",
+        always_right,
+        "--policy",
+        never_right,
+    )
+    rewards: dict[str, set[float]] = {}
+    with (
+        serve_command(tmp_path, *options) as served,
+        httpx.Client(
+            base_url=served.url, headers={"Authorization": f"Bearer {SYNTH_KEY}"}, timeout=HANG_TIMEOUT
+        ) as client,
+    ):
+        assert client.post("/_fake/scenario", json={"immediate": True, "steps": 4}).status_code == 200
+        for env, app in apps.items():
+            created = client.post("/api/rl/jobs", json=env_payload(app.url, env))
+            assert created.status_code == 201, created.text
+            job = client.get(f"/_fake/jobs/{created.json()['id']}").json()
+            assert job["status"] == "succeeded", job
+            rewards[env] = {rollout["reward"] for rollout in job["rollouts"]}
+        assert served.stop() == 0
+    assert rewards["alpha"] == {1.0}
+    assert rewards["beta"] == {0.0}
+    assert rewards["gamma"] == {0.0, 1.0}  # the built-in: wrong early in training, right later
