@@ -1,8 +1,9 @@
 """``python -m pytest_synth_rl serve``: the printed lines (flushed, read while it runs), its key,
-Ctrl-C and SIGTERM, usage errors (exit 2, naming what was written)."""
+Ctrl-C and SIGTERM, usage errors (exit 2, naming what was written), and the examples online."""
 
 from __future__ import annotations
 
+import shutil
 import signal
 import socket
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 from fake_process_support import HANG_TIMEOUT, serve_command
+from test_fake_support import EXAMPLES
 
 from pytest_synth_rl.__main__ import main as cli
 from pytest_synth_rl.errors import SynthUsageError
@@ -153,3 +155,20 @@ def test_the_command_exits_2_on_a_bad_spec(tmp_path: Path) -> None:
     assert run.stdout == ""  # nothing served, so no URL printed
     assert "policy file 'gone.py' does not exist" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.slow
+def test_the_examples_are_green_online_against_serve(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copytree(EXAMPLES, pytester.path / "examples", ignore=shutil.ignore_patterns("__pycache__"))
+    policy = "unscramble=examples/unscramble/policy.py:policy"
+    with serve_command(pytester.path, "--api-key", KEY, "--policy", policy) as served:
+        monkeypatch.setenv("SYNTH_API_KEY", KEY)
+        result = pytester.runpytest_subprocess(
+            "examples", f"--synth-backend={served.url}", "--synth-poll-interval=0.1", timeout=HANG_TIMEOUT * 3
+        )
+        code = served.stop()
+    # Online, the offline-only tests skip; both "reward improves" checks run on the served rollouts.
+    result.assert_outcomes(passed=6, skipped=3)
+    assert code == 0
