@@ -1,5 +1,6 @@
-"""``python -m pytest_synth_rl``: commands around test runs (merging sharded CI results).
+"""``python -m pytest_synth_rl``: commands around test runs (merging sharded CI results, a fake backend).
 
+python -m pytest_synth_rl serve --policy unscramble=examples/unscramble/policy.py:policy
 python -m pytest_synth_rl merge shard-*.json --report synth-report.json --summary "$GITHUB_STEP_SUMMARY"
 python -m pytest_synth_rl merge-baselines shard1/baselines shard2/baselines --into tests/baselines
 """
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from pytest_synth_rl.errors import SynthError, closest
+from pytest_synth_rl.errors import SynthError, closest, did_you_mean
 
 
 class _Parser(argparse.ArgumentParser):
@@ -59,13 +60,72 @@ def _parser() -> _Parser:
     )
     baselines.add_argument("directories", nargs="+", metavar="SHARD_BASELINE_DIR")
     into = baselines.add_argument("--into", required=True, metavar="DIR", help="merged baselines go here")
-    parser.options = tuple(option for action in (report, summary, into) for option in action.option_strings)
+    serve = commands.add_parser(
+        "serve",
+        help="serve a fake backend for other processes, until Ctrl-C or SIGTERM",
+        description="Serve the fake Synth backend on loopback for test runs in other processes "
+        "(pytest --synth-backend=URL). Prints SYNTH_BACKEND_URL=... and SYNTH_API_KEY=... lines, "
+        "then a readiness line; jobs move one stage per look (a status poll) unless --speed is given.",
+    )
+    options = [
+        serve.add_argument(
+            "--host", default="127.0.0.1", help="the address to listen on (default: %(default)s)"
+        ),
+        serve.add_argument("--port", type=_port, default=0, help="the port (default 0: a free one)"),
+        serve.add_argument(
+            "--api-key", metavar="KEY", help="the key clients send (default: $SYNTH_API_KEY, else a new one)"
+        ),
+        serve.add_argument(
+            "--policy",
+            action="append",
+            default=[],
+            metavar="[ENV=]SPEC",
+            help="the stand-in model's policy: SPEC is path/to/file.py:NAME or pkg.module:NAME (a policy, "
+            "or a factory of no arguments); ENV= gives it to that env's rollouts only. Repeatable; the "
+            "built-in arithmetic policy answers every env left without one",
+        ),
+        serve.add_argument(
+            "--pacing",
+            type=_pacing,
+            metavar="MODE",
+            help="observed (the default: a job moves a stage when looked at) or clock (time moves only "
+            "when advanced, POST /_fake/clock/advance)",
+        ),
+        serve.add_argument("--speed", type=float, metavar="N", help="run jobs on real time, N times faster"),
+        serve.add_argument(
+            "--task-app-key",
+            metavar="KEY",
+            help="the key sent to task apps when no client uploaded one (default: $ENVIRONMENT_API_KEY)",
+        ),
+    ]
+    actions = (report, summary, into, *options)
+    parser.options = tuple(option for action in actions for option in action.option_strings)
     return parser
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"invalid port {text!r}: expected a number 0-65535 (0: a free one)")
+    return int(text)
+
+
+def _pacing(text: str) -> str:
+    from pytest_synth_rl.fake.lifecycle import PACING_MODES  # the fake loads only for `serve`
+
+    if text not in PACING_MODES:
+        guess = did_you_mean(text, PACING_MODES)
+        raise argparse.ArgumentTypeError(
+            f"invalid pacing {text!r}: expected one of {', '.join(PACING_MODES)}"
+            + (f" ({guess})" if guess else "")
+        )
+    return text
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a command; a problem with the files given is one ``error:`` line and exit code 2."""
     args = _parser().parse_args(argv)
+    if args.command == "serve":
+        return _serve(args)
     from pytest_synth_rl.reporting.merge import (
         check_output_file,
         merge_baselines,
@@ -92,6 +152,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             written = merge_baselines(args.directories, args.into, on_empty=_say_empty)
             files = "baseline file" if len(written) == 1 else "baseline files"
             print(f"synth-rl: {len(written)} {files} merged into {args.into}")
+    except SynthError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from pytest_synth_rl.fake.standalone import policies_from_specs, serve_until_stopped
+
+    try:
+        serve_until_stopped(
+            host=args.host,
+            port=args.port,
+            api_key=args.api_key,
+            policy=policies_from_specs(args.policy) or None,
+            pacing=args.pacing,
+            speed=args.speed,
+            task_app_api_key=args.task_app_key,
+        )
     except SynthError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -38,12 +38,11 @@ from pytest_synth_rl.fake.faults import Fault, make_fault
 from pytest_synth_rl.fake.handler import FakeRouteError, RequestHandler
 from pytest_synth_rl.fake.keys import EnvKeys
 from pytest_synth_rl.fake.lifecycle import PACING_MODES, Lifecycle, Pacing
-from pytest_synth_rl.fake.model import Policy, PolicyReply
+from pytest_synth_rl.fake.model import PolicyReply
 from pytest_synth_rl.fake.model.inference import StubInference
-from pytest_synth_rl.fake.model.policy import policy_problem
 from pytest_synth_rl.fake.rollouts import RolloutDriver
 from pytest_synth_rl.fake.scenario import Scenario, int_in
-from pytest_synth_rl.fake.stand_in import StandInModel
+from pytest_synth_rl.fake.stand_in import Policies, StandInModel, policies_problem
 from pytest_synth_rl.fake.store import JobStore, RolloutsMode
 from pytest_synth_rl.fake.wire import LoggedRequest
 from pytest_synth_rl.secrets.masking import Secret, key_problem, mask_secret, register_secret, secret_or_none
@@ -142,8 +141,9 @@ _RULES: dict[str, tuple[Callable[[Any], str | None], str]] = {
     "max_rollouts_per_step": (_must(lambda count: int_in(count, 1, math.inf), "an int >= 1"), ""),
     "rollout_timeout": (seconds_problem, "real seconds for each rollout, e.g. 60"),
     "policy": (
-        lambda policy: None if policy is None else policy_problem(policy),
-        "a policy is policy(request) -> reply, e.g. LearningPolicy(solve=...); None: the fake's",
+        lambda policy: None if policy is None else policies_problem(policy),
+        "a policy is policy(request) -> reply, e.g. LearningPolicy(solve=...), or one per env, "
+        "{'unscramble': policy} ('*': every env not named; else the built-in); None: the fake's",
     ),
     "job_id_prefix": (
         _must(lambda text: isinstance(text, str) and _ID.fullmatch(text), _PREFIX),
@@ -192,11 +192,12 @@ class FakeSynthBackend:
     *base_url* is what clients are configured with (``/api`` implied); *api_key* the bearer key
     accepted; *clock* is shared with the client under test. *task_app_api_key* goes to task apps
     (default ``$ENVIRONMENT_API_KEY``); *policy*/*replies* drive the stub model (default: an
-    arithmetic solver that improves over the job). *rollouts*: ``"auto"`` (real rollouts for
-    loopback task apps), ``True`` (any http(s) URL) or ``False``. *strict*: an unknown path on the
-    backend host raises :class:`FakeRouteError` when mounted. *validate*: 422 for bad payloads.
-    *max_rollouts_per_step* caps rollouts per step, *rollout_timeout* is real seconds per rollout,
-    and job ids are *job_id_prefix* plus a 6-digit count.
+    arithmetic solver that improves over the job); ``policy={"unscramble": p}`` answers that env's
+    rollouts with *p* and the others with the default (``"*"``: every env not named). *rollouts*:
+    ``"auto"`` (real rollouts for loopback task apps), ``True`` (any http(s) URL) or ``False``.
+    *strict*: an unknown path on the backend host raises :class:`FakeRouteError` when mounted.
+    *validate*: 422 for bad payloads. *max_rollouts_per_step* caps rollouts per step,
+    *rollout_timeout* is real seconds per rollout, and job ids are *job_id_prefix* plus a 6-digit count.
     """
 
     @keywords_checked
@@ -207,7 +208,7 @@ class FakeSynthBackend:
         api_key: str | Secret = DEFAULT_API_KEY,
         clock: Clock | None = None,
         task_app_api_key: str | Secret | None = None,
-        policy: Policy | None = None,
+        policy: Policies | None = None,
         replies: Sequence[PolicyReply] | None = None,
         rollouts: RolloutsMode = "auto",
         max_rollouts_per_step: int = 4,
@@ -390,8 +391,9 @@ class FakeSynthBackend:
         self.store.reset(job_id_prefix)
         self.stand_in.reset()
 
-    def use_policy(self, policy: Policy | None) -> None:
-        """Answer model calls with *policy* from now on (``None``: this fake's own policy again)."""
+    def use_policy(self, policy: Policies | None) -> None:
+        """Answer model calls with *policy* (or ``{env_name: policy}``) from now on (``None``: this
+        fake's own policy again)."""
         __tracebackhide__ = True
         _check("use_", {"policy": policy})
         self.stand_in.use_policy(policy)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pytest_synth_rl.fake.model import (
     ArithmeticPolicy,
+    ChatRequest,
     Policy,
     PolicyReply,
     Progress,
@@ -15,6 +16,12 @@ from pytest_synth_rl.fake.model import (
     linear,
 )
 from pytest_synth_rl.fake.model.inference import StubInference
+from pytest_synth_rl.fake.model.policy import policy_problem
+
+#: One policy for every env, or ``{env_name: policy}`` (``"*"``: every env not named).
+Policies = Policy | Mapping[str, Policy]
+#: The key of a :data:`Policies` mapping that stands for every env not named.
+EVERY_OTHER_ENV = "*"
 
 
 def default_policy() -> Policy:
@@ -23,12 +30,46 @@ def default_policy() -> Policy:
     return ArithmeticPolicy(linear(0.15, 0.95))
 
 
+class PolicyPerEnv:
+    """Answers each call with its rollout's env's policy, else the ``"*"`` one, else the built-in."""
+
+    def __init__(self, policies: Mapping[str, Policy]) -> None:
+        self.policies = {env: p for env, p in policies.items() if env != EVERY_OTHER_ENV}
+        self.default = policies[EVERY_OTHER_ENV] if EVERY_OTHER_ENV in policies else default_policy()
+
+    def __call__(self, request: ChatRequest, /) -> PolicyReply:
+        return self.policies.get(request.rollout.env_name or "", self.default)(request)
+
+    def __repr__(self) -> str:
+        named = ", ".join(f"{env!r}: {p!r}" for env, p in self.policies.items())
+        return f"PolicyPerEnv({{{named}}}, other envs: {self.default!r})"
+
+
+def policies_problem(policies: object) -> str | None:
+    """Why *policies* is neither a policy nor ``{env_name: policy}``, or None."""
+    if not isinstance(policies, Mapping):
+        return policy_problem(policies)
+    for env, policy in policies.items():
+        if not isinstance(env, str) or not env.strip():
+            return f"has the key {env!r}; its keys are env names (non-empty strings)"
+        problem = policy_problem(policy)
+        if problem is not None:
+            return f"[{env!r}]: {problem}"
+    return None
+
+
+def _one_policy(policies: Policies | None) -> Policy:
+    if policies is None:
+        return default_policy()
+    return PolicyPerEnv(policies) if isinstance(policies, Mapping) else policies
+
+
 class StandInModel:
     """One fake's stub model server: its policy (the constructor's, else :func:`default_policy`) and URL."""
 
-    def __init__(self, policy: Policy | None = None, replies: Sequence[PolicyReply] | None = None) -> None:
+    def __init__(self, policy: Policies | None = None, replies: Sequence[PolicyReply] | None = None) -> None:
         self._policy = policy
-        own = policy if policy is not None or replies is not None else default_policy()
+        own = None if policy is None and replies is not None else _one_policy(policy)
         self.inference = StubInference(policy=own, replies=replies)
         # Every rollout's inference URL carries its correlation id, as the trainer's do.
         self.inference.require_correlation_id = True
@@ -36,13 +77,13 @@ class StandInModel:
         self._lock = threading.Lock()
         self._stack: contextlib.ExitStack | None = None
 
-    def use_policy(self, policy: Policy | None) -> None:
+    def use_policy(self, policy: Policies | None) -> None:
         """Answer model calls with *policy* from now on; None restores this fake's own (a fresh default)."""
         if policy is None and self._policy is not None:
             policy = self._policy
         elif policy is None and self.inference.replies is not None:
             policy = StubInference(replies=self.inference.replies).policy
-        self.inference.policy = policy if policy is not None else default_policy()
+        self.inference.policy = _one_policy(policy)
 
     def reset(self) -> None:
         """Forget every call; this fake's own policy again."""

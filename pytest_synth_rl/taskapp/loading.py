@@ -36,7 +36,7 @@ FACTORY_NAMES: tuple[str, ...] = (
     "app_factory",
     "configure_app",
 )
-_IMPORT_HINT = "fix the error above in the task app module (it happens at import time)"
+_IMPORT_HINT = "fix the error above in the {} module (it happens at import time)"
 
 _module_counter = itertools.count(1)
 # One module per task app file and file version (mtime, size): executing the file at every
@@ -73,7 +73,8 @@ def is_asgi_app(obj: Any) -> bool:
     return 0 <= required <= 3 and (total >= 3 or var_positional)
 
 
-def _is_factory(obj: Any) -> bool:
+def is_factory(obj: Any) -> bool:
+    """Whether *obj* can be called without arguments (a class too)."""
     arity = _arity(obj) if callable(obj) else None
     return arity is not None and arity[0] == 0
 
@@ -131,7 +132,7 @@ def _call_factory(factory: Callable[[], Any], what: str) -> ASGIApp:
 def _app_or_factory(obj: Any, what: str) -> ASGIApp:
     if is_asgi_app(obj):
         return obj  # type: ignore[no-any-return]
-    if _is_factory(obj):
+    if is_factory(obj):
         return _call_factory(obj, what)
     raise TaskAppError(
         f"{what} is {_describe(obj)}: neither an ASGI app nor a zero-argument factory",
@@ -140,19 +141,21 @@ def _app_or_factory(obj: Any, what: str) -> ASGIApp:
     )
 
 
-def load_module_from_path(path: str | Path, *, fresh: bool = False) -> types.ModuleType:
-    """The ``.py`` file at *path* as a uniquely named module, executed once per file version;
-    ``fresh=True`` executes it again into a private module, for :func:`unload_module` later."""
-    file = _task_app_file(path)
+def load_module_from_path(
+    path: str | Path, *, fresh: bool = False, kind: str = "task app"
+) -> types.ModuleType:
+    """The ``.py`` file at *path* (defining a *kind*) as a uniquely named module, executed once per
+    file version; ``fresh=True`` executes it again into a private module, for :func:`unload_module`."""
+    file = _source_file(path, kind)
     with _loaded_lock:  # also serialises the sys.path edits of _execute
         if fresh:
-            return _execute(file)
+            return _execute(file, kind)
         stat = file.stat()
         version = (stat.st_mtime_ns, stat.st_size)
         known = _loaded.get(file)
         if known is not None and known[0] == version and sys.modules.get(known[1].__name__) is known[1]:
             return known[1]
-        module = _execute(file)
+        module = _execute(file, kind)
         if known is not None:
             sys.modules.pop(known[1].__name__, None)
         _loaded[file] = (version, module)
@@ -165,19 +168,19 @@ def unload_module(module: types.ModuleType) -> None:
         del sys.modules[module.__name__]
 
 
-def _task_app_file(path: str | Path) -> Path:
+def _source_file(path: str | Path, kind: str) -> Path:
     file = Path(path)
     if not file.exists():
         problem = "file {} does not exist"
         hint = f"check the path (relative paths are resolved from the current directory: {Path.cwd()})"
     elif not file.is_file():
-        problem, hint = "path {} is not a file", "task_app_path must name a .py file that defines the app"
+        problem, hint = "path {} is not a file", f"name a .py file that defines the {kind}"
     elif file.suffix != ".py":
         problem = "path {} is not a Python file (expected a .py suffix)"
-        hint = "task_app_path must name a .py file; to import a module use target='pkg.module:app'"
+        hint = "name a .py file; to import a module, name it as 'pkg.module:attribute'"
     else:
         return file.resolve()
-    raise TaskAppError("task app " + problem.format(repr(str(file))), hint=hint)
+    raise TaskAppError(f"{kind} " + problem.format(repr(str(file))), hint=hint)
 
 
 def _exec_as(
@@ -204,7 +207,7 @@ def _exec_as(
     return module
 
 
-def _execute(file: Path) -> types.ModuleType:
+def _execute(file: Path, kind: str) -> types.ModuleType:
     directory = str(file.parent)
     added_to_path = directory not in sys.path
     if added_to_path:
@@ -212,7 +215,7 @@ def _execute(file: Path) -> types.ModuleType:
     try:
         return _exec_as(file.stem, file)
     except Exception as exc:
-        raise _raised(f"importing task app file {str(file)!r}", exc, _IMPORT_HINT) from exc
+        raise _raised(f"importing {kind} file {str(file)!r}", exc, _IMPORT_HINT.format(kind)) from exc
     finally:
         if added_to_path:
             with contextlib.suppress(ValueError):
@@ -228,7 +231,7 @@ def _app_from_module(module: types.ModuleType, where: str) -> ASGIApp:
         obj = getattr(module, attribute)
         if attribute == APP_ATTRIBUTE and is_asgi_app(obj):
             return obj  # type: ignore[no-any-return]
-        if _is_factory(obj) and not is_asgi_app(obj):
+        if is_factory(obj) and not is_asgi_app(obj):
             return _call_factory(obj, f"{where}:{attribute}")
         found.append(f"`{attribute}` is {_describe(obj)}")
     looked_for = ", ".join(f"`{n}`" for n in (APP_ATTRIBUTE, *FACTORY_NAMES))
@@ -247,11 +250,14 @@ def _app_from_module(module: types.ModuleType, where: str) -> ASGIApp:
     raise TaskAppError(message, hint=hint)
 
 
-def _module_apps(module: types.ModuleType, *, include_app: bool = False) -> list[tuple[str, Any]]:
+def _module_apps(
+    module: types.ModuleType, *, include_app: bool = False, fits: Callable[[Any], bool] | None = None
+) -> list[tuple[str, Any]]:
     """The module's ASGI apps (``app`` only with *include_app*): app objects and middleware
-    around one, and functions of ``(scope, receive, send)``; never a router or a helper."""
+    around one, and functions of ``(scope, receive, send)``; never a router or a helper. With
+    *fits*: its public objects that *fits* accepts instead."""
     names = [n for n in vars(module) if not n.startswith("_") and (include_app or n != APP_ATTRIBUTE)]
-    return [(name, obj) for name in names if _looks_like_app(obj := vars(module)[name])]
+    return [(name, obj) for name in names if (fits or _looks_like_app)(obj := vars(module)[name])]
 
 
 def _looks_like_app(obj: Any) -> bool:
@@ -262,7 +268,7 @@ def _looks_like_app(obj: Any) -> bool:
     return hasattr(obj, "router") or (hasattr(obj, "app") and not hasattr(obj, "routes"))
 
 
-def _target_module(target: str, *, fresh: bool) -> tuple[types.ModuleType, str, str]:
+def _target_module(target: str, *, fresh: bool, kind: str = "task app") -> tuple[types.ModuleType, str, str]:
     """The module ``"pkg.module:attr"`` names (a private copy when *fresh*), its name and ``attr``."""
     module_name, sep, attr_path = target.partition(":")
     module_name, attr_path = module_name.strip(), attr_path.strip()
@@ -287,10 +293,10 @@ def _target_module(target: str, *, fresh: bool) -> tuple[types.ModuleType, str, 
                 hint=f"{guess}make sure the module is importable from the test run (installed, or "
                 "its directory on sys.path / pytest's pythonpath)",
             ) from exc
-        hint = "a module imported by the task app is missing; install it or fix the import"
+        hint = f"a module imported by the {kind} is missing; install it or fix the import"
         raise _raised(importing, exc, hint) from exc
     except Exception as exc:
-        raise _raised(importing, exc, _IMPORT_HINT) from exc
+        raise _raised(importing, exc, _IMPORT_HINT.format(kind)) from exc
 
 
 def _near_module(name: str) -> str | None:
@@ -324,21 +330,48 @@ def _module_copy(module_name: str, target: str) -> types.ModuleType:
     return _exec_as(module_name.rpartition(".")[2], origin, parent, package_path)
 
 
-def _attribute(module: types.ModuleType, attr_path: str, what: str, source: str) -> Any:
-    """``module.<attr_path>`` (dotted), or a :class:`TaskAppError` listing what the module has."""
+def _attribute(
+    module: types.ModuleType,
+    attr_path: str,
+    what: str,
+    source: str,
+    fits: Callable[[Any], bool] | None = None,
+    found: str = "apps",
+) -> Any:
+    """``module.<attr_path>`` (dotted), or a :class:`TaskAppError` listing what the module has:
+    its objects that *fits* accepts (default: its apps) as its *found*."""
     obj: Any = module
     for part in attr_path.split("."):
         if not hasattr(obj, part):
             public = sorted(n for n in vars(module) if not n.startswith("_"))
-            apps = [name for name, _ in _module_apps(module, include_app=True)]
+            apps = [name for name, _ in _module_apps(module, include_app=True, fits=fits)]
             close = closest(attr_path, public) or (apps[0] if apps else None)
             guess = f"did you mean {close!r}? " if close else ""
             defined = ", ".join(public[:20]) + (" …" if len(public) > 20 else "") or "nothing public"
             # The apps are what the user is after, not every import of the module.
-            listed = f"its apps: {', '.join(apps)}" if apps else f"it defines: {defined}"
+            listed = f"its {found}: {', '.join(apps)}" if apps else f"it defines: {defined}"
             raise TaskAppError(f"{what} has no attribute {attr_path!r} ({source!r})", hint=guess + listed)
         obj = getattr(obj, part)
     return obj
+
+
+def load_attribute(spec: str, *, kind: str, fits: Callable[[Any], bool], found: str) -> Any:
+    """The object ``"path/to/file.py:NAME"`` or ``"package.module:NAME"`` names, a *kind* (a
+    relative path is from the current directory). A missing NAME gets a "did you mean" among the
+    module's names, else the first of its *found* (its objects that *fits* accepts)."""
+    path, attribute = split_app_path(spec)
+    if attribute is not None:
+        module, what = load_module_from_path(path, kind=kind), f"{kind} file {str(path)!r}"
+    else:
+        name, _, attribute = (part.strip() for part in spec.partition(":"))
+        if not name or not attribute or path.suffix == ".py":
+            raise TaskAppError(
+                f"{kind} {spec!r} is not of the form 'path/to/file.py:NAME' or 'package.module:NAME'",
+                hint=f"name the {kind} after a colon, e.g. 'my_{kind.replace(' ', '_')}.py:NAME'",
+            )
+        module, name, attribute = _target_module(spec, fresh=False, kind=kind)
+        what = f"module {name!r}"
+    return _attribute(module, attribute, what, spec, fits, found)
 
 
 def split_app_path(source: str | Path) -> tuple[Path, str | None]:

@@ -342,7 +342,13 @@ def test_an_empty_output_path_is_an_error_not_nothing_written(
     [
         (
             ["merg", "s.json"],
-            "invalid choice: 'merg' (choose from 'merge', 'merge-baselines') (did you mean 'merge'?)",
+            "invalid choice: 'merg' (choose from 'merge', 'merge-baselines', 'serve') "
+            "(did you mean 'merge'?)",
+        ),
+        (
+            ["serv"],
+            "invalid choice: 'serv' (choose from 'merge', 'merge-baselines', 'serve') "
+            "(did you mean 'serve'?)",
         ),
         (
             ["merge", "s.json", "--reprot", "m.json"],
