@@ -1,11 +1,8 @@
-"""pytest-synth-rl: put Synth RL training jobs under test.
+"""pytest-synth-rl: put Synth RL training jobs under test; each capability is a plain library first.
 
-Every capability is a plain library first (usable without pytest); :mod:`pytest_synth_rl.plugin.hooks`
-wires them into fixtures, options and markers. ``__all__`` is what a test or a conftest
-writes: fixture types, what tests construct (scenarios, policies, tolerances) and the errors they
-catch. Everything else is imported from its module (``pytest_synth_rl.client``,
-``.assertions``, ``.recording``, ``.policies``); the few names earlier releases exported here
-still resolve. Names load on first access, so the plugin's import at pytest start stays cheap.
+``__all__`` is what a test or a conftest writes (fixture types, scenarios, policies, tolerances,
+errors); the rest comes from its module, and names earlier releases exported here still resolve.
+Names load on first access, so the plugin's import at pytest start stays cheap.
 """
 
 from __future__ import annotations
@@ -57,43 +54,26 @@ if TYPE_CHECKING:  # exported here by earlier releases: still resolved, not in `
 
 __version__ = "0.1.0"
 
+#: Where each name lives: module -> its names (space-separated).
 _HOMES = {
-    "JobExpectation": "assertions",
-    "eventually": "assertions",
-    "expect_job": "assertions",
-    "Tolerance": "baselines",
-    "AsyncRLJob": "client",
-    "JobResult": "client",
-    "RLJob": "client",
-    "Clock": "clock",
-    "VirtualClock": "clock",
-    "ConfigError": "errors",
-    "JobFailedError": "errors",
-    "JobTimeoutError": "errors",
-    "SynthError": "errors",
-    "SynthUsageError": "errors",
-    "FakeSynthBackend": "fake",
-    "Scenario": "fake",
-    "Secret": "secrets.masking",
-    "ChatRequest": "fake.model",
-    "LearningPolicy": "fake.model",
-    "Reply": "fake.model",
-    "linear": "fake.model",
-    "Policy": "fake.model",
-    "ReplayPolicy": "fake.model",
-    "ScriptedPolicy": "fake.model",
-    "Cassette": "recording",
-    "Replayer": "recording",
-    "BaselineCheck": "plugin.session",
-    "ExpectJob": "plugin.session",
-    "RLConfigRef": "plugin.session",
-    "ServedFake": "plugin.session",
-    "SynthBackend": "plugin.session",
-    "SynthJobFactory": "plugin.session",
-    "TaskAppHandle": "plugin.session",
-    "SynthSettings": "plugin.settings",
-    "InProcessTaskApp": "taskapp",
-    "check_task_app_contract": "fake.contract",
+    name: home
+    for home, names in {
+        "assertions": "JobExpectation eventually expect_job",
+        "baselines": "Tolerance",
+        "client": "AsyncRLJob JobResult RLJob",
+        "clock": "Clock VirtualClock",
+        "errors": "ConfigError JobFailedError JobTimeoutError SynthError SynthUsageError",
+        "fake": "FakeSynthBackend Scenario",
+        "fake.contract": "check_task_app_contract",
+        "fake.model": "ChatRequest LearningPolicy Policy ReplayPolicy Reply ScriptedPolicy linear",
+        "plugin.session": "BaselineCheck ExpectJob RLConfigRef ServedFake SynthBackend SynthJobFactory"
+        " TaskAppHandle",
+        "plugin.settings": "SynthSettings",
+        "recording": "Cassette Replayer",
+        "secrets.masking": "Secret",
+        "taskapp": "InProcessTaskApp",
+    }.items()
+    for name in names.split()
 }
 
 

@@ -67,28 +67,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run a command; a problem with the files given is one ``error:`` line and exit code 2."""
     args = _parser().parse_args(argv)
     from pytest_synth_rl.reporting.merge import (
-        append_summary,
         check_output_file,
         merge_baselines,
         merge_reports,
-        refuse_overwriting_a_shard,
-        write_report,
+        write_output,
     )
 
     try:
         if args.command == "merge":
             # Refuse an output path that cannot be written before reading any shard.
             if args.report is not None:
-                check_output_file(args.report, "--report")
-                refuse_overwriting_a_shard(args.report, args.reports)
+                check_output_file(args.report, "--report", shards=args.reports)
             if args.summary is not None:
                 check_output_file(args.summary, "--summary", make_parents=False)
             report = merge_reports(args.reports)
             print(report.render_terminal(titled=True))
             if args.report is not None:
-                print(f"synth-rl: merged JSON report written to {write_report(report, args.report)}")
+                path = write_output(report.write_json, args.report, "--report")
+                print(f"synth-rl: merged JSON report written to {path}")
             if args.summary is not None:
-                append_summary(report, args.summary)
+                write_output(report.append_github_summary, args.summary, "--summary", append=True)
                 print(f"synth-rl: merged summary appended to {args.summary}")
         else:
             written = merge_baselines(args.directories, args.into, on_empty=_say_empty)

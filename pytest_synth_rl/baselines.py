@@ -31,13 +31,11 @@ Direction = Literal["two_sided", "higher_is_better", "lower_is_better"]
 Verdict = Literal["ok", "drift", "missing", "new"]
 
 FORMAT_VERSION = 1
-UPDATE_FLAG = "--synth-update-baselines"
 _FIX_FILE = "fix the file by hand, or delete it and re-run with --synth-update-baselines"
 
 
 def update_command(test_id: str) -> str:
-    """The exact command that writes or refreshes the baseline of *test_id*."""
-    return f"pytest {UPDATE_FLAG} {shell_quote(test_id)}"
+    return f"pytest --synth-update-baselines {shell_quote(test_id)}"
 
 
 class BaselineError(SynthError):
@@ -48,8 +46,7 @@ class BaselineMissing(BaselineError, AssertionError):
     """The test compares against a baseline that was never written (a failed test, with the fix)."""
 
     def __init__(self, test_id: str, path: Path) -> None:
-        self.test_id = test_id
-        self.path = path
+        self.test_id, self.path = test_id, path
         super().__init__(
             f"no metric baseline for {test_id} (expected file {path})",
             hint=f"create it by running: {update_command(test_id)}",
@@ -65,13 +62,10 @@ class BaselineMismatch(BaselineError, AssertionError):
         where = (f" for {test_id}" if test_id else "") + (f" (baseline file {path})" if path else "")
         counts = [(len(comparison.drifted), "drifted"), (len(comparison.missing), "missing")]
         problems = ", ".join(f"{n} {what}" for n, what in counts if n)
-        hint = (
-            f"if the change is intended, refresh the baseline with: {update_command(test_id)}"
-            if test_id
-            else None
-        )
+        hint = f"if the change is intended, refresh the baseline with: {update_command(test_id or '')}"
         super().__init__(
-            f"metrics differ from the baseline{where}: {problems}\n{comparison.render()}", hint=hint
+            f"metrics differ from the baseline{where}: {problems}\n{comparison.render()}",
+            hint=hint if test_id else None,
         )
 
 
@@ -108,7 +102,6 @@ class Tolerance:
             )
 
     def allowed(self, base: float) -> float:
-        """The largest allowed deviation from *base*."""
         return max(self.abs, self.rel * abs(base))
 
     def accepts(self, base: float, now: float) -> bool:
@@ -128,7 +121,7 @@ class Tolerance:
         return abs(delta) <= limit
 
     def render(self) -> str:
-        """Compact text for tables: ``±0.05``, ``-10%`` (may drop), ``+max(0.05, 10%)``, ``exact``."""
+        """``±0.05``, ``-10%`` (may drop), ``+max(0.05, 10%)``, ``exact``, ``not compared``."""
         if math.isinf(self.abs) or math.isinf(self.rel):
             return "not compared"
         if self.direction == "two_sided" and max(self.abs, self.rel) <= _NOISE:
@@ -220,8 +213,7 @@ def _reward_curve(history: Iterable[Any]) -> tuple[list[float], float | None]:
 
 
 def summarize_job(result_or_mapping: Any, *, extra: Mapping[str, float] | None = None) -> dict[str, float]:
-    """The numbers that describe a finished job (a JobResult, or a mapping whose numeric leaves
-    are flattened with dots); *extra* adds or overrides named metrics."""
+    """A finished job's numbers (a JobResult, or a mapping's numeric leaves, dotted); *extra* overrides."""
     metrics: dict[str, float] = {}
     obj = result_or_mapping
     if isinstance(obj, Mapping) and not hasattr(obj, "history"):
@@ -246,10 +238,11 @@ def summarize_job(result_or_mapping: Any, *, extra: Mapping[str, float] | None =
             metrics["steps"] = max_step if max_step is not None else float(len(curve))
         if history:
             metrics["polls"] = float(len(history))
-        for name, attribute in (("final_reward", "final_reward"), ("elapsed_s", "elapsed")):
-            number = _as_number(getattr(obj, attribute, None))
-            if number is not None and math.isfinite(number):
-                metrics[name] = number
+        ends = {
+            "final_reward": getattr(obj, "final_reward", None),
+            "elapsed_s": getattr(obj, "elapsed", None),
+        }
+        metrics.update(_flatten_numbers(ends))
     if extra:
         metrics.update(_validated_metrics(extra))
     return metrics
@@ -449,7 +442,6 @@ class BaselineComparison:
         return self.ok
 
     def render(self) -> str:
-        """An aligned table: metric, baseline, now, tolerance, verdict."""
         body = []
         for row in self.rows:
             verdict: str = {"missing": "MISSING"}.get(row.verdict, row.verdict)
@@ -460,7 +452,7 @@ class BaselineComparison:
         return table(["metric", "baseline", "now", "tolerance", "verdict"], body)
 
     def raise_for_drift(self) -> BaselineComparison:
-        """Raise :class:`BaselineMismatch` unless :attr:`ok`; returns self for chaining."""
+        """Raise :class:`BaselineMismatch` unless :attr:`ok`, else return self."""
         if not self.ok:
             raise BaselineMismatch(self)
         return self
@@ -515,9 +507,8 @@ def check_baseline(
     tolerances: Mapping[str, Tolerance] | None = None,
     update: bool = False,
 ) -> BaselineComparison:
-    """Compare *metrics* with the stored baseline of *test_id*, or with ``update=True`` refresh it
-    (keeping stored tolerances unless overridden). Raises :class:`BaselineMissing` or
-    :class:`BaselineMismatch`."""
+    """Compare *metrics* with *test_id*'s stored baseline (:class:`BaselineMissing`,
+    :class:`BaselineMismatch`), or with ``update=True`` refresh it, keeping stored tolerances."""
     values = _metrics_of(metrics)
     explicit = _validated_tolerances(tolerances)  # before the baseline is read: a first run checks too
     existing = store.load(test_id)

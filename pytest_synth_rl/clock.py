@@ -56,8 +56,7 @@ class RealClock:
 
 
 class ScaledClock(RealClock):
-    """Real time running *speed* times faster: for the served fake, whose clients cannot share a
-    virtual clock but should not wait two real hours for a two-hour job."""
+    """Real time running *speed* times faster, for the served fake (its clients share no clock)."""
 
     def __init__(self, speed: float = 1.0) -> None:
         if speed <= 0:
@@ -83,10 +82,7 @@ class ScaledClock(RealClock):
 
 
 class VirtualClock:
-    """Time that only moves when someone sleeps or calls :meth:`advance`.
-
-    Thread-safe; listeners run after the clock moved, outside the lock, in the moving thread.
-    """
+    """Time that only moves on a sleep or :meth:`advance`; listeners run after it moved, unlocked."""
 
     is_virtual = True
 
@@ -107,7 +103,6 @@ class VirtualClock:
 
     @property
     def elapsed(self) -> float:
-        """Virtual seconds since the clock was created."""
         with self._lock:
             return self._now - self._start
 
@@ -116,7 +111,6 @@ class VirtualClock:
         return sum(self.sleeps)
 
     def advance(self, seconds: float) -> None:
-        """Move time forward by *seconds* (>= 0) and notify listeners."""
         if not math.isfinite(seconds):
             raise ValueError(f"virtual time moves by a finite number of seconds, not {seconds!r}")
         if seconds < 0:
@@ -146,7 +140,7 @@ class VirtualClock:
         await asyncio.sleep(0)  # a turn for other tasks, as a real sleep gives
 
     def subscribe(self, listener: TimeListener) -> Callable[[], None]:
-        """Call *listener(before, after)* whenever time advances; returns an unsubscribe function."""
+        """Call *listener(before, after)* whenever time advances; returns the unsubscribe function."""
         with self._lock:
             self._listeners.append(listener)
 

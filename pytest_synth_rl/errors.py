@@ -71,8 +71,7 @@ def unknown_argument(
 
 
 def keywords_checked(func: F) -> F:
-    """*func* where a keyword it does not take is a :class:`SynthUsageError` with a "did you
-    mean", not a bare ``TypeError``. Free on a good call: the signature is read only on failure."""
+    """An unknown keyword is a :class:`SynthUsageError` with a "did you mean"; free on a good call."""
 
     @functools.wraps(func)
     def checked(*args: Any, **kwargs: Any) -> Any:
@@ -186,7 +185,6 @@ class _ProblemsError(SynthError, ValueError):
 
     @property
     def keys(self) -> list[str]:
-        """The key of every problem, for assertions."""
         return [p.key for p in self.problems]
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ParamSpec, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from pytest_synth_rl.assertions.arguments import (
     bounds_problems,
@@ -28,6 +28,9 @@ from pytest_synth_rl.clock import Clock, RealClock
 from pytest_synth_rl.errors import ConfigProblem, JobTimeoutError, SynthUsageError, a_type, seconds_problem
 from pytest_synth_rl.reporting.render import format_duration, reward_curve_line, status_timeline
 from pytest_synth_rl.secrets.masking import redact
+
+if TYPE_CHECKING:
+    from pytest_synth_rl.client import RLJob
 
 __all__ = [
     "EventuallyTimeout",
@@ -60,18 +63,12 @@ def eventually(
     clock: Clock | None = None,
     description: str | None = None,
 ) -> T:
-    """Call *check* until it returns a truthy value (returned) without ``AssertionError``,
-    sleeping *interval* on *clock* between attempts; the last attempt is at the deadline.
-    Other exceptions propagate at once."""
+    """Call *check* until it returns a truthy value (returned) without ``AssertionError``, sleeping
+    *interval* on *clock* between attempts, the last at the deadline; other errors propagate."""
     __tracebackhide__ = True
-    problems = [
-        ConfigProblem(f"eventually.{name}", problem, "e.g. eventually(check, timeout=30, interval=1)")
-        for name, problem in (
-            ("timeout", seconds_problem(timeout, allow_zero=True)),
-            ("interval", seconds_problem(interval)),
-        )
-        if problem is not None
-    ]
+    hint = "e.g. eventually(check, timeout=30, interval=1)"
+    checks = (("timeout", seconds_problem(timeout, allow_zero=True)), ("interval", seconds_problem(interval)))
+    problems = [ConfigProblem(f"eventually.{name}", problem, hint) for name, problem in checks if problem]
     if problems:
         raise SynthUsageError(problems)
     clock = clock or RealClock()
@@ -101,26 +98,6 @@ def eventually(
             f"every {format_duration(interval)}):\n" + "\n".join(lines)
         )
     )
-
-
-class _Job(Protocol):
-    """What expectations need from a job: the public surface of ``RLJob``."""
-
-    @property
-    def job_id(self) -> str | None: ...
-
-    def get_status(self) -> dict[str, Any]: ...
-
-    def poll_until_complete(
-        self,
-        timeout: float = ...,
-        interval: float = ...,
-        on_status: Callable[[dict[str, Any]], None] | None = ...,
-    ) -> Any: ...
-
-    def events(self, since_seq: int = ..., limit: int = ...) -> Any: ...
-
-    def metrics(self, after_step: int = ..., limit: int = ...) -> list[dict[str, Any]]: ...
 
 
 @dataclass
@@ -154,14 +131,14 @@ class JobHistory:
 
 
 def _safe(fetch: Callable[[], T], default: T) -> T:
-    """Context for a failure message; a failing fetch must not hide the failure."""
+    """A fetch for a failure message's context: its own failure must not hide the first."""
     try:
         return fetch()
     except Exception:
         return default
 
 
-def _all_events(job: _Job) -> list[Mapping[str, Any]]:
+def _all_events(job: RLJob) -> list[Mapping[str, Any]]:
     events: list[Mapping[str, Any]] = []
     since = 0
     for _ in range(50):  # bounded, against a cursor that never advances
@@ -170,14 +147,13 @@ def _all_events(job: _Job) -> list[Mapping[str, Any]]:
         events.extend(batch)
         next_seq = getattr(page, "next_seq", None)
         cursor = next_seq if isinstance(next_seq, int) else batch[-1].get("seq") if batch else None
-        # A short page is the last one.
         if len(batch) < _EVENT_PAGE or not isinstance(cursor, int) or cursor <= since:
             break
         since = cursor
     return events
 
 
-def job_rewards(job: _Job) -> list[float]:
+def job_rewards(job: RLJob) -> list[float]:
     """The job's reward curve: metric points, else (longer to fetch) the event log."""
     rewards = reward_curve(job.metrics(after_step=-1, limit=10_000))
     return rewards or reward_curve(events=_all_events(job))
@@ -200,9 +176,8 @@ def reward_curve(
     return rewards
 
 
-def collect_job_history(job: _Job, result: Any = None, polls: Sequence[Any] = ()) -> JobHistory:
-    """A job's history from a poll result (if any), its events and metrics; *polls* are the
-    records of a wait that ended without a result (``JobTimeoutError.history``)."""
+def collect_job_history(job: RLJob, result: Any = None, polls: Sequence[Any] = ()) -> JobHistory:
+    """A job's history from a poll result (if any), events and metrics; *polls*: a timed-out wait's."""
     history = JobHistory(job_id=job.job_id)
     records = [*polls, *((getattr(result, "history", None) or []) if result is not None else [])]
     history.statuses = [(float(r.elapsed), str(r.status)) for r in records]
@@ -211,25 +186,22 @@ def collect_job_history(job: _Job, result: Any = None, polls: Sequence[Any] = ()
         history.final_reward = getattr(result, "final_reward", None)
         history.error = getattr(result, "error", None)
     elif job.job_id:
-        empty: dict[str, Any] = {}
-        status = _safe(job.get_status, empty)
+        status: dict[str, Any] = _safe(job.get_status, {})
         history.final_status = str(status.get("status") or status.get("state") or "?")
         history.error = status.get("error") if isinstance(status.get("error"), str) else None
     if job.job_id:
         history.events = _safe(lambda: _all_events(job), [])
-        no_points: list[dict[str, Any]] = []
-        metrics = _safe(lambda: job.metrics(after_step=-1, limit=10_000), no_points)
+        metrics: list[dict[str, Any]] = _safe(lambda: job.metrics(after_step=-1, limit=10_000), [])
         history.rewards = reward_curve(metrics, history.events)
     return history
 
 
 class JobExpectation:
-    """Fluent expectations about one job; each returns ``self`` so they chain. Wrong arguments
-    raise :class:`~pytest_synth_rl.errors.SynthUsageError` before anything is polled."""
+    """Chained expectations about one job; wrong arguments are a ``SynthUsageError`` before any poll."""
 
     def __init__(
         self,
-        job: _Job,
+        job: RLJob,
         *,
         clock: Clock | None = None,
         interval: float | None = None,
@@ -241,8 +213,7 @@ class JobExpectation:
         self.interval = interval
         self.timeout = timeout
         self.result: Any = None
-        #: Expectations called so far: 0 at the end of a test means it checked nothing.
-        self.checks_made = 0
+        self.checks_made = 0  # 0 at the end of a test: it checked nothing
 
     def _fail(self, summary: str, polls: Sequence[Any] = ()) -> AssertionError:
         history = collect_job_history(self.job, self.result, polls)
@@ -250,7 +221,6 @@ class JobExpectation:
         return AssertionError(redact(f"{summary}\n{history.render()}"))
 
     def _wait(self, within: float | None) -> None:
-        """Poll the job to a terminal status (``within`` already checked by the caller)."""
         timeout = within if within is not None else self.timeout
         kwargs: dict[str, Any] = {
             k: v for k, v in (("timeout", timeout), ("interval", self.interval)) if v is not None
@@ -267,7 +237,7 @@ class JobExpectation:
 
     def _end(
         self, method: str, within: float | None, flag: str, verb: str, *more: ConfigProblem | None
-    ) -> None:
+    ) -> JobExpectation:
         """Check the arguments, wait for the end, and fail unless the result has *flag* set."""
         __tracebackhide__ = True
         raise_problems([within_problem(method, within), *more])
@@ -275,32 +245,29 @@ class JobExpectation:
         if flag and not getattr(self.result, flag, False):
             ended = getattr(self.result, "status", "?")
             raise self._fail(f"expected job {self.job.job_id} to {verb}, but it ended {ended!r}")
+        return self
 
     @checked_call
     def to_finish(self, within: float | None = None) -> JobExpectation:
         """The job reaches any terminal status within *within* seconds (on the job's clock)."""
         __tracebackhide__ = True
-        self._end("to_finish", within, "", "")
-        return self
+        return self._end("to_finish", within, "", "")
 
     @checked_call
     def to_succeed(self, within: float | None = None) -> JobExpectation:
         """The job reaches ``succeeded`` (or ``completed``) within *within* seconds."""
         __tracebackhide__ = True
-        self._end("to_succeed", within, "succeeded", "succeed")
-        return self
+        return self._end("to_succeed", within, "succeeded", "succeed")
 
     @checked_call
     def to_fail(self, within: float | None = None, *, error_contains: str | None = None) -> JobExpectation:
         """The job ends ``failed`` (or ``error``), its error containing *error_contains* if given."""
         __tracebackhide__ = True
-        text = None
-        if error_contains is not None:
-            expected = "non-blank text the job's error must contain"
-            text = text_problem(
-                "to_fail", "error_contains", error_contains, expected=expected, example="CUDA out of memory"
-            )
-        self._end("to_fail", within, "failed", "fail", text)
+        expected = "non-blank text the job's error must contain"
+        text = text_problem(
+            "to_fail", "error_contains", error_contains, expected=expected, example="CUDA out of memory"
+        )
+        self._end("to_fail", within, "failed", "fail", None if error_contains is None else text)
         error = getattr(self.result, "error", None) or ""
         if error_contains is not None and error_contains not in error:
             raise self._fail(f"expected the job's error to contain {error_contains!r}, got {error!r}")
@@ -310,8 +277,7 @@ class JobExpectation:
     def to_be_cancelled(self, within: float | None = None) -> JobExpectation:
         """The job ends ``cancelled`` (any spelling)."""
         __tracebackhide__ = True
-        self._end("to_be_cancelled", within, "cancelled", "be cancelled")
-        return self
+        return self._end("to_be_cancelled", within, "cancelled", "be cancelled")
 
     @checked_call
     def to_reach_status(self, status: str, within: float | None = None) -> JobExpectation:
@@ -361,19 +327,12 @@ class JobExpectation:
         """The reward curve rose by at least *by*; ``window=k`` compares the means of the first
         and last *k* points (kinder to noisy curves)."""
         __tracebackhide__ = True
-        raise_problems(
-            [
-                number_problem(
-                    "to_improve_reward",
-                    "by",
-                    by,
-                    positive=False,
-                    expected="a finite number: the least rise from the start of the reward curve to its end",
-                    hint="e.g. to_improve_reward(by=0.2); a negative by tolerates a drop that small",
-                ),
-                window_problem(window),
-            ]
+        expected = "a finite number: the least rise from the start of the reward curve to its end"
+        hint = "e.g. to_improve_reward(by=0.2); a negative by tolerates a drop that small"
+        by_problem = number_problem(
+            "to_improve_reward", "by", by, positive=False, expected=expected, hint=hint
         )
+        raise_problems([by_problem, window_problem(window)])
         if self.result is None:
             self._wait(None)
         rewards = collect_job_history(self.job, self.result).rewards
@@ -416,21 +375,19 @@ class JobExpectation:
 
 
 def expect_job(
-    job: _Job, *, clock: Clock | None = None, interval: float | None = None, timeout: float | None = None
+    job: RLJob, *, clock: Clock | None = None, interval: float | None = None, timeout: float | None = None
 ) -> JobExpectation:
-    """Start fluent expectations about *job* (an ``RLJob``); *interval* and *timeout* default
-    to the job's own polling defaults."""
+    """Start expectations about *job* (an ``RLJob``); *interval* and *timeout* default to the job's."""
     __tracebackhide__ = True
     return start_expectation("expect_job", job, clock=clock, interval=interval, timeout=timeout)
 
 
 def start_expectation(
-    call: str, job: _Job, *, clock: Clock | None, interval: float | None, timeout: float | None
+    call: str, job: RLJob, *, clock: Clock | None, interval: float | None, timeout: float | None
 ) -> JobExpectation:
     """:func:`expect_job` as *call* (``synth_expect`` for the fixture), named in its errors."""
     __tracebackhide__ = True
-    poll = getattr(job, "poll_until_complete", None)
-    problem = None
+    poll, problem = getattr(job, "poll_until_complete", None), None
     if inspect.iscoroutinefunction(poll):
         problem = ConfigProblem(
             f"{call}.job",

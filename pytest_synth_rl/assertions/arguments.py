@@ -44,7 +44,6 @@ def _written(method: str, name: str, value: object) -> str:
 
 
 def _got(method: str, name: str, value: object) -> str:
-    """The call as written, with the type of a value that is not a number."""
     written = _written(method, name, value)
     return written if _is_number(value) else f"{written}, {a_type(value)}"
 
@@ -58,7 +57,6 @@ def raise_problems(problems: Sequence[ConfigProblem | None]) -> None:
 def number_problem(
     method: str, name: str, value: object, *, positive: bool, expected: str, hint: str
 ) -> ConfigProblem | None:
-    """The problem with *value* as a finite number (``> 0`` when *positive*), or None."""
     number = finite_number(value)
     if number is not None and (number > 0 or not positive):
         return None
@@ -72,7 +70,6 @@ def number_problem(
 
 
 def _seconds(method: str, name: str, value: object, what: str, hint: str) -> ConfigProblem | None:
-    """The problem with *value* as seconds on the job's clock (None: not given), or None."""
     if value is None:
         return None
     expected = f"a finite number of seconds > 0 {what}"
@@ -85,7 +82,6 @@ def within_problem(method: str, within: object) -> ConfigProblem | None:
 
 
 def settings_problems(method: str, interval: object, timeout: object) -> list[ConfigProblem | None]:
-    """The problems with the ``interval=`` and ``timeout=`` an expectation was started with."""
     problems = []
     for name, value, what, example in (
         ("interval", interval, "between two polls", 10),
@@ -99,7 +95,6 @@ def settings_problems(method: str, interval: object, timeout: object) -> list[Co
 def text_problem(
     method: str, name: str, value: object, *, expected: str, example: str
 ) -> ConfigProblem | None:
-    """The problem with *value* as non-blank text, or None."""
     if isinstance(value, str) and value.strip():
         return None
     got = _written(method, name, value) + ("" if isinstance(value, str) else f", {a_type(value)}")
@@ -201,18 +196,13 @@ def event_types_problems(types: object) -> list[ConfigProblem | None]:
 
 def _usage(signature: inspect.Signature, method: str) -> str:
     """``to_have_final_reward(*, at_least=None, at_most=None)``: the signature as a user reads it."""
-    params = [
-        p.replace(annotation=inspect.Parameter.empty)
-        for p in signature.parameters.values()
-        if p.name != "self"
-    ]
+    params = [p.replace(annotation=p.empty) for p in signature.parameters.values() if p.name != "self"]
     return f"{method}{signature.replace(parameters=params, return_annotation=inspect.Signature.empty)}"
 
 
 def _call_problems(
     signature: inspect.Signature, method: str, args: Sequence[object], kwargs: Mapping[str, object]
 ) -> list[ConfigProblem]:
-    """What is wrong with calling *method* with *args* and *kwargs* (``self`` not included)."""
     kind = inspect.Parameter
     params = [p for p in signature.parameters.values() if p.name != "self"]
     positional = [p.name for p in params if p.kind in (kind.POSITIONAL_ONLY, kind.POSITIONAL_OR_KEYWORD)]
@@ -258,9 +248,8 @@ def _call_problems(
 
 
 def checked_call(method: Callable[P, T]) -> Callable[P, T]:
-    """A wrongly written call of an expectation (unknown keyword, stray positional, missing
-    argument) becomes a :class:`SynthUsageError` with a "did you mean", not a ``TypeError``;
-    a good call counts in the expectation's ``checks_made``."""
+    """A wrong call (unknown keyword, stray positional, missing argument) is a :class:`SynthUsageError`
+    with a "did you mean", not a ``TypeError``; a good one counts in ``checks_made``."""
     signature = inspect.signature(method)
     name = method.__name__
 

@@ -6,7 +6,6 @@ upstream SDK's rules (every problem in one ConfigError) and returns the body the
 
 from __future__ import annotations
 
-from pytest_synth_rl.config.known_keys import SynthConfigWarning
 from pytest_synth_rl.config.loader import (
     SPECIAL_KEYS,
     apply_overrides,
@@ -20,6 +19,7 @@ from pytest_synth_rl.config.payload import (
     build_rl_payload_from_mapping,
     validate_rl_payload,
 )
+from pytest_synth_rl.config.rules import SynthConfigWarning
 from pytest_synth_rl.config.urls import normalize_backend_url, resolve_task_url
 from pytest_synth_rl.config.validate import (
     EXPERIMENTAL_MODELS,

@@ -17,9 +17,8 @@ from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
-from pytest_synth_rl.config.coerce import describe
-from pytest_synth_rl.config.known_keys import check_override_keys
-from pytest_synth_rl.config.problems import config_error, format_key, key_text, short_key
+from pytest_synth_rl.config.problems import config_error, describe, format_key, key_text, short_key
+from pytest_synth_rl.config.rules import check_override_keys
 from pytest_synth_rl.config.tree import MAX_DEPTH, TreeShapeError, copy_tree, plain_copy
 from pytest_synth_rl.errors import ConfigError, ConfigProblem, keywords_checked
 
@@ -37,8 +36,7 @@ _NOT_REGULAR = (
     (stat.S_ISFIFO, "a named pipe (FIFO)"),
     (stat.S_ISSOCK, "a socket"),
 )
-_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
-_AT_END = re.compile(r"\s*\(at end of document\)\s*$")
+_POSITION = re.compile(r"\s*\((?:at line (\d+), column (\d+)|at end of document)\)\s*$")
 _SEGMENT = r"""(?:[A-Za-z0-9_-]+|"(?:[^"\\\n]|\\.)*"|'[^'\n]*')"""
 # A key starts a line (after ``[`` or ``[[``) or follows ``{`` or ``,``: MAX_DEPTH dotted parts
 # and yet another dot is one too many (the parser is quadratic in a dotted key's length).
@@ -63,57 +61,44 @@ def _file_error(path: Path, message: str, hint: str) -> ConfigError:
     return config_error(f"{path}: {message}", hint, path=str(path))
 
 
-def _too_large(path: Path, size: str) -> ConfigError:
-    return _file_error(
-        path,
-        f"is {size}; expected a TOML file of at most {MAX_CONFIG_BYTES:,} bytes",
-        "an RL config is a few KiB: keep datasets and other bulk data out of it "
-        "(the task app can load them itself)",
-    )
-
-
-def _unreadable(path: Path, exc: OSError) -> ConfigError:
-    return _file_error(
-        path, f"cannot be read: {exc.strerror or type(exc).__name__}", "check the file's permissions"
-    )
-
-
 def read_config_bytes(path: Path) -> bytes:
-    """The file's bytes, or a ConfigError: opened non-blocking (a pipe would wait for a writer), checked
-    with ``fstat`` on the descriptor, read only up to the limit (``/proc`` files report size 0)."""
+    """The file's bytes, or a ConfigError; non-blocking (a pipe would wait), read up to the limit."""
     directory = "is a directory, expected a TOML file", "point at the .toml file itself"
     try:
         descriptor = os.open(path, _OPEN_FLAGS)
+        try:
+            info = os.fstat(descriptor)
+            mode, size = info.st_mode, info.st_size
+            if stat.S_ISDIR(mode):
+                raise _file_error(path, *directory)
+            if not stat.S_ISREG(mode):
+                kind = next((name for test, name in _NOT_REGULAR if test(mode)), "a special file")
+                link = f" (a link to {os.path.realpath(path)})" if os.path.islink(path) else ""
+                raise _file_error(
+                    path,
+                    f"is {kind}{link}, not a regular file; expected a TOML file",
+                    "point at the .toml file itself: devices, pipes and sockets are not read, "
+                    "as they may never end",
+                )
+            with open(descriptor, "rb", closefd=False) as stream:
+                data = b"" if size > MAX_CONFIG_BYTES else stream.read(MAX_CONFIG_BYTES + 1)
+        finally:
+            os.close(descriptor)
     except FileNotFoundError:
         raise _file_error(path, "file not found", f"check the path (relative to {Path.cwd()})") from None
     except IsADirectoryError:
         raise _file_error(path, *directory) from None
     except OSError as exc:
-        raise _unreadable(path, exc) from None
-    try:
-        info = os.fstat(descriptor)
-        mode, size = info.st_mode, info.st_size
-        if stat.S_ISDIR(mode):
-            raise _file_error(path, *directory)
-        if not stat.S_ISREG(mode):
-            kind = next((name for test, name in _NOT_REGULAR if test(mode)), "a special file")
-            link = f" (a link to {os.path.realpath(path)})" if os.path.islink(path) else ""
-            raise _file_error(
-                path,
-                f"is {kind}{link}, not a regular file; expected a TOML file",
-                "point at the .toml file itself: devices, pipes and sockets are not read, "
-                "as they may never end",
-            )
-        if size > MAX_CONFIG_BYTES:
-            raise _too_large(path, f"{size:,} bytes")
-        with open(descriptor, "rb", closefd=False) as stream:
-            data = stream.read(MAX_CONFIG_BYTES + 1)
-    except OSError as exc:
-        raise _unreadable(path, exc) from None
-    finally:
-        os.close(descriptor)
-    if len(data) > MAX_CONFIG_BYTES:
-        raise _too_large(path, f"more than {MAX_CONFIG_BYTES:,} bytes")
+        reason = exc.strerror or type(exc).__name__
+        raise _file_error(path, f"cannot be read: {reason}", "check the file's permissions") from None
+    if size > MAX_CONFIG_BYTES or len(data) > MAX_CONFIG_BYTES:
+        shown = f"{size:,} bytes" if size > MAX_CONFIG_BYTES else f"more than {MAX_CONFIG_BYTES:,} bytes"
+        raise _file_error(
+            path,
+            f"is {shown}; expected a TOML file of at most {MAX_CONFIG_BYTES:,} bytes",
+            "an RL config is a few KiB: keep datasets and other bulk data out of it "
+            "(the task app can load them itself)",
+        )
     return data
 
 
@@ -127,13 +112,8 @@ def parse_file_bytes(data: bytes, *, source: str) -> dict[str, Any]:
     """:func:`parse_toml` of a file's bytes, parsed once per content; the caller gets its own tree."""
     if len(data) > _CACHED_BYTES:
         return parse_toml(data, source=source)
-    copied: dict[str, Any] = copy_tree(_parse_file_content(data, source))
+    copied: dict[str, Any] = copy_tree(_parsed(data, source=source))
     return copied
-
-
-@functools.lru_cache(maxsize=64)
-def _parse_file_content(data: bytes, source: str) -> dict[str, Any]:
-    return parse_toml(data, source=source)  # errors are not cached: a broken file reports every time
 
 
 def _position(text: str | bytes, offset: int) -> tuple[int, int]:
@@ -213,18 +193,11 @@ def _long_integer_problem(text: str) -> ConfigProblem:
 
 def _syntax_problem(exc: Exception, text: str) -> ConfigProblem:
     message = str(exc)
-    raw = str(getattr(exc, "msg", None) or exc)
-    line: int | None = getattr(exc, "lineno", None)
-    column: int | None = getattr(exc, "colno", None)
-    lines = text.split("\n")
-    if found := _POSITION.search(message):
-        line, column = int(found.group(1)), int(found.group(2))
-        raw = message[: found.start()]
-    elif at_end := _AT_END.search(message):
-        raw = message[: at_end.start()]
-        line, column = len(lines), len(lines[-1]) + 1
-    if line is None or column is None:
-        return ConfigProblem(key="", message=f"invalid TOML: {raw}", hint="fix the TOML syntax")
+    found = _POSITION.search(message)
+    if found is None:
+        return ConfigProblem(key="", message=f"invalid TOML: {message}", hint="fix the TOML syntax")
+    raw, lines = message[: found.start()], text.split("\n")
+    line, column = (int(found[1]), int(found[2])) if found[1] else (len(lines), len(lines[-1]) + 1)
     excerpt = ""
     if 1 <= line <= len(lines) and len(source_line := lines[line - 1].rstrip("\r")) <= 120:
         excerpt = f"\n    {source_line}\n    {' ' * max(column - 1, 0)}^"
@@ -315,8 +288,7 @@ def apply_overrides(
     source: str | None = None,
     allow_new_keys: bool = False,
 ) -> dict[str, Any]:
-    """A copy of *config* with the non-special overrides applied; one adding a key neither the config
-    nor the schema has is a ConfigError with a "did you mean", unless *allow_new_keys*."""
+    """A copy of *config* with the non-special overrides applied; unknown new keys fail unless allowed."""
     parsed: list[tuple[tuple[str, ...], str, Any]] = []
     for key, value in split_overrides(overrides, source=source)[1]:
         path = parse_dotted_key(key, source=source)
@@ -356,7 +328,7 @@ def _apply(
     source: str | None,
     above: tuple[str, ...] = (),
 ) -> None:
-    """Apply one edit at *path* below *node*; *above* is where *node* sits (for messages)."""
+    """Apply one edit at *path* below *node*, which sits at *above*."""
     for depth, segment in enumerate(path[:-1]):
         child = node.get(segment)
         if child is None:
@@ -369,7 +341,7 @@ def _apply(
         node.pop(last, None)
         return
     if not isinstance(value, Mapping):
-        node[last] = plain_copy(value)
+        node[last] = value  # apply_overrides made it a fresh copy
         return
     existing = node.get(last)
     if existing is None:
@@ -400,7 +372,10 @@ def load_rl_config(
     overrides: Mapping[str, Any] | None = None,
     allow_new_keys: bool = False,
 ) -> dict[str, Any]:
-    """The parsed TOML with non-special *overrides* applied; not validated yet (the special keys are
-    type-checked only)."""
+    """The parsed TOML with non-special *overrides* applied, not validated yet."""
     path = config_source(config_path)
     return apply_overrides(read_toml_file(path), overrides, source=str(path), allow_new_keys=allow_new_keys)
+
+
+#: Files parsed once per content: errors are not cached, so a broken file reports every time.
+_parsed = functools.lru_cache(maxsize=64)(parse_toml)

@@ -11,8 +11,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
-from pytest_synth_rl.config.coerce import describe
-from pytest_synth_rl.config.known_keys import config_warnings, warn_about_config
 from pytest_synth_rl.config.loader import (
     apply_overrides,
     config_source,
@@ -20,7 +18,8 @@ from pytest_synth_rl.config.loader import (
     read_config_bytes,
     split_overrides,
 )
-from pytest_synth_rl.config.problems import ProblemList, config_error
+from pytest_synth_rl.config.problems import ProblemList, config_error, describe
+from pytest_synth_rl.config.rules import config_warnings, warn_about_config
 from pytest_synth_rl.config.tree import PassedChecks, copy_tree, exact_key, plain_copy
 from pytest_synth_rl.config.urls import http_url_problem, normalize_backend_url, resolve_task_url
 from pytest_synth_rl.config.validate import ModelRejected, check_rl_config, config_problems, resolve_rl_model
@@ -45,8 +44,7 @@ class _Options(NamedTuple):
 
 @dataclass(frozen=True)
 class RLBuildResult:
-    """The job body plus what the caller needs next: the task URL to health-check and the
-    idempotency key to send as the ``Idempotency-Key`` header (never part of the body)."""
+    """The job body, the task URL to health-check and the ``Idempotency-Key`` header (not in the body)."""
 
     payload: dict[str, Any]
     task_url: str
@@ -68,11 +66,8 @@ def build_rl_payload(
     backend_url: str | None = None,
     allow_new_keys: bool = False,
 ) -> RLBuildResult:
-    """The RL job payload for the TOML file at *config_path*, or a ConfigError listing every problem.
-
-    Task URL: ``overrides["task_url"]`` > *task_url* (or ``TASK_APP_URL``) > ``[services].task_url``;
-    *backend_url* (or ``overrides["backend"]``) adds ``metadata.backend_base_url``.
-    """
+    """The RL job payload for the TOML file at *config_path*, or a ConfigError listing every problem;
+    *backend_url* (or ``overrides["backend"]``) adds ``metadata.backend_base_url``."""
     path = config_source(config_path)
     source = str(path)
     data = read_config_bytes(path)
@@ -142,11 +137,7 @@ def _build(raw: Mapping[str, Any], source: str, options: _Options) -> tuple[RLBu
         raise problems.as_error(source)
     data: dict[str, Any] = checked.config
     data.pop("smoke", None)  # CLI-only smoke-test knobs never reach the trainer
-    reference = data.get("reference")
-    if isinstance(reference, dict):
-        reference.setdefault("placement", "none")
-    else:
-        data["reference"] = {"placement": "none"}
+    data.setdefault("reference", {}).setdefault("placement", "none")  # a table once validated
     data["services"]["task_url"] = choice.url  # one URL everywhere: no split between config and endpoint
     body: dict[str, Any] = {"endpoint_base_url": choice.url.rstrip("/"), "config": data}
     body[checked.model_field] = checked.model.payload_id

@@ -1,4 +1,4 @@
-"""Collecting every config problem once, keyed by where it is.
+"""Collecting every config problem once, keyed by where it is, and the words messages use for values.
 
 Several rules can trip over one mistake, so the first problem per key is kept and problems inside
 an already broken key are dropped. Long lists are capped: the rest are counted, not listed.
@@ -7,10 +7,10 @@ an already broken key are dropped. Long lists are capped: the rest are counted, 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Iterator, Sequence
 
-from pytest_synth_rl.config.coerce import describe
 from pytest_synth_rl.errors import ConfigError, ConfigProblem
 
 #: A location in the config: table keys (str) and array indexes (int).
@@ -24,6 +24,34 @@ _LIMITS = (
     f"the first {PER_TABLE_LIMIT} problems inside one table or array and {TOTAL_LIMIT} lines in all "
     "are listed"
 )
+_KINDS = ((bool, "boolean"), (int, "integer"), (float, "float"), (str, "string"))
+
+
+def describe(value: object) -> str:
+    """A short description of *value* and its TOML-ish type, for problem messages."""
+    if value is None:
+        return "nothing"
+    if isinstance(value, dict):
+        return "a table" if value else "an empty table"
+    if isinstance(value, (list, tuple)):
+        return f"an array of {len(value)} item(s)"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 240:
+        return f"an integer of {digit_count(value):,} digits"
+    try:
+        text = repr(value)
+    except Exception:  # a user's broken __repr__ must not replace the real problem
+        text = f"<{type(value).__name__} object that cannot be shown>"
+    if len(text) > 60:
+        text = text[:59] + "…"
+    kind = next((name for cls, name in _KINDS if isinstance(value, cls)), type(value).__name__)
+    return f"{text} ({kind})"
+
+
+def digit_count(number: int) -> int:
+    """How many decimal digits *number* has, without writing it out (Python refuses > 4,300)."""
+    magnitude = abs(number)
+    estimate = max(1, int(magnitude.bit_length() * math.log10(2)))  # the count or one less
+    return estimate + 1 if magnitude >= 10**estimate else estimate
 
 
 def config_error(message: str, hint: str | None, *, key: str = "", path: str | None = None) -> ConfigError:
@@ -67,8 +95,7 @@ def short_key(path: Sequence[object]) -> str:
 
 
 class _Node:
-    """A key of the trie of recorded paths: broken here, items listed, and (once it has a line
-    counting them) its path and how many problems inside it are not listed."""
+    """A key of the trie of recorded paths; ``path`` is set once it has a line counting unlisted ones."""
 
     __slots__ = ("broken", "children", "listed", "path", "unlisted")
 
@@ -105,17 +132,9 @@ class ProblemList:
         self._count += 1
         if parent.listed < PER_TABLE_LIMIT and len(self._lines) < TOTAL_LIMIT:
             parent.listed += 1
-            problem = ConfigProblem(key=format_key(key), message=message, hint=hint)
-            self._lines.append((key, problem))
+            self._lines.append((key, ConfigProblem(key=format_key(key), message=message, hint=hint)))
         else:
             self._count_unlisted(parent, key[:-1], 1)
-
-    def add_unlisted(self, path: Sequence[object], count: int) -> None:
-        """Count *count* problems inside *path* without listing them."""
-        key = tuple(path)
-        if count > 0 and not self.covers(key):
-            self._count += count
-            self._count_unlisted(self._node(key)[1], key, count)
 
     def _count_unlisted(self, node: _Node, path: tuple[object, ...], count: int) -> None:
         if node.path is None and len(self._lines) < TOTAL_LIMIT:
@@ -150,10 +169,12 @@ class ProblemList:
     def extend(self, other: ProblemList, prefix: Sequence[object] = ()) -> None:
         """Add *other*'s problems, with their keys moved under *prefix* (e.g. ``data.config``)."""
         for path, item in other.entries():
+            key = (*prefix, *path)
             if isinstance(item, ConfigProblem):
-                self.add((*prefix, *path), item.message, item.hint)  # no rule gives a line
-            else:
-                self.add_unlisted((*prefix, *path), item)
+                self.add(key, item.message, item.hint)
+            elif not self.covers(key):  # a count of unlisted problems
+                self._count += item
+                self._count_unlisted(self._node(key)[1], key, item)
 
     def entries(self) -> list[tuple[tuple[object, ...], ConfigProblem | int]]:
         """Each listed problem with its path, and for unlisted ones their table's path and number."""
@@ -175,7 +196,6 @@ class ProblemList:
         return self._count > 0
 
     def __len__(self) -> int:
-        """Every problem recorded, listed or not."""
         return self._count
 
     def __iter__(self) -> Iterator[ConfigProblem]:

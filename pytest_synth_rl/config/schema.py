@@ -1,22 +1,40 @@
-"""The typed shape of an RL config (the SDK's models, contract §2.1) and its declarative checker.
+"""The typed shape of an RL config (the SDK's models, contract §2.1), its checker and its conversions.
 
 A :class:`Section` lists its keys with a kind, whether required, and a default written when absent
 (as the SDK serialises ``[policy].max_tokens = 512``). Unknown keys are forwarded, ``None`` dropped.
+Scalars convert with the SDK's lax-mode decisions: ``gpu_count = "2"`` is sent as ``2``.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pytest_synth_rl.config.coerce import CoercionError, describe, to_bool, to_float, to_int, to_str
-from pytest_synth_rl.config.problems import KeyPath, ProblemList, format_key, key_text
+from pytest_synth_rl.config.problems import KeyPath, ProblemList, describe, format_key, key_text
 from pytest_synth_rl.config.tree import plain_copy
 
+# The Unicode White_Space characters the SDK's number parser trims (narrower than str.isspace).
+_WHITE_SPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
+    "\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+_INT_TEXT = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*(?:\.0+)?")
+_FLOAT_TEXT = re.compile(
+    r"[+-]?(?:inf|infinity|nan|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]+)?)", re.IGNORECASE
+)
+_BOOL_WORDS = {"1": True, "on": True, "t": True, "true": True, "y": True, "yes": True}
+_BOOL_WORDS |= {"0": False, "off": False, "f": False, "false": False, "n": False, "no": False}
+#: Integers must be smaller than this in magnitude (64-bit, like TOML integers).
+INT64_LIMIT = 2**63
+_INT64_DIGITS = len(str(INT64_LIMIT))
+_TOO_BIG = "an integer smaller than 2**63"
+
+
 Kind = Literal["str", "int", "float", "bool", "table", "list_str", "list_int", "table_float", "section"]
-_CONVERT: dict[str, Callable[[Any], Any]] = {"str": to_str, "int": to_int, "float": to_float, "bool": to_bool}
 _EXPECTED = {
     "str": "a string",
     "int": "an integer",
@@ -33,6 +51,72 @@ AfterCheck = Callable[[dict[str, Any], KeyPath, ProblemList], None]
 Constraint = Callable[[Any], "str | None"]
 _ITEM_KINDS = {"table_float": "float", "list_str": "str", "list_int": "int"}
 _STRING_KEYS = "table keys must be strings, got {}", "use string keys (TOML keys always are)"
+
+
+class CoercionError(ValueError):
+    """A value cannot be converted to the wanted type; ``expected`` names that type for humans."""
+
+    def __init__(self, expected: str, value: object) -> None:
+        self.expected = expected
+        super().__init__(f"expected {expected}, got {describe(value)}")
+
+
+def to_str(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    raise CoercionError("a string", value)
+
+
+def to_int(value: Any) -> int:
+    """Ints of any size (as the SDK), bools, integral floats and decimal strings below 2**63."""
+    if isinstance(value, int):
+        return int(value) if isinstance(value, bool) else value
+    if isinstance(value, float):
+        if not math.isfinite(value) or not value.is_integer():
+            raise CoercionError("an integer", value)
+        if abs(value) >= float(INT64_LIMIT):
+            raise CoercionError(_TOO_BIG, value)
+        return int(value)
+    if not isinstance(value, str) or not _INT_TEXT.fullmatch(text := value.strip(_WHITE_SPACE)):
+        raise CoercionError("an integer", value)
+    whole = text.split(".", 1)[0].replace("_", "")
+    if len(whole.lstrip("+-").lstrip("0")) > _INT64_DIGITS or abs(int(whole)) >= INT64_LIMIT:
+        raise CoercionError(_TOO_BIG, value)
+    return int(whole)
+
+
+def to_float(value: Any) -> float:
+    """Numbers, bools and numeric strings (``inf``/``nan`` spellings, single ``_`` separators)."""
+    if isinstance(value, (bool, float)):
+        return float(value)
+    if isinstance(value, int):
+        try:
+            return float(value)
+        except OverflowError:
+            raise CoercionError("a number that fits a 64-bit float", value) from None
+    if isinstance(value, str):
+        if "_" in value:  # then the SDK does not trim, and refuses separators at an end or doubled
+            ok = not (value.startswith("_") or value.endswith("_") or "__" in value)
+            text = value.replace("_", "") if ok else ""
+        else:
+            text = value.strip(_WHITE_SPACE)
+        if _FLOAT_TEXT.fullmatch(text):
+            return float(text)
+    raise CoercionError("a number", value)
+
+
+def to_bool(value: Any) -> bool:
+    """Bools, the numbers 0 and 1, and case-insensitive words (``true``, ``no``, ``on`` ...)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.lower() in _BOOL_WORDS:
+        return _BOOL_WORDS[value.lower()]
+    raise CoercionError(_EXPECTED["bool"], value)
+
+
+_CONVERT: dict[str, Callable[[Any], Any]] = {"str": to_str, "int": to_int, "float": to_float, "bool": to_bool}
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 #: The longest key path a config may have (``a.b.c`` is 3; ``seeds[0]`` is 2): far inside the
 #: recursion limit wherever the caller's stack stands.
@@ -35,8 +34,7 @@ class TreeShapeError(ValueError):
 
 
 def plain_copy(value: Any, path: _Path = ()) -> Any:
-    """A bounded deep copy of plain ``dict``/``list`` containers (tuples become lists); *path* is where
-    *value* sits. Raises :class:`TreeShapeError`."""
+    """A bounded deep copy of plain dicts and lists (tuples become lists) at *path*, or a TreeShapeError."""
     above: set[int] = set()
     values = 0
 
@@ -100,8 +98,7 @@ class _Unkeyable(Exception):
 
 
 def exact_key(tree: object) -> Hashable | None:
-    """A hashable key equal only for trees of the same values, types and order (a float by its
-    ``repr``: ``-0.0`` is not ``0.0``); None for anything else, or a tree too deep or too big."""
+    """A key equal only for trees of the same values, types and order (``-0.0`` is not ``0.0``), or None."""
     out: list[object] = []
     append = out.append
     count = 0
@@ -139,8 +136,7 @@ def exact_key(tree: object) -> Hashable | None:
     return tuple(out)
 
 
-@dataclass(frozen=True)
-class MemoInfo:
+class MemoInfo(NamedTuple):
     """What a memo did so far: answers reused, checks run, entries held (at most ``maxsize``)."""
 
     hits: int

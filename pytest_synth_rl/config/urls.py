@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from pytest_synth_rl.errors import closest
 
@@ -35,8 +35,7 @@ def http_url_problem(text: str, example: str) -> str | None:
     return f"expected an http(s) URL such as {example}, got {text!r}{hint}"
 
 
-@dataclass(frozen=True)
-class TaskUrlChoice:
+class TaskUrlChoice(NamedTuple):
     """The resolved task URL and where it came from (for messages and reports)."""
 
     url: str
@@ -50,8 +49,7 @@ def resolve_task_url(
     config_value: str | None,
     environ: Mapping[str, str] | None = None,
 ) -> TaskUrlChoice | None:
-    """``overrides["task_url"]`` > argument (or ``TASK_APP_URL`` when it is empty) > config; blank counts
-    as missing, the winner is trimmed; None when none is usable."""
+    """``overrides["task_url"]`` > argument (or ``TASK_APP_URL``) > config, trimmed; blank is missing."""
     env = os.environ if environ is None else environ
     env_source = "task_url argument" if argument else "TASK_APP_URL environment variable"
     for value, source in (

@@ -11,18 +11,17 @@ import math
 import os
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
-from pytest_synth_rl.config.coerce import INT64_LIMIT, describe
-from pytest_synth_rl.config.known_keys import point_at_near_misses
-from pytest_synth_rl.config.problems import KeyPath, ProblemList, key_text
+from pytest_synth_rl.config.problems import KeyPath, ProblemList, describe, key_text
 from pytest_synth_rl.config.rules import (
     check_algorithm_triple,
     check_reward_sections,
     inject_defaults,
+    point_at_near_misses,
     precheck,
 )
-from pytest_synth_rl.config.schema import RL_CONFIG, check_section
+from pytest_synth_rl.config.schema import INT64_LIMIT, RL_CONFIG, check_section
 from pytest_synth_rl.config.tree import PassedChecks, TreeShapeError, exact_key, plain_copy
 from pytest_synth_rl.errors import ConfigProblem
 
@@ -70,8 +69,7 @@ class ModelRejected(ValueError):
         super().__init__(message)
 
 
-@dataclass(frozen=True)
-class ResolvedModel:
+class ResolvedModel(NamedTuple):
     """A usable model: ``payload_id`` is sent, ``base`` is the canonical base it trains."""
 
     payload_id: str
@@ -97,8 +95,7 @@ def _base_of(model_id: str, *, fine_tuned: bool) -> str | None:
 
 
 def resolve_rl_model(model_id: str, *, fine_tuned: bool, allow_experimental: bool | None) -> ResolvedModel:
-    """What goes into the payload for *model_id*, else :class:`ModelRejected` with the reason and a
-    fix; ``fine_tuned`` ids (``ft:<base>:<job>``) must name a known base in a later ``:`` part."""
+    """What the payload sends for *model_id* (a ``fine_tuned`` one names its base), or ModelRejected."""
     cleaned = model_id.strip()
     if not cleaned:
         raise ModelRejected("is empty; expected a model id", f"use a base model such as {_EXAMPLES}")
@@ -151,8 +148,7 @@ def check_rl_config(
     model_override: str | None = None,
     select_model: bool = True,
 ) -> ConfigCheck:
-    """Run every rule on *config*; never raises. ``model_override`` is ``overrides["model"]``;
-    ``select_model=False`` skips the builder's model choice (payloads carry it outside the config)."""
+    """Every rule on *config*, never raising; ``select_model=False`` skips the builder's model choice."""
     checked = _remembered_check(config, allow_experimental, model_override, select_model)
     if checked.problems:
         return checked
@@ -226,8 +222,7 @@ def _choose_model(
     allow_experimental: bool | None,
     problems: ProblemList,
 ) -> tuple[ResolvedModel | None, ModelField | None]:
-    """The builder's rule (§7.2): exactly one of [model].source / [model].base; ``overrides["model"]``
-    forces source mode; [policy] alone does not count."""
+    """The builder's rule (§7.2): ``overrides["model"]``, else exactly one of [model].source / base."""
     override = (model_override or "").strip()
     field: ModelField = "model"
     if override:
@@ -302,8 +297,7 @@ def _check_json_values(value: object, path: KeyPath, problems: ProblemList) -> N
 def collect_config_problems(
     config: Mapping[str, Any], *, allow_experimental: bool | None = None, model_override: str | None = None
 ) -> list[ConfigProblem]:
-    """Every problem in an already-parsed RL config (e.g. a payload's ``data.config``), the builder's
-    algorithm and model checks included; never raises."""
+    """Every problem in a parsed RL config, the builder's algorithm and model checks included."""
     return config_problems(
         config, allow_experimental=allow_experimental, model_override=model_override
     ).as_list()
@@ -316,8 +310,7 @@ def validate_rl_config(
     allow_experimental: bool | None = None,
     model_override: str | None = None,
 ) -> dict[str, Any]:
-    """*config* normalised as the SDK's validator does (values converted, defaults and a placeholder
-    ``[services]`` added, ``None`` dropped), or a :class:`ConfigError` listing every problem."""
+    """*config* normalised as the SDK's validator does, or a ConfigError listing every problem."""
     checked = check_rl_config(config, allow_experimental=allow_experimental, model_override=model_override)
     if checked.problems:
         raise checked.problems.as_error(path)

@@ -20,14 +20,14 @@ from pytest_synth_rl.fake.fake_job import FakeJob
 from pytest_synth_rl.fake.faults import make_fault
 from pytest_synth_rl.fake.jobs import TERMINAL
 from pytest_synth_rl.fake.lifecycle import Lifecycle
-from pytest_synth_rl.fake.scenario import Scenario, error_text_problem, written
+from pytest_synth_rl.fake.scenario import Scenario, error_text_problem, number_in, written
 from pytest_synth_rl.fake.store import JobStore, StoreFull
 from pytest_synth_rl.fake.wire import (
     error_response,
     json_response,
-    load_json,
-    non_finite_field,
+    method_not_allowed,
     problems_response,
+    request_json,
 )
 
 #: The most one ``POST /_fake/clock/advance`` moves the clock: a year of virtual time.
@@ -35,25 +35,6 @@ MAX_CLOCK_ADVANCE = 366 * 86400.0
 #: Events, metric points and rollouts ``GET /_fake/jobs/{id}`` shows: the latest (a job may have
 #: tens of thousands; the API's paged routes give them all).
 DETAIL_ITEMS = 1000
-
-
-def _body(request: httpx.Request) -> dict[str, Any]:
-    if not request.content:
-        return {}
-    try:
-        parsed = load_json(request.content)  # a too-long integer: TooManyDigits, a 400 naming it
-    except RecursionError:  # nested deeper than the parser can go: a bad body, not a crash
-        raise ValueError("the admin request body is nested too deeply to parse") from None
-    if not isinstance(parsed, dict):
-        raise ValueError("the admin request body must be a JSON object")
-    bad = non_finite_field(parsed)
-    if bad is not None:
-        name, number = bad
-        raise ValueError(
-            f"field {name!r} must be a finite number, got {number!r}: NaN and Infinity (and numbers "
-            "too large for a float, like 1e400) are not accepted"
-        )
-    return parsed
 
 
 #: Unknown field names one error lists (a body may hold thousands), and the characters of each.
@@ -165,8 +146,7 @@ def _advance_job(call: _Call, body: dict[str, Any]) -> httpx.Response:
 
 
 def _finish(call: _Call, body: dict[str, Any]) -> httpx.Response:
-    """``POST /_fake/jobs/{id}/succeed|fail|cancel``; a job already finished gets the 409 the
-    API's cancel gives (``job_already_finished``, naming the job and its status), not a 200."""
+    """``POST /_fake/jobs/{id}/succeed|fail|cancel``; a finished job gets the API cancel's 409."""
     action = call.request.url.path.rstrip("/").rsplit("/", 1)[-1]
     error = body.get("error")
     problem = None if error is None else error_text_problem(error, "fail.error")
@@ -202,8 +182,9 @@ def _clear_faults(call: _Call, body: dict[str, Any]) -> httpx.Response:
 
 def _clock(call: _Call, body: dict[str, Any]) -> httpx.Response:
     clock = call.lifecycle.clock
-    virtual = isinstance(clock, VirtualClock)
-    return json_response(200, {"now": clock.now(), "time": clock.time(), "virtual": virtual})
+    return json_response(
+        200, {"now": clock.now(), "time": clock.time(), "virtual": isinstance(clock, VirtualClock)}
+    )
 
 
 def _advance_clock(call: _Call, body: dict[str, Any]) -> httpx.Response:
@@ -211,12 +192,8 @@ def _advance_clock(call: _Call, body: dict[str, Any]) -> httpx.Response:
     if not isinstance(clock, VirtualClock):
         message = f"the fake runs on {clock!r}; only a VirtualClock can be advanced"
         return error_response(409, "not_virtual", message)
-    seconds = body.get("seconds")
-    if (
-        isinstance(seconds, bool)
-        or not isinstance(seconds, (int, float))
-        or not 0 <= seconds <= MAX_CLOCK_ADVANCE
-    ):
+    seconds: Any = body.get("seconds")
+    if not number_in(seconds, 0, MAX_CLOCK_ADVANCE):
         message = f"'seconds' must be a finite number from 0 to {MAX_CLOCK_ADVANCE:g}, got {seconds!r}"
         return error_response(422, "bad_seconds", message)
     clock.advance(float(seconds))
@@ -311,14 +288,16 @@ def _route(call: _Call) -> httpx.Response:
     if found is None:
         allowed = sorted(m for m, path in _ROUTES if path == shape)
         if allowed:  # the path is served, with another method: 405, as the API routes answer
-            methods = ", ".join(allowed)
-            message = f"{method} is not allowed on {request.url.path}; use {methods}"
-            return error_response(405, "method_not_allowed", message, [("allow", methods)])
+            return method_not_allowed(method, request.url.path, allowed)
         message = f"no admin route {method} {request.url.path}"
         return error_response(404, "route_not_found", message, routes=list(ADMIN_ROUTES))
     reads, handler = found
     if job_id:
         call.store.get(job_id)  # an unknown job is a 404 before anything in its body
-    body = {} if reads is None else _body(request)
-    bad = None if reads is None else _unknown_fields(body, reads[1], reads[0])
+    if reads is None:
+        return handler(call, {})
+    body = request_json(request.content) if request.content else {}
+    if not isinstance(body, dict):
+        raise ValueError("the admin request body must be a JSON object")
+    bad = _unknown_fields(body, reads[1], reads[0])
     return bad if bad is not None else handler(call, body)

@@ -10,6 +10,7 @@ import contextlib
 import functools
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -22,37 +23,23 @@ from pytest_synth_rl.fake.keys import SEALED_BOX_ALG, EnvKeyRejected, EnvKeys
 from pytest_synth_rl.fake.lifecycle import Lifecycle
 from pytest_synth_rl.fake.store import IdempotencyConflict, StoreFull
 from pytest_synth_rl.fake.stream import EventStream
-from pytest_synth_rl.fake.wire import (
-    TooManyDigits,
-    error_response,
-    json_response,
-    load_json,
-    non_finite_field,
-    problems_response,
-)
+from pytest_synth_rl.fake.wire import BadBody, error_response, json_response, problems_response, request_json
 
 _PAYLOAD = "the RL job payload as a JSON object with Content-Type: application/json"
 _STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "error")
 
 
+@dataclass
 class ApiCall:
     """The request as the handlers need it, with the parts of the fake they work on."""
 
-    def __init__(
-        self,
-        lifecycle: Lifecycle,
-        request: httpx.Request,
-        job_id: str | None,
-        keys: EnvKeys,
-    ) -> None:
-        self.lifecycle = lifecycle
-        self.request = request
-        self.job_id = job_id
-        self.keys = keys
+    lifecycle: Lifecycle
+    request: httpx.Request
+    job_id: str | None
+    keys: EnvKeys
 
     @functools.cached_property
     def params(self) -> httpx.QueryParams:
-        """The query parameters, parsed once."""
         return self.request.url.params
 
 
@@ -64,36 +51,21 @@ class _Answer(Exception):
 
 
 def _json_body(call: ApiCall, what: str, *, payload: bool = False) -> dict[str, Any]:
-    """The body as a JSON object of finite numbers; else the 400 (422 for a job *payload*) saying
-    why, and to send *what*."""
+    """The body as a JSON object; else the 400 (422 for a bad job *payload*) asking for *what*."""
     raw = call.request.content
     try:
-        body = load_json(raw) if raw else None
-    except TooManyDigits as exc:
-        if not payload:
-            raise _Answer(error_response(400, "number_too_long", f"{exc}; send {what}")) from None
-        message = f"must be an integer of at most {exc.limit} digits, got {exc.digits} digits"
-        hint = "no field of the RL job payload needs more than a few digits"
-        raise _Answer(_invalid(exc.field, message, hint)) from None
-    # RecursionError: a body nested deeper than the interpreter can parse is as bad as malformed JSON.
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        message = f"the request body is not valid JSON ({exc}); send {what}"
-        raise _Answer(error_response(400, "invalid_json", message)) from None
-    if not isinstance(body, dict) and not payload:
+        body = request_json(raw)
+    except BadBody as bad:
+        if payload and bad.field:
+            raise _Answer(_invalid(bad.field, bad.problem, bad.hint)) from None
+        raise _Answer(error_response(400, bad.code, f"{bad}; send {what}")) from None
+    if isinstance(body, dict):
+        return body
+    if not payload:
         raise _Answer(error_response(400, "invalid_body", f"expected a JSON object: {what}"))
-    if not isinstance(body, dict):
-        got = "JSON null" if raw.strip() else "an empty body"
-        got = f"a JSON {type(body).__name__}" if body is not None else got
-        message = f"expected the RL job payload as a JSON object, got {got}"
-        raise _Answer(_invalid("body", message, "build it with build_rl_payload() or RLJob.from_config()"))
-    bad = non_finite_field(body)
-    if bad is not None and not payload:
-        message = f"field {bad[0]!r} must be a finite number, got {bad[1]!r}"
-        raise _Answer(error_response(400, "not_finite", message))
-    if bad is not None:
-        hint = "NaN, Infinity and numbers too large for a float are not valid JSON numbers"
-        raise _Answer(_invalid(bad[0], f"must be a finite number, got {bad[1]!r}", hint))
-    return body
+    got = f"a JSON {type(body).__name__}" if body is not None else "JSON null" if raw else "an empty body"
+    message = f"expected the RL job payload as a JSON object, got {got}"
+    raise _Answer(_invalid("body", message, "build it with build_rl_payload() or RLJob.from_config()"))
 
 
 def _invalid(loc: Any, msg: str, hint: str | None) -> httpx.Response:
@@ -142,8 +114,8 @@ def _on_job(route: Callable[[ApiCall, JobState], httpx.Response]) -> Callable[[A
 
 # -- legacy create bodies (contract §1.2) ------------------------------------------------------------
 def legacy_payload(payload: Mapping[str, Any]) -> tuple[dict[str, Any], list[ConfigProblem]] | None:
-    """``(payload as the fake keeps it, problems)`` for an older client's create body (the SDK's
-    ``JobsClient.rl.create`` fields at the top level, or ``data`` without a ``config``); else None."""
+    """``(payload as kept, problems)`` for an older client's create body (the SDK's fields at the top
+    level, or ``data`` without a ``config``); else None."""
     data = payload.get("data")
     if "data" not in payload and "endpoint_base_url" in payload:
         fields, where = payload, ""

@@ -60,8 +60,7 @@ class _Refused(Exception):
 
 
 class BodyBudget:
-    """The request body bytes held at once, process-wide, against :data:`MAX_BUFFERED_BYTES`
-    (taking never waits, so the event loop never blocks on it)."""
+    """Request body bytes held at once, process-wide (taking never waits: the loop never blocks)."""
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
@@ -69,7 +68,6 @@ class BodyBudget:
 
     @property
     def held(self) -> int:
-        """Bytes taken and not yet given back."""
         with self._changed:
             return self._held
 
@@ -214,8 +212,7 @@ class FakeASGIApp:
     async def _handle(
         self, scope: Scope, receive: Receive, counted: bool, taken: list[int]
     ) -> httpx.Response | None:
-        """The handler's response (None: an injected connection fault); :class:`_Refused` when the
-        request is answered before the handler is called."""
+        """The handler's response (None: an injected connection fault), or :class:`_Refused`."""
         target_chars = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
         if target_chars > MAX_TARGET_CHARS:
             raise _Refused(

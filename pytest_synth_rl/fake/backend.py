@@ -3,21 +3,24 @@
 A facade over a :class:`~.store.JobStore` (state), a :class:`~.lifecycle.Lifecycle` (all
 advancing), the task app's keys, the stand-in model, and a :class:`~.handler.RequestHandler`
 (``httpx.Request -> httpx.Response``) that every adapter takes: ``httpx.MockTransport``, respx
-(:mod:`.mount`) and a loopback server (:meth:`FakeSynthBackend.serve`).
+(mounted next to a test's own respx routes) and a loopback server (:meth:`FakeSynthBackend.serve`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
+import math
 import re
-import sys
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 import respx
+from respx.models import AllMockedAssertionError
 
 from pytest_synth_rl.clock import Clock, ScaledClock, VirtualClock
 from pytest_synth_rl.config.urls import normalize_backend_url
@@ -25,6 +28,7 @@ from pytest_synth_rl.errors import (
     ConfigProblem,
     SynthError,
     SynthUsageError,
+    finite_number,
     keywords_checked,
     seconds_problem,
 )
@@ -37,13 +41,13 @@ from pytest_synth_rl.fake.lifecycle import PACING_MODES, Lifecycle, Pacing
 from pytest_synth_rl.fake.model import Policy, PolicyReply
 from pytest_synth_rl.fake.model.inference import StubInference
 from pytest_synth_rl.fake.model.policy import policy_problem
-from pytest_synth_rl.fake.mount import mount, unmount
 from pytest_synth_rl.fake.rollouts import RolloutDriver
-from pytest_synth_rl.fake.scenario import Scenario
+from pytest_synth_rl.fake.scenario import Scenario, int_in
 from pytest_synth_rl.fake.stand_in import StandInModel
 from pytest_synth_rl.fake.store import JobStore, RolloutsMode
 from pytest_synth_rl.fake.wire import LoggedRequest
 from pytest_synth_rl.secrets.masking import Secret, key_problem, mask_secret, register_secret, secret_or_none
+from pytest_synth_rl.taskapp.loopback import is_loopback_host
 from pytest_synth_rl.taskapp.serving import ServerThread
 
 __all__ = ["DEFAULT_API_KEY", "DEFAULT_BASE_URL", "FakeRouteError", "FakeSynthBackend"]
@@ -51,41 +55,131 @@ __all__ = ["DEFAULT_API_KEY", "DEFAULT_BASE_URL", "FakeRouteError", "FakeSynthBa
 DEFAULT_BASE_URL = "https://api.usesynth.ai"
 #: The key the fake accepts unless told otherwise. Not a secret: it only opens this fake.
 DEFAULT_API_KEY = "sk_test_fake_backend_key"
-_JOB_ID_PREFIX = re.compile(r"[A-Za-z0-9_-]{1,40}")
+_ID = re.compile(r"[A-Za-z0-9_-]{1,40}")
 
 
-def _usage(key: str, message: str, hint: str) -> SynthUsageError:
-    return SynthUsageError([ConfigProblem(key, message, hint)])
+#: Calls respx keeps per router before they are dropped: a job polled for hours must not grow it.
+_KEEP_CALLS = 1000
+
+# Routers currently mounted per origin, newest last: only the newest answers its origin.
+_mounted: dict[tuple[str, str, int], list[respx.MockRouter]] = {}
+_mounted_lock = threading.Lock()
 
 
-def _refuse(key: str, problem: object, hint: str) -> None:
-    """Raise the usage error for *key* when there is a *problem* (None: all is well)."""
-    if problem is not None:
-        raise _usage(key, str(problem), hint)
+def _mount(handler: Callable[[httpx.Request], httpx.Response], base_url: str) -> respx.MockRouter:
+    """Start a respx router sending requests to *base_url*'s origin to *handler*; anything else
+    passes through on loopback or is "not mocked", so the next active router (a user's) answers."""
+    origin = httpx.URL(base_url)
+    port = origin.port or (443 if origin.scheme == "https" else 80)
+    key = (origin.scheme, origin.host, port)
+    router = respx.MockRouter(assert_all_called=False)
 
+    def answer(request: httpx.Request) -> httpx.Response:
+        if _mounted.get(key, [None])[-1] is not router:
+            raise AllMockedAssertionError(f"RESPX: {request!r} left to the fake mounted last")
+        if len(router.calls) >= _KEEP_CALLS:
+            router.reset()
+        return handler(request)
 
-def _api_root(base_url: str) -> tuple[str, str]:
-    """``(api_base_url, api_path)`` for *base_url*: ``/api`` is appended unless present."""
-    text = (base_url or "").strip().rstrip("/")
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        message = f"must be an http(s) URL, got {base_url!r}"
-        raise _usage(
-            "FakeSynthBackend.base_url", message, "e.g. FakeSynthBackend(base_url='https://api.usesynth.ai')"
+    def elsewhere(request: httpx.Request) -> httpx.Request:
+        if is_loopback_host(request.url.host):
+            return request  # respx passes a request returned by a side effect through
+        raise AllMockedAssertionError(
+            f"RESPX: {request!r} not mocked! The FakeSynthBackend mounted here serves {base_url} and "
+            "lets loopback through; mock other hosts with respx routes."
         )
-    api_base = normalize_backend_url(text)
-    return api_base, urlsplit(api_base).path
+
+    for effect in (answer, elsewhere):
+        # respx reads a side effect's signature on every call; a fixed one makes that a lookup.
+        setattr(effect, "__signature__", inspect.signature(effect))  # noqa: B010 (a function attribute)
+    router.route(scheme=origin.scheme, host=origin.host, port=port).side_effect = answer
+    router.route().side_effect = elsewhere
+    with _mounted_lock:
+        _mounted.setdefault(key, []).append(router)
+    router.start()
+    return router
+
+
+def _unmount(router: respx.MockRouter) -> None:
+    """Stop a router :func:`_mount` started."""
+    router.stop()
+    with _mounted_lock:
+        for key, routers in list(_mounted.items()):
+            if router in routers:
+                routers.remove(router)
+            if not routers:
+                del _mounted[key]
+
+
+def _must(ok: Callable[[Any], object], expected: str) -> Callable[[Any], str | None]:
+    return lambda value: None if ok(value) else f"must be {expected}, got {value!r:.80}"
 
 
 def _positive(value: object, most: float) -> bool:
-    """Whether *value* is a number in ``(0, most]``."""
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and 0 < value <= most
+    number = finite_number(value)
+    return number is not None and 0 < number <= most
 
 
-def _job_id_prefix_problem(prefix: object) -> str | None:
-    if isinstance(prefix, str) and _JOB_ID_PREFIX.fullmatch(prefix):
-        return None
-    return f"must be 1-40 letters, digits, '_' or '-' (it goes into URL paths), got {prefix!r:.60}"
+def _is_http_url(url: object) -> bool:
+    parts = urlsplit(url.strip()) if isinstance(url, str) else None
+    return parts is not None and parts.scheme in ("http", "https") and bool(parts.netloc)
+
+
+_PREFIX = "1-40 letters, digits, '_' or '-' (it goes into URL paths)"
+_PREFIX_HINT = "e.g. job_id_prefix='job_rl_gw1_'"
+_SPEED = "a finite number > 0 (how many times faster than real time)"
+#: Every argument's rule: the problem with a value (None: fine), and the hint its error gives.
+_RULES: dict[str, tuple[Callable[[Any], str | None], str]] = {
+    "base_url": (
+        _must(_is_http_url, "an http(s) URL"),
+        "e.g. FakeSynthBackend(base_url='https://api.usesynth.ai')",
+    ),
+    "api_key": (
+        lambda key: key_problem(key) if isinstance(key, str) and key else "must be a non-empty string",
+        f"omit it to use the test key {DEFAULT_API_KEY!r}; a key is printable ASCII text",
+    ),
+    "rollouts": (_must(lambda mode: mode in ("auto", True, False), "'auto', True or False"), ""),
+    "max_rollouts_per_step": (_must(lambda count: int_in(count, 1, math.inf), "an int >= 1"), ""),
+    "rollout_timeout": (seconds_problem, "real seconds for each rollout, e.g. 60"),
+    "policy": (
+        lambda policy: None if policy is None else policy_problem(policy),
+        "a policy is policy(request) -> reply, e.g. LearningPolicy(solve=...); None: the fake's",
+    ),
+    "job_id_prefix": (
+        _must(lambda text: isinstance(text, str) and _ID.fullmatch(text), _PREFIX),
+        _PREFIX_HINT,
+    ),
+    "pacing": (
+        _must(lambda pacing: pacing is None or pacing in PACING_MODES, f"one of {', '.join(PACING_MODES)}"),
+        "omit it for the default: 'observed' on a virtual clock",
+    ),
+    "speed": (
+        _must(lambda speed: speed is None or _positive(speed, math.inf), _SPEED),
+        "e.g. serve(speed=60) for a minute a second, or leave it out: jobs then move by observation",
+    ),
+    "read_timeout": (
+        _must(lambda seconds: _positive(seconds, 3600), "a number of seconds in (0, 3600]"),
+        f"omit it for the default {DEFAULT_READ_TIMEOUT:g}",
+    ),
+}
+
+
+def _problems(where: str, given: Mapping[str, object]) -> list[ConfigProblem]:
+    """What :data:`_RULES` find wrong with *given*, keyed ``FakeSynthBackend.<where><argument>``."""
+    found = []
+    for name, value in given.items():
+        check, hint = _RULES[name]
+        problem = check(value)
+        if problem is not None:
+            found.append(ConfigProblem(f"FakeSynthBackend.{where}{name}", problem, hint or None))
+    return found
+
+
+def _check(where: str, given: Mapping[str, object]) -> None:
+    __tracebackhide__ = True
+    problems = _problems(where, given)
+    if problems:  # every problem with the arguments, raised together
+        raise SynthUsageError(problems)
 
 
 class FakeSynthBackend:
@@ -122,32 +216,24 @@ class FakeSynthBackend:
         validate: bool = True,
         job_id_prefix: str = "job_rl_",
     ) -> None:
-        self.base_url = (base_url or "").strip().rstrip("/")
-        self.api_base, api_path = _api_root(self.base_url)
         key = api_key.value if isinstance(api_key, Secret) else api_key
-        problems: list[ConfigProblem] = []
-
-        def bad(name: str, message: str | None, hint: str = "") -> None:
-            if message is not None:
-                problems.append(ConfigProblem(f"FakeSynthBackend.{name}", message, hint or None))
-
-        if not isinstance(key, str) or not key:
-            bad("api_key", "must be a non-empty string", f"omit it to use the test key {DEFAULT_API_KEY!r}")
-        else:
-            bad("api_key", key_problem(key), "give the key as printable ASCII text")
-        if rollouts not in ("auto", True, False):
-            bad("rollouts", f"must be 'auto', True or False, got {rollouts!r}")
-        per_step = max_rollouts_per_step
-        if isinstance(per_step, bool) or not isinstance(per_step, int) or per_step < 1:
-            bad("max_rollouts_per_step", f"must be an int >= 1, got {per_step!r}")
-        bad("rollout_timeout", seconds_problem(rollout_timeout))
+        given = {
+            "base_url": base_url,
+            "api_key": key,
+            "rollouts": rollouts,
+            "max_rollouts_per_step": max_rollouts_per_step,
+            "rollout_timeout": rollout_timeout,
+            "policy": policy if replies is None else None,
+            "job_id_prefix": job_id_prefix,
+        }
+        problems = _problems("", given)
         if policy is not None and replies is not None:
-            bad("policy", "give either policy= (a callable) or replies= (canned answers), not both")
-        elif policy is not None:
-            bad("policy", policy_problem(policy), "a policy is policy(request) -> reply")
-        bad("job_id_prefix", _job_id_prefix_problem(job_id_prefix), "e.g. job_id_prefix='job_rl_gw1_'")
-        if problems:  # every problem with the arguments, raised together
+            message = "give either policy= (a callable) or replies= (canned answers), not both"
+            problems.append(ConfigProblem("FakeSynthBackend.policy", message))
+        if problems:
             raise SynthUsageError(problems, hint="see the FakeSynthBackend docstring")
+        self.base_url = base_url.strip().rstrip("/")
+        self.api_base = normalize_backend_url(self.base_url)
         register_secret(key)
         task_key = task_app_api_key.value if isinstance(task_app_api_key, Secret) else task_app_api_key
         self.strict = strict
@@ -175,10 +261,9 @@ class FakeSynthBackend:
             keys=self.keys,
             reset=self.reset,
             api_base=self.api_base,
-            api_path=api_path,
+            api_path=urlsplit(self.api_base).path,
             api_key=Secret(key),
         )
-        """Answer one request (``httpx.Request -> httpx.Response``); see :class:`RequestHandler`."""
         self._router: respx.MockRouter | None = None
 
     @property
@@ -218,7 +303,9 @@ class FakeSynthBackend:
     @staticmethod
     def _make_scenario(scenario: Scenario | None, fields: Mapping[str, Any]) -> Scenario:
         if scenario is not None and fields:
-            raise _usage("scenario", "pass either a Scenario or keyword fields, not both", "")
+            raise SynthUsageError(
+                [ConfigProblem("scenario", "pass either a Scenario or keyword fields, not both")]
+            )
         return scenario if scenario is not None else Scenario.from_fields(fields)
 
     def scenario(self, scenario: Scenario | None = None, /, **fields: Any) -> Scenario:
@@ -297,8 +384,7 @@ class FakeSynthBackend:
         settings stay. With *clock*, jobs run on that clock from now on; with *job_id_prefix*, ids
         are that prefix and a count from 000001 again (a test's ids then do not depend on others)."""
         __tracebackhide__ = True
-        problem = None if job_id_prefix is None else _job_id_prefix_problem(job_id_prefix)
-        _refuse("FakeSynthBackend.reset.job_id_prefix", problem, "e.g. job_id_prefix='job_rl_t1_'")
+        _check("reset.", {} if job_id_prefix is None else {"job_id_prefix": job_id_prefix})
         if clock is not None:
             self.lifecycle.use_clock(clock)
         self.store.reset(job_id_prefix)
@@ -307,15 +393,13 @@ class FakeSynthBackend:
     def use_policy(self, policy: Policy | None) -> None:
         """Answer model calls with *policy* from now on (``None``: this fake's own policy again)."""
         __tracebackhide__ = True
-        hint = "a policy is policy(request) -> reply, e.g. LearningPolicy(solve=...); None: the fake's"
-        _refuse("FakeSynthBackend.use_policy", None if policy is None else policy_problem(policy), hint)
+        _check("use_", {"policy": policy})
         self.stand_in.use_policy(policy)
 
     def use_rollout_timeout(self, seconds: float | None) -> None:
         """Give each rollout *seconds* (real) from now on; ``None``: the constructor's ``rollout_timeout``."""
         __tracebackhide__ = True
-        problem = None if seconds is None else seconds_problem(seconds)
-        _refuse("FakeSynthBackend.use_rollout_timeout", problem, "e.g. fake.use_rollout_timeout(60), or None")
+        _check("use_", {} if seconds is None else {"rollout_timeout": seconds})
         self.driver.timeout = self._rollout_timeout if seconds is None else float(seconds)
 
     def use_task_app_key(self, key: str | Secret | None) -> None:
@@ -326,14 +410,14 @@ class FakeSynthBackend:
     def start(self) -> FakeSynthBackend:
         """Mount on respx: httpx requests to ``base_url`` reach this fake. Idempotent."""
         if self._router is None:
-            self._router = mount(self.handle.strict if self.strict else self.handle, self.base_url)
+            self._router = _mount(self.handle.strict if self.strict else self.handle, self.base_url)
         return self
 
     def stop(self) -> None:
         """Unmount from respx and stop helpers (the stub model server, the rollout client)."""
         router, self._router = self._router, None
         if router is not None:
-            unmount(router)
+            _unmount(router)
         self._stop_helpers()
 
     def _stop_helpers(self) -> None:
@@ -380,18 +464,7 @@ class FakeSynthBackend:
         always win. A request must send its headers, then its body, within *read_timeout*
         seconds (else 408); a body over 10 MiB gets 413; ``/_fake/...`` needs the API's key.
         """
-        key = "FakeSynthBackend.serve."
-        if pacing is not None and pacing not in PACING_MODES:
-            hint = "omit it for the default: 'observed' on a virtual clock"
-            raise _usage(key + "pacing", f"must be one of {', '.join(PACING_MODES)}, got {pacing!r}", hint)
-        if speed is not None and not _positive(speed, sys.float_info.max):
-            message = f"must be a finite number > 0 (how many times faster than real time), got {speed!r}"
-            hint = "e.g. serve(speed=60) for a minute a second, or leave it out: jobs then move by "
-            hint += "observation"
-            raise _usage(key + "speed", message, hint)
-        if not _positive(read_timeout, 3600):
-            message = f"must be a number of seconds in (0, 3600], got {read_timeout!r}"
-            raise _usage(key + "read_timeout", message, f"omit it for the default {DEFAULT_READ_TIMEOUT:g}")
+        _check("serve.", {"pacing": pacing, "speed": speed, "read_timeout": read_timeout})
         lifecycle = self.lifecycle
         previous: Clock | None = None
         if speed is not None:

@@ -8,6 +8,7 @@ the API (:mod:`.api`) or admin (:mod:`.admin`) routes. Every adapter takes one o
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -19,14 +20,18 @@ from pytest_synth_rl.fake import api
 from pytest_synth_rl.fake.admin import handle_admin
 from pytest_synth_rl.fake.keys import EnvKeys
 from pytest_synth_rl.fake.lifecycle import Lifecycle
-from pytest_synth_rl.fake.wire import LoggedRequest, error_response, masked_response
+from pytest_synth_rl.fake.wire import LoggedRequest, error_response, masked_response, method_not_allowed
 from pytest_synth_rl.secrets.masking import Secret, mask_secret
 
 ADMIN_PREFIX = "/_fake"
 #: Largest request body the fake takes, served or in process (real payloads are a few KiB).
 MAX_BODY_BYTES = 10 * 2**20
 
-_SEGMENTS = [(method, tuple(path.strip("/").split("/")), name) for method, path, name, _ in api.ROUTES]
+#: Each API route as ``(method, pattern of its path below the API root, name)``.
+_PATTERNS = [
+    (method, re.compile(path.strip("/").replace("{job_id}", "([^/]+)")), name)
+    for method, path, name, _ in api.ROUTES
+]
 
 
 class RouteMatch(NamedTuple):
@@ -40,25 +45,16 @@ class RouteMatch(NamedTuple):
 @functools.lru_cache(maxsize=4096)
 def match_route(method: str, relative_path: str) -> RouteMatch | None:
     """The route for *relative_path* (below the API root), or None if the path is unknown (memoised)."""
-    parts = relative_path.strip("/").split("/")
-    found: RouteMatch | None = None
     allowed: list[str] = []
-    for route_method, segments, name in _SEGMENTS:
-        if len(segments) != len(parts):
-            continue
-        job_id = None
-        for want, got in zip(segments, parts, strict=True):
-            if want == "{job_id}" and got:
-                job_id = got
-            elif want != got:
-                break
-        else:
+    job_id = None
+    for route_method, pattern, name in _PATTERNS:
+        found = pattern.fullmatch(relative_path.strip("/"))
+        if found is not None:
+            job_id = found.group(1) if pattern.groups else None
             if route_method == method:
-                found = RouteMatch(name, job_id)
-                break
+                return RouteMatch(name, job_id)
             allowed.append(route_method)
-            found = RouteMatch(None, job_id, tuple(sorted(set(allowed))))
-    return found
+    return RouteMatch(None, job_id, tuple(sorted(set(allowed)))) if allowed else None
 
 
 def route_listing(api_root: str) -> list[str]:
@@ -96,8 +92,7 @@ class RequestHandler:
         self.api_key = api_key
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
-        """The answer; unknown paths get a 404 listing the routes (an injected connection fault raises
-        :class:`httpx.ConnectError`)."""
+        """The answer (an injected connection fault raises :class:`httpx.ConnectError`)."""
         return self._answer(request)[0]
 
     def strict(self, request: httpx.Request) -> httpx.Response:
@@ -152,9 +147,7 @@ class RequestHandler:
             return self._unmatched(record, "no such route"), False
         record.job_id = found.job_id
         if found.name is None:
-            allowed = ", ".join(found.allowed)
-            message = f"{request.method} is not allowed on {path}; use {allowed}"
-            return error_response(405, "method_not_allowed", message, [("allow", allowed)]), True
+            return method_not_allowed(request.method, path, found.allowed), True
         record.route = name = found.name
         injected = self._apply_faults(name, request, record)
         if injected is not None:

@@ -32,21 +32,6 @@ def iso(ts: float) -> str:
 _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 
-def _event(
-    seq: int, kind: str, message: str, level: str, data: dict[str, Any], ts: float, job: str
-) -> dict[str, Any]:
-    at = iso(ts)
-    return {
-        "seq": seq,
-        "type": kind,
-        "message": message,
-        "level": level,
-        "data": data,
-        "created_at": at,
-        "job_id": job,
-    }
-
-
 def _point(name: str, step: int, value: float, ts: float, job_id: str) -> dict[str, Any]:
     return {"name": name, "step": step, "value": value, "created_at": iso(ts), "job_id": job_id}
 
@@ -59,7 +44,8 @@ class _Event(NamedTuple):
     data: dict[str, Any]
 
     def event(self, seq: int, job_id: str) -> dict[str, Any]:
-        return _event(seq, self.kind, self.message, self.level, self.data, self.ts, job_id)
+        row = {"seq": seq, "type": self.kind, "message": self.message, "level": self.level, "data": self.data}
+        return {**row, "created_at": iso(self.ts), "job_id": job_id}
 
 
 class _Step(NamedTuple):
@@ -72,7 +58,7 @@ class _Step(NamedTuple):
     def event(self, seq: int, job_id: str) -> dict[str, Any]:
         message = f"step {self.step}/{self.total}: reward={self.reward:.4f} loss={self.loss:.4f}"
         data = {"step": self.step, "total_steps": self.total, "reward": self.reward, "loss": self.loss}
-        return _event(seq, "rl.train.step", message, "info", data, self.ts, job_id)
+        return _Event(self.ts, "rl.train.step", message, "info", data).event(seq, job_id)
 
     def points(self, job_id: str) -> list[dict[str, Any]]:
         return [
@@ -96,7 +82,7 @@ class _Eval(NamedTuple):
             "seeds": [*self.seeds],
             "rewards": [*self.rewards],
         }
-        return _event(seq, "rl.eval.summary", message, "info", data, self.ts, job_id)
+        return _Event(self.ts, "rl.eval.summary", message, "info", data).event(seq, job_id)
 
     def points(self, job_id: str) -> list[dict[str, Any]]:
         return [_point("eval.reward", self.step, self.mean, self.ts, job_id)]
@@ -136,8 +122,7 @@ class RolloutRecord:
 
 
 class RolloutLog(list[RolloutRecord]):
-    """A job's rollout records in order; ``append``/``extend`` keep answers only while they fit in
-    :data:`MAX_KEPT_RESPONSES` (later records keep the size and ``response_omitted``)."""
+    """A job's rollout records; answers are kept only while they fit in :data:`MAX_KEPT_RESPONSES`."""
 
     kept_bytes = 0
 
@@ -288,20 +273,16 @@ class JobState:
 
     def status_body(self) -> dict[str, Any]:
         """The job as ``GET /rl/jobs/{id}`` returns it."""
-        head = self._head()
         body: dict[str, Any] = {
             "id": self.id,
             "job_id": self.id,
             "object": "rl.job",
             "job_type": "rl",
-            **head,
+            **self._head(),
             "started_at": iso(self.started_at) if self.started_at is not None else None,
             "finished_at": iso(self.finished_at) if self.finished_at is not None else None,
             "progress": {"completed": self.steps_done, "total": self.scenario.steps},
-            "metrics": {
-                "reward": self.last_reward,
-                "loss": self.losses[-1] if self.losses else None,
-            },
+            "metrics": {"reward": self.last_reward, "loss": self.losses[-1] if self.losses else None},
             "endpoint_base_url": self.endpoint or None,
         }
         if self.idempotency_key is not None:

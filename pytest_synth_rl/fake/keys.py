@@ -92,7 +92,6 @@ class EnvKeys:
 
     @property
     def has_env_key(self) -> bool:
-        """Whether a client uploaded an environment key."""
         return self._uploaded is not None
 
     def candidates(self) -> list[tuple[str, Secret]]:
@@ -110,8 +109,7 @@ class EnvKeys:
         return found
 
     def key_source(self) -> str:
-        """Where the key sent to task apps comes from: ``uploaded``, ``task_app_api_key``,
-        ``env:ENVIRONMENT_API_KEY`` or ``none``."""
+        """Where the key sent to task apps comes from (``none`` if there is none)."""
         candidates = self.candidates()
         return candidates[0][0] if candidates else "none"
 
@@ -128,9 +126,8 @@ class EnvKeys:
         any_url: bool,
         set_aside: Callable[[], contextlib.AbstractContextManager[None]],
     ) -> dict[str, Any]:
-        """``{any_ok, endpoint_base_url, candidates_first15, attempts}`` for the task app at *url*
-        (``/health`` and ``/task_info``) with each key; keys appear only masked. Only loopback unless
-        *any_url*; *set_aside* frees the store's lock during the network I/O."""
+        """The verify answer for the task app at *url* probed with each key (masked); only loopback
+        unless *any_url*. *set_aside* frees the store's lock during the network I/O."""
         candidates = self.candidates()
         answer: dict[str, Any] = {
             "any_ok": False,

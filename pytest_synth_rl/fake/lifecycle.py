@@ -92,7 +92,6 @@ class Lifecycle:
         self._unsubscribe = clock.subscribe(on_advance)
 
     def close(self) -> None:
-        """Stop following the clock."""
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
@@ -143,14 +142,12 @@ class Lifecycle:
 
     # -- looking at a job -------------------------------------------------------------------------
     def sync(self, job: JobState) -> JobState:
-        """Run the stages of *job* that are due by now; returns the job."""
         with self.store.lock:
             self._sync(job)
             return job
 
     def observe(self, job: JobState) -> JobState:
-        """A client looked at *job*: it catches up, and with ``pacing="observed"`` a duration-mode
-        job also runs its next stage, so clients that cannot move the clock still see it finish."""
+        """A client looked at *job*: it catches up (and with ``pacing="observed"`` runs its next stage)."""
         with self.store.lock:
             self._sync(job)
             if self.pacing == "observed" and not job.terminal and job.scenario.mode == "duration":
@@ -159,8 +156,7 @@ class Lifecycle:
             return job
 
     def stall_reason(self, job: JobState) -> str | None:
-        """Note a status poll of *job*; after :data:`STALL_POLLS` polls that found the job and a
-        virtual clock unchanged, why it is stuck (instead of a silent wait for the client's timeout)."""
+        """Note a status poll; after :data:`STALL_POLLS` that saw nothing move, why *job* is stuck."""
         with self.store.lock:
             clock = self.store.clock
             mark = (job.version, clock.now())
@@ -183,8 +179,7 @@ class Lifecycle:
 
     # -- pushing a job ----------------------------------------------------------------------------
     def script(self, target: str, scenario: Scenario) -> None:
-        """Script ``"next"`` (the next submission; calls queue up) or the existing job *target*, which
-        follows *scenario* from its current stage on."""
+        """Script ``"next"`` (calls queue up) or the job *target*, from its current stage on."""
         if target == "next":
             self.store.queue(scenario)
             return
@@ -240,8 +235,7 @@ class Lifecycle:
 
     # -- running stages ---------------------------------------------------------------------------
     def _sync(self, job: JobState, target: Target | None = None) -> None:
-        """Run every due stage of *job* (with *target*, every stage up to it, now); a job whose
-        rollout batch another thread runs is left as it is."""
+        """Run every due stage of *job* (with *target*, every stage up to it, now)."""
         if job.batch_thread not in (None, threading.get_ident()):
             return
         try:
@@ -353,8 +347,7 @@ class Lifecycle:
     def _batch(
         self, job: JobState, step: int, seeds: list[int], mode: str, then: BatchPlan | None
     ) -> list[float]:
-        """Rewards of one rollout per seed, in seed order; the first failed seed fails the job. *then*,
-        the batch that follows in this advance, is queued to overlap this batch's last rollouts."""
+        """Rewards of one rollout per seed, in seed order; *then* (the next batch) overlaps its end."""
         spec = RolloutSpec.from_config(job.config, job.model)
         feed = self._feeds.get(job.id) or self.driver.feed(job.endpoint, spec)
         if feed is not None:
@@ -379,9 +372,8 @@ class Lifecycle:
     def next_batch(
         self, job: JobState, step: int, mode: str, target: Target | None = None
     ) -> BatchPlan | None:
-        """The batch that runs right after *job*'s *mode* batch of *step* in the same advance if
-        that one passes (an advance up to *target*, or to now): None if no batch follows, or if
-        the next stage is not due in this advance."""
+        """The batch that follows *job*'s *mode* batch of *step* in this advance (up to *target*, or
+        to now), or None."""
         if mode == "rl" and self._evaluates_at(job, step):
             return BatchPlan(step, tuple(self._eval_seeds(job)), "eval")
         stage = job.scenario.next_stage(True, step, job.outcome_override)

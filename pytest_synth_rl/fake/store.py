@@ -97,13 +97,11 @@ class StoreLock:
 
     @property
     def held(self) -> bool:
-        """Whether the calling thread holds the lock."""
         return self._owner == threading.get_ident()
 
     @contextlib.contextmanager
     def set_aside(self) -> Iterator[None]:
-        """Release the lock entirely for the block, then take it back at the same depth (a thread
-        that does not hold it just runs the block)."""
+        """Release the lock entirely for the block, then take it back at the same depth."""
         depth = self._depth if self.held else 0
         for _ in range(depth):
             self.release()
@@ -146,11 +144,7 @@ class IdempotencyConflict(Exception):
 
 
 class JobStore:
-    """Jobs, scenarios, faults and the request log of one fake backend, on one clock.
-
-    Methods take :attr:`lock` themselves; it is reentrant, and the request handler holds it
-    around a whole request.
-    """
+    """Jobs, scenarios, faults and the request log of one fake backend (methods take :attr:`lock`)."""
 
     def __init__(
         self,
@@ -181,8 +175,7 @@ class JobStore:
 
     # -- scenarios --------------------------------------------------------------------------------
     def set_default(self, scenario: Scenario, *, scripted: bool = True) -> None:
-        """Jobs submitted from now on follow *scenario*; ``scripted=False`` marks the plain default,
-        whose real-rollout jobs run their config's number of steps."""
+        """Jobs submitted from now on follow *scenario* (``scripted=False``: the plain default)."""
         with self.lock:
             self.default_scenario = scenario
             self._default_scripted = scripted
@@ -254,7 +247,6 @@ class JobStore:
             return self.jobs[next(reversed(self.jobs))]
 
     def records(self) -> list[JobState]:
-        """Every job, oldest first (not synced with the clock)."""
         with self.lock:
             return list(self.jobs.values())
 
@@ -263,7 +255,6 @@ class JobStore:
             return list(self.jobs)[-5:]
 
     def validate(self, payload: Mapping[str, Any]) -> list[ConfigProblem]:
-        """Problems with a submitted payload (none when validation is off)."""
         if not self.validate_payloads:
             return []
         from pytest_synth_rl.config import validate_rl_payload  # the config layer, not needed until a submit
@@ -271,10 +262,7 @@ class JobStore:
         return list(validate_rl_payload(payload))
 
     def replayed(self, key: str, payload: Mapping[str, Any]) -> JobState | None:
-        """The job *key* already created (not synced), None if the key is new.
-
-        Raises :class:`IdempotencyConflict` when the key was used for a different payload.
-        """
+        """The job *key* already created, None if it is new; :class:`IdempotencyConflict` if it differs."""
         with self.lock:
             previous = self._idempotency.get(key)
             if previous is None:
@@ -317,8 +305,7 @@ class JobStore:
             return job
 
     def _uses_rollouts(self, job: JobState, plain: bool) -> bool:
-        """Whether *job* runs real rollouts; on the *plain* default scenario, those run the config's
-        ``num_epochs * iterations_per_epoch`` steps, if fewer."""
+        """Whether *job* runs real rollouts (on the *plain* default, for the config's steps if fewer)."""
         use = job.scenario.uses_rollouts
         if use is None and self.rollouts == "auto":
             use = is_loopback_url(job.endpoint)

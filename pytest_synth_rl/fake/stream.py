@@ -58,8 +58,7 @@ class EventStream(httpx.SyncByteStream, httpx.AsyncByteStream):
         return 0.05  # a job that moves only by status polls (or not at all): let them happen
 
     def step(self) -> tuple[list[bytes], float | None]:
-        """One look at the job (blocking, it may run a stage): the chunks to send now, and the real
-        seconds to wait before the next step (None: the stream is over)."""
+        """One look at the job: the chunks to send now, and the seconds to wait (None: the end)."""
         page, terminal, due = self._tick()
         chunks = []
         for event in page:

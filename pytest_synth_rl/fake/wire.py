@@ -34,8 +34,7 @@ def json_response(status: int, body: Any, headers: Sequence[tuple[str, str]] = (
 
 
 def masked_response(response: httpx.Response) -> httpx.Response:
-    """*response* with every known secret in its body masked (error and admin answers echo what
-    clients sent); a streamed body is left alone."""
+    """*response* with every known secret in its body masked (a streamed body is left alone)."""
     try:
         content = response.content
     except httpx.ResponseNotRead:
@@ -56,6 +55,12 @@ def error_response(
     return json_response(status, {"detail": {"error": error}}, headers)
 
 
+def method_not_allowed(method: str, path: str, allowed: Sequence[str]) -> httpx.Response:
+    methods = ", ".join(allowed)
+    message = f"{method} is not allowed on {path}; use {methods}"
+    return error_response(405, "method_not_allowed", message, [("allow", methods)])
+
+
 def problems_response(problems: Iterable[ConfigProblem]) -> httpx.Response:
     """The 422 for payload problems, in the shape FastAPI gives validation errors."""
     return json_response(
@@ -64,8 +69,7 @@ def problems_response(problems: Iterable[ConfigProblem]) -> httpx.Response:
 
 
 def _first_field(value: Any, wanted: Callable[[Any], bool]) -> tuple[str, Any] | None:
-    """``(field, item)`` for the first *wanted* item of parsed JSON *value* (``data.config.x[2]``,
-    or ``(the body)``), else None (the usual answer, found without naming every field on the way)."""
+    """``(field, item)`` for the first *wanted* item of *value* (``data.config.x[2]``), else None."""
     stack: list[Any] = [value]
     while stack:
         item = stack.pop()
@@ -87,26 +91,21 @@ def _first_field(value: Any, wanted: Callable[[Any], bool]) -> tuple[str, Any] |
 
 
 def non_finite_field(value: Any) -> tuple[str, float] | None:
-    """``(field, number)`` for the first NaN or infinite number in parsed JSON *value*, else None
-    (Python's ``json`` accepts ``NaN``, ``Infinity`` and ``1e400``)."""
+    """``(field, number)`` for the first NaN or infinity in *value* (``json`` accepts them), else None."""
     return _first_field(value, lambda item: isinstance(item, float) and not math.isfinite(item))
 
 
-class TooManyDigits(ValueError):
-    """A JSON integer with more digits than Python converts; ``str()`` names the field and the limit."""
+class BadBody(ValueError):
+    """A body that is not JSON or holds a number no field can; ``field`` is ``""`` for the body itself."""
 
-    def __init__(self, field: str, digits: int) -> None:
-        self.field = field
-        self.digits = digits
-        self.limit = sys.get_int_max_str_digits()
-        super().__init__(
-            f"field {field!r} is an integer of {digits} digits; integers must have at most "
-            f"{self.limit} digits (no field of this API needs more than a few)"
-        )
+    def __init__(self, code: str, problem: str, field: str = "", hint: str | None = None) -> None:
+        self.code, self.problem, self.field, self.hint = code, problem, field, hint
+        subject = f"field {field!r}" if field else "the request body"
+        super().__init__(f"{subject} {problem}" + (f" ({hint})" if hint else ""))
 
 
 class _LongInt:
-    """Stands in for an integer too long to convert while :func:`load_json` looks for its field."""
+    """Stands in for an integer too long to convert while :func:`request_json` looks for its field."""
 
     __slots__ = ("digits",)
 
@@ -121,21 +120,33 @@ def _int_or_long(text: str) -> int | _LongInt:
         return _LongInt(len(text.lstrip("-")))
 
 
-def load_json(content: bytes | str) -> Any:
-    """``json.loads(content)``; an integer too long to convert raises :class:`TooManyDigits` naming
-    its field (only a body that failed to parse is parsed again, to find it)."""
+def request_json(content: bytes) -> Any:
+    """*content* parsed (None when empty); :class:`BadBody` for bad JSON, too-long integers and NaN."""
+    if not content:
+        return None
     try:
-        return json.loads(content)
+        parsed = json.loads(content)
+    except RecursionError:
+        raise BadBody("invalid_json", "is nested too deeply to parse") from None
     except ValueError as exc:
-        error = exc
-    try:
-        parsed = json.loads(content, parse_int=_int_or_long)
-    except ValueError:
-        raise error from None
-    found = _first_field(parsed, lambda item: isinstance(item, _LongInt))
-    if found is None:
-        raise error
-    raise TooManyDigits(found[0], found[1].digits) from None
+        error = BadBody("invalid_json", f"is not valid JSON ({exc})")
+        try:  # only a body that failed to parse is parsed again, to find a too-long integer
+            long = _first_field(
+                json.loads(content, parse_int=_int_or_long), lambda v: isinstance(v, _LongInt)
+            )
+        except (ValueError, RecursionError):
+            raise error from None
+        if long is None:
+            raise error from None
+        limit = sys.get_int_max_str_digits()
+        problem = f"must be an integer of at most {limit} digits, got {long[1].digits} digits"
+        hint = "no field of this API needs more than a few digits"
+        raise BadBody("number_too_long", problem, long[0], hint) from None
+    bad = non_finite_field(parsed)
+    if bad is not None:
+        hint = "NaN, Infinity and numbers too large for a float, like 1e400, are not valid JSON numbers"
+        raise BadBody("not_finite", f"must be a finite number, got {bad[1]!r}", bad[0], hint)
+    return parsed
 
 
 def _mask_value(name: str, value: str) -> str:
@@ -148,7 +159,7 @@ def _mask_value(name: str, value: str) -> str:
 
 
 def mask_headers(headers: Sequence[tuple[str, str]]) -> dict[str, str]:
-    """Headers with credentials masked (``Bearer sk_t…ey``); safe to print."""
+    """Headers with credentials masked (``Bearer sk_t…ey``)."""
     return {name: _mask_value(name, value) for name, value in headers}
 
 

@@ -54,7 +54,7 @@ def spec_of(item: pytest.Item) -> SynthTestSpec:
 
 
 def _given_error(node: pytest.Item, marker: str | None, ini_key: str, problem: str, hint: str) -> NoReturn:
-    """A bad value named where it was written: the test's *marker*, else the ini option."""
+    """A bad value named where it was written: the test's *marker*, else the ini option *ini_key*."""
     __tracebackhide__ = True
     if marker is not None:
         raise MarkerError(marker, node.nodeid, problem, hint=hint)
@@ -69,11 +69,11 @@ def _resolve_path(node: pytest.Item, raw: str | os.PathLike[str], marker: str | 
     found = find_file(Path(raw), [node.path.parent, node.config.rootpath])
     if isinstance(found, Path):
         return found
+    near = f"did you mean {found.near!r}? " if found.near is not None else ""
     fix = "give" if marker is not None else f"set {ini_key} to"
-    hint = f"{fix} a path relative to the test file or the rootdir"
-    if found.near is not None:
-        hint = f"did you mean {found.near!r}? {hint}"
-    _given_error(node, marker, ini_key, found.problem, hint)
+    _given_error(
+        node, marker, ini_key, found.problem, f"{near}{fix} a path relative to the test file or the rootdir"
+    )
 
 
 #: Files a task app target is not (a config or data file given to the wrong marker).
@@ -81,8 +81,8 @@ _DATA_SUFFIXES = frozenset({".toml", ".json", ".jsonl", ".yaml", ".yml", ".txt",
 
 
 def _task_app_source(node: pytest.Item, source: str, marker: str | None) -> str:
-    """The task app source with its ``.py`` file resolved; a target that is really a file next to
-    the test (``"app"`` for ``app.py``), or a data file, is named as the mistake it is."""
+    """*source* with its ``.py`` file resolved; a target that is really a file next to the test
+    (``"app"`` for ``app.py``), or a data file, is named as the mistake it is."""
     from pytest_synth_rl.taskapp.loading import split_app_path
 
     __tracebackhide__ = True
@@ -103,12 +103,8 @@ def _task_app_source(node: pytest.Item, source: str, marker: str | None) -> str:
         hint = f"did you mean {file.name!r}? A .py path loads that file"
     elif path.suffix.lower() in _DATA_SUFFIXES or any((folder / path).exists() for folder in folders):
         problem = f"{source!r} is not a task app: expected a .py file or a 'package.module:app' target"
-        toml = path.suffix == ".toml"
-        hint = (
-            "the RL TOML goes in @pytest.mark.synth_rl(config=...)"
-            if toml
-            else "give the task app's .py file"
-        )
+        toml = "the RL TOML goes in @pytest.mark.synth_rl(config=...)"
+        hint = toml if path.suffix == ".toml" else "give the task app's .py file"
     else:
         problem, hint = f"{source!r} names a module but not its app", f"did you mean '{source}:app'?"
     _given_error(node, marker, "synth_task_app", problem, hint)
@@ -131,8 +127,8 @@ def _synth_run(synth_settings: SynthSettings) -> Iterator[SynthRun]:
 
 @dataclass(frozen=True)
 class _TestContext:
-    """One test's item, markers and settings (with its markers' overrides): one fixture asking
-    for ``request`` instead of several, each of which costs pytest a definition."""
+    """One test's item, markers and settings (its markers' overrides applied): one fixture asking
+    for ``request`` instead of several."""
 
     node: pytest.Item
     spec: SynthTestSpec
@@ -159,20 +155,13 @@ def synth_clock(synth_settings: SynthSettings) -> Clock:
 
 @pytest.fixture
 def synth_policy() -> Policy | None:
-    """The policy the offline fake's stand-in model answers with; ``None``: the built-in one.
-
-    Override it in ``conftest.py`` for every test below it (``synth_rl(policy=...)`` overrides it
-    for one test)::
-
-        @pytest.fixture
-        def synth_policy():
-            return LearningPolicy(solve=my_reference_solver)
-    """
+    """The policy the offline fake's stand-in model answers with (``None``: the built-in one);
+    override it in ``conftest.py``, or per test with ``synth_rl(policy=...)``."""
     return None
 
 
 def _for_this_test(fake: FakeSynthBackend, spec: SynthTestSpec, fixture_policy: object) -> None:
-    """Set the test's policy (marker, else the ``synth_policy`` fixture) and rollout timeout."""
+    """Give *fake* the test's policy (marker, else the ``synth_policy`` fixture) and rollout timeout."""
     __tracebackhide__ = True
     from pytest_synth_rl.fake.model.policy import policy_problem
 
@@ -214,9 +203,8 @@ def _synth_fake(
 
 @pytest.fixture
 def synth_fake(_synth_fake: FakeSynthBackend) -> Iterator[FakeSynthBackend]:
-    """Offline only: this test's ``FakeSynthBackend``, reset onto its clock and mounted on respx so
-    your own httpx code reaches it (``.scenario()``, ``.job(id)``, ``.jobs``, ``.fault()``,
-    ``.requests``). Tests using it are skipped online."""
+    """Offline only (skipped online): this test's ``FakeSynthBackend``, reset onto its clock and
+    mounted on respx so your own httpx code reaches it."""
     with _synth_fake:
         yield _synth_fake
 
@@ -236,12 +224,8 @@ def synth_backend(_synth_run: SynthRun, synth_settings: SynthSettings) -> SynthB
 def synth_task_app(
     _synth_run: SynthRun, _synth_test: _TestContext, synth_settings: SynthSettings
 ) -> Iterator[TaskAppHandle]:
-    """The task app under test, served in-process on a free loopback port.
-
-    Chosen by ``@pytest.mark.synth_task_app("pkg.mod:app")`` (or a ``.py`` path), else the ini
-    option ``synth_task_app``. Shared per session (per xdist worker); ``scope="test"`` (or ini
-    ``synth_task_app_scope = test``) starts one per test. ``--synth-task-app-url`` starts none.
-    """
+    """The task app under test (``synth_task_app`` marker or ini option), served in-process on a
+    loopback port once per session, or per test with ``scope="test"``; none with a task app URL."""
     from pytest_synth_rl.plugin.session import ExternalTaskApp, TaskAppSpec
 
     __tracebackhide__ = True
@@ -257,11 +241,10 @@ def synth_task_app(
             "synth_task_app, or pass --synth-task-app-url"
         )
         raise SynthUsageError([ConfigProblem("synth_task_app", "no task app configured for this test", hint)])
-    startup = marker.startup_timeout if marker else None
     spec = TaskAppSpec(
         source=_task_app_source(_synth_test.node, source, "synth_task_app" if marker else None),
         api_key=(marker.api_key if marker else None) or task_key,
-        options=(("startup_timeout", startup),) if startup is not None else (),
+        startup_timeout=marker.startup_timeout if marker else None,
     )
     if ((marker.scope if marker else None) or synth_settings.task_app_scope) == "test":
         app = spec.start()
@@ -273,8 +256,8 @@ def synth_task_app(
 
 @pytest.fixture
 def synth_rl_config(_synth_test: _TestContext, synth_settings: SynthSettings) -> RLConfigRef | None:
-    """The test's RL config (``RLConfigRef``: ``.path``, ``.overrides``, ``.load()``, ``.build()``),
-    from ``@pytest.mark.synth_rl(config=..., overrides=...)`` or the ini option ``synth_rl_config``."""
+    """The test's RL config, from ``@pytest.mark.synth_rl(config=..., overrides=...)`` or the ini
+    option ``synth_rl_config``."""
     from pytest_synth_rl.plugin.jobs import RLConfigRef
 
     __tracebackhide__ = True
@@ -294,12 +277,8 @@ def synth_rl_job(
     synth_clock: Clock,
     synth_rl_config: RLConfigRef | None,
 ) -> Iterator[SynthJobFactory]:
-    """A factory of ``RLJob`` objects bound to this test's backend, task app and clock.
-
-    ``job = synth_rl_job()`` uses the test's config (``synth_rl`` marker / ini); ``config=`` or
-    ``overrides=`` vary it. Offline, jobs reach the fake (or a replayed cassette) through their own
-    transport. At teardown, jobs still running online are cancelled; each job is a report row.
-    """
+    """A factory of ``RLJob`` objects bound to this test's config, backend, task app and clock; at
+    teardown jobs still running online are cancelled, and each job is a report row."""
     from pytest_synth_rl.plugin.jobs import SynthJobFactory
     from pytest_synth_rl.plugin.session import replay_transport
     from pytest_synth_rl.taskapp import InProcessTaskApp
@@ -324,7 +303,7 @@ def synth_rl_job(
             fake = request.getfixturevalue("_synth_fake")
             # The key this test's task app enforces reaches its rollouts, as the upload does online.
             fake.use_task_app_key(task_app.api_key if task_app is not None else None)
-            http_client, transport = _synth_run.fake_http_client(), _synth_run.fake_transport()
+            http_client, transport = _synth_run.fake_http_client(), fake.transport()
             async_transport = _synth_run.fake_async_transport()
     config_dir = [synth_rl_config.path.parent] if synth_rl_config is not None else []
     jobs = SynthJobFactory(
@@ -353,9 +332,8 @@ def synth_rl_job(
 
 @pytest.fixture
 def synth_expect(_synth_test: _TestContext, synth_clock: Clock) -> Iterator[ExpectJob]:
-    """``synth_expect(job)``: :func:`~pytest_synth_rl.assertions.expect_job` with this test's
-    ``--synth-timeout`` and ``--synth-poll-interval`` on the test's clock. A passing test that
-    made an expectation without calling a check on it gets an error at teardown."""
+    """``synth_expect(job)``: ``expect_job`` with this test's timeout and poll interval on its
+    clock; a passing test that made an expectation it never checked errors at teardown."""
     from pytest_synth_rl.plugin.session import ExpectJob
 
     __tracebackhide__ = True
@@ -384,13 +362,8 @@ def _synth_served_fake() -> Iterator[ServedFake]:
 def synth_fake_server(
     _synth_served_fake: ServedFake, _synth_test: _TestContext, synth_policy: Policy | None
 ) -> ServedFake:
-    """A ``FakeSynthBackend`` served on a loopback port (for clients that are not httpx, or
-    subprocesses): ``.url``, ``.fake``, ``.api_key``. Jobs advance one stage each time a client
-    looks at them, so any client finishes without waiting.
-
-    One server per session (per xdist worker). Jobs submitted during a test follow its
-    ``synth_scenario``, its policy and its ``synth_rl(rollout_timeout=...)``, as with ``synth_fake``.
-    """
+    """A ``FakeSynthBackend`` served on a loopback port, one per session (per xdist worker), for
+    clients that are not httpx or subprocesses; a test's jobs follow its scenario and policy."""
     __tracebackhide__ = True
     fake = _synth_served_fake.fake
     _for_this_test(fake, _synth_test.spec, synth_policy)
@@ -398,31 +371,10 @@ def synth_fake_server(
     return _synth_served_fake
 
 
-def _cassette_file(request: pytest.FixtureRequest, settings: SynthSettings) -> Path:
-    """The test's cassette path; something other than a file there is an error, not "no cassette"."""
-    from pytest_synth_rl.recording import CassetteError, cassette_path
-
-    __tracebackhide__ = True
-    path = cassette_path(request.config.rootpath / settings.cassette_dir, request.node.nodeid)
-    if path.exists() and not path.is_file():
-        raise CassetteError(
-            f"the cassette of {request.node.nodeid} would be {path}, but that is a directory",
-            hint="remove or rename it: a cassette is one JSON file per test under synth_cassette_dir",
-        )
-    return path
-
-
 @pytest.fixture
 def synth_cassette_config() -> dict[str, object]:
-    """How cassettes match requests; override it in ``conftest.py`` (like ``vcr_config``)::
-
-        @pytest.fixture
-        def synth_cassette_config():
-            return {"ignore": ("json.metadata.team",)}
-
-    Keys: ``match_on`` (what a request is matched on) and ``ignore`` (body paths left out, on
-    top of the per-run tags run, worker and test, which are always ignored). See ``MatchConfig``.
-    """
+    """How cassettes match requests (``match_on``, ``ignore``, as ``MatchConfig``); override it in
+    ``conftest.py``, like ``vcr_config``."""
     return {}
 
 
@@ -462,18 +414,19 @@ def _cassette_options(config: object) -> dict[str, object]:
 def synth_cassette(
     request: pytest.FixtureRequest, synth_settings: SynthSettings, synth_cassette_config: dict[str, object]
 ) -> Iterator[Replayer | None]:
-    """Record or replay this test's backend traffic in ``<synth_cassette_dir>/<test id>.json``.
-
-    Online with ``--synth-record=once|new|rewrite`` the exchanges are recorded, redacted. Offline
-    an existing cassette is replayed in order (no key, no network) instead of the fake; without
-    one the test runs against the fake. Yields the ``Replayer`` (or ``None`` when not in use).
-    """
-    from pytest_synth_rl.recording import use_cassette
+    """Record (online, with ``--synth-record``) or replay (offline, instead of the fake) this test's
+    backend traffic in ``<synth_cassette_dir>/<test id>.json``; ``None`` when not in use."""
+    from pytest_synth_rl.recording import CassetteError, cassette_path, use_cassette
 
     __tracebackhide__ = True
     options = _cassette_options(synth_cassette_config)
-    path = _cassette_file(request, synth_settings)
     node = request.node.nodeid
+    path = cassette_path(request.config.rootpath / synth_settings.cassette_dir, node)
+    if path.exists() and not path.is_file():  # an error, not "no cassette"
+        raise CassetteError(
+            f"the cassette of {node} would be {path}, but that is a directory",
+            hint="remove or rename it: a cassette is one JSON file per test under synth_cassette_dir",
+        )
     if synth_settings.is_offline and path.is_file():
         with use_cassette(path, mode="none", test_id=node, **options) as replayer:
             yield replayer
@@ -487,11 +440,8 @@ def synth_cassette(
 
 @pytest.fixture
 def synth_baseline(request: pytest.FixtureRequest, synth_settings: SynthSettings) -> BaselineCheck:
-    """``synth_baseline(result, {"reward.*": Tolerance(abs=0.1)}, final_reward=Tolerance(rel=0.05))``
-
-    Compares a job's metrics with the stored baseline of this test
-    (``<synth_baseline_dir>/<test id>.json``); fails with a table on drift.
-    ``--synth-update-baselines`` writes or refreshes the baseline instead."""
+    """``synth_baseline(result, {"reward.*": Tolerance(abs=0.1)})``: compare a job's metrics with this
+    test's stored baseline (``--synth-update-baselines`` refreshes it)."""
     from pytest_synth_rl.baselines import BaselineStore
     from pytest_synth_rl.plugin.session import BaselineCheck
 

@@ -15,16 +15,7 @@ from typing import Any
 from _pytest._code.code import ExceptionChainRepr, ReprEntry, ReprTraceback
 
 from pytest_synth_rl.errors import SynthError
-from pytest_synth_rl.secrets.callers import PACKAGE, Frame, is_ours, is_users_frame
-
-__all__ = [
-    "PACKAGE",
-    "hidden_from_users",
-    "is_users_frame",
-    "mark_package_modules",
-    "message_only",
-    "without_internal_causes",
-]
+from pytest_synth_rl.secrets.callers import Frame, is_ours
 
 
 def _frames_of(tb: TracebackType | None) -> list[Frame]:
@@ -68,7 +59,8 @@ _LINKS = {"cause": "caused by", "context": "while handling"}
 def _chain(error: BaseException) -> list[tuple[BaseException, str]]:
     """*error*, then each exception pytest prints above it with its link (pytest's own walk)."""
     chain, seen = [(error, "")], {id(error)}
-    while not _is_group(error):
+    # pytest prints an exception group whole (known by name: on 3.10 it is a backport's).
+    while not any(cls.__name__ == "BaseExceptionGroup" for cls in type(error).__mro__):
         if error.__cause__ is not None:
             error, link = error.__cause__, "cause"
         elif error.__context__ is not None and not error.__suppress_context__:
@@ -80,11 +72,6 @@ def _chain(error: BaseException) -> list[tuple[BaseException, str]]:
         seen.add(id(error))
         chain.append((error, link))
     return chain
-
-
-def _is_group(error: BaseException) -> bool:
-    """An exception group, which pytest prints whole (known by name: on 3.10 it is a backport's)."""
-    return any(cls.__name__ == "BaseExceptionGroup" for cls in type(error).__mro__)
 
 
 def _unsaid(chain: list[tuple[BaseException, str]]) -> list[str]:

@@ -23,7 +23,6 @@ from pytest_synth_rl.plugin.progress import register_views
 from pytest_synth_rl.plugin.settings import (
     OPTIONS,
     WORKER_TASK_APP_KEY,
-    SynthSettings,
     new_task_app_key,
     resolve_settings,
     unknown_ini_key,
@@ -80,9 +79,22 @@ def pytest_configure(config: pytest.Config) -> None:
             f"{settings.origin('backend')} runs RL jobs against a real backend, which needs an "
             "API key: set SYNTH_API_KEY (or run offline with --synth-backend=mock)."
         )
-    report_file = settings.report_file(config.rootpath)
-    if report_file is not None:
-        _check_report_path(settings, str(settings.report), report_file)
+    report_file = settings.report_file(config.rootpath)  # a str: a Path drops a trailing slash
+    if report_file is not None:  # a path that cannot be a file is refused before any test runs
+        from pytest_synth_rl.reporting.files import file_path_problem
+
+        if os.path.isdir(report_file):
+            raise pytest.UsageError(
+                f"{settings.origin('report')} is a directory; the run report is one JSON file: "
+                f"give a file path such as {os.path.join(str(settings.report), 'synth-report.json')}"
+            )
+        problem = file_path_problem(report_file)
+        if problem is not None:
+            raise pytest.UsageError(
+                f"{settings.origin('report')}: cannot write the run report to {report_file}: {problem}. "
+                "Point it at a JSON file path (missing directories are created), such as "
+                "--synth-report=synth-report.json"
+            )
     if settings.is_offline and settings.record in ("new", "rewrite"):
         raise pytest.UsageError(
             f"{settings.origin('record')} needs a backend to record from: add "
@@ -95,29 +107,10 @@ def pytest_configure(config: pytest.Config) -> None:
     register_views(config, settings)
 
 
-def _check_report_path(settings: SynthSettings, given: str, path: str) -> None:
-    """Refuse a report path that cannot be a file before any test runs, not after a long run.
-    *path* stays a string: a :class:`~pathlib.Path` would drop a trailing slash."""
-    if os.path.isdir(path):
-        raise pytest.UsageError(
-            f"{settings.origin('report')} is a directory; the run report is one JSON file: "
-            f"give a file path such as {os.path.join(given, 'synth-report.json')}"
-        )
-    from pytest_synth_rl.reporting.files import file_path_problem
-
-    problem = file_path_problem(path)
-    if problem is not None:
-        raise pytest.UsageError(
-            f"{settings.origin('report')}: cannot write the run report to {path}: {problem}. "
-            "Point it at a JSON file path (missing directories are created), such as "
-            "--synth-report=synth-report.json"
-        )
-
-
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """xdist controller: all workers serve their task app with one key for the run (the backend
-    holds a single environment key), and learn where to spool their job rows."""
+    """xdist controller: every worker serves its task app with the run's one key (the backend holds
+    a single environment key) and learns where to spool its job rows."""
     settings = node.config.stash[SETTINGS_KEY]
     if settings.task_app_api_key is None:
         node.workerinput[WORKER_TASK_APP_KEY] = node.config.stash.setdefault(
@@ -129,8 +122,8 @@ def pytest_configure_node(node: Any) -> None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Live logs and the log file are masked; online or with a report, SIGTERM ends the run like
-    Ctrl-C, so jobs are cancelled and reported rather than left running."""
+    """Mask live logs and the log file; online or with a report, SIGTERM ends the run like Ctrl-C,
+    so jobs are cancelled and reported rather than left running."""
     from pytest_synth_rl.secrets.masking import mask_handler
 
     logging_plugin = session.config.pluginmanager.get_plugin("logging-plugin")

@@ -20,7 +20,6 @@ class TerminationAsInterrupt:
         self._installed = False
 
     def install(self) -> bool:
-        """Install if SIGTERM has its default action and we are on the main thread."""
         if self._installed or threading.current_thread() is not threading.main_thread():
             return False
         if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:

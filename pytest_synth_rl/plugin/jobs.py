@@ -27,6 +27,7 @@ from pytest_synth_rl.errors import (
     SynthUsageError,
     a_type,
     closest,
+    seconds_problem,
     unknown_argument,
 )
 from pytest_synth_rl.plugin.settings import SynthSettings
@@ -74,20 +75,14 @@ def _forwarded_names() -> tuple[str, ...]:
     return tuple(name for name in parameters if name not in ("config_path", "overrides"))
 
 
-def _seconds(value: object) -> bool:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    return 0 < float(value) < float("inf")
+def _is(kind: type | tuple[type, ...]) -> Callable[[object], bool]:
+    return lambda value: isinstance(value, kind)
 
 
 def _tags(value: object) -> bool:
     return isinstance(value, Mapping) and all(
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     )
-
-
-def _is(kind: type | tuple[type, ...]) -> Callable[[object], bool]:
-    return lambda value: isinstance(value, kind)
 
 
 #: name: (None means "the default", check, what it must be, an example).
@@ -110,7 +105,8 @@ def _rules(sync: bool) -> dict[str, _Rule]:
         "skip_health_check": (False, flag, "True or False", "skip_health_check=True"),
         "allow_new_keys": (False, flag, "True or False", "allow_new_keys=True"),
         "tags": (True, _tags, "a mapping of str to str", "tags={'team': 'rl'}"),
-        "request_timeout": (False, _seconds, "a finite number of seconds > 0", "request_timeout=30"),
+        "request_timeout": (False, lambda v: seconds_problem(v) is None, "a finite number of seconds > 0",
+                            "request_timeout=30"),
         "clock": (True, _is(Clock), "a Clock", "clock=synth_clock"),
         "retry": (True, _is(RetryPolicy), "a RetryPolicy", "retry=RetryPolicy()"),
         "http_client": (True, _is(client), f"an {client.__module__}.{client.__name__}",
@@ -192,18 +188,6 @@ def _override_problems(call: str, overrides: object) -> list[ConfigProblem]:
     ]
 
 
-def job_argument_problems(
-    call: str, config: object, overrides: object, kwargs: Mapping[str, Any]
-) -> list[ConfigProblem]:
-    """Everything wrong with one ``synth_rl_job(...)`` call (*call* names it in messages)."""
-    return [
-        *_name_problems(call, kwargs),
-        *_value_problems(call, kwargs),
-        *_config_problems(call, config),
-        *_override_problems(call, overrides),
-    ]
-
-
 @dataclass(kw_only=True, eq=False, repr=False)
 class SynthJobFactory:
     """The jobs one test made, and how to build more (what ``synth_rl_job`` returns): call it,
@@ -251,7 +235,7 @@ class SynthJobFactory:
                 options["http_client"] = self.http_client
             elif self.transport is not None:
                 options["transport"] = self.transport
-        self.jobs.append(self._new_job(lambda: RLJob.from_config(path, **options)))
+        self.jobs.append(self._new_job(RLJob, path, options))
         return self.jobs[-1]
 
     def async_job(
@@ -267,17 +251,17 @@ class SynthJobFactory:
         own_transport = bool({"http_client", "transport"} & kwargs.keys())
         if self.async_transport is not None and not own_transport:
             options["transport"] = self.async_transport
-        job = self._new_job(lambda: AsyncRLJob.from_config(path, **options))
+        job = self._new_job(AsyncRLJob, path, options)
         self.async_jobs.append(job)
         if own_transport:
             self._own_transport.add(id(job))
         return job
 
-    def _new_job(self, make: Callable[[], _J]) -> _J:
-        """``make()``; a missing task URL in a test serving no task app gets the marker as the fix."""
+    def _new_job(self, kind: type[_J], path: Path, options: dict[str, Any]) -> _J:
+        """A new job; a missing task URL in a test serving no task app gets the marker as the fix."""
         __tracebackhide__ = True
         try:
-            return make()
+            return kind.from_config(path, **options)
         except ConfigError as error:
             if self.task_app_url is not None or "services.task_url" not in error.keys:
                 raise
@@ -318,10 +302,14 @@ class SynthJobFactory:
         call: str = "synth_rl_job",
     ) -> tuple[Path, dict[str, Any]]:
         __tracebackhide__ = True
-        if kwargs or config is not None or overrides is not None:
-            problems = job_argument_problems(call, config, overrides, kwargs)
-            if problems:
-                raise SynthUsageError(problems, subject=f"{call}() arguments")
+        problems = [
+            *_name_problems(call, kwargs),
+            *_value_problems(call, kwargs),
+            *_config_problems(call, config),
+            *_override_problems(call, overrides),
+        ]
+        if problems:
+            raise SynthUsageError(problems, subject=f"{call}() arguments")
         if config is not None:
             path = self._find_config(Path(config), call)
             base_overrides: Mapping[str, Any] = {}

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from pytest_synth_rl.fake.scenario import Scenario
 
 TaskAppScope = Literal["session", "test"]
-_SCOPES: tuple[TaskAppScope, ...] = ("session", "test")
 
 MARKERS = {
     "synth_rl": "(config=None, overrides=None, timeout=None, poll_interval=None, policy=None, "
@@ -35,31 +34,24 @@ MARKERS = {
     "synth_online": ": needs a real backend (--synth-backend=URL); skipped offline.",
     "synth_offline": ": only meaningful against the offline fake; skipped online.",
 }
+_RL_USAGE = (
+    "synth_rl(config='rl.toml', overrides={...}, timeout=..., poll_interval=..., policy=..., "
+    "rollout_timeout=...)"
+)
+_TASK_APP_USAGE = (
+    "synth_task_app('pkg.module:app', 'app.py' or 'app.py:attr', api_key=None, scope='session'|'test', "
+    "startup_timeout=10)"
+)
 
 
 @functools.lru_cache(maxsize=256)
 def marker_guess(name: str) -> str | None:
-    """The synth marker *name* misspells (``""``: a ``synth_`` name that is none), else None.
-
-    Without it ``@synth_onlin`` would only get pytest's "unknown mark" warning and run offline."""
+    """The synth marker *name* misspells (``""``: a ``synth_`` name that is none), else None;
+    without it ``@synth_onlin`` would only get pytest's "unknown mark" warning and run offline."""
     if name in MARKERS:
         return None
     near = closest(name, MARKERS)
     return "" if near is None and name.startswith("synth_") else near
-
-
-def _check_marker_names(node: MarkerNode) -> None:
-    __tracebackhide__ = True
-    for marker in node.iter_markers():
-        guess = marker_guess(marker.name)
-        if guess is not None:
-            did_you_mean = f"did you mean @pytest.mark.{guess}? " if guess else ""
-            raise MarkerError(
-                marker.name,
-                node.nodeid,
-                "is not a pytest-synth-rl marker",
-                hint=f"{did_you_mean}the markers are {', '.join(f'@pytest.mark.{m}' for m in MARKERS)}",
-            )
 
 
 class MarkerNode(Protocol):
@@ -115,26 +107,15 @@ class SynthTestSpec:
         return self.rl.policy
 
 
-def _merged(node: MarkerNode, name: str) -> tuple[tuple[Any, ...], dict[str, Any], bool]:
-    """A marker's arguments merged module < class < function (closest positional args win)."""
-    markers = list(node.iter_markers(name))  # closest first
-    kwargs: dict[str, Any] = {}
-    args: tuple[Any, ...] = ()
-    for marker in reversed(markers):
-        kwargs.update(marker.kwargs)
-        if marker.args:
-            args = marker.args
-    return args, kwargs, bool(markers)
-
-
 class _Reader:
-    """Checks one marker's arguments, raising ``MarkerError`` with the marker and test named."""
+    """One marker's arguments merged module < class < function (the closest positional ones win),
+    checked; every problem raises ``MarkerError`` with the marker and test named."""
 
     def __init__(self, node: MarkerNode, name: str, allowed: Iterable[str], usage: str) -> None:
-        self.name = name
-        self.test_id = node.nodeid
-        self.usage = usage
-        self.args, self.kwargs, self.present = _merged(node, name)
+        self.name, self.test_id, self.usage = name, node.nodeid, usage
+        self.levels = list(node.iter_markers(name))[::-1]  # farthest first
+        self.args: tuple[Any, ...] = next((m.args for m in reversed(self.levels) if m.args), ())
+        self.kwargs: dict[str, Any] = {k: v for marker in self.levels for k, v in marker.kwargs.items()}
         known = list(allowed)
         for key in self.kwargs:
             if key not in known:
@@ -149,13 +130,11 @@ class _Reader:
 
     def no_positional(self, allowed: int = 0) -> None:
         __tracebackhide__ = True
-        if len(self.args) > allowed:
-            extra = self.args[allowed:]
+        extra = self.args[allowed:]
+        if extra:
             plural = "s" if len(extra) > 1 else ""
-            self.fail(
-                f"unexpected positional argument{plural} {', '.join(map(repr, extra))}",
-                f"write it as {self.usage}",
-            )
+            problem = f"unexpected positional argument{plural} {', '.join(map(repr, extra))}"
+            self.fail(problem, f"write it as {self.usage}")
 
     def number(self, key: str) -> float | None:
         __tracebackhide__ = True
@@ -169,33 +148,24 @@ class _Reader:
 
 def _rl(node: MarkerNode) -> RLMarker:
     __tracebackhide__ = True
-    usage = (
-        "synth_rl(config='rl.toml', overrides={...}, timeout=..., poll_interval=..., policy=..., "
-        "rollout_timeout=...)"
-    )
     names = ("config", "overrides", "timeout", "poll_interval", "policy", "rollout_timeout")
-    reader = _Reader(node, "synth_rl", names, usage)
+    reader = _Reader(node, "synth_rl", names, _RL_USAGE)
     reader.no_positional()
     config = reader.kwargs.get("config")
     if config is not None and not isinstance(config, (str, os.PathLike)):
-        reader.fail(
-            f"config={config!r} is not a path",
-            "pass the RL TOML path as a string, relative to the test file",
-            "config",
-        )
+        hint = "pass the RL TOML path as a string, relative to the test file"
+        reader.fail(f"config={config!r} is not a path", hint, "config")
     if isinstance(config, str) and not config.strip():
         hint = "give the RL TOML path, relative to the test file, or leave config out to use the ini option "
-        hint += "synth_rl_config"
-        reader.fail(f"config={config!r} is empty", hint, "config")
+        reader.fail(f"config={config!r} is empty", hint + "synth_rl_config", "config")
     overrides: dict[str, Any] = {}  # merged key by key, the closest marker winning on a key
-    for marker in reversed(list(node.iter_markers("synth_rl"))):
-        level = marker.kwargs.get("overrides")
-        if level is None:
-            continue
-        if not isinstance(level, Mapping) or not all(isinstance(k, str) for k in level):
+    for level in (marker.kwargs.get("overrides") for marker in reader.levels):
+        if level is not None and (
+            not isinstance(level, Mapping) or not all(isinstance(k, str) for k in level)
+        ):
             example = "e.g. overrides={'training.batch_size': 2}"
             reader.fail(f"overrides={level!r} is not a mapping of dotted keys", example, "overrides")
-        overrides.update(level)
+        overrides.update(level or {})
     policy = reader.kwargs.get("policy")
     if policy is not None and not callable(policy):
         example = "e.g. policy=LearningPolicy(solve=...), ScriptedPolicy('42') or ReplayPolicy('calls.jsonl')"
@@ -220,17 +190,14 @@ def _rl(node: MarkerNode) -> RLMarker:
 
 def _task_app(node: MarkerNode) -> TaskAppMarker | None:
     __tracebackhide__ = True
-    usage = (
-        "synth_task_app('pkg.module:app', 'app.py' or 'app.py:attr', api_key=None, scope='session'|'test', "
-        "startup_timeout=10)"
-    )
-    reader = _Reader(node, "synth_task_app", ("api_key", "scope", "startup_timeout"), usage)
-    if not reader.present:
+    reader = _Reader(node, "synth_task_app", ("api_key", "scope", "startup_timeout"), _TASK_APP_USAGE)
+    if not reader.levels:
         return None
     reader.no_positional(1)
     if not reader.args or not isinstance(reader.args[0], (str, os.PathLike)) or not str(reader.args[0]):
         got = repr(reader.args[0]) if reader.args else "nothing"
-        reader.fail(f"expected the task app ('pkg.module:app' or a .py path), got {got}", f"write {usage}")
+        expected = "expected the task app ('pkg.module:app' or a .py path)"
+        reader.fail(f"{expected}, got {got}", f"write {_TASK_APP_USAGE}")
     api_key = reader.kwargs.get("api_key")
     if api_key is not None and not isinstance(api_key, str):
         reader.fail(f"api_key must be a string, got {type(api_key).__name__}", "api_key='...'", "api_key")
@@ -244,8 +211,8 @@ def _task_app(node: MarkerNode) -> TaskAppMarker | None:
     if problem is not None:
         reader.fail(f"api_key {problem}", "give the key as printable ASCII text", "api_key")
     scope = reader.kwargs.get("scope")
-    if scope is not None and scope not in _SCOPES:
-        close = closest(str(scope), _SCOPES)
+    if scope is not None and scope not in ("session", "test"):
+        close = closest(str(scope), ("session", "test"))
         guess = f"did you mean scope={close!r}? " if close else ""
         hint = f"{guess}scope is 'session' (shared, the default) or 'test' (a fresh app per test)"
         reader.fail(f"scope={scope!r} is not a task app scope", hint, "scope")
@@ -284,13 +251,19 @@ def _flag(node: MarkerNode, name: str) -> bool:
     __tracebackhide__ = True
     reader = _Reader(node, name, (), f"@pytest.mark.{name} (no arguments)")
     reader.no_positional()
-    return reader.present
+    return bool(reader.levels)
 
 
 def parse_test_spec(node: MarkerNode) -> SynthTestSpec:
     """Read and validate every ``synth_*`` marker on *node*; raises :class:`MarkerError`."""
     __tracebackhide__ = True
-    _check_marker_names(node)
+    for marker in node.iter_markers():
+        guess = marker_guess(marker.name)
+        if guess is not None:
+            did_you_mean = f"did you mean @pytest.mark.{guess}? " if guess else ""
+            known = ", ".join(f"@pytest.mark.{m}" for m in MARKERS)
+            hint = f"{did_you_mean}the markers are {known}"
+            raise MarkerError(marker.name, node.nodeid, "is not a pytest-synth-rl marker", hint=hint)
     online, offline = _flag(node, "synth_online"), _flag(node, "synth_offline")
     if online and offline:
         raise MarkerError(

@@ -47,8 +47,8 @@ class ProgressUpdate:
         return is_terminal(self.status)
 
     def describe(self, *, wait_ended: bool = False) -> str:
-        """``job_1 running step 3/10 reward 0.450 elapsed 1m00s left 1h59m``; *wait_ended* (no
-        final status, nobody polls any more) says so instead of the time left."""
+        """``job_1 running step 3/10 reward 0.450 elapsed 1m00s left 1h59m`` (*wait_ended*: the wait
+        ended without a final status)."""
         parts = [self.job_id, self.status or "<no status>"]
         if self.step is not None:
             total = f"/{self.total_steps}" if self.total_steps is not None else ""
@@ -64,7 +64,6 @@ class ProgressUpdate:
 
 
 def progress_update(poller: Poller, record: PollRecord) -> ProgressUpdate:
-    """The update one poll of *poller* means."""
     from pytest_synth_rl.client.status_numbers import REWARD_PATHS, STEP_PATHS, TOTAL_STEPS_PATHS, number_at
 
     step, total = (number_at(record.payload, paths) for paths in (STEP_PATHS, TOTAL_STEPS_PATHS))
@@ -122,7 +121,7 @@ class ProgressReporter:
         self.show(progress_update(poller, record))
 
     def end_waits(self) -> None:
-        """One last line for each job shown without a final status (its wait timed out or failed)."""
+        """A last line for each job shown without a final status (its wait timed out or failed)."""
         with self._lock:
             waiting, self._waiting = list(self._waiting.values()), {}
             for update in waiting:
@@ -160,7 +159,7 @@ class ProgressReporter:
 
 def fit_line(text: str, label: str, width: int) -> str:
     """*text* within *width* columns: the *label* in it (the test id) is cut in its middle first,
-    so the job's facts stay on a narrow terminal; only a line still too long is cut at its end."""
+    so the job's facts stay on a narrow terminal."""
     if len(text) <= width:
         return text
     excess = len(text) - width
@@ -181,8 +180,8 @@ _MIN_LABEL = 16
 def choose_mode(
     setting: str, *, xdist_worker: bool, quiet: bool, isatty: bool
 ) -> Literal["line", "heartbeat"] | None:
-    """What to print for ``--synth-progress=setting`` (``None``: nothing). A live line needs a
-    terminal of its own: xdist workers and ``auto`` under ``-q`` or in CI logs send heartbeats."""
+    """What to print for ``--synth-progress=setting`` (``None``: nothing); a live line needs a
+    terminal of its own."""
     if setting == "off":
         return None
     if setting == "heartbeat" or xdist_worker:
@@ -193,7 +192,7 @@ def choose_mode(
 
 
 def register_views(config: pytest.Config, settings: SynthSettings) -> None:
-    """Register the progress display and, with a pytest-html report (``--html``), reward curves."""
+    """The progress display and, with a pytest-html report (``--html``), reward curves."""
     config.pluginmanager.register(ProgressPlugin(config, settings), "synth-rl-progress")
     if config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None):
         from pytest_synth_rl.reporting.html import HtmlCurves
@@ -251,7 +250,6 @@ class ProgressPlugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """A wait ended without a final status gets its last line before the test's letter."""
         if report.when == "call" and self.reporter is not None:
             self.reporter.end_waits()
 

@@ -1,8 +1,6 @@
-"""Run state behind the fixtures, usable without pytest.
-
-:class:`SynthRun` owns what is expensive, once per process (per xdist worker): task apps, the
-offline fake, HTTP clients. :class:`SynthJobFactory` builds one test's jobs and finishes them at
-teardown (cancelling online jobs left running; one report row per job).
+"""Run state behind the fixtures, usable without pytest: :class:`SynthRun` owns what is expensive,
+once per process (per xdist worker): task apps, the offline fake, HTTP clients. The fixtures'
+types live here too (:class:`SynthJobFactory` comes from :mod:`.jobs`).
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ from pytest_synth_rl.plugin.jobs import RLConfigRef, SynthJobFactory, job_tags
 from pytest_synth_rl.plugin.settings import SynthSettings
 from pytest_synth_rl.recording import Replayer
 from pytest_synth_rl.secrets.callers import outside_caller
-from pytest_synth_rl.secrets.masking import Secret, get_logger, secret_or_none
+from pytest_synth_rl.secrets.masking import Secret, get_logger
 from pytest_synth_rl.taskapp import InProcessTaskApp, check_task_app_health
 from pytest_synth_rl.taskapp.loading import split_app_path
 from pytest_synth_rl.taskapp.tls import shared_ssl_context
@@ -53,32 +51,28 @@ log = get_logger("pytest_synth_rl.plugin.session")
 
 
 def offline_job_id_prefix(test_id: str) -> str:
-    """``job_rl_`` and 10 hex digits of a hash of *test_id*: a test's offline job ids do not depend
-    on test order, xdist workers or CI shards."""
+    """``job_rl_`` and 10 hex digits of a hash of *test_id*: offline job ids that do not depend on
+    test order, xdist workers or CI shards."""
     digest = hashlib.sha256(test_id.encode("utf-8", "surrogatepass")).hexdigest()
     return f"job_rl_{digest[:10]}_"
 
 
 @dataclass(frozen=True)
 class TaskAppSpec:
-    """What task app to serve: a ``pkg.mod:attr`` target or a ``.py`` path, plus options."""
+    """What task app to serve: a ``pkg.mod:attr`` target or a ``.py`` path, its key and startup time."""
 
     source: str
     api_key: Secret | None = None
-    options: tuple[tuple[str, Any], ...] = ()
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "api_key", secret_or_none(self.api_key))
+    startup_timeout: float | None = None
 
     def start(self, *, shared: bool = False) -> InProcessTaskApp:
-        """Start a server of this task app, by default on an app object loaded for it alone (a
-        lifespan keeps state on the app, which another server's shutdown would close);
-        ``shared=True`` is for the run's one app per spec."""
+        """A started server of this task app; unless *shared* (the run's one app per spec), on an app
+        object loaded for it alone: a lifespan keeps state on the app, which another server's
+        shutdown would close."""
         __tracebackhide__ = True
-        kwargs: dict[str, Any] = dict(self.options)
-        if self.api_key:
-            kwargs["api_key"] = self.api_key
-        kwargs["fresh"] = not shared
+        kwargs: dict[str, Any] = {"api_key": self.api_key, "fresh": not shared}
+        if self.startup_timeout is not None:
+            kwargs["startup_timeout"] = self.startup_timeout
         kwargs["task_app_path" if split_app_path(self.source)[0].suffix == ".py" else "target"] = self.source
         return InProcessTaskApp(**kwargs).start()
 
@@ -98,8 +92,8 @@ class SynthRun:
         self._backend_verdict: BackendUnreachableError | bool | None = False  # False: not probed
 
     def require_backend(self) -> None:
-        """Online: raise :class:`BackendUnreachableError` if nothing answers at the backend URL.
-        Probed once per process, so later tests fail at once instead of each retrying."""
+        """Online, raise :class:`BackendUnreachableError` if nothing answers at the backend URL
+        (probed once per process, so later tests fail at once instead of each retrying)."""
         __tracebackhide__ = True
         if self.settings.is_offline:
             return
@@ -118,7 +112,7 @@ class SynthRun:
             raise BackendUnreachableError(verdict.setting, verdict.url, verdict.problem)
 
     def task_app(self, spec: TaskAppSpec) -> InProcessTaskApp:
-        """The shared, running task app for *spec* (started on first use, kept for the run)."""
+        """The running task app of *spec*, started on first use and kept for the run."""
         with self._lock:
             app = self._task_apps.get(spec)
             if app is None or not app.is_running:
@@ -127,15 +121,15 @@ class SynthRun:
             return app
 
     def http_client(self) -> httpx.Client:
-        """One HTTP client for every synchronous job of the run (keeps connections warm)."""
+        """One HTTP client for every synchronous job of the run (connections stay warm)."""
         with self._lock:
             if self._http is None:
                 self._http = httpx.Client(timeout=DEFAULT_REQUEST_TIMEOUT, verify=shared_ssl_context())
             return self._http
 
     def task_app_known_healthy(self, app: InProcessTaskApp) -> bool:
-        """Whether *app* passed the pre-submit health probe, run once per in-process app; jobs of
-        an app not known healthy probe as usual (and fail with the client's ``TaskAppError``)."""
+        """Whether *app* passed the pre-submit health probe, run once per in-process app (jobs of an
+        app not known healthy probe as usual)."""
         key = f"{app.url} {id(app)}"
         with self._lock:
             if key in self._healthy:
@@ -149,9 +143,8 @@ class SynthRun:
     def prepare_submit(
         self, api_key: Secret | None, task_app_url: str | None, task_app_key: Secret | None
     ) -> None:
-        """Online, before a submit: upload the task app's key to the backend (once per backend;
-        contract §10.5) and, with ``--synth-verify-task-app``, have it verify the task app (once
-        per task app)."""
+        """Online, before a submit: upload the task app's key (once per backend; contract §10.5) and,
+        with ``--synth-verify-task-app``, have the backend verify the task app (once per app)."""
         if self.settings.is_offline:
             return
         backend = self.settings.backend_url
@@ -176,7 +169,7 @@ class SynthRun:
             self._prepared.add(mark)
 
     def fake_backend(self) -> FakeSynthBackend:
-        """The fake (created once; each test resets it onto a fresh clock)."""
+        """The fake, created once (each test resets it onto a fresh clock)."""
         with self._lock:
             if self._fake is None:
                 self._fake = FakeSynthBackend(
@@ -186,13 +179,9 @@ class SynthRun:
                 )
             return self._fake
 
-    def fake_transport(self) -> httpx.MockTransport:
-        """The fake as a transport: the plugin's jobs reach it without patching httpx."""
-        return httpx.MockTransport(self.fake_backend().handle)
-
     def fake_async_transport(self) -> httpx.MockTransport:
-        """The fake as an async transport answering in a thread: an answer may run rollouts, and
-        the test's event loop must stay free meanwhile (the task app may call back into it)."""
+        """The fake answering async clients in a thread: an answer may run rollouts, and the test's
+        event loop must stay free meanwhile (the task app may call back into it)."""
         handler = self.fake_backend().handle
 
         async def answer(request: httpx.Request) -> httpx.Response:
@@ -236,8 +225,8 @@ class SynthRun:
 
 @dataclass(frozen=True)
 class SynthBackend:
-    """What ``synth_backend`` yields: where jobs go and with which key (offline, ``url`` is the
-    hosted backend's address, answered by the fake)."""
+    """What ``synth_backend`` yields: where jobs go and with which key (offline, the hosted
+    backend's address, answered by the fake)."""
 
     url: str
     mode: Literal["offline", "online"]
@@ -266,9 +255,6 @@ class ExternalTaskApp:
     url: str
     api_key: Secret | None = None
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "api_key", secret_or_none(self.api_key))
-
 
 @dataclass(frozen=True)
 class ExpectJob:
@@ -289,7 +275,7 @@ class ExpectJob:
         return expectation
 
     def unchecked(self) -> list[str]:
-        """Where the test made an expectation it never called a check on."""
+        """Where the test made an expectation it never checked."""
         return [where for expectation, where in self.made if not expectation.checks_made]
 
 
@@ -325,19 +311,16 @@ def replay_transport(replayer: Replayer) -> httpx.MockTransport:
 
 @dataclass
 class ServedFake:
-    """A fake backend served on loopback, for clients in other processes or not on httpx.
-
-    Jobs move one stage each time a client looks at them, as with ``FakeSynthBackend.serve()``;
-    *polls_to_finish* scripts ``Scenario(polls=N)`` instead. Admin routes (``/_fake/...``) take
-    the API's key.
-    """
+    """A fake backend served on loopback, for clients in other processes or not on httpx: jobs
+    move one stage each time a client looks at them (*polls_to_finish* scripts
+    ``Scenario(polls=N)`` instead); admin routes (``/_fake/...``) take the API's key."""
 
     fake: FakeSynthBackend
     url: str
 
     @property
     def api_key(self) -> Secret:
-        """The key the served fake accepts (``.value`` is the text to send)."""
+        """The key the served fake accepts."""
         return self.fake.api_key
 
     @classmethod

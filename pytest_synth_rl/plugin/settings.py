@@ -121,10 +121,6 @@ def _record_mode(raw: Any) -> str:
     return _choice("record mode", RECORD_MODES, raw, {"new_episodes": "new", "all": "rewrite"})
 
 
-def _progress_mode(raw: Any) -> str:
-    return _choice("progress", PROGRESS_MODES, raw)
-
-
 _SECONDS = "SECONDS"
 # fmt: off
 OPTIONS: tuple[OptionSpec, ...] = (
@@ -162,7 +158,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("baseline_dir", "Directory of metric baselines.", ini="synth_baseline_dir"),
     OptionSpec("progress", "Progress of jobs waited on in real time: auto (a live line on a terminal, else "
                "heartbeats), line, heartbeat or off. Never printed on the offline virtual clock.",
-               "--synth-progress", ("SYNTH_PROGRESS",), "synth_progress", _progress_mode,
+               "--synth-progress", ("SYNTH_PROGRESS",), "synth_progress", choices=PROGRESS_MODES,
                metavar="auto|line|heartbeat|off"),
     OptionSpec("heartbeat_interval", "Seconds between heartbeat lines of a job waited on (CI logs, -q, "
                "xdist).", "--synth-heartbeat-interval", ("SYNTH_HEARTBEAT_INTERVAL",),
@@ -174,8 +170,7 @@ _BY_NAME = {spec.name: spec for spec in OPTIONS}
 
 @dataclass(frozen=True)
 class SynthSettings:
-    """Resolved settings for one run (or one test, after :meth:`with_overrides`); the field
-    defaults are the settings' defaults."""
+    """Resolved settings for one run (or one test, after :meth:`with_overrides`)."""
 
     backend: str = "mock"
     task_app_url: str | None = None
@@ -221,29 +216,23 @@ class SynthSettings:
         return replace(self, sources={**self.sources, **dict.fromkeys(changes, source)}, **changes)
 
     def report_file(self, rootdir: str | os.PathLike[str]) -> str | None:
-        """Where ``--synth-report`` writes (``None``: no report), relative to *rootdir*.
-
-        From env or ini a leading ``~`` is expanded (as a shell does on the command line); a
-        trailing slash is kept so that a path naming a directory can be refused before the run."""
+        """Where ``--synth-report`` writes (``None``: no report), relative to *rootdir*. From env or
+        ini a leading ``~`` is expanded, as a shell does on the command line; a trailing slash is
+        kept, so that a path naming a directory can be refused before the run."""
         if not self.report:
             return None
         source = self.sources.get("report", "")
-        given = (
-            os.path.expanduser(self.report) if source == "ini" or source.startswith("env:") else self.report
-        )
-        return os.path.join(os.fspath(rootdir), given)
+        expand = source == "ini" or source.startswith("env:")
+        return os.path.join(os.fspath(rootdir), os.path.expanduser(self.report) if expand else self.report)
 
     def origin(self, name: str) -> str:
         """How the user gave setting *name*, in their words (``SYNTH_BACKEND_URL=URL``...)."""
         spec, value = _BY_NAME[name], getattr(self, name)
         source = self.sources.get(name, "default")
-        if source.startswith("env:"):
-            return f"{source[4:]}={value}"
-        if source == "ini" and spec.ini:
-            return f"ini {spec.ini} = {value}"
-        if source == "marker":
-            return f"marker {name}={value}"
-        return f"{spec.flag}={value}" if spec.flag else f"{name}={value}"
+        if source == "default" and not spec.flag:
+            return f"{name}={value}"
+        written = _written(spec, source, value)
+        return f"{source} {written}" if source in ("ini", "marker") else written
 
     def describe(self) -> list[str]:
         """Lines for the pytest report header; keys masked."""
@@ -268,21 +257,18 @@ _DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(Synth
 
 
 def _written(spec: OptionSpec, source: str, value: object) -> str:
-    """*value* of *spec* as the user writes it where *source* says."""
+    """*value* of *spec* as the user writes it where *source* (cli, env:NAME, ini, marker) says."""
     if source == "ini":
         return f"{spec.ini} = {value}"
     if source == "marker":
         return f"{spec.name}={value!r}"
-    if source.startswith("env:"):
-        return f"{source[4:]}={value}"
-    return f"{spec.flag}={value}"
+    return f"{source[4:]}={value}" if source.startswith("env:") else f"{spec.flag}={value}"
 
 
 def _parse(spec: OptionSpec, raw: Any, source: str) -> Any:
     where = {"cli": spec.flag, "ini": f"ini option {spec.ini}", "marker": f"marker argument {spec.name}"}
     try:
-        value = spec.parse(raw)
-        return _choice(spec.name, spec.choices, value) if spec.choices else value
+        return _choice(spec.name, spec.choices, raw) if spec.choices else spec.parse(raw)
     except ValueError as exc:
         example = spec.default if spec.default not in (None, False) else spec.metavar or "..."
         if isinstance(example, float) and example.is_integer():
@@ -299,10 +285,8 @@ def resolve_settings(
     env: Mapping[str, str] | None = None,
     ini: Mapping[str, Any] | None = None,
 ) -> SynthSettings:
-    """Resolve every setting from its layers: CLI > env > ini > default.
-
-    *cli* and *ini* are keyed by setting name; ``None`` (``False`` for a flag) means "not given".
-    Markers apply later, per test, through :meth:`SynthSettings.with_overrides`."""
+    """Every setting from its layers, CLI > env > ini > default (markers apply later, per test, in
+    :meth:`SynthSettings.with_overrides`); ``None`` (``False`` for a flag) means "not given"."""
     cli, ini = cli or {}, ini or {}
     env = os.environ if env is None else env
     values: dict[str, Any] = {}
@@ -365,8 +349,8 @@ def new_task_app_key() -> str:
 
 
 def with_run_task_app_key(settings: SynthSettings, key: str | None) -> SynthSettings:
-    """*settings* using the run's shared task-app *key* when the environment gave none: the
-    backend holds one environment key, so every xdist worker must serve with the same one."""
+    """*settings* using the run's shared task-app *key* when the environment gave none (the
+    backend holds one environment key: every xdist worker serves with the same one)."""
     if not key or settings.task_app_api_key is not None:
         return settings
     return replace(settings, task_app_api_key=Secret(key))

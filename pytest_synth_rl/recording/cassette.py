@@ -36,7 +36,6 @@ class CassetteError(SynthError):
 
 
 def cassette_path(directory: str | os.PathLike[str], test_id: str) -> Path:
-    """Where the cassette of *test_id* lives in *directory* (one file per test, stable name)."""
     return Path(directory) / f"{files.safe_file_stem(test_id)}.json"
 
 
@@ -146,7 +145,6 @@ def capture_request(request: httpx.Request, redactor: Redactor) -> RecordedReque
 
 
 def _message_parts(part: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """Checked ``headers``, ``body`` and ``body_encoding`` of a stored request or response."""
     raw = part.get("headers")
     if raw is not None and not isinstance(raw, Mapping):
         raise CassetteError(f"{where}.headers: expected an object of header name -> value")
@@ -282,9 +280,7 @@ class Cassette:
 
     @classmethod
     def load_or_new(cls, path: str | os.PathLike[str], *, test_id: str | None = None) -> Cassette:
-        """The cassette at *path*, or an empty one (``existed=False``) if there is no file.
-
-        A cassette recorded for another test is refused: it would pass or fail for wrong reasons."""
+        """The cassette at *path*, or an empty one (``existed=False``); another test's is refused."""
         if not Path(path).is_file():
             return cls(path, test_id=test_id, existed=False)
         cassette = cls.load(path)

@@ -79,7 +79,6 @@ class MatchConfig:
 
 
 def origin_of(url: str) -> str:
-    """``scheme://host:port`` with the default port filled in, for scope decisions."""
     parts = urlsplit(url if "://" in url else f"http://{url}")
     scheme = (parts.scheme or "http").lower()
     host = (parts.hostname or "").lower()
@@ -213,8 +212,7 @@ def _shared_start(a: str, b: str) -> int:
 
 
 def nearest(live: RequestKey, recorded: Iterable[RequestKey], limit: int = 3) -> list[RequestKey]:
-    """The recorded keys most like *live*, best first (distinct keys only): same method, same
-    path, then the longest shared start of the request line and of the body."""
+    """The distinct recorded keys most like *live*: same method, path, then longest shared starts."""
 
     def likeness(key: RequestKey) -> tuple[bool, bool, int, int]:
         line = _shared_start(key.render(), live.render())

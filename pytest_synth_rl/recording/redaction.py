@@ -16,16 +16,13 @@ from urllib.parse import quote, unquote_plus, urlsplit, urlunsplit
 
 from pytest_synth_rl.errors import SynthError
 from pytest_synth_rl.secrets.forms import contains, scrub
-from pytest_synth_rl.secrets.masking import known_secrets, mask_secret
+from pytest_synth_rl.secrets.masking import CREDENTIAL_HEADERS, known_secrets, mask_secret
 
 #: What a redacted value is replaced by.
 REDACTED = "<redacted>"
 
 #: Headers whose values are always credentials (compared lower-case).
-SENSITIVE_HEADERS: frozenset[str] = frozenset(
-    {"authorization", "proxy-authorization", "x-api-key", "x-api-keys", "idempotency-key"}
-    | {"cookie", "set-cookie"}
-)
+SENSITIVE_HEADERS: frozenset[str] = CREDENTIAL_HEADERS | {"idempotency-key"}
 
 # Whole words of a name (split on -, _, ., space and camelCase): "monkey" is not a key, "apiKey" is.
 _SENSITIVE_WORDS: frozenset[str] = frozenset(

@@ -63,7 +63,6 @@ class RecordMode(str, Enum):
 
 
 def rebuild_response(response: httpx.Response, content: bytes) -> httpx.Response:
-    """*response* again with its read, decoded *content*, without the wire's encoding and length."""
     wire = ("content-encoding", "content-length", "transfer-encoding")
     headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in wire]
     extensions = {k: v for k, v in response.extensions.items() if k in ("http_version", "reason_phrase")}
@@ -94,8 +93,7 @@ class Recorder:
 
 
 class RecordingTransport(Recorder, httpx.BaseTransport):
-    """Forwards every request to *inner* (a real ``httpx.HTTPTransport`` by default) and records it,
-    redacted; responses are read in full first. Call :meth:`save` when done."""
+    """Forwards every request to *inner* (by default a real transport) and records it; then :meth:`save`."""
 
     def __init__(
         self,
@@ -203,7 +201,6 @@ class Replayer:
         return f"Replayer({self.cassette!r}, mode={self.mode.value!r})"
 
     def mount(self, router: respx.Router) -> respx.Route:
-        """Add the catch-all replay route to *router* and return it."""
         return router.route().mock(side_effect=self.handle)
 
     def __enter__(self) -> Replayer:
@@ -342,9 +339,7 @@ class Replayer:
 def use_cassette(
     path: str | Path, *, mode: RecordMode | str = RecordMode.NONE, test_id: str | None = None, **options: Any
 ) -> Replayer:
-    """A :class:`Replayer` (given *options*) for the cassette file at *path*, as a context manager.
-
-    ``rewrite`` does not parse the old file: a broken cassette is what rewrite is for."""
+    """A :class:`Replayer` of the cassette file at *path*; ``rewrite`` never parses the old file."""
     parsed = RecordMode.parse(mode)
     if parsed is RecordMode.REWRITE:
         cassette = Cassette(path, test_id=test_id, existed=Path(path).is_file())

@@ -26,8 +26,7 @@ _NEAR_SCAN_LIMIT = 2000  # entries of a folder looked through for a near miss
 
 
 def safe_file_stem(test_id: str) -> str:
-    """A stable, readable file stem for a pytest node id: the sanitised id plus a short hash of
-    it (``tests.test_rl.py__test_reward[qwen]-<10 hex>``), so distinct ids never collide."""
+    """The sanitised node id plus a short hash of it, so distinct ids never collide."""
     if not test_id or not test_id.strip():
         raise ValueError("a test id is required to name a per-test file (got an empty string)")
     readable = test_id.replace("::", "__").replace("/", ".").replace("\\", ".")
@@ -141,7 +140,6 @@ file_path_problem = path_problem
 
 
 def write_error_reason(path: str | os.PathLike[str], error: OSError, *, make_parents: bool = True) -> str:
-    """What went wrong writing *path*: the path's shape if that explains it, else the system's reason."""
     return path_problem(path, make_parents=make_parents) or error.strerror or str(error)
 
 

@@ -21,6 +21,7 @@ from pytest_synth_rl.reporting.files import (
 from pytest_synth_rl.reporting.report import RunReport
 
 T = TypeVar("T")
+Pathish = str | os.PathLike[str]
 _SHARD_FILES = "pass the files each shard wrote with --synth-report=PATH"
 
 
@@ -28,7 +29,7 @@ class MergeError(SynthError):
     """Shard reports or baselines that cannot be merged; the message names the file and why."""
 
 
-def read_report(path: str | os.PathLike[str]) -> RunReport:
+def read_report(path: Pathish) -> RunReport:
     """One shard's ``--synth-report`` JSON."""
     file = Path(path)
     raw = _read_bytes(file, "shard report", _SHARD_FILES)
@@ -44,7 +45,7 @@ def read_report(path: str | os.PathLike[str]) -> RunReport:
         raise MergeError(str(error), hint="pass files written by --synth-report") from None
 
 
-def merge_reports(paths: Sequence[str | os.PathLike[str]]) -> RunReport:
+def merge_reports(paths: Sequence[Pathish]) -> RunReport:
     """The shards' jobs as one report, ordered by test id (stable within a test)."""
     if not paths:
         raise MergeError("no shard reports given", hint="pass at least one --synth-report file")
@@ -87,8 +88,8 @@ def _given_once(
 
 
 def merge_baselines(
-    directories: Sequence[str | os.PathLike[str]],
-    into: str | os.PathLike[str],
+    directories: Sequence[Pathish],
+    into: Pathish,
     *,
     on_empty: Callable[[Path], None] | None = None,
 ) -> list[Path]:
@@ -175,19 +176,10 @@ def _first_difference(a: Baseline, b: Baseline) -> str | None:
     return "reward_curve" if a.reward_curve != b.reward_curve else None
 
 
-def refuse_overwriting_a_shard(
-    output: str | os.PathLike[str], shards: Sequence[str | os.PathLike[str]]
+def check_output_file(
+    path: Pathish, option: str, *, make_parents: bool = True, shards: Sequence[object] = ()
 ) -> None:
-    """``--report`` naming one of the shard reports would replace that shard with the merge."""
-    if any(Path(shard).resolve() == Path(output).resolve() for shard in shards):
-        raise MergeError(
-            f"--report {output} is also a shard report being merged; writing it would replace that shard",
-            hint="write the merged report to a new file, such as --report synth-report.json",
-        )
-
-
-def check_output_file(path: str | os.PathLike[str], option: str, *, make_parents: bool = True) -> None:
-    """Refuse an output path that cannot be a file before merging, naming *option* as written."""
+    """Refuse, before merging, an output path that cannot be a file or is one of the *shards*."""
     if not str(path).strip():  # ``--report "$OUT"`` with the variable unset
         raise MergeError(
             f"{option}= is empty",
@@ -199,30 +191,24 @@ def check_output_file(path: str | os.PathLike[str], option: str, *, make_parents
         raise MergeError(
             f"{option} {path}: cannot write there: {problem}", hint=f"give {option} a file path{where}"
         )
+    if any(Path(str(shard)).resolve() == Path(path).resolve() for shard in shards):
+        raise MergeError(
+            f"--report {path} is also a shard report being merged; writing it would replace that shard",
+            hint="write the merged report to a new file, such as --report synth-report.json",
+        )
 
 
-def write_report(report: RunReport, path: str | os.PathLike[str], option: str = "--report") -> Path:
-    """Write the merged JSON report; a path that cannot be written is a :class:`MergeError`."""
-    return _write_out(lambda: report.write_json(path), path, option, "write the merged report")
-
-
-def append_summary(report: RunReport, path: str | os.PathLike[str], option: str = "--summary") -> None:
-    """Append the merged Markdown summary; a path that cannot take it is a :class:`MergeError`."""
-    _write_out(
-        lambda: report.append_github_summary(path), path, option, "append the merged summary", append=True
-    )
-
-
-def _write_out(
-    write: Callable[[], T], path: str | os.PathLike[str], option: str, doing: str, *, append: bool = False
-) -> T:
-    """Run *write* for *option*; appending needs an existing directory (GitHub made the file)."""
-    check_output_file(path, option, make_parents=not append)
+def write_output(write: Callable[[Pathish], T], path: Pathish, option: str, *, append: bool = False) -> T:
+    """``write(path)`` for *option*; a path that cannot take it is a :class:`MergeError`."""
     try:
-        return write()
+        return write(path)
     except OSError as error:
         reason = write_error_reason(path, error, make_parents=not append)
-        where = ' ("$GITHUB_STEP_SUMMARY" in GitHub Actions)' if append else ""
+        doing, where = (
+            ("append the merged summary", ' ("$GITHUB_STEP_SUMMARY" in GitHub Actions)')
+            if append
+            else ("write the merged report", "")
+        )
         raise MergeError(
             f"{option} {path}: cannot {doing}: {reason}",
             hint=f"give {option} a file path you can write{where}",

@@ -43,15 +43,13 @@ class JobRecord:
 
     @property
     def status_label(self) -> str:
-        """The status as people read it: "status unknown" once submitted, else "not submitted"."""
         if self.status:
             return self.status
         return "status unknown" if self.job_id else "not submitted"
 
     @classmethod
     def from_json(cls, data: Any) -> JobRecord:
-        """A record read back from :meth:`to_json`; a :class:`ValueError` ends a sentence naming
-        where it was read (``.rewards is 'x', expected a list of numbers``)."""
+        """A record read back from :meth:`to_json`; a :class:`ValueError` ends a sentence naming where."""
         problem = _record_problem(data)
         if problem is not None:
             raise ValueError(problem)

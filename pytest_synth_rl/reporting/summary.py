@@ -123,8 +123,7 @@ class RunSummary:
                 self.report.append_github_summary(summary)
 
     def _take_spooled_records(self) -> int:
-        """Controller: add the spooled records of tests whose reports never came, drop the spool,
-        and return how many lines could not be read (a worker killed mid-write)."""
+        """Controller: add spooled records whose reports never came; returns the unreadable lines' count."""
         if self._spool_dir is None:
             return 0
         unreadable = 0
@@ -141,7 +140,6 @@ class RunSummary:
         return unreadable
 
     def drop_spool(self) -> None:
-        """Remove the controller's spool folder (safe to call twice)."""
         if self._spool_dir is not None:
             shutil.rmtree(self._spool_dir, ignore_errors=True)
             self._spool_dir = None

@@ -76,15 +76,13 @@ def registered_secrets() -> frozenset[str]:
 
 
 def restore_registered_secrets(snapshot: Iterable[str]) -> None:
-    """Make the registered secrets exactly *snapshot* again."""
     with _lock:
         _registered.clear()
         _registered.update(snapshot)
 
 
 def known_secrets(extra: Iterable[str | None] = ()) -> list[str]:
-    """Registered secrets, secret env vars and *extra*; longest first, so a secret holding another
-    is replaced whole."""
+    """Registered secrets, secret env vars and *extra*, longest first (one may hold another)."""
     found: set[str] = set()
     with _lock:
         found.update(_registered)

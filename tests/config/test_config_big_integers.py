@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pytest_synth_rl.config import build_rl_payload, coerce, parse_toml, read_toml_file
+from pytest_synth_rl.config import build_rl_payload, parse_toml, problems, read_toml_file, schema
 from pytest_synth_rl.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,13 +116,13 @@ def test_the_largest_64_bit_integers_are_sent_and_one_more_is_not() -> None:
     ids=["0", "9", "10", "-99", "100", "10**5000-1", "-10**5000"],
 )
 def test_digits_are_counted_without_writing_the_number(number: int, digits: int) -> None:
-    assert coerce.digit_count(number) == digits
+    assert problems.digit_count(number) == digits
 
 
 def test_describe_shows_a_huge_integer_by_its_size() -> None:
-    assert coerce.describe(10**5_000) == "an integer of 5,001 digits"
-    assert coerce.describe(2**63) == "9223372036854775808 (integer)"
+    assert problems.describe(10**5_000) == "an integer of 5,001 digits"
+    assert problems.describe(2**63) == "9223372036854775808 (integer)"
     with pytest.raises(
         ValueError, match=r"^expected an integer smaller than 2\*\*63, got '9{20}' \(string\)$"
     ):
-        coerce.to_int("9" * 20)
+        schema.to_int("9" * 20)

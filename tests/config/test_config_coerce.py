@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pytest_synth_rl.config import build_rl_payload
-from pytest_synth_rl.config.coerce import CoercionError, to_bool, to_float, to_int, to_str
+from pytest_synth_rl.config.schema import CoercionError, to_bool, to_float, to_int, to_str
 from pytest_synth_rl.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
