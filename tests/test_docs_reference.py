@@ -21,7 +21,9 @@ KINDS = {
 def registered(pytester: pytest.Pytester) -> dict[str, set[str]]:
     """Every ``synth`` option, ini option, fixture and marker pytest lists, by kind."""
     listings = {
-        flag: pytester.runpytest_inprocess(flag).stdout.str()
+        flag: pytester.runpytest_inprocess(
+            flag, "-o", "asyncio_default_fixture_loop_scope=function"
+        ).stdout.str()
         for flag in ("--help", "--fixtures", "--markers")
     }
     return {kind: set(pattern.findall(listings[flag])) for kind, (_, flag, pattern) in KINDS.items()}
