@@ -1,4 +1,5 @@
-"""The README's Quickstart stays true: two commands, and CI runs the same test command."""
+"""The README stays true: its Quickstart is two commands, CI runs the same test command, and it
+teaches and links into the docs instead of holding the reference."""
 
 from __future__ import annotations
 
@@ -27,3 +28,20 @@ def test_ci_runs_the_readme_test_command() -> None:
     test_command = _quickstart_commands()[1].split("&&")[-1].strip()
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert test_command in ci.splitlines()
+
+
+def test_the_readme_stays_short_and_links_into_pages_that_exist() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 250
+    links = re.findall(r"\]\((docs/[^)#]+)", text)
+    assert {"docs/tutorial.md", "docs/reference/options.md"} <= set(links)
+    assert [link for link in links if not (ROOT / link).is_file()] == []
+
+
+def test_the_served_fake_limits_are_stated_once_in_the_docs_not_in_the_readme() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    limits = (ROOT / "docs" / "reference" / "served-fake.md").read_text(encoding="utf-8")
+    assert "## Limits" in limits
+    for limit in ("1,000 jobs", "64 MiB", "16 event streams"):
+        assert limit in limits
+        assert limit not in readme

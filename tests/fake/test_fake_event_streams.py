@@ -89,10 +89,11 @@ def answers_a_new_stream(client: httpx.Client, job_id: str) -> bytes:
     return eventually(answered, timeout=GENEROUS, interval=0.02, clock=RealClock())
 
 
-def test_the_bound_is_well_below_the_worker_pool_as_the_readme_says() -> None:
+def test_the_bound_is_well_below_the_worker_pool_as_the_docs_say() -> None:
     assert MAX_STREAMS == MAX_WORKERS // 4 == 16
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    assert f"at most {MAX_STREAMS} event streams are open at once (a quarter of the {MAX_WORKERS}" in readme
+    limits = Path(__file__).resolve().parents[2] / "docs" / "reference" / "served-fake.md"
+    text = " ".join(limits.read_text(encoding="utf-8").split())
+    assert f"at most {MAX_STREAMS} event streams are open at once (a quarter of the {MAX_WORKERS}" in text
 
 
 def test_streams_past_the_bound_get_503_and_other_requests_are_still_answered(

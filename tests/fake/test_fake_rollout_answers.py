@@ -24,7 +24,7 @@ from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.fake import FakeSynthBackend, RolloutRecord
 from pytest_synth_rl.fake.http_post import PostFailure, PostPool
 
-#: The most of one answer a rollout record keeps, and of all its answers a job keeps (README).
+#: The most of one answer a rollout record keeps, and of all its answers a job keeps (the docs' limits).
 MAX_KEPT_RESPONSE = 64 * 1024
 MAX_KEPT_RESPONSES = 128 * 1024
 #: The rollout timeout of the trickle tests, and how often a trickling app sends one byte: more
