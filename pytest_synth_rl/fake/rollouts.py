@@ -26,7 +26,7 @@ from pytest_synth_rl.fake.model.inference import KEEP_INFERENCE_URL, ModelCall
 from pytest_synth_rl.fake.model.rewards import MAX_REWARD, extract_reward
 from pytest_synth_rl.fake.rollout_feed import RolloutFeed
 from pytest_synth_rl.secrets.masking import Secret, redact
-from pytest_synth_rl.taskapp.health import task_app_auth_headers
+from pytest_synth_rl.taskapp.health import key_refused, task_app_auth_headers
 from pytest_synth_rl.taskapp.tls import shared_ssl_context
 
 __all__ = [
@@ -75,17 +75,22 @@ _POST_HINTS = {
 }
 
 
-def _status_hint(response: PostResponse, key_replaced: bool = False) -> str:
+def _status_hint(response: PostResponse, key_sent: bool, key_replaced: bool = False) -> str:
     if response.status_code in (400, 401, 403) and _key_matched(response.content):
         return (
             "the key the fake sent is one the task app allows (its got_first15 is among its "
             "allowed_first15), so the rejection comes from the task app itself: see its answer above"
         )
-    about_key = any(word in response.content.lower() for word in (b"key", b"auth"))
-    if response.status_code in (401, 403) or (response.status_code == 400 and about_key):
-        return (
+    if key_refused(response.status_code, response.content):
+        refused = (
             "the task app rejected the environment key the fake sent (ENVIRONMENT_API_KEY; SDK task apps "
-            "answer 400 to a wrong key): upload the task app's key (POST /api/v1/env-keys: this plugin's "
+            "answer 400 to a wrong key)"
+            if key_sent
+            else "no task-app key was sent (none was uploaded, the fake has no task_app_api_key and "
+            "ENVIRONMENT_API_KEY is unset)"
+        )
+        return (
+            f"{refused}: upload the task app's key (POST /api/v1/env-keys: this plugin's "
             "RLJob.upload_environment_api_key(), which it calls before a run's first submit; with the "
             "upstream SDK, set ENVIRONMENT_API_KEY before RLJob.from_config, or call "
             "setup_environment_api_key()), or create the fake with task_app_api_key="
@@ -326,7 +331,8 @@ class RolloutDriver:
         seed = int(body["env"]["seed"])
         url = base_url.rstrip("/") + "/rollout"
         record = RolloutRecord(step=step, seed=seed, mode=mode, run_id=body["run_id"], url=url, request=body)
-        headers = task_app_auth_headers(self._api_key())  # masked in any repr
+        key = self._api_key()
+        headers = task_app_auth_headers(key)  # masked in any repr
         headers["Content-Type"] = "application/json"
         started = time.perf_counter()
         try:
@@ -342,7 +348,7 @@ class RolloutDriver:
             self._fail(
                 record,
                 f"HTTP {response.status_code}: {excerpt(response.content, 300)}",
-                _status_hint(response, self._key_replaced()),
+                _status_hint(response, bool(key), self._key_replaced()),
             )
         try:
             parsed = json.loads(response.content)

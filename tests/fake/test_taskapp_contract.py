@@ -339,13 +339,19 @@ def test_assert_helper_raises(example: Any) -> None:
         assert_task_app_contract(task_app.url, task_app.api_key)
 
 
-def test_wrong_key_fails_the_protected_checks(example: Any) -> None:
+def test_a_refused_key_is_reported_once_with_the_fix_not_as_content_problems(example: Any) -> None:
     with InProcessTaskApp(example.create_app(), api_key=KEY) as task_app:
-        report = check_task_app_contract(task_app.url, "not-the-right-key-000000")
-    failed = problem_names(report)
-    assert "GET /health" in failed
-    assert "POST /rollout" in failed
-    assert "auth enforced" not in failed
+        wrong = check_task_app_contract(task_app.url, "not-the-right-key-000000")
+        missing = check_task_app_contract(task_app.url, None)
+    for report in (wrong, missing):
+        assert problem_names(report) == ["task app key accepted"]
+        assert "GET /task_info answered HTTP 400" in report.check("task app key accepted").got
+    assert wrong.check("task app key accepted").got.startswith("the task app rejected the key not-…00")
+    assert missing.check("task app key accepted").got.startswith(
+        "no task-app key was sent: set ENVIRONMENT_API_KEY to the key the task app expects, or pass "
+        "check_task_app_contract(url, api_key=...)"
+    )
+    assert "env_name" not in missing.render()  # nothing judged from the refused answers
 
 
 def test_unreachable_url_is_one_problem() -> None:
