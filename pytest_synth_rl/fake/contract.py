@@ -16,7 +16,9 @@ from pytest_synth_rl.errors import TaskAppError, excerpt, finite_number, keyword
 from pytest_synth_rl.fake.model import Progress, RolloutIdentity
 from pytest_synth_rl.fake.model.inference import KEEP_INFERENCE_URL, InferencePolicy, StubInference
 from pytest_synth_rl.fake.model.rewards import reward_of
+from pytest_synth_rl.fake.rollouts import crash_note
 from pytest_synth_rl.secrets.masking import Secret, SecretHeaders, redact
+from pytest_synth_rl.taskapp.crashes import crash_of
 from pytest_synth_rl.taskapp.health import (
     json_or_none,
     key_refusal,
@@ -430,6 +432,8 @@ def _check_rollout_answer(checker: _Checker, calls_before: int) -> None:
     success = 200 <= response.status_code < 300  # any 2xx, as the fake and trainers take it
     if not success or not isinstance(body, dict):
         got = f"HTTP {response.status_code} but not a JSON object" if success else _status_text(response)
+        if response.status_code >= 500:
+            got += crash_note(crash_of(correlation_id), len(checker.stub.calls(correlation_id)))
         expected = _EXPECTED["POST /rollout"]
         if checker.env_guessed:
             expected += (

@@ -26,6 +26,7 @@ from pytest_synth_rl.fake.model.inference import KEEP_INFERENCE_URL, ModelCall
 from pytest_synth_rl.fake.model.rewards import MAX_REWARD, extract_reward
 from pytest_synth_rl.fake.rollout_feed import RolloutFeed
 from pytest_synth_rl.secrets.masking import Secret, redact
+from pytest_synth_rl.taskapp.crashes import crash_of
 from pytest_synth_rl.taskapp.health import key_refused, task_app_auth_headers
 from pytest_synth_rl.taskapp.tls import shared_ssl_context
 
@@ -105,6 +106,13 @@ def _status_hint(response: PostResponse, key_sent: bool, key_replaced: bool = Fa
     return "the task app's /rollout must answer 2xx with a RolloutResponse; see its server log"
 
 
+def crash_note(crash: str | None, model_calls: int) -> str:
+    """What a rollout answered with a 5xx raised in the app (if served here), and how many model
+    calls it made before failing."""
+    raised = f"; the task app raised {crash}" if crash else ""
+    return f"{raised}; {model_calls} model call(s) made in this rollout before it failed"
+
+
 class RolloutFailure(Exception):
     """A rollout the job cannot survive; ``str()`` is the job's error message."""
 
@@ -166,12 +174,12 @@ class RolloutDriver:
         api_key: Callable[[], str | Secret | None],
         inference_url: Callable[[RolloutIdentity, Progress], str],
         policy_failure: Callable[[str], str | None] = lambda correlation_id: None,
-        unattributed_calls: Callable[[], Sequence[ModelCall]] = tuple,
+        calls: Callable[[str | None], Sequence[ModelCall]] = lambda correlation_id: (),
         key_replaced: Callable[[], bool] = lambda: False,
         timeout: float = 30.0,
     ) -> None:
         self._api_key, self._inference_url, self._key_replaced = api_key, inference_url, key_replaced
-        self._policy_failure, self._unattributed_calls = policy_failure, unattributed_calls
+        self._policy_failure, self._calls = policy_failure, calls
         self.timeout = timeout
         self._client: httpx.Client | None = None
         self._http: PostPool | None = None
@@ -345,11 +353,11 @@ class RolloutDriver:
         record.elapsed = time.perf_counter() - started
         record.status_code = response.status_code
         if not 200 <= response.status_code < 300:
-            self._fail(
-                record,
-                f"HTTP {response.status_code}: {excerpt(response.content, 300)}",
-                _status_hint(response, bool(key), self._key_replaced()),
-            )
+            what = f"HTTP {response.status_code}: {excerpt(response.content, 300)}"
+            if response.status_code >= 500:
+                cid = body["trace_correlation_id"]
+                what += crash_note(crash_of(cid), len(self._calls(cid)))
+            self._fail(record, what, _status_hint(response, bool(key), self._key_replaced()))
         try:
             parsed = json.loads(response.content)
         except ValueError:
@@ -427,7 +435,7 @@ class RolloutDriver:
         cid = record.request.get("trace_correlation_id")
         ids = f"seed {record.seed}, run_id {record.run_id}, trace_correlation_id {cid}"
         policy = self._policy_failure(cid) if isinstance(cid, str) else None
-        refused = [call.path for call in self._unattributed_calls() if call.status == 400]
+        refused = [call.path for call in self._calls(None) if call.status == 400]
         if policy is None and refused:
             # The model refused calls sent outside the handed-out URL: that is what to fix.
             paths = ", ".join(dict.fromkeys(refused))

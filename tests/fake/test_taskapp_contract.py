@@ -258,6 +258,22 @@ def test_rollout_500_skips_the_checks_that_need_its_body(example: Any) -> None:
     assert "rollout exploded" in report.check("POST /rollout").got
 
 
+def test_a_crashed_rollout_names_the_apps_line_and_its_model_calls(example: Any) -> None:
+    # Before: "HTTP 500: Internal Server Error" alone.
+    def crash(status: int, body: Any) -> tuple[int, Any]:
+        raise ValueError("the board is full")
+
+    report = run_check(rewriting(example.create_app(), "/rollout", crash))
+    got = report.check("POST /rollout").got
+    line = crash.__code__.co_firstlineno + 1
+    assert (
+        "; the task app raised ValueError: the board is full at test_taskapp_contract.py:"
+        f"{line} in crash: raise ValueError"
+    ) in got
+    assert "test_taskapp_contract.py:" in got.partition(" <- ")[2]  # the caller: the wrapper's line
+    assert got.endswith("; 1 model call(s) made in this rollout before it failed")
+
+
 def test_legacy_reward_and_trajectories_are_accepted(example: Any) -> None:
     def legacy(status: int, body: Any) -> tuple[int, Any]:
         reward = body["metrics"].pop("outcome_reward")
