@@ -108,7 +108,9 @@ def _status_hint(response: PostResponse, key_sent: bool, key_replaced: bool = Fa
 
 def crash_note(crash: str | None, model_calls: int) -> str:
     """What a rollout answered with a 5xx raised in the app (if served here), and how many model
-    calls it made before failing."""
+    calls it made before failing (nothing when neither is known)."""
+    if crash is None and not model_calls:
+        return ""
     raised = f"; the task app raised {crash}" if crash else ""
     return f"{raised}; {model_calls} model call(s) made in this rollout before it failed"
 
