@@ -48,8 +48,8 @@ from pytest_synth_rl.errors import (
     TaskAppError,
     keywords_checked,
 )
-from pytest_synth_rl.secrets.masking import Secret, SecretHeaders, mask_secret
-from pytest_synth_rl.taskapp.health import HealthReport
+from pytest_synth_rl.secrets.masking import Secret, SecretHeaders
+from pytest_synth_rl.taskapp.health import HealthReport, key_refusal
 from pytest_synth_rl.taskapp.tls import shared_ssl_context
 
 __all__ = ["DEFAULT_REQUEST_TIMEOUT", "HEALTH_TIMEOUT", "JobBase", "JobSteps"]
@@ -342,12 +342,11 @@ class JobBase(Generic[ClientT, TransportT]):
             )
         elif 400 in (report.health_status, report.task_info_status) or report.health_status in (401, 403):
             key = self._config.task_app_api_key
-            hint = (
-                f"the task app rejected the key {mask_secret(key.value if key else None)}, sent as "
-                "X-API-Key, "
-                "X-API-Keys and Authorization: Bearer: pass task_app_api_key= or set ENVIRONMENT_API_KEY "
-                "to the key the task app expects; a task app that reads its key from another header "
-                "must accept one of these, as the trainer sends only these"
+            hint = key_refusal(key, "task_app_api_key=") + (
+                "; a task app that reads its key from another header must accept one of these, as "
+                "the trainer sends only these"
+                if key
+                else ""
             )
         else:
             hint = (

@@ -252,7 +252,7 @@ class FakeSynthBackend:
             api_key=self.keys.rollout_key,
             inference_url=self.stand_in.url_for,
             policy_failure=inference.policy_failure,
-            unattributed_calls=lambda: inference.calls(None),
+            calls=inference.calls,
             key_replaced=lambda: self.keys.key_replaced,
             timeout=rollout_timeout,
         )

@@ -16,8 +16,16 @@ from pytest_synth_rl.errors import TaskAppError, excerpt, finite_number, keyword
 from pytest_synth_rl.fake.model import Progress, RolloutIdentity
 from pytest_synth_rl.fake.model.inference import KEEP_INFERENCE_URL, InferencePolicy, StubInference
 from pytest_synth_rl.fake.model.rewards import reward_of
+from pytest_synth_rl.fake.rollouts import crash_note
 from pytest_synth_rl.secrets.masking import Secret, SecretHeaders, redact
-from pytest_synth_rl.taskapp.health import json_or_none, task_app_auth_headers, task_app_base_url
+from pytest_synth_rl.taskapp.crashes import crash_of
+from pytest_synth_rl.taskapp.health import (
+    json_or_none,
+    key_refusal,
+    key_refused,
+    task_app_auth_headers,
+    task_app_base_url,
+)
 from pytest_synth_rl.taskapp.loopback import is_loopback_host
 from pytest_synth_rl.taskapp.tls import shared_ssl_context
 
@@ -127,6 +135,7 @@ _SEEDED = "GET /task_info?seed"
 _EXPECTED = {
     "GET / (no auth)": "HTTP 200 without a key",
     "GET /health": "HTTP 200 with the key",
+    "task app key accepted": "GET /task_info answers 200 with the key the checks send",
     "GET /task_info": "HTTP 200 with a JSON object holding `taskset`",
     _SEEDED: "HTTP 200 with a TaskInfo (task.id, task.name) or a list of them",
     "GET /info": "HTTP 200 with a JSON object",
@@ -299,6 +308,17 @@ def check_task_app_contract(
         with checker.stub.serve():
             # The advertised env name first, so the probe rollout is one the app can run.
             plain_task_info = checker.send("GET", "/task_info")
+            if not isinstance(plain_task_info, str) and key_refused(
+                plain_task_info.status_code, plain_task_info.content
+            ):
+                # Every other check would judge only the refusal: it is reported once, with the fix.
+                got = f"{key_refusal(api_key, 'check_task_app_contract(url, api_key=...)')}; GET "
+                checker.add(
+                    "task app key accepted",
+                    False,
+                    got + f"/task_info answered {_status_text(plain_task_info)}",
+                )
+                return checker.report
             seeded_task_info = checker.send("GET", "/task_info", params={"seed": seed})
             chosen = env_name or _advertised_env(plain_task_info, seeded_task_info)
             checker.seed, checker.env_name, checker.env_guessed = seed, chosen or "default", chosen is None
@@ -412,6 +432,8 @@ def _check_rollout_answer(checker: _Checker, calls_before: int) -> None:
     success = 200 <= response.status_code < 300  # any 2xx, as the fake and trainers take it
     if not success or not isinstance(body, dict):
         got = f"HTTP {response.status_code} but not a JSON object" if success else _status_text(response)
+        if response.status_code >= 500:
+            got += crash_note(crash_of(correlation_id), len(checker.stub.calls(correlation_id)))
         expected = _EXPECTED["POST /rollout"]
         if checker.env_guessed:
             expected += (

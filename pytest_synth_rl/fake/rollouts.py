@@ -26,7 +26,8 @@ from pytest_synth_rl.fake.model.inference import KEEP_INFERENCE_URL, ModelCall
 from pytest_synth_rl.fake.model.rewards import MAX_REWARD, extract_reward
 from pytest_synth_rl.fake.rollout_feed import RolloutFeed
 from pytest_synth_rl.secrets.masking import Secret, redact
-from pytest_synth_rl.taskapp.health import task_app_auth_headers
+from pytest_synth_rl.taskapp.crashes import crash_of
+from pytest_synth_rl.taskapp.health import key_refused, task_app_auth_headers
 from pytest_synth_rl.taskapp.tls import shared_ssl_context
 
 __all__ = [
@@ -75,17 +76,22 @@ _POST_HINTS = {
 }
 
 
-def _status_hint(response: PostResponse, key_replaced: bool = False) -> str:
+def _status_hint(response: PostResponse, key_sent: bool, key_replaced: bool = False) -> str:
     if response.status_code in (400, 401, 403) and _key_matched(response.content):
         return (
             "the key the fake sent is one the task app allows (its got_first15 is among its "
             "allowed_first15), so the rejection comes from the task app itself: see its answer above"
         )
-    about_key = any(word in response.content.lower() for word in (b"key", b"auth"))
-    if response.status_code in (401, 403) or (response.status_code == 400 and about_key):
-        return (
+    if key_refused(response.status_code, response.content):
+        refused = (
             "the task app rejected the environment key the fake sent (ENVIRONMENT_API_KEY; SDK task apps "
-            "answer 400 to a wrong key): upload the task app's key (POST /api/v1/env-keys: this plugin's "
+            "answer 400 to a wrong key)"
+            if key_sent
+            else "no task-app key was sent (none was uploaded, the fake has no task_app_api_key and "
+            "ENVIRONMENT_API_KEY is unset)"
+        )
+        return (
+            f"{refused}: upload the task app's key (POST /api/v1/env-keys: this plugin's "
             "RLJob.upload_environment_api_key(), which it calls before a run's first submit; with the "
             "upstream SDK, set ENVIRONMENT_API_KEY before RLJob.from_config, or call "
             "setup_environment_api_key()), or create the fake with task_app_api_key="
@@ -98,6 +104,15 @@ def _status_hint(response: PostResponse, key_replaced: bool = False) -> str:
             "outcome_reward and echo trace_correlation_id"
         )
     return "the task app's /rollout must answer 2xx with a RolloutResponse; see its server log"
+
+
+def crash_note(crash: str | None, model_calls: int) -> str:
+    """What a rollout answered with a 5xx raised in the app (if served here), and how many model
+    calls it made before failing (nothing when neither is known)."""
+    if crash is None and not model_calls:
+        return ""
+    raised = f"; the task app raised {crash}" if crash else ""
+    return f"{raised}; {model_calls} model call(s) made in this rollout before it failed"
 
 
 class RolloutFailure(Exception):
@@ -161,12 +176,12 @@ class RolloutDriver:
         api_key: Callable[[], str | Secret | None],
         inference_url: Callable[[RolloutIdentity, Progress], str],
         policy_failure: Callable[[str], str | None] = lambda correlation_id: None,
-        unattributed_calls: Callable[[], Sequence[ModelCall]] = tuple,
+        calls: Callable[[str | None], Sequence[ModelCall]] = lambda correlation_id: (),
         key_replaced: Callable[[], bool] = lambda: False,
         timeout: float = 30.0,
     ) -> None:
         self._api_key, self._inference_url, self._key_replaced = api_key, inference_url, key_replaced
-        self._policy_failure, self._unattributed_calls = policy_failure, unattributed_calls
+        self._policy_failure, self._calls = policy_failure, calls
         self.timeout = timeout
         self._client: httpx.Client | None = None
         self._http: PostPool | None = None
@@ -326,7 +341,8 @@ class RolloutDriver:
         seed = int(body["env"]["seed"])
         url = base_url.rstrip("/") + "/rollout"
         record = RolloutRecord(step=step, seed=seed, mode=mode, run_id=body["run_id"], url=url, request=body)
-        headers = task_app_auth_headers(self._api_key())  # masked in any repr
+        key = self._api_key()
+        headers = task_app_auth_headers(key)  # masked in any repr
         headers["Content-Type"] = "application/json"
         started = time.perf_counter()
         try:
@@ -339,11 +355,11 @@ class RolloutDriver:
         record.elapsed = time.perf_counter() - started
         record.status_code = response.status_code
         if not 200 <= response.status_code < 300:
-            self._fail(
-                record,
-                f"HTTP {response.status_code}: {excerpt(response.content, 300)}",
-                _status_hint(response, self._key_replaced()),
-            )
+            what = f"HTTP {response.status_code}: {excerpt(response.content, 300)}"
+            if response.status_code >= 500:
+                cid = body["trace_correlation_id"]
+                what += crash_note(crash_of(cid), len(self._calls(cid)))
+            self._fail(record, what, _status_hint(response, bool(key), self._key_replaced()))
         try:
             parsed = json.loads(response.content)
         except ValueError:
@@ -421,7 +437,7 @@ class RolloutDriver:
         cid = record.request.get("trace_correlation_id")
         ids = f"seed {record.seed}, run_id {record.run_id}, trace_correlation_id {cid}"
         policy = self._policy_failure(cid) if isinstance(cid, str) else None
-        refused = [call.path for call in self._unattributed_calls() if call.status == 400]
+        refused = [call.path for call in self._calls(None) if call.status == 400]
         if policy is None and refused:
             # The model refused calls sent outside the handed-out URL: that is what to fix.
             paths = ", ".join(dict.fromkeys(refused))

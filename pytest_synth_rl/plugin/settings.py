@@ -243,7 +243,13 @@ class SynthSettings:
             task_app = f"in-process {self.task_app} ({self.sources.get('task_app')})"
         else:
             task_app = "in-process (from synth_task_app markers)"
-        task_key = self.task_app_api_key.masked if self.task_app_api_key else "<unset: generated per run>"
+        task_key = "<unset: generated per run>"
+        if self.task_app_api_key:
+            task_key = self.task_app_api_key.masked
+        elif self.task_app_url:
+            task_key = (
+                f"<unset: no task-app key is sent to {self.task_app_url}; set it to the key the app expects>"
+            )
         return [
             f"synth-rl: mode={self.mode} backend={where} ({self.sources.get('backend')})",
             f"synth-rl: task app={task_app}; timeout={self.timeout:g}s poll={self.poll_interval:g}s"

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 
 from pytest_synth_rl.errors import TaskAppError
-from pytest_synth_rl.secrets.masking import Secret, SecretHeaders, redact, register_secret
+from pytest_synth_rl.secrets.masking import Secret, SecretHeaders, mask_secret, redact, register_secret
 from pytest_synth_rl.taskapp.tls import shared_ssl_context
 
 _PATHS = ("/health", "/task_info")
@@ -26,6 +26,27 @@ def task_app_auth_headers(api_key: str | Secret | None) -> SecretHeaders:
     if not key:
         return SecretHeaders()
     return SecretHeaders({"X-API-Key": key, "X-API-Keys": key, "Authorization": f"Bearer {key}"})
+
+
+def key_refused(status: int, content: bytes) -> bool:
+    """Whether a task app's answer refuses the request's key: 401/403, or the 400 SDK task apps
+    give a missing or wrong key (its body names the key)."""
+    return status in (401, 403) or (status == 400 and any(w in content.lower() for w in (b"key", b"auth")))
+
+
+def key_refusal(api_key: str | Secret | None, give_it: str) -> str:
+    """What to say when a task app refused the key *api_key* (None: no key was sent), and how to
+    fix it; *give_it* is the argument that gives the key where the refusal happened."""
+    key = api_key.value if isinstance(api_key, Secret) else api_key
+    if not key:
+        return (
+            "no task-app key was sent: set ENVIRONMENT_API_KEY to the key the task app expects, "
+            f"or pass {give_it}"
+        )
+    return (
+        f"the task app rejected the key {mask_secret(key)}, sent as X-API-Key, X-API-Keys and "
+        f"Authorization: Bearer: pass {give_it} or set ENVIRONMENT_API_KEY to the key the task app expects"
+    )
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ import uvicorn
 
 from pytest_synth_rl.errors import TaskAppError
 from pytest_synth_rl.secrets.masking import get_logger, redact
+from pytest_synth_rl.taskapp.crashes import app_frames, remembering_crashes
 from pytest_synth_rl.taskapp.loopback import normalise_loopback_host, url_host
 from pytest_synth_rl.taskapp.read_deadline import header_deadline_app, header_deadline_protocol
 
@@ -54,6 +55,19 @@ class _ThreadLogCapture(logging.Handler):
             self.lines.append(redact(self.format(record)))
         except Exception:  # pragma: no cover - a broken record must not break the server
             self.handleError(record)
+
+
+class _TrimmedTraceback(logging.Filter):
+    """The traceback uvicorn logs for an app's exception, with the app's own frames only."""
+
+    def __init__(self, capture: _ThreadLogCapture) -> None:
+        super().__init__()
+        self.capture = capture
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.thread == self.capture.thread_id and record.exc_info and record.exc_info[1]:
+            record.exc_text = "".join(app_frames(record.exc_info[1]).format()).rstrip("\n")
+        return True
 
 
 class _AbortNoise(logging.Filter):
@@ -214,6 +228,7 @@ class ServerThread:
         self._exit: SystemExit | None = None
         self._ready = threading.Event()
         self._capture = _ThreadLogCapture()
+        self._trimmed = _TrimmedTraceback(self._capture)
         self._server: _Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
@@ -257,8 +272,9 @@ class ServerThread:
         self.port = int(self._sock.getsockname()[1])
         # With a read deadline, "auto" means h11, for its bound on the size of a request head.
         http = "h11" if self.read_timeout is not None and self.protocol == "auto" else self.protocol
+        app = remembering_crashes(self.app) if self.protocol == "auto" else self.app
         config = uvicorn.Config(
-            self.app if self.read_timeout is None else header_deadline_app(self.app),
+            app if self.read_timeout is None else header_deadline_app(app),
             lifespan=self.lifespan,
             log_config=None,  # never reconfigure the process's logging
             log_level=self.log_level,
@@ -404,6 +420,8 @@ class ServerThread:
     def _hook_capture(self, attach: bool = True) -> None:
         for logger in (logging.getLogger(), logging.getLogger("uvicorn")):
             (logger.addHandler if attach else logger.removeHandler)(self._capture)
+        uvicorn_log = logging.getLogger("uvicorn.error")
+        (uvicorn_log.addFilter if attach else uvicorn_log.removeFilter)(self._trimmed)
 
     def _close_socket(self) -> None:
         sock, self._sock = self._sock, None

@@ -143,7 +143,10 @@ def test_a_rejected_key_fails_the_job_with_a_hint_naming_the_key_and_the_upload(
     body, _ = poll_to_end(client, plain, submit(client, plain, rl_payload(url)))
     assert body["status"] == "failed"
     assert "HTTP 400" in body["error"]
-    assert "rejected the environment key the fake sent (ENVIRONMENT_API_KEY" in body["error"]
+    assert (
+        "no task-app key was sent (none was uploaded, the fake has no task_app_api_key and "
+        "ENVIRONMENT_API_KEY is unset): upload the task app's key"
+    ) in body["error"]
     assert (
         "upload the task app's key (POST /api/v1/env-keys: this plugin's RLJob.upload_environment_api_key()"
         in body["error"]

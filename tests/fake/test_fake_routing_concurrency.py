@@ -259,3 +259,48 @@ def test_same_seeds_give_the_same_curve_at_any_concurrency(client: httpx.Client)
             fake.close()
     assert curves[0] == curves[1]
     assert len(set(curves[0][1])) == 2  # some right, some wrong: the comparison means something
+
+
+def _crashing_app() -> FastAPI:
+    """A task app whose rollout asks the model twice, then crashes in its own code."""
+    app = FastAPI()
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"healthy": True}
+
+    @app.post("/rollout")
+    async def rollout(request: Request) -> dict[str, Any]:
+        body = await request.json()
+        url = body["policy"]["config"]["inference_url"] + "/chat/completions"
+        async with httpx.AsyncClient(trust_env=False) as http:
+            for _ in range(2):
+                await http.post(url, json={"messages": [{"role": "user", "content": "go"}]})
+        board: dict[str, int] = {}
+        return {"reward": board["missing square"]}
+
+    return app
+
+
+def test_a_crashed_rollout_names_the_apps_line_and_its_model_calls_not_the_servers_frames(
+    fake: FakeSynthBackend, client: httpx.Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: "HTTP 500: Internal Server Error ... see its server log", and the log held some 55
+    # lines of uvicorn, Starlette and FastAPI frames per failed rollout.
+    line = _crashing_app.__code__.co_firstlineno + 16
+    with _serve(_crashing_app()) as app:
+        job_id = submit(client, fake, rl_payload(app.url, rollout={**ROLLOUT, "max_concurrent_rollouts": 1}))
+        failed, _ = poll_to_end(client, fake, job_id)
+    error = failed["error"]
+    assert failed["status"] == "failed"
+    assert (
+        "HTTP 500: Internal Server Error; the task app raised KeyError: 'missing square' at "
+        f"test_fake_routing_concurrency.py:{line} in rollout: "
+        'return {"reward": board["missing square"]}; '
+        "2 model call(s) made in this rollout before it failed"
+    ) in error
+    logged = caplog.text
+    assert f'test_fake_routing_concurrency.py", line {line}, in rollout' in logged
+    assert "KeyError: 'missing square'" in logged
+    for server_frame in ("starlette", "uvicorn/protocols", "fastapi/routing.py"):
+        assert server_frame not in logged

@@ -258,6 +258,22 @@ def test_rollout_500_skips_the_checks_that_need_its_body(example: Any) -> None:
     assert "rollout exploded" in report.check("POST /rollout").got
 
 
+def test_a_crashed_rollout_names_the_apps_line_and_its_model_calls(example: Any) -> None:
+    # Before: "HTTP 500: Internal Server Error" alone.
+    def crash(status: int, body: Any) -> tuple[int, Any]:
+        raise ValueError("the board is full")
+
+    report = run_check(rewriting(example.create_app(), "/rollout", crash))
+    got = report.check("POST /rollout").got
+    line = crash.__code__.co_firstlineno + 1
+    assert (
+        "; the task app raised ValueError: the board is full at test_taskapp_contract.py:"
+        f"{line} in crash: raise ValueError"
+    ) in got
+    assert "test_taskapp_contract.py:" in got.partition(" <- ")[2]  # the caller: the wrapper's line
+    assert got.endswith("; 1 model call(s) made in this rollout before it failed")
+
+
 def test_legacy_reward_and_trajectories_are_accepted(example: Any) -> None:
     def legacy(status: int, body: Any) -> tuple[int, Any]:
         reward = body["metrics"].pop("outcome_reward")
@@ -339,13 +355,19 @@ def test_assert_helper_raises(example: Any) -> None:
         assert_task_app_contract(task_app.url, task_app.api_key)
 
 
-def test_wrong_key_fails_the_protected_checks(example: Any) -> None:
+def test_a_refused_key_is_reported_once_with_the_fix_not_as_content_problems(example: Any) -> None:
     with InProcessTaskApp(example.create_app(), api_key=KEY) as task_app:
-        report = check_task_app_contract(task_app.url, "not-the-right-key-000000")
-    failed = problem_names(report)
-    assert "GET /health" in failed
-    assert "POST /rollout" in failed
-    assert "auth enforced" not in failed
+        wrong = check_task_app_contract(task_app.url, "not-the-right-key-000000")
+        missing = check_task_app_contract(task_app.url, None)
+    for report in (wrong, missing):
+        assert problem_names(report) == ["task app key accepted"]
+        assert "GET /task_info answered HTTP 400" in report.check("task app key accepted").got
+    assert wrong.check("task app key accepted").got.startswith("the task app rejected the key not-…00")
+    assert missing.check("task app key accepted").got.startswith(
+        "no task-app key was sent: set ENVIRONMENT_API_KEY to the key the task app expects, or pass "
+        "check_task_app_contract(url, api_key=...)"
+    )
+    assert "env_name" not in missing.render()  # nothing judged from the refused answers
 
 
 def test_unreachable_url_is_one_problem() -> None:

@@ -1,0 +1,124 @@
+"""What a served app raised while failing a request: its own frames only, remembered by the
+rollout's correlation id so that the failure message can name the app's line that broke."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import threading
+import traceback
+from typing import Any
+
+from pytest_synth_rl.secrets.masking import redact
+
+#: How much of a POST body is kept to find the rollout's id should the app fail it.
+_MAX_SEEN_BODY = 64 * 1024
+
+
+def app_frames(exc: BaseException) -> traceback.TracebackException:
+    """*exc*'s traceback with only the app's own frames (the innermost one if none is the app's):
+    the server's and the web framework's are left out."""
+    from pytest_synth_rl.secrets.callers import is_users_file
+
+    shown = traceback.TracebackException.from_exception(exc)
+    part: traceback.TracebackException | None = shown
+    seen: set[int] = set()
+    while part is not None and id(part) not in seen:
+        seen.add(id(part))
+        own = [frame for frame in part.stack if is_users_file(frame.filename)] or list(part.stack)[-1:]
+        part.stack = traceback.StackSummary.from_list(own)
+        part = part.__cause__ or part.__context__
+    return shown
+
+
+def crash_line(exc: BaseException) -> str:
+    """``KeyError: 'x' at app.py:52 in rollout: game = GAMES[run_id]`` (callers after ``<-``)."""
+    frames = app_frames(exc).stack
+    where = " <- ".join(
+        f"{os.path.basename(f.filename)}:{f.lineno} in {f.name}" + (f": {f.line}" if f.line else "")
+        for f in reversed(frames[-3:])
+    )
+    return f"{type(exc).__name__}: {exc}" + (f" at {where}" if where else "")
+
+
+#: A request answered with a 5xx whose call has not ended yet.
+_PENDING = "<pending>"
+
+
+class _Crashes:
+    """What each failed request to a served app raised, by the rollout's correlation id (or
+    run id): marked when a 5xx answer starts, settled when the app's call ends."""
+
+    def __init__(self, size: int = 256) -> None:
+        self._size = size
+        self._seen: collections.OrderedDict[str, str | None] = collections.OrderedDict()
+        self._cond = threading.Condition()
+
+    def mark(self, key: str | None, value: str | None = _PENDING) -> None:
+        if key is None:
+            return
+        with self._cond:
+            if value is _PENDING or key in self._seen:
+                self._seen[key] = value
+                while len(self._seen) > self._size:
+                    self._seen.popitem(last=False)
+            self._cond.notify_all()
+
+    def wait(self, key: str, timeout: float) -> str | None:
+        with self._cond:
+            self._cond.wait_for(lambda: self._seen.get(key) is not _PENDING, timeout)
+            found = self._seen.get(key)
+        return None if found is _PENDING else found
+
+
+_crashes = _Crashes()
+
+
+def crash_of(correlation_id: str, timeout: float = 2.0) -> str | None:
+    """What the app served here raised answering the rollout *correlation_id* with a 5xx (see
+    :func:`crash_line`), waiting up to *timeout* seconds for its call to end; None if it raised
+    nothing or is not served here."""
+    return _crashes.wait(correlation_id, timeout)
+
+
+def _rollout_key(body: bytes) -> str | None:
+    try:
+        parsed = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    key = (parsed.get("trace_correlation_id") or parsed.get("run_id")) if isinstance(parsed, dict) else None
+    return key if isinstance(key, str) else None
+
+
+def remembering_crashes(app: Any) -> Any:
+    """*app*, remembering what each POST answered with a 5xx raised (see :func:`crash_of`)."""
+
+    async def remembering(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await app(scope, receive, send)
+            return
+        body, key = bytearray(), None
+
+        async def teed() -> Any:
+            message = await receive()
+            if message.get("type") == "http.request" and len(body) < _MAX_SEEN_BODY:
+                body.extend(message.get("body", b""))
+            return message
+
+        async def watched(message: Any) -> None:
+            nonlocal key
+            if message["type"] == "http.response.start" and message.get("status", 200) >= 500:
+                _crashes.mark(key := _rollout_key(bytes(body)))
+            await send(message)
+
+        try:
+            await app(scope, teed, watched)
+        except Exception as exc:
+            if key is None:  # nothing answered yet: the server answers 500 after this
+                _crashes.mark(key := _rollout_key(bytes(body)))
+            _crashes.mark(key, redact(crash_line(exc)))
+            raise
+        _crashes.mark(key, None)
+
+    return remembering
