@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -142,3 +143,26 @@ def test_baseline_missing_then_written_then_drift_fails_with_a_table(example_dir
     drifted = example_dir.runpytest()
     drifted.assert_outcomes(failed=1)
     drifted.stdout.fnmatch_lines(["*metric*baseline*now*tolerance*verdict*", "*final_reward*DRIFT*"])
+
+
+def test_an_offline_cassette_mismatch_shows_the_users_line_and_a_fix_that_works_offline(
+    example_dir: pytest.Pytester,
+) -> None:
+    from pytest_synth_rl.recording import cassette_path
+
+    example_dir.makepyfile(test_cassette=SUITE)
+    # A real recording of another job: its polls, but not this test's submission.
+    legacy = json.loads((Path(__file__).resolve().parents[1] / "data/legacy/cassette.json").read_text())
+    node = "test_cassette.py::test_recorded"
+    path = cassette_path(example_dir.path / "tests" / "cassettes", node)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({**legacy, "test_id": node, "interactions": legacy["interactions"][1:]}))
+    result = example_dir.runpytest_subprocess("-p", "no:randomly")
+    result.assert_outcomes(failed=1)
+    text = result.stdout.str()
+    assert "CassetteMismatchError: no recorded interaction matches POST" in text
+    # One frame, the user's: neither httpx's nor the plugin's.
+    assert re.findall(r"^(\S+\.py):\d+: ", text, re.MULTILINE) == ["test_cassette.py"]
+    assert ">       job.submit()" in text
+    assert f'--synth-backend=URL --synth-record=new "{node}"' in text
+    assert "pytest --synth-record=" not in text  # online-only, with no backend to record from
