@@ -166,3 +166,53 @@ def test_an_offline_cassette_mismatch_shows_the_users_line_and_a_fix_that_works_
     assert ">       job.submit()" in text
     assert f'--synth-backend=URL --synth-record=new "{node}"' in text
     assert "pytest --synth-record=" not in text  # online-only, with no backend to record from
+
+
+STEPS_SUITE = """
+import pytest
+
+pytestmark = [
+    pytest.mark.synth_task_app("arithmetic_task_app.py"),
+    pytest.mark.synth_rl(config="arithmetic.toml"),
+    pytest.mark.synth_scenario(steps=8, duration=60),
+]
+
+
+def test_result(synth_rl_job, synth_expect, synth_baseline):
+    job = synth_rl_job()
+    job.submit()
+    synth_baseline(synth_expect(job).to_succeed(within=7200).result)
+
+
+def test_job(synth_rl_job, synth_expect, synth_baseline):
+    job = synth_rl_job()
+    job.submit()
+    synth_expect(job).to_succeed(within=7200)
+    synth_baseline(job)
+
+
+def test_own_wait(synth_rl_job, synth_baseline):
+    job = synth_rl_job()
+    job.submit()
+    result = job.poll_until_complete()
+    print("WAITED", [record.elapsed for record in result.history])
+    synth_baseline(result)
+"""
+
+
+def test_baselines_come_from_the_jobs_steps_at_any_poll_interval(example_dir: pytest.Pytester) -> None:
+    example_dir.makepyfile(test_steps=STEPS_SUITE)
+    # Polls every 10 s see 6 of the 8 steps of a 60 s job; every 5 s, all of them.
+    written = example_dir.runpytest("--synth-update-baselines", "--synth-poll-interval=10", "-s")
+    written.assert_outcomes(passed=3)
+    files = sorted((example_dir.path / "tests" / "baselines").glob("*.json"))
+    assert len(files) == 3
+    for stored in (json.loads(path.read_text()) for path in files):
+        assert stored["metrics"]["reward.points"] == stored["metrics"]["steps"] == 8
+        assert len(stored["reward_curve"]) == 8
+    # A test's own wait follows the test's poll interval, as synth_expect's does.
+    assert any("WAITED [0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0]" in line for line in written.outlines)
+    for interval in ("5", "45"):
+        again = example_dir.runpytest(f"--synth-poll-interval={interval}", "-s")
+        again.assert_outcomes(passed=3)
+    assert any("WAITED [0.0, 45.0, 90.0]" in line for line in again.outlines)
