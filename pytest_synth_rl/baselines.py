@@ -11,12 +11,15 @@ import fnmatch
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pytest_synth_rl.client.status_numbers import REWARD_PATHS, STEP_PATHS, number_at
+from pytest_synth_rl.assertions import job_rewards
+from pytest_synth_rl.client import AsyncRLJob, RLJob
+from pytest_synth_rl.client.results import JobResult
+from pytest_synth_rl.client.status_numbers import STEP_PATHS, number_at
 from pytest_synth_rl.errors import SynthError, did_you_mean
 from pytest_synth_rl.reporting.files import (
     UnreadableDocument,
@@ -189,70 +192,58 @@ def _flatten_numbers(data: Mapping[str, Any], prefix: str = "") -> dict[str, flo
     return out
 
 
-def _reward_curve(history: Iterable[Any]) -> tuple[list[float], float | None]:
-    """One reward per training step (the latest report wins), plus the highest step; if any reward
-    comes without a step, every reward is a point, in poll order."""
-    by_step: dict[float, float] = {}
-    in_order: list[float] = []
-    max_step: float | None = None
-    stepless = False
-    for poll in history:
-        payload = poll if isinstance(poll, Mapping) else getattr(poll, "payload", None)
-        if not isinstance(payload, Mapping):
-            continue
-        step = number_at(payload, STEP_PATHS)
-        if step is not None:
-            max_step = step if max_step is None else max(max_step, step)
-        reward = number_at(payload, REWARD_PATHS)
-        if reward is not None:
-            in_order.append(reward)
-            stepless = stepless or step is None
-            if step is not None:
-                by_step[step] = reward
-    return (in_order if stepless else [by_step[k] for k in sorted(by_step)]), max_step
+def _is_job(value: Any) -> bool:
+    return isinstance(value, (RLJob, AsyncRLJob))
 
 
-def summarize_job(result_or_mapping: Any, *, extra: Mapping[str, float] | None = None) -> dict[str, float]:
-    """A finished job's numbers (a JobResult, or a mapping's numeric leaves, dotted); *extra* overrides."""
-    metrics: dict[str, float] = {}
-    obj = result_or_mapping
-    if isinstance(obj, Mapping) and not hasattr(obj, "history"):
-        metrics.update(_flatten_numbers(obj))
-    else:
-        if not any(hasattr(obj, name) for name in ("raw", "history", "final_reward", "elapsed")):
+def _numbers(value: Any) -> tuple[dict[str, float], list[float]]:
+    """*value*'s metrics and reward curve: a job's from its last result and its metrics (one reward
+    per step, so not the polls' samples); a result has no curve; a mapping is its numeric leaves."""
+    rewards: list[float] = []
+    if _is_job(value):
+        if isinstance(value, AsyncRLJob) or value.last_result is None:
+            kind = "an AsyncRLJob" if isinstance(value, AsyncRLJob) else f"job {value.job_id} before its wait"
             raise BaselineError(
-                f"cannot summarise {type(obj).__name__}: expected a job result (with final_reward, "
-                "history, elapsed, raw) or a mapping of metric name -> number",
-                hint="pass the JobResult returned by poll_until_complete(), or a dict of metrics",
+                f"cannot summarise {kind}: expected a blocking RLJob whose wait has ended",
+                hint="wait first, e.g. synth_expect(job).to_succeed(), then pass the job; for an async "
+                "job pass the result of await job.poll_until_complete() (it has no reward curve)",
             )
-        raw = getattr(obj, "raw", None)
-        if isinstance(raw, Mapping):
-            metrics.update(_flatten_numbers(raw))
-        history = getattr(obj, "history", None) or []
-        curve, max_step = _reward_curve(history)
-        if curve:
-            metrics.update({"reward.first": curve[0], "reward.last": curve[-1], "reward.max": max(curve)})
-            metrics.update({"reward.min": min(curve), "reward.mean": sum(curve) / len(curve)})
-            metrics["reward.points"] = float(len(curve))
-        if max_step is not None or curve:
-            metrics["steps"] = max_step if max_step is not None else float(len(curve))
-        if history:
-            metrics["polls"] = float(len(history))
-        ends = {
-            "final_reward": getattr(obj, "final_reward", None),
-            "elapsed_s": getattr(obj, "elapsed", None),
-        }
-        metrics.update(_flatten_numbers(ends))
+        value, rewards = value.last_result, job_rewards(value)
+    if isinstance(value, Mapping) and not hasattr(value, "history"):
+        return _flatten_numbers(value), rewards
+    if not isinstance(value, JobResult):
+        raise BaselineError(
+            f"cannot summarise {type(value).__name__}: expected a job after its wait, its JobResult, "
+            "or a mapping of metric name -> number",
+            hint="pass the job: synth_expect(job).to_succeed(), then synth_baseline(job)",
+        )
+    metrics = _flatten_numbers(value.raw)
+    if rewards:
+        metrics.update({"reward.first": rewards[0], "reward.last": rewards[-1], "reward.max": max(rewards)})
+        metrics.update({"reward.min": min(rewards), "reward.mean": sum(rewards) / len(rewards)})
+        metrics["reward.points"] = float(len(rewards))
+    step = number_at(value.raw, STEP_PATHS)
+    if step is not None or rewards:
+        metrics["steps"] = step if step is not None else float(len(rewards))
+    if value.history:
+        metrics["polls"] = float(len(value.history))
+    metrics.update(_flatten_numbers({"final_reward": value.final_reward, "elapsed_s": value.elapsed}))
+    return metrics, rewards
+
+
+def summarize_job(value: Any, *, extra: Mapping[str, float] | None = None) -> dict[str, float]:
+    """A finished job's numbers (see :func:`_numbers`); *extra* overrides them."""
+    metrics = _numbers(value)[0]
     if extra:
         metrics.update(_validated_metrics(extra))
     return metrics
 
 
-def _metrics_of(value: Any) -> dict[str, float]:
-    """A metrics mapping as is; a job result (also a Mapping, but with ``history``) is summarised."""
+def _metrics_of(value: Any) -> tuple[dict[str, float], list[float]]:
+    """A metrics mapping as is; a job or a job result (also a Mapping, with ``history``) is summarised."""
     if isinstance(value, Mapping) and not hasattr(value, "history"):
-        return _validated_metrics(value)
-    return summarize_job(value)
+        return _validated_metrics(value), []
+    return _numbers(value)
 
 
 def _validated_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
@@ -481,7 +472,7 @@ def compare(
 ) -> BaselineComparison:
     """Compare *metrics* (a mapping or a job result) with *baseline*, metric by metric; tolerances
     come from *tolerances* (names, then patterns such as ``"reward.*"``), the baseline, *default*."""
-    now = _metrics_of(metrics)
+    now = _metrics_of(metrics)[0]
     explicit = _validated_tolerances(tolerances)
     if isinstance(baseline, Baseline):
         base, stored, path = baseline.metrics, baseline.tolerances, baseline.path
@@ -509,14 +500,12 @@ def check_baseline(
 ) -> BaselineComparison:
     """Compare *metrics* with *test_id*'s stored baseline (:class:`BaselineMissing`,
     :class:`BaselineMismatch`), or with ``update=True`` refresh it, keeping stored tolerances."""
-    values = _metrics_of(metrics)
+    values, curve = _metrics_of(metrics)
     explicit = _validated_tolerances(tolerances)  # before the baseline is read: a first run checks too
     existing = store.load(test_id)
     _check_tolerance_names(explicit, [*values, *(existing.metrics if existing else ())])
     if update:
         kept = {**(existing.tolerances if existing else {}), **explicit}
-        history = getattr(metrics, "history", None)
-        curve = _reward_curve(history)[0] if history is not None else []
         path = store.save(test_id, values, kept, reward_curve=curve)
         before: Baseline | Mapping[str, float] = existing if existing is not None else {}
         rows = compare(values, before, tolerances, test_id=test_id).rows

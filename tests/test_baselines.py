@@ -365,15 +365,9 @@ def _job() -> JobResult:
 
 def test_summarize_job_result() -> None:
     metrics = summarize_job(_job())
+    # No reward curve: the polls only sample it; the job's metrics have one reward per step.
     assert metrics == {
         "final_reward": 0.7,
-        # one point per training step; the two polls of step 1 collapse to the later report
-        "reward.first": 0.25,
-        "reward.last": 0.7,
-        "reward.max": 0.7,
-        "reward.min": 0.25,
-        "reward.mean": pytest.approx((0.25 + 0.5 + 0.7) / 3),
-        "reward.points": 3.0,
         "steps": 3.0,
         "polls": 5.0,
         "elapsed_s": 40.0,
@@ -384,9 +378,10 @@ def test_summarize_job_result() -> None:
     }
 
 
-def test_summary_of_a_fake_job_agrees_with_the_fakes_own_results() -> None:
-    # 61 polls over 5 training steps: the curve must have one point per step, so its mean and
-    # max equal what the backend itself reports for the run.
+@pytest.mark.parametrize("interval", [10, 150, 7])
+def test_summary_of_a_fake_job_agrees_with_the_fakes_own_results_at_any_poll_interval(interval: int) -> None:
+    # 5 training steps in 600 s: polls every 150 s see only some of them, polls every 7 s repeat
+    # them. The curve has one point per step, its mean and max what the backend itself reports.
     clock = VirtualClock()
     key = "sk_fake_backend_key_8c1d2e3f4a5b"
     with FakeSynthBackend(api_key=key, rollouts=False, clock=clock) as fake:
@@ -400,11 +395,10 @@ def test_summary_of_a_fake_job_agrees_with_the_fakes_own_results() -> None:
             clock=clock,
         ) as job:
             job.submit()
-            result = job.poll_until_complete(timeout=7200, interval=10)
-    metrics = summarize_job(result)
+            result = job.poll_until_complete(timeout=7200, interval=interval)
+            metrics = summarize_job(job)
     reported = result.results["metrics"]
-    assert metrics["polls"] == 61
-    assert metrics["elapsed_s"] == 600
+    assert metrics["polls"] == len(result.history)  # a wait metric: it follows the interval
     assert metrics["reward.points"] == metrics["steps"] == 5
     assert metrics["reward.mean"] == pytest.approx(reported["mean_reward"], abs=1e-6)
     assert metrics["reward.max"] == pytest.approx(reported["best_reward"])
@@ -421,8 +415,15 @@ def test_summarize_mapping_and_extra() -> None:
 
 
 def test_summarize_rejects_things_that_are_not_jobs() -> None:
-    with pytest.raises(BaselineError, match="cannot summarise int: expected a job result"):
+    with pytest.raises(BaselineError, match="cannot summarise int: expected a job after its wait"):
         summarize_job(42)
+    unsent = {"backend_url": "http://127.0.0.1:9", "api_key": "sk_unused_key_123456"}
+    with (
+        RLJob.from_config(CONFIG, task_app_url="http://127.0.0.1:8114", **unsent) as job,
+        pytest.raises(BaselineError, match="before its wait") as caught,
+    ):
+        summarize_job(job)
+    assert "synth_expect(job).to_succeed()" in str(caught.value)
 
 
 def test_check_baseline_accepts_a_job_result(tmp_path: Path) -> None:
@@ -431,7 +432,7 @@ def test_check_baseline_accepts_a_job_result(tmp_path: Path) -> None:
     result = check_baseline(store, NODE, _job(), tolerances={"final_reward": Tolerance(abs=0.05)})
     assert isinstance(result, BaselineComparison)
     assert result.ok
-    assert len(result.rows) == 14
+    assert len(result.rows) == 8
 
 
 # -- concurrency -----------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from pytest_synth_rl.secrets.masking import redact
 
 if TYPE_CHECKING:
     from pytest_synth_rl.client import RLJob
+    from pytest_synth_rl.client.results import JobResult
 
 __all__ = [
     "EventuallyTimeout",
@@ -212,7 +213,8 @@ class JobExpectation:
         self.clock = clock or getattr(job, "clock", None) or RealClock()
         self.interval = interval
         self.timeout = timeout
-        self.result: Any = None
+        #: The finished job's result once an expectation waited (what ``synth_baseline`` also takes).
+        self.result: JobResult | None = None
         self.checks_made = 0  # 0 at the end of a test: it checked nothing
 
     def _fail(self, summary: str, polls: Sequence[Any] = ()) -> AssertionError:

@@ -111,6 +111,8 @@ class JobBase(Generic[ClientT, TransportT]):
         # after a lost answer cannot create a second job.
         self._idempotency_key = config.idempotency_key or uuid.uuid4().hex
         self._build: RLBuildResult | None = None
+        #: What ``poll_until_complete`` waits when not told (``synth_rl_job`` gives the test's).
+        self.poll_timeout, self.poll_interval = 7200.0, 10.0
         #: The outcome of the last ``poll_until_complete`` (also when it raised JobFailedError).
         self.last_result: JobResult | None = None
         #: The polls of the latest ``poll_until_complete``, filled as they happen (a wait that
@@ -422,21 +424,22 @@ class JobSteps(JobBase[Any, Any]):
     @keywords_checked
     def poll_until_complete(
         self,
-        timeout: float = 7200.0,
-        interval: float = 10.0,
+        timeout: float | None = None,
+        interval: float | None = None,
         on_status: Callable[[dict[str, Any]], object] | None = None,
         raise_on_failure: bool = False,
         *,
         max_failed_polls: int = DEFAULT_MAX_FAILED_POLLS,
     ) -> Steps[JobResult]:
         """Poll every ``interval`` clock seconds until terminal, up to ``timeout`` (then
-        :class:`JobTimeoutError`); ``raise_on_failure``: :class:`JobFailedError` for a failed job;
-        ``max_failed_polls`` transient failures in a row end the wait. ``on_status`` may be an
-        async function on :class:`~.jobs.AsyncRLJob`."""
+        :class:`JobTimeoutError`; unless given, :attr:`poll_interval` and :attr:`poll_timeout`,
+        10 s and 7200 s but the test's for a job of ``synth_rl_job``); ``raise_on_failure``:
+        :class:`JobFailedError` for a failed job; ``max_failed_polls`` transient failures in a row
+        end the wait. ``on_status`` may be an async function on :class:`~.jobs.AsyncRLJob`."""
         poller = Poller(
             self._require_job_id("poll the job"),
-            timeout=timeout,
-            interval=interval,
+            timeout=self.poll_timeout if timeout is None else timeout,
+            interval=self.poll_interval if interval is None else interval,
             clock=self._clock,
             raise_on_failure=raise_on_failure,
             max_failed_polls=max_failed_polls,

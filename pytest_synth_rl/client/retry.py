@@ -16,7 +16,14 @@ from typing import Any, TypeVar
 import httpx
 
 from pytest_synth_rl.clock import Clock
-from pytest_synth_rl.errors import Attempt, BackendError, ConfigProblem, SynthUsageError, keywords_checked
+from pytest_synth_rl.errors import (
+    Attempt,
+    BackendError,
+    ConfigProblem,
+    SynthError,
+    SynthUsageError,
+    keywords_checked,
+)
 from pytest_synth_rl.secrets.masking import get_logger
 
 T = TypeVar("T")
@@ -217,6 +224,8 @@ def drive(steps: Steps[T], client: httpx.Client, clock: Clock) -> T:
                 reply = client.send(effect)
             except httpx.TransportError as exc:
                 reply = exc
+            except SynthError as exc:  # raised by a transport of ours (a cassette): httpx's frames go
+                raise exc.with_traceback(None) from exc.__cause__
         elif isinstance(effect, (int, float)):
             clock.sleep(effect)
 
@@ -236,6 +245,8 @@ async def async_drive(steps: Steps[T], client: httpx.AsyncClient, clock: Clock) 
                 reply = await client.send(effect)
             except httpx.TransportError as exc:
                 reply = exc
+            except SynthError as exc:  # raised by a transport of ours (a cassette): httpx's frames go
+                raise exc.with_traceback(None) from exc.__cause__
         elif isinstance(effect, (int, float)):
             await clock.async_sleep(effect)
         else:

@@ -40,6 +40,8 @@ SETTINGS_KEY = pytest.StashKey[SynthSettings]()
 #: Whether the test's body passed (``synth_expect`` checks unchecked expectations only then).
 CALL_PASSED_KEY = pytest.StashKey[bool]()
 _SPEC_KEY = pytest.StashKey[SynthTestSpec]()
+#: The test's ``synth_rl_job`` (``synth_baseline`` finds there the job a result came from).
+_JOBS_KEY = pytest.StashKey["SynthJobFactory"]()
 #: What ``synth_cassette_config`` may set (passed on to ``use_cassette``).
 CASSETTE_CONFIG_KEYS: tuple[str, ...] = ("match_on", "ignore")
 
@@ -322,6 +324,7 @@ def synth_rl_job(
         prepare_submit=None if settings.is_offline else _synth_run.prepare_submit,
         config_dirs=tuple(dict.fromkeys([*config_dir, request.node.path.parent, request.config.rootpath])),
     )
+    request.node.stash[_JOBS_KEY] = jobs
     yield jobs
     records = jobs.finish(cancel_running=not settings.is_offline)
     request.node.user_properties.extend(job_properties(records))
@@ -440,10 +443,16 @@ def synth_cassette(
 
 @pytest.fixture
 def synth_baseline(request: pytest.FixtureRequest, synth_settings: SynthSettings) -> BaselineCheck:
-    """``synth_baseline(result, {"reward.*": Tolerance(abs=0.1)})``: compare a job's metrics with this
+    """``synth_baseline(job, {"reward.*": Tolerance(abs=0.1)})``: compare a job's metrics with this
     test's stored baseline (``--synth-update-baselines`` refreshes it)."""
     from pytest_synth_rl.baselines import BaselineStore
     from pytest_synth_rl.plugin.session import BaselineCheck
 
     store = BaselineStore(request.config.rootpath / synth_settings.baseline_dir)
-    return BaselineCheck(store, request.node.nodeid, update=synth_settings.update_baselines)
+    node = request.node
+    return BaselineCheck(
+        store,
+        node.nodeid,
+        update=synth_settings.update_baselines,
+        jobs=lambda: node.stash[_JOBS_KEY].jobs if _JOBS_KEY in node.stash else [],
+    )

@@ -261,7 +261,7 @@ class SynthJobFactory:
         """A new job; a missing task URL in a test serving no task app gets the marker as the fix."""
         __tracebackhide__ = True
         try:
-            return kind.from_config(path, **options)
+            job = kind.from_config(path, **options)
         except ConfigError as error:
             if self.task_app_url is not None or "services.task_url" not in error.keys:
                 raise
@@ -272,6 +272,8 @@ class SynthJobFactory:
             )
             problems = [replace(p, hint=hint) if p.key == "services.task_url" else p for p in error.problems]
             raise ConfigError(problems, path=error.path) from None
+        job.poll_timeout, job.poll_interval = self.settings.timeout, self.settings.poll_interval
+        return job
 
     def _find_config(self, given: Path, call: str) -> Path:
         """*given* if absolute, else the first such file in :attr:`config_dirs` (else the test's

@@ -202,7 +202,8 @@ def register_views(config: pytest.Config, settings: SynthSettings) -> None:
 
 class ProgressPlugin:
     """Shows jobs waited on in real time (xdist workers write heartbeats to the standard error
-    they inherit from the controller, so the lines appear live in its output)."""
+    they inherit from the controller, so the lines appear live in its output, each after a line
+    break of its own)."""
 
     def __init__(self, config: pytest.Config, settings: SynthSettings) -> None:
         self.config = config
@@ -259,8 +260,8 @@ class ProgressPlugin:
 
     def _write_line(self, text: str) -> None:
         with self._uncaptured():
-            if self.xdist_worker:
-                sys.stderr.write(text + "\n")
+            if self.xdist_worker:  # the controller's progress dots may end no line: unknown here
+                sys.stderr.write("\n" + text + "\n")
                 sys.stderr.flush()
             else:
                 terminal: Any = self.config.pluginmanager.getplugin("terminalreporter")

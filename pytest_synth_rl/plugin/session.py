@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -19,6 +19,7 @@ from pytest_synth_rl.assertions import JobExpectation, start_expectation
 from pytest_synth_rl.baselines import BaselineComparison, BaselineStore, Tolerance, check_baseline
 from pytest_synth_rl.client import RLJob, upload_environment_api_key, verify_task_app
 from pytest_synth_rl.client.base import DEFAULT_REQUEST_TIMEOUT
+from pytest_synth_rl.client.results import JobResult
 from pytest_synth_rl.clock import Clock
 from pytest_synth_rl.errors import BackendUnreachableError, SynthError
 from pytest_synth_rl.fake import FakeSynthBackend
@@ -281,19 +282,25 @@ class ExpectJob:
 
 @dataclass(frozen=True)
 class BaselineCheck:
-    """``synth_baseline(result, {"reward.*": Tolerance(abs=0.1)}, final_reward=Tolerance(rel=0.05))``:
-    compare a job's metrics with this test's stored baseline, or refresh it when *update*."""
+    """``synth_baseline(job, {"reward.*": Tolerance(abs=0.1)}, final_reward=Tolerance(rel=0.05))``:
+    compare a job's metrics (after its wait) with this test's stored baseline, or refresh it when
+    *update*; a job's result or a metrics mapping works too (a result stands for the test's job it
+    came from, whose metrics give the reward curve)."""
 
     store: BaselineStore
     test_id: str
     update: bool = False
+    jobs: Callable[[], Sequence[RLJob]] = tuple
 
     def __call__(
-        self, result_or_metrics: Any, tolerances: Mapping[str, Tolerance] | None = None, **named: Tolerance
+        self, job_or_metrics: Any, tolerances: Mapping[str, Tolerance] | None = None, **named: Tolerance
     ) -> BaselineComparison:
         merged = {**(tolerances or {}), **named}
+        if isinstance(job_or_metrics, JobResult):
+            came_from = (job for job in self.jobs() if job.last_result is job_or_metrics)
+            job_or_metrics = next(came_from, job_or_metrics)
         return check_baseline(
-            self.store, self.test_id, result_or_metrics, tolerances=merged or None, update=self.update
+            self.store, self.test_id, job_or_metrics, tolerances=merged or None, update=self.update
         )
 
 

@@ -148,10 +148,6 @@ class CassetteMismatchError(SynthError):
         super().__init__(message, hint=hint)
 
 
-def _record_command(mode: str, test_id: str | None) -> str:
-    return f"pytest --synth-record={mode}{f' {shell_quote(test_id)}' if test_id else ''}"
-
-
 class Replayer:
     """Serves a cassette to httpx clients (every non-loopback host and recorded origin, or exactly
     *hosts*) and records as *mode* allows: ``with`` it, or :meth:`mount` it and :meth:`finish`."""
@@ -285,7 +281,7 @@ class Replayer:
         where = str(self.cassette.path) if self.cassette.path else "<in-memory cassette>"
         if not self.cassette.existed and not self.cassette.interactions:
             message = f"cassette {where} does not exist (record mode {mode!r} only replays)"
-            hint = f"record it first: {_record_command('once', self.test_id)}"
+            hint = f"record it first: {self._record_command('once')}"
             return CassetteMismatchError(
                 f"cannot replay {method} {url}: {message}", method=method, url=url, hint=hint
             )
@@ -303,12 +299,21 @@ class Replayer:
         lines.append("nearest recorded requests:" if near else "the cassette has no recorded requests")
         for i, k in enumerate(near, 1):
             lines.append(f"  {i}. {k.render()}  [{matching.describe_difference(k, key)}]")
+        replay_only = "offline, a cassette only replays (--synth-record applies online)"
+        if self.mode is RecordMode.ONCE:
+            replay_only = "--synth-record=once only replays a cassette that exists"
         hint = (
-            f"if the code changed on purpose, add the new request with "
-            f"{_record_command('new', self.test_id)} or re-record everything with "
-            f"{_record_command('rewrite', self.test_id)}"
+            f"{replay_only}: if the request changed by mistake, make it match the recording; if on "
+            f"purpose, add it with {self._record_command('new')} or re-record everything with "
+            f"{self._record_command('rewrite')}"
         )
         return CassetteMismatchError("\n  ".join(lines), method=method, url=url, hint=hint)
+
+    def _record_command(self, mode: str) -> str:
+        """The command that records in *mode*; a replay-only (offline) run needs a backend for it."""
+        backend = "--synth-backend=URL " if self.mode is RecordMode.NONE else ""
+        test = f" {shell_quote(self.test_id)}" if self.test_id else ""
+        return f"pytest {backend}--synth-record={mode}{test}"
 
     def _blocked(self, request: httpx.Request) -> CassetteMismatchError:
         url = self.redactor.url(str(request.url))

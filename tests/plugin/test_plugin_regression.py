@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -142,3 +143,76 @@ def test_baseline_missing_then_written_then_drift_fails_with_a_table(example_dir
     drifted = example_dir.runpytest()
     drifted.assert_outcomes(failed=1)
     drifted.stdout.fnmatch_lines(["*metric*baseline*now*tolerance*verdict*", "*final_reward*DRIFT*"])
+
+
+def test_an_offline_cassette_mismatch_shows_the_users_line_and_a_fix_that_works_offline(
+    example_dir: pytest.Pytester,
+) -> None:
+    from pytest_synth_rl.recording import cassette_path
+
+    example_dir.makepyfile(test_cassette=SUITE)
+    # A real recording of another job: its polls, but not this test's submission.
+    legacy = json.loads((Path(__file__).resolve().parents[1] / "data/legacy/cassette.json").read_text())
+    node = "test_cassette.py::test_recorded"
+    path = cassette_path(example_dir.path / "tests" / "cassettes", node)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({**legacy, "test_id": node, "interactions": legacy["interactions"][1:]}))
+    result = example_dir.runpytest_subprocess("-p", "no:randomly")
+    result.assert_outcomes(failed=1)
+    text = result.stdout.str()
+    assert "CassetteMismatchError: no recorded interaction matches POST" in text
+    # One frame, the user's: neither httpx's nor the plugin's.
+    assert re.findall(r"^(\S+\.py):\d+: ", text, re.MULTILINE) == ["test_cassette.py"]
+    assert ">       job.submit()" in text
+    assert f'--synth-backend=URL --synth-record=new "{node}"' in text
+    assert "pytest --synth-record=" not in text  # online-only, with no backend to record from
+
+
+STEPS_SUITE = """
+import pytest
+
+pytestmark = [
+    pytest.mark.synth_task_app("arithmetic_task_app.py"),
+    pytest.mark.synth_rl(config="arithmetic.toml"),
+    pytest.mark.synth_scenario(steps=8, duration=60),
+]
+
+
+def test_result(synth_rl_job, synth_expect, synth_baseline):
+    job = synth_rl_job()
+    job.submit()
+    synth_baseline(synth_expect(job).to_succeed(within=7200).result)
+
+
+def test_job(synth_rl_job, synth_expect, synth_baseline):
+    job = synth_rl_job()
+    job.submit()
+    synth_expect(job).to_succeed(within=7200)
+    synth_baseline(job)
+
+
+def test_own_wait(synth_rl_job, synth_baseline):
+    job = synth_rl_job()
+    job.submit()
+    result = job.poll_until_complete()
+    print("WAITED", [record.elapsed for record in result.history])
+    synth_baseline(result)
+"""
+
+
+def test_baselines_come_from_the_jobs_steps_at_any_poll_interval(example_dir: pytest.Pytester) -> None:
+    example_dir.makepyfile(test_steps=STEPS_SUITE)
+    # Polls every 10 s see 6 of the 8 steps of a 60 s job; every 5 s, all of them.
+    written = example_dir.runpytest("--synth-update-baselines", "--synth-poll-interval=10", "-s")
+    written.assert_outcomes(passed=3)
+    files = sorted((example_dir.path / "tests" / "baselines").glob("*.json"))
+    assert len(files) == 3
+    for stored in (json.loads(path.read_text()) for path in files):
+        assert stored["metrics"]["reward.points"] == stored["metrics"]["steps"] == 8
+        assert len(stored["reward_curve"]) == 8
+    # A test's own wait follows the test's poll interval, as synth_expect's does.
+    assert any("WAITED [0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0]" in line for line in written.outlines)
+    for interval in ("5", "45"):
+        again = example_dir.runpytest(f"--synth-poll-interval={interval}", "-s")
+        again.assert_outcomes(passed=3)
+    assert any("WAITED [0.0, 45.0, 90.0]" in line for line in again.outlines)

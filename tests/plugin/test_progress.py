@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -312,3 +314,27 @@ def test_a_live_line_that_times_out_ends_before_the_tests_letter(
     (last,) = [i for i, line in enumerate(lines) if line.rstrip().endswith("(wait ended)")]
     assert lines[last].split("\r")[-1].startswith("synth-rl: job_rl_000001 running step 0/4 elapsed ")
     assert lines[last + 1].startswith("F")
+
+
+def test_under_xdist_a_heartbeat_starts_a_line_of_its_own_after_the_controllers_dots(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Quick tests first, so the controller has printed progress dots when the job's wait begins.
+    quick = "import pytest\n\n@pytest.mark.parametrize('n', range(8))\ndef test_q(n):\n    pass\n"
+    suite.makepyfile(test_quick=quick)
+    with ServedFake.start(polls_to_finish=6) as served:
+        served.fake.scenario(polls=6, steps=4, reward_curve=[0.2, 0.35, 0.5, 0.7])
+        monkeypatch.setenv("SYNTH_API_KEY", served.api_key.value)
+        args = [f"--synth-backend={served.url}", "--synth-poll-interval=0.02", "-p", "no:randomly"]
+        args += ["--synth-heartbeat-interval=0.001", "-n", "2", "--color=no"]
+        # One stream, as on a terminal or in a CI log: the workers share the controller's.
+        command = [sys.executable, "-m", "pytest", *args]
+        pipes = {"stdin": subprocess.DEVNULL, "stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}
+        with suite.popen(command, **pipes) as process:
+            output = process.communicate(timeout=300)[0].decode()
+    assert process.returncode == 0, output
+    lines = output.splitlines()
+    heartbeats = [line for line in lines if "synth-rl heartbeat:" in line]
+    assert len(heartbeats) >= 2, output
+    assert all(line.startswith("synth-rl heartbeat: [gw") for line in heartbeats), heartbeats
+    assert "9 passed" in output

@@ -48,7 +48,7 @@ def test_none_without_a_cassette_fails_with_the_command_that_records_it(
     ):
         client.get(f"{url}/api/rl/jobs/job-1")
     assert f"cassette {path} does not exist" in str(caught.value)
-    assert f'pytest --synth-record=once "{TEST_ID}"' in str(caught.value)
+    assert f'pytest --synth-backend=URL --synth-record=once "{TEST_ID}"' in str(caught.value)
     assert state.hits == 0
     assert not path.exists()
 
@@ -80,11 +80,15 @@ def test_once_records_when_the_cassette_is_missing_then_replays(
     assert urls_in(path) == ["api/rl/jobs"] + ["api/rl/jobs/job-1"] * 4
     assert json.loads(path.read_text())["test_id"] == TEST_ID
 
-    with use_cassette(path, mode="once", hosts=[url]) as second, httpx.Client() as client:
+    with use_cassette(path, mode="once", hosts=[url], test_id=TEST_ID) as second, httpx.Client() as client:
         assert poll_job(client, url) == ["queued", "running", "running", "succeeded"]
         # A cassette exists: new requests are an error, as in VCR's "once".
-        with pytest.raises(CassetteMismatchError, match="record mode 'once'"):
+        with pytest.raises(CassetteMismatchError, match="record mode 'once'") as caught:
             client.get(f"{url}/text?q=new")
+    # Online already: the modes that record what is missing, without a backend to add.
+    assert "--synth-record=once only replays a cassette that exists" in str(caught.value)
+    assert f'pytest --synth-record=new "{TEST_ID}"' in str(caught.value)
+    assert f'pytest --synth-record=rewrite "{TEST_ID}"' in str(caught.value)
     assert second.recorded == 0
     assert state.hits == 5
 

@@ -94,8 +94,10 @@ def test_unmatched_request_error_lists_the_nearest_recorded_requests(recorded: t
     assert "nearest recorded requests:" in text
     first = text.split("nearest recorded requests:")[1].splitlines()[1]
     assert first.strip() == '1. POST /api/rl/jobs  [body $.data.model: recorded "m", now "other"]'
-    assert f'pytest --synth-record=new "{TEST_ID}"' in text
-    assert f'pytest --synth-record=rewrite "{TEST_ID}"' in text
+    # Replay only, as every cassette offline: recording needs a backend named on the command line.
+    assert "offline, a cassette only replays (--synth-record applies online)" in text
+    assert f'pytest --synth-backend=URL --synth-record=new "{TEST_ID}"' in text
+    assert f'pytest --synth-backend=URL --synth-record=rewrite "{TEST_ID}"' in text
     assert isinstance(caught.value, SynthError)
 
 
