@@ -22,6 +22,8 @@ from pytest_synth_rl.recording.redaction import Redactor, SecretLeakError, find_
 from pytest_synth_rl.reporting import files
 
 _VERSION = 1
+#: A body sits four levels down in its cassette (document, interactions, interaction, message).
+_BODY_DEPTH = files.MAX_JSON_DEPTH - 4
 
 #: Never stored: they differ between two recordings of one exchange, or would be wrong on replay.
 DROPPED_HEADERS: frozenset[str] = frozenset(
@@ -64,8 +66,8 @@ def encode_body(content: bytes, headers: Mapping[str, Any]) -> tuple[Any, str | 
     if not _is_json_type(headers):
         return text, None
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
+        value = files.parse_json_document(text, max_depth=_BODY_DEPTH)
+    except files.UnreadableDocument:  # kept as sent: the cassette could not be read back otherwise
         return text, "text"
     return (value, None) if value is not None else (text, "text")  # a null body would read as none
 

@@ -7,9 +7,11 @@ import contextlib
 import errno
 import hashlib
 import json
+import math
 import os
 import re
 import stat
+import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Sequence
@@ -149,28 +151,77 @@ def shell_quote(argument: str) -> str:
     return f'"{escaped}"'
 
 
+#: The deepest nesting read back (the plugin's files are a few levels deep; bodies inside may be more).
+MAX_JSON_DEPTH = 200
+_MAX_SHOWN_FIELD = 200
+
+
 class UnreadableDocument(ValueError):
-    """A stored JSON file that cannot be read; the message says what is wrong, not which file."""
+    """JSON that cannot be read: ``code`` says how, ``field`` is the JSON path of the value at fault
+    (``jobs[3].reward``; "" for the whole text); the message says what is wrong, not which file."""
+
+    def __init__(self, code: str, problem: str, field: str = "") -> None:
+        if len(field) > _MAX_SHOWN_FIELD:
+            field = field[: _MAX_SHOWN_FIELD - 1] + "…"
+        self.code, self.problem, self.field = code, problem, field
+        super().__init__(f"at {field}: {problem}" if field else problem)
 
 
-def parse_json_document(data: bytes | str) -> Any:
-    """Parse a stored JSON file; every way it can be broken is an :class:`UnreadableDocument`."""
+class _LongInt:
+    """Stands in for an integer too long for ``int()`` while its field is looked for."""
+
+    __slots__ = ("digits",)
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+
+def _int_or_long(text: str) -> int | _LongInt:
+    try:
+        return int(text)
+    except ValueError:  # over sys.get_int_max_str_digits()
+        return _LongInt(len(text.lstrip("-")))
+
+
+def parse_json_document(data: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Parse JSON read back (a file, a body); every way it can be broken, and an integer too long for
+    Python, NaN, Infinity or nesting beyond *max_depth*, is an :class:`UnreadableDocument`."""
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")
         except UnicodeDecodeError as error:
             bad = error.object[error.start : error.start + 1]
             raise UnreadableDocument(
-                f"is not UTF-8 text (byte 0x{bad.hex()} at offset {error.start})"
+                "invalid_json", f"is not UTF-8 text (byte 0x{bad.hex()} at offset {error.start})"
             ) from None
+    too_deep = f"is nested too deeply to parse (more than {max_depth} levels)"
     try:
-        return json.loads(data)
+        value = json.loads(data, parse_int=_int_or_long)
     except json.JSONDecodeError as error:
         raise UnreadableDocument(
-            f"is not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"
+            "invalid_json", f"is not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"
         ) from None
     except RecursionError:
-        raise UnreadableDocument("is nested too deeply to be a valid file") from None
+        raise UnreadableDocument("invalid_json", too_deep) from None
+    pending: list[tuple[str, Any, int]] = [("", value, 1)]
+    while pending:
+        field, item, depth = pending.pop()
+        if isinstance(item, _LongInt):
+            limit = sys.get_int_max_str_digits()
+            problem = f"must be an integer of at most {limit} digits, got {item.digits} digits"
+            raise UnreadableDocument("number_too_long", problem, field)
+        if isinstance(item, float) and not math.isfinite(item):
+            raise UnreadableDocument("not_finite", f"must be a finite number, got {item!r}", field)
+        if isinstance(item, (dict, list)) and depth > max_depth:
+            raise UnreadableDocument("invalid_json", too_deep, field)
+        if isinstance(item, dict):
+            named = [(f"{field}.{key}" if field else key, v) for key, v in item.items()]
+        elif isinstance(item, list):
+            named = [(f"{field}[{index}]", v) for index, v in enumerate(item)]
+        else:
+            continue
+        pending.extend((name, v, depth + 1) for name, v in reversed(named))
+    return value
 
 
 @dataclass(frozen=True)
