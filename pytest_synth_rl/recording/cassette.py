@@ -20,6 +20,7 @@ import httpx
 from pytest_synth_rl.errors import SynthError
 from pytest_synth_rl.recording.redaction import Redactor, SecretLeakError, find_leaks
 from pytest_synth_rl.reporting import files
+from pytest_synth_rl.secrets.masking import redact
 
 _VERSION = 1
 #: A body sits four levels down in its cassette (document, interactions, interaction, message).
@@ -245,7 +246,7 @@ class Cassette:
     def to_json(self) -> str:
         document: dict[str, Any] = {"version": _VERSION, "interactions": [i.to_json() for i in self]}
         if self.test_id:
-            document["test_id"] = self.test_id
+            document["test_id"] = redact(self.test_id)
         return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
     @classmethod
@@ -286,7 +287,7 @@ class Cassette:
         if not Path(path).is_file():
             return cls(path, test_id=test_id, existed=False)
         cassette = cls.load(path)
-        if cassette.test_id and test_id and cassette.test_id != test_id:
+        if cassette.test_id and test_id and cassette.test_id != redact(test_id):  # written masked
             raise CassetteError(
                 f"cassette {path} was recorded for test {cassette.test_id!r}, not for {test_id!r}",
                 hint="delete it and re-record this test with --synth-record=rewrite, or move it "

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_synth_rl.errors import closest
+from pytest_synth_rl.secrets.masking import redact
 
 # Brackets stay: parametrised node ids ("test_x[qwen-0.6b]") are the part people look for.
 _UNSAFE = re.compile(r"[^A-Za-z0-9._\-\[\]]+")
@@ -27,13 +28,19 @@ _MAX_READABLE = 120
 _NEAR_SCAN_LIMIT = 2000  # entries of a folder looked through for a near miss
 
 
+def masked_digest(test_id: str) -> str:
+    """10 hex digits naming *test_id*, hashed once masked: a key in a parametrised id must leave no
+    fingerprint in a file name or a job id, and the name must not change from run to run."""
+    return hashlib.sha256(redact(test_id).encode("utf-8", "surrogatepass")).hexdigest()[:10]
+
+
 def safe_file_stem(test_id: str) -> str:
-    """The sanitised node id plus a short hash of it, so distinct ids never collide."""
+    """The sanitised, masked node id plus :func:`masked_digest`, so distinct ids never collide."""
     if not test_id or not test_id.strip():
         raise ValueError("a test id is required to name a per-test file (got an empty string)")
-    readable = test_id.replace("::", "__").replace("/", ".").replace("\\", ".")
+    readable = redact(test_id).replace("::", "__").replace("/", ".").replace("\\", ".")
     readable = (_UNSAFE.sub("_", readable).strip("._") or "test")[:_MAX_READABLE]
-    return f"{readable}-{hashlib.sha256(test_id.encode('utf-8')).hexdigest()[:10]}"
+    return f"{readable}-{masked_digest(test_id)}"
 
 
 def atomic_write_text(
