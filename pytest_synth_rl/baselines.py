@@ -29,6 +29,7 @@ from pytest_synth_rl.reporting.files import (
     shell_quote,
 )
 from pytest_synth_rl.reporting.render import table
+from pytest_synth_rl.secrets.masking import redact
 
 Direction = Literal["two_sided", "higher_is_better", "lower_is_better"]
 Verdict = Literal["ok", "drift", "missing", "new"]
@@ -280,7 +281,7 @@ class Baseline:
     def to_json(self) -> str:
         document: dict[str, Any] = {
             "version": FORMAT_VERSION,
-            "test_id": self.test_id,
+            "test_id": redact(self.test_id),
             "metrics": self.metrics,
             "tolerances": {name: tol.to_json() for name, tol in self.tolerances.items()},
         }

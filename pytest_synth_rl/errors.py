@@ -11,10 +11,10 @@ import inspect
 import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
-from pytest_synth_rl.secrets.masking import redact
+from pytest_synth_rl.secrets.masking import redact, redact_value
 
 #: How alike a near miss must be to be suggested: one cutoff for every did-you-mean.
 CLOSE_MATCH_CUTOFF = 0.75
@@ -131,13 +131,23 @@ def excerpt(text: str | bytes | None, limit: int = 500) -> str:
     return text[:limit] + f"… ({len(text) - limit} more chars)" if len(text) > limit else text
 
 
+def _masked_fields(record: Any) -> None:
+    """Mask the text of every field of the dataclass *record* in place (it is user-facing data)."""
+    for name in (f.name for f in fields(record)):
+        object.__setattr__(record, name, redact_value(getattr(record, name)))
+
+
 class SynthError(Exception):
-    """Base of every error raised by pytest-synth-rl; ``hint`` (how to fix it) is appended."""
+    """Base of every error raised by pytest-synth-rl; ``hint`` (how to fix it) is appended. Every
+    attribute is masked as it is set: users' own reporting code reads them."""
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
-        self.message = redact(message)
-        self.hint = redact(hint) if hint else None
+        self.message = message
+        self.hint = hint or None
         super().__init__(str(self))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value if name.startswith("__") else redact_value(value))
 
     def __str__(self) -> str:
         return f"{self.message}\n  hint: {self.hint}" if self.hint else self.message
@@ -152,6 +162,9 @@ class ConfigProblem:
     hint: str | None = None
     line: int | None = None
     column: int | None = None
+
+    def __post_init__(self) -> None:
+        _masked_fields(self)
 
     def render(self) -> str:
         where = self.key or "<config>"
@@ -263,6 +276,9 @@ class Attempt:
     status_code: int | None = None
     error: str | None = None
     waited: float = 0.0
+
+    def __post_init__(self) -> None:
+        _masked_fields(self)
 
     def render(self) -> str:
         outcome = f"HTTP {self.status_code}" if self.status_code is not None else (self.error or "?")

@@ -9,8 +9,10 @@ recorded cassettes. Every byte it produced is then searched for the secrets.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -220,7 +222,7 @@ def test_offline_run_leaks_no_secret_anywhere(secret_env: pytest.Pytester) -> No
     assert _leaks(out) == [], "stdout"
     assert _leaks(err) == [], "stderr"
     for name, text in written.items():
-        assert _leaks(text) == [], name
+        assert _leaks(name + text) == [], name
 
 
 @pytest.mark.slow
@@ -251,7 +253,7 @@ def test_online_run_and_its_cassettes_leak_no_secret(secret_env: pytest.Pytester
     assert _leaks(result.stdout.str()) == [], "stdout"
     assert _leaks(result.stderr.str()) == [], "stderr"
     for name, text in written.items():
-        assert _leaks(text) == [], name
+        assert _leaks(name + text) == [], name
 
 
 USER_LOGS = """
@@ -282,3 +284,70 @@ def test_keys_the_users_own_code_logs_are_masked_in_live_logs_and_the_log_file(
     assert masked in live
     assert masked in logged
     assert _leaks(live + logged) == []
+
+
+KEYED = """
+import os
+
+import pytest
+
+pytestmark = [
+    pytest.mark.synth_task_app("arithmetic_task_app.py"),
+    pytest.mark.synth_rl(config="arithmetic.toml"),
+]
+
+
+@pytest.mark.parametrize("key", [os.environ["SYNTH_API_KEY"]])
+def test_keyed(key, synth_rl_job, synth_expect, synth_baseline, synth_cassette):
+    job = synth_rl_job()
+    job.submit()
+    synth_baseline(synth_expect(job).to_succeed(within=7200).result)
+"""
+
+
+@pytest.mark.slow
+def test_a_key_in_a_test_id_shows_in_no_written_file_name_or_field(secret_env: pytest.Pytester) -> None:
+    # Before, the baseline was written as ``test_keyed[sk_live_…]-<hash of the key>.json`` with the
+    # key in its test_id, the cassette was refused as holding a key, and JUnit properties held it.
+    secret_env.makepyfile(test_keyed=KEYED)
+    outputs = (
+        "--synth-report=out/report.json",
+        "--junitxml=out/junit.xml",
+        "-p",
+        "no:cacheprovider",
+        "test_keyed.py",
+    )
+    with ServedFake.start(polls_to_finish=3, api_key=SYNTH_KEY, task_app_api_key=ENV_KEY) as served:
+        recorded = secret_env.runpytest_subprocess(
+            f"--synth-backend={served.url}",
+            "--synth-poll-interval=0.01",
+            "--synth-record=once",
+            "--synth-update-baselines",
+            *outputs,
+        )
+    recorded.assert_outcomes(passed=1)
+    written = _everything_written(secret_env.path)
+    baselines = [name for name in written if name.startswith("tests/baselines/")]
+    cassettes = [name for name in written if name.startswith("tests/cassettes/")]
+    assert len(baselines) == len(cassettes) == 1, sorted(written)
+    masked_stem = f"test_keyed.py__test_keyed[{mask_secret(SYNTH_KEY).replace('…', '_')}]-"
+    assert Path(baselines[0]).name.startswith(masked_stem)
+    masked_id = f"test_keyed.py::test_keyed[{mask_secret(SYNTH_KEY)}]"
+    assert json.loads(written[baselines[0]])["test_id"] == masked_id
+    assert json.loads(written[cassettes[0]])["test_id"] == masked_id
+    # Offline, the same test finds the cassette and the baseline again under their masked names.
+    replayed = secret_env.runpytest_subprocess(*outputs)
+    replayed.assert_outcomes(passed=1)
+    written = _everything_written(secret_env.path)
+    assert sorted(name for name in written if name.startswith("tests/")) == sorted([*baselines, *cassettes])
+    replayed_job = json.loads(written["out/report.json"])["jobs"][0]
+    # The job id is the served fake's, so the cassette recorded online served the offline run.
+    assert (replayed_job["test_id"], replayed_job["job_id"]) == (masked_id, "job_rl_000001")
+    junit = ElementTree.fromstring(written["out/junit.xml"])
+    properties = [f"{p.get('name')}={p.get('value')}" for p in junit.iter("property")]
+    assert any(p.startswith("synth_rl_job=") for p in properties)
+    assert _leaks("\n".join(properties)) == []
+    for name, text in written.items():
+        assert _leaks(name) == [], name
+        if name != "out/junit.xml":  # pytest itself names the test case there after its id
+            assert _leaks(text) == [], name

@@ -327,3 +327,77 @@ def test_record_then_replay(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPa
     assert "rl/jobs" in cassettes[0].read_text("utf-8")
     monkeypatch.delenv("SYNTH_API_KEY")
     _run(suite, "replay", monkeypatch)
+
+
+def _plugin_errors() -> list[type[Exception]]:
+    """Every exception class of the package that derives from ``SynthError``."""
+    import importlib
+    import pkgutil
+
+    import pytest_synth_rl
+    from pytest_synth_rl.errors import SynthError
+
+    for module in pkgutil.walk_packages(pytest_synth_rl.__path__, "pytest_synth_rl."):
+        if ".plugin." not in module.name and not module.name.endswith("__main__"):
+            importlib.import_module(module.name)
+    found, pending = [], [SynthError]
+    while pending:
+        cls = pending.pop()
+        found.append(cls)
+        pending.extend(cls.__subclasses__())
+    return found
+
+
+def test_problem_lists_and_exception_attributes_show_no_key(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Before, str(error) was masked but error.problems[0].message, read by users' own reporting
+    # code, held a key pasted into a numeric TOML field.
+    monkeypatch.setenv("SYNTH_API_KEY", SYNTH_KEY)
+    monkeypatch.setenv("ENVIRONMENT_API_KEY", ENV_KEY)
+    monkeypatch.syspath_prepend(str(_suite(pytester).path))
+    import walker
+
+    from pytest_synth_rl.assertions import eventually
+    from pytest_synth_rl.baselines import BaselineMissing
+    from pytest_synth_rl.config.loader import load_rl_config
+    from pytest_synth_rl.config.validate import validate_rl_config
+    from pytest_synth_rl.errors import (
+        Attempt,
+        BackendError,
+        ConfigError,
+        SynthUsageError,
+        TaskAppError,
+    )
+
+    toml = tmp_path / "pasted.toml"
+    minimal = (EXAMPLES / "rl_minimal.toml").read_text("utf-8")
+    toml.write_text(minimal.replace("num_epochs = 1", f'num_epochs = "{SYNTH_KEY}"'), "utf-8")
+    with pytest.raises(ConfigError) as config_error:
+        validate_rl_config(load_rl_config(toml))
+    assert (
+        config_error.value.problems[0].message
+        == f"expected an integer, got '{mask_secret(SYNTH_KEY)}' (string)"
+    )
+    with pytest.raises(SynthUsageError) as usage_error:
+        eventually(lambda: True, timeout=SYNTH_KEY)  # type: ignore[arg-type]
+    url = f"http://127.0.0.1:9/api?key={ENV_KEY}"
+    errors: dict[str, Exception] = {
+        "config_error": config_error.value,
+        "usage_error": usage_error.value,
+        "backend_error": BackendError(
+            "failed", method="GET", url=url, attempts=[Attempt("GET", url, error=ENV_KEY)]
+        ),
+        "task_app_error": TaskAppError("down", url=url, details={"echo": [SYNTH_KEY], SYNTH_KEY: 1}),
+        "baseline_missing": BaselineMissing(f"t.py::test[{SYNTH_KEY}]", tmp_path / f"{SYNTH_KEY}.json"),
+    }
+    # Every plugin exception, present and future, masks whatever attribute it is given.
+    for cls in _plugin_errors():
+        error = cls.__new__(cls)
+        error.extra = {"text": SYNTH_KEY, "list": (ENV_KEY,)}  # type: ignore[attr-defined]
+        errors[cls.__name__] = error
+    assert {"ConfigError", "MergeError", "CassetteError", "FakeRouteError"} <= set(errors)
+    findings = [
+        finding for label, error in errors.items() for finding in walker.walk(error, label, SECRETS)[1]
+    ]
+    assert _deepest(findings) == []

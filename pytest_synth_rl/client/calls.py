@@ -17,6 +17,7 @@ from pytest_synth_rl.client.results import EventPage
 from pytest_synth_rl.client.retry import RetryPolicy, Sent, Steps, retrying
 from pytest_synth_rl.clock import Clock
 from pytest_synth_rl.errors import Attempt, BackendError, JobSubmitError, excerpt
+from pytest_synth_rl.reporting.files import UnreadableDocument, parse_json_document
 from pytest_synth_rl.secrets.masking import SecretHeaders, get_logger
 
 T = TypeVar("T")
@@ -30,15 +31,15 @@ logger = get_logger("pytest_synth_rl.client")
 
 
 def read_json(response: httpx.Response) -> tuple[Any, str | None]:
-    """The response's JSON, or ``({}, note)`` when it is not JSON: a proxy's HTML page must not
-    crash a poll loop, and the note (naming the content-type) keeps it diagnosable."""
+    """The response's JSON, or ``({}, note)`` when it is not JSON (or holds NaN, an integer too long
+    or deep nesting): a proxy's HTML page must not crash a poll loop; the note keeps it diagnosable."""
     if not response.content:
         return {}, None
     try:
-        return response.json(), None
-    except ValueError:
+        return parse_json_document(response.content), None
+    except UnreadableDocument as error:
         content_type = response.headers.get("content-type", "")
-        note = f"non-JSON body (content-type {content_type or 'not set'!r}) treated as {{}}"
+        note = f"unreadable JSON body ({error}; content-type {content_type or 'not set'!r}) treated as {{}}"
         logger.warning("%s %s: %s", response.request.method, response.request.url, note)
         return {}, note
 

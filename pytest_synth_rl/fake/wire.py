@@ -8,9 +8,7 @@ validation. The request log masks credentials whenever it is read.
 from __future__ import annotations
 
 import json
-import math
-import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -18,6 +16,7 @@ import httpx
 
 from pytest_synth_rl.errors import ConfigProblem
 from pytest_synth_rl.recording.redaction import Redactor
+from pytest_synth_rl.reporting.files import UnreadableDocument, parse_json_document
 from pytest_synth_rl.secrets.masking import mask_secret, redact
 
 #: Bytes of a request body the log keeps; the rest is dropped and the record says so.
@@ -68,33 +67,6 @@ def problems_response(problems: Iterable[ConfigProblem]) -> httpx.Response:
     )
 
 
-def _first_field(value: Any, wanted: Callable[[Any], bool]) -> tuple[str, Any] | None:
-    """``(field, item)`` for the first *wanted* item of *value* (``data.config.x[2]``), else None."""
-    stack: list[Any] = [value]
-    while stack:
-        item = stack.pop()
-        if wanted(item):
-            break
-        stack.extend(item.values() if isinstance(item, dict) else item if isinstance(item, list) else ())
-    else:
-        return None
-    named: list[tuple[str, Any]] = [("", value)]
-    while named:
-        where, item = named.pop()
-        if wanted(item):
-            return where or "(the body)", item
-        if isinstance(item, dict):
-            named.extend((f"{where}.{key}" if where else str(key), v) for key, v in reversed(item.items()))
-        elif isinstance(item, list):
-            named.extend((f"{where}[{i}]", v) for i, v in reversed(list(enumerate(item))))
-    return None
-
-
-def non_finite_field(value: Any) -> tuple[str, float] | None:
-    """``(field, number)`` for the first NaN or infinity in *value* (``json`` accepts them), else None."""
-    return _first_field(value, lambda item: isinstance(item, float) and not math.isfinite(item))
-
-
 class BadBody(ValueError):
     """A body that is not JSON or holds a number no field can; ``field`` is ``""`` for the body itself."""
 
@@ -104,20 +76,10 @@ class BadBody(ValueError):
         super().__init__(f"{subject} {problem}" + (f" ({hint})" if hint else ""))
 
 
-class _LongInt:
-    """Stands in for an integer too long to convert while :func:`request_json` looks for its field."""
-
-    __slots__ = ("digits",)
-
-    def __init__(self, digits: int) -> None:
-        self.digits = digits
-
-
-def _int_or_long(text: str) -> int | _LongInt:
-    try:
-        return int(text)
-    except ValueError:  # over sys.get_int_max_str_digits()
-        return _LongInt(len(text.lstrip("-")))
+_HINTS = {
+    "number_too_long": "no field of this API needs more than a few digits",
+    "not_finite": "NaN, Infinity and numbers too large for a float, like 1e400, are not valid JSON numbers",
+}
 
 
 def request_json(content: bytes) -> Any:
@@ -125,28 +87,10 @@ def request_json(content: bytes) -> Any:
     if not content:
         return None
     try:
-        parsed = json.loads(content)
-    except RecursionError:
-        raise BadBody("invalid_json", "is nested too deeply to parse") from None
-    except ValueError as exc:
-        error = BadBody("invalid_json", f"is not valid JSON ({exc})")
-        try:  # only a body that failed to parse is parsed again, to find a too-long integer
-            long = _first_field(
-                json.loads(content, parse_int=_int_or_long), lambda v: isinstance(v, _LongInt)
-            )
-        except (ValueError, RecursionError):
-            raise error from None
-        if long is None:
-            raise error from None
-        limit = sys.get_int_max_str_digits()
-        problem = f"must be an integer of at most {limit} digits, got {long[1].digits} digits"
-        hint = "no field of this API needs more than a few digits"
-        raise BadBody("number_too_long", problem, long[0], hint) from None
-    bad = non_finite_field(parsed)
-    if bad is not None:
-        hint = "NaN, Infinity and numbers too large for a float, like 1e400, are not valid JSON numbers"
-        raise BadBody("not_finite", f"must be a finite number, got {bad[1]!r}", bad[0], hint)
-    return parsed
+        return parse_json_document(content)
+    except UnreadableDocument as bad:
+        field = bad.field or ("(the body)" if bad.code in _HINTS else "")
+        raise BadBody(bad.code, bad.problem, field, _HINTS.get(bad.code)) from None
 
 
 def _mask_value(name: str, value: str) -> str:
@@ -213,8 +157,8 @@ class LoggedRequest:
         if not self._body or self.body_truncated:
             return None
         try:
-            return json.loads(self._body)
-        except (ValueError, RecursionError):  # over-deep nesting: as unreadable as bad JSON
+            return parse_json_document(self._body)
+        except UnreadableDocument:
             return None
 
     @property

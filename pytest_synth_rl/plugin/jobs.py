@@ -32,7 +32,7 @@ from pytest_synth_rl.errors import (
 )
 from pytest_synth_rl.plugin.settings import SynthSettings
 from pytest_synth_rl.reporting.report import JobRecord, job_record
-from pytest_synth_rl.secrets.masking import Secret, get_logger, secret_or_none
+from pytest_synth_rl.secrets.masking import Secret, get_logger, redact, secret_or_none
 
 log = get_logger("pytest_synth_rl.plugin.jobs")
 
@@ -41,7 +41,7 @@ _J = TypeVar("_J", RLJob, AsyncRLJob)
 
 def job_tags(test_id: str) -> dict[str, str]:
     """Tags that let someone find a test's job on the real backend: run, worker, test."""
-    tags = {"source": "pytest-synth-rl", "test": test_id[-200:]}
+    tags = {"source": "pytest-synth-rl", "test": redact(test_id)[-200:]}
     if os.environ.get("PYTEST_XDIST_TESTRUNUID"):
         tags["run"] = os.environ["PYTEST_XDIST_TESTRUNUID"]
     tags["worker"] = os.environ.get("PYTEST_XDIST_WORKER") or "main"

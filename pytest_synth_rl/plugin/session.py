@@ -6,7 +6,6 @@ types live here too (:class:`SynthJobFactory` comes from :mod:`.jobs`).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from pytest_synth_rl.fake import FakeSynthBackend
 from pytest_synth_rl.plugin.jobs import RLConfigRef, SynthJobFactory, job_tags
 from pytest_synth_rl.plugin.settings import SynthSettings
 from pytest_synth_rl.recording import Replayer
+from pytest_synth_rl.reporting.files import masked_digest
 from pytest_synth_rl.secrets.callers import outside_caller
 from pytest_synth_rl.secrets.masking import Secret, get_logger
 from pytest_synth_rl.taskapp import InProcessTaskApp, check_task_app_health
@@ -52,10 +52,9 @@ log = get_logger("pytest_synth_rl.plugin.session")
 
 
 def offline_job_id_prefix(test_id: str) -> str:
-    """``job_rl_`` and 10 hex digits of a hash of *test_id*: offline job ids that do not depend on
+    """``job_rl_`` and :func:`masked_digest` of *test_id*: offline job ids that do not depend on
     test order, xdist workers or CI shards."""
-    digest = hashlib.sha256(test_id.encode("utf-8", "surrogatepass")).hexdigest()
-    return f"job_rl_{digest[:10]}_"
+    return f"job_rl_{masked_digest(test_id)}_"
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,11 @@ import httpx
 from pytest_synth_rl.errors import SynthError
 from pytest_synth_rl.recording.redaction import Redactor, SecretLeakError, find_leaks
 from pytest_synth_rl.reporting import files
+from pytest_synth_rl.secrets.masking import redact
 
 _VERSION = 1
+#: A body sits four levels down in its cassette (document, interactions, interaction, message).
+_BODY_DEPTH = files.MAX_JSON_DEPTH - 4
 
 #: Never stored: they differ between two recordings of one exchange, or would be wrong on replay.
 DROPPED_HEADERS: frozenset[str] = frozenset(
@@ -64,8 +67,8 @@ def encode_body(content: bytes, headers: Mapping[str, Any]) -> tuple[Any, str | 
     if not _is_json_type(headers):
         return text, None
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
+        value = files.parse_json_document(text, max_depth=_BODY_DEPTH)
+    except files.UnreadableDocument:  # kept as sent: the cassette could not be read back otherwise
         return text, "text"
     return (value, None) if value is not None else (text, "text")  # a null body would read as none
 
@@ -243,7 +246,7 @@ class Cassette:
     def to_json(self) -> str:
         document: dict[str, Any] = {"version": _VERSION, "interactions": [i.to_json() for i in self]}
         if self.test_id:
-            document["test_id"] = self.test_id
+            document["test_id"] = redact(self.test_id)
         return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
     @classmethod
@@ -284,7 +287,7 @@ class Cassette:
         if not Path(path).is_file():
             return cls(path, test_id=test_id, existed=False)
         cassette = cls.load(path)
-        if cassette.test_id and test_id and cassette.test_id != test_id:
+        if cassette.test_id and test_id and cassette.test_id != redact(test_id):  # written masked
             raise CassetteError(
                 f"cassette {path} was recorded for test {cassette.test_id!r}, not for {test_id!r}",
                 hint="delete it and re-record this test with --synth-record=rewrite, or move it "

@@ -14,6 +14,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from pytest_synth_rl.errors import ConfigProblem, SynthUsageError, closest
 from pytest_synth_rl.recording.cassette import RecordedRequest
+from pytest_synth_rl.reporting.files import UnreadableDocument, parse_json_document
 
 #: Methods whose body takes part in matching.
 BODY_METHODS: frozenset[str] = frozenset({"POST", "PUT", "PATCH"})
@@ -139,8 +140,8 @@ def _canonical_body(
         # Text, or a JSON string value: try JSON anyway, a client may omit the content type.
         text = value if isinstance(value, str) else request.content().decode()
         try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
+            value = parse_json_document(text)
+        except UnreadableDocument:
             return _normalise_text(text, origin)
     return json.dumps(_canonical(value, paths, ignore, origin), sort_keys=True, separators=(",", ":"))
 
@@ -201,8 +202,8 @@ def describe_difference(recorded: RequestKey, live: RequestKey) -> str:
     if recorded.body == live.body:
         return "identical"
     try:
-        a, b = (json.loads(body) if body is not None else None for body in (recorded.body, live.body))
-    except json.JSONDecodeError:
+        a, b = (None if body is None else parse_json_document(body) for body in (recorded.body, live.body))
+    except UnreadableDocument:
         return "body differs"
     return "body " + (_first_difference(a, b) or "differs")
 

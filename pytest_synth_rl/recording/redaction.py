@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import quote, unquote_plus, urlsplit, urlunsplit
 
 from pytest_synth_rl.errors import SynthError
+from pytest_synth_rl.reporting.files import UnreadableDocument, parse_json_document
 from pytest_synth_rl.secrets.forms import contains, scrub
 from pytest_synth_rl.secrets.masking import CREDENTIAL_HEADERS, known_secrets, mask_secret
 
@@ -158,6 +158,6 @@ def find_leaks(data: bytes, secrets: Iterable[str | None] = ()) -> list[str]:
     """Masked forms of every known secret (plus *secrets*) present in *data*, in any encoded form,
     in the file, in each of its decoded strings, and inside decoded base64 bodies."""
     blobs = [data.decode("utf-8", "surrogateescape")]
-    with contextlib.suppress(UnicodeDecodeError, json.JSONDecodeError):
-        blobs.extend(_strings(json.loads(data.decode("utf-8"))))
+    with contextlib.suppress(UnreadableDocument):
+        blobs.extend(_strings(parse_json_document(data)))
     return [mask_secret(s) for s in known_secrets(secrets) if any(contains(b, s) for b in blobs)]

@@ -7,9 +7,11 @@ import contextlib
 import errno
 import hashlib
 import json
+import math
 import os
 import re
 import stat
+import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Sequence
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_synth_rl.errors import closest
+from pytest_synth_rl.secrets.masking import redact
 
 # Brackets stay: parametrised node ids ("test_x[qwen-0.6b]") are the part people look for.
 _UNSAFE = re.compile(r"[^A-Za-z0-9._\-\[\]]+")
@@ -25,13 +28,19 @@ _MAX_READABLE = 120
 _NEAR_SCAN_LIMIT = 2000  # entries of a folder looked through for a near miss
 
 
+def masked_digest(test_id: str) -> str:
+    """10 hex digits naming *test_id*, hashed once masked: a key in a parametrised id must leave no
+    fingerprint in a file name or a job id, and the name must not change from run to run."""
+    return hashlib.sha256(redact(test_id).encode("utf-8", "surrogatepass")).hexdigest()[:10]
+
+
 def safe_file_stem(test_id: str) -> str:
-    """The sanitised node id plus a short hash of it, so distinct ids never collide."""
+    """The sanitised, masked node id plus :func:`masked_digest`, so distinct ids never collide."""
     if not test_id or not test_id.strip():
         raise ValueError("a test id is required to name a per-test file (got an empty string)")
-    readable = test_id.replace("::", "__").replace("/", ".").replace("\\", ".")
+    readable = redact(test_id).replace("::", "__").replace("/", ".").replace("\\", ".")
     readable = (_UNSAFE.sub("_", readable).strip("._") or "test")[:_MAX_READABLE]
-    return f"{readable}-{hashlib.sha256(test_id.encode('utf-8')).hexdigest()[:10]}"
+    return f"{readable}-{masked_digest(test_id)}"
 
 
 def atomic_write_text(
@@ -149,28 +158,77 @@ def shell_quote(argument: str) -> str:
     return f'"{escaped}"'
 
 
+#: The deepest nesting read back (the plugin's files are a few levels deep; bodies inside may be more).
+MAX_JSON_DEPTH = 200
+_MAX_SHOWN_FIELD = 200
+
+
 class UnreadableDocument(ValueError):
-    """A stored JSON file that cannot be read; the message says what is wrong, not which file."""
+    """JSON that cannot be read: ``code`` says how, ``field`` is the JSON path of the value at fault
+    (``jobs[3].reward``; "" for the whole text); the message says what is wrong, not which file."""
+
+    def __init__(self, code: str, problem: str, field: str = "") -> None:
+        if len(field) > _MAX_SHOWN_FIELD:
+            field = field[: _MAX_SHOWN_FIELD - 1] + "…"
+        self.code, self.problem, self.field = code, problem, field
+        super().__init__(f"at {field}: {problem}" if field else problem)
 
 
-def parse_json_document(data: bytes | str) -> Any:
-    """Parse a stored JSON file; every way it can be broken is an :class:`UnreadableDocument`."""
+class _LongInt:
+    """Stands in for an integer too long for ``int()`` while its field is looked for."""
+
+    __slots__ = ("digits",)
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+
+def _int_or_long(text: str) -> int | _LongInt:
+    try:
+        return int(text)
+    except ValueError:  # over sys.get_int_max_str_digits()
+        return _LongInt(len(text.lstrip("-")))
+
+
+def parse_json_document(data: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Parse JSON read back (a file, a body); every way it can be broken, and an integer too long for
+    Python, NaN, Infinity or nesting beyond *max_depth*, is an :class:`UnreadableDocument`."""
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")
         except UnicodeDecodeError as error:
             bad = error.object[error.start : error.start + 1]
             raise UnreadableDocument(
-                f"is not UTF-8 text (byte 0x{bad.hex()} at offset {error.start})"
+                "invalid_json", f"is not UTF-8 text (byte 0x{bad.hex()} at offset {error.start})"
             ) from None
+    too_deep = f"is nested too deeply to parse (more than {max_depth} levels)"
     try:
-        return json.loads(data)
+        value = json.loads(data, parse_int=_int_or_long)
     except json.JSONDecodeError as error:
         raise UnreadableDocument(
-            f"is not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"
+            "invalid_json", f"is not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"
         ) from None
     except RecursionError:
-        raise UnreadableDocument("is nested too deeply to be a valid file") from None
+        raise UnreadableDocument("invalid_json", too_deep) from None
+    pending: list[tuple[str, Any, int]] = [("", value, 1)]
+    while pending:
+        field, item, depth = pending.pop()
+        if isinstance(item, _LongInt):
+            limit = sys.get_int_max_str_digits()
+            problem = f"must be an integer of at most {limit} digits, got {item.digits} digits"
+            raise UnreadableDocument("number_too_long", problem, field)
+        if isinstance(item, float) and not math.isfinite(item):
+            raise UnreadableDocument("not_finite", f"must be a finite number, got {item!r}", field)
+        if isinstance(item, (dict, list)) and depth > max_depth:
+            raise UnreadableDocument("invalid_json", too_deep, field)
+        if isinstance(item, dict):
+            named = [(f"{field}.{key}" if field else key, v) for key, v in item.items()]
+        elif isinstance(item, list):
+            named = [(f"{field}[{index}]", v) for index, v in enumerate(item)]
+        else:
+            continue
+        pending.extend((name, v, depth + 1) for name, v in reversed(named))
+    return value
 
 
 @dataclass(frozen=True)

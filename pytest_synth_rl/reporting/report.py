@@ -41,6 +41,9 @@ class JobRecord:
     #: The statuses the polls saw: ``[status, first_seconds, last_seconds]`` runs.
     timeline: list[list[Any]] = field(default_factory=list)
 
+    def __post_init__(self) -> None:  # every view of a record (rows, JSON, JUnit) is masked
+        self.test_id, self.error = redact(self.test_id), self.error and redact(self.error)
+
     @property
     def status_label(self) -> str:
         if self.status:
@@ -59,8 +62,6 @@ class JobRecord:
         """Standard JSON: a NaN or infinity becomes null (and leaves the reward curve)."""
         data: dict[str, Any] = _finite(asdict(self))
         data["rewards"] = [r for r in data["rewards"] if r is not None]
-        if data["error"]:
-            data["error"] = redact(data["error"])
         return data
 
 

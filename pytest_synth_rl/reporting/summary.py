@@ -39,9 +39,10 @@ def job_properties(records: list[JobRecord]) -> list[tuple[str, str]]:
 
 def carried_records(report: pytest.TestReport) -> list[JobRecord]:
     """The job records a test report carries in its user properties (see :func:`job_properties`)."""
-    return [
-        JobRecord.from_json(json.loads(str(v))) for name, v in report.user_properties if name == JOB_PROPERTY
-    ]
+    from pytest_synth_rl.reporting.files import parse_json_document  # not when the plugin loads
+
+    carried = [str(value) for name, value in report.user_properties if name == JOB_PROPERTY]
+    return [JobRecord.from_json(parse_json_document(text)) for text in carried]
 
 
 class RunSummary:
@@ -126,11 +127,13 @@ class RunSummary:
         """Controller: add spooled records whose reports never came; returns the unreadable lines' count."""
         if self._spool_dir is None:
             return 0
+        from pytest_synth_rl.reporting.files import parse_json_document
+
         unreadable = 0
         for spool in sorted(self._spool_dir.glob("*.jsonl")):
             for line in spool.read_text(encoding="utf-8").splitlines():
                 try:
-                    entry = json.loads(line)
+                    entry = parse_json_document(line)
                     test, data = entry["test"], entry["record"]
                     if test not in self._reported:
                         self.report.add(JobRecord.from_json(data))

@@ -8,6 +8,8 @@ import os
 import threading
 import warnings
 from collections.abc import Iterable
+from pathlib import PurePath
+from typing import Any, TypeVar, cast
 
 from pytest_synth_rl.secrets.forms import scrub_parts, scrub_whole
 
@@ -22,6 +24,7 @@ SECRET_ENV_VARS: tuple[str, ...] = (
 )
 
 _MIN_REDACT_LEN = 6  # shorter values are too common in text to remove safely
+T = TypeVar("T")
 
 _lock = threading.Lock()
 _registered: set[str] = set()
@@ -106,6 +109,22 @@ def redact(text: str, extra: Iterable[str | None] = ()) -> str:
     for secret in secrets:
         text = scrub_parts(text, secret, mask_secret(secret))
     return text
+
+
+def redact_value(value: T, depth: int = 8) -> T:
+    """*value* with :func:`redact` applied to its text: a string, a path, or strings in plain lists,
+    tuples and dicts (*depth* levels down); anything else, or nothing to mask, is *value* itself."""
+    found: Any = value
+    masked: Any = value
+    if isinstance(found, str):
+        masked = redact(found)
+    elif isinstance(found, PurePath):
+        masked = type(found)(redact(str(found)))
+    elif depth and type(found) in (list, tuple):
+        masked = type(found)(redact_value(item, depth - 1) for item in found)
+    elif depth and type(found) is dict:
+        masked = {redact_value(k, depth - 1): redact_value(v, depth - 1) for k, v in found.items()}
+    return value if masked == value else cast(T, masked)
 
 
 class Secret:

@@ -230,6 +230,21 @@ def test_non_json_status_counts_as_empty_and_is_noted(router: respx.MockRouter, 
     assert "text/html" in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [(b"[" * 5000 + b"]" * 5000, "is nested too deeply"), (b'{"status": "running", "step": NaN}', "at step")],
+)
+def test_a_status_the_reader_refuses_counts_as_empty_and_is_noted(
+    router: respx.MockRouter, job: RLJob, body: bytes, named: str
+) -> None:
+    # Before, a deeply nested answer raised RecursionError out of the poll loop.
+    router.get(STATUS_URL).respond(200, content=body, headers={"content-type": "application/json"})
+    assert job.get_status() == {}
+    with pytest.raises(JobTimeoutError) as info:
+        job.poll_until_complete(timeout=20, interval=10)
+    assert named in str(info.value)
+
+
 def test_get_results(router: respx.MockRouter, job: RLJob) -> None:
     router.get(STATUS_URL).mock(
         side_effect=[

@@ -4,6 +4,7 @@ checks seen through ``POST /rl/jobs``."""
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 from typing import Any
@@ -16,7 +17,7 @@ from pytest_synth_rl.config.validate import CHECKS
 from pytest_synth_rl.fake import FakeSynthBackend
 from pytest_synth_rl.fake.api import ApiCall
 from pytest_synth_rl.fake.store import StoreLock
-from pytest_synth_rl.fake.wire import non_finite_field
+from pytest_synth_rl.fake.wire import BadBody, request_json
 
 #: Seconds a helper thread may take; only a deadlock gets near it.
 GENEROUS = 30.0
@@ -140,8 +141,13 @@ def test_the_metrics_page_follows_each_requests_parameters(
     ],
 )
 def test_the_first_non_finite_number_is_named(value: Any, found: str | None) -> None:
-    bad = non_finite_field(value)
-    assert (bad[0] if bad is not None else None) == found
+    body = json.dumps(value).encode()
+    if found is None:
+        assert request_json(body) == value
+        return
+    with pytest.raises(BadBody) as caught:
+        request_json(body)
+    assert (caught.value.code, caught.value.field) == ("not_finite", found)
 
 
 # -- remembered payload checks through the API -----------------------------------------------------

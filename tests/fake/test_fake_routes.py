@@ -12,6 +12,7 @@ from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import SynthUsageError
 from pytest_synth_rl.fake import DEFAULT_API_KEY, FakeRouteError, FakeSynthBackend
 from pytest_synth_rl.fake.scenario import DEFAULT_DURATION
+from pytest_synth_rl.plugin.jobs import job_tags
 from pytest_synth_rl.plugin.session import offline_job_id_prefix
 
 
@@ -430,6 +431,16 @@ def test_a_reset_prefix_that_cannot_sit_in_a_url_path_is_refused_and_changes_not
 def test_offline_job_id_prefixes_are_a_hash_of_the_test_id() -> None:
     assert offline_job_id_prefix("t.py::test_a") == "job_rl_75a2b72a2c_"
     assert offline_job_id_prefix("t.py::test_a[\udcff]") != offline_job_id_prefix("t.py::test_a")
+
+
+def test_a_key_in_a_test_id_leaves_no_fingerprint_in_job_ids_or_tags(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before, the offline job id was a hash of the raw id and the job's tags sent the key itself.
+    key = "sk_live_tagged_key_0123456789"
+    keyed = f"t.py::test_a[{key}]"
+    before = offline_job_id_prefix(keyed)
+    monkeypatch.setenv("SYNTH_API_KEY", key)
+    assert offline_job_id_prefix(keyed) == offline_job_id_prefix("t.py::test_a[sk_l…89]") != before
+    assert job_tags(keyed)["test"] == "t.py::test_a[sk_l…89]"
 
 
 @pytest.mark.parametrize("policy", [42, "42", object()])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -182,3 +183,19 @@ def test_cassette_names_are_stable_readable_and_distinct(tmp_path: Path) -> None
     assert len(safe_file_stem("tests/x.py::" + "t" * 500)) < 140
     with pytest.raises(ValueError, match="test id is required"):
         safe_file_stem("  ")
+
+
+def test_a_key_in_a_test_id_is_masked_in_the_cassette_name_and_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before, the name held the key and a hash of it, and the cassette was refused as holding a key.
+    key = "sk_live_stem_key_0123456789"
+    monkeypatch.setenv("SYNTH_API_KEY", key)
+    node = f"tests/t.py::test_keyed[{key}]"
+    path = cassette_path(tmp_path, node)
+    assert path.name.startswith("tests.t.py__test_keyed[sk_l_89]-")
+    assert hashlib.sha256(node.encode()).hexdigest()[:10] not in path.name  # no fingerprint of the key
+    assert cassette_path(tmp_path, node) == path
+    Cassette(path, test_id=node).save()
+    assert json.loads(path.read_text("utf-8"))["test_id"] == "tests/t.py::test_keyed[sk_l…89]"
+    assert Cassette.load_or_new(path, test_id=node).existed  # found again, as this test's own

@@ -12,6 +12,7 @@ from pytest_synth_rl.baselines import BaselineError, BaselineStore
 from pytest_synth_rl.recording import Cassette, CassetteError
 
 TEST_ID = "tests/test_rl.py::test_train"
+DEEP = "is nested too deeply to parse (more than 200 levels)"
 
 
 def _interaction(url: str = "https://api.usesynth.ai/api/rl/jobs", **response: Any) -> dict[str, Any]:
@@ -41,7 +42,7 @@ def _doc(*interactions: dict[str, Any], test_id: str = TEST_ID) -> str:
             b'{"version": 1, "interactions": [], "x": "\xff\xfe"}',
             "is not UTF-8 text (byte 0xff at offset 41)",
         ),
-        ("[" * 100_000 + "]" * 100_000, "is nested too deeply to be a valid file"),
+        ("[" * 100_000 + "]" * 100_000, DEEP),
     ],
     ids=["truncated", "not-utf8", "deep"],
 )
@@ -107,7 +108,7 @@ def test_a_valid_cassette_still_loads(tmp_path: Path) -> None:
             "is not valid JSON (line 1, column 34: Expecting ',' delimiter)",
         ),
         (b'{"metrics": {"\xc3\x28": 1}}', "is not UTF-8 text (byte 0xc3 at offset 14)"),
-        ('{"metrics": ' * 50_000 + "1" + "}" * 50_000, "is nested too deeply to be a valid file"),
+        ('{"metrics": ' * 50_000 + "1" + "}" * 50_000, DEEP),
     ],
     ids=["truncated", "not-utf8", "deep"],
 )

@@ -42,7 +42,9 @@ def test_a_shard_that_is_not_utf8_or_nested_too_deeply_names_the_file(
     assert cli(["merge", str(binary)]) == 2
     assert f"error: shard report {binary} is not UTF-8 text (byte 0xff at offset 0)" in _error(capsys)
     assert cli(["merge", str(deep)]) == 2
-    assert f"error: shard report {deep} is nested too deeply to be a valid file" in _error(capsys)
+    assert f"error: shard report {deep} is nested too deeply to parse (more than 200 levels)" in _error(
+        capsys
+    )
 
 
 def test_the_command_exits_2_without_a_traceback(tmp_path: Path) -> None:
@@ -104,17 +106,15 @@ def test_large_finite_rewards_merge_into_a_table_a_summary_and_a_report(tmp_path
 @pytest.mark.parametrize(
     ("field", "value", "written", "path"),
     [
-        ("final_reward", float("nan"), "NaN", "final_reward"),
-        ("clock_seconds", float("inf"), "Infinity", "clock_seconds"),
-        ("rewards", [0.5, 0.75, float("-inf")], "-Infinity", "rewards[2]"),
+        ("final_reward", float("nan"), "nan", "final_reward"),
+        ("clock_seconds", float("inf"), "inf", "clock_seconds"),
+        ("rewards", [0.5, 0.75, float("-inf")], "-inf", "rewards[2]"),
         (
             "timeline",
             [["running", 0.0, 50.0], ["succeeded", float("inf"), 60.0]],
-            "Infinity",
+            "inf",
             "timeline[1][1]",
         ),
-        # Before, an integer no float can hold was merged and the sparkline crashed on it.
-        ("rewards", [0.5, -(10**400)], "-Infinity", "rewards[1]"),
     ],
 )
 def test_a_shard_holding_nan_or_infinity_is_refused_naming_the_file_and_field(
@@ -126,12 +126,25 @@ def test_a_shard_holding_nan_or_infinity_is_refused_naming_the_file_and_field(
     shard.write_text(json.dumps({"version": 1, "jobs": [row]}))  # Python writes NaN and Infinity
     out = tmp_path / "out.json"
     assert cli(["merge", str(shard), "--report", str(out)]) == 2
+    assert _error(capsys).startswith(
+        f"error: shard report {shard} at jobs[0].{path}: must be a finite number, got {written}\n  hint: "
+    )
+    assert not out.exists()
+
+
+def test_a_shard_holding_an_integer_no_float_can_hold_is_refused_naming_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before, an integer no float can hold was merged and the sparkline crashed on it.
+    shard = tmp_path / "shard.json"
+    row = {"test_id": "t.py::a", "job_id": "job_rl_000001", "status": "ok", "rewards": [0.5, -(10**400)]}
+    shard.write_text(json.dumps({"version": 1, "jobs": [row]}))
+    assert cli(["merge", str(shard), "--report", str(tmp_path / "out.json")]) == 2
     assert _error(capsys) == (
-        f"error: shard report {shard}: jobs[0].{path} is {written}, expected a finite number (standard "
+        f"error: shard report {shard}: jobs[0].rewards[1] is -Infinity, expected a finite number (standard "
         "JSON has no NaN or Infinity; a report holding one cannot be written again)\n"
         "  hint: pass files written by --synth-report\n"
     )
-    assert not out.exists()
 
 
 def test_a_report_never_writes_nan_or_infinity(tmp_path: Path) -> None:
@@ -209,7 +222,7 @@ def test_an_unreadable_shard_baseline_names_the_file(
     err = _error(capsys)
     assert f"error: baseline file {shard / 'bad.json'} is not UTF-8 text (byte 0xff at offset 0)" in err
     assert cli(["merge-baselines", str(tmp_path / "s2"), "--into", str(tmp_path / "out")]) == 2
-    assert "deep.json is nested too deeply to be a valid file" in _error(capsys)
+    assert "deep.json is nested too deeply to parse (more than 200 levels)" in _error(capsys)
     assert not (tmp_path / "out").exists()
 
 
