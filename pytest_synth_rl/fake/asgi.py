@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import httpx
 
-from pytest_synth_rl.fake.handler import MAX_BODY_BYTES
+from pytest_synth_rl.fake.handler import MAX_BODY_BYTES, RequestHandler
 from pytest_synth_rl.fake.stream import EventStream
 from pytest_synth_rl.fake.wire import error_response
 from pytest_synth_rl.taskapp.asgi import Receive, Scope, Send, serve_lifespan
@@ -151,11 +151,11 @@ def _to_request(scope: Scope, body: bytes) -> httpx.Request:
 
 
 class FakeASGIApp:
-    """ASGI 3 application serving one ``httpx.Request -> httpx.Response`` handler."""
+    """ASGI 3 application serving one fake's request handler."""
 
     def __init__(
         self,
-        handler: Callable[[httpx.Request], httpx.Response],
+        handler: RequestHandler,
         *,
         read_timeout: float = DEFAULT_READ_TIMEOUT,
     ) -> None:
@@ -189,7 +189,10 @@ class FakeASGIApp:
         if scope["type"] != "http":
             return
         # A stream is counted before its handler runs: one past the bound costs no body read, no worker.
-        counted = scope.get("method") == "GET" and str(scope.get("path", "")).endswith("/events/stream")
+        # The handler's own route table says what the path is: no spelling of it escapes the count.
+        method = scope.get("method")
+        found = self.handler.route_of(method, str(scope.get("path", ""))) if method == "GET" else None
+        counted = found is not None and found.name == "events_stream"
         self._streams += counted
         taken = [0]
         try:
