@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from pytest_synth_rl.client.results import polls_in
 from pytest_synth_rl.client.status_numbers import REWARD_PATHS, STEP_PATHS, number_at
 from pytest_synth_rl.errors import SynthError, did_you_mean
 from pytest_synth_rl.reporting.files import (
@@ -245,7 +246,7 @@ def summarize_job(result_or_mapping: Any, *, extra: Mapping[str, float] | None =
         if max_step is not None or curve:
             metrics["steps"] = max_step if max_step is not None else float(len(curve))
         if history:
-            metrics["polls"] = float(len(history))
+            metrics["polls"] = float(polls_in(history))
         for name, attribute in (("final_reward", "final_reward"), ("elapsed_s", "elapsed")):
             number = _as_number(getattr(obj, attribute, None))
             if number is not None and math.isfinite(number):
