@@ -38,6 +38,7 @@ BENCHMARKS: dict[str, str] = {
     "faults": "bench.bench_faults",
     "taskapp_leak": "bench.bench_taskapp_leak",
     "fake_memory": "bench.bench_fake_memory",
+    "poll_memory": "bench.bench_poll_memory",
 }
 
 #: A target line as ``bench._common.report`` prints it.

@@ -18,7 +18,7 @@ from typing import Any, Literal, get_args
 
 from pytest_synth_rl.assertions import job_rewards
 from pytest_synth_rl.client import AsyncRLJob, RLJob
-from pytest_synth_rl.client.results import JobResult
+from pytest_synth_rl.client.results import JobResult, polls_in
 from pytest_synth_rl.client.status_numbers import STEP_PATHS, number_at
 from pytest_synth_rl.errors import SynthError, did_you_mean
 from pytest_synth_rl.reporting.files import (
@@ -227,7 +227,7 @@ def _numbers(value: Any) -> tuple[dict[str, float], list[float]]:
     if step is not None or rewards:
         metrics["steps"] = step if step is not None else float(len(rewards))
     if value.history:
-        metrics["polls"] = float(len(value.history))
+        metrics["polls"] = float(polls_in(value.history))
     metrics.update(_flatten_numbers({"final_reward": value.final_reward, "elapsed_s": value.elapsed}))
     return metrics, rewards
 

@@ -24,6 +24,7 @@ from pytest_synth_rl.assertions.arguments import (
     window_problem,
     within_problem,
 )
+from pytest_synth_rl.client.results import polls_in
 from pytest_synth_rl.clock import Clock, RealClock
 from pytest_synth_rl.errors import ConfigProblem, JobTimeoutError, SynthUsageError, a_type, seconds_problem
 from pytest_synth_rl.reporting.render import format_duration, reward_curve_line, status_timeline
@@ -106,7 +107,8 @@ class JobHistory:
     """What a job went through, as far as the client saw it."""
 
     job_id: str | None
-    statuses: list[tuple[float, str]] = field(default_factory=list)
+    #: ``(elapsed, status, polls)``: each poll record kept, and how many polls it stands for.
+    statuses: list[tuple[float, str, int]] = field(default_factory=list)
     events: list[Mapping[str, Any]] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
     final_status: str | None = None
@@ -181,7 +183,7 @@ def collect_job_history(job: RLJob, result: Any = None, polls: Sequence[Any] = (
     """A job's history from a poll result (if any), events and metrics; *polls*: a timed-out wait's."""
     history = JobHistory(job_id=job.job_id)
     records = [*polls, *((getattr(result, "history", None) or []) if result is not None else [])]
-    history.statuses = [(float(r.elapsed), str(r.status)) for r in records]
+    history.statuses = [(float(r.elapsed), str(r.status), getattr(r, "polls", 1)) for r in records]
     if result is not None:
         history.final_status = getattr(result, "status", None)
         history.final_reward = getattr(result, "final_reward", None)
@@ -233,7 +235,7 @@ class JobExpectation:
             limit = exc.timeout if exc.timeout is not None else within
             raise self._fail(
                 f"expected job {self.job.job_id} to finish within {format_duration(limit)}, "
-                f"but it was still {exc.last_status!r} after {len(exc.history)} polls",
+                f"but it was still {exc.last_status!r} after {polls_in(exc.history)} polls",
                 exc.history,
             ) from None
 
@@ -287,13 +289,13 @@ class JobExpectation:
         __tracebackhide__ = True
         raise_problems([status_problem(status), within_problem("to_reach_status", within)])
         wanted = status.strip().lower()
-        seen: list[tuple[float, str]] = []
+        seen: list[tuple[float, str, int]] = []
         start = self.clock.now()
 
         def check() -> bool:
             payload = self.job.get_status()
             current = str(payload.get("status") or payload.get("state") or "").lower()
-            seen.append((self.clock.now() - start, current))
+            seen.append((self.clock.now() - start, current, 1))
             return current == wanted
 
         limit = within if within is not None else (self.timeout if self.timeout is not None else 7200.0)

@@ -13,7 +13,7 @@ from typing import Any
 
 from pytest_synth_rl.client.poll_watch import observe_polls as observe_polls
 from pytest_synth_rl.client.poll_watch import poll_observers
-from pytest_synth_rl.client.results import JobResult, PollRecord, is_terminal, job_status
+from pytest_synth_rl.client.results import JobResult, PollRecord, add_poll, is_terminal, job_status, polls_in
 from pytest_synth_rl.clock import Clock
 from pytest_synth_rl.errors import (
     Attempt,
@@ -29,6 +29,9 @@ from pytest_synth_rl.secrets.callers import outside_stacklevel
 #: Consecutive failed polls (each after all its retries) that end a wait before its timeout.
 DEFAULT_MAX_FAILED_POLLS = 5
 
+#: The shortest poll interval, in seconds (the docs say why).
+MIN_POLL_INTERVAL = 0.01
+
 #: Float noise from summing many virtual sleeps must not buy an extra poll past the deadline.
 _EPSILON = 1e-9
 
@@ -41,12 +44,21 @@ def summarize_history(history: list[PollRecord], limit: int = 5) -> str:
     """The last *limit* runs of equal statuses, e.g. ``queued x3 (0-20s) -> running x718 (30-7200s)``."""
     runs = [(status, list(run)) for status, run in groupby(history, lambda r: r.status or "<no status>")]
     parts = [
-        f"{status} x{len(run)} ({run[0].elapsed:g}-{run[-1].elapsed:g}s)"
-        if len(run) > 1
+        f"{status} x{polls_in(run)} ({run[0].elapsed:g}-{run[-1].elapsed:g}s)"
+        if polls_in(run) > 1
         else f"{status} ({run[0].elapsed:g}s)"
         for status, run in runs[-limit:]
     ]
     return ("... -> " if len(runs) > limit else "") + " -> ".join(parts)
+
+
+def interval_problem(value: object) -> str | None:
+    """What is wrong with *value* as seconds between polls, or None: every way of giving a poll
+    interval (options, ini, environment, markers, ``poll_until_complete``) is checked here."""
+    problem = seconds_problem(value)
+    if problem is None and isinstance(value, (int, float)) and value < MIN_POLL_INTERVAL:
+        return f"must be at least {MIN_POLL_INTERVAL:g} seconds (the shortest poll interval), got {value!r}"
+    return problem
 
 
 def is_transient(exc: BackendError) -> bool:
@@ -74,7 +86,7 @@ class Poller:
         for name, problem, example in (
             ("max_failed_polls", count_problem, "max_failed_polls=5"),
             ("timeout", seconds_problem(timeout, allow_zero=True), times),
-            ("interval", seconds_problem(interval), times),
+            ("interval", interval_problem(interval), times),
         ):
             if problem is not None:
                 hint = f"e.g. poll_until_complete({example})"
@@ -95,7 +107,7 @@ class Poller:
     def record(self, payload: dict[str, Any], note: str | None = None) -> PollRecord:
         """Remember one status answer (``note`` says if the body was unreadable)."""
         entry = PollRecord(self.clock.time(), self.clock.now() - self.started, job_status(payload), payload)
-        self.history.append(entry)
+        entry = add_poll(self.history, entry)
         self.note = note
         for observer in poll_observers():
             try:
@@ -135,7 +147,7 @@ class Poller:
         warnings.warn(
             SynthCallbackWarning(
                 f"on_status callback raised {type(exc).__name__}: {exc} "
-                f"(poll {len(self.history)} of job {self.job_id}); polling continues.\n{formatted}"
+                f"(poll {polls_in(self.history)} of job {self.job_id}); polling continues.\n{formatted}"
             ),
             stacklevel=outside_stacklevel(),
         )
@@ -179,7 +191,7 @@ class Poller:
             note += f"; {self.failed_polls} poll(s) failed after their retries{tail}"
         return JobTimeoutError(
             f"RL job {self.job_id} did not finish within {self.timeout:g}s on {self.clock!r}: "
-            f"{len(self.history)} polls every {self.interval:g}s; statuses: "
+            f"{polls_in(self.history)} polls every {self.interval:g}s; statuses: "
             f"{summarize_history(self.history)}{note}",
             job_id=self.job_id,
             timeout=self.timeout,

@@ -6,8 +6,8 @@ Every status decision in the package goes through :func:`job_status` and the spe
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_synth_rl.client.status_numbers import value_at
@@ -21,6 +21,8 @@ _OUTCOMES = {"succeeded": SUCCESS_STATUSES, "failed": FAILURE_STATUSES, "cancell
 
 #: Status runs a job handle keeps: a job that flaps between two statuses forever stays bounded.
 MAX_STATUS_RUNS = 1000
+#: Poll records one wait keeps (see :func:`add_poll`): two for each of as many runs.
+MAX_POLL_RECORDS = 2 * MAX_STATUS_RUNS
 
 # Where a finished job may report its reward, most specific first (the shape is not specified:
 # contract, open question 1; these are the places its docs and examples use).
@@ -41,6 +43,26 @@ def add_status_run(runs: list[list[Any]], status: str, at: float) -> None:
         runs[-1][2] = at
     elif len(runs) < MAX_STATUS_RUNS:
         runs.append([status, at, at])
+
+
+def add_poll(history: list[PollRecord], record: PollRecord) -> PollRecord:
+    """Add one poll to *history*, compacted as status runs are: of polls with equal answers in a
+    row only the first and the latest are kept, the latest counting the polls it stands for, and
+    past :data:`MAX_POLL_RECORDS` the oldest but the first is folded into the next. Returns the
+    record kept for this poll."""
+    if len(history) >= 2 and history[-1].payload == record.payload == history[-2].payload:
+        record = history[-1] = replace(record, polls=history[-1].polls + 1)
+        return record
+    history.append(record)
+    if len(history) > MAX_POLL_RECORDS:
+        folded = history.pop(1)
+        history[1] = replace(history[1], polls=history[1].polls + folded.polls)
+    return history[-1]
+
+
+def polls_in(history: Iterable[object]) -> int:
+    """How many polls *history* stands for (a record without a count is one poll)."""
+    return sum(getattr(record, "polls", 1) for record in history)
 
 
 def job_status(payload: Mapping[str, Any]) -> str:
@@ -97,12 +119,14 @@ def extract_error(payload: Mapping[str, Any], status: str | None = None) -> str 
 @dataclass(frozen=True)
 class PollRecord:
     """One status poll: ``at`` (epoch seconds on the job's clock), ``elapsed`` (since polling
-    began), the normalised status and the full payload."""
+    began), the normalised status and the full payload; ``polls``: how many polls it stands for
+    (itself and the equal answers before it that a wait's history did not keep)."""
 
     at: float
     elapsed: float
     status: str
     payload: dict[str, Any]
+    polls: int = 1
 
 
 @dataclass(frozen=True)
@@ -180,7 +204,7 @@ class JobResult(Mapping[str, Any]):
 
     @property
     def polls(self) -> int:
-        return len(self.history)
+        return polls_in(self.history)
 
     def __getitem__(self, key: str) -> Any:
         return self.raw[key]

@@ -8,18 +8,16 @@ never a 500 or a socket held open.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import threading
 from collections.abc import Callable
-from typing import TypeVar
 
 import httpx
 
-from pytest_synth_rl.fake.handler import MAX_BODY_BYTES
+from pytest_synth_rl.fake.handler import MAX_BODY_BYTES, RequestHandler
 from pytest_synth_rl.fake.stream import EventStream
 from pytest_synth_rl.fake.wire import error_response
-from pytest_synth_rl.taskapp.asgi import Receive, Scope, Send, serve_lifespan
+from pytest_synth_rl.taskapp.asgi import OffLoop, Receive, Scope, Send, serve_lifespan
 
 __all__ = [
     "BODY_BUDGET",
@@ -33,8 +31,6 @@ __all__ = [
     "BodyBudget",
     "FakeASGIApp",
 ]
-
-T = TypeVar("T")
 
 #: Seconds a client has to send a whole request body once its headers arrived.
 DEFAULT_READ_TIMEOUT = 30.0
@@ -151,36 +147,18 @@ def _to_request(scope: Scope, body: bytes) -> httpx.Request:
 
 
 class FakeASGIApp:
-    """ASGI 3 application serving one ``httpx.Request -> httpx.Response`` handler."""
+    """ASGI 3 application serving one fake's request handler."""
 
     def __init__(
         self,
-        handler: Callable[[httpx.Request], httpx.Response],
+        handler: RequestHandler,
         *,
         read_timeout: float = DEFAULT_READ_TIMEOUT,
     ) -> None:
         self.handler = handler
         self.read_timeout = read_timeout
-        self._slots: asyncio.Semaphore | None = None
+        self._workers = OffLoop(MAX_WORKERS, "synth-fake-request")
         self._streams = 0
-
-    async def _off_loop(self, call: Callable[..., T], *args: object) -> T:
-        """``call(*args)`` on a daemon worker thread; the event loop stays free meanwhile."""
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(MAX_WORKERS)
-        async with self._slots:
-            done: concurrent.futures.Future[T] = concurrent.futures.Future()
-
-            def work() -> None:
-                with contextlib.suppress(concurrent.futures.InvalidStateError):  # cancelled: nobody waits
-                    try:
-                        done.set_result(call(*args))
-                    except BaseException as exc:
-                        done.set_exception(exc)
-
-            threading.Thread(target=work, name="synth-fake-request", daemon=True).start()
-            # A loop gone (the server stopped) is not told: nobody is waiting.
-            return await asyncio.wrap_future(done)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -189,7 +167,10 @@ class FakeASGIApp:
         if scope["type"] != "http":
             return
         # A stream is counted before its handler runs: one past the bound costs no body read, no worker.
-        counted = scope.get("method") == "GET" and str(scope.get("path", "")).endswith("/events/stream")
+        # The handler's own route table says what the path is: no spelling of it escapes the count.
+        method = scope.get("method")
+        found = self.handler.route_of(method, str(scope.get("path", ""))) if method == "GET" else None
+        counted = found is not None and found.name == "events_stream"
         self._streams += counted
         taken = [0]
         try:
@@ -240,7 +221,7 @@ class FakeASGIApp:
             message = f"the request body did not arrive within {self.read_timeout:g}s; send the whole request"
             raise _Refused(408, "request_timeout", message) from None
         try:
-            return await self._off_loop(self.handler, _to_request(scope, body))
+            return await self._workers.run(self.handler, _to_request(scope, body))
         except httpx.ConnectError:
             return None
 
@@ -262,7 +243,7 @@ class FakeASGIApp:
             await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
             # Each look at the job on a worker, each wait between looks here (ended by a hang-up).
             while not watcher.done():
-                chunks, pause = await self._off_loop(stream.step)
+                chunks, pause = await self._workers.run(stream.step)
                 for chunk in chunks:
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 if pause is None:
@@ -273,4 +254,4 @@ class FakeASGIApp:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             watcher.cancel()
-            await self._off_loop(response.close)
+            await self._workers.run(response.close)

@@ -257,6 +257,8 @@ class FakeSynthBackend:
             timeout=rollout_timeout,
         )
         self.lifecycle = Lifecycle(self.store, self.driver, max_rollouts_per_step)
+        #: The pacing :meth:`reset` restores: the serve's while served.
+        self._pacing: Pacing = self.lifecycle.pacing
         self.handle = RequestHandler(
             self.lifecycle,
             keys=self.keys,
@@ -381,15 +383,20 @@ class FakeSynthBackend:
         return [r for r in self.store.requests if r.route == route]
 
     def reset(self, *, clock: Clock | None = None, job_id_prefix: str | None = None) -> None:
-        """Forget jobs, the request log, scenarios and faults, and give the stub model a fresh start;
-        settings stay. With *clock*, jobs run on that clock from now on; with *job_id_prefix*, ids
-        are that prefix and a count from 000001 again (a test's ids then do not depend on others)."""
+        """Forget jobs, the request log, scenarios and faults, and give the stub model a fresh start
+        (this fake's own policy); the rollout timeout and pacing go back to this fake's own (the
+        serve's, while served). With *clock*, jobs run on that clock from now on; with
+        *job_id_prefix*, ids are that prefix and a count from 000001 again (a test's ids then do
+        not depend on others). ``POST /_fake/reset`` calls it, and the plugin's fixtures after
+        each test."""
         __tracebackhide__ = True
         _check("reset.", {} if job_id_prefix is None else {"job_id_prefix": job_id_prefix})
         if clock is not None:
             self.lifecycle.use_clock(clock)
         self.store.reset(job_id_prefix)
         self.stand_in.reset()
+        self.driver.timeout = self._rollout_timeout
+        self.lifecycle.pacing = self._pacing
 
     def use_policy(self, policy: Policies | None) -> None:
         """Answer model calls with *policy* (or ``{env_name: policy}``) from now on (``None``: this
@@ -476,11 +483,12 @@ class FakeSynthBackend:
                     hint="call reset() first, or create the fake with clock=ScaledClock(speed)",
                 )
             previous = lifecycle.use_clock(ScaledClock(speed))
-        previous_pacing = lifecycle.pacing
+        previous_pacing, own_pacing = lifecycle.pacing, self._pacing
         if pacing is not None:
             lifecycle.pacing = pacing
         elif speed is None and isinstance(self.store.clock, VirtualClock):
             lifecycle.pacing = "observed"
+        self._pacing = lifecycle.pacing
         app = FakeASGIApp(self.handle, read_timeout=read_timeout)
         server = ServerThread(
             app,
@@ -495,7 +503,7 @@ class FakeSynthBackend:
             yield server.url
         finally:
             server.stop()
-            lifecycle.pacing = previous_pacing
+            lifecycle.pacing, self._pacing = previous_pacing, own_pacing
             if previous is not None:
                 self.store.clear_jobs()
                 lifecycle.use_clock(previous)

@@ -138,11 +138,19 @@ class RequestHandler:
                 record.forget_body()
             return response, matched
 
+    def route_of(self, method: str, path: str) -> RouteMatch | None:
+        """The API route *path* is (None: outside the API, or no route): the one decision of what a
+        path means, so every limit tied to a route (the event streams') sees what its handler sees."""
+        root = self.api_path
+        if not (path == root or path.startswith(root + "/")):
+            return None
+        return match_route(method, path[len(root) :])
+
     def _api(self, request: httpx.Request, record: LoggedRequest) -> tuple[httpx.Response, bool]:
         path, root = record.path, self.api_path
         if not (path == root or path.startswith(root + "/")):
             return self._unmatched(record, f"path is outside the API root {root}"), False
-        found = match_route(request.method, path[len(root) :])
+        found = self.route_of(request.method, path)
         if found is None:
             return self._unmatched(record, "no such route"), False
         record.job_id = found.job_id

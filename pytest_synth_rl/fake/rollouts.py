@@ -22,7 +22,7 @@ from pytest_synth_rl.errors import excerpt
 from pytest_synth_rl.fake.http_post import PostFailure, PostPool, PostResponse
 from pytest_synth_rl.fake.jobs import RolloutRecord
 from pytest_synth_rl.fake.model import Progress, RolloutIdentity
-from pytest_synth_rl.fake.model.inference import KEEP_INFERENCE_URL, ModelCall
+from pytest_synth_rl.fake.model.inference import KEEP_INFERENCE_URL, MAX_CONCURRENCY, ModelCall
 from pytest_synth_rl.fake.model.rewards import MAX_REWARD, extract_reward
 from pytest_synth_rl.fake.rollout_feed import RolloutFeed
 from pytest_synth_rl.secrets.masking import Secret, redact
@@ -41,8 +41,6 @@ __all__ = [
 
 #: Rollouts in flight at once when the config has no ``rollout.max_concurrent_rollouts``.
 DEFAULT_MAX_CONCURRENT_ROLLOUTS = 4
-#: Upper bound on rollouts in flight at once, whatever the config says (threads are bounded).
-MAX_CONCURRENCY = 32
 
 
 def _key_matched(content: bytes) -> bool:

@@ -6,11 +6,12 @@ when a fixture first runs.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
@@ -162,45 +163,55 @@ def synth_policy() -> Policy | None:
     return None
 
 
-def _for_this_test(fake: FakeSynthBackend, spec: SynthTestSpec, fixture_policy: object) -> None:
-    """Give *fake* the test's policy (marker, else the ``synth_policy`` fixture) and rollout timeout."""
+@contextlib.contextmanager
+def _one_test(
+    fake: FakeSynthBackend, test: _TestContext, fixture_policy: object, **reset: Any
+) -> Iterator[FakeSynthBackend]:
+    """*fake* for one test: reset (*reset* gives its clock and id prefix), then the test's policy
+    (marker, else the ``synth_policy`` fixture), rollout timeout and scenario; reset again when the
+    test ends, so nothing it set, in Python or over the admin API, reaches another test."""
     __tracebackhide__ = True
     from pytest_synth_rl.fake.model.policy import policy_problem
 
-    if fixture_policy is not None:
-        if not callable(fixture_policy):
-            problem = f"the synth_policy fixture returned {fixture_policy!r:.80}, not a policy"
-            hint = (
-                "return a callable taking the chat request, e.g. LearningPolicy(solve=...), "
-                "or None for the built-in policy"
-            )
-            raise SynthUsageError([ConfigProblem("synth_policy", problem, hint)])
-        broken = policy_problem(fixture_policy)
-        if broken is not None:
-            message = f"the synth_policy fixture returned a policy that cannot work: {broken}"
-            raise SynthUsageError([ConfigProblem("synth_policy", message)])
-    chosen = spec.policy if spec.policy is not None else fixture_policy
-    fake.use_policy(chosen)  # type: ignore[arg-type]  # a callable: the marker's and the checks above
-    fake.use_rollout_timeout(spec.rl.rollout_timeout)
+    spec = test.spec
+    fake.reset(**reset)
+    try:
+        if fixture_policy is not None:
+            if not callable(fixture_policy):
+                problem = f"the synth_policy fixture returned {fixture_policy!r:.80}, not a policy"
+                hint = (
+                    "return a callable taking the chat request, e.g. LearningPolicy(solve=...), "
+                    "or None for the built-in policy"
+                )
+                raise SynthUsageError([ConfigProblem("synth_policy", problem, hint)])
+            broken = policy_problem(fixture_policy)
+            if broken is not None:
+                message = f"the synth_policy fixture returned a policy that cannot work: {broken}"
+                raise SynthUsageError([ConfigProblem("synth_policy", message)])
+        chosen = spec.policy if spec.policy is not None else fixture_policy
+        fake.use_policy(chosen)  # type: ignore[arg-type]  # a callable: the marker's and the checks above
+        fake.use_rollout_timeout(spec.rl.rollout_timeout)
+        if spec.scenario is not None:
+            fake.scenario(spec.scenario)
+        yield fake
+    finally:
+        fake.reset()
 
 
 @pytest.fixture
 def _synth_fake(
     _synth_run: SynthRun, synth_clock: Clock, _synth_test: _TestContext, synth_policy: Policy | None
-) -> FakeSynthBackend:
+) -> Iterator[FakeSynthBackend]:
     from pytest_synth_rl.plugin.session import offline_job_id_prefix
 
     __tracebackhide__ = True
     settings = _synth_run.settings
     if not settings.is_offline:
         pytest.skip(f"synth_fake: the offline fake is not used against {settings.backend_url}")
-    spec = _synth_test.spec
+    prefix = offline_job_id_prefix(_synth_test.node.nodeid)
     fake = _synth_run.fake_backend()
-    fake.reset(clock=synth_clock, job_id_prefix=offline_job_id_prefix(_synth_test.node.nodeid))
-    _for_this_test(fake, spec, synth_policy)
-    if spec.scenario is not None:
-        fake.scenario(spec.scenario)
-    return fake
+    with _one_test(fake, _synth_test, synth_policy, clock=synth_clock, job_id_prefix=prefix):
+        yield fake
 
 
 @pytest.fixture
@@ -364,14 +375,12 @@ def _synth_served_fake() -> Iterator[ServedFake]:
 @pytest.fixture
 def synth_fake_server(
     _synth_served_fake: ServedFake, _synth_test: _TestContext, synth_policy: Policy | None
-) -> ServedFake:
+) -> Iterator[ServedFake]:
     """A ``FakeSynthBackend`` served on a loopback port, one per session (per xdist worker), for
-    clients that are not httpx or subprocesses; a test's jobs follow its scenario and policy."""
+    clients that are not httpx or subprocesses; reset for each test, as ``synth_fake`` is."""
     __tracebackhide__ = True
-    fake = _synth_served_fake.fake
-    _for_this_test(fake, _synth_test.spec, synth_policy)
-    fake.scenario(_synth_test.spec.scenario)
-    return _synth_served_fake
+    with _one_test(_synth_served_fake.fake, _synth_test, synth_policy):
+        yield _synth_served_fake
 
 
 @pytest.fixture

@@ -45,6 +45,16 @@ def _positive_float(name: str) -> Callable[[Any], float]:
     return parse
 
 
+def _poll_interval(raw: Any) -> float:
+    from pytest_synth_rl.client.polling import interval_problem
+
+    value = _positive_float("synth poll interval")(raw)
+    problem = interval_problem(value)
+    if problem is not None:
+        raise ValueError(f"synth poll interval {problem}")
+    return value
+
+
 def _flag(raw: Any) -> bool:
     if isinstance(raw, bool):
         return raw
@@ -142,7 +152,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
                metavar=_SECONDS),
     OptionSpec("poll_interval", "Seconds between status polls (virtual seconds offline).",
                "--synth-poll-interval", ("SYNTH_POLL_INTERVAL",), "synth_poll_interval",
-               _positive_float("synth poll interval"), metavar=_SECONDS),
+               _poll_interval, metavar=_SECONDS),
     OptionSpec("verify_task_app", "Online, have the backend verify the task app (POST "
                "/api/rl/verify_task_app) before a run's first submit to it, as the synth-ai CLI does.",
                "--synth-verify-task-app", ("SYNTH_VERIFY_TASK_APP",), "synth_verify_task_app", _flag,

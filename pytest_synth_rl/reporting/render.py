@@ -63,15 +63,15 @@ def format_duration(seconds: float | None) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
-def status_timeline(samples: Iterable[tuple[float, str]]) -> str:
-    """Collapse ``(elapsed, status)`` samples into runs: ``queued x3 (0s-20s) -> running x5 …``."""
+def status_timeline(samples: Iterable[tuple[float, str, int]]) -> str:
+    """Collapse ``(elapsed, status, polls)`` samples into runs: ``queued x3 (0s-20s) -> running x5 …``."""
     runs: list[list[Any]] = []  # [status, count, first_t, last_t]
-    for elapsed, status in samples:
+    for elapsed, status, polls in samples:
         if runs and runs[-1][0] == status:
-            runs[-1][1] += 1
+            runs[-1][1] += polls
             runs[-1][3] = elapsed
         else:
-            runs.append([status, 1, elapsed, elapsed])
+            runs.append([status, polls, elapsed, elapsed])
     if not runs:
         return "(no polls)"
     parts = []

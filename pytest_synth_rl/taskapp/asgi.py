@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
+import threading
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import Any, TypeVar
 
+T = TypeVar("T")
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -38,3 +43,31 @@ async def read_body(receive: Receive, limit: int | None = None) -> bytes:
         if not event.get("more_body", False):
             break
     return b"".join(chunks)
+
+
+class OffLoop:
+    """Blocking calls made from an event loop, each on a daemon thread of its own, at most *limit*
+    at once (more wait on the loop): the loop stays free, and a call that never returns holds up
+    neither its server's stop nor the interpreter's exit (its answer, if it ever comes, is dropped)."""
+
+    def __init__(self, limit: int, name: str) -> None:
+        self.limit, self.name = limit, name
+        self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+
+    async def run(self, call: Callable[..., T], *args: object) -> T:
+        loop = asyncio.get_running_loop()
+        if self._slots is None or self._slots[0] is not loop:  # a server served again has a new loop
+            self._slots = (loop, asyncio.Semaphore(self.limit))
+        async with self._slots[1]:
+            done: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+            def work() -> None:
+                with contextlib.suppress(concurrent.futures.InvalidStateError):  # cancelled: nobody waits
+                    try:
+                        done.set_result(call(*args))
+                    except BaseException as exc:
+                        done.set_exception(exc)
+
+            threading.Thread(target=work, name=self.name, daemon=True).start()
+            # A loop gone (the server stopped) is not told: nobody is waiting.
+            return await asyncio.wrap_future(done)

@@ -262,7 +262,7 @@ def reward_points(*rewards: float, name: str = "train.reward") -> list[dict[str,
 def test_history_render_shows_status_error_timeline_curve_reward_and_events() -> None:
     history = JobHistory(
         job_id="job-1",
-        statuses=[(0.0, "queued"), (10.0, "running"), (20.0, "failed")],
+        statuses=[(0.0, "queued", 1), (10.0, "running", 1), (20.0, "failed", 1)],
         events=[
             event(1, "rl.job.started", "started"),
             {"type": "rl.job.failed"},
@@ -402,7 +402,7 @@ def test_history_of_a_polled_job_comes_from_the_poll_result() -> None:
     job = job_for(backend)
     result = job.poll_until_complete(timeout=100, interval=10)
     history = collect_job_history(job, result)
-    assert history.statuses == [(0.0, "queued"), (10.0, "failed")]
+    assert history.statuses == [(0.0, "queued", 1), (10.0, "failed", 1)]
     assert (history.final_status, history.final_reward, history.error) == ("failed", 0.25, "OOM")
     assert history.rewards == [0.25]
     assert history.job_id == "job-1"

@@ -75,8 +75,15 @@ def test_renderers() -> None:
     assert format_duration(7200) == "2h00m"
     assert format_duration(75.5) == "1m16s"
     assert format_duration(0.0123) == "12.3ms"
-    assert status_timeline([(0, "queued"), (10, "queued"), (20, "running"), (30, "succeeded")]) == (
-        "queued x2 (0s-10.0s) -> running x1 (20.0s) -> succeeded x1 (30.0s)"
+    samples = [
+        (0, "queued", 1),
+        (10, "queued", 1),
+        (20, "running", 1),
+        (50, "running", 3),
+        (60, "succeeded", 1),
+    ]
+    assert (
+        status_timeline(samples) == "queued x2 (0s-10.0s) -> running x4 (20.0s-50.0s) -> succeeded x1 (1m00s)"
     )
     rendered = table(["metric", "value"], [["reward", 0.5], ["steps", None]])
     assert rendered.splitlines()[0] == "metric  value"

@@ -11,6 +11,7 @@ import respx
 from client_support import API, attach
 
 from pytest_synth_rl.client import JobResult, RLJob, SynthCallbackWarning
+from pytest_synth_rl.client.results import polls_in
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import JobFailedError, JobTimeoutError, SynthError, SynthUsageError
 
@@ -84,7 +85,8 @@ def test_two_hour_timeout_on_virtual_clock(
     assert err.job_id == "job-1"
     assert err.timeout == 7200.0
     assert err.last_status == "running"
-    assert len(err.history) == 721
+    assert polls_in(err.history) == 721
+    assert len(err.history) == 2  # the same answer all along: its first and latest poll
     assert err.history[-1].elapsed == 7200.0
     assert "running x721 (0-7200s)" in str(err)
     assert "timeout=" in (err.hint or "")
@@ -96,7 +98,7 @@ def test_interval_and_timeout_honoured_exactly(router: respx.MockRouter, job: RL
     with pytest.raises(JobTimeoutError) as info:
         job.poll_until_complete(timeout=25.0, interval=10.0)
     assert _clock(job).sleeps == [10.0, 10.0, 5.0]
-    assert [r.elapsed for r in info.value.history] == [0.0, 10.0, 20.0, 25.0]
+    assert [(r.elapsed, r.polls) for r in info.value.history] == [(0.0, 1), (25.0, 3)]
 
 
 def test_fractional_interval_does_not_overshoot(router: respx.MockRouter, job: RLJob) -> None:

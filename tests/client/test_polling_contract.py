@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from pytest_synth_rl.client.polling import Poller, SynthCallbackWarning, summarize_history
-from pytest_synth_rl.client.results import JobResult, PollRecord
+from pytest_synth_rl.client.polling import MIN_POLL_INTERVAL, Poller, SynthCallbackWarning, summarize_history
+from pytest_synth_rl.client.results import MAX_POLL_RECORDS, JobResult, PollRecord, add_poll, polls_in
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import JobFailedError, JobTimeoutError, SynthUsageError
 
@@ -63,6 +63,43 @@ def test_bad_timeout_or_interval_is_a_usage_error_naming_the_argument(
     assert problem.hint == "e.g. poll_until_complete(timeout=7200, interval=10)"
 
 
+def test_an_interval_below_the_minimum_is_a_usage_error_naming_it_and_the_minimum() -> None:
+    with pytest.raises(SynthUsageError) as info:
+        poller(interval=1e-9)
+    [problem] = info.value.problems
+    assert problem.key == "poll_until_complete.interval"
+    assert problem.message == "must be at least 0.01 seconds (the shortest poll interval), got 1e-09"
+    assert problem.hint == "e.g. poll_until_complete(timeout=7200, interval=10)"
+    assert poller(interval=MIN_POLL_INTERVAL)[0].interval == 0.01
+
+
+def test_a_two_hour_wait_polled_every_tenth_of_a_second_keeps_what_changed_not_every_poll() -> None:
+    p, clock = poller(timeout=7200, interval=0.1)
+    statuses = ["queued"] * 1000 + ["running"] * 80_000
+    with pytest.raises(JobTimeoutError) as info:
+        drive(p, clock, statuses)
+    assert polls_in(p.history) == 72_001
+    assert [(r.status, r.polls) for r in p.history] == [
+        ("queued", 1),
+        ("queued", 999),
+        ("running", 1),
+        ("running", 71_000),
+    ]
+    assert "72001 polls every 0.1s; statuses: queued x1000 (0-99.9s) -> running x71001 (100-7200s)" in str(
+        info.value
+    )
+
+
+def test_a_history_whose_every_answer_differs_is_bounded_and_keeps_its_count() -> None:
+    history: list[PollRecord] = []
+    for poll in range(3 * MAX_POLL_RECORDS):
+        kept = add_poll(history, PollRecord(float(poll), float(poll), "running", {"step": poll}))
+        assert kept is history[-1]
+    assert len(history) == MAX_POLL_RECORDS
+    assert polls_in(history) == 3 * MAX_POLL_RECORDS
+    assert (history[0].elapsed, history[-1].elapsed) == (0.0, 3 * MAX_POLL_RECORDS - 1)
+
+
 def test_zero_timeout_and_integer_arguments_are_accepted_as_floats() -> None:
     p, _ = poller(timeout=0, interval=1)
     assert (p.timeout, p.interval) == (0.0, 1.0)
@@ -76,7 +113,7 @@ def test_polls_start_at_zero_and_the_last_lands_on_the_deadline() -> None:
     p, clock = poller(timeout=25, interval=10)
     with pytest.raises(JobTimeoutError):
         drive(p, clock, ["running"] * 10)
-    assert [r.elapsed for r in p.history] == [0, 10, 20, 25]
+    assert [(r.elapsed, r.polls) for r in p.history] == [(0, 1), (25, 3)]
     assert clock.sleeps == [10, 10, 5]
     assert clock.now() == START + 25
 

@@ -46,7 +46,8 @@ def test_rljob_runs_a_two_hour_job_with_real_rollouts_without_waiting(
         assert result.job_id == job_id
         fake_job = fake.job(job_id)
         assert result.final_reward == fake_job.final_reward
-        assert len(result.history) == len(fake.calls("status")) == 721
+        assert result.polls == len(fake.calls("status")) == 721
+        assert len(result.history) <= 2 * (8 + 3)  # first and latest poll of each answer (8 steps)
         # arithmetic.toml: episodes_per_batch 8 (capped at 4), eval every 2 steps on 4 seeds
         assert [r.seed for r in fake_job.rollouts if r.mode == "eval"][:4] == [100, 101, 102, 103]
         assert len(fake_job.rollouts) == 8 * 4 + 4 * 4

@@ -150,6 +150,33 @@ def test_seconds_must_be_finite(name: str, raw: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("layer", "where"),
+    [
+        ({"cli": {"poll_interval": "1e-9"}}, "--synth-poll-interval"),
+        ({"env": {"SYNTH_POLL_INTERVAL": "1e-9"}}, "environment variable SYNTH_POLL_INTERVAL"),
+        ({"ini": {"poll_interval": "1e-9"}}, "ini option synth_poll_interval"),
+        ({"marker": 1e-9}, "marker argument poll_interval"),
+    ],
+)
+def test_a_poll_interval_below_the_minimum_is_refused_where_it_was_given(
+    layer: dict[str, Any], where: str
+) -> None:
+    def resolve() -> object:
+        if "marker" in layer:
+            return resolve_settings(env={}).with_overrides({"poll_interval": layer["marker"]})
+        return resolve_settings(**{"env": {}, **layer})
+
+    with pytest.raises(SynthUsageError) as info:
+        resolve()
+    assert info.value.keys == ["poll_interval"]
+    assert f"{where}: synth poll interval must be at least 0.01 seconds" in str(info.value)
+    assert "got 1e-09" in str(info.value)
+    # The examples poll a served fake every 0.1 s, and the minimum itself is a poll interval.
+    for accepted in ("0.1", "0.01"):
+        assert resolve_settings(cli={"poll_interval": accepted}, env={}).poll_interval == float(accepted)
+
+
+@pytest.mark.parametrize(
     ("source", "layer", "where"),
     [
         ("cli", {"cli": {"backend": "mok"}}, "--synth-backend"),

@@ -39,9 +39,10 @@ from pytest_synth_rl.fake.model import (
     tool_call,
 )
 from pytest_synth_rl.secrets.masking import get_logger, redact
-from pytest_synth_rl.taskapp.asgi import Receive, Scope, Send, read_body, serve_lifespan
+from pytest_synth_rl.taskapp.asgi import OffLoop, Receive, Scope, Send, read_body, serve_lifespan
 
 __all__ = [
+    "MAX_CONCURRENCY",
     "SUBMIT_ANSWER_TOOL",
     "ArithmeticPolicy",
     "InferencePolicy",
@@ -66,6 +67,9 @@ _MODELS_SUFFIX = "/models"
 _MAX_BODY_BYTES = 8 * 1024 * 1024
 _MAX_ROUTES = 10_000  # rollout routes and per-rollout call lists kept (the newest)
 _MAX_CALLS_PER_ROLLOUT = 1_000
+#: Rollouts in flight at once, whatever a config says, and so model calls answered at once: each
+#: on a thread of its own, never on the server's event loop.
+MAX_CONCURRENCY = 32
 #: Why a call without a correlation id is refused where every handed-out URL carries one.
 NO_CORRELATION_ID = (
     "the call carried no correlation id: POST {path} is not under the URL the rollout was given "
@@ -244,6 +248,9 @@ class StubInference:
         self._calls: OrderedDict[str | None, list[ModelCall]] = OrderedDict()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
+        # Calls admitted before the last clear() are abandoned: not run if not started, not recorded.
+        self._epoch = 0
+        self._workers = OffLoop(MAX_CONCURRENCY, "synth-policy")
 
     def route(self, rollout: RolloutIdentity, progress: Progress) -> str:
         """Register one rollout (while served); returns its inference URL
@@ -283,11 +290,15 @@ class StubInference:
             raise ValueError(str(exc)) from exc
 
     def clear(self) -> None:
+        """Forget every call and route; calls still running are abandoned (their answers dropped),
+        and new calls get workers of their own (abandoned ones may still hold the old)."""
         with self._lock:
             self.requests.clear()
             self.dropped_requests = 0
             self._calls.clear()
             self._routes.clear()
+            self._epoch += 1
+            self._workers = OffLoop(MAX_CONCURRENCY, "synth-policy")
 
     @property
     def last_request(self) -> dict[str, Any] | None:
@@ -301,7 +312,10 @@ class StubInference:
         status: int,
         response: dict[str, Any],
         failure: tuple[str, str | None] | None = None,
+        epoch: int | None = None,
     ) -> None:
+        if epoch is not None and epoch != self._epoch:
+            return  # abandoned by a clear() (the test it belonged to ended): never recorded
         cid = chat.rollout.correlation_id
         problem, trace = (redact(failure[0]), failure[1] and redact(failure[1])) if failure else (None, None)
         if trace is not None:
@@ -319,9 +333,15 @@ class StubInference:
             if len(calls) > _MAX_CALLS_PER_ROLLOUT:  # calls without an id all land in one list
                 del calls[0]
 
-    def _complete(self, request: Mapping[str, Any], cid: str | None, path: str) -> dict[str, Any]:
+    def _complete(
+        self, request: Mapping[str, Any], cid: str | None, path: str, epoch: int | None = None
+    ) -> dict[str, Any]:
+        """The completion; *epoch* is the one the call was admitted in (None: the current one)."""
         body = _checked(request)
         with self._lock:
+            if epoch is not None and epoch != self._epoch:
+                ended = "the call was abandoned: the test its rollout belongs to ended before it started"
+                raise _RequestError(503, ended, "abandoned", "server_error")
             self.requests.append(body)
             excess = len(self.requests) - max(1, self.max_requests)
             if excess > 0:
@@ -335,7 +355,7 @@ class StubInference:
         try:
             message = self._ask(chat, path)
         except _RequestError as exc:
-            self._record(chat, path, exc.status, exc.body(), exc.failure)
+            self._record(chat, path, exc.status, exc.body(), exc.failure, epoch)
             raise
         model = body.get("model") if isinstance(body.get("model"), str) else self.model
         prompt_tokens = _words(body["messages"])
@@ -353,7 +373,7 @@ class StubInference:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
-        self._record(chat, path, 200, completion)
+        self._record(chat, path, 200, completion, epoch=epoch)
         return completion
 
     def _ask(self, chat: ChatRequest, path: str) -> dict[str, Any]:
@@ -387,22 +407,30 @@ class StubInference:
             query = scope.get("query_string", b"").decode("latin-1")
             cid = _correlation_id(path[: -len(_CHAT_SUFFIX)], query)
             raw = await read_body(receive, _MAX_BODY_BYTES)
-            try:
-                try:
-                    request = json.loads(raw)
-                except (ValueError, UnicodeDecodeError) as exc:
-                    raise _RequestError(
-                        400, f"the request body is not valid JSON: {exc}", "invalid_json"
-                    ) from exc
-                status, payload = 200, self._complete(request, cid, path)
-            except _RequestError as exc:
-                status, payload = exc.status, exc.body()
+            with self._lock:
+                epoch, workers = self._epoch, self._workers
+            # The policy is the team's code: it may block, so never on this loop (other tests' calls).
+            status, body = await workers.run(self._answer, raw, cid, path, epoch)
         else:
             status, payload = self._route(method, path)
-        body = json.dumps(payload, allow_nan=False).encode()  # replies are checked when made
+            body = json.dumps(payload, allow_nan=False).encode()
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+    def _answer(self, raw: bytes, cid: str | None, path: str, epoch: int) -> tuple[int, bytes]:
+        """The status and body answering one chat-completions POST of *raw* (on a worker thread)."""
+        try:
+            try:
+                request = json.loads(raw)
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise _RequestError(
+                    400, f"the request body is not valid JSON: {exc}", "invalid_json"
+                ) from exc
+            status, payload = 200, self._complete(request, cid, path, epoch)
+        except _RequestError as exc:
+            status, payload = exc.status, exc.body()
+        return status, json.dumps(payload, allow_nan=False).encode()  # replies are checked when made
 
     def _route(self, method: str, path: str) -> tuple[int, dict[str, Any]]:
         """The answer to anything but a chat-completions POST."""

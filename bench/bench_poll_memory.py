@@ -1,0 +1,93 @@
+"""Memory of a long wait: a two-hour job polled every 100 ms offline (72,000 status polls).
+
+Ours: this process's resident memory (``/proc/self/statm``) after ``RLJob.poll_until_complete(
+interval=0.1)`` has waited out a 7,200-second job through the respx-mounted
+``FakeSynthBackend`` on a ``VirtualClock`` (no task app, scripted rewards), against its RSS after
+a warm-up wait of 1,000 polls. A wait's history keeps the first and latest poll of each run of
+equal answers, so it holds what changed (about two records per step), not every poll. Target:
+<= 1.10x. CPU and wall time of the long wait are printed next to each other.
+
+Run alone: ``python bench/bench_poll_memory.py``.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench._common import report  # noqa: E402
+from pytest_synth_rl.client import JobResult, RLJob  # noqa: E402
+from pytest_synth_rl.clock import VirtualClock  # noqa: E402
+from pytest_synth_rl.fake import FakeSynthBackend  # noqa: E402
+
+CONFIG = ROOT / "examples" / "rl_minimal.toml"
+INTERVAL = 0.1
+DURATION = 7200.0
+WARM_UP = 100.0  # seconds of virtual time: 1,000 polls
+STEPS = 10
+TARGET = 1.10
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm", encoding="ascii") as handle:
+        resident_pages = int(handle.read().split()[1])
+    return resident_pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def wait(duration: float) -> JobResult:
+    """Submit a job lasting *duration* virtual seconds and poll it to its end every 100 ms."""
+    clock = VirtualClock()
+    with FakeSynthBackend(clock=clock, rollouts=False) as fake:
+        fake.scenario(duration=duration, steps=STEPS)
+        job = RLJob.from_config(
+            CONFIG,
+            backend_url=fake.base_url,
+            api_key=fake.api_key,
+            task_app_url="https://task-app.example.com",
+            task_app_api_key="bench-task-app-key",
+            skip_health_check=True,
+            clock=clock,
+        )
+        with job:
+            job.submit()
+            result = job.poll_until_complete(timeout=duration + 60.0, interval=INTERVAL)
+    fake.close()
+    if result.status != "succeeded":
+        raise RuntimeError(f"unexpected run: status={result.status} polls={result.polls}")
+    return result
+
+
+def main() -> list[str]:
+    wait(WARM_UP)
+    gc.collect()
+    before = rss_mb()
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = wait(DURATION)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    gc.collect()
+    after = rss_mb()
+    print(f"the 2-hour wait: {result.polls} polls in {wall:.2f} s wall, {cpu:.2f} s CPU", flush=True)
+    return [
+        report(
+            f"RSS after a 2-hour wait polled every {INTERVAL:g} s ({result.polls} polls, "
+            f"{len(result.history)} kept in its history)",
+            ours=after,
+            baseline_name="after a 1,000-poll warm-up wait",
+            baseline=before,
+            unit="MB",
+            ratio=after / before,
+            target_text=f"<= {TARGET:g}x",
+            met=after / before <= TARGET,
+        )
+    ]
+
+
+if __name__ == "__main__":
+    main()
