@@ -178,6 +178,41 @@ def job_record(
     )
 
 
+class LiveJobs:
+    """Submitted jobs not known to have ended: named when a third signal ends the run and, in an
+    xdist worker, kept in a small file (rewritten atomically) that the controller reads if the
+    worker dies before reporting them. Ids, tests and backends only: never a key."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self._jobs: dict[str, dict[str, str]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, test_id: str, job_id: str, backend: str) -> None:
+        with self._lock:
+            self._jobs[job_id] = {"test": redact(test_id), "job_id": job_id, "backend": redact(backend)}
+            self._save()
+
+    def discard(self, job_id: str) -> None:
+        with self._lock:
+            if self._jobs.pop(job_id, None) is not None:
+                self._save()
+
+    def described(self) -> list[str]:
+        """``job_id (test)`` of each; takes no lock, so a signal handler may ask."""
+        return [f"{entry['job_id']} ({entry['test']})" for entry in list(self._jobs.values())]
+
+    def _save(self) -> None:
+        if self.path is None:
+            return
+        if not self._jobs:
+            self.path.unlink(missing_ok=True)
+            return
+        from pytest_synth_rl.reporting.files import atomic_write_text
+
+        atomic_write_text(self.path, json.dumps(list(self._jobs.values()), sort_keys=True))
+
+
 #: GitHub's Mermaid renders long x axes unreadably; longer curves are sampled evenly for the chart.
 MAX_CHART_POINTS = 100
 _PLAIN_LIMIT = 1e12  # larger rewards are charted in a power of ten, named in the y axis title

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_synth_rl.plugin.settings import SynthSettings
-from pytest_synth_rl.reporting.report import JOB_PROPERTY, JobRecord, RunReport
+from pytest_synth_rl.reporting.report import JOB_PROPERTY, JobRecord, LiveJobs, RunReport
 from pytest_synth_rl.secrets.masking import redact
 
 __all__ = ["JOB_PROPERTY", "WORKER_ROW_SPOOL", "RunSummary", "job_properties"]
@@ -57,6 +57,7 @@ class RunSummary:
         self._reported: set[str] = set()
         self._spool_dir: Path | None = None  # controller: where its workers spool
         self._spool: Path | None = None  # worker: its own spool file
+        self.live = LiveJobs()
         workerinput = getattr(config, "workerinput", None) or {}
         if workerinput.get(WORKER_ROW_SPOOL):
             self._spool = (
