@@ -20,6 +20,7 @@ from pytest_synth_rl.assertions import job_rewards
 from pytest_synth_rl.client import AsyncRLJob, RetryPolicy, RLJob
 from pytest_synth_rl.client.results import is_terminal, job_status
 from pytest_synth_rl.clock import Clock
+from pytest_synth_rl.config.urls import normalize_backend_url
 from pytest_synth_rl.errors import (
     ConfigError,
     ConfigProblem,
@@ -30,6 +31,7 @@ from pytest_synth_rl.errors import (
     seconds_problem,
     unknown_argument,
 )
+from pytest_synth_rl.plugin.interrupts import CANCEL_SECONDS
 from pytest_synth_rl.plugin.settings import SynthSettings
 from pytest_synth_rl.reporting.report import JobRecord, LiveJobs, job_record
 from pytest_synth_rl.secrets.masking import Secret, get_logger, redact, secret_or_none
@@ -434,3 +436,20 @@ def finish_job(
         now_wall=now_wall,
         cancelled_by_plugin=cancelled,
     )
+
+
+def orphan_records(orphans: list[tuple[str, str, str]], settings: SynthSettings) -> list[JobRecord]:
+    """Records of (test, job id, backend) whose xdist worker died before reporting them, marked
+    orphaned: online, those on the run's own backend (the run's key is theirs) are cancelled."""
+    deadline = time.monotonic() + CANCEL_SECONDS
+    records = []
+    for test_id, job_id, backend in orphans:
+        log.warning("RL job %s of %s was orphaned: its xdist worker died", job_id, test_id)
+        ours = normalize_backend_url(backend) == normalize_backend_url(settings.backend_url)
+        if settings.is_offline or not ours or time.monotonic() >= deadline:
+            records.append(JobRecord(test_id, job_id, None, backend, orphaned=True))
+            continue
+        with job_handle(job_id, backend, settings.api_key, deadline) as handle:
+            record = finish_job(test_id, handle, handle, cancel_running=True, clock=handle.clock)
+        records.append(replace(record, orphaned=True))
+    return records

@@ -38,6 +38,8 @@ class JobRecord:
     wall_seconds: float | None = None
     error: str | None = None
     cancelled_by_plugin: bool = False
+    #: Submitted by a test whose xdist worker died before reporting it.
+    orphaned: bool = False
     #: The statuses the polls saw: ``[status, first_seconds, last_seconds]`` runs.
     timeline: list[list[Any]] = field(default_factory=list)
 
@@ -299,7 +301,9 @@ class RunReport:
             [
                 r.test_id,
                 r.job_id or "-",
-                r.status_label + (" (cancelled by plugin)" if r.cancelled_by_plugin else ""),
+                r.status_label
+                + (" (cancelled by plugin)" if r.cancelled_by_plugin else "")
+                + (" (orphaned: its worker died)" if r.orphaned else ""),
                 f"{format_duration(r.clock_seconds)} {time_label}" if r.clock_seconds is not None else "-",
                 format_duration(r.wall_seconds),
                 format_reward(r.final_reward) if r.final_reward is not None else "-",

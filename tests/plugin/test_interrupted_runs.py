@@ -1,6 +1,6 @@
 """An interrupted run is still reported: Ctrl-C and SIGTERM cancel the online job, print the job
 table and write the JSON report, also when signalled again during teardown; the SIGTERM handler
-lives only for the session.
+lives only for the session; a job of an xdist worker that was killed is reported and cancelled.
 
 The test in the subprocess signals itself once its job is submitted and running on a served fake
 in this process, so the interruption lands at a known point, with no timing involved.
@@ -272,3 +272,64 @@ def test_a_third_signal_ends_the_run_at_once_naming_the_jobs_left_running(
         assert f"{job_id} (test_three.py::test_three_jobs)" in stopped[0]
     assert "Traceback" not in text
     assert not (pytester.path / "report.json").exists()
+
+
+ORPHAN_SUITE = """
+import os
+import pathlib
+import shutil
+import signal
+
+import pytest
+
+pytestmark = [
+    pytest.mark.synth_task_app("arithmetic_task_app.py"),
+    pytest.mark.synth_rl(config="arithmetic.toml"),
+]
+
+
+def test_killed(synth_rl_job, request):
+    job = synth_rl_job()
+    job.submit()
+    assert job.get_status()["status"] in ("queued", "running")
+    # What the worker leaves the controller, kept for the test to read.
+    spool = pathlib.Path(request.config.workerinput["synth_row_spool"])
+    for live in spool.glob("*.live.json"):
+        shutil.copy(live, "live.json")
+    os.kill(os.getpid(), signal.SIGKILL)  # the OOM killer: no teardown, no report to the controller
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="needs POSIX signals")
+def test_a_job_of_an_xdist_worker_killed_with_sigkill_is_reported_orphaned_and_cancelled(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("arithmetic_task_app.py", "arithmetic.toml"):
+        shutil.copy(EXAMPLES / name, pytester.path / name)
+    pytester.makepyfile(test_orphan=ORPHAN_SUITE)
+    temp = pytester.mkdir("temp")  # where the run keeps its workers' files
+    monkeypatch.setenv("TMPDIR", str(temp))
+    with ServedFake.start(polls_to_finish=10_000, task_app_api_key=ENV_KEY) as served:
+        monkeypatch.setenv("SYNTH_API_KEY", served.api_key.value)
+        monkeypatch.setenv("ENVIRONMENT_API_KEY", ENV_KEY)
+        result = pytester.runpytest_subprocess(
+            "-n", "2", "-p", "xdist", "--max-worker-restart=0", "-p", "no:randomly",
+            f"--synth-backend={served.url}",
+            "--synth-report=report.json", timeout=600,  # a hang guard only
+        )  # fmt: skip
+        jobs = [(job.id, job.status) for job in served.fake.jobs]
+    assert len(jobs) == 1, result.stdout.str()
+    job_id = jobs[0][0]
+    assert jobs == [(job_id, "cancelled")], result.stdout.str()
+    orphaned = "cancelled (cancelled by plugin) (orphaned: its worker died)"
+    result.stdout.fnmatch_lines([f"test_orphan.py::test_killed  {job_id}  {orphaned}*"])
+    report = json.loads((pytester.path / "report.json").read_text(encoding="utf-8"))
+    assert [(r["test_id"], r["job_id"], r["status"], r["orphaned"]) for r in report["jobs"]] == [
+        ("test_orphan.py::test_killed", job_id, "cancelled", True)
+    ]
+    assert not list(temp.iterdir())  # removed at the end of the run
+    live = (pytester.path / "live.json").read_text(encoding="utf-8")
+    assert [(e["test"], e["job_id"]) for e in json.loads(live)] == [("test_orphan.py::test_killed", job_id)]
+    assert served.api_key.value not in live
+    assert ENV_KEY not in live
