@@ -127,6 +127,8 @@ class JobBase(Generic[ClientT, TransportT]):
         self.submitted_wall: float | None = None
         self.finished_at: float | None = None
         self.finished_wall: float | None = None
+        #: Called with the job id as soon as the backend accepted the submission.
+        self.on_submitted: Callable[[str], None] | None = None
 
     def _drive_and_close(self, steps: Steps[T]) -> Any:
         raise NotImplementedError
@@ -301,6 +303,8 @@ class JobBase(Generic[ClientT, TransportT]):
         self._job_id = job_id
         self.submitted_at = self._clock.now()
         self.submitted_wall = time.perf_counter()
+        if self.on_submitted is not None:
+            self.on_submitted(job_id)
         return job_id
 
     def _job_call(self, operation: str, parse: Callable[[httpx.Response], T], **params: int) -> Call[T]:

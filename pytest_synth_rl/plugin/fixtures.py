@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 
 from pytest_synth_rl.errors import ConfigProblem, MarkerError, SynthError, SynthUsageError, did_you_mean
+from pytest_synth_rl.plugin.interrupts import RunInterrupts
 from pytest_synth_rl.plugin.markers import SynthTestSpec, parse_test_spec
 from pytest_synth_rl.plugin.settings import SynthSettings
 from pytest_synth_rl.reporting.summary import RunSummary, job_properties
@@ -319,6 +320,7 @@ def synth_rl_job(
             http_client, transport = _synth_run.fake_http_client(), fake.transport()
             async_transport = _synth_run.fake_async_transport()
     config_dir = [synth_rl_config.path.parent] if synth_rl_config is not None else []
+    summary = request.config.pluginmanager.get_plugin("synth-rl-summary")
     jobs = SynthJobFactory(
         test_id=request.node.nodeid,
         settings=settings,
@@ -334,12 +336,16 @@ def synth_rl_job(
         async_transport=async_transport,
         prepare_submit=None if settings.is_offline else _synth_run.prepare_submit,
         config_dirs=tuple(dict.fromkeys([*config_dir, request.node.path.parent, request.config.rootpath])),
+        live=summary.live if isinstance(summary, RunSummary) else None,
     )
     request.node.stash[_JOBS_KEY] = jobs
     yield jobs
-    records = jobs.finish(cancel_running=not settings.is_offline)
+    interrupts = request.config.pluginmanager.get_plugin("synth-rl-interrupts")
+    deadline = (
+        interrupts.deadline() if isinstance(interrupts, RunInterrupts) and not settings.is_offline else None
+    )
+    records = jobs.finish(cancel_running=not settings.is_offline, deadline=deadline)
     request.node.user_properties.extend(job_properties(records))
-    summary = request.config.pluginmanager.get_plugin("synth-rl-summary")
     if isinstance(summary, RunSummary):
         summary.hold(request.node.nodeid, records)
 

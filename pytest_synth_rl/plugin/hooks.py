@@ -17,7 +17,7 @@ import pytest
 from pytest_synth_rl.errors import SynthUsageError
 from pytest_synth_rl.plugin import fixtures
 from pytest_synth_rl.plugin.fixtures import CALL_PASSED_KEY, SETTINGS_KEY, spec_of
-from pytest_synth_rl.plugin.interrupts import TerminationAsInterrupt
+from pytest_synth_rl.plugin.interrupts import RunInterrupts
 from pytest_synth_rl.plugin.markers import MARKERS, marker_guess
 from pytest_synth_rl.plugin.progress import register_views
 from pytest_synth_rl.plugin.settings import (
@@ -32,7 +32,6 @@ from pytest_synth_rl.reporting.summary import WORKER_ROW_SPOOL, RunSummary
 from pytest_synth_rl.secrets.masking import short_key_warning
 
 _RUN_TASK_KEY = pytest.StashKey[str]()
-_TERM_KEY = pytest.StashKey[TerminationAsInterrupt]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -123,7 +122,7 @@ def pytest_configure_node(node: Any) -> None:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Mask live logs and the log file; online or with a report, SIGTERM ends the run like Ctrl-C,
-    so jobs are cancelled and reported rather than left running."""
+    so jobs are cancelled and reported rather than left running (see :mod:`.interrupts`)."""
     from pytest_synth_rl.secrets.masking import mask_handler
 
     logging_plugin = session.config.pluginmanager.get_plugin("logging-plugin")
@@ -132,18 +131,15 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         if isinstance(handler, logging.Handler):
             mask_handler(handler)
     settings = session.config.stash.get(SETTINGS_KEY, None)
-    if settings is not None and (not settings.is_offline or settings.report):
-        term = TerminationAsInterrupt()
-        if term.install():
-            session.config.stash[_TERM_KEY] = term
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    term = session.config.stash.get(_TERM_KEY, None)
-    if term is not None:
-        term.restore()
-        del session.config.stash[_TERM_KEY]
+    summary = session.config.pluginmanager.get_plugin("synth-rl-summary")
+    if (
+        settings is not None
+        and isinstance(summary, RunSummary)
+        and (not settings.is_offline or settings.report)
+    ):
+        interrupts = RunInterrupts(summary.live.described)
+        interrupts.install()
+        session.config.pluginmanager.register(interrupts, "synth-rl-interrupts")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

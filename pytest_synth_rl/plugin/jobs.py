@@ -20,6 +20,7 @@ from pytest_synth_rl.assertions import job_rewards
 from pytest_synth_rl.client import AsyncRLJob, RetryPolicy, RLJob
 from pytest_synth_rl.client.results import is_terminal, job_status
 from pytest_synth_rl.clock import Clock
+from pytest_synth_rl.config.urls import normalize_backend_url
 from pytest_synth_rl.errors import (
     ConfigError,
     ConfigProblem,
@@ -30,8 +31,9 @@ from pytest_synth_rl.errors import (
     seconds_problem,
     unknown_argument,
 )
+from pytest_synth_rl.plugin.interrupts import CANCEL_SECONDS
 from pytest_synth_rl.plugin.settings import SynthSettings
-from pytest_synth_rl.reporting.report import JobRecord, job_record
+from pytest_synth_rl.reporting.report import JobRecord, LiveJobs, job_record
 from pytest_synth_rl.secrets.masking import Secret, get_logger, redact, secret_or_none
 
 log = get_logger("pytest_synth_rl.plugin.jobs")
@@ -210,6 +212,8 @@ class SynthJobFactory:
     config_dirs: tuple[Path, ...] = ()
     jobs: list[RLJob] = field(default_factory=list, init=False)
     async_jobs: list[AsyncRLJob] = field(default_factory=list, init=False)
+    #: Where submitted jobs are registered until they are known to have ended.
+    live: LiveJobs | None = None
     #: ids of async jobs given their own transport or client (teardown cannot reuse them).
     _own_transport: set[int] = field(default_factory=set, init=False)
 
@@ -273,6 +277,9 @@ class SynthJobFactory:
             problems = [replace(p, hint=hint) if p.key == "services.task_url" else p for p in error.problems]
             raise ConfigError(problems, path=error.path) from None
         job.poll_timeout, job.poll_interval = self.settings.timeout, self.settings.poll_interval
+        live, backend = self.live, job.config.backend_url
+        if live is not None:
+            job.on_submitted = lambda job_id: live.add(self.test_id, job_id, backend)
         return job
 
     def _find_config(self, given: Path, call: str) -> Path:
@@ -342,59 +349,107 @@ class SynthJobFactory:
             self.prepare_submit(self.api_key, options.get("task_app_url"), self.task_app_api_key)
         return path, options
 
-    def finish(self, *, cancel_running: bool) -> list[JobRecord]:
+    def finish(self, *, cancel_running: bool, deadline: float | None = None) -> list[JobRecord]:
         """Teardown: cancel jobs still running (online), then describe every submitted job (async
-        ones through a synchronous handle: teardown runs outside the test's event loop)."""
+        ones through a synchronous handle: teardown runs outside the test's event loop). With a
+        *deadline* (``time.monotonic()``: an interrupted run's), reads wait at most until then and
+        a job reached later is described as last seen; jobs not known to have ended stay live."""
         records = []
-        for job in self.jobs:
-            if job.job_id is not None:
-                records.append(self._finish_one(job, job, cancel_running))
-            job.close()
-        for ajob in self.async_jobs:
-            if ajob.job_id is None:
-                continue
-            # The job's own backend and key: async_job(backend_url=...) sent it elsewhere.
-            own = id(ajob) in self._own_transport
-            if own and self.settings.is_offline:
-                # Its transport is async and its own; a plain client could leave loopback: no reads.
-                records.append(self._finish_one(None, ajob, cancel_running))
-                continue
-            with RLJob.from_job_id(
-                ajob.job_id,
-                backend_url=ajob.config.backend_url,
-                api_key=ajob.config.api_key,
-                clock=ajob.clock,
-                transport=None if own else self.transport,
-            ) as handle:
-                records.append(self._finish_one(handle, ajob, cancel_running))
+        every: list[RLJob | AsyncRLJob] = [*self.jobs, *self.async_jobs]
+        for job in every:
+            job_id = job.job_id
+            if job_id is not None:
+                records.append(self._finish(job, job_id, cancel_running, deadline))
+                if self.live is not None and (not cancel_running or is_terminal(records[-1].status or "")):
+                    self.live.discard(job_id)
+            if isinstance(job, RLJob):
+                job.close()
         return records
 
-    def _finish_one(self, handle: RLJob | None, job: Any, cancel_running: bool) -> JobRecord:
-        # The job's time ends with the test, not after the teardown's own reads and their retries.
-        now_clock = job.finished_at if job.finished_at is not None else self.clock.now()
-        now_wall = job.finished_wall if job.finished_wall is not None else time.perf_counter()
-        cancelled = False
-        status_payload: dict[str, Any] | None = None
-        rewards: list[float] = []
-        try:
-            if handle is not None:  # else nothing may be read: what the job saw is reported
-                if job.last_result is None:
+    def _finish(
+        self, job: RLJob | AsyncRLJob, job_id: str, cancel_running: bool, deadline: float | None
+    ) -> JobRecord:
+        own = id(job) in self._own_transport
+        if deadline is not None and time.monotonic() >= deadline:
+            log.warning("RL job %s of %s may still be running: the interrupted teardown ran out of time",
+                        job_id, self.test_id)  # fmt: skip
+            return finish_job(self.test_id, None, job, cancel_running=False, clock=self.clock)
+        if own and self.settings.is_offline:
+            # An async job's own transport is async; a plain client could leave loopback: no reads.
+            return finish_job(self.test_id, None, job, cancel_running=False, clock=self.clock)
+        # Interrupted, a job on the run's client is read through a handle bounded by the deadline.
+        if isinstance(job, RLJob) and (deadline is None or job.http_client is not self.http_client):
+            return finish_job(self.test_id, job, job, cancel_running=cancel_running, clock=self.clock)
+        # The job's own backend and key: async_job(backend_url=...) sent it elsewhere.
+        backend, key, transport = job.config.backend_url, job.config.api_key, None if own else self.transport
+        with job_handle(job_id, backend, key, deadline, transport, clock=job.clock) as fresh:
+            return finish_job(self.test_id, fresh, job, cancel_running=cancel_running, clock=self.clock)
+
+
+def job_handle(
+    job_id: str,
+    backend_url: str,
+    api_key: Secret | None,
+    deadline: float | None = None,
+    transport: httpx.MockTransport | None = None,
+    clock: Clock | None = None,
+) -> RLJob:
+    """A handle on a submitted job; with a *deadline*, each request waits at most until then."""
+    options: dict[str, Any] = {"backend_url": backend_url, "api_key": api_key, "transport": transport}
+    if deadline is not None:
+        remaining = max(deadline - time.monotonic(), 0.001)
+        options["retry"] = RetryPolicy(max_attempts=2, total_budget=remaining)
+        options["request_timeout"] = remaining
+    return RLJob.from_job_id(job_id, clock=clock, **options)
+
+
+def finish_job(
+    test_id: str, handle: RLJob | None, job: RLJob | AsyncRLJob, *, cancel_running: bool, clock: Clock
+) -> JobRecord:
+    """The record of *job*, read through *handle* (None: what the job saw is reported), which
+    cancels it first if *cancel_running* and it has not ended."""
+    # The job's time ends with the test, not after the teardown's own reads and their retries.
+    now_clock = job.finished_at if job.finished_at is not None else clock.now()
+    now_wall = job.finished_wall if job.finished_wall is not None else time.perf_counter()
+    cancelled = False
+    status_payload: dict[str, Any] | None = None
+    rewards: list[float] = []
+    try:
+        if handle is not None:
+            if job.last_result is None:
+                status_payload = handle.get_status()
+                if cancel_running and not is_terminal(job_status(status_payload)):
+                    handle.cancel()
+                    cancelled = True
+                    log.warning("cancelled RL job %s left running by %s", job.job_id, test_id)
                     status_payload = handle.get_status()
-                    if cancel_running and not is_terminal(job_status(status_payload)):
-                        handle.cancel()
-                        cancelled = True
-                        log.warning("cancelled RL job %s left running by %s", job.job_id, self.test_id)
-                        status_payload = handle.get_status()
-                rewards = job_rewards(handle)
-        except SynthError as exc:
-            log.warning("could not finish RL job %s of %s: %s", job.job_id, self.test_id, exc)
-        return job_record(
-            self.test_id,
-            job,
-            backend=job.config.backend_url,
-            rewards=rewards,
-            status_payload=status_payload,
-            now_clock=now_clock,
-            now_wall=now_wall,
-            cancelled_by_plugin=cancelled,
-        )
+            rewards = job_rewards(handle)
+    except SynthError as exc:
+        log.warning("could not finish RL job %s of %s: %s", job.job_id, test_id, exc)
+    return job_record(
+        test_id,
+        job,
+        backend=job.config.backend_url,
+        rewards=rewards,
+        status_payload=status_payload,
+        now_clock=now_clock,
+        now_wall=now_wall,
+        cancelled_by_plugin=cancelled,
+    )
+
+
+def orphan_records(orphans: list[tuple[str, str, str]], settings: SynthSettings) -> list[JobRecord]:
+    """Records of (test, job id, backend) whose xdist worker died before reporting them, marked
+    orphaned: online, those on the run's own backend (the run's key is theirs) are cancelled."""
+    deadline = time.monotonic() + CANCEL_SECONDS
+    records = []
+    for test_id, job_id, backend in orphans:
+        log.warning("RL job %s of %s was orphaned: its xdist worker died", job_id, test_id)
+        ours = normalize_backend_url(backend) == normalize_backend_url(settings.backend_url)
+        if settings.is_offline or not ours or time.monotonic() >= deadline:
+            records.append(JobRecord(test_id, job_id, None, backend, orphaned=True))
+            continue
+        with job_handle(job_id, backend, settings.api_key, deadline) as handle:
+            record = finish_job(test_id, handle, handle, cancel_running=True, clock=handle.clock)
+        records.append(replace(record, orphaned=True))
+    return records

@@ -38,6 +38,8 @@ class JobRecord:
     wall_seconds: float | None = None
     error: str | None = None
     cancelled_by_plugin: bool = False
+    #: Submitted by a test whose xdist worker died before reporting it.
+    orphaned: bool = False
     #: The statuses the polls saw: ``[status, first_seconds, last_seconds]`` runs.
     timeline: list[list[Any]] = field(default_factory=list)
 
@@ -178,6 +180,41 @@ def job_record(
     )
 
 
+class LiveJobs:
+    """Submitted jobs not known to have ended: named when a third signal ends the run and, in an
+    xdist worker, kept in a small file (rewritten atomically) that the controller reads if the
+    worker dies before reporting them. Ids, tests and backends only: never a key."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self._jobs: dict[str, dict[str, str]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, test_id: str, job_id: str, backend: str) -> None:
+        with self._lock:
+            self._jobs[job_id] = {"test": redact(test_id), "job_id": job_id, "backend": redact(backend)}
+            self._save()
+
+    def discard(self, job_id: str) -> None:
+        with self._lock:
+            if self._jobs.pop(job_id, None) is not None:
+                self._save()
+
+    def described(self) -> list[str]:
+        """``job_id (test)`` of each; takes no lock, so a signal handler may ask."""
+        return [f"{entry['job_id']} ({entry['test']})" for entry in list(self._jobs.values())]
+
+    def _save(self) -> None:
+        if self.path is None:
+            return
+        if not self._jobs:
+            self.path.unlink(missing_ok=True)
+            return
+        from pytest_synth_rl.reporting.files import atomic_write_text
+
+        atomic_write_text(self.path, json.dumps(list(self._jobs.values()), sort_keys=True))
+
+
 #: GitHub's Mermaid renders long x axes unreadably; longer curves are sampled evenly for the chart.
 MAX_CHART_POINTS = 100
 _PLAIN_LIMIT = 1e12  # larger rewards are charted in a power of ten, named in the y axis title
@@ -264,7 +301,9 @@ class RunReport:
             [
                 r.test_id,
                 r.job_id or "-",
-                r.status_label + (" (cancelled by plugin)" if r.cancelled_by_plugin else ""),
+                r.status_label
+                + (" (cancelled by plugin)" if r.cancelled_by_plugin else "")
+                + (" (orphaned: its worker died)" if r.orphaned else ""),
                 f"{format_duration(r.clock_seconds)} {time_label}" if r.clock_seconds is not None else "-",
                 format_duration(r.wall_seconds),
                 format_reward(r.final_reward) if r.final_reward is not None else "-",

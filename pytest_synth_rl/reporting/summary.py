@@ -1,6 +1,7 @@
 """The run's job table in pytest: job records travel on test reports (so xdist workers' jobs reach
 the controller) and are printed, written as JSON and appended to a GitHub step summary at the end.
-Workers also spool their records to a file, read when an interrupted run's reports never came."""
+Workers also spool their records to a file, read when an interrupted run's reports never came,
+and keep their live jobs in another, whose jobs a dead worker left are cancelled as orphans."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from pytest_synth_rl.plugin.settings import SynthSettings
-from pytest_synth_rl.reporting.report import JOB_PROPERTY, JobRecord, RunReport
+from pytest_synth_rl.reporting.report import JOB_PROPERTY, JobRecord, LiveJobs, RunReport
 from pytest_synth_rl.secrets.masking import redact
 
 __all__ = ["JOB_PROPERTY", "WORKER_ROW_SPOOL", "RunSummary", "job_properties"]
@@ -57,11 +58,12 @@ class RunSummary:
         self._reported: set[str] = set()
         self._spool_dir: Path | None = None  # controller: where its workers spool
         self._spool: Path | None = None  # worker: its own spool file
+        self.live = LiveJobs()
         workerinput = getattr(config, "workerinput", None) or {}
         if workerinput.get(WORKER_ROW_SPOOL):
-            self._spool = (
-                Path(workerinput[WORKER_ROW_SPOOL]) / f"{workerinput.get('workerid', 'worker')}.jsonl"
-            )
+            folder, worker = Path(workerinput[WORKER_ROW_SPOOL]), workerinput.get("workerid", "worker")
+            self._spool = folder / f"{worker}.jsonl"
+            self.live = LiveJobs(folder / f"{worker}.live.json")
 
     def spool_for_workers(self) -> str:
         """Controller: the folder workers spool their records to (made on the first call)."""
@@ -124,7 +126,8 @@ class RunSummary:
                 self.report.append_github_summary(summary)
 
     def _take_spooled_records(self) -> int:
-        """Controller: add spooled records whose reports never came; returns the unreadable lines' count."""
+        """Controller: add spooled records whose reports never came and the jobs dead workers left
+        (orphans); returns the unreadable lines' count."""
         if self._spool_dir is None:
             return 0
         from pytest_synth_rl.reporting.files import parse_json_document
@@ -139,6 +142,19 @@ class RunSummary:
                         self.report.add(JobRecord.from_json(data))
                 except (ValueError, KeyError, TypeError):
                     unreadable += 1
+        recorded = {record.job_id for record in self.report.records}
+        orphans = []
+        for live in sorted(self._spool_dir.glob("*.live.json")):
+            try:
+                entries = json.loads(live.read_text(encoding="utf-8"))
+                orphans += [(e["test"], e["job_id"], e["backend"]) for e in entries]
+            except (ValueError, KeyError, TypeError):
+                unreadable += 1
+        orphans = [orphan for orphan in orphans if orphan[1] not in recorded]
+        if orphans:
+            from pytest_synth_rl.plugin.jobs import orphan_records
+
+            self.report.extend(orphan_records(orphans, self.settings))
         self.drop_spool()
         return unreadable
 
