@@ -66,7 +66,8 @@ class _TrimmedTraceback(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.thread == self.capture.thread_id and record.exc_info and record.exc_info[1]:
-            record.exc_text = "".join(app_frames(record.exc_info[1]).format()).rstrip("\n")
+            # Set after the logger's redacting filter has run, so it is redacted here too.
+            record.exc_text = redact("".join(app_frames(record.exc_info[1]).format()).rstrip("\n"))
         return True
 
 
