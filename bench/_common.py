@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -38,3 +39,10 @@ def best_of(fn: Callable[[], object], repeat: int = 5) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def rss_mb(pid: int | str = "self") -> float:
+    """Resident memory of process *pid* (this one by default), in MB, from ``/proc/<pid>/statm``."""
+    with open(f"/proc/{pid}/statm", encoding="ascii") as handle:
+        resident_pages = int(handle.read().split()[1])
+    return resident_pages * os.sysconf("SC_PAGE_SIZE") / 2**20

@@ -15,7 +15,6 @@ Run alone: ``python bench/bench_fake_memory.py``.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -27,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench._common import report  # noqa: E402
+from bench._common import report, rss_mb  # noqa: E402
 
 WARM_UP = 200
 REQUESTS = 10_000
@@ -50,12 +49,6 @@ with fake.serve() as url:
     sys.stdin.read()
 fake.close()
 """
-
-
-def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/statm", encoding="ascii") as handle:
-        resident_pages = int(handle.read().split()[1])
-    return resident_pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def send_many(client: httpx.Client, url: str, job_id: str, count: int) -> None:

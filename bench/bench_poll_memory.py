@@ -13,7 +13,6 @@ Run alone: ``python bench/bench_poll_memory.py``.
 from __future__ import annotations
 
 import gc
-import os
 import sys
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench._common import report  # noqa: E402
+from bench._common import report, rss_mb  # noqa: E402
 from pytest_synth_rl.client import JobResult, RLJob  # noqa: E402
 from pytest_synth_rl.clock import VirtualClock  # noqa: E402
 from pytest_synth_rl.fake import FakeSynthBackend  # noqa: E402
@@ -33,12 +32,6 @@ DURATION = 7200.0
 WARM_UP = 100.0  # seconds of virtual time: 1,000 polls
 STEPS = 10
 TARGET = 1.10
-
-
-def rss_mb() -> float:
-    with open("/proc/self/statm", encoding="ascii") as handle:
-        resident_pages = int(handle.read().split()[1])
-    return resident_pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def wait(duration: float) -> JobResult:
