@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import ssl
+import threading
 import time
 import weakref
 from collections.abc import Callable, Generator, Mapping
@@ -36,6 +37,10 @@ class PostResponse:
     content: bytes
 
 
+class _StaleConnection(Exception):
+    """A reused connection that the server had closed: nothing of the request was answered."""
+
+
 class _Remaining(dict[str, float]):
     """httpcore's ``timeout`` extension, read before each network operation: every operation may
     wait only for what is left of the exchange's deadline."""
@@ -54,10 +59,12 @@ class _Backend(httpcore.SyncBackend):
 
     def __init__(self) -> None:
         self.sockets: weakref.WeakSet[socket.socket] = weakref.WeakSet()
+        self.connected = threading.local()  # ``fresh``: this thread's exchange opened a connection
 
     def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore.NetworkStream:
         stream = super().connect_tcp(*args, **kwargs)
         self.sockets.add(stream.get_extra_info("socket"))
+        self.connected.fresh = True
         return _Corked(stream)
 
 
@@ -133,6 +140,22 @@ class PostPool:
             raise PostFailure(
                 "protocol", f"the request could not be sent: a header is not latin-1 ({exc})"
             ) from None
+        while True:
+            self._backend.connected.fresh = False
+            try:
+                return self._exchange(parsed, fields, body, remaining, seconds)
+            except _StaleConnection:
+                continue
+
+    def _exchange(
+        self,
+        parsed: httpcore.URL,
+        fields: list[tuple[bytes, bytes]],
+        body: bytes,
+        remaining: _Remaining,
+        seconds: float,
+    ) -> PostResponse:
+        """One attempt; :class:`_StaleConnection` when a kept-alive connection turned out closed."""
         doing = "waiting for the response"
         try:
             with self._pool.stream(
@@ -152,12 +175,14 @@ class PostPool:
         except (httpcore.NetworkError, httpcore.RemoteProtocolError) as exc:
             if time.monotonic() >= remaining.deadline:
                 raise PostFailure("timeout", _timed_out(seconds, doing)) from None
+            if doing == "waiting for the response" and not self._backend.connected.fresh and not self._closed:
+                # The server closed a kept-alive connection as this request went out (uvicorn does
+                # after an app raised past its own 500): it was not answered; send it afresh.
+                raise _StaleConnection from None
             text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             if "buffer too long" in str(exc).lower():
                 raise PostFailure("too_large", f"the response head is too large ({text})") from None
             raise PostFailure("protocol", f"no complete response: {text}") from None
-        except httpcore.UnsupportedProtocol:
-            raise PostFailure("connect", f"not an http(s) URL: {url!r}") from None
 
     def _read(self, response: httpcore.Response, deadline: float, seconds: float) -> bytes:
         length = dict((k.lower(), v) for k, v in response.headers).get(b"content-length", b"")

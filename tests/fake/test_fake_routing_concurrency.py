@@ -157,6 +157,48 @@ def test_a_concurrency_unsafe_task_app_fails_offline_and_passes_one_at_a_time(
     assert passed["status"] == "succeeded", passed.get("error")
 
 
+def _overlap_raising_app() -> FastAPI:
+    """A task app that raises (its framework answers 500, then uvicorn hangs up) whenever two of
+    its rollouts overlap."""
+    app = FastAPI()
+    in_flight = [0]
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"healthy": True}
+
+    @app.post("/rollout")
+    async def rollout(request: Request) -> dict[str, Any]:
+        body = await request.json()
+        in_flight[0] += 1
+        try:
+            await asyncio.sleep(0.01)  # an environment step
+            if in_flight[0] > 1:
+                raise RuntimeError("two rollouts at once")
+            return {"trace_correlation_id": body["trace_correlation_id"], "metrics": {"outcome_reward": 1.0}}
+        finally:
+            in_flight[0] -= 1
+
+    return app
+
+
+def test_the_concurrency_hint_survives_connections_the_app_left_open_earlier(
+    fake: FakeSynthBackend, client: httpx.Client
+) -> None:
+    # A serial job first leaves kept-alive connections, as a contract check does; the raising
+    # rollouts then make the server hang up on connections the lone retry may pick.
+    with _serve(_overlap_raising_app()) as app:
+        serial = submit(client, fake, rl_payload(app.url, rollout={**ROLLOUT, "max_concurrent_rollouts": 1}))
+        passed, _ = poll_to_end(client, fake, serial)
+        concurrent = submit(
+            client, fake, rl_payload(app.url, rollout={**ROLLOUT, "max_concurrent_rollouts": 4})
+        )
+        failed, _ = poll_to_end(client, fake, concurrent)
+    assert passed["status"] == "succeeded", passed.get("error")
+    assert "RuntimeError: two rollouts at once" in failed["error"]
+    assert "the task app is not safe under concurrency" in failed["error"]
+
+
 def test_the_lone_retry_is_a_rollout_of_its_own_that_the_model_starts_at_turn_zero(
     client: httpx.Client,
 ) -> None:

@@ -161,6 +161,23 @@ def test_an_idle_connection_the_server_closed_is_not_used(
     assert server.connections == 2
 
 
+def test_a_kept_alive_connection_closed_as_the_request_went_out_is_retried_once_afresh(
+    serve: Callable[[Script], ScriptedServer], pool: PostPool
+) -> None:
+    # The race behind a task app that raises after its framework sent a 500: the server hangs up
+    # on the kept-alive connection just as the next request goes out on it.
+    answers = {1: ok(), 2: ScriptedServer.CLOSE, 3: ok(b"fresh")}
+    server = serve(lambda n, _: answers.get(n, ScriptedServer.CLOSE))
+    pool.post(server.url, b"", {})
+    assert pool.post(server.url, b"{}", {}).content == b"fresh"
+    assert server.connections == 2
+    assert server.requests[1] == server.requests[2]  # the same request, sent again
+    # A fresh connection that closes unanswered is a failure, never retried.
+    caught = failure(lambda: pool.post(server.url, b"", {}))
+    assert (caught.kind, len(server.requests)) == ("protocol", 5)
+    assert "no complete response" in str(caught)
+
+
 # -- bounds and failures --------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("answer", "kind", "says"),
