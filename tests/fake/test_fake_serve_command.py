@@ -141,6 +141,8 @@ def test_a_port_in_use_is_a_usage_error_naming_it(capsys: pytest.CaptureFixture[
     err = capsys.readouterr().err
     assert err.startswith("error: ")
     assert port in err
+    assert "already in use" in err
+    assert "--port 0" in err
 
 
 def test_the_command_exits_2_on_a_bad_spec(tmp_path: Path) -> None:
