@@ -1,8 +1,7 @@
-"""A stand-in for the model: an OpenAI-compatible chat-completions endpoint, routed like Synth's.
+"""A stand-in for the model: an OpenAI-compatible chat-completions endpoint whose policy answers.
 
-Offline the task app calls this stub instead of the trainer's inference server, and a policy
-decides the answers. Each rollout gets its own URL (contract §10.2, :meth:`StubInference.route`):
-any path ending in ``/chat/completions`` is served, its calls recorded under the correlation id.
+Each rollout gets its own URL (contract §10.2, :meth:`StubInference.route`): any path ending in
+``/chat/completions`` is served, its calls recorded under the rollout's correlation id.
 """
 
 from __future__ import annotations
@@ -67,8 +66,8 @@ _MODELS_SUFFIX = "/models"
 _MAX_BODY_BYTES = 8 * 1024 * 1024
 _MAX_ROUTES = 10_000  # rollout routes and per-rollout call lists kept (the newest)
 _MAX_CALLS_PER_ROLLOUT = 1_000
-#: Rollouts in flight at once, whatever a config says, and so model calls answered at once: each
-#: on a thread of its own, never on the server's event loop.
+#: Rollouts in flight at once, whatever a config says, and so model calls answered at once (each
+#: on a thread of its own).
 MAX_CONCURRENCY = 32
 #: Why a call without a correlation id is refused where every handed-out URL carries one.
 NO_CORRELATION_ID = (
@@ -185,18 +184,16 @@ def _as_message(reply: Any) -> dict[str, Any]:
     """A policy's reply as the assistant message sent on the wire."""
     if isinstance(reply, str):
         return {"role": "assistant", "content": reply}
-    if isinstance(reply, (Reply, ToolCall)):
-        return (reply if isinstance(reply, Reply) else Reply(tool_calls=(reply,))).to_message()
+    if isinstance(reply, ToolCall):
+        reply = Reply(tool_calls=(reply,))
+    if isinstance(reply, Reply):
+        return reply.to_message()
     if not isinstance(reply, Mapping):
         expected = "expected a str, Reply, ToolCall, PolicyError or a message dict"
         raise _policy_error(f"returned {type(reply).__name__}; {expected}")
-    message = dict(reply)
-    message.setdefault("role", "assistant")
-    message.setdefault("content", None)
-    if message.get("tool_calls"):
-        message["tool_calls"] = [_wire_call(call, i) for i, call in enumerate(message["tool_calls"])]
-    else:
-        message.pop("tool_calls", None)
+    message = {"role": "assistant", "content": None, **reply}
+    if calls := message.pop("tool_calls", None):
+        message["tool_calls"] = [_wire_call(call, i) for i, call in enumerate(calls)]
     return message
 
 
@@ -253,8 +250,7 @@ class StubInference:
         self._workers = OffLoop(MAX_CONCURRENCY, "synth-policy")
 
     def route(self, rollout: RolloutIdentity, progress: Progress) -> str:
-        """Register one rollout (while served); returns its inference URL
-        ``http://127.0.0.1:<port>/<cid>``, whose calls get this identity and progress."""
+        """Register one rollout (while served); its calls get this identity and progress."""
         cid = rollout.correlation_id
         if not cid or "/" in cid or "?" in cid:
             raise ValueError(f"a routed rollout needs a correlation id without '/' or '?', got {cid!r}")
@@ -282,8 +278,7 @@ class StubInference:
         return None
 
     def complete(self, request: Mapping[str, Any], *, correlation_id: str | None = None) -> dict[str, Any]:
-        """Answer one chat-completions *request* body without HTTP; :class:`ValueError` if it is
-        not one or the policy answers with an error."""
+        """Answer one chat-completions *request* body without HTTP; a refusal is a ValueError."""
         try:
             return self._complete(request, correlation_id, "")
         except _RequestError as exc:
