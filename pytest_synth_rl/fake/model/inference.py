@@ -81,6 +81,8 @@ KEEP_INFERENCE_URL = (
     "segment the trainer attributes model calls by"
 )
 
+#: How the stub is served: it has a lifespan, speaks the fast protocol, and bounds slow headers.
+_SERVING: dict[str, Any] = {"lifespan": "on", "protocol": "httptools", "read_timeout": 5.0}
 _SERVED = (
     "POST <any path>/chat/completions (correlation id from a /trace_<id>, /cid_<id> or /eval_<id> "
     "segment, or ?cid=<id>), GET <any path>/models, GET /health"
@@ -226,9 +228,10 @@ class StubInference:
             raise ValueError("give StubInference either policy= or replies=, not both")
         if replies is not None and len(replies) == 0:
             raise ValueError("replies= must hold at least one reply (the last one repeats)")
-        self.replies: list[PolicyReply] | None = list(replies) if replies is not None else None
-        scripted = ScriptedPolicy(*self.replies) if self.replies is not None else None
-        self.policy: Policy = policy if policy is not None else scripted or ArithmeticPolicy()
+        self.replies = None if replies is None else list(replies)
+        if policy is None:
+            policy = ScriptedPolicy(*self.replies) if self.replies is not None else ArithmeticPolicy()
+        self.policy: Policy = policy
         self.model = model
         #: Training progress given to calls that no routed rollout claims (direct use).
         self.progress = Progress()
@@ -319,14 +322,12 @@ class StubInference:
             cid, path, dict(chat.body), status, response, chat.progress, chat.rollout, problem, trace
         )
         with self._lock:
-            calls = self._calls.get(cid)
-            if calls is None:
-                calls = self._calls[cid] = []
-                while len(self._calls) > _MAX_ROUTES:
-                    self._calls.popitem(last=False)
+            calls = self._calls.setdefault(cid, [])
             calls.append(call)
             if len(calls) > _MAX_CALLS_PER_ROLLOUT:  # calls without an id all land in one list
                 del calls[0]
+            if len(self._calls) > _MAX_ROUTES:
+                self._calls.popitem(last=False)
 
     def _complete(
         self, request: Mapping[str, Any], cid: str | None, path: str, epoch: int | None = None
@@ -353,8 +354,8 @@ class StubInference:
             self._record(chat, path, exc.status, exc.body(), exc.failure, epoch)
             raise
         model = body.get("model") if isinstance(body.get("model"), str) else self.model
-        prompt_tokens = _words(body["messages"])
-        completion_tokens = _words(message.get("content")) + _words(message.get("tool_calls"))
+        asked = _words(body["messages"])
+        answered = _words(message.get("content")) + _words(message.get("tool_calls"))
         finish = "tool_calls" if message.get("tool_calls") else "stop"
         completion = {
             "id": f"chatcmpl-stub-{number}",
@@ -363,9 +364,9 @@ class StubInference:
             "model": model,
             "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
             "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
+                "prompt_tokens": asked,
+                "completion_tokens": answered,
+                "total_tokens": asked + answered,
             },
         }
         self._record(chat, path, 200, completion, epoch=epoch)
@@ -419,9 +420,8 @@ class StubInference:
             try:
                 request = json.loads(raw)
             except (ValueError, UnicodeDecodeError) as exc:
-                raise _RequestError(
-                    400, f"the request body is not valid JSON: {exc}", "invalid_json"
-                ) from exc
+                invalid = f"the request body is not valid JSON: {exc}"
+                raise _RequestError(400, invalid, "invalid_json") from exc
             status, payload = 200, self._complete(request, cid, path, epoch)
         except _RequestError as exc:
             status, payload = exc.status, exc.body()
@@ -443,15 +443,7 @@ class StubInference:
         """Serve the stub on loopback; yields ``http://127.0.0.1:<port>/v1`` (no key needed)."""
         from pytest_synth_rl.taskapp.serving import serve_asgi  # uvicorn loads only when a stub is served
 
-        with serve_asgi(
-            self,
-            host=host,
-            port=port,
-            lifespan="on",
-            description="stub model",
-            protocol="httptools",
-            read_timeout=5.0,
-        ) as server:
+        with serve_asgi(self, host=host, port=port, description="stub model", **_SERVING) as server:
             self._root_url, self.base_url = server.url, f"{server.url}/v1"
             try:
                 yield self.base_url
