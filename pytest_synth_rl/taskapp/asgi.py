@@ -28,8 +28,8 @@ async def serve_lifespan(receive: Receive, send: Send) -> None:
 
 
 async def read_body(receive: Receive, limit: int | None = None) -> bytes:
-    """The whole request body. Past *limit* bytes the rest is read and dropped (so the client is
-    not left writing into a closed socket); the truncated body then fails to parse upstream."""
+    """The whole request body; past *limit* bytes the rest is read and dropped (it then fails to
+    parse), so the client is not left writing into a closed socket."""
     chunks: list[bytes] = []
     size = 0
     while True:

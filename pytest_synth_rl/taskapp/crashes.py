@@ -17,8 +17,7 @@ _MAX_SEEN_BODY = 64 * 1024
 
 
 def app_frames(exc: BaseException) -> traceback.TracebackException:
-    """*exc*'s traceback with only the app's own frames (the innermost one if none is the app's):
-    the server's and the web framework's are left out."""
+    """*exc*'s traceback with only the app's own frames (else the innermost one)."""
     from pytest_synth_rl.secrets.callers import is_users_file
 
     shown = traceback.TracebackException.from_exception(exc)
@@ -47,8 +46,7 @@ _PENDING = "<pending>"
 
 
 class _Crashes:
-    """What each failed request to a served app raised, by the rollout's correlation id (or
-    run id): marked when a 5xx answer starts, settled when the app's call ends."""
+    """What each 5xx answer's call raised, by correlation id (or run id), settled when it ends."""
 
     def __init__(self, size: int = 256) -> None:
         self._size = size
@@ -76,9 +74,8 @@ _crashes = _Crashes()
 
 
 def crash_of(correlation_id: str, timeout: float = 2.0) -> str | None:
-    """What the app served here raised answering the rollout *correlation_id* with a 5xx (see
-    :func:`crash_line`), waiting up to *timeout* seconds for its call to end; None if it raised
-    nothing or is not served here."""
+    """What the app served here raised answering *correlation_id* with a 5xx (a :func:`crash_line`),
+    waiting up to *timeout* seconds for its call to end; None if nothing."""
     return _crashes.wait(correlation_id, timeout)
 
 

@@ -20,8 +20,7 @@ _Outcome = tuple[str, "httpx.Response | Exception"]
 
 
 def task_app_auth_headers(api_key: str | Secret | None) -> SecretHeaders:
-    """``X-API-Key``, ``X-API-Keys`` and ``Authorization: Bearer`` (every task app generation
-    reads one of them); empty when there is no key."""
+    """The key as ``X-API-Key``, ``X-API-Keys`` and ``Authorization: Bearer`` (empty without one)."""
     key = api_key.value if isinstance(api_key, Secret) else api_key or ""
     if not key:
         return SecretHeaders()
@@ -35,8 +34,7 @@ def key_refused(status: int, content: bytes) -> bool:
 
 
 def key_refusal(api_key: str | Secret | None, give_it: str) -> str:
-    """What to say when a task app refused the key *api_key* (None: no key was sent), and how to
-    fix it; *give_it* is the argument that gives the key where the refusal happened."""
+    """Why a task app refused *api_key* (None: none sent) and how to fix it, passing *give_it*."""
     key = api_key.value if isinstance(api_key, Secret) else api_key
     if not key:
         return (
@@ -96,10 +94,7 @@ def _health_ok(response: httpx.Response) -> bool:
     body = json_or_none(response) if response.status_code in (401, 403) else None
     if not isinstance(body, dict):
         return False
-    detail = body.get("detail")
-    return "expected_api_key_prefix" in body or (
-        detail is not None and "expected prefix" in str(detail).lower()
-    )
+    return "expected_api_key_prefix" in body or "expected prefix" in str(body.get("detail") or "").lower()
 
 
 def _report(base: str, outcomes: list[_Outcome]) -> HealthReport:
@@ -115,9 +110,8 @@ def _report(base: str, outcomes: list[_Outcome]) -> HealthReport:
         statuses[path] = outcome.status_code
         parts.append(f"{path}={outcome.status_code}")
         ok[path] = _health_ok(outcome) if path == _PATHS[0] else outcome.status_code == 200
-    return HealthReport(
-        all(ok.values()), statuses[_PATHS[0]], statuses[_PATHS[1]], redact(", ".join(parts)), redact(base)
-    )
+    detail = redact(", ".join(parts))
+    return HealthReport(all(ok.values()), statuses[_PATHS[0]], statuses[_PATHS[1]], detail, redact(base))
 
 
 def _target(url: str, api_key: str | Secret | None) -> tuple[str, SecretHeaders]:

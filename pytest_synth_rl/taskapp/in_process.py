@@ -16,7 +16,7 @@ import types
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio.to_thread
 
@@ -32,6 +32,8 @@ from pytest_synth_rl.taskapp.health import HealthReport, check_task_app_health, 
 from pytest_synth_rl.taskapp.loading import resolve_app, resolve_fresh_app, unload_module
 from pytest_synth_rl.taskapp.loopback import normalise_loopback_host, url_host
 from pytest_synth_rl.taskapp.serving import Lifespan, ServerThread
+
+T = TypeVar("T")
 
 # -- lending ENVIRONMENT_API_KEY to the apps that run ---------------------------------------
 KEY_VAR = "ENVIRONMENT_API_KEY"
@@ -138,24 +140,18 @@ class InProcessTaskApp:
             raise TaskAppError(wrong, hint="use port=0 (the default) to let the OS pick a free port")
         if lifespan not in ("auto", "on", "off"):
             wrong = f"lifespan must be 'auto', 'on' or 'off', got {lifespan!r}"
-            raise TaskAppError(
-                wrong, hint="'auto' runs the app's startup/shutdown if it has any; 'on' requires it"
-            )
+            hint = "'auto' runs the app's startup/shutdown if it has any; 'on' requires it"
+            raise TaskAppError(wrong, hint=hint)
         for name, seconds in (("startup_timeout", startup_timeout), ("shutdown_timeout", shutdown_timeout)):
             problem = seconds_problem(seconds)
             if problem is not None:
                 hint = f"e.g. InProcessTaskApp(..., {name}=10)"
                 raise SynthUsageError([ConfigProblem(f"InProcessTaskApp.{name}", problem, hint)])
-        self._app = app
-        self.host = normalise_loopback_host(host)
-        self.requested_port = port
-        self.startup_timeout = float(startup_timeout)
-        self.log_level = log_level
-        self.lifespan: Lifespan = lifespan
-        self.shutdown_timeout = float(shutdown_timeout)
-        self.health_path = health_path
-        self.export_api_key = export_api_key
-        self.fresh = fresh
+        self._app, self.fresh = app, fresh
+        self.host, self.requested_port = normalise_loopback_host(host), port
+        self.startup_timeout, self.shutdown_timeout = float(startup_timeout), float(shutdown_timeout)
+        self.log_level, self.lifespan = log_level, lifespan
+        self.health_path, self.export_api_key = health_path, export_api_key
         problem = key_problem(api_key.value if isinstance(api_key, Secret) else api_key or "")
         if problem is not None:
             raise TaskAppError(
@@ -184,16 +180,20 @@ class InProcessTaskApp:
     @property
     def url(self) -> str:
         """``http://127.0.0.1:<port>``; raises :class:`TaskAppError` if never started or died."""
-        if self._url is None:
-            raise _not_started("URL")
         self.ensure_running()
-        return self._url
+        return self._started("URL", self._url)
 
     @property
     def port(self) -> int:
-        if self._port is None:
-            raise _not_started("port")
-        return self._port
+        return self._started("port", self._port)
+
+    def _started(self, what: str, value: T | None) -> T:
+        if value is None:
+            raise TaskAppError(
+                f"the in-process task app has not been started, so it has no {what} yet",
+                hint="use `with InProcessTaskApp(...) as app:` or call app.start() first",
+            )
+        return value
 
     @property
     def logs(self) -> list[str]:
@@ -247,9 +247,7 @@ class InProcessTaskApp:
             if server is not None:
                 self._last_logs = server.logs
             raise
-        self._server = server
-        self._port = port
-        self._url = f"http://{url_host(self.host)}:{port}"
+        self._server, self._port, self._url = server, port, server.url
         try:
             self._probe_health()
         except BaseException:
@@ -269,14 +267,13 @@ class InProcessTaskApp:
 
     def _load(self) -> Any:
         """The app to serve: the shared one of its source, or with ``fresh`` a private copy."""
-        source = self._source
-        app, self._module = resolve_fresh_app(self._app, fresh=self.fresh, **source)
+        app, self._module = resolve_fresh_app(self._app, fresh=self.fresh, **self._source)
         with _served_lock:
             shared = self._module is not None and _served[id(app)] > 0
             _served[id(app)] += 1
             self._served_app = app
         if shared:
-            where = source["task_app_path"] or source["target"]
+            where = self._source["task_app_path"] or self._source["target"]
             warnings.warn(
                 f"task app {str(where)!r} was loaded afresh, but its app object is the one another "
                 "in-process server is serving: the module only imports it from a module shared "
@@ -349,10 +346,3 @@ class InProcessTaskApp:
         where = self._url or f"{url_host(self.host)}:{self.requested_port}"
         state = "running" if self.is_running else "stopped"
         return f"InProcessTaskApp({where!r}, api_key={self._api_key.masked!r}, {state})"
-
-
-def _not_started(what: str) -> TaskAppError:
-    return TaskAppError(
-        f"the in-process task app has not been started, so it has no {what} yet",
-        hint="use `with InProcessTaskApp(...) as app:` or call app.start() first",
-    )

@@ -62,8 +62,7 @@ def _arity(obj: Any) -> tuple[int, int, bool] | None:
 
 
 def is_asgi_app(obj: Any) -> bool:
-    """Whether *obj* can be called as ``app(scope, receive, send)`` (a class never is: it is far
-    more often a zero-argument factory than an ASGI 2 app)."""
+    """Whether *obj* can be called as ``app(scope, receive, send)`` (a class: taken as a factory)."""
     if not callable(obj) or inspect.isclass(obj):
         return False
     arity = _arity(obj)
@@ -253,9 +252,8 @@ def _app_from_module(module: types.ModuleType, where: str) -> ASGIApp:
 def _module_apps(
     module: types.ModuleType, *, include_app: bool = False, fits: Callable[[Any], bool] | None = None
 ) -> list[tuple[str, Any]]:
-    """The module's ASGI apps (``app`` only with *include_app*): app objects and middleware
-    around one, and functions of ``(scope, receive, send)``; never a router or a helper. With
-    *fits*: its public objects that *fits* accepts instead."""
+    """The module's public objects that *fits* accepts, by default its ASGI apps (``app`` only with
+    *include_app*): app objects, middleware around one, and functions of ``(scope, receive, send)``."""
     names = [n for n in vars(module) if not n.startswith("_") and (include_app or n != APP_ATTRIBUTE)]
     return [(name, obj) for name in names if (fits or _looks_like_app)(obj := vars(module)[name])]
 
@@ -311,8 +309,7 @@ def _near_module(name: str) -> str | None:
 
 
 def _module_copy(module_name: str, target: str) -> types.ModuleType:
-    """A private copy of *module_name*, executed anew from source beside the original in its
-    package (so relative imports share its modules); the registered module is left alone."""
+    """A private copy of *module_name*, executed anew beside the original in its package."""
     spec = importlib.util.find_spec(module_name)  # imports the parent packages, not the module
     if spec is None:
         raise ModuleNotFoundError(f"No module named {module_name!r}", name=module_name)
@@ -338,8 +335,7 @@ def _attribute(
     fits: Callable[[Any], bool] | None = None,
     found: str = "apps",
 ) -> Any:
-    """``module.<attr_path>`` (dotted), or a :class:`TaskAppError` listing what the module has:
-    its objects that *fits* accepts (default: its apps) as its *found*."""
+    """``module.<attr_path>`` (dotted), or a :class:`TaskAppError` listing the module's *found*."""
     obj: Any = module
     for part in attr_path.split("."):
         if not hasattr(obj, part):
@@ -391,8 +387,7 @@ def resolve_app(
     target: str | None = None,
     factory: Callable[[], Any] | None = None,
 ) -> ASGIApp:
-    """The ASGI app of exactly one of the four sources; a file is executed once per version and
-    a target imported once, so every caller gets the same app. Raises :class:`TaskAppError`."""
+    """The ASGI app of exactly one of the four sources, the same one for every caller."""
     return resolve_fresh_app(app, task_app_path=task_app_path, target=target, factory=factory, fresh=False)[0]
 
 

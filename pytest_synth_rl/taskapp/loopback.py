@@ -12,17 +12,20 @@ from pytest_synth_rl.errors import TaskAppError
 _LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 
 
+def _loopback_address(host: str) -> str | None:
+    """The loopback IP *host* is (``localhost``: 127.0.0.1), or None."""
+    if host.lower() == "localhost":
+        return "127.0.0.1"
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    return str(address) if address.is_loopback else None
+
+
 def is_loopback_host(host: str) -> bool:
     """True for ``localhost`` and any loopback IP (``127.0.0.0/8``, ``::1``, bracketed or not)."""
-    if host in _LOOPBACK_NAMES:
-        return True
-    host = host.strip("[]").lower()
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return host in _LOOPBACK_NAMES or _loopback_address(host.strip("[]")) is not None
 
 
 def is_loopback_url(url: str) -> bool:
@@ -40,18 +43,13 @@ def normalise_loopback_host(host: str) -> str:
     text = (host or "").strip()
     if text.startswith("[") and text.endswith("]"):
         text = text[1:-1]
-    if text.lower() == "localhost":
-        return "127.0.0.1"
-    try:
-        address = ipaddress.ip_address(text)
-    except ValueError:
-        address = None
-    if address is None or not address.is_loopback:
+    address = _loopback_address(text)
+    if address is None:
         raise TaskAppError(
             f"host {host!r} is not a loopback address; task apps are only served on loopback",
             hint="use host='127.0.0.1' (the default), 'localhost' or '::1'",
         )
-    return str(address)
+    return address
 
 
 def url_host(host: str) -> str:

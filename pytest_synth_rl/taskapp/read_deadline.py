@@ -28,10 +28,9 @@ _connection: contextvars.ContextVar[_HeaderDeadline | None] = contextvars.Contex
 
 
 class _HeaderDeadline(asyncio.Protocol):
-    """Forwards every call to an uvicorn protocol and owns a timer, armed when the connection
-    opens and after each answer, disarmed when a request reaches the app. When it fires, a
-    connection that sent part of a request gets 408, an idle one is closed; a request line over
-    :data:`MAX_REQUEST_LINE` bytes gets 414."""
+    """An uvicorn protocol with a timer, armed when the connection opens and after each answer,
+    disarmed when a request reaches the app: on expiry a part-sent request gets 408, an idle
+    connection is closed; a request line over :data:`MAX_REQUEST_LINE` bytes gets 414."""
 
     inner_class: Callable[..., asyncio.Protocol]
     read_timeout: float
@@ -104,8 +103,7 @@ class _HeaderDeadline(asyncio.Protocol):
 
 
 def header_deadline_protocol(inner: type[asyncio.Protocol], read_timeout: float) -> type[asyncio.Protocol]:
-    """*inner* (an uvicorn ``http=`` protocol class) with a deadline on each request's headers;
-    serve the app through :func:`header_deadline_app`."""
+    """*inner* (uvicorn's ``http=`` class) with a header deadline; serve via :func:`header_deadline_app`."""
     attrs = {"inner_class": inner, "read_timeout": float(read_timeout)}
     return type("HeaderDeadlineProtocol", (_HeaderDeadline,), attrs)
 

@@ -93,8 +93,7 @@ _TRACEBACK_FRAME = re.compile(
 
 
 def _users_innermost_line(traceback_text: str) -> str | None:
-    """``app.py:7 in lifespan: await asyncio.sleep(3600)``: the innermost frame of the app's own
-    code in a formatted traceback."""
+    """The innermost frame of the app's code in *traceback_text*: ``app.py:7 in lifespan: <line>``."""
     from pytest_synth_rl.secrets.callers import is_users_file  # only when a startup was aborted
 
     found = None
@@ -138,17 +137,15 @@ class _Server(uvicorn.Server):
         try:
             await asyncio.wait_for(drained(), self.graceful)
         except asyncio.TimeoutError:
-            _uvicorn_log.error(
-                "Cancel %s running task(s), timeout graceful shutdown exceeded", len(state.tasks)
-            )
+            tasks = len(state.tasks)
+            _uvicorn_log.error("Cancel %s running task(s), timeout graceful shutdown exceeded", tasks)
             await self.abort(state)
         if not self.force_exit:  # the app's own shutdown is bounded too
             try:
                 await asyncio.wait_for(self.lifespan.shutdown(), self.graceful)
             except asyncio.TimeoutError:
-                _uvicorn_log.error(
-                    "Application shutdown did not finish within %.2gs; abandoned", self.graceful
-                )
+                abandoned = "Application shutdown did not finish within %.2gs; abandoned"
+                _uvicorn_log.error(abandoned, self.graceful)
 
     async def abort(self, state: Any) -> None:
         """Cancel what still runs and close its connections (uvicorn only cancels the tasks: their
@@ -215,15 +212,10 @@ class ServerThread:
         read_timeout: float | None = None,
         protocol: Protocol = "auto",
     ) -> None:
-        self.app = app
-        self.read_timeout = read_timeout
-        self.protocol = protocol
-        self.host = normalise_loopback_host(host)
-        self.requested_port = port
-        self.lifespan = lifespan
-        self.log_level = log_level
-        self.shutdown_timeout = shutdown_timeout
-        self.description = description
+        self.app, self.description = app, description
+        self.host, self.requested_port = normalise_loopback_host(host), port
+        self.lifespan, self.log_level, self.shutdown_timeout = lifespan, log_level, shutdown_timeout
+        self.read_timeout, self.protocol = read_timeout, protocol
         self.port: int | None = None
         self.error: BaseException | None = None
         self._exit: SystemExit | None = None
@@ -285,9 +277,8 @@ class ServerThread:
         try:
             config.load()
             if self.read_timeout is not None:
-                config.http_protocol_class = header_deadline_protocol(
-                    config.http_protocol_class, self.read_timeout
-                )
+                inner = config.http_protocol_class
+                config.http_protocol_class = header_deadline_protocol(inner, self.read_timeout)
         except Exception as exc:
             self._close_socket()
             raise TaskAppError(
@@ -295,15 +286,14 @@ class ServerThread:
                 hint="the app must be an ASGI 3 application",
             ) from exc
         self._server = _Server(config, self._ready, self.shutdown_timeout)
-        self._thread = threading.Thread(
-            target=self._run, name=f"synth-{self.description.replace(' ', '-')}-{self.port}", daemon=True
-        )
+        name = f"synth-{self.description.replace(' ', '-')}-{self.port}"
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._hook_capture()
         self._thread.start()
         ready = self._ready.wait(timeout)
         where = self.url
         if not ready:
-            waiting_at = self._abort()
+            waiting_at = self._abort(self._server, self._thread)
             self.error = None  # the abort's own CancelledError
             at = f", waiting at {waiting_at}" if waiting_at else ""
             raise TaskAppError(
@@ -317,8 +307,7 @@ class ServerThread:
         if not self._server.started:
             self._thread.join(self.shutdown_timeout)
             self._stopping = True
-            self._hook_capture(attach=False)
-            self._close_socket()
+            self._detach()
             what = "its lifespan startup failed" if self._exit is not None else "the server thread died"
             raise TaskAppError(
                 f"the {self.description} failed to start: {what}\n  " + self.failure_text(),
@@ -353,10 +342,6 @@ class ServerThread:
             if state.connections or state.tasks:
                 await self._server.abort(state)
 
-    def _exit_soon(self, server: _Server) -> None:
-        server.should_exit = True
-        self._in_loop(server.wake.set)
-
     def _cancel(self) -> None:
         if self._task is not None:
             self._in_loop(self._task.cancel)
@@ -375,7 +360,8 @@ class ServerThread:
         try:
             if server is None or thread is None or not thread.is_alive():
                 return
-            self._exit_soon(server)
+            server.should_exit = True
+            self._in_loop(server.wake.set)
             thread.join(2 * self.shutdown_timeout + 0.5)
             if thread.is_alive():
                 server.force_exit = True
@@ -384,14 +370,10 @@ class ServerThread:
                 self._cancel()
                 thread.join(1.0)
             if thread.is_alive():
-                log.warning(
-                    "the %s on port %s did not stop in time; leaving its daemon thread behind",
-                    self.description,
-                    self.port,
-                )
+                stuck = "the %s on port %s did not stop in time; leaving its daemon thread behind"
+                log.warning(stuck, self.description, self.port)
         finally:
-            self._hook_capture(attach=False)
-            self._close_socket()
+            self._detach()
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the server thread to end; True if it has (or never started)."""
@@ -400,22 +382,19 @@ class ServerThread:
             thread.join(timeout)
         return thread is None or not thread.is_alive()
 
-    def _abort(self) -> str | None:
+    def _abort(self, server: _Server, thread: threading.Thread) -> str | None:
         """Cancel a server whose startup has not finished; where in the app's code it waited."""
         self._stopping = True
-        server, thread = self._server, self._thread
         noise = _AbortNoise(self._capture.thread_id)
         uvicorn_log = logging.getLogger("uvicorn.error")
         uvicorn_log.addFilter(noise)
         try:
-            if server is not None and thread is not None:
-                server.should_exit = server.force_exit = True
-                self._cancel()
-                thread.join(1.0)
+            server.should_exit = server.force_exit = True
+            self._cancel()
+            thread.join(1.0)
         finally:
             uvicorn_log.removeFilter(noise)
-            self._hook_capture(attach=False)
-            self._close_socket()
+            self._detach()
         return noise.waiting_at
 
     def _hook_capture(self, attach: bool = True) -> None:
@@ -428,6 +407,10 @@ class ServerThread:
         sock, self._sock = self._sock, None
         if sock is not None:
             sock.close()
+
+    def _detach(self) -> None:
+        self._hook_capture(attach=False)
+        self._close_socket()
 
 
 @contextlib.contextmanager

@@ -1,7 +1,6 @@
-"""One verifying SSL context per process, for every short-lived HTTP client the plugin creates.
+"""One verifying SSL context per process, shared by the plugin's short-lived HTTP clients.
 
-httpx builds (and loads the CA bundle into) a fresh context per client, 20-50 ms each; this one is
-shared, and loads its CAs on the first TLS connection: offline, clients only speak plain http.
+httpx builds a context per client (20-50 ms); this one loads its CAs on the first TLS connection.
 """
 
 from __future__ import annotations
@@ -30,7 +29,6 @@ class CertsOnFirstUse(ssl.SSLContext):
         self.certs_loaded = False
 
     def load_certs(self) -> None:
-        """Load the CA bundle now (idempotent)."""
         with self._load_lock:
             if self.certs_loaded:
                 return

@@ -1,7 +1,6 @@
 """Policies: how the offline stand-in model answers the task app's chat-completions calls.
 
-See :mod:`.policy` for the protocol; :class:`LearningPolicy`, :class:`ScriptedPolicy` and
-:class:`ReplayPolicy` are ready-made.
+The protocol is :mod:`.policy`'s; LearningPolicy, ScriptedPolicy and ReplayPolicy are ready-made.
 """
 
 from pytest_synth_rl.fake.model.learning import (

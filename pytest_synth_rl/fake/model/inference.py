@@ -1,8 +1,7 @@
-"""A stand-in for the model: an OpenAI-compatible chat-completions endpoint, routed like Synth's.
+"""A stand-in for the model: an OpenAI-compatible chat-completions endpoint whose policy answers.
 
-Offline the task app calls this stub instead of the trainer's inference server, and a policy
-decides the answers. Each rollout gets its own URL (contract §10.2, :meth:`StubInference.route`):
-any path ending in ``/chat/completions`` is served, its calls recorded under the correlation id.
+Each rollout gets its own URL (contract §10.2, :meth:`StubInference.route`): any path ending in
+``/chat/completions`` is served, its calls recorded under the rollout's correlation id.
 """
 
 from __future__ import annotations
@@ -67,8 +66,8 @@ _MODELS_SUFFIX = "/models"
 _MAX_BODY_BYTES = 8 * 1024 * 1024
 _MAX_ROUTES = 10_000  # rollout routes and per-rollout call lists kept (the newest)
 _MAX_CALLS_PER_ROLLOUT = 1_000
-#: Rollouts in flight at once, whatever a config says, and so model calls answered at once: each
-#: on a thread of its own, never on the server's event loop.
+#: Rollouts in flight at once, whatever a config says, and so model calls answered at once (each
+#: on a thread of its own).
 MAX_CONCURRENCY = 32
 #: Why a call without a correlation id is refused where every handed-out URL carries one.
 NO_CORRELATION_ID = (
@@ -82,6 +81,8 @@ KEEP_INFERENCE_URL = (
     "segment the trainer attributes model calls by"
 )
 
+#: How the stub is served: it has a lifespan, speaks the fast protocol, and bounds slow headers.
+_SERVING: dict[str, Any] = {"lifespan": "on", "protocol": "httptools", "read_timeout": 5.0}
 _SERVED = (
     "POST <any path>/chat/completions (correlation id from a /trace_<id>, /cid_<id> or /eval_<id> "
     "segment, or ?cid=<id>), GET <any path>/models, GET /health"
@@ -185,18 +186,16 @@ def _as_message(reply: Any) -> dict[str, Any]:
     """A policy's reply as the assistant message sent on the wire."""
     if isinstance(reply, str):
         return {"role": "assistant", "content": reply}
-    if isinstance(reply, (Reply, ToolCall)):
-        return (reply if isinstance(reply, Reply) else Reply(tool_calls=(reply,))).to_message()
+    if isinstance(reply, ToolCall):
+        reply = Reply(tool_calls=(reply,))
+    if isinstance(reply, Reply):
+        return reply.to_message()
     if not isinstance(reply, Mapping):
         expected = "expected a str, Reply, ToolCall, PolicyError or a message dict"
         raise _policy_error(f"returned {type(reply).__name__}; {expected}")
-    message = dict(reply)
-    message.setdefault("role", "assistant")
-    message.setdefault("content", None)
-    if message.get("tool_calls"):
-        message["tool_calls"] = [_wire_call(call, i) for i, call in enumerate(message["tool_calls"])]
-    else:
-        message.pop("tool_calls", None)
+    message = {"role": "assistant", "content": None, **reply}
+    if calls := message.pop("tool_calls", None):
+        message["tool_calls"] = [_wire_call(call, i) for i, call in enumerate(calls)]
     return message
 
 
@@ -229,9 +228,10 @@ class StubInference:
             raise ValueError("give StubInference either policy= or replies=, not both")
         if replies is not None and len(replies) == 0:
             raise ValueError("replies= must hold at least one reply (the last one repeats)")
-        self.replies: list[PolicyReply] | None = list(replies) if replies is not None else None
-        scripted = ScriptedPolicy(*self.replies) if self.replies is not None else None
-        self.policy: Policy = policy if policy is not None else scripted or ArithmeticPolicy()
+        self.replies = None if replies is None else list(replies)
+        if policy is None:
+            policy = ScriptedPolicy(*self.replies) if self.replies is not None else ArithmeticPolicy()
+        self.policy: Policy = policy
         self.model = model
         #: Training progress given to calls that no routed rollout claims (direct use).
         self.progress = Progress()
@@ -253,8 +253,7 @@ class StubInference:
         self._workers = OffLoop(MAX_CONCURRENCY, "synth-policy")
 
     def route(self, rollout: RolloutIdentity, progress: Progress) -> str:
-        """Register one rollout (while served); returns its inference URL
-        ``http://127.0.0.1:<port>/<cid>``, whose calls get this identity and progress."""
+        """Register one rollout (while served); its calls get this identity and progress."""
         cid = rollout.correlation_id
         if not cid or "/" in cid or "?" in cid:
             raise ValueError(f"a routed rollout needs a correlation id without '/' or '?', got {cid!r}")
@@ -282,8 +281,7 @@ class StubInference:
         return None
 
     def complete(self, request: Mapping[str, Any], *, correlation_id: str | None = None) -> dict[str, Any]:
-        """Answer one chat-completions *request* body without HTTP; :class:`ValueError` if it is
-        not one or the policy answers with an error."""
+        """Answer one chat-completions *request* body without HTTP; a refusal is a ValueError."""
         try:
             return self._complete(request, correlation_id, "")
         except _RequestError as exc:
@@ -324,14 +322,12 @@ class StubInference:
             cid, path, dict(chat.body), status, response, chat.progress, chat.rollout, problem, trace
         )
         with self._lock:
-            calls = self._calls.get(cid)
-            if calls is None:
-                calls = self._calls[cid] = []
-                while len(self._calls) > _MAX_ROUTES:
-                    self._calls.popitem(last=False)
+            calls = self._calls.setdefault(cid, [])
             calls.append(call)
             if len(calls) > _MAX_CALLS_PER_ROLLOUT:  # calls without an id all land in one list
                 del calls[0]
+            if len(self._calls) > _MAX_ROUTES:
+                self._calls.popitem(last=False)
 
     def _complete(
         self, request: Mapping[str, Any], cid: str | None, path: str, epoch: int | None = None
@@ -358,8 +354,8 @@ class StubInference:
             self._record(chat, path, exc.status, exc.body(), exc.failure, epoch)
             raise
         model = body.get("model") if isinstance(body.get("model"), str) else self.model
-        prompt_tokens = _words(body["messages"])
-        completion_tokens = _words(message.get("content")) + _words(message.get("tool_calls"))
+        asked = _words(body["messages"])
+        answered = _words(message.get("content")) + _words(message.get("tool_calls"))
         finish = "tool_calls" if message.get("tool_calls") else "stop"
         completion = {
             "id": f"chatcmpl-stub-{number}",
@@ -368,9 +364,9 @@ class StubInference:
             "model": model,
             "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
             "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
+                "prompt_tokens": asked,
+                "completion_tokens": answered,
+                "total_tokens": asked + answered,
             },
         }
         self._record(chat, path, 200, completion, epoch=epoch)
@@ -424,9 +420,8 @@ class StubInference:
             try:
                 request = json.loads(raw)
             except (ValueError, UnicodeDecodeError) as exc:
-                raise _RequestError(
-                    400, f"the request body is not valid JSON: {exc}", "invalid_json"
-                ) from exc
+                invalid = f"the request body is not valid JSON: {exc}"
+                raise _RequestError(400, invalid, "invalid_json") from exc
             status, payload = 200, self._complete(request, cid, path, epoch)
         except _RequestError as exc:
             status, payload = exc.status, exc.body()
@@ -448,15 +443,7 @@ class StubInference:
         """Serve the stub on loopback; yields ``http://127.0.0.1:<port>/v1`` (no key needed)."""
         from pytest_synth_rl.taskapp.serving import serve_asgi  # uvicorn loads only when a stub is served
 
-        with serve_asgi(
-            self,
-            host=host,
-            port=port,
-            lifespan="on",
-            description="stub model",
-            protocol="httptools",
-            read_timeout=5.0,
-        ) as server:
+        with serve_asgi(self, host=host, port=port, description="stub model", **_SERVING) as server:
             self._root_url, self.base_url = server.url, f"{server.url}/v1"
             try:
                 yield self.base_url

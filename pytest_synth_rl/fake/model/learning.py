@@ -1,8 +1,7 @@
-"""A policy that learns: right answers (the team's ``solve``) with a probability that rises over
-training, so "the reward improves" tests the task app's grading and reward plumbing.
+"""A policy that learns: right answers (the team's ``solve``) with a probability rising over training.
 
-Whether a call is answered right depends only on the seed, the rollout, the prompt and the turn,
-never on arrival order, so concurrent rollouts give the same rewards as serial ones.
+Which calls are right depends only on the seed, the rollout, the prompt and the turn, never on
+arrival order, so concurrent rollouts give the same rewards as serial ones.
 """
 
 from __future__ import annotations
@@ -56,12 +55,12 @@ def _probability_problem(value: object, what: str) -> ConfigProblem | None:
 
 def _callable_problem(name: str, value: object, usage: str, arguments: int = 1) -> ConfigProblem | None:
     """Why *value* cannot be called with *arguments* positional arguments, or None."""
-    takes = (
-        signature_problem(value, arguments) if callable(value) else f"must be a function, got {value!r:.80}"
-    )
-    if takes is None:
+    if not callable(value):
+        problem = f"must be a function, got {value!r:.80}"
+    elif takes := signature_problem(value, arguments):
+        problem = f"{takes}; it is called with {arguments} argument(s)"
+    else:
         return None
-    problem = f"{takes}; it is called with {arguments} argument(s)" if callable(value) else takes
     return ConfigProblem(f"LearningPolicy.{name}", problem, f"pass {usage}")
 
 
@@ -120,16 +119,14 @@ class LearningPolicy:
         return float(value)
 
     def _rng(self, request: ChatRequest) -> random.Random:
-        rollout = request.rollout
-        step = request.progress.step
+        rollout, step = request.rollout, request.progress.step
         if rollout.correlation_id is not None:
             key = f"{self.seed}|{rollout.mode}|{step}|{rollout.seed}|{request.prompt}|{request.turn}"
         else:  # a direct call: vary by how often this prompt was asked at this step
             with self._lock:
-                marker = (request.progress.step, request.prompt)
-                occurrence = self._asked.get(marker, 0)
-                self._asked[marker] = occurrence + 1
-            key = f"{self.seed}|{request.progress.step}|{request.prompt}|{occurrence}"
+                occurrence = self._asked.get((step, request.prompt), 0)
+                self._asked[step, request.prompt] = occurrence + 1
+            key = f"{self.seed}|{step}|{request.prompt}|{occurrence}"
         return random.Random(key)
 
     def __call__(self, request: Mapping[str, Any]) -> PolicyReply:

@@ -51,8 +51,7 @@ class RolloutIdentity:
 
 
 def last_user_text(request: Mapping[str, Any]) -> str:
-    """The text of the last ``user`` message in a chat-completions request ("" if none); of a
-    multi-part content list, its text parts."""
+    """The text of the last ``user`` message ("" if none); of a content list, its text parts."""
     messages = request.get("messages")
     messages = messages if isinstance(messages, list) else []
     users = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
@@ -91,8 +90,7 @@ class ChatRequest(Mapping[str, Any]):
     body: Mapping[str, Any]
     rollout: RolloutIdentity = field(default_factory=RolloutIdentity)
     progress: Progress = field(default_factory=Progress)
-    #: 0 for the rollout's first model call, 1 for its second... (calls outside any rollout
-    #: count as one sequence).
+    #: 0 for the rollout's first model call, 1 for its second... (calls outside any rollout: one).
     turn: int = 0
 
     def __getitem__(self, key: str) -> Any:
@@ -149,7 +147,7 @@ class Reply:
 
     @classmethod
     def tool(cls, name: str, /, **arguments: Any) -> Reply:
-        """A reply that is exactly one call of tool *name* with *arguments*."""
+        """A reply that is one call of tool *name* with *arguments*."""
         return cls(tool_calls=(ToolCall(name, arguments),))
 
     def to_message(self) -> dict[str, Any]:
@@ -208,8 +206,7 @@ def answer_with(
 
 
 def policy_problem(policy: object) -> str | None:
-    """Why *policy* cannot answer the stand-in model's calls, or None (checked when it is given:
-    at call time the only sign would be every rollout failing)."""
+    """Why *policy* cannot answer the stand-in model's calls, or None (checked when given)."""
     if not callable(policy):
         return f"{policy!r:.80} is not callable"
     if inspect.isclass(policy):
@@ -222,8 +219,7 @@ def policy_problem(policy: object) -> str | None:
 
 
 def signature_problem(function: Any, arguments: int) -> str | None:
-    """``"<function> takes (a, b)"`` if *function* cannot take *arguments* positional arguments
-    (None also when it has no signature to read)."""
+    """``"<function> takes (a, b)"`` if *function* cannot take *arguments* positional arguments."""
     try:
         signature = inspect.signature(function)
     except (TypeError, ValueError):
@@ -244,9 +240,7 @@ class ScriptedPolicy:
         __tracebackhide__ = True
         functions = [r for r in replies if callable(r)]
         if not replies or (functions and len(replies) > 1):
-            got = (
-                "no replies" if not replies else f"{len(functions)} function(s) among {len(replies)} replies"
-            )
+            got = f"{len(functions)} function(s) among {len(replies)} replies" if replies else "no replies"
             problem = (
                 "takes at least one reply (the last one repeats) or one function of the request, "
                 f"not both; got {got}"
@@ -256,6 +250,7 @@ class ScriptedPolicy:
                 "or ScriptedPolicy(lambda request: ...)"
             )
             raise SynthUsageError([ConfigProblem("ScriptedPolicy", problem, hint)])
+
         self._function: Callable[[ChatRequest], PolicyReply] | None = functions[0] if functions else None
         self.replies: tuple[PolicyReply, ...] = () if functions else tuple(replies)  # type: ignore[arg-type]
 
@@ -304,11 +299,8 @@ class ReplayPolicy:
             text = self.path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            relative = (
-                ""
-                if self.path.is_absolute()
-                else f" (relative to the working directory: {self.path.absolute()})"
-            )
+            relative = f" (relative to the working directory: {self.path.absolute()})"
+            relative = "" if self.path.is_absolute() else relative
             raise ReplayError(
                 f"cannot read replay file {str(path)!r}{relative}: {reason} (hint: pass an absolute path, "
                 "e.g. Path(__file__).parent / 'recorded.jsonl' for a file next to the test)"
