@@ -1,8 +1,6 @@
-"""Scrubbing credentials out of recorded traffic, and proving they are gone.
-
-Credential headers, credential-named query parameters and JSON fields, and every known secret
-value (in any encoded form) are replaced; :func:`find_leaks` then scans what is written.
-"""
+"""Scrubbing credentials out of recorded traffic, and proving they are gone: credential headers,
+credential-named query parameters and JSON fields, and every known secret value (in any encoded
+form) are replaced; :func:`find_leaks` then scans what is written."""
 
 from __future__ import annotations
 

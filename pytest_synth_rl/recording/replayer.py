@@ -1,7 +1,6 @@
 """Recording and replaying backend traffic: record modes, recording transports, and the replayer,
 one catch-all respx route that serves a cassette in recorded order (the last answer repeats),
-records what the mode allows, passes other loopback traffic through and blocks the rest.
-"""
+records what the mode allows, passes other loopback traffic through and blocks the rest."""
 
 from __future__ import annotations
 

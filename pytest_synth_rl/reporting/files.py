@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pytest_synth_rl.errors import closest
 from pytest_synth_rl.secrets.masking import redact
@@ -144,8 +144,7 @@ def path_problem(
     return None
 
 
-#: Why a file cannot be written at a path; the name file-writing callers use for :func:`path_problem`.
-file_path_problem = path_problem
+file_path_problem = path_problem  # the name file-writing callers use
 
 
 def write_error_reason(path: str | os.PathLike[str], error: OSError, *, make_parents: bool = True) -> str:
@@ -174,13 +173,10 @@ class UnreadableDocument(ValueError):
         super().__init__(f"at {field}: {problem}" if field else problem)
 
 
-class _LongInt:
+class _LongInt(NamedTuple):
     """Stands in for an integer too long for ``int()`` while its field is looked for."""
 
-    __slots__ = ("digits",)
-
-    def __init__(self, digits: int) -> None:
-        self.digits = digits
+    digits: int
 
 
 def _int_or_long(text: str) -> int | _LongInt:

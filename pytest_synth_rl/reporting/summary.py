@@ -94,14 +94,11 @@ class RunSummary:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if hasattr(self.config, "workerinput"):  # an xdist worker: the controller reports
             return
-        for held in self._unreported.values():
-            self.report.extend(held)
+        self.report.extend(record for held in self._unreported.values() for record in held)
         self._unreported.clear()
-        unreadable = self._take_spooled_records()
-        if unreadable:
-            terminalreporter.write_line(
-                f"synth-rl: {unreadable} job row(s) of interrupted xdist workers could not be read"
-            )
+        if unreadable := self._take_spooled_records():
+            lost = f"synth-rl: {unreadable} job row(s) of interrupted xdist workers could not be read"
+            terminalreporter.write_line(lost)
         records = self.report.records
         if records:
             terminalreporter.write_sep("=", self.report.title)
@@ -112,9 +109,8 @@ class RunSummary:
             failed = f"{self.settings.origin('report')}: could not write the JSON report to {path}"
             hint = "point it at a file path you can write (missing directories are created)"
             with _failure_shown(terminalreporter, failed, path, hint):
-                terminalreporter.write_line(
-                    f"synth-rl: JSON report written to {self.report.write_json(path)}"
-                )
+                written = self.report.write_json(path)
+                terminalreporter.write_line(f"synth-rl: JSON report written to {written}")
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if summary and records:
             failed = f"GITHUB_STEP_SUMMARY={summary}: could not append the job table to the step summary"
