@@ -294,8 +294,7 @@ class Cassette:
         return cassette
 
     def save(self, path: str | os.PathLike[str] | None = None, *, secrets: Iterable[str | None] = ()) -> Path:
-        """Write the cassette atomically; :class:`SecretLeakError` (and the old file kept) if the
-        written text still holds a known secret or one of *secrets*."""
+        """Write the cassette atomically; :class:`SecretLeakError`, old file kept, if it holds a secret."""
         target = Path(path) if path is not None else self.path
         if target is None:
             raise CassetteError("this cassette has no path; pass save(path=...)")

@@ -142,8 +142,7 @@ class CassetteMismatchError(SynthError):
     """A request could not be served from the cassette and the record mode forbids recording it."""
 
     def __init__(self, message: str, *, method: str, url: str, hint: str | None = None) -> None:
-        self.method = method
-        self.url = url
+        self.method, self.url = method, url
         super().__init__(message, hint=hint)
 
 

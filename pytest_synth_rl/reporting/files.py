@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -126,7 +127,7 @@ def path_problem(
     """Why *path* cannot be written as a file (or with *directory*, be a folder to write into), by
     look alone; with ``make_parents=False`` (appending) a missing directory is a problem too."""
     target = Path(path)
-    try:
+    with contextlib.suppress(OSError):  # an unreadable folder on the way: the write says what is wrong
         if not directory and target.is_dir():
             return f"{target} is a directory"
         if not directory and str(path).endswith(("/", os.sep)):  # Path() drops the slash
@@ -139,8 +140,6 @@ def path_problem(
             if candidate.exists() or candidate.is_symlink():
                 what = "a file, not a directory" if candidate.is_file() else "not a directory"
                 return f"{candidate} is {what}"
-    except OSError:  # an unreadable directory on the way: the write itself will say what is wrong
-        return None
     return None
 
 
@@ -248,11 +247,9 @@ def find_file(given: Path, folders: Sequence[Path]) -> Path | FileMiss:
     names: set[str] = set()
     for path in candidates:
         with contextlib.suppress(OSError), os.scandir(path.parent) as entries:
-            for count, entry in enumerate(entries):
-                if count >= _NEAR_SCAN_LIMIT:
-                    break
-                if entry.is_file():
-                    names.add(entry.name)
+            names.update(
+                entry.name for entry in itertools.islice(entries, _NEAR_SCAN_LIMIT) if entry.is_file()
+            )
     near = closest(candidates[0].name, sorted(names)) if candidates else None
     if near is not None and given.parent != Path():
         near = str(given.parent / near)

@@ -122,8 +122,7 @@ class RunSummary:
                 self.report.append_github_summary(summary)
 
     def _take_spooled_records(self) -> int:
-        """Controller: add spooled records whose reports never came and the jobs dead workers left
-        (orphans); returns the unreadable lines' count."""
+        """Controller: add records whose reports never came and dead workers' orphans; count bad lines."""
         if self._spool_dir is None:
             return 0
         from pytest_synth_rl.reporting.files import parse_json_document
@@ -164,8 +163,7 @@ class RunSummary:
 def _failure_shown(
     terminalreporter: Any, failed: str, path: str | Path, hint: str, *, make_parents: bool = True
 ) -> Iterator[None]:
-    """A write whose failure is shown in red at the end of the run (not a traceback); the run's exit
-    status stays the tests'."""
+    """A write whose failure is a red line at the end of the run, not a traceback nor the exit status."""
     try:
         yield
     except OSError as error:
