@@ -1,8 +1,6 @@
 """The cassette: the recorded HTTP exchanges of one test, as reviewable JSON (format version 1).
-
 Exchanges are redacted as they are captured from httpx, files are checked when loaded, and a file
-that still holds a secret is never written.
-"""
+that still holds a secret is never written."""
 
 from __future__ import annotations
 
@@ -273,13 +271,12 @@ class Cassette:
     def load(cls, path: str | os.PathLike[str]) -> Cassette:
         """Read a cassette file; :class:`CassetteError` if it is missing or malformed."""
         try:
-            text = Path(path).read_bytes()
+            return cls.from_json(Path(path).read_bytes(), path=path)
         except FileNotFoundError:
             hint = "record it with --synth-record=once"
             raise CassetteError(f"cassette {path} does not exist", hint=hint) from None
         except OSError as error:
             raise CassetteError(f"cannot read cassette {path}: {error.strerror}") from None
-        return cls.from_json(text, path=path)
 
     @classmethod
     def load_or_new(cls, path: str | os.PathLike[str], *, test_id: str | None = None) -> Cassette:
@@ -297,8 +294,7 @@ class Cassette:
         return cassette
 
     def save(self, path: str | os.PathLike[str] | None = None, *, secrets: Iterable[str | None] = ()) -> Path:
-        """Write the cassette atomically; :class:`SecretLeakError` (and the old file kept) if the
-        written text still holds a known secret or one of *secrets*."""
+        """Write the cassette atomically; :class:`SecretLeakError`, old file kept, if it holds a secret."""
         target = Path(path) if path is not None else self.path
         if target is None:
             raise CassetteError("this cassette has no path; pass save(path=...)")

@@ -1,7 +1,6 @@
 """Which recorded interaction answers a live request: method + path + query (+ body for
 POST/PUT/PATCH), compared redacted, without host, headers, volatile fields, per-run tags and
-loopback ports. :class:`MatchConfig` chooses the parts (like vcrpy's ``match_on``).
-"""
+loopback ports. :class:`MatchConfig` chooses the parts (like vcrpy's ``match_on``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Scrubbing credentials out of recorded traffic, and proving they are gone.
-
-Credential headers, credential-named query parameters and JSON fields, and every known secret
-value (in any encoded form) are replaced; :func:`find_leaks` then scans what is written.
-"""
+"""Scrubbing credentials out of recorded traffic, and proving they are gone: credential headers,
+credential-named query parameters and JSON fields, and every known secret value (in any encoded
+form) are replaced; :func:`find_leaks` then scans what is written."""
 
 from __future__ import annotations
 
@@ -155,8 +153,7 @@ def _strings(document: Any) -> Iterator[str]:
 
 
 def find_leaks(data: bytes, secrets: Iterable[str | None] = ()) -> list[str]:
-    """Masked forms of every known secret (plus *secrets*) present in *data*, in any encoded form,
-    in the file, in each of its decoded strings, and inside decoded base64 bodies."""
+    """Masked forms of the known secrets and *secrets* in *data*, its decoded strings and base64 bodies."""
     blobs = [data.decode("utf-8", "surrogateescape")]
     with contextlib.suppress(UnreadableDocument):
         blobs.extend(_strings(parse_json_document(data)))

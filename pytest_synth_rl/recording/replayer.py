@@ -1,7 +1,6 @@
 """Recording and replaying backend traffic: record modes, recording transports, and the replayer,
 one catch-all respx route that serves a cassette in recorded order (the last answer repeats),
-records what the mode allows, passes other loopback traffic through and blocks the rest.
-"""
+records what the mode allows, passes other loopback traffic through and blocks the rest."""
 
 from __future__ import annotations
 
@@ -143,8 +142,7 @@ class CassetteMismatchError(SynthError):
     """A request could not be served from the cassette and the record mode forbids recording it."""
 
     def __init__(self, message: str, *, method: str, url: str, hint: str | None = None) -> None:
-        self.method = method
-        self.url = url
+        self.method, self.url = method, url
         super().__init__(message, hint=hint)
 
 

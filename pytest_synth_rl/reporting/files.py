@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -17,7 +18,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pytest_synth_rl.errors import closest
 from pytest_synth_rl.secrets.masking import redact
@@ -126,7 +127,7 @@ def path_problem(
     """Why *path* cannot be written as a file (or with *directory*, be a folder to write into), by
     look alone; with ``make_parents=False`` (appending) a missing directory is a problem too."""
     target = Path(path)
-    try:
+    with contextlib.suppress(OSError):  # an unreadable folder on the way: the write says what is wrong
         if not directory and target.is_dir():
             return f"{target} is a directory"
         if not directory and str(path).endswith(("/", os.sep)):  # Path() drops the slash
@@ -139,13 +140,10 @@ def path_problem(
             if candidate.exists() or candidate.is_symlink():
                 what = "a file, not a directory" if candidate.is_file() else "not a directory"
                 return f"{candidate} is {what}"
-    except OSError:  # an unreadable directory on the way: the write itself will say what is wrong
-        return None
     return None
 
 
-#: Why a file cannot be written at a path; the name file-writing callers use for :func:`path_problem`.
-file_path_problem = path_problem
+file_path_problem = path_problem  # the name file-writing callers use
 
 
 def write_error_reason(path: str | os.PathLike[str], error: OSError, *, make_parents: bool = True) -> str:
@@ -174,13 +172,10 @@ class UnreadableDocument(ValueError):
         super().__init__(f"at {field}: {problem}" if field else problem)
 
 
-class _LongInt:
+class _LongInt(NamedTuple):
     """Stands in for an integer too long for ``int()`` while its field is looked for."""
 
-    __slots__ = ("digits",)
-
-    def __init__(self, digits: int) -> None:
-        self.digits = digits
+    digits: int
 
 
 def _int_or_long(text: str) -> int | _LongInt:
@@ -252,11 +247,9 @@ def find_file(given: Path, folders: Sequence[Path]) -> Path | FileMiss:
     names: set[str] = set()
     for path in candidates:
         with contextlib.suppress(OSError), os.scandir(path.parent) as entries:
-            for count, entry in enumerate(entries):
-                if count >= _NEAR_SCAN_LIMIT:
-                    break
-                if entry.is_file():
-                    names.add(entry.name)
+            names.update(
+                entry.name for entry in itertools.islice(entries, _NEAR_SCAN_LIMIT) if entry.is_file()
+            )
     near = closest(candidates[0].name, sorted(names)) if candidates else None
     if near is not None and given.parent != Path():
         near = str(given.parent / near)

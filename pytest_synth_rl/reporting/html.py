@@ -78,6 +78,7 @@ def reward_chart_svg(
         f'<svg xmlns="http://www.w3.org/2000/svg" class="synth-reward-chart" width="{WIDTH}" '
         f'height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="11" '
         f'role="img" aria-label={quoteattr("reward curve " + title)}>',
+        *([f"<title>{escape(title)}</title>"] if title else []),
         f'<rect width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>',
         f'<line class="axis" x1="{LEFT}" y1="{BOTTOM}" x2="{RIGHT}" y2="{BOTTOM}" stroke="#57606a"/>',
         f'<line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{BOTTOM}" stroke="#57606a"/>',
@@ -86,7 +87,6 @@ def reward_chart_svg(
         f'<text x="{LEFT - 4}" y="{(TOP + BOTTOM) / 2 + 4}" text-anchor="end" fill="#57606a">reward</text>',
         *_step_labels(steps),
     ]
-    legend = ["reward", *(["baseline"] if baseline else []), *(["failure"] if failed else [])]
     if baseline:
         parts.extend(_curve("baseline", baseline, x, y))
     if rewards:
@@ -98,12 +98,8 @@ def reward_chart_svg(
         )
     if failed:
         parts.append(_failure(rewards, x, y))
-    parts.extend(_legend(legend))
-    parts.extend(_timeline(timeline))
-    if title:
-        parts.insert(1, f"<title>{escape(title)}</title>")
-    parts.append("</svg>")
-    return "".join(parts)
+    legend = ["reward", *(["baseline"] if baseline else []), *(["failure"] if failed else [])]
+    return "".join([*parts, *_legend(legend), *_timeline(timeline), "</svg>"])
 
 
 def _step_labels(steps: int) -> list[str]:
@@ -161,15 +157,12 @@ def _legend(names: list[str]) -> list[str]:
     left = LEFT
     for name in names:
         color, style, _ = SERIES[name]
-        mark = (
-            f'<circle cx="{left + 9}" cy="14" r="5" fill="none" stroke="{color}"{style}/>'
-            if name == "failure"
-            else f'<line x1="{left}" y1="14" x2="{left + 18}" y2="14" stroke="{color}"{style}/>'
-        )
+        mark = f'<line x1="{left}" y1="14" x2="{left + 18}" y2="14" stroke="{color}"{style}/>'
+        if name == "failure":
+            mark = f'<circle cx="{left + 9}" cy="14" r="5" fill="none" stroke="{color}"{style}/>'
         out.append(f'{mark}<text x="{left + 22}" y="18">{name}</text>')
         left += 30 + 7 * len(name)
-    out.append("</g>")
-    return out
+    return [*out, "</g>"]
 
 
 def _timeline(runs: Sequence[Sequence[Any]]) -> list[str]:
@@ -204,19 +197,14 @@ def _timeline(runs: Sequence[Sequence[Any]]) -> list[str]:
             f'fill="{STATUS_COLORS.get(status, "#8c959f")}"/>'
             f'<text x="{left + 3:.1f}" y="{BAND_TOP + 11}" fill="#ffffff">{label}</text></g>'
         )
-    out.append("</g>")
-    return out
+    return [*out, "</g>"]
 
 
 def job_chart(record: JobRecord, baseline: list[float]) -> str:
     """The HTML of one job's chart: a caption and the SVG."""
-    title = f"{record.job_id or '-'} ({record.status_label})"
+    title, failed = f"{record.job_id or '-'} ({record.status_label})", record.status == "failed"
     svg = reward_chart_svg(
-        record.rewards,
-        baseline=baseline,
-        failed=record.status == "failed",
-        timeline=record.timeline,
-        title=title,
+        record.rewards, baseline=baseline, failed=failed, timeline=record.timeline, title=title
     )
     return f'<div class="synth-rl-job"><p>RL job {title}</p>{svg}</div>'
 

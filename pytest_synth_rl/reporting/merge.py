@@ -36,11 +36,8 @@ def read_report(path: Pathish) -> RunReport:
     try:
         return RunReport.from_json(parse_json_document(raw), where=f"shard report {file}")
     except UnreadableDocument as error:
-        raise MergeError(
-            f"shard report {file} {error}",
-            hint="pass the JSON file the shard wrote with --synth-report; if its upload was cut short, "
-            "re-run that shard",
-        ) from None
+        hint = "pass the JSON file the shard wrote with --synth-report; if its upload was cut short, rerun it"
+        raise MergeError(f"shard report {file} {error}", hint=hint) from None
     except ValueError as error:
         raise MergeError(str(error), hint="pass files written by --synth-report") from None
 
@@ -53,17 +50,14 @@ def merge_reports(paths: Sequence[Pathish]) -> RunReport:
     (first_path, first), owner = reports[0], dict[str, Path]()
     for path, report in reports:
         if (report.mode, report.backend) != (first.mode, first.backend):
-            raise MergeError(
-                f"shard report {path} ran {report.mode} against {report.backend!r}, but {first_path} "
-                f"ran {first.mode} against {first.backend!r}",
-                hint="merge only shards of the same run",
-            )
+            ran = f"ran {report.mode} against {report.backend!r}, but {first_path} ran {first.mode}"
+            message = f"shard report {path} {ran} against {first.backend!r}"
+            raise MergeError(message, hint="merge only shards of the same run")
         for test_id in {job.test_id for job in report.records}:  # shards are disjoint slices
             if test_id in owner:
-                raise MergeError(
-                    f"test {test_id} has jobs in two shard reports, {owner[test_id]} and {path}",
-                    hint="the shards' slices overlap: give each test to one shard, then merge again",
-                )
+                hint = "the shards' slices overlap: give each test to one shard, then merge again"
+                both = f"{owner[test_id]} and {path}"
+                raise MergeError(f"test {test_id} has jobs in two shard reports, {both}", hint=hint)
             owner[test_id] = path
     merged = RunReport(mode=first.mode, backend=first.backend)
     merged.extend(sorted((job for _, report in reports for job in report.records), key=lambda r: r.test_id))
@@ -98,16 +92,10 @@ def merge_baselines(
     target = Path(into)
     problem = path_problem(target, directory=True)
     if problem is not None:
-        raise MergeError(
-            f"cannot merge baselines into {target}: {problem}",
-            hint="give --into a directory (it is created if missing), such as tests/baselines",
-        )
-    shards = _given_once(
-        "baseline directory",
-        map(Path, directories),
-        _shard_files,
-        "pass each shard's baseline directory once",
-    )
+        hint = "give --into a directory (it is created if missing), such as tests/baselines"
+        raise MergeError(f"cannot merge baselines into {target}: {problem}", hint=hint)
+    once = "pass each shard's baseline directory once"
+    shards = _given_once("baseline directory", map(Path, directories), _shard_files, once)
     chosen: dict[str, tuple[Path, Baseline, str]] = {}
     for directory, files in shards:
         if not files and on_empty is not None:
@@ -127,20 +115,17 @@ def merge_baselines(
         try:
             written.append(atomic_write_text(target / name, text))
         except OSError as error:
-            raise MergeError(
-                f"cannot write merged baseline {target / name}: {write_error_reason(target / name, error)}",
-                hint="give --into a directory you can write",
-            ) from None
+            reason = write_error_reason(target / name, error)
+            hint = "give --into a directory you can write"
+            raise MergeError(f"cannot write merged baseline {target / name}: {reason}", hint=hint) from None
     return written
 
 
 def _shard_files(directory: Path) -> list[Path]:
     if not directory.is_dir():
         what = "is not a directory" if directory.exists() else "does not exist"
-        raise MergeError(
-            f"baseline directory {directory} {what}",
-            hint="pass each shard's baseline directory (its synth_baseline_dir, by default tests/baselines)",
-        )
+        hint = "pass each shard's baseline directory (its synth_baseline_dir, by default tests/baselines)"
+        raise MergeError(f"baseline directory {directory} {what}", hint=hint)
     return sorted(directory.glob("*.json"))
 
 
@@ -181,21 +166,17 @@ def check_output_file(
 ) -> None:
     """Refuse, before merging, an output path that cannot be a file or is one of the *shards*."""
     if not str(path).strip():  # ``--report "$OUT"`` with the variable unset
-        raise MergeError(
-            f"{option}= is empty",
-            hint=f"give {option} a file path, or leave {option} out (an unset shell variable?)",
-        )
+        hint = f"give {option} a file path, or leave {option} out (an unset shell variable?)"
+        raise MergeError(f"{option}= is empty", hint=hint)
     problem = path_problem(path, make_parents=make_parents)
     if problem is not None:
         where = " (missing directories are created)" if make_parents else " in an existing directory"
-        raise MergeError(
-            f"{option} {path}: cannot write there: {problem}", hint=f"give {option} a file path{where}"
-        )
+        hint = f"give {option} a file path{where}"
+        raise MergeError(f"{option} {path}: cannot write there: {problem}", hint=hint)
     if any(Path(str(shard)).resolve() == Path(path).resolve() for shard in shards):
-        raise MergeError(
-            f"--report {path} is also a shard report being merged; writing it would replace that shard",
-            hint="write the merged report to a new file, such as --report synth-report.json",
-        )
+        replaced = "is also a shard report being merged; writing it would replace that shard"
+        hint = "write the merged report to a new file, such as --report synth-report.json"
+        raise MergeError(f"--report {path} {replaced}", hint=hint)
 
 
 def write_output(write: Callable[[Pathish], T], path: Pathish, option: str, *, append: bool = False) -> T:
@@ -204,12 +185,8 @@ def write_output(write: Callable[[Pathish], T], path: Pathish, option: str, *, a
         return write(path)
     except OSError as error:
         reason = write_error_reason(path, error, make_parents=not append)
-        doing, where = (
-            ("append the merged summary", ' ("$GITHUB_STEP_SUMMARY" in GitHub Actions)')
-            if append
-            else ("write the merged report", "")
-        )
-        raise MergeError(
-            f"{option} {path}: cannot {doing}: {reason}",
-            hint=f"give {option} a file path you can write{where}",
-        ) from None
+        doing, where = ("write the merged report", "")
+        if append:
+            doing, where = ("append the merged summary", ' ("$GITHUB_STEP_SUMMARY" in GitHub Actions)')
+        hint = f"give {option} a file path you can write{where}"
+        raise MergeError(f"{option} {path}: cannot {doing}: {reason}", hint=hint) from None

@@ -205,14 +205,12 @@ class LiveJobs:
         return [f"{entry['job_id']} ({entry['test']})" for entry in list(self._jobs.values())]
 
     def _save(self) -> None:
-        if self.path is None:
-            return
-        if not self._jobs:
-            self.path.unlink(missing_ok=True)
-            return
         from pytest_synth_rl.reporting.files import atomic_write_text
 
-        atomic_write_text(self.path, json.dumps(list(self._jobs.values()), sort_keys=True))
+        if self.path is not None and self._jobs:
+            atomic_write_text(self.path, json.dumps(list(self._jobs.values()), sort_keys=True))
+        elif self.path is not None:
+            self.path.unlink(missing_ok=True)
 
 
 #: GitHub's Mermaid renders long x axes unreadably; longer curves are sampled evenly for the chart.
@@ -329,22 +327,17 @@ class RunReport:
 
     def render_markdown(self) -> str:
         count = len(self.records)
-        lines = [
-            f"### RL jobs ({self.mode}, {count} {'job' if count == 1 else 'jobs'})",
-            "",
-            "| " + " | ".join(_HEADERS) + " |",
-            "|" + "---|" * len(_HEADERS),
-        ]
-        for row in self._table_rows():  # literal text: a "|" would end the cell, "<b>" render as markup
-            lines.append(
-                "| " + " | ".join(html.escape(str(c), quote=False).replace("|", "\\|") for c in row) + " |"
-            )
+
+        def row(cells: Iterable[Any]) -> str:  # literal text: "|" would end the cell, "<b>" be markup
+            escaped = (html.escape(str(c), quote=False).replace("|", "\\|") for c in cells)
+            return "| " + " | ".join(escaped) + " |"
+
+        heading = f"### RL jobs ({self.mode}, {count} {'job' if count == 1 else 'jobs'})"
+        lines = [heading, "", row(_HEADERS), "|" + "---|" * len(_HEADERS), *map(row, self._table_rows())]
         charts = [mermaid_chart(r) for r in self.records if any(map(math.isfinite, r.rewards))]
         if charts:
-            lines.extend(["", "#### Reward curves", ""])
-            for chart in charts:
-                lines.extend([chart, ""])
-        return "\n".join(lines).rstrip("\n") + "\n"
+            lines += ["", "#### Reward curves", "", "\n\n".join(charts)]
+        return "\n".join(lines) + "\n"
 
     @classmethod
     def from_json(cls, data: Any, *, where: str = "report") -> RunReport:

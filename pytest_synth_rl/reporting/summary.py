@@ -94,14 +94,11 @@ class RunSummary:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if hasattr(self.config, "workerinput"):  # an xdist worker: the controller reports
             return
-        for held in self._unreported.values():
-            self.report.extend(held)
+        self.report.extend(record for held in self._unreported.values() for record in held)
         self._unreported.clear()
-        unreadable = self._take_spooled_records()
-        if unreadable:
-            terminalreporter.write_line(
-                f"synth-rl: {unreadable} job row(s) of interrupted xdist workers could not be read"
-            )
+        if unreadable := self._take_spooled_records():
+            lost = f"synth-rl: {unreadable} job row(s) of interrupted xdist workers could not be read"
+            terminalreporter.write_line(lost)
         records = self.report.records
         if records:
             terminalreporter.write_sep("=", self.report.title)
@@ -112,9 +109,8 @@ class RunSummary:
             failed = f"{self.settings.origin('report')}: could not write the JSON report to {path}"
             hint = "point it at a file path you can write (missing directories are created)"
             with _failure_shown(terminalreporter, failed, path, hint):
-                terminalreporter.write_line(
-                    f"synth-rl: JSON report written to {self.report.write_json(path)}"
-                )
+                written = self.report.write_json(path)
+                terminalreporter.write_line(f"synth-rl: JSON report written to {written}")
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if summary and records:
             failed = f"GITHUB_STEP_SUMMARY={summary}: could not append the job table to the step summary"
@@ -126,8 +122,7 @@ class RunSummary:
                 self.report.append_github_summary(summary)
 
     def _take_spooled_records(self) -> int:
-        """Controller: add spooled records whose reports never came and the jobs dead workers left
-        (orphans); returns the unreadable lines' count."""
+        """Controller: add records whose reports never came and dead workers' orphans; count bad lines."""
         if self._spool_dir is None:
             return 0
         from pytest_synth_rl.reporting.files import parse_json_document
@@ -168,8 +163,7 @@ class RunSummary:
 def _failure_shown(
     terminalreporter: Any, failed: str, path: str | Path, hint: str, *, make_parents: bool = True
 ) -> Iterator[None]:
-    """A write whose failure is shown in red at the end of the run (not a traceback); the run's exit
-    status stays the tests'."""
+    """A write whose failure is a red line at the end of the run, not a traceback nor the exit status."""
     try:
         yield
     except OSError as error:

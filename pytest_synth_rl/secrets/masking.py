@@ -99,8 +99,7 @@ def known_secrets(extra: Iterable[str | None] = ()) -> list[str]:
 
 
 def redact(text: str, extra: Iterable[str | None] = ()) -> str:
-    """Replace every known secret in *text*, in any spelling :mod:`~pytest_synth_rl.secrets.forms`
-    knows (percent-encoded, ``\\u``-escaped, base64'd, parts), by its masked form."""
+    """*text* with every known secret, in any form :mod:`~pytest_synth_rl.secrets.forms` knows, masked."""
     if not text:
         return text
     secrets = known_secrets(extra)
@@ -177,7 +176,7 @@ def key_problem(key: str) -> str | None:
 
 def secret_or_none(value: str | Secret | None) -> Secret | None:
     """*value* as a :class:`Secret` (``None`` and ``""`` give ``None``)."""
-    if value is None or isinstance(value, Secret):
+    if isinstance(value, Secret):
         return value or None
     return Secret(value) if value else None
 
