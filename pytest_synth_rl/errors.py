@@ -277,9 +277,6 @@ class Attempt:
     error: str | None = None
     waited: float = 0.0
 
-    def __post_init__(self) -> None:
-        _masked_fields(self)
-
     def render(self) -> str:
         outcome = f"HTTP {self.status_code}" if self.status_code is not None else (self.error or "?")
         waited = f" (then waited {self.waited:.2f}s)" if self.waited else ""
@@ -302,6 +299,8 @@ class BackendError(SynthError):
     ) -> None:
         self.method, self.url, self.status_code = method, url, status_code
         self.response_excerpt = excerpt(response_text)
+        for attempt in attempts:  # masked as they leave: a poll records one on every request
+            _masked_fields(attempt)
         self.attempts: list[Attempt] = list(attempts)
         parts = [message]
         if method and url:

@@ -185,6 +185,21 @@ def _int_or_long(text: str) -> int | _LongInt:
         return _LongInt(len(text.lstrip("-")))
 
 
+class _NeedsWalk(Exception):
+    """A value whose field only the walk in :func:`parse_json_document` can name."""
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise _NeedsWalk
+    return number
+
+
+def _not_finite(text: str) -> float:
+    raise _NeedsWalk
+
+
 def parse_json_document(data: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """Parse JSON read back (a file, a body); every way it can be broken, and an integer too long for
     Python, NaN, Infinity or nesting beyond *max_depth*, is an :class:`UnreadableDocument`."""
@@ -198,7 +213,12 @@ def parse_json_document(data: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -
             ) from None
     too_deep = f"is nested too deeply to parse (more than {max_depth} levels)"
     try:
-        value = json.loads(data, parse_int=_int_or_long)
+        try:
+            value = json.loads(data, parse_int=_int_or_long, parse_float=_finite, parse_constant=_not_finite)
+            if len(data) <= sys.get_int_max_str_digits() and data.count("{") + data.count("[") <= max_depth:
+                return value  # no integer too long, nothing non-finite, not nested too deeply
+        except _NeedsWalk:
+            value = json.loads(data, parse_int=_int_or_long)
     except json.JSONDecodeError as error:
         raise UnreadableDocument(
             "invalid_json", f"is not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"

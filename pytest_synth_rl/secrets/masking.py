@@ -29,6 +29,11 @@ T = TypeVar("T")
 _lock = threading.Lock()
 _registered: set[str] = set()
 _warned_short: set[str] = set()
+#: Texts already redacted (the same URL or body is masked on every poll), for the secrets known
+#: then: replaced whole when they change, so a new secret is never missed. Bounded in both ways.
+_memo: tuple[list[str], dict[str, str]] = ([], {})
+_MEMO_SIZE = 512
+_MEMO_TEXT = 1024
 
 
 def mask_secret(value: str | None) -> str:
@@ -100,14 +105,30 @@ def known_secrets(extra: Iterable[str | None] = ()) -> list[str]:
 
 def redact(text: str, extra: Iterable[str | None] = ()) -> str:
     """*text* with every known secret, in any form :mod:`~pytest_synth_rl.secrets.forms` knows, masked."""
+    global _memo
     if not text:
         return text
     secrets = known_secrets(extra)
+    if not secrets:
+        return text
+    known, memo = _memo
+    if known == secrets:
+        masked = memo.get(text)
+        if masked is not None:
+            return masked
+    else:
+        memo = {}
+        _memo = (secrets, memo)
+    masked = text
     for secret in secrets:  # whole forms of every secret first: one may be part of another
-        text = scrub_whole(text, secret, mask_secret(secret))
+        masked = scrub_whole(masked, secret, mask_secret(secret))
     for secret in secrets:
-        text = scrub_parts(text, secret, mask_secret(secret))
-    return text
+        masked = scrub_parts(masked, secret, mask_secret(secret))
+    if len(text) <= _MEMO_TEXT:
+        if len(memo) >= _MEMO_SIZE:
+            memo.clear()
+        memo[text] = masked
+    return masked
 
 
 def redact_value(value: T, depth: int = 8) -> T:
