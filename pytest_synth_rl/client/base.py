@@ -61,8 +61,7 @@ T = TypeVar("T")
 
 #: Seconds allowed for each request of the pre-submission task app probe.
 HEALTH_TIMEOUT = 10.0
-#: Each operation on a job: what it does (if not yet submitted; if it failed), method, route
-#: suffix, has a fallback route.
+#: Each operation on a job: what it does (unsubmitted; failed), method, route suffix, has a fallback.
 _ROUTES = {
     "status": ("get the job status", "reading the status of job {!r}", "GET", "", False),
     "cancel": ("cancel the job", "cancelling job {!r}", "POST", "/cancel", False),
@@ -101,25 +100,21 @@ class JobBase(Generic[ClientT, TransportT]):
         self._clock: Clock = clock if clock is not None else RealClock()
         self._retry = retry if retry is not None else RetryPolicy()
         self._owns_client = http_client is None
-        if http_client is None:
-            # The transport matches the client class (sync or async), which the type variables cannot say.
+        if http_client is None:  # the transport matches the client class, which the types cannot say
             options: dict[str, Any] = {"transport": transport, "timeout": request_timeout}
             http_client = self._client_cls(verify=shared_ssl_context(), **options)
         self._http: ClientT = http_client
         self._sender: Sender[ClientT] = Sender(self._http, self._retry, self._clock)
-        # One key per job object, reused by every retry of its submission, so a POST retried
-        # after a lost answer cannot create a second job.
+        # Reused by every retry of the submission, so a retried POST cannot create a second job.
         self._idempotency_key = config.idempotency_key or uuid.uuid4().hex
         self._build: RLBuildResult | None = None
         #: What ``poll_until_complete`` waits when not told (``synth_rl_job`` gives the test's).
         self.poll_timeout, self.poll_interval = 7200.0, 10.0
         #: The outcome of the last ``poll_until_complete`` (also when it raised JobFailedError).
         self.last_result: JobResult | None = None
-        #: The polls of the latest ``poll_until_complete``, filled as they happen (a wait that
-        #: timed out or was interrupted leaves no result, but its polls still tell the story).
+        #: The polls of the latest ``poll_until_complete``, filled as they happen (also a timed-out one's).
         self.last_polls: list[PollRecord] = []
-        #: Every status this handle read, as runs ``[status, first, last]`` in clock seconds
-        #: since submission: the job's story across waits, which run reports draw.
+        #: Every status read, as runs ``[status, first, last]`` in clock seconds since submission.
         self.observed_statuses: list[list[Any]] = []
         self._observed_since: float | None = None
         #: When the job was submitted and its last wait ended (clock seconds, wall seconds).
@@ -155,8 +150,8 @@ class JobBase(Generic[ClientT, TransportT]):
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         allow_new_keys: bool = False,
     ) -> J:
-        """A new job from an RL TOML config, its payload built and validated now. Settings come from
-        the arguments, then the environment (see :class:`RLJobConfig`); ``tags`` join the payload's."""
+        """A new job from an RL TOML config, its payload built and validated now; settings come from the
+        arguments, then the environment (see :class:`RLJobConfig`); ``tags`` join the payload's."""
         config = RLJobConfig.resolve(
             config_path,
             backend_url=backend_url,
@@ -286,18 +281,10 @@ class JobBase(Generic[ClientT, TransportT]):
                 hint=f"create a new job with from_config() to submit again, or follow this one "
                 f"with RLJob.from_job_id({self._job_id!r})",
             )
-        url = f"{self.api_base}/rl/jobs"
-        return Call(
-            operation="submit",
-            method="POST",
-            url=url,
-            parse=extract_job_id,
-            headers=SecretHeaders({**self._auth(), "Idempotency-Key": self._idempotency_key}),
-            json=self.build().payload,
-            ok_statuses=frozenset({200, 201}),
-            error_cls=JobSubmitError,
-            action="submitting the RL job failed",
-        )
+        headers = SecretHeaders({**self._auth(), "Idempotency-Key": self._idempotency_key})
+        url, ok = f"{self.api_base}/rl/jobs", frozenset({200, 201})
+        call = Call("submit", "POST", url, extract_job_id, headers, json=self.build().payload, ok_statuses=ok)
+        return replace(call, error_cls=JobSubmitError, action="submitting the RL job failed")
 
     def _accept_submission(self, job_id: str) -> str:
         self._job_id = job_id
@@ -308,8 +295,7 @@ class JobBase(Generic[ClientT, TransportT]):
         return job_id
 
     def _job_call(self, operation: str, parse: Callable[[httpx.Response], T], **params: int) -> Call[T]:
-        """A call on this job's resource (see ``_ROUTES``); where the route has a fallback,
-        ``/learning/jobs/...`` answers a 404, and is tried first once it answered instead."""
+        """A call on this job's resource; a fallback route (``/learning/jobs/...``) answers a 404."""
         action, failed, method, suffix, fallback = _ROUTES[operation]
         job_id = self._require_job_id(action)
         primary = f"{self.api_base}/rl/jobs/{job_id}{suffix}"
@@ -340,24 +326,16 @@ class JobBase(Generic[ClientT, TransportT]):
     def _health_verdict(self, report: HealthReport) -> None:
         if report.ok:
             return
-        url = report.url or self.build().task_url
+        url, key = report.url or self.build().task_url, self._config.task_app_api_key
+        hint = "the task app must answer GET /health and GET /task_info with 200 (see the task app contract)"
         if report.health_status is None:
-            hint = (
-                "is the task app running? start it (e.g. with InProcessTaskApp) or fix task_app_url= / "
-                "TASK_APP_URL / [services].task_url"
-            )
+            hint = "is the task app running? start it (e.g. with InProcessTaskApp) or fix task_app_url= / "
+            hint += "TASK_APP_URL / [services].task_url"
         elif 400 in (report.health_status, report.task_info_status) or report.health_status in (401, 403):
-            key = self._config.task_app_api_key
-            hint = key_refusal(key, "task_app_api_key=") + (
-                "; a task app that reads its key from another header must accept one of these, as "
-                "the trainer sends only these"
-                if key
-                else ""
-            )
-        else:
-            hint = (
-                "the task app must answer GET /health and GET /task_info with 200 (see the task app contract)"
-            )
+            hint = key_refusal(key, "task_app_api_key=")
+            if key:
+                hint += "; a task app that reads its key from another header must accept one of these, as "
+                hint += "the trainer sends only these"
         raise TaskAppError(
             f"task app at {url} failed the health check before submission: {report.detail}",
             url=url,
@@ -401,20 +379,17 @@ class JobBase(Generic[ClientT, TransportT]):
 
 
 class JobSteps(JobBase[Any, Any]):
-    """Every operation of a job as steps, written once: :class:`~.jobs.RLJob` runs them blocking,
-    :class:`~.jobs.AsyncRLJob` awaits them (their methods of the same names). Never instantiated."""
+    """Every operation of a job as steps, which RLJob runs blocking and AsyncRLJob awaits."""
 
     def upload_environment_api_key(
         self, env_key: str | Secret | None = None, *, verify: bool = False
     ) -> Steps[EnvKeyUpload]:
-        """Upload the task app's key (default: this job's ``task_app_api_key``) to the backend,
-        sealed; see :func:`~.jobs.upload_environment_api_key`."""
+        """Upload the task app's key (default: ``task_app_api_key``) sealed; see the function of this name."""
         key = env_key if env_key is not None else self._config.task_app_api_key
         return upload_steps(self._sender, self.api_base, self._auth(), key, verify)
 
     def verify_task_app(self, task_url: str | None = None) -> Steps[TaskAppVerification]:
-        """Have the backend probe the task app (default: this job's, TOML included); see
-        :func:`~.jobs.verify_task_app`."""
+        """Have the backend probe the task app (default: this job's); see :func:`~.jobs.verify_task_app`."""
         if task_url is None:
             task_url = self._config.task_app_url or None
         if task_url is None and self._config.config_path is not None:
@@ -460,13 +435,11 @@ class JobSteps(JobBase[Any, Any]):
             if on_status is not None:
                 try:
                     returned = on_status(payload)
+                    failure = (yield returned) if inspect.isawaitable(returned) else None
                 except Exception as exc:
-                    poller.callback_failed(exc)
-                else:
-                    if inspect.isawaitable(returned):
-                        failure = yield returned
-                        if failure is not None:
-                            poller.callback_failed(failure)
+                    failure = exc
+                if failure is not None:
+                    poller.callback_failed(failure)
             wait = poller.next_wait()
             if wait is None:
                 break
@@ -509,9 +482,8 @@ def _build_payload(config: RLJobConfig) -> RLBuildResult:
             "this job has no RL config to build a payload from (it was attached with from_job_id)",
             hint="use RLJob.from_config(path, ...) to submit a new job",
         )
-    # The upstream SDK wrote these two keys into the caller's own dict; we use a copy, and a
-    # caller's task_url override wins (contract §3). ``overrides["backend"]`` only fills the
-    # payload's metadata, so one naming another backend than the job's would be silently false.
+    # A copy, where the SDK wrote into the caller's dict; a task_url override wins (contract §3), and
+    # ``overrides["backend"]`` naming another backend than the job's would be silently false.
     overrides: dict[str, Any] = dict(config.overrides or {})
     given = overrides.get("backend")
     if isinstance(given, str) and given.strip() and normalize_backend_url(given) != config.api_base:

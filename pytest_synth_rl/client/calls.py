@@ -107,8 +107,7 @@ class Sender(Generic[ClientT]):
 
     def __init__(self, client: ClientT, retry: RetryPolicy, clock: Clock) -> None:
         self.client: ClientT = client
-        self.retry = retry
-        self.clock = clock
+        self.retry, self.clock = retry, clock
         self.fallback_routes: set[str] = set()
         self._last_built: tuple[Call[Any], httpx.Request] | None = None
 
@@ -175,18 +174,11 @@ def answer_error(
 
 
 def _objects(body: Any, key: str) -> list[dict[str, Any]]:
-    """The objects of the list under *key*, also accepted nested under ``data``/``result``/``items``,
-    or bare."""
-    found: Any = []
-    if isinstance(body, list):
-        found = body
-    elif isinstance(body, Mapping) and isinstance(body.get(key), list):
-        found = body[key]
-    elif isinstance(body, Mapping):
-        for wrapper in ("data", "result", "items"):
-            inner = body.get(wrapper)
-            if isinstance(inner, Mapping):
-                inner = inner.get(key)
+    """The objects of the list under *key* (or nested under ``data``/``result``/``items``, or bare)."""
+    found: Any = body if isinstance(body, list) else []
+    if isinstance(body, Mapping):
+        for inner in (body, *(body.get(wrapper) for wrapper in ("data", "result", "items"))):
+            inner = inner.get(key) if isinstance(inner, Mapping) else inner
             if isinstance(inner, list):
                 found = inner
                 break

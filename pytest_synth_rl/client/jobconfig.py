@@ -36,8 +36,7 @@ def _text(value: str | None, env_name: str | None = None) -> str | None:
 
 
 def resolve_backend_url(backend_url: str | None = None) -> str:
-    """``backend_url``, then ``SYNTH_BACKEND_URL``, then ``BACKEND_BASE_URL``, then the public
-    service; an absolute http(s) URL, the ``/api`` suffix optional."""
+    """``backend_url``, then ``SYNTH_BACKEND_URL``, ``BACKEND_BASE_URL``, the public service."""
     source, value = "backend_url", _text(backend_url)
     for name in BACKEND_URL_ENV_VARS:
         if value is None:
@@ -45,18 +44,14 @@ def resolve_backend_url(backend_url: str | None = None) -> str:
     if value is None:
         return DEFAULT_BACKEND_URL
     if not _is_http_url(value):
-        raise usage_error(
-            source,
-            f"{value!r} is not an absolute http(s) URL",
-            f"use e.g. {DEFAULT_BACKEND_URL} (with or without /api)",
-        )
+        hint = f"use e.g. {DEFAULT_BACKEND_URL} (with or without /api)"
+        raise usage_error(source, f"{value!r} is not an absolute http(s) URL", hint)
     return value
 
 
 @functools.lru_cache(maxsize=64)
 def _is_http_url(value: str) -> bool:
-    """Remembered: every job of a suite names the same backend, and parsing costs about half of
-    resolving a job's settings."""
+    """Remembered: every job of a suite names the same backend, and parsing it is costly."""
     try:
         parsed = httpx.URL(value)
     except httpx.InvalidURL:
@@ -70,17 +65,13 @@ def resolve_api_key(api_key: str | Secret | None = None) -> Secret:
         return api_key
     key = _key(api_key if isinstance(api_key, str) else None, "api_key", "SYNTH_API_KEY")
     if key is None:
-        raise usage_error(
-            "api_key",
-            "no Synth API key was given and SYNTH_API_KEY is not set",
-            "set SYNTH_API_KEY in the environment or pass api_key=",
-        )
+        message, hint = "no Synth API key was given and SYNTH_API_KEY is not set", "set SYNTH_API_KEY in "
+        raise usage_error("api_key", message, hint + "the environment or pass api_key=")
     return key
 
 
 def _key(value: str | None, argument: str, env_name: str) -> Secret | None:
-    """*value*, else *env_name*, as a key, unless no HTTP header could carry it (raised here, not
-    deep in a client)."""
+    """*value*, else *env_name*, as a key; one no HTTP header could carry is refused here."""
     text = _text(value, env_name)
     problem = key_problem(text) if text else None
     if problem is not None:
@@ -128,25 +119,18 @@ class RLJobConfig:
         allow_new_keys: bool = False,
     ) -> RLJobConfig:
         """Arguments first, then ``SYNTH_BACKEND_URL`` / ``BACKEND_BASE_URL``, ``SYNTH_API_KEY``,
-        ``TASK_APP_URL``, ``ENVIRONMENT_API_KEY``; a *config_path* that is not a file is
-        reported here, naming the path."""
+        ``TASK_APP_URL``, ``ENVIRONMENT_API_KEY``; a *config_path* that is not a file is reported here."""
         path = Path(config_path) if config_path is not None else None
         if path is not None and not path.is_file():
             what = "is a directory, not a file" if path.is_dir() else "does not exist"
-            problem = ConfigProblem(
-                key="config_path",
-                message=f"RL config file {str(path)!r} {what}",
-                hint="pass the path of an RL TOML config (relative paths are resolved from the working "
-                f"directory, {os.getcwd()!r})",
-            )
+            hint = "pass the path of an RL TOML config (relative paths are resolved from the working "
+            hint += f"directory, {os.getcwd()!r})"
+            problem = ConfigProblem("config_path", f"RL config file {str(path)!r} {what}", hint)
             raise ConfigError([problem], path=str(path))
         bad = [k for k, v in (tags or {}).items() if not isinstance(k, str) or not isinstance(v, str)]
         if bad:
-            raise usage_error(
-                "tags",
-                f"tags must map strings to strings; bad entries: {bad!r}",
-                'e.g. tags={"suite": "nightly"}',
-            )
+            message = f"tags must map strings to strings; bad entries: {bad!r}"
+            raise usage_error("tags", message, 'e.g. tags={"suite": "nightly"}')
         return cls(
             config_path=path,
             backend_url=resolve_backend_url(backend_url),

@@ -1,9 +1,7 @@
-"""The RL job handles: :class:`RLJob` (blocking) and :class:`AsyncRLJob`, and the job listings.
+"""The RL job handles :class:`RLJob` (blocking) and :class:`AsyncRLJob`, and the plain functions.
 
-Both run the steps of :class:`~.base.JobSteps`, through :func:`_blocking` and :func:`_awaiting`;
-they differ only in how they send, sleep and close.
-Every wait is on the job's clock. ``AsyncRLJob`` works under asyncio and anyio's asyncio backend.
-"""
+Both run the steps of :class:`~.base.JobSteps`, differing only in how they send, sleep and close; every
+wait is on the job's clock. ``AsyncRLJob`` works under asyncio and anyio's asyncio backend."""
 
 from __future__ import annotations
 
@@ -168,8 +166,7 @@ def _detached(
     retry: RetryPolicy | None,
     request_timeout: float,
 ) -> J:
-    """A handle with no RL config and no job, for the preflight calls (a transport given along
-    with a client goes unused)."""
+    """A handle with no config and no job, for preflight calls (a transport beside a client goes unused)."""
     config = RLJobConfig(None, resolve_backend_url(backend_url), resolve_api_key(api_key))
     transport = transport if http_client is None else None
     options: dict[str, Any] = {"clock": clock, "http_client": http_client, "transport": transport}

@@ -24,5 +24,5 @@ def observe_polls(observer: PollObserver) -> Callable[[], None]:
 
 
 def poll_observers() -> tuple[PollObserver, ...]:
-    """The observers registered now (a snapshot, safe to iterate while one unregisters)."""
+    """A snapshot of the observers, safe to iterate while one unregisters."""
     return tuple(_observers)

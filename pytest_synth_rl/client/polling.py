@@ -92,13 +92,10 @@ class Poller:
                 hint = f"e.g. poll_until_complete({example})"
                 raise SynthUsageError([ConfigProblem(f"poll_until_complete.{name}", problem, hint)])
         self.max_failed_polls, self.timeout, self.interval = max_failed_polls, float(timeout), float(interval)
-        self.job_id = job_id
-        #: The errors of the current run of consecutive failed polls.
+        self.job_id, self.clock, self.raise_on_failure = job_id, clock, raise_on_failure
+        #: The errors of the current run of consecutive failed polls, and how many failed in all.
         self.failures: list[BackendError] = []
-        #: How many polls failed over the whole wait.
         self.failed_polls = 0
-        self.clock = clock
-        self.raise_on_failure = raise_on_failure
         self.started = clock.now()
         self.deadline = self.started + self.timeout
         self.history: list[PollRecord] = []
@@ -107,8 +104,7 @@ class Poller:
     def record(self, payload: dict[str, Any], note: str | None = None) -> PollRecord:
         """Remember one status answer (``note`` says if the body was unreadable)."""
         entry = PollRecord(self.clock.time(), self.clock.now() - self.started, job_status(payload), payload)
-        entry = add_poll(self.history, entry)
-        self.note = note
+        entry, self.note = add_poll(self.history, entry), note
         for observer in poll_observers():
             try:
                 observer(self, entry)
@@ -126,18 +122,18 @@ class Poller:
         self.failed_polls += 1
         if len(self.failures) >= self.max_failed_polls:
             attempts: list[Attempt] = [a for failure in self.failures for a in failure.attempts]
-            first_line = str(exc.message).splitlines()[0]
+            message = f"polling RL job {self.job_id} failed: {len(self.failures)} consecutive poll(s) failed "
+            message += f"after their retries (failure budget max_failed_polls={self.max_failed_polls}); "
+            hint = "the backend kept failing; check its status, or raise "
+            hint += "poll_until_complete(max_failed_polls=...) to wait through longer outages"
             raise BackendError(
-                f"polling RL job {self.job_id} failed: {len(self.failures)} consecutive poll(s) failed "
-                f"after their retries (failure budget max_failed_polls={self.max_failed_polls}); "
-                f"last: {first_line}",
+                message + f"last: {str(exc.message).splitlines()[0]}",
                 method=exc.method,
                 url=exc.url,
                 status_code=exc.status_code,
                 response_text=exc.response_excerpt,
                 attempts=attempts,
-                hint="the backend kept failing; check its status, or raise "
-                "poll_until_complete(max_failed_polls=...) to wait through longer outages",
+                hint=hint,
             ) from exc
         return self._wait(exc)
 

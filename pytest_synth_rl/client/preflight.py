@@ -1,8 +1,5 @@
-"""Before submitting: upload the task app's key to the backend sealed (contract §1.2, §10.5), and
-have the backend reach the task app with the key it holds (§10.3), so a job that would fail on its
-first rollout an hour later fails now. Both are steps, run by a job's methods of the same names and
-by the plain functions in :mod:`.jobs`.
-"""
+"""Before submitting: upload the task app's key sealed (contract §1.2, §10.5), and have the backend
+reach the task app with it (§10.3), so a job that would fail on its first rollout fails now."""
 
 from __future__ import annotations
 
@@ -80,11 +77,8 @@ def _read_public_key(response: httpx.Response) -> bytes:
     body, note = read_object(response)
     alg = body.get("alg")
     if alg is not None and alg != SEALED_BOX_ALG:
-        raise _unusable(
-            response,
-            f"the backend seals with alg {alg!r}, expected {SEALED_BOX_ALG!r}",
-            "this client only speaks libsodium sealed boxes; " + _FIX_BACKEND,
-        )
+        message = f"the backend seals with alg {alg!r}, expected {SEALED_BOX_ALG!r}"
+        raise _unusable(response, message, "this client only speaks libsodium sealed boxes; " + _FIX_BACKEND)
     encoded = body.get("public_key")
     if not isinstance(encoded, str) or not encoded.strip():
         reason = f" ({note})" if note else ""
@@ -94,9 +88,8 @@ def _read_public_key(response: httpx.Response) -> bytes:
     except (binascii.Error, ValueError):
         raise _unusable(response, "public_key is not valid base64") from None
     if len(raw) != PublicKey.SIZE:
-        raise _unusable(
-            response, f"public_key decodes to {len(raw)} bytes, expected {PublicKey.SIZE} (an X25519 key)"
-        )
+        message = f"public_key decodes to {len(raw)} bytes, expected {PublicKey.SIZE} (an X25519 key)"
+        raise _unusable(response, message)
     return raw
 
 
@@ -107,9 +100,7 @@ def _read_upload(url: str, response: httpx.Response) -> EnvKeyUpload:
         value = body.get(key)
         return str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
 
-    return EnvKeyUpload(
-        url=url, name=text("name") or ENV_KEY_NAME, id=text("id"), updated_at=text("updated_at")
-    )
+    return EnvKeyUpload(url, text("name") or ENV_KEY_NAME, text("id"), text("updated_at"))
 
 
 def _resolve_env_key(env_key: str | Secret | None, url: str) -> Secret:
@@ -117,10 +108,9 @@ def _resolve_env_key(env_key: str | Secret | None, url: str) -> Secret:
     value = env_key.value if isinstance(env_key, Secret) else env_key
     value = (value or "").strip() or os.environ.get(ENV_KEY_NAME, "").strip()
     if not value:
+        message = f"no task app key was given and {ENV_KEY_NAME} is not set"
         raise usage_error(
-            "env_key",
-            f"no task app key was given and {ENV_KEY_NAME} is not set",
-            f"pass env_key= (the key the task app enforces) or set {ENV_KEY_NAME}",
+            "env_key", message, f"pass env_key= (the key the task app enforces) or set {ENV_KEY_NAME}"
         )
     key = env_key if isinstance(env_key, Secret) and env_key.value == value else Secret(value)
     size = len(value.encode("utf-8"))
@@ -141,40 +131,20 @@ def upload_steps(
     url = f"{api_base}/v1/env-keys"
     key = _resolve_env_key(env_key, url)
     key_call = partial(Call, headers=auth, error_cls=EnvKeyUploadError, fix=_FIX_BACKEND)
-    public_key = yield from sender.send(
-        key_call(
-            "public-key",
-            "GET",
-            f"{api_base}/v1/crypto/public-key",
-            _read_public_key,
-            action=f"fetching the backend's public key to upload {ENV_KEY_NAME} failed",
-        )
-    )
+    action = f"fetching the backend's public key to upload {ENV_KEY_NAME} failed"
+    fetch = key_call("public-key", "GET", f"{api_base}/v1/crypto/public-key", _read_public_key, action=action)
+    public_key = yield from sender.send(fetch)
     ciphertext = SealedBox(PublicKey(public_key)).encrypt(key.value.encode("utf-8"))
     sealed = {"name": ENV_KEY_NAME, "ciphertext_b64": base64.b64encode(ciphertext).decode("ascii")}
-    upload = yield from sender.send(
-        key_call(
-            "env-key-upload",
-            "POST",
-            url,
-            partial(_read_upload, url),
-            json=sealed,
-            action=f"uploading {ENV_KEY_NAME} failed",
-            fix="the backend refused the sealed key; " + _FIX_BACKEND,
-        )
+    action, fix = f"uploading {ENV_KEY_NAME} failed", "the backend refused the sealed key; " + _FIX_BACKEND
+    call = key_call(
+        "env-key-upload", "POST", url, partial(_read_upload, url), json=sealed, action=action, fix=fix
     )
+    upload = yield from sender.send(call)
     if not verify:
         return upload
-    check = f"{url}/verify"
-    present = yield from sender.send(
-        key_call(
-            "env-key-verify",
-            "GET",
-            check,
-            lambda response: read_object(response)[0].get("present") is True,
-            action=f"checking that the backend holds {ENV_KEY_NAME} failed",
-        )
-    )
+    check, action = f"{url}/verify", f"checking that the backend holds {ENV_KEY_NAME} failed"
+    present = yield from sender.send(key_call("env-key-verify", "GET", check, _reads_present, action=action))
     if not present:
         raise EnvKeyUploadError(
             f"the backend accepted {ENV_KEY_NAME} but {check} does not report it present",
@@ -186,10 +156,13 @@ def upload_steps(
     return EnvKeyUpload(upload.url, upload.name, upload.id, upload.updated_at, verified=True)
 
 
+def _reads_present(response: httpx.Response) -> bool:
+    return read_object(response)[0].get("present") is True
+
+
 def _read_verification(task_url: str, response: httpx.Response) -> TaskAppVerification:
     body, _ = read_object(response)
-    candidates = body.get("candidates_first15")
-    attempts = body.get("attempts")
+    candidates, attempts = body.get("candidates_first15"), body.get("attempts")
     result = TaskAppVerification(
         task_url=task_url,
         any_ok=bool(body.get("any_ok")),
@@ -216,11 +189,8 @@ def verify_steps(
     """``POST /rl/verify_task_app`` for *task_url* (``TASK_APP_URL`` if None)."""
     url = (task_url or "").strip() or os.environ.get("TASK_APP_URL", "").strip()
     if not url:
-        raise usage_error(
-            "task_url",
-            "no task app URL was given and TASK_APP_URL is not set",
-            "pass task_url= (the task app's base URL, e.g. InProcessTaskApp(...).url)",
-        )
+        message, hint = "no task app URL was given and TASK_APP_URL is not set", "pass task_url= (the task "
+        raise usage_error("task_url", message, hint + "app's base URL, e.g. InProcessTaskApp(...).url)")
     call = Call(
         operation="verify-task-app",
         method="POST",

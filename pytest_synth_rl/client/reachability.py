@@ -33,14 +33,12 @@ def probe_backend(
         port = parts.port
     except ValueError as exc:
         return f"its port is not a number ({exc})"
-    failure = "no attempt was made"
-    for attempt in range(len(delays) + 1):
-        if attempt:
-            sleep(delays[attempt - 1])
-        problem = _get_root(parts.scheme, parts.hostname, port, timeout)
-        if problem is None:
+    for delay in (*delays, None):
+        failure = _get_root(parts.scheme, parts.hostname, port, timeout)
+        if failure is None:
             return None
-        failure = problem
+        if delay is not None:
+            sleep(delay)
     return f"{failure} ({len(delays) + 1} attempts)"
 
 

@@ -46,10 +46,8 @@ def add_status_run(runs: list[list[Any]], status: str, at: float) -> None:
 
 
 def add_poll(history: list[PollRecord], record: PollRecord) -> PollRecord:
-    """Add one poll to *history*, compacted as status runs are: of polls with equal answers in a
-    row only the first and the latest are kept, the latest counting the polls it stands for, and
-    past :data:`MAX_POLL_RECORDS` the oldest but the first is folded into the next. Returns the
-    record kept for this poll."""
+    """Add one poll to *history* and return the record kept for it: of equal answers in a row only the
+    first and the latest (counting them) are kept; past :data:`MAX_POLL_RECORDS` the oldest is folded."""
     if len(history) >= 2 and history[-1].payload == record.payload == history[-2].payload:
         record = history[-1] = replace(record, polls=history[-1].polls + 1)
         return record
@@ -106,8 +104,7 @@ def _text(value: Any) -> str | None:
 
 
 def extract_error(payload: Mapping[str, Any], status: str | None = None) -> str | None:
-    """The backend's error text: ``error``, then ``error_message``, then (only for a job that did
-    not succeed, since finished jobs often say ``"message": "done"``) ``message``."""
+    """``error``, ``error_message``, else ``message`` for a job that failed (finished ones say "done")."""
     for key in ("error", "error_message"):
         text = _text(payload.get(key))
         if text:
@@ -118,9 +115,8 @@ def extract_error(payload: Mapping[str, Any], status: str | None = None) -> str 
 
 @dataclass(frozen=True)
 class PollRecord:
-    """One status poll: ``at`` (epoch seconds on the job's clock), ``elapsed`` (since polling
-    began), the normalised status and the full payload; ``polls``: how many polls it stands for
-    (itself and the equal answers before it that a wait's history did not keep)."""
+    """One status poll: ``at`` (epoch seconds on the job's clock), ``elapsed`` (since polling began),
+    the normalised status, the payload, and how many polls it stands for (equal answers folded in)."""
 
     at: float
     elapsed: float
@@ -171,19 +167,11 @@ class JobResult(Mapping[str, Any]):
         history: list[PollRecord] | None = None,
         elapsed: float = 0.0,
     ) -> JobResult:
-        raw = dict(payload)
+        raw, results = dict(payload), payload.get("results")
         status = job_status(raw)
-        results = raw.get("results")
-        return cls(
-            job_id=job_id,
-            status=status,
-            final_reward=extract_final_reward(raw),
-            results=dict(results) if isinstance(results, Mapping) else {},
-            error=extract_error(raw, status),
-            raw=raw,
-            history=list(history or []),
-            elapsed=elapsed,
-        )
+        error, reward = extract_error(raw, status), extract_final_reward(raw)
+        results = dict(results) if isinstance(results, Mapping) else {}
+        return cls(job_id, status, reward, results, error, raw, list(history or []), elapsed)
 
     @property
     def outcome(self) -> str | None:

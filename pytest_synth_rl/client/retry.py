@@ -39,9 +39,7 @@ RETRYABLE_ERRORS += (httpx.WriteError, httpx.RemoteProtocolError)
 
 
 def _problem(key: str, message: str) -> SynthUsageError:
-    return SynthUsageError(
-        [ConfigProblem(key=f"RetryPolicy.{key}", message=message, hint="see RetryPolicy docs")]
-    )
+    return SynthUsageError([ConfigProblem(f"RetryPolicy.{key}", message, "see RetryPolicy docs")])
 
 
 @dataclass
@@ -77,7 +75,7 @@ class RetryPolicy:
         return cls(max_attempts=1)
 
     def retries_status(self, status_code: int) -> bool:
-        """429 and server errors are transient; 501 (not implemented) never gets better."""
+        """429 and server errors but 501 (not implemented, it never gets better)."""
         return status_code == 429 or (500 <= status_code <= 599 and status_code != 501)
 
     def retries_error(self, exc: Exception) -> bool:
@@ -133,14 +131,10 @@ class RetryLoop:
     """The decisions for one logical request: record each outcome, say whether and how long to wait."""
 
     def __init__(self, policy: RetryPolicy, clock: Clock, method: str, url: str) -> None:
-        self.policy = policy
-        self.clock = clock
-        self.method = method
-        self.url = url
+        self.policy, self.clock, self.method, self.url = policy, clock, method, url
         self.attempts: list[Attempt] = []
         self.exhausted = False
-        #: Why retrying stopped early, when it did (for messages).
-        self.stop_reason = ""
+        self.stop_reason = ""  # why retrying stopped early, when it did
         self._started = clock.now()
 
     def next_wait(self, outcome: httpx.Response | Exception) -> float | None:
@@ -183,16 +177,12 @@ class RetryLoop:
         count = len(self.attempts)
         tries = f" after {count} attempts" if count > 1 else ""
         reason = f"; {self.stop_reason}" if self.exhausted else ""
-        return error_cls(
-            f"could not reach the backend: {self.method} {self.url} failed{tries}: {_describe(exc)}{reason}",
-            method=self.method,
-            url=self.url,
-            attempts=self.attempts,
-            hint=(
-                "check that the backend URL (backend_url= / BACKEND_BASE_URL) is right and reachable; "
-                "transient errors were retried per the job's RetryPolicy"
-            ),
+        message = (
+            f"could not reach the backend: {self.method} {self.url} failed{tries}: {_describe(exc)}{reason}"
         )
+        hint = "check that the backend URL (backend_url= / BACKEND_BASE_URL) is right and reachable; "
+        hint += "transient errors were retried per the job's RetryPolicy"
+        return error_cls(message, method=self.method, url=self.url, attempts=self.attempts, hint=hint)
 
 
 def retrying(

@@ -128,15 +128,10 @@ def parse_toml(data: bytes | str, *, source: str = "<string>") -> dict[str, Any]
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             line, column = _position(data, exc.start)
-            bad = ConfigProblem(
-                key="",
-                message=f"not valid UTF-8 text (byte 0x{data[exc.start : exc.start + 1].hex()} at line "
-                f"{line}, column {column}); expected a UTF-8 encoded TOML file",
-                hint="save the file as UTF-8 (is it a TOML file at all?)",
-                line=line,
-                column=column,
-            )
-            raise ConfigError([bad], path=source) from None
+            message = f"not valid UTF-8 text (byte 0x{data[exc.start : exc.start + 1].hex()} at line {line}, "
+            message += f"column {column}); expected a UTF-8 encoded TOML file"
+            hint = "save the file as UTF-8 (is it a TOML file at all?)"
+            raise ConfigError([ConfigProblem("", message, hint, line, column)], path=source) from None
     else:
         text = data
     problem = _long_key_problem(text)
@@ -146,16 +141,18 @@ def parse_toml(data: bytes | str, *, source: str = "<string>") -> dict[str, Any]
         except tomllib.TOMLDecodeError as exc:
             problem = _syntax_problem(exc, text)
         except RecursionError:
-            problem = ConfigProblem(
-                key="", message="TOML nesting is too deep to parse", hint="flatten the arrays/tables"
-            )
+            problem = ConfigProblem("", "TOML nesting is too deep to parse", "flatten the arrays/tables")
         except ValueError:  # the only other one: an integer literal with too many digits to convert
             problem = _long_integer_problem(text)
     if problem is not None:
         raise ConfigError([problem], path=source)
+    return _copied(parsed, source)  # too deep through table headers and dotted keys, which parse fine
+
+
+def _copied(tree: Mapping[str, Any], source: str | None) -> dict[str, Any]:
     try:
-        copied: dict[str, Any] = plain_copy(parsed)
-    except TreeShapeError as exc:  # deep through table headers and dotted keys, which parse fine
+        copied: dict[str, Any] = plain_copy(tree)
+    except TreeShapeError as exc:
         raise config_error(exc.message, exc.hint, key=short_key(exc.path), path=source) from None
     return copied
 
@@ -166,14 +163,9 @@ def _long_key_problem(text: str) -> ConfigProblem | None:
     if found is None:
         return None
     line, column = _position(text, found.start("key"))
-    return ConfigProblem(
-        key="",
-        message=f"the dotted key {found.group('key')[:40] + '…'!r} has more than {MAX_DEPTH} parts; "
-        f"expected at most {MAX_DEPTH} levels of tables",
-        hint=f"flatten the key at line {line}: an RL config is a few levels deep",
-        line=line,
-        column=column,
-    )
+    message = f"the dotted key {found.group('key')[:40] + '…'!r} has more than {MAX_DEPTH} parts; "
+    hint = f"flatten the key at line {line}: an RL config is a few levels deep"
+    return ConfigProblem("", f"{message}expected at most {MAX_DEPTH} levels of tables", hint, line, column)
 
 
 def _long_integer_problem(text: str) -> ConfigProblem:
@@ -184,18 +176,17 @@ def _long_integer_problem(text: str) -> ConfigProblem:
     found = literal.search(text)
     if found is None:
         message = f"invalid TOML: an integer literal has more than {limit:,} digits; expected {_INT_LIMIT}"
-        return ConfigProblem(key="", message=message, hint=_INT_HINT)
+        return ConfigProblem("", message, _INT_HINT)
     digits = sum(char.isdigit() for char in found.group("number"))
-    line, column = _position(text, found.start("number"))
     message = f"integer literal of {digits:,} digits; expected {_INT_LIMIT}"
-    return ConfigProblem(key="", message=message, hint=_INT_HINT, line=line, column=column)
+    return ConfigProblem("", message, _INT_HINT, *_position(text, found.start("number")))
 
 
 def _syntax_problem(exc: Exception, text: str) -> ConfigProblem:
     message = str(exc)
     found = _POSITION.search(message)
     if found is None:
-        return ConfigProblem(key="", message=f"invalid TOML: {message}", hint="fix the TOML syntax")
+        return ConfigProblem("", f"invalid TOML: {message}", "fix the TOML syntax")
     raw, lines = message[: found.start()], text.split("\n")
     line, column = (int(found[1]), int(found[2])) if found[1] else (len(lines), len(lines[-1]) + 1)
     excerpt = ""
@@ -205,7 +196,7 @@ def _syntax_problem(exc: Exception, text: str) -> ConfigProblem:
         hint = "remove the byte-order mark at the start of the file (save as UTF-8 without BOM)"
     else:
         hint = f"fix the TOML syntax at line {line}, column {column}"
-    return ConfigProblem(key="", message=f"invalid TOML: {raw}{excerpt}", hint=hint, line=line, column=column)
+    return ConfigProblem("", f"invalid TOML: {raw}{excerpt}", hint, line, column)
 
 
 #: Override keys with the SDK's meaning (``model`` trains that id in source mode); never applied.
@@ -216,13 +207,9 @@ _KEY_PART = re.compile(r'[ \t]*(?:"((?:[^"\\]|\\.)*)"[ \t]*|([^."]*))(\.|\Z)', r
 
 def parse_dotted_key(key: str, *, source: str | None = None) -> tuple[str, ...]:
     """``'rollout.env_config."a.b"'`` -> ``("rollout", "env_config", "a.b")``."""
-    bad = config_error(
-        f"override key {key!r} is not a valid dotted key path",
-        'use names separated by dots, like "training.batch_size" (quote a name containing a dot: '
-        "'tags.\"a.b\"')",
-        key=key,
-        path=source,
-    )
+    hint = 'use names separated by dots, like "training.batch_size" (quote a name containing a dot: '
+    hint += "'tags.\"a.b\"')"
+    bad = config_error(f"override key {key!r} is not a valid dotted key path", hint, key=key, path=source)
     parts: list[str] = []
     position = 0
     while (found := _KEY_PART.match(key, position)) is not None:
@@ -237,13 +224,9 @@ def parse_dotted_key(key: str, *, source: str | None = None) -> tuple[str, ...]:
             return tuple(parts)
         if len(parts) >= MAX_DEPTH:
             shown = short_key(parts)
-            raise config_error(
-                f"override key {shown!r} has more than {MAX_DEPTH} parts; "
-                f"expected at most {MAX_DEPTH} levels of tables",
-                'override a key of a few levels, like "training.batch_size"',
-                key=shown,
-                path=source,
-            )
+            message = f"override key {shown!r} has more than {MAX_DEPTH} parts; expected at most {MAX_DEPTH} "
+            hint = 'override a key of a few levels, like "training.batch_size"'
+            raise config_error(message + "levels of tables", hint, key=shown, path=source)
         position = found.end()
     raise bad
 
@@ -252,21 +235,17 @@ def split_overrides(
     overrides: Mapping[str, Any] | None, *, source: str | None = None
 ) -> tuple[dict[str, str | None], list[tuple[str, Any]]]:
     """Separate the special SDK keys (a str or None each) from tree edits, checking both for type errors."""
-    if overrides is None:
-        return {}, []
-    if not isinstance(overrides, Mapping):
-        message = f"expected a mapping of override keys to values, got {describe(overrides)}"
-        raise config_error(
-            message, 'pass e.g. overrides={"training.batch_size": 2}', key="overrides", path=source
-        )
     special: dict[str, str | None] = {}
     edits: list[tuple[str, Any]] = []
-    for key, value in overrides.items():
+    if not isinstance(overrides, (Mapping, type(None))):
+        message = f"expected a mapping of override keys to values, got {describe(overrides)}"
+        hint = 'pass e.g. overrides={"training.batch_size": 2}'
+        raise config_error(message, hint, key="overrides", path=source)
+    for key, value in (overrides or {}).items():
         if not isinstance(key, str) or not key.strip():
             message = f"override keys must be non-empty strings, got {describe(key)}"
-            raise config_error(
-                message, 'use dotted names like "training.batch_size"', key=key_text(key), path=source
-            )
+            hint = 'use dotted names like "training.batch_size"'
+            raise config_error(message, hint, key=key_text(key), path=source)
         if key not in SPECIAL_KEYS:
             edits.append((key, value))
         elif value is None or isinstance(value, str):
@@ -311,10 +290,7 @@ def apply_overrides(
             if value is not None:
                 leaves(path, value, origin)
         check_override_keys(config, added, source=source)
-    try:
-        result: dict[str, Any] = plain_copy(config)
-    except TreeShapeError as exc:
-        raise config_error(exc.message, exc.hint, key=short_key(exc.path), path=source) from None
+    result = _copied(config, source)
     for path, key, value in parsed:
         _apply(result, path, value, key, source)
     return result
@@ -357,12 +333,9 @@ def _apply(
 
 def _collision(origin: str, where: tuple[str, ...], found: object, source: str | None) -> ConfigError:
     spot = format_key(where)
-    return config_error(
-        f"override {origin!r} cannot be applied: {spot} is {describe(found)}, not a table",
-        f"override {spot} itself (or set it to None first) instead of a key inside it",
-        key=origin,
-        path=source,
-    )
+    message = f"override {origin!r} cannot be applied: {spot} is {describe(found)}, not a table"
+    hint = f"override {spot} itself (or set it to None first) instead of a key inside it"
+    return config_error(message, hint, key=origin, path=source)
 
 
 @keywords_checked

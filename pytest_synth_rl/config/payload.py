@@ -127,12 +127,10 @@ def _build(raw: Mapping[str, Any], source: str, options: _Options) -> tuple[RLBu
         config_value=configured if isinstance(configured, str) else None,
     )
     if choice is None:
-        problems.add(
-            ("services", "task_url"),
-            "is empty and no other task app URL was given; expected the URL of a running task app",
-            "pass task_url= (e.g. the in-process task app's .url), set TASK_APP_URL, "
-            'pass overrides={"task_url": …} or set [services].task_url',
-        )
+        message = "is empty and no other task app URL was given; expected the URL of a running task app"
+        hint = "pass task_url= (e.g. the in-process task app's .url), set TASK_APP_URL, "
+        hint += 'pass overrides={"task_url": …} or set [services].task_url'
+        problems.add(("services", "task_url"), message, hint)
     if problems or choice is None or checked.model is None or checked.model_field is None:
         raise problems.as_error(source)
     data: dict[str, Any] = checked.config
@@ -215,10 +213,8 @@ def _check_payload(payload: object, allow_experimental: bool | None, problems: P
         message = problem.replace(
             "expected an http(s) URL", "expected an http(s) URL the trainer can reach", 1
         )
-        hint = (
-            "give the task app's full URL (task_url=, "
-            'overrides["task_url"], TASK_APP_URL or [services].task_url)'
-        )
+        hint = "give the task app's full URL (task_url=, "
+        hint += 'overrides["task_url"], TASK_APP_URL or [services].task_url)'
         if endpoint == "placeholder":
             hint = "the config had no task URL, so the builder sent a placeholder; pass task_url="
         problems.add(("data", "endpoint_base_url"), message, hint)
@@ -235,11 +231,7 @@ def _check_payload(payload: object, allow_experimental: bool | None, problems: P
     if isinstance(data, Mapping):
         _check_model(data, config, allow_experimental, problems)
     compute, config_compute = _at(payload, ("compute",)), _at(config, ("compute",))
-    if (
-        isinstance(compute, Mapping)
-        and isinstance(config_compute, Mapping)
-        and dict(compute) != dict(config_compute)
-    ):
+    if isinstance(compute, Mapping) and isinstance(config_compute, Mapping) and compute != config_compute:
         problems.add(
             ("compute",),
             "differs from data.config.compute; expected a copy of the validated [compute] table",

@@ -101,8 +101,7 @@ class _Node:
 
     def __init__(self) -> None:
         self.children: dict[object, _Node] = {}
-        self.broken = False
-        self.listed = self.unlisted = 0
+        self.broken, self.listed, self.unlisted = False, 0, 0
         self.path: tuple[object, ...] | None = None
 
 
@@ -113,8 +112,7 @@ class ProblemList:
     def __init__(self) -> None:
         self._root = _Node()
         self._lines: list[tuple[tuple[object, ...], ConfigProblem] | _Node] = []
-        self._count = 0
-        self._elsewhere = 0  # problems with no room left even for a line counting them
+        self._count = self._elsewhere = 0  # _elsewhere: no room left even for a line counting them
 
     def _node(self, path: tuple[object, ...]) -> tuple[_Node, _Node]:
         node = parent = self._root
@@ -209,10 +207,8 @@ class ProblemList:
         ]
 
     def as_error(self, path: str | None) -> ConfigError:
-        listed = sum(isinstance(line, tuple) for line in self._lines)
-        return ConfigError(
-            self.as_list(), path=path, hint=_total_hint(listed, self._count), total=self._count
-        )
+        hint = _total_hint(sum(isinstance(line, tuple) for line in self._lines), self._count)
+        return ConfigError(self.as_list(), path=path, hint=hint, total=self._count)
 
 
 def capped_error(problems: Sequence[ConfigProblem], path: str | None) -> ConfigError:

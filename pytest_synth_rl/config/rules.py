@@ -1,11 +1,8 @@
-"""The SDK's rules beyond the types (contract §7.1 rules 1-13, §7.2's algorithm triple), and the keys it
-does not know.
+"""The SDK's rules beyond the types (contract §7.1 rules 1-13, §7.2's algorithm triple), and unknown keys.
 
-The pre-validator runs on the config as written and is loose where the SDK is (``gpu_count`` only
-has to be truthy); the reward sections ([verifier], deprecated [rubric]) are strict since SDK 0.4.4.
-The SDK forwards unknown keys, so a typo costs a training run: they and implausible counts get a
-:class:`SynthConfigWarning` with a "did you mean", and an override adding a key nobody knows fails.
-"""
+The pre-validator is loose where the SDK is (``gpu_count`` only has to be truthy); the reward sections
+are strict since SDK 0.4.4. Unknown keys and implausible counts get a :class:`SynthConfigWarning` with
+a "did you mean", and an override adding a key nobody knows fails."""
 
 from __future__ import annotations
 
@@ -98,22 +95,18 @@ def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
     if algorithm is not None:
         kind, method, variety = algorithm.get("type"), algorithm.get("method", ""), algorithm.get("variety")
         if kind is not None and not (isinstance(kind, str) and kind == "online"):
-            problems.add(
-                ("algorithm", "type"), f'expected "online" (RL is online), got {describe(kind)}', _ALGO_HINT
-            )
+            message = f'expected "online" (RL is online), got {describe(kind)}'
+            problems.add(("algorithm", "type"), message, _ALGO_HINT)
         if truthy(method) and not (isinstance(method, str) and method in ("policy_gradient", "ppo", "gspo")):
-            problems.add(
-                ("algorithm", "method"), f'expected "policy_gradient", got {describe(method)}', _ALGO_HINT
-            )
+            message = f'expected "policy_gradient", got {describe(method)}'
+            problems.add(("algorithm", "method"), message, _ALGO_HINT)
         if not truthy(variety):
             message = f'missing or empty; expected "gspo", got {describe(variety)}'
             problems.add(("algorithm", "variety"), message, _ALGO_HINT)
     if "policy" not in config and "model" not in config:
-        problems.add(
-            ("model",),
-            "missing; expected a [model] table (base or source, trainer_mode, label)",
-            'add [model] with base = "Qwen/Qwen3-0.6B", trainer_mode = "lora", label = "my-rl-model"',
-        )
+        message = "missing; expected a [model] table (base or source, trainer_mode, label)"
+        hint = 'add [model] with base = "Qwen/Qwen3-0.6B", trainer_mode = "lora", label = "my-rl-model"'
+        problems.add(("model",), message, hint)
     _model_identity(config, problems)
     tables: dict[str, Mapping[str, Any]] = {}
     for name, what in _REQUIRED_TABLES.items():
@@ -129,12 +122,11 @@ def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
     if not truthy(config.get("topology")) and not (
         compute is not None and truthy(compute.get("topology", {}))
     ):
-        problems.add(
-            ("topology",),
-            "missing or empty; expected a non-empty [topology] or [compute.topology] table",
-            'add [compute.topology] with type = "single_node_split", gpus_for_vllm = 1, '
-            "gpus_for_training = 1",
+        message = "missing or empty; expected a non-empty [topology] or [compute.topology] table"
+        hint = (
+            'add [compute.topology] with type = "single_node_split", gpus_for_vllm = 1, gpus_for_training = 1'
         )
+        problems.add(("topology",), message, hint)
     for name in ("training", "evaluation"):  # rules 10-11: once present, a section needs all its keys
         table = _table(problems, (name,), config.get(name, {}), f"write [{name}] as a table")
         schema = RL_CONFIG.fields[name].section
@@ -142,11 +134,8 @@ def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
             continue
         for key, spec in schema.fields.items():
             if spec.required and key not in table:
-                problems.add(
-                    (name, key),
-                    f"missing; expected {_REQUIRED_KEYS[key]} (required whenever [{name}] is present)",
-                    f"add `{spec.example}` under [{name}]",
-                )
+                message = f"missing; expected {_REQUIRED_KEYS[key]} (required whenever [{name}] is present)"
+                problems.add((name, key), message, f"add `{spec.example}` under [{name}]")
 
 
 def _model_identity(config: Mapping[str, Any], problems: ProblemList) -> None:
@@ -162,12 +151,9 @@ def _model_identity(config: Mapping[str, Any], problems: ProblemList) -> None:
     if table is None:
         return
     if not any(truthy(table.get(name)) for name in ids):
-        problems.add(
-            (section, ids[0]),
-            f'missing; expected {ids[0]} (a base model id such as "Qwen/Qwen3-0.6B") or {ids[1]} '
-            "(a fine-tuned model id)",
-            f'add `{ids[0]} = "Qwen/Qwen3-0.6B"` under [{section}]',
-        )
+        message = f'missing; expected {ids[0]} (a base model id such as "Qwen/Qwen3-0.6B") or {ids[1]} '
+        hint = f'add `{ids[0]} = "Qwen/Qwen3-0.6B"` under [{section}]'
+        problems.add((section, ids[0]), message + "(a fine-tuned model id)", hint)
     _truthy_keys(problems, table, section, "model")
 
 
@@ -191,12 +177,8 @@ def check_algorithm_triple(algorithm: Mapping[str, Any], path: KeyPath, problems
     for key, wanted in zip(("type", "method", "variety"), RL_ALGORITHM, strict=True):
         value = algorithm.get(key)
         if ("" if value is None else str(value).strip().lower()) != wanted:
-            problems.add(
-                (*path, key),
-                f'expected "{wanted}" (the payload builder supports only this RL algorithm), '
-                f"got {describe(value)}",
-                _ALGO_HINT,
-            )
+            message = f'expected "{wanted}" (the payload builder supports only this RL algorithm), got '
+            problems.add((*path, key), message + describe(value), _ALGO_HINT)
 
 
 def _some_weight(weights: dict[str, Any], path: KeyPath, problems: ProblemList) -> None:
@@ -207,10 +189,9 @@ def _some_weight(weights: dict[str, Any], path: KeyPath, problems: ProblemList) 
 
 def _some_track(options: dict[str, Any], path: KeyPath, problems: ProblemList) -> None:
     if not options.get("event") and not options.get("outcome"):
+        message = "event and outcome are both false; expected at least one verification track enabled"
         problems.add(
-            (*path, "event"),
-            "event and outcome are both false; expected at least one verification track enabled",
-            "set `event = true` or `outcome = true` under [verifier.options]",
+            (*path, "event"), message, "set `event = true` or `outcome = true` under [verifier.options]"
         )
 
 
@@ -221,9 +202,7 @@ def _non_negative(value: float) -> str | None:
 _WEIGHTS = section_of(
     "env float= 1.0; event float= 0.0; outcome float= 0.0",
     _some_weight,
-    env=_non_negative,
-    event=_non_negative,
-    outcome=_non_negative,
+    **dict.fromkeys(("env", "event", "outcome"), _non_negative),
 )
 _OPTIONS = section_of(
     'provider str! "openai"; model str! "gpt-5-nano"; rubric_id str; event bool=true; outcome bool=true; '
@@ -293,21 +272,17 @@ def check_reward_sections(config: Mapping[str, Any], problems: ProblemList) -> N
     if not enabled:
         return
     if not truthy(verifier):
-        problems.add(
-            ("rubric", "enabled"),
-            "is true but there is no [verifier] section; expected a [verifier] to score events/outcomes",
-            "add [verifier.options] (provider, model) or set [rubric].enabled = false",
-        )
+        message = "is true but there is no [verifier] section; expected a [verifier] to score events/outcomes"
+        hint = "add [verifier.options] (provider, model) or set [rubric].enabled = false"
+        problems.add(("rubric", "enabled"), message, hint)
         return
     if options is None or weights is None or len(problems) != before:
         return
     for track in ("event", "outcome"):
         if weights.get(track, 0.0) > 0 and not options.get(track):
-            problems.add(
-                ("rubric", "weights", track),
-                f"is > 0 but [verifier.options].{track} is false; expected that track enabled",
-                f"set `{track} = true` under [verifier.options] or `{track} = 0.0` here",
-            )
+            message = f"is > 0 but [verifier.options].{track} is false; expected that track enabled"
+            hint = f"set `{track} = true` under [verifier.options] or `{track} = 0.0` here"
+            problems.add(("rubric", "weights", track), message, hint)
 
 
 class SynthConfigWarning(UserWarning):

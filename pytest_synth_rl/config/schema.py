@@ -1,9 +1,7 @@
 """The typed shape of an RL config (the SDK's models, contract §2.1), its checker and its conversions.
 
-A :class:`Section` lists its keys with a kind, whether required, and a default written when absent
-(as the SDK serialises ``[policy].max_tokens = 512``). Unknown keys are forwarded, ``None`` dropped.
-Scalars convert with the SDK's lax-mode decisions: ``gpu_count = "2"`` is sent as ``2``.
-"""
+A :class:`Section` lists its keys with a kind, whether required, and a default written when absent.
+Unknown keys are forwarded, ``None`` dropped; scalars convert as the SDK's lax mode (``"2"`` -> ``2``)."""
 
 from __future__ import annotations
 
@@ -207,9 +205,8 @@ def _convert(spec: Field, raw: Any, path: KeyPath, problems: ProblemList) -> tup
             return True, _CONVERT[kind](raw)
         except CoercionError as exc:
             expected = spec.expect or exc.expected
-            problems.add(
-                path, f"expected {expected}, got {describe(raw)}", _value_hint(str(path[-1]), spec, expected)
-            )
+            hint = _value_hint(str(path[-1]), spec, expected)
+            problems.add(path, f"expected {expected}, got {describe(raw)}", hint)
             return False, None
     if kind == "section":
         assert spec.section is not None

@@ -43,11 +43,8 @@ def plain_copy(value: Any, path: _Path = ()) -> Any:
         if not isinstance(value, (Mapping, list, tuple)):
             return value
         if id(value) in above:
-            raise TreeShapeError(
-                path,
-                "contains itself (a table or array that holds a reference to itself)",
-                _PLAIN_HINT + "no table or array may contain itself",
-            )
+            message = "contains itself (a table or array that holds a reference to itself)"
+            raise TreeShapeError(path, message, _PLAIN_HINT + "no table or array may contain itself")
         if isinstance(value, Mapping):
             try:
                 items = list(value.items())
@@ -64,12 +61,9 @@ def plain_copy(value: Any, path: _Path = ()) -> Any:
             raise TreeShapeError((*path, items[0][0]), f"{message} of tables and arrays", hint, deep=True)
         values += len(items)
         if values > MAX_VALUES:
-            raise TreeShapeError(
-                path,
-                f"holds more than {MAX_VALUES:,} values (a table or array shared in several places counts "
-                "once per place)",
-                _PLAIN_HINT + "an RL config holds dozens (keep bulk data in a file the task app reads)",
-            )
+            message = f"holds more than {MAX_VALUES:,} values (a table or array shared in several places "
+            hint = _PLAIN_HINT + "an RL config holds dozens (keep bulk data in a file the task app reads)"
+            raise TreeShapeError(path, message + "counts once per place)", hint)
         above.add(id(value))
         try:
             if isinstance(value, Mapping):
@@ -149,9 +143,8 @@ class PassedChecks(Generic[V]):
     """A bounded, thread-safe memo: least recently used entries go first."""
 
     def __init__(self, maxsize: int) -> None:
-        self.maxsize = maxsize
+        self.maxsize, self._lock = maxsize, threading.Lock()
         self._entries: OrderedDict[Hashable, V] = OrderedDict()
-        self._lock = threading.Lock()
         self._hits = self._misses = 0
 
     def get(self, key: Hashable) -> V | None:

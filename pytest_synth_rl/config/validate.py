@@ -64,9 +64,8 @@ class ModelRejected(ValueError):
     """A model id cannot be used for RL; carries a user-facing message and hint."""
 
     def __init__(self, message: str, hint: str) -> None:
-        self.message = message
-        self.hint = hint
         super().__init__(message)
+        self.message, self.hint = message, hint
 
 
 class ResolvedModel(NamedTuple):
@@ -106,22 +105,16 @@ def resolve_rl_model(model_id: str, *, fine_tuned: bool, allow_experimental: boo
         raise ModelRejected(f"{cleaned!r} is not a supported model", hint)
     base = _base_of(cleaned, fine_tuned=fine_tuned)
     if base is None:
-        raise ModelRejected(
-            f"{cleaned!r} is a fine-tuned model id, but this key expects a plain base model id",
-            "move it to [model].source (and remove [model].base), or use a base id such as Qwen/Qwen3-0.6B",
-        )
+        message = f"{cleaned!r} is a fine-tuned model id, but this key expects a plain base model id"
+        hint = "move it to [model].source (and remove [model].base), or use a base id such as Qwen/Qwen3-0.6B"
+        raise ModelRejected(message, hint)
     if base in experimental_models() and not experimental_allowed(allow_experimental):
-        raise ModelRejected(
-            f"{base!r} is experimental and disabled",
-            "pass allow_experimental=True or set SDK_EXPERIMENTAL=1 to use it, or pick a core model",
-        )
+        hint = "pass allow_experimental=True or set SDK_EXPERIMENTAL=1 to use it, or pick a core model"
+        raise ModelRejected(f"{base!r} is experimental and disabled", hint)
     if base not in SUPPORTED_RL_MODELS:
-        raise ModelRejected(
-            f"{base!r} does not support RL (online policy_gradient / gspo) training",
-            f"pick an RL-capable base model such as {_EXAMPLES}",
-        )
-    payload_id = base if cleaned.lower() in _BY_LOWER else cleaned
-    return ResolvedModel(payload_id=payload_id, base=base)
+        message = f"{base!r} does not support RL (online policy_gradient / gspo) training"
+        raise ModelRejected(message, f"pick an RL-capable base model such as {_EXAMPLES}")
+    return ResolvedModel(base if cleaned.lower() in _BY_LOWER else cleaned, base)
 
 
 ModelField = Literal["base_model", "model"]
@@ -152,7 +145,9 @@ def check_rl_config(
     checked = _remembered_check(config, allow_experimental, model_override, select_model)
     if checked.problems:
         return checked
-    return replace(checked, config=plain_copy(checked.config), problems=ProblemList())  # the memo's is shared
+    return replace(
+        checked, config=plain_copy(checked.config), problems=ProblemList()
+    )  # the memo's are shared
 
 
 def config_problems(
@@ -232,24 +227,22 @@ def _choose_model(
             return None, None  # already reported precisely
         table = config.get("model")
         if not isinstance(table, Mapping):
-            problems.add(
-                ("model",),
-                "missing; the payload builder needs a [model] table with base or source "
-                "([policy].model_name is not used to pick the trained model)",
-                'add [model] with base = "Qwen/Qwen3-0.6B", trainer_mode = "lora", label = "…", '
-                'or pass overrides={"model": "<model id>"}',
-            )
+            message = "missing; the payload builder needs a [model] table with base or source "
+            message += "([policy].model_name is not used to pick the trained model)"
+            hint = 'add [model] with base = "Qwen/Qwen3-0.6B", trainer_mode = "lora", label = "…", '
+            problems.add(("model",), message, hint + 'or pass overrides={"model": "<model id>"}')
             return None, None
-        source = str(table.get("source") or "").strip()
-        base = str(table.get("base") or "").strip()
+        source, base = str(table.get("source") or "").strip(), str(table.get("base") or "").strip()
         if bool(source) == bool(base):
-            problems.add(
-                ("model", "base"),
-                "both base and source are set; expected exactly one"
-                if source
-                else "is blank; expected exactly one of base (a base model id) or source (a fine-tuned id)",
-                'keep `base = "Qwen/Qwen3-0.6B"` for a base model or `source = "ft:…"` for a fine-tuned one',
+            message = "both base and source are set; expected exactly one"
+            if not source:
+                message = (
+                    "is blank; expected exactly one of base (a base model id) or source (a fine-tuned id)"
+                )
+            hint = (
+                'keep `base = "Qwen/Qwen3-0.6B"` for a base model or `source = "ft:…"` for a fine-tuned one'
             )
+            problems.add(("model", "base"), message, hint)
             return None, None
         where, model_id = ("model", "source" if source else "base"), source or base
         field = "model" if source else "base_model"
@@ -271,36 +264,26 @@ def _check_json_values(value: object, path: KeyPath, problems: ProblemList) -> N
         for index, item in enumerate(value):
             _check_json_values(item, (*path, index), problems)
     elif isinstance(value, (dt.date, dt.time)):
-        problems.add(
-            path,
-            f"is a TOML date/time ({value.isoformat()}); expected a value JSON can carry",
-            f'quote it as a string: "{value.isoformat()}"',
-        )
+        message = f"is a TOML date/time ({value.isoformat()}); expected a value JSON can carry"
+        problems.add(path, message, f'quote it as a string: "{value.isoformat()}"')
     elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= INT64_LIMIT:
-        problems.add(
-            path,
-            f"is {describe(value)}; expected an integer smaller than 2**63 in magnitude "
-            "(a TOML integer, and what a 64-bit backend field holds)",
-            "use a smaller number, or quote it as a string if it is an identifier rather than a count",
-        )
+        message = f"is {describe(value)}; expected an integer smaller than 2**63 in magnitude "
+        hint = "use a smaller number, or quote it as a string if it is an identifier rather than a count"
+        problems.add(path, message + "(a TOML integer, and what a 64-bit backend field holds)", hint)
     elif isinstance(value, float) and not math.isfinite(value):
         message = f"is {value!r}; expected a finite number (JSON cannot carry inf or nan)"
         problems.add(path, message, "use a finite value")
     elif value is not None and not isinstance(value, (str, int, float, bool)):
-        problems.add(
-            path,
-            f"expected a JSON value (string, number, boolean, array, table), got {describe(value)}",
-            "use plain TOML/JSON values in configs and overrides",
-        )
+        message = f"expected a JSON value (string, number, boolean, array, table), got {describe(value)}"
+        problems.add(path, message, "use plain TOML/JSON values in configs and overrides")
 
 
 def collect_config_problems(
     config: Mapping[str, Any], *, allow_experimental: bool | None = None, model_override: str | None = None
 ) -> list[ConfigProblem]:
     """Every problem in a parsed RL config, the builder's algorithm and model checks included."""
-    return config_problems(
-        config, allow_experimental=allow_experimental, model_override=model_override
-    ).as_list()
+    problems = config_problems(config, allow_experimental=allow_experimental, model_override=model_override)
+    return problems.as_list()
 
 
 def validate_rl_config(
