@@ -7,7 +7,16 @@ benchmark. The full run keeps them; ``pytest -m "not slow"`` is the quick local 
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
+
+# The suite starts many Python processes (xdist workers, pytester runs, the served fake). Where the
+# environment sets PYTHONDONTWRITEBYTECODE, each of them would compile every module it imports
+# again (about a second of CPU a process); the caches are kept as Python normally keeps them.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 def pytest_configure(config: pytest.Config) -> None:
