@@ -193,15 +193,11 @@ def _flatten_numbers(data: Mapping[str, Any], prefix: str = "") -> dict[str, flo
     return out
 
 
-def _is_job(value: Any) -> bool:
-    return isinstance(value, (RLJob, AsyncRLJob))
-
-
 def _numbers(value: Any) -> tuple[dict[str, float], list[float]]:
     """*value*'s metrics and reward curve: a job's from its last result and its metrics (one reward
     per step, so not the polls' samples); a result has no curve; a mapping is its numeric leaves."""
     rewards: list[float] = []
-    if _is_job(value):
+    if isinstance(value, (RLJob, AsyncRLJob)):
         if isinstance(value, AsyncRLJob) or value.last_result is None:
             kind = "an AsyncRLJob" if isinstance(value, AsyncRLJob) else f"job {value.job_id} before its wait"
             raise BaselineError(
@@ -234,10 +230,7 @@ def _numbers(value: Any) -> tuple[dict[str, float], list[float]]:
 
 def summarize_job(value: Any, *, extra: Mapping[str, float] | None = None) -> dict[str, float]:
     """A finished job's numbers (see :func:`_numbers`); *extra* overrides them."""
-    metrics = _numbers(value)[0]
-    if extra:
-        metrics.update(_validated_metrics(extra))
-    return metrics
+    return {**_numbers(value)[0], **_validated_metrics(extra or {})}
 
 
 def _metrics_of(value: Any) -> tuple[dict[str, float], list[float]]:
