@@ -138,10 +138,8 @@ class Tolerance:
         return f"{sign}{body}"
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"abs": self.abs, "rel": self.rel}
-        if self.direction != "two_sided":
-            data["direction"] = self.direction
-        return data
+        sided = {} if self.direction == "two_sided" else {"direction": self.direction}
+        return {"abs": self.abs, "rel": self.rel, **sided}
 
     @classmethod
     def from_json(cls, data: Any, *, where: str) -> Tolerance:
@@ -194,8 +192,8 @@ def _flatten_numbers(data: Mapping[str, Any], prefix: str = "") -> dict[str, flo
 
 
 def _numbers(value: Any) -> tuple[dict[str, float], list[float]]:
-    """*value*'s metrics and reward curve: a job's from its last result and its metrics (one reward
-    per step, so not the polls' samples); a result has no curve; a mapping is its numeric leaves."""
+    """*value*'s metrics and reward curve (a job's: one reward per step; a result has none; a mapping
+    is its numeric leaves)."""
     rewards: list[float] = []
     if isinstance(value, (RLJob, AsyncRLJob)):
         if isinstance(value, AsyncRLJob) or value.last_result is None:
@@ -431,7 +429,7 @@ class BaselineComparison:
         for row in self.rows:
             verdict: str = {"missing": "MISSING"}.get(row.verdict, row.verdict)
             if row.verdict == "drift" and row.delta is not None:
-                verdict = f"DRIFT ({'+' if row.delta >= 0 else ''}{_fmt(row.delta)})"
+                verdict = f"DRIFT ({row.delta:+.6g})"
             values = ["-" if v is None else _fmt(v) for v in (row.baseline, row.now)]
             body.append([row.metric, *values, row.tolerance.render(), verdict])
         return table(["metric", "baseline", "now", "tolerance", "verdict"], body)

@@ -227,8 +227,7 @@ def _call_problems(
 
 
 def checked_call(method: Callable[P, T]) -> Callable[P, T]:
-    """A wrong call (unknown keyword, stray positional, missing argument) is a :class:`SynthUsageError`
-    with a "did you mean", not a ``TypeError``; a good one counts in ``checks_made``."""
+    """A wrong call is a :class:`SynthUsageError` with a "did you mean"; a good one counts a check."""
     signature = inspect.signature(method)
     name = method.__name__
 

@@ -62,7 +62,7 @@ def _given_error(node: pytest.Item, marker: str | None, ini_key: str, problem: s
     __tracebackhide__ = True
     if marker is not None:
         raise MarkerError(marker, node.nodeid, problem, hint=hint)
-    raise SynthUsageError([ConfigProblem(key=ini_key, message=problem, hint=hint)], subject="ini option")
+    raise SynthUsageError([ConfigProblem(ini_key, problem, hint)], subject="ini option")
 
 
 def _resolve_path(node: pytest.Item, raw: str | os.PathLike[str], marker: str | None, ini_key: str) -> Path:
@@ -99,7 +99,7 @@ def _task_app_source(node: pytest.Item, source: str, marker: str | None) -> str:
     folders = dict.fromkeys([node.path.parent, node.config.rootpath])
     if "." not in source:
         file = next(
-            (folder / f"{source}.py" for folder in folders if (folder / f"{source}.py").is_file()), None
+            (file for file in (folder / f"{source}.py" for folder in folders) if file.is_file()), None
         )
         if file is None:
             return source
@@ -454,10 +454,9 @@ def synth_baseline(request: pytest.FixtureRequest, synth_settings: SynthSettings
     from pytest_synth_rl.baselines import BaselineStore
     from pytest_synth_rl.plugin.session import BaselineCheck
 
-    store = BaselineStore(request.config.rootpath / synth_settings.baseline_dir)
     node = request.node
     return BaselineCheck(
-        store,
+        BaselineStore(request.config.rootpath / synth_settings.baseline_dir),
         node.nodeid,
         update=synth_settings.update_baselines,
         jobs=lambda: node.stash[_JOBS_KEY].jobs if _JOBS_KEY in node.stash else [],

@@ -52,8 +52,7 @@ log = get_logger("pytest_synth_rl.plugin.session")
 
 
 def offline_job_id_prefix(test_id: str) -> str:
-    """``job_rl_`` and :func:`masked_digest` of *test_id*: offline job ids that do not depend on
-    test order, xdist workers or CI shards."""
+    """Offline job ids of *test_id* that do not depend on test order, xdist workers or CI shards."""
     return f"job_rl_{masked_digest(test_id)}_"
 
 
@@ -91,8 +90,7 @@ class SynthRun:
         self._backend_verdict: BackendUnreachableError | bool | None = False  # False: not probed
 
     def require_backend(self) -> None:
-        """Online, raise :class:`BackendUnreachableError` if nothing answers at the backend URL
-        (probed once per process, so later tests fail at once instead of each retrying)."""
+        """Online, raise :class:`BackendUnreachableError` if nothing answers (probed once per process)."""
         __tracebackhide__ = True
         if self.settings.is_offline:
             return
