@@ -499,8 +499,7 @@ def check_baseline(
     if update:
         kept = {**(existing.tolerances if existing else {}), **explicit}
         path = store.save(test_id, values, kept, reward_curve=curve)
-        before: Baseline | Mapping[str, float] = existing if existing is not None else {}
-        rows = compare(values, before, tolerances, test_id=test_id).rows
+        rows = compare(values, existing or {}, tolerances, test_id=test_id).rows
         return BaselineComparison(rows=rows, test_id=test_id, path=path, updated=True)
     if existing is None:
         raise BaselineMissing(test_id, store.path_for(test_id))
