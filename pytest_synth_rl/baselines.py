@@ -138,10 +138,8 @@ class Tolerance:
         return f"{sign}{body}"
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"abs": self.abs, "rel": self.rel}
-        if self.direction != "two_sided":
-            data["direction"] = self.direction
-        return data
+        sided = {} if self.direction == "two_sided" else {"direction": self.direction}
+        return {"abs": self.abs, "rel": self.rel, **sided}
 
     @classmethod
     def from_json(cls, data: Any, *, where: str) -> Tolerance:
@@ -193,15 +191,11 @@ def _flatten_numbers(data: Mapping[str, Any], prefix: str = "") -> dict[str, flo
     return out
 
 
-def _is_job(value: Any) -> bool:
-    return isinstance(value, (RLJob, AsyncRLJob))
-
-
 def _numbers(value: Any) -> tuple[dict[str, float], list[float]]:
-    """*value*'s metrics and reward curve: a job's from its last result and its metrics (one reward
-    per step, so not the polls' samples); a result has no curve; a mapping is its numeric leaves."""
+    """*value*'s metrics and reward curve (a job's: one reward per step; a result has none; a mapping
+    is its numeric leaves)."""
     rewards: list[float] = []
-    if _is_job(value):
+    if isinstance(value, (RLJob, AsyncRLJob)):
         if isinstance(value, AsyncRLJob) or value.last_result is None:
             kind = "an AsyncRLJob" if isinstance(value, AsyncRLJob) else f"job {value.job_id} before its wait"
             raise BaselineError(
@@ -234,10 +228,7 @@ def _numbers(value: Any) -> tuple[dict[str, float], list[float]]:
 
 def summarize_job(value: Any, *, extra: Mapping[str, float] | None = None) -> dict[str, float]:
     """A finished job's numbers (see :func:`_numbers`); *extra* overrides them."""
-    metrics = _numbers(value)[0]
-    if extra:
-        metrics.update(_validated_metrics(extra))
-    return metrics
+    return {**_numbers(value)[0], **_validated_metrics(extra or {})}
 
 
 def _metrics_of(value: Any) -> tuple[dict[str, float], list[float]]:
@@ -438,7 +429,7 @@ class BaselineComparison:
         for row in self.rows:
             verdict: str = {"missing": "MISSING"}.get(row.verdict, row.verdict)
             if row.verdict == "drift" and row.delta is not None:
-                verdict = f"DRIFT ({'+' if row.delta >= 0 else ''}{_fmt(row.delta)})"
+                verdict = f"DRIFT ({row.delta:+.6g})"
             values = ["-" if v is None else _fmt(v) for v in (row.baseline, row.now)]
             body.append([row.metric, *values, row.tolerance.render(), verdict])
         return table(["metric", "baseline", "now", "tolerance", "verdict"], body)
@@ -508,8 +499,7 @@ def check_baseline(
     if update:
         kept = {**(existing.tolerances if existing else {}), **explicit}
         path = store.save(test_id, values, kept, reward_curve=curve)
-        before: Baseline | Mapping[str, float] = existing if existing is not None else {}
-        rows = compare(values, before, tolerances, test_id=test_id).rows
+        rows = compare(values, existing or {}, tolerances, test_id=test_id).rows
         return BaselineComparison(rows=rows, test_id=test_id, path=path, updated=True)
     if existing is None:
         raise BaselineMissing(test_id, store.path_for(test_id))

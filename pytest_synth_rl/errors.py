@@ -107,16 +107,12 @@ def _unknown_keywords(
     by_keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     known = [n for n, p in parameters.items() if n not in ("self", "cls") and p.kind in by_keyword]
     # How the user spelled the call: the subclass for a method defined on a base class.
-    first = next(iter(parameters), None)
-    owner = None
-    if args and first == "self":
-        owner = type(args[0]).__name__
-    elif args and first == "cls" and isinstance(args[0], type):
-        owner = args[0].__name__
-    if owner is None:
+    first, head = next(iter(parameters), None), args[0] if args else None
+    owner = type(head) if args and first == "self" else head if first == "cls" else None
+    if not isinstance(owner, type):
         call = func.__qualname__.removesuffix(".__init__")
     else:
-        call = owner if func.__name__ == "__init__" else f"{owner}.{func.__name__}"
+        call = owner.__name__ if func.__name__ == "__init__" else f"{owner.__name__}.{func.__name__}"
     usage = f"{call}() takes {', '.join(k + '=' for k in known)}" if known else f"{call}() takes no keywords"
     return [unknown_argument(call, n, closest(n, known), usage) for n in kwargs if n not in known]
 
@@ -132,7 +128,7 @@ def excerpt(text: str | bytes | None, limit: int = 500) -> str:
 
 
 def _masked_fields(record: Any) -> None:
-    """Mask the text of every field of the dataclass *record* in place (it is user-facing data)."""
+    """Mask every field of the dataclass *record* in place (it is user-facing data)."""
     for name in (f.name for f in fields(record)):
         object.__setattr__(record, name, redact_value(getattr(record, name)))
 
@@ -168,10 +164,9 @@ class ConfigProblem:
 
     def render(self) -> str:
         where = self.key or "<config>"
-        if self.line is not None and not self.key:
-            where = f"line {self.line}, column {self.column}"
-        elif self.line is not None:
-            where += f" (line {self.line}, column {self.column})"
+        if self.line is not None:
+            at = f"line {self.line}, column {self.column}"
+            where = f"{where} ({at})" if self.key else at
         return f"{where}: {self.message}" + (f" (hint: {self.hint})" if self.hint else "")
 
 
@@ -217,9 +212,8 @@ class ConfigError(_ProblemsError):
         source = f"RL config {path}" if path else "RL config"
 
         def many(count: int) -> str:
-            if total is not None and total > count:
-                return f"{source} has {total:,} problems ({count} lines listed)"
-            return f"{source} has {count} problems"
+            listed = f"{total:,} problems ({count} lines listed)" if total and total > count else ""
+            return f"{source} has {listed or f'{count} problems'}"
 
         super().__init__(problems, hint=hint, one=f"{source} is invalid", many=many)
 
@@ -309,10 +303,8 @@ class BackendError(SynthError):
         if self.response_excerpt:
             parts.append(f"response: {self.response_excerpt}")
         if len(self.attempts) > 1:
-            parts.append(
-                f"attempts ({len(self.attempts)}):\n"
-                + "\n".join(f"    {i}. {a.render()}" for i, a in enumerate(self.attempts, 1))
-            )
+            tries = "".join(f"\n    {i}. {a.render()}" for i, a in enumerate(self.attempts, 1))
+            parts.append(f"attempts ({len(self.attempts)}):{tries}")
         super().__init__("\n  ".join(parts), hint=hint)
 
 

@@ -225,10 +225,8 @@ class JobExpectation:
         return AssertionError(redact(f"{summary}\n{history.render()}"))
 
     def _wait(self, within: float | None) -> None:
-        timeout = within if within is not None else self.timeout
-        kwargs: dict[str, Any] = {
-            k: v for k, v in (("timeout", timeout), ("interval", self.interval)) if v is not None
-        }
+        given = {"timeout": within if within is not None else self.timeout, "interval": self.interval}
+        kwargs: dict[str, Any] = {name: value for name, value in given.items() if value is not None}
         try:
             self.result = self.job.poll_until_complete(**kwargs)
         except JobTimeoutError as exc:
@@ -242,7 +240,6 @@ class JobExpectation:
     def _end(
         self, method: str, within: float | None, flag: str, verb: str, *more: ConfigProblem | None
     ) -> JobExpectation:
-        """Check the arguments, wait for the end, and fail unless the result has *flag* set."""
         __tracebackhide__ = True
         raise_problems([within_problem(method, within), *more])
         self._wait(within)
@@ -267,10 +264,8 @@ class JobExpectation:
     def to_fail(self, within: float | None = None, *, error_contains: str | None = None) -> JobExpectation:
         """The job ends ``failed`` (or ``error``), its error containing *error_contains* if given."""
         __tracebackhide__ = True
-        expected = "non-blank text the job's error must contain"
-        text = text_problem(
-            "to_fail", "error_contains", error_contains, expected=expected, example="CUDA out of memory"
-        )
+        expected, example = "non-blank text the job's error must contain", "CUDA out of memory"
+        text = text_problem("to_fail", "error_contains", error_contains, expected=expected, example=example)
         self._end("to_fail", within, "failed", "fail", None if error_contains is None else text)
         error = getattr(self.result, "error", None) or ""
         if error_contains is not None and error_contains not in error:
@@ -345,8 +340,7 @@ class JobExpectation:
                 f"expected the reward to improve by {by}, but the job reported {len(rewards)} reward point(s)"
             )
         k = max(1, min(window, len(rewards) // 2))
-        first = sum(rewards[:k]) / k
-        last = sum(rewards[-k:]) / k
+        first, last = sum(rewards[:k]) / k, sum(rewards[-k:]) / k
         if last - first < by:
             compared = ""
             if k > 1 or k < window:

@@ -64,9 +64,7 @@ def number_problem(
         with contextlib.suppress(ValueError):
             float(value)
             hint = f"write the number without quotes: {method}({name}={value.strip()}); {hint}"
-    return ConfigProblem(
-        key=f"{method}.{name}", message=f"got {_got(method, name, value)}; expected {expected}", hint=hint
-    )
+    return ConfigProblem(f"{method}.{name}", f"got {_got(method, name, value)}; expected {expected}", hint)
 
 
 def _seconds(method: str, name: str, value: object, what: str, hint: str) -> ConfigProblem | None:
@@ -100,9 +98,7 @@ def text_problem(
     got = _written(method, name, value) + ("" if isinstance(value, str) else f", {a_type(value)}")
     hint = f"write it as text: {method}({name}={str(value)!r})" if _is_number(value) else None
     return ConfigProblem(
-        key=f"{method}.{name}",
-        message=f"got {got}; expected {expected}",
-        hint=hint or f"e.g. {method}({name}={example!r})",
+        f"{method}.{name}", f"got {got}; expected {expected}", hint or f"e.g. {method}({name}={example!r})"
     )
 
 
@@ -120,10 +116,10 @@ def status_problem(status: object) -> ConfigProblem | None:
     if guess is None:
         return None  # not a known status, nor a slip of one: it may be the backend's own
     return ConfigProblem(
-        key="to_reach_status.status",
-        message=f"got {_written('to_reach_status', 'status', status)}, a near miss of the known "
-        f"status {guess!r}: the job would never reach it, and the wait would last its whole timeout",
-        hint=f"did you mean to_reach_status({guess!r})? known statuses: {', '.join(known)}",
+        "to_reach_status.status",
+        f"got {_written('to_reach_status', 'status', status)}, a near miss of the known status {guess!r}: "
+        "the job would never reach it, and the wait would last its whole timeout",
+        f"did you mean to_reach_status({guess!r})? known statuses: {', '.join(known)}",
     )
 
 
@@ -131,13 +127,8 @@ def bounds_problems(at_least: object, at_most: object) -> list[ConfigProblem | N
     method = "to_have_final_reward"
     hint = "e.g. to_have_final_reward(at_least=0.6) or to_have_final_reward(at_least=0.2, at_most=0.9)"
     if at_least is None and at_most is None:
-        return [
-            ConfigProblem(
-                key=method,
-                message=f"got {method}() with no bound: it would check nothing",
-                hint=f"pass at_least=, at_most= or both, {hint}",
-            )
-        ]
+        message = f"got {method}() with no bound: it would check nothing"
+        return [ConfigProblem(method, message, f"pass at_least=, at_most= or both, {hint}")]
     expected = "a finite number (the reward bound, inclusive)"
     problems = [
         None
@@ -147,12 +138,13 @@ def bounds_problems(at_least: object, at_most: object) -> list[ConfigProblem | N
     ]
     low, high = finite_number(at_least), finite_number(at_most)
     if not any(problems) and low is not None and high is not None and low > high:
+        low_text, high_text = shown(at_least), shown(at_most)
         problems.append(
             ConfigProblem(
-                key=method,
-                message=f"got {method}(at_least={shown(at_least)}, at_most={shown(at_most)}): "
-                f"no reward is both >= {shown(at_least)} and <= {shown(at_most)}",
-                hint=f"swap them: {method}(at_least={shown(at_most)}, at_most={shown(at_least)})",
+                method,
+                f"got {method}(at_least={low_text}, at_most={high_text}): "
+                f"no reward is both >= {low_text} and <= {high_text}",
+                f"swap them: {method}(at_least={high_text}, at_most={low_text})",
             )
         )
     return problems
@@ -162,10 +154,10 @@ def window_problem(window: object) -> ConfigProblem | None:
     if isinstance(window, numbers.Integral) and not isinstance(window, bool) and int(window) >= 0:
         return None
     return ConfigProblem(
-        key="to_improve_reward.window",
-        message=f"got {_got('to_improve_reward', 'window', window)}; expected a whole number "
+        "to_improve_reward.window",
+        f"got {_got('to_improve_reward', 'window', window)}; expected a whole number "
         "of reward points >= 0 to average at each end of the curve",
-        hint="e.g. to_improve_reward(by=0.2, window=3)",
+        "e.g. to_improve_reward(by=0.2, window=3)",
     )
 
 
@@ -174,23 +166,17 @@ def event_types_problems(types: object) -> list[ConfigProblem | None]:
     hint = "e.g. to_emit_events(['rl.train.started', 'rl.train.completed'])"
     if isinstance(types, (str, bytes)) or not isinstance(types, Sequence):
         wrap = f"; for one type write to_emit_events([{types!r}])" if isinstance(types, str) else ""
-        return [
-            ConfigProblem(
-                key=f"{method}.types",
-                message=f"got {_got(method, 'types', types)}; expected a list of event type names",
-                hint=f"{hint}{wrap}",
-            )
-        ]
+        message = f"got {_got(method, 'types', types)}; expected a list of event type names"
+        return [ConfigProblem(f"{method}.types", message, f"{hint}{wrap}")]
     return [
-        None
-        if isinstance(item, str) and item
-        else ConfigProblem(
-            key=f"{method}.types",
-            message=f"got {_written(method, 'types', types)}: item {index} is {shown(item)}, "
+        ConfigProblem(
+            f"{method}.types",
+            f"got {_written(method, 'types', types)}: item {index} is {shown(item)}, "
             f"{a_type(item)}; expected non-empty event type names",
-            hint=hint,
+            hint,
         )
         for index, item in enumerate(types)
+        if not (isinstance(item, str) and item)
     ]
 
 
@@ -215,10 +201,10 @@ def _call_problems(
         example = f"; e.g. {method}({keyword_only[0]}=...)" if keyword_only else ""
         problems.append(
             ConfigProblem(
-                key=method,
-                message=f"{method}() takes {len(positional)} positional argument(s), got "
+                method,
+                f"{method}() takes {len(positional)} positional argument(s), got "
                 f"{len(args)}: the extra {extra} has no parameter",
-                hint=f"pass the others by keyword{example}; it takes {usage}",
+                f"pass the others by keyword{example}; it takes {usage}",
             )
         )
     given = set(positional[: len(args)])
@@ -227,19 +213,12 @@ def _call_problems(
             guess = closest(name, by_keyword)
             problems.append(unknown_argument(method, name, guess, f"it takes {usage}", shown(value)))
         elif name in given:
-            problems.append(
-                ConfigProblem(
-                    key=f"{method}.{name}",
-                    message=f"{name} was given twice, by position and as {name}=",
-                    hint=f"give it once; it takes {usage}",
-                )
-            )
+            twice = f"{name} was given twice, by position and as {name}="
+            problems.append(ConfigProblem(f"{method}.{name}", twice, f"give it once; it takes {usage}"))
         given.add(name)
     problems.extend(
         ConfigProblem(
-            key=f"{method}.{p.name}",
-            message=f"{method}() is missing its argument {p.name}",
-            hint=f"it takes {usage}",
+            f"{method}.{p.name}", f"{method}() is missing its argument {p.name}", f"it takes {usage}"
         )
         for p in params
         if p.default is inspect.Parameter.empty and p.name not in given
@@ -248,8 +227,7 @@ def _call_problems(
 
 
 def checked_call(method: Callable[P, T]) -> Callable[P, T]:
-    """A wrong call (unknown keyword, stray positional, missing argument) is a :class:`SynthUsageError`
-    with a "did you mean", not a ``TypeError``; a good one counts in ``checks_made``."""
+    """A wrong call is a :class:`SynthUsageError` with a "did you mean"; a good one counts a check."""
     signature = inspect.signature(method)
     name = method.__name__
 
@@ -260,7 +238,7 @@ def checked_call(method: Callable[P, T]) -> Callable[P, T]:
             signature.bind(*args, **kwargs)
         except TypeError:
             problems = _call_problems(signature, name, args[1:], kwargs) or [
-                ConfigProblem(key=name, message=f"cannot call {_usage(signature, name)} this way")
+                ConfigProblem(name, f"cannot call {_usage(signature, name)} this way")
             ]
             raise SynthUsageError(problems, subject=_SUBJECT) from None
         target = args[0]

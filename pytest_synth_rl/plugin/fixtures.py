@@ -58,11 +58,11 @@ def spec_of(item: pytest.Item) -> SynthTestSpec:
 
 
 def _given_error(node: pytest.Item, marker: str | None, ini_key: str, problem: str, hint: str) -> NoReturn:
-    """A bad value named where it was written: the test's *marker*, else the ini option *ini_key*."""
+    """A bad value named where it was written: the test's *marker*, else the ini option."""
     __tracebackhide__ = True
     if marker is not None:
         raise MarkerError(marker, node.nodeid, problem, hint=hint)
-    raise SynthUsageError([ConfigProblem(key=ini_key, message=problem, hint=hint)], subject="ini option")
+    raise SynthUsageError([ConfigProblem(ini_key, problem, hint)], subject="ini option")
 
 
 def _resolve_path(node: pytest.Item, raw: str | os.PathLike[str], marker: str | None, ini_key: str) -> Path:
@@ -85,8 +85,8 @@ _DATA_SUFFIXES = frozenset({".toml", ".json", ".jsonl", ".yaml", ".yml", ".txt",
 
 
 def _task_app_source(node: pytest.Item, source: str, marker: str | None) -> str:
-    """*source* with its ``.py`` file resolved; a target that is really a file next to the test
-    (``"app"`` for ``app.py``), or a data file, is named as the mistake it is."""
+    """*source* with its ``.py`` file resolved; a file given as a target (``"app"`` for ``app.py``),
+    or a data file, is named as the mistake it is."""
     from pytest_synth_rl.taskapp.loading import split_app_path
 
     __tracebackhide__ = True
@@ -131,8 +131,7 @@ def _synth_run(synth_settings: SynthSettings) -> Iterator[SynthRun]:
 
 @dataclass(frozen=True)
 class _TestContext:
-    """One test's item, markers and settings (its markers' overrides applied): one fixture asking
-    for ``request`` instead of several."""
+    """One test's item, markers and settings (its markers' overrides applied)."""
 
     node: pytest.Item
     spec: SynthTestSpec
@@ -144,9 +143,8 @@ def _synth_test(request: pytest.FixtureRequest, synth_settings: SynthSettings) -
     __tracebackhide__ = True
     spec = spec_of(request.node)
     overrides = spec.rl.settings_overrides()
-    return _TestContext(
-        request.node, spec, synth_settings.with_overrides(overrides) if overrides else synth_settings
-    )
+    settings = synth_settings.with_overrides(overrides) if overrides else synth_settings
+    return _TestContext(request.node, spec, settings)
 
 
 @pytest.fixture
@@ -169,28 +167,21 @@ def _one_test(
     fake: FakeSynthBackend, test: _TestContext, fixture_policy: object, **reset: Any
 ) -> Iterator[FakeSynthBackend]:
     """*fake* for one test: reset (*reset* gives its clock and id prefix), then the test's policy
-    (marker, else the ``synth_policy`` fixture), rollout timeout and scenario; reset again when the
-    test ends, so nothing it set, in Python or over the admin API, reaches another test."""
+    (marker, else the ``synth_policy`` fixture), rollout timeout and scenario; reset again after."""
     __tracebackhide__ = True
     from pytest_synth_rl.fake.model.policy import policy_problem
 
     spec = test.spec
     fake.reset(**reset)
     try:
-        if fixture_policy is not None:
-            if not callable(fixture_policy):
-                problem = f"the synth_policy fixture returned {fixture_policy!r:.80}, not a policy"
-                hint = (
-                    "return a callable taking the chat request, e.g. LearningPolicy(solve=...), "
-                    "or None for the built-in policy"
-                )
-                raise SynthUsageError([ConfigProblem("synth_policy", problem, hint)])
-            broken = policy_problem(fixture_policy)
-            if broken is not None:
-                message = f"the synth_policy fixture returned a policy that cannot work: {broken}"
-                raise SynthUsageError([ConfigProblem("synth_policy", message)])
-        chosen = spec.policy if spec.policy is not None else fixture_policy
-        fake.use_policy(chosen)  # type: ignore[arg-type]  # a callable: the marker's and the checks above
+        if fixture_policy is not None and not callable(fixture_policy):
+            problem = f"the synth_policy fixture returned {fixture_policy!r:.80}, not a policy"
+            hint = "return a callable taking the chat request, e.g. LearningPolicy(solve=...), or None"
+            raise SynthUsageError([ConfigProblem("synth_policy", problem, f"{hint} for the built-in policy")])
+        if fixture_policy is not None and (broken := policy_problem(fixture_policy)) is not None:
+            message = f"the synth_policy fixture returned a policy that cannot work: {broken}"
+            raise SynthUsageError([ConfigProblem("synth_policy", message)])
+        fake.use_policy(spec.policy if spec.policy is not None else fixture_policy)  # type: ignore[arg-type]
         fake.use_rollout_timeout(spec.rl.rollout_timeout)
         if spec.scenario is not None:
             fake.scenario(spec.scenario)
@@ -463,10 +454,9 @@ def synth_baseline(request: pytest.FixtureRequest, synth_settings: SynthSettings
     from pytest_synth_rl.baselines import BaselineStore
     from pytest_synth_rl.plugin.session import BaselineCheck
 
-    store = BaselineStore(request.config.rootpath / synth_settings.baseline_dir)
     node = request.node
     return BaselineCheck(
-        store,
+        BaselineStore(request.config.rootpath / synth_settings.baseline_dir),
         node.nodeid,
         update=synth_settings.update_baselines,
         jobs=lambda: node.stash[_JOBS_KEY].jobs if _JOBS_KEY in node.stash else [],

@@ -32,17 +32,14 @@ def hidden_from_users(excinfo: Any) -> bool:
     if excinfo is None or not excinfo.errisinstance((SynthError, AssertionError)):
         return False
     frames = _frames_of(excinfo.tb)
-    if not frames:
-        return False
-    if excinfo.errisinstance(AssertionError) and not frames[-1].ours:
+    if frames and excinfo.errisinstance(AssertionError) and not frames[-1].ours:
         return False  # the user's own assert, maybe called through us (a policy, a callback)
     # An error raised from a hook or fixture of ours has no user frame: see message_only().
     return any(frame.users for frame in frames)
 
 
 def message_only(excinfo: Any) -> str | None:
-    """The whole report of one of our errors raised where the user has no frame (a hook or
-    fixture of ours), else ``None``: the message names the marker, test or option and the fix."""
+    """The whole report of our error raised where the user has no frame (a hook or fixture), else None."""
     if excinfo is None or not excinfo.errisinstance(SynthError):
         return None
     if any(frame.users for frame in _frames_of(excinfo.tb)):
@@ -75,8 +72,7 @@ def _chain(error: BaseException) -> list[tuple[BaseException, str]]:
 
 
 def _unsaid(chain: list[tuple[BaseException, str]]) -> list[str]:
-    """A note for each exception under ours whose message ours does not carry (our errors repeat
-    the first line of ours they wrap)."""
+    """A note for each exception under ours whose message ours does not carry."""
     said, notes = str(chain[0][0]), []
     for error, link in chain[1:]:
         text = str(error)
@@ -100,12 +96,10 @@ def without_internal_causes(excinfo: Any, longrepr: Any) -> Any:
         return longrepr  # the user's own code failed under ours: theirs to read in full
     reprtraceback, reprcrash, _ = longrepr.chain[-1]
     notes = _unsaid(chain)
-    if notes:
-        noted = _with_notes(reprtraceback, notes)
-        if noted is None:
-            return longrepr  # no place to say them: better our frames than a lost cause
-        reprtraceback = noted
-    trimmed = ExceptionChainRepr([(reprtraceback, reprcrash, None)])
+    noted = _with_notes(reprtraceback, notes) if notes else reprtraceback
+    if noted is None:
+        return longrepr  # no place to say them: better our frames than a lost cause
+    trimmed = ExceptionChainRepr([(noted, reprcrash, None)])
     for section in longrepr.sections:
         trimmed.addsection(*section)
     return trimmed
@@ -129,8 +123,7 @@ def _with_notes(reprtraceback: ReprTraceback, notes: list[str]) -> ReprTraceback
 
 
 def mark_package_modules() -> None:
-    """Give every loaded module of this package the module-level ``__tracebackhide__`` (at report
-    time, so every module is covered; a function's own still wins)."""
+    """Give every loaded module of ours the module-level ``__tracebackhide__`` (a function's wins)."""
     for name, module in list(sys.modules.items()):
         if module is not None and is_ours(name) and "__tracebackhide__" not in vars(module):
             module.__tracebackhide__ = hidden_from_users  # type: ignore[attr-defined]

@@ -37,9 +37,7 @@ _RUN_TASK_KEY = pytest.StashKey[str]()
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("synth-rl", "RL jobs under test (pytest-synth-rl)")
     for spec in OPTIONS:
-        default = spec.default
-        if isinstance(default, float) and default.is_integer():
-            default = int(default)
+        default = spec.shown_default
         help = spec.help + (f" Default: {default}." if default not in (None, False) else "")
         if spec.flag:
             extra: dict[str, Any] = {} if spec.is_flag else {"metavar": spec.metavar}
@@ -108,8 +106,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """xdist controller: every worker serves its task app with the run's one key (the backend holds
-    a single environment key) and learns where to spool its job rows."""
+    """xdist controller: every worker gets the run's one task-app key and where to spool job rows."""
     settings = node.config.stash[SETTINGS_KEY]
     if settings.task_app_api_key is None:
         node.workerinput[WORKER_TASK_APP_KEY] = node.config.stash.setdefault(
@@ -132,11 +129,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             mask_handler(handler)
     settings = session.config.stash.get(SETTINGS_KEY, None)
     summary = session.config.pluginmanager.get_plugin("synth-rl-summary")
-    if (
-        settings is not None
-        and isinstance(summary, RunSummary)
-        and (not settings.is_offline or settings.report)
-    ):
+    if settings and isinstance(summary, RunSummary) and (not settings.is_offline or settings.report):
         interrupts = RunInterrupts(summary.live.described)
         interrupts.install()
         session.config.pluginmanager.register(interrupts, "synth-rl-interrupts")
@@ -149,15 +142,15 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     settings = config.stash[SETTINGS_KEY]
-    online_skip = pytest.mark.skip(reason="synth_online: needs --synth-backend=URL (running offline)")
-    offline_skip = pytest.mark.skip(
-        reason=f"synth_offline: scripted for the offline fake (running against {settings.backend_url})"
-    )
+    if settings.is_offline:
+        unwanted, reason = "synth_online", "synth_online: needs --synth-backend=URL (running offline)"
+    else:
+        unwanted = "synth_offline"
+        reason = f"synth_offline: scripted for the offline fake (running against {settings.backend_url})"
+    skip = pytest.mark.skip(reason=reason)
     for item in items:
-        if settings.is_offline and item.get_closest_marker("synth_online"):
-            item.add_marker(online_skip)
-        if not settings.is_offline and item.get_closest_marker("synth_offline"):
-            item.add_marker(offline_skip)
+        if item.get_closest_marker(unwanted):
+            item.add_marker(skip)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -73,7 +73,6 @@ class RunInterrupts:
 
 
 def _say(line: str) -> None:
-    """Write *line* to stderr from a signal handler (unbuffered: the handler may have interrupted
-    a buffered write)."""
+    """Write *line* to stderr unbuffered (a signal handler may have interrupted a buffered write)."""
     with contextlib.suppress(OSError):
         os.write(2, (line + "\n").encode("utf-8", "replace"))

@@ -262,7 +262,7 @@ class SynthJobFactory:
         return job
 
     def _new_job(self, kind: type[_J], path: Path, options: dict[str, Any]) -> _J:
-        """A new job; a missing task URL in a test serving no task app gets the marker as the fix."""
+        """A new job; a test serving no task app gets the marker as the fix for a missing task URL."""
         __tracebackhide__ = True
         try:
             job = kind.from_config(path, **options)
@@ -283,8 +283,7 @@ class SynthJobFactory:
         return job
 
     def _find_config(self, given: Path, call: str) -> Path:
-        """*given* if absolute, else the first such file in :attr:`config_dirs` (else the test's
-        config's folder; with neither, as ``RLJob.from_config`` takes it)."""
+        """*given* if absolute, else the first such file in :attr:`config_dirs` (or the config's folder)."""
         __tracebackhide__ = True
         from pytest_synth_rl.reporting.files import find_file
 
@@ -350,18 +349,16 @@ class SynthJobFactory:
         return path, options
 
     def finish(self, *, cancel_running: bool, deadline: float | None = None) -> list[JobRecord]:
-        """Teardown: cancel jobs still running (online), then describe every submitted job (async
-        ones through a synchronous handle: teardown runs outside the test's event loop). With a
+        """Teardown: cancel jobs still running (online), then describe every submitted job. With a
         *deadline* (``time.monotonic()``: an interrupted run's), reads wait at most until then and
         a job reached later is described as last seen; jobs not known to have ended stay live."""
         records = []
         every: list[RLJob | AsyncRLJob] = [*self.jobs, *self.async_jobs]
         for job in every:
-            job_id = job.job_id
-            if job_id is not None:
-                records.append(self._finish(job, job_id, cancel_running, deadline))
+            if job.job_id is not None:
+                records.append(self._finish(job, job.job_id, cancel_running, deadline))
                 if self.live is not None and (not cancel_running or is_terminal(records[-1].status or "")):
-                    self.live.discard(job_id)
+                    self.live.discard(job.job_id)
             if isinstance(job, RLJob):
                 job.close()
         return records
@@ -370,12 +367,11 @@ class SynthJobFactory:
         self, job: RLJob | AsyncRLJob, job_id: str, cancel_running: bool, deadline: float | None
     ) -> JobRecord:
         own = id(job) in self._own_transport
-        if deadline is not None and time.monotonic() >= deadline:
+        late = deadline is not None and time.monotonic() >= deadline
+        if late:
             log.warning("RL job %s of %s may still be running: the interrupted teardown ran out of time",
                         job_id, self.test_id)  # fmt: skip
-            return finish_job(self.test_id, None, job, cancel_running=False, clock=self.clock)
-        if own and self.settings.is_offline:
-            # An async job's own transport is async; a plain client could leave loopback: no reads.
+        if late or (own and self.settings.is_offline):  # offline, a job's own transport is not read
             return finish_job(self.test_id, None, job, cancel_running=False, clock=self.clock)
         # Interrupted, a job on the run's client is read through a handle bounded by the deadline.
         if isinstance(job, RLJob) and (deadline is None or job.http_client is not self.http_client):

@@ -46,8 +46,7 @@ _TASK_APP_USAGE = (
 
 @functools.lru_cache(maxsize=256)
 def marker_guess(name: str) -> str | None:
-    """The synth marker *name* misspells (``""``: a ``synth_`` name that is none), else None;
-    without it ``@synth_onlin`` would only get pytest's "unknown mark" warning and run offline."""
+    """The synth marker *name* misspells (``""``: a ``synth_`` name that is none), else None."""
     if name in MARKERS:
         return None
     near = closest(name, MARKERS)
@@ -108,21 +107,19 @@ class SynthTestSpec:
 
 
 class _Reader:
-    """One marker's arguments merged module < class < function (the closest positional ones win),
-    checked; every problem raises ``MarkerError`` with the marker and test named."""
+    """One marker's arguments merged module < class < function (the closest positional ones win)."""
 
     def __init__(self, node: MarkerNode, name: str, allowed: Iterable[str], usage: str) -> None:
-        self.name, self.test_id, self.usage = name, node.nodeid, usage
+        self.name, self.test_id, self.usage = name, node.nodeid, f"write it as {usage}"
         self.levels = list(node.iter_markers(name))[::-1]  # farthest first
         self.args: tuple[Any, ...] = next((m.args for m in reversed(self.levels) if m.args), ())
         self.kwargs: dict[str, Any] = {k: v for marker in self.levels for k, v in marker.kwargs.items()}
         known = list(allowed)
-        for key in self.kwargs:
-            if key not in known:
-                close = closest(key, known)
-                guess = f"did you mean {close}=? " if close else ""
-                takes = ", ".join(k + "=" for k in known) or "no arguments"
-                self.fail(f"unknown argument {key}=", f"{guess}{name} takes {takes}", key)
+        for key in (key for key in self.kwargs if key not in known):
+            close = closest(key, known)
+            guess = f"did you mean {close}=? " if close else ""
+            takes = ", ".join(k + "=" for k in known) or "no arguments"
+            self.fail(f"unknown argument {key}=", f"{guess}{name} takes {takes}", key)
 
     def fail(self, problem: str, hint: str, argument: str = "") -> NoReturn:
         __tracebackhide__ = True
@@ -133,8 +130,7 @@ class _Reader:
         extra = self.args[allowed:]
         if extra:
             plural = "s" if len(extra) > 1 else ""
-            problem = f"unexpected positional argument{plural} {', '.join(map(repr, extra))}"
-            self.fail(problem, f"write it as {self.usage}")
+            self.fail(f"unexpected positional argument{plural} {', '.join(map(repr, extra))}", self.usage)
 
     def number(self, key: str) -> float | None:
         __tracebackhide__ = True
@@ -169,14 +165,12 @@ def _rl(node: MarkerNode) -> RLMarker:
     policy = reader.kwargs.get("policy")
     if policy is not None and not callable(policy):
         example = "e.g. policy=LearningPolicy(solve=...), ScriptedPolicy('42') or ReplayPolicy('calls.jsonl')"
-        reader.fail(
-            f"policy={policy!r:.80} is not a policy (a callable taking the chat request)", example, "policy"
-        )
+        wrong = f"policy={policy!r:.80} is not a policy (a callable taking the chat request)"
+        reader.fail(wrong, example, "policy")
     if policy is not None:
         from pytest_synth_rl.fake.model.policy import policy_problem
 
-        problem = policy_problem(policy)
-        if problem is not None:
+        if (problem := policy_problem(policy)) is not None:
             reader.fail(f"policy: {problem}", "a policy is policy(request) -> reply", "policy")
     return RLMarker(
         config=config,
@@ -202,13 +196,9 @@ def _task_app(node: MarkerNode) -> TaskAppMarker | None:
     if api_key is not None and not isinstance(api_key, str):
         reader.fail(f"api_key must be a string, got {type(api_key).__name__}", "api_key='...'", "api_key")
     if isinstance(api_key, str) and not api_key.strip():
-        hint = (
-            "give the key the app should enforce, or leave api_key out to use ENVIRONMENT_API_KEY "
-            "(or a key generated for the run)"
-        )
-        reader.fail("api_key is empty", hint, "api_key")
-    problem = key_problem(api_key) if isinstance(api_key, str) else None
-    if problem is not None:
+        hint = "give the key the app should enforce, or leave api_key out to use ENVIRONMENT_API_KEY"
+        reader.fail("api_key is empty", f"{hint} (or a key generated for the run)", "api_key")
+    if isinstance(api_key, str) and (problem := key_problem(api_key)) is not None:
         reader.fail(f"api_key {problem}", "give the key as printable ASCII text", "api_key")
     scope = reader.kwargs.get("scope")
     if scope is not None and scope not in ("session", "test"):
@@ -260,9 +250,8 @@ def parse_test_spec(node: MarkerNode) -> SynthTestSpec:
     for marker in node.iter_markers():
         guess = marker_guess(marker.name)
         if guess is not None:
-            did_you_mean = f"did you mean @pytest.mark.{guess}? " if guess else ""
             known = ", ".join(f"@pytest.mark.{m}" for m in MARKERS)
-            hint = f"{did_you_mean}the markers are {known}"
+            hint = f"{f'did you mean @pytest.mark.{guess}? ' if guess else ''}the markers are {known}"
             raise MarkerError(marker.name, node.nodeid, "is not a pytest-synth-rl marker", hint=hint)
     online, offline = _flag(node, "synth_online"), _flag(node, "synth_offline")
     if online and offline:

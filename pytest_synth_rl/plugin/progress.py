@@ -51,15 +51,16 @@ class ProgressUpdate:
         ended without a final status)."""
         parts = [self.job_id, self.status or "<no status>"]
         if self.step is not None:
-            total = f"/{self.total_steps}" if self.total_steps is not None else ""
-            parts.append(f"step {self.step}{total}")
+            parts.append(
+                f"step {self.step}" + (f"/{self.total_steps}" if self.total_steps is not None else "")
+            )
         if self.reward is not None:
             parts.append(f"reward {self.reward:.3f}")
         parts.append(f"elapsed {format_duration(self.elapsed)}")
-        if wait_ended and not self.terminal:
-            parts.append("(wait ended)")
-        elif not self.terminal:
-            parts.append(f"left {format_duration(max(0.0, self.remaining))}")
+        if not self.terminal:
+            parts.append(
+                "(wait ended)" if wait_ended else f"left {format_duration(max(0.0, self.remaining))}"
+            )
         return " ".join(parts)
 
 
@@ -70,8 +71,8 @@ def progress_update(poller: Poller, record: PollRecord) -> ProgressUpdate:
     return ProgressUpdate(
         poller.job_id,
         record.status,
-        int(step) if step is not None else None,
-        int(total) if total is not None else None,
+        None if step is None else int(step),
+        None if total is None else int(total),
         number_at(record.payload, REWARD_PATHS),
         record.elapsed,
         poller.timeout - record.elapsed,
@@ -147,8 +148,7 @@ class ProgressReporter:
         with self._lock:
             now = self._now()
             last = self._last_beat.get(update.job_id)
-            due = last is None or final or now - last >= self.interval
-            if not due:
+            if not (last is None or final or now - last >= self.interval):
                 return
             if final:
                 self._last_beat.pop(update.job_id, None)
@@ -157,24 +157,20 @@ class ProgressReporter:
         self._write_line(f"synth-rl heartbeat: {text}")
 
 
+#: The fewest characters of a test id worth showing (its end names the test).
+_MIN_LABEL = 16
+
+
 def fit_line(text: str, label: str, width: int) -> str:
     """*text* within *width* columns: the *label* in it (the test id) is cut in its middle first,
     so the job's facts stay on a narrow terminal."""
-    if len(text) <= width:
-        return text
-    excess = len(text) - width
-    if label and label in text and len(label) - excess - 1 >= _MIN_LABEL:
-        keep = len(label) - excess - 1
-        head = keep // 3
-        short = label[:head] + "…" + label[len(label) - (keep - head) :]
-        text = text.replace(label, short, 1)
-    elif label and label in text:
-        text = text.replace(label + " ", "", 1)
-    return text[:width]
-
-
-#: The fewest characters of a test id worth showing (its end names the test).
-_MIN_LABEL = 16
+    keep = len(label) - (len(text) - width) - 1
+    if len(text) <= width or not label or label not in text:
+        return text[:width]
+    if keep < _MIN_LABEL:
+        return text.replace(label + " ", "", 1)[:width]
+    head = keep // 3
+    return text.replace(label, label[:head] + "…" + label[len(label) - (keep - head) :], 1)[:width]
 
 
 def choose_mode(
@@ -186,9 +182,7 @@ def choose_mode(
         return None
     if setting == "heartbeat" or xdist_worker:
         return "heartbeat"
-    if setting == "line":
-        return "line"
-    return "line" if isatty and not quiet else "heartbeat"
+    return "line" if setting == "line" or (isatty and not quiet) else "heartbeat"
 
 
 def register_views(config: pytest.Config, settings: SynthSettings) -> None:
@@ -202,8 +196,7 @@ def register_views(config: pytest.Config, settings: SynthSettings) -> None:
 
 class ProgressPlugin:
     """Shows jobs waited on in real time (xdist workers write heartbeats to the standard error
-    they inherit from the controller, so the lines appear live in its output, each after a line
-    break of its own)."""
+    they inherit from the controller, so the lines appear live in its output)."""
 
     def __init__(self, config: pytest.Config, settings: SynthSettings) -> None:
         self.config = config

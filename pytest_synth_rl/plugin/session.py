@@ -1,6 +1,6 @@
 """Run state behind the fixtures, usable without pytest: :class:`SynthRun` owns what is expensive,
 once per process (per xdist worker): task apps, the offline fake, HTTP clients. The fixtures'
-types live here too (:class:`SynthJobFactory` comes from :mod:`.jobs`).
+types live here too.
 """
 
 from __future__ import annotations
@@ -52,8 +52,7 @@ log = get_logger("pytest_synth_rl.plugin.session")
 
 
 def offline_job_id_prefix(test_id: str) -> str:
-    """``job_rl_`` and :func:`masked_digest` of *test_id*: offline job ids that do not depend on
-    test order, xdist workers or CI shards."""
+    """Offline job ids of *test_id* that do not depend on test order, xdist workers or CI shards."""
     return f"job_rl_{masked_digest(test_id)}_"
 
 
@@ -66,9 +65,8 @@ class TaskAppSpec:
     startup_timeout: float | None = None
 
     def start(self, *, shared: bool = False) -> InProcessTaskApp:
-        """A started server of this task app; unless *shared* (the run's one app per spec), on an app
-        object loaded for it alone: a lifespan keeps state on the app, which another server's
-        shutdown would close."""
+        """A started server of this task app; unless *shared*, on an app object loaded for it alone
+        (a lifespan keeps state on the app, which another server's shutdown would close)."""
         __tracebackhide__ = True
         kwargs: dict[str, Any] = {"api_key": self.api_key, "fresh": not shared}
         if self.startup_timeout is not None:
@@ -92,8 +90,7 @@ class SynthRun:
         self._backend_verdict: BackendUnreachableError | bool | None = False  # False: not probed
 
     def require_backend(self) -> None:
-        """Online, raise :class:`BackendUnreachableError` if nothing answers at the backend URL
-        (probed once per process, so later tests fail at once instead of each retrying)."""
+        """Online, raise :class:`BackendUnreachableError` if nothing answers (probed once per process)."""
         __tracebackhide__ = True
         if self.settings.is_offline:
             return
@@ -128,17 +125,16 @@ class SynthRun:
             return self._http
 
     def task_app_known_healthy(self, app: InProcessTaskApp) -> bool:
-        """Whether *app* passed the pre-submit health probe, run once per in-process app (jobs of an
-        app not known healthy probe as usual)."""
+        """Whether *app* passed the pre-submit health probe, run once per in-process app."""
         key = f"{app.url} {id(app)}"
         with self._lock:
             if key in self._healthy:
                 return True
-        if not check_task_app_health(app.url, app.api_key).ok:
-            return False
-        with self._lock:
-            self._healthy.add(key)
-        return True
+        healthy = check_task_app_health(app.url, app.api_key).ok
+        if healthy:
+            with self._lock:
+                self._healthy.add(key)
+        return healthy
 
     def prepare_submit(
         self, api_key: Secret | None, task_app_url: str | None, task_app_key: Secret | None
@@ -148,23 +144,16 @@ class SynthRun:
         if self.settings.is_offline:
             return
         backend = self.settings.backend_url
-        client = self.http_client()
         if task_app_key:
-            self._once(
-                ("upload", backend),
-                lambda: upload_environment_api_key(backend, api_key, task_app_key, http_client=client),
-            )
+            self._once(("upload", backend), upload_environment_api_key, backend, api_key, task_app_key)
         if self.settings.verify_task_app and task_app_url:
-            self._once(
-                ("verify", backend, task_app_url),
-                lambda: verify_task_app(backend, api_key, task_app_url, http_client=client),
-            )
+            self._once(("verify", backend, task_app_url), verify_task_app, backend, api_key, task_app_url)
 
-    def _once(self, mark: tuple[str, ...], action: Callable[[], object]) -> None:
+    def _once(self, mark: tuple[str, ...], action: Callable[..., object], *args: Any) -> None:
         with self._lock:
             if mark in self._prepared:
                 return
-        action()  # outside the lock: a network call; a failure leaves the mark unset (retried)
+        action(*args, http_client=self.http_client())  # unlocked: a network call; a failure is retried
         with self._lock:
             self._prepared.add(mark)
 
@@ -180,8 +169,8 @@ class SynthRun:
             return self._fake
 
     def fake_async_transport(self) -> httpx.MockTransport:
-        """The fake answering async clients in a thread: an answer may run rollouts, and the test's
-        event loop must stay free meanwhile (the task app may call back into it)."""
+        """The fake answering async clients in a thread, keeping the test's event loop free for a
+        task app that calls back into it while rollouts run."""
         handler = self.fake_backend().handle
 
         async def answer(request: httpx.Request) -> httpx.Response:
@@ -209,11 +198,10 @@ class SynthRun:
         with self._lock:
             apps, self._task_apps = list(self._task_apps.values()), {}
             fake, self._fake = self._fake, None
-            clients = [self._http, self._fake_http]
+            clients = [http for http in (self._http, self._fake_http) if http is not None]
             self._http = self._fake_http = None
         for http in clients:
-            if http is not None:
-                http.close()
+            http.close()
         for app in apps:
             try:
                 app.stop()
@@ -294,13 +282,11 @@ class BaselineCheck:
     def __call__(
         self, job_or_metrics: Any, tolerances: Mapping[str, Tolerance] | None = None, **named: Tolerance
     ) -> BaselineComparison:
-        merged = {**(tolerances or {}), **named}
+        merged = {**(tolerances or {}), **named} or None
         if isinstance(job_or_metrics, JobResult):
             came_from = (job for job in self.jobs() if job.last_result is job_or_metrics)
             job_or_metrics = next(came_from, job_or_metrics)
-        return check_baseline(
-            self.store, self.test_id, job_or_metrics, tolerances=merged or None, update=self.update
-        )
+        return check_baseline(self.store, self.test_id, job_or_metrics, tolerances=merged, update=self.update)
 
 
 def replay_transport(replayer: Replayer) -> httpx.MockTransport:

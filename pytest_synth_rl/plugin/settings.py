@@ -126,6 +126,12 @@ class OptionSpec:
     def default(self) -> Any:
         return _DEFAULTS[self.name]
 
+    @property
+    def shown_default(self) -> Any:
+        """The default as the user writes it (``7200``, not ``7200.0``)."""
+        default = self.default
+        return int(default) if isinstance(default, float) and default.is_integer() else default
+
 
 def _record_mode(raw: Any) -> str:
     return _choice("record mode", RECORD_MODES, raw, {"new_episodes": "new", "all": "rewrite"})
@@ -226,9 +232,8 @@ class SynthSettings:
         return replace(self, sources={**self.sources, **dict.fromkeys(changes, source)}, **changes)
 
     def report_file(self, rootdir: str | os.PathLike[str]) -> str | None:
-        """Where ``--synth-report`` writes (``None``: no report), relative to *rootdir*. From env or
-        ini a leading ``~`` is expanded, as a shell does on the command line; a trailing slash is
-        kept, so that a path naming a directory can be refused before the run."""
+        """Where ``--synth-report`` writes (``None``: no report), relative to *rootdir*; from env or
+        ini a leading ``~`` is expanded, as a shell would; a trailing slash is kept."""
         if not self.report:
             return None
         source = self.sources.get("report", "")
@@ -286,9 +291,7 @@ def _parse(spec: OptionSpec, raw: Any, source: str) -> Any:
     try:
         return _choice(spec.name, spec.choices, raw) if spec.choices else spec.parse(raw)
     except ValueError as exc:
-        example = spec.default if spec.default not in (None, False) else spec.metavar or "..."
-        if isinstance(example, float) and example.is_integer():
-            example = int(example)
+        example = spec.shown_default if spec.default not in (None, False) else spec.metavar or "..."
         given = where.get(source) or f"environment variable {source.removeprefix('env:')}"
         message = f"{given}: {exc}"
         hint = f"e.g. {_written(spec, source, example)}"
@@ -365,8 +368,7 @@ def new_task_app_key() -> str:
 
 
 def with_run_task_app_key(settings: SynthSettings, key: str | None) -> SynthSettings:
-    """*settings* using the run's shared task-app *key* when the environment gave none (the
-    backend holds one environment key: every xdist worker serves with the same one)."""
+    """*settings* using the run's shared task-app *key* (every xdist worker's) if none was given."""
     if not key or settings.task_app_api_key is not None:
         return settings
     return replace(settings, task_app_api_key=Secret(key))
