@@ -214,9 +214,11 @@ def parse_json_document(data: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -
     too_deep = f"is nested too deeply to parse (more than {max_depth} levels)"
     try:
         try:
-            value = json.loads(data, parse_int=_int_or_long, parse_float=_finite, parse_constant=_not_finite)
-            if len(data) <= sys.get_int_max_str_digits() and data.count("{") + data.count("[") <= max_depth:
-                return value  # no integer too long, nothing non-finite, not nested too deeply
+            # Too short for an integer too long, too few brackets to nest too deeply: only a
+            # non-finite number needs the walk below.
+            if len(data) > sys.get_int_max_str_digits() or data.count("{") + data.count("[") > max_depth:
+                raise _NeedsWalk
+            return json.loads(data, parse_float=_finite, parse_constant=_not_finite)
         except _NeedsWalk:
             value = json.loads(data, parse_int=_int_or_long)
     except json.JSONDecodeError as error:

@@ -7,6 +7,7 @@ a :class:`ToolCall`, a :class:`PolicyError` (an HTTP error) or an assistant mess
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import os
@@ -220,6 +221,18 @@ def policy_problem(policy: object) -> str | None:
 
 def signature_problem(function: Any, arguments: int) -> str | None:
     """``"<function> takes (a, b)"`` if *function* cannot take *arguments* positional arguments."""
+    try:
+        return _known_signature_problem(function, arguments)  # a fake checks its policy per test
+    except TypeError:  # an unhashable callable
+        return _signature_problem(function, arguments)
+
+
+@functools.lru_cache(maxsize=256)
+def _known_signature_problem(function: Any, arguments: int) -> str | None:
+    return _signature_problem(function, arguments)
+
+
+def _signature_problem(function: Any, arguments: int) -> str | None:
     try:
         signature = inspect.signature(function)
     except (TypeError, ValueError):
