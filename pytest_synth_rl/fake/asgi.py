@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import httpx
 
+from pytest_synth_rl.fake.api import EventStream
 from pytest_synth_rl.fake.handler import MAX_BODY_BYTES, RequestHandler
-from pytest_synth_rl.fake.stream import EventStream
 from pytest_synth_rl.fake.wire import error_response
 from pytest_synth_rl.taskapp.asgi import OffLoop, Receive, Scope, Send, serve_lifespan
 
@@ -149,12 +149,7 @@ def _to_request(scope: Scope, body: bytes) -> httpx.Request:
 class FakeASGIApp:
     """ASGI 3 application serving one fake's request handler."""
 
-    def __init__(
-        self,
-        handler: RequestHandler,
-        *,
-        read_timeout: float = DEFAULT_READ_TIMEOUT,
-    ) -> None:
+    def __init__(self, handler: RequestHandler, *, read_timeout: float = DEFAULT_READ_TIMEOUT) -> None:
         self.handler = handler
         self.read_timeout = read_timeout
         self._workers = OffLoop(MAX_WORKERS, "synth-fake-request")
