@@ -254,12 +254,7 @@ class FakeSynthBackend:
         #: The pacing :meth:`reset` restores: the serve's while served.
         self._pacing: Pacing = self.lifecycle.pacing
         self.handle = RequestHandler(
-            self.lifecycle,
-            keys=self.keys,
-            reset=self.reset,
-            api_base=self.api_base,
-            api_path=urlsplit(self.api_base).path,
-            api_key=Secret(key),
+            self.lifecycle, keys=self.keys, reset=self.reset, api_base=self.api_base, api_key=Secret(key)
         )
         self._router: respx.MockRouter | None = None
 
