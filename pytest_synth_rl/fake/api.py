@@ -394,7 +394,6 @@ def _last_event_id(call: ApiCall, default: int) -> int:
 
 @_on_job
 def events_stream(call: ApiCall, job: JobState) -> httpx.Response:
-    # Open until the job is terminal; a reconnecting client resumes after its Last-Event-ID.
     since = _int_param(call, "since_seq", 0, -1, 10**12)
     if not call.params.get("since_seq"):
         since = _last_event_id(call, since)

@@ -178,8 +178,7 @@ class FakeASGIApp:
             if response is not None:
                 await self._respond(response, receive, send)
             else:
-                # An injected connection fault: start a response and end it early, which clients see
-                # as a broken connection (the server closes it), never as an HTTP answer.
+                # An injected connection fault: a response cut short, which clients see as a lost connection.
                 start = {"type": "http.response.start", "status": 200}
                 await send({**start, "headers": [(b"content-length", b"100")]})
         finally:

@@ -317,23 +317,18 @@ def check_task_app_contract(
         checker.add("GET / (no auth)", root.status_code == 200, _status_text(root, 200))
         with checker.stub.serve():
             # The advertised env name first, so the probe rollout is one the app can run.
-            plain_task_info = checker.send("GET", "/task_info")
-            if not isinstance(plain_task_info, str) and key_refused(
-                plain_task_info.status_code, plain_task_info.content
-            ):
+            plain = checker.send("GET", "/task_info")
+            if not isinstance(plain, str) and key_refused(plain.status_code, plain.content):
                 # Every other check would judge only the refusal: it is reported once, with the fix.
-                got = f"{key_refusal(api_key, 'check_task_app_contract(url, api_key=...)')}; GET "
-                checker.add(
-                    "task app key accepted",
-                    False,
-                    got + f"/task_info answered {_status_text(plain_task_info)}",
-                )
+                refusal = key_refusal(api_key, "check_task_app_contract(url, api_key=...)")
+                got = f"{refusal}; GET /task_info answered {_status_text(plain)}"
+                checker.add("task app key accepted", False, got)
                 return checker.report
-            seeded_task_info = checker.send("GET", "/task_info", params={"seed": seed})
-            chosen = env_name or _advertised_env(plain_task_info, seeded_task_info)
+            seeded = checker.send("GET", "/task_info", params={"seed": seed})
+            chosen = env_name or _advertised_env(plain, seeded)
             checker.seed, checker.env_name, checker.env_guessed = seed, chosen or "default", chosen is None
             _check_health_and_auth(checker)
-            _check_task_info(checker, seed, plain_task_info, seeded_task_info)
+            _check_task_info(checker, seed, plain, seeded)
             _check_info(checker)
             _check_rollout(checker)
         return checker.report
@@ -457,10 +452,8 @@ def _check_rollout_answer(checker: _Checker, calls_before: int) -> None:
     checker.add("rollout echoes its id", bool(matches) and not wrong, got, expected)
     checker.add("rollout reward is numeric", *_reward_verdict(body))
     checker.report.eras = eras = rollout_eras(body)
-    satisfied = "satisfies " + ", ".join(_ERA_TEXT[label] for label in eras)
-    checker.add(
-        "rollout response era", bool(eras), satisfied if eras else "satisfies none of the eras 0.4.4 to 0.5.0"
-    )
+    satisfied = ", ".join(_ERA_TEXT[label] for label in eras) or "none of the eras 0.4.4 to 0.5.0"
+    checker.add("rollout response era", bool(eras), f"satisfies {satisfied}")
     checker.add("rollout trace shape", *_trace_verdict(body))
     calls = len(checker.stub.requests) - calls_before
     checker.add("rollout called the model", calls > 0, f"{calls} chat completion request(s)")

@@ -33,7 +33,18 @@ FaultKind = Literal["status", "connect", "latency"]
 FAULT_KINDS: tuple[str, ...] = ("status", "connect", "latency")
 
 #: Route names a fault can target ("*" targets every API route).
-ROUTE_NAMES = tuple("submit list status cancel start events events_stream metrics timeline *".split())
+ROUTE_NAMES: tuple[str, ...] = (
+    "submit",
+    "list",
+    "status",
+    "cancel",
+    "start",
+    "events",
+    "events_stream",
+    "metrics",
+    "timeline",
+    "*",
+)
 
 
 @dataclass

@@ -364,8 +364,7 @@ class RolloutDriver:
             self._fail(record, what, "return a JSON RolloutResponse object")
         except RecursionError:
             self._too_deep(record)
-        # Only a bounded view of the answer stays on the record (see RolloutRecord): this
-        # rollout's checks read *parsed*, which goes when they are done.
+        # The record keeps a bounded view of the answer; the checks below read *parsed*.
         record.keep_response(response.content)
         try:
             return self._read_answer(record, body, parsed)
@@ -386,7 +385,6 @@ class RolloutDriver:
             what = f"response must be a JSON object, got {type(parsed).__name__}"
             self._fail(record, what, "return a RolloutResponse object")
         self._check_echo(record, body, parsed)
-        # 0.5.0 answers under reward_info, 0.4.x under metrics; an app serving every era sends both.
         field = next((k for k in ("reward_info", "metrics") if parsed.get(k) is not None), None)
         if field is None:
             self._fail(
