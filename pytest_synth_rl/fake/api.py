@@ -256,14 +256,12 @@ def submit(call: ApiCall) -> httpx.Response:
         try:
             replayed = store.replayed(key, payload)
         except IdempotencyConflict as conflict:
-            return error_response(
-                409,
-                "idempotency_conflict",
+            message = (
                 f"Idempotency-Key {key!r} was already used for job {conflict.job_id} with a different "
                 "payload; use a new key for a different job, or resend the identical payload to get the "
-                "same job",
-                job_id=conflict.job_id,
+                "same job"
             )
+            return error_response(409, "idempotency_conflict", message, job_id=conflict.job_id)
         if replayed is not None:
             call.job_id = replayed.id
             lifecycle.sync(replayed)
@@ -348,12 +346,8 @@ def status(call: ApiCall, job: JobState) -> httpx.Response:
 def cancel(call: ApiCall, job: JobState) -> httpx.Response:
     call.lifecycle.sync(job)
     if job.status in TERMINAL:
-        return error_response(
-            409,
-            "job_already_finished",
-            f"job {job.id} already {job.status}; only queued or running jobs can be cancelled",
-            job_status=job.status,
-        )
+        message = f"job {job.id} already {job.status}; only queued or running jobs can be cancelled"
+        return error_response(409, "job_already_finished", message, job_status=job.status)
     call.lifecycle.cancel(job, reason="cancel requested via the API")
     return json_response(200, job.status_bytes())
 
@@ -381,14 +375,9 @@ def _last_event_id(call: ApiCall, default: int) -> int:
     text = raw.strip()
     value = int(text) if text.isascii() and text.isdigit() and len(text) <= 13 else None
     if value is None or value > 10**12:
-        raise _Answer(
-            _invalid(
-                ["header", "last-event-id"],
-                f"must be the id of an event (an integer in 0..{10**12}), got {raw!r:.80}",
-                "send the id: of the last event received, or leave the header out to "
-                "start from since_seq (default 0)",
-            )
-        )
+        message = f"must be the id of an event (an integer in 0..{10**12}), got {raw!r:.80}"
+        hint = "send the id: of the last event received, or leave the header out to start from since_seq"
+        raise _Answer(_invalid(["header", "last-event-id"], message, f"{hint} (default 0)"))
     return value
 
 
@@ -440,11 +429,9 @@ def verify_endpoint(call: ApiCall) -> httpx.Response:
     body = _json_body(call, '{"endpoint_base_url": "<task app URL>"}')
     url = body.get("endpoint_base_url")
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        return _invalid(
-            ["body", "endpoint_base_url"],
-            f"must be the task app's http(s) base URL, got {url!r:.80}",
-            "send the same URL the job's data.endpoint_base_url will carry",
-        )
+        message = f"must be the task app's http(s) base URL, got {url!r:.80}"
+        hint = "send the same URL the job's data.endpoint_base_url will carry"
+        return _invalid(["body", "endpoint_base_url"], message, hint)
     # Probed with each key this fake would send, as the hosted backend does (any URL with rollouts=True).
     store = call.lifecycle.store
     client, any_url = call.lifecycle.driver.client, store.rollouts is True

@@ -190,13 +190,12 @@ class FakeASGIApp:
         """The handler's response (None: an injected connection fault), or :class:`_Refused`."""
         target_chars = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
         if target_chars > MAX_TARGET_CHARS:
-            raise _Refused(
-                414,
-                "uri_too_long",
+            message = (
                 f"the request target (path and query) is {target_chars} characters; this fake "
                 f"backend accepts at most {MAX_TARGET_CHARS}: send a shorter one (its routes, such "
-                "as /api/rl/jobs/<job id>, take short ids and a few query parameters)",
+                "as /api/rl/jobs/<job id>, take short ids and a few query parameters)"
             )
+            raise _Refused(414, "uri_too_long", message)
         if counted and self._streams > MAX_STREAMS:
             raise _Refused(
                 503,

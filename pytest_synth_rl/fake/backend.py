@@ -233,12 +233,8 @@ class FakeSynthBackend:
         register_secret(key)
         self.strict = strict
         self._rollout_timeout = float(rollout_timeout)
-        self.store = JobStore(
-            clock=clock if clock is not None else VirtualClock(),
-            validate=validate,
-            rollouts=rollouts,
-            job_id_prefix=job_id_prefix,
-        )
+        clock = VirtualClock() if clock is None else clock
+        self.store = JobStore(clock=clock, validate=validate, rollouts=rollouts, job_id_prefix=job_id_prefix)
         self.keys = EnvKeys(secret_or_none(task_app_api_key))
         self.stand_in = StandInModel(policy, replies)
         inference = self.stand_in.inference

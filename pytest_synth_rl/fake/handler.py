@@ -178,14 +178,12 @@ class RequestHandler:
         return bool(header) and scheme.lower() == "bearer" and token.strip() == str(self.api_key.value)
 
     def _unauthorized(self) -> httpx.Response:
-        return error_response(
-            401,
-            "unauthorised",
+        message = (
             "missing or invalid API key: send 'Authorization: Bearer <key>' with the key this fake "
             f"backend accepts (FakeSynthBackend(api_key=...), currently {mask_secret(self.api_key.value)}); "
-            "with the plugin, use the synth_backend fixture's api_key or set SYNTH_API_KEY to it",
-            [("www-authenticate", "Bearer")],
+            "with the plugin, use the synth_backend fixture's api_key or set SYNTH_API_KEY to it"
         )
+        return error_response(401, "unauthorised", message, [("www-authenticate", "Bearer")])
 
     def _apply_faults(
         self, route: str, request: httpx.Request, record: LoggedRequest
@@ -207,11 +205,9 @@ class RequestHandler:
         for fault in fired:
             if fault.kind == "connect":
                 record.error = "connection error injected"
-                raise httpx.ConnectError(
-                    f"[FakeSynthBackend] injected connection error on {request.method} {request.url.path} "
-                    f"(fault: {fault.describe()})",
-                    request=request,
-                )
+                where = f"{request.method} {request.url.path} (fault: {fault.describe()})"
+                message = f"[FakeSynthBackend] injected connection error on {where}"
+                raise httpx.ConnectError(message, request=request)
             if fault.kind == "status":
                 headers = [("retry-after", f"{fault.retry_after:g}")] if fault.retry_after is not None else []
                 message = f"fault injected by FakeSynthBackend: {fault.describe()} (call {fault.seen})"

@@ -387,20 +387,17 @@ class RolloutDriver:
         self._check_echo(record, body, parsed)
         field = next((k for k in ("reward_info", "metrics") if parsed.get(k) is not None), None)
         if field is None:
-            self._fail(
-                record,
-                f"response has neither 'reward_info' nor 'metrics' (keys: {sorted(parsed)[:12]})",
+            what = f"response has neither 'reward_info' nor 'metrics' (keys: {sorted(parsed)[:12]})"
+            hint = (
                 "include reward_info.outcome_reward (synth-ai 0.5.0) or metrics.outcome_reward "
-                "(0.4.x); send the same object under both keys to suit every release",
+                "(0.4.x); send the same object under both keys to suit every release"
             )
+            self._fail(record, what, hint)
         try:
             record.reward = extract_reward(parsed[field], field)
         except ValueError as exc:
-            self._fail(
-                record,
-                str(exc),
-                f"set {field}.outcome_reward to a float from {-MAX_REWARD:g} to {MAX_REWARD:g}",
-            )
+            hint = f"set {field}.outcome_reward to a float from {-MAX_REWARD:g} to {MAX_REWARD:g}"
+            self._fail(record, str(exc), hint)
         return record
 
     def _check_echo(self, record: RolloutRecord, sent: Mapping[str, Any], got: Mapping[str, Any]) -> None:
@@ -416,11 +413,8 @@ class RolloutDriver:
                 self._fail(record, what, "echo the request's run_id / trace_correlation_id unchanged")
             echoed = True
         if not echoed:
-            self._fail(
-                record,
-                "response echoes neither run_id nor trace_correlation_id",
-                "echo the request's trace_correlation_id (0.4.12) or run_id (older apps)",
-            )
+            hint = "echo the request's trace_correlation_id (0.4.12) or run_id (older apps)"
+            self._fail(record, "response echoes neither run_id nor trace_correlation_id", hint)
 
     def _fail(self, record: RolloutRecord, what: str, hint: str, *, timed_out: bool = False) -> NoReturn:
         cid = record.request.get("trace_correlation_id")
