@@ -291,9 +291,8 @@ class FakeSynthBackend:
     @staticmethod
     def _make_scenario(scenario: Scenario | None, fields: Mapping[str, Any]) -> Scenario:
         if scenario is not None and fields:
-            raise SynthUsageError(
-                [ConfigProblem("scenario", "pass either a Scenario or keyword fields, not both")]
-            )
+            problem = ConfigProblem("scenario", "pass either a Scenario or keyword fields, not both")
+            raise SynthUsageError([problem])
         return scenario if scenario is not None else Scenario.from_fields(fields)
 
     def scenario(self, scenario: Scenario | None = None, /, **fields: Any) -> Scenario:

@@ -179,9 +179,8 @@ class Lifecycle:
         if target == "next":
             self.store.queue(scenario)
             return
-        job = self.store.get(
-            target, hint="use scenario_for('next', ...) before submitting, or an id from fake.jobs"
-        )
+        hint = "use scenario_for('next', ...) before submitting, or an id from fake.jobs"
+        job = self.store.get(target, hint=hint)
         with self._pushing(job):
             self.store.rescript(job, scenario)
 
