@@ -80,7 +80,6 @@ class _Call:
 
 
 def _index(call: _Call, body: dict[str, Any]) -> httpx.Response:
-    # Where this request came in (a served fake's loopback port), with the API's own path.
     here = call.request.url.copy_with(path=httpx.URL(call.api_base).path, query=None, fragment=None)
     return json_response(200, {"routes": list(ADMIN_ROUTES), "api_base": str(here)})
 

@@ -1,32 +1,37 @@
-"""Handlers for the RL job API (contract §1.2), one function per route, and the route table.
-
-The request handler has already matched the route, applied faults and checked the key, and
-holds the store's lock. Bad input gets a 4xx naming the parameter and what was expected.
+"""Handlers for the RL job API (contract §1.2), one function per route, the route table, and the
+live event stream. The request handler has already matched the route, applied faults, checked
+the key and taken the store's lock. Bad input gets a 4xx naming the parameter and what was expected.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
+import json
 import math
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 import httpx
 
+from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.config.http_urls import http_url_problem
 from pytest_synth_rl.errors import ConfigProblem
 from pytest_synth_rl.fake.jobs import TERMINAL, JobState, iso
 from pytest_synth_rl.fake.keys import SEALED_BOX_ALG, EnvKeyRejected, EnvKeys
 from pytest_synth_rl.fake.lifecycle import Lifecycle
 from pytest_synth_rl.fake.store import IdempotencyConflict, StoreFull
-from pytest_synth_rl.fake.stream import EventStream
 from pytest_synth_rl.fake.wire import BadBody, error_response, json_response, problems_response, request_json
 
 _PAYLOAD = "the RL job payload as a JSON object with Content-Type: application/json"
 _STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "error")
+_SLICE = 0.25  # longest real-time wait between looks at a job on a real or scaled clock
+_HEARTBEAT = 10.0  # real seconds between an event stream's keep-alive comments
+_IDLE_LIMIT = 600.0  # real seconds without a new event before an event stream gives up
 
 
 @dataclass
@@ -41,6 +46,81 @@ class ApiCall:
     @functools.cached_property
     def params(self) -> httpx.QueryParams:
         return self.request.url.params
+
+
+class EventStream(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """SSE bytes for one job's events after *since_seq*, open until the job is terminal.
+
+    Each :meth:`step` observes the job once, sends what is new and says how long to wait (a
+    clock-paced :class:`VirtualClock` is advanced to the next stage instead).
+    """
+
+    def __init__(self, lifecycle: Lifecycle, job: JobState, since_seq: int) -> None:
+        self._lifecycle = lifecycle
+        self._job = job
+        self._seq = max(0, since_seq)
+        self._closed = False
+        self._idle_since = self._last_beat = time.monotonic()
+
+    def _pause(self, due: float | None) -> float:
+        """Real seconds to wait before the next look."""
+        clock = self._lifecycle.clock
+        if isinstance(clock, VirtualClock) and self._lifecycle.pacing == "clock" and due is not None:
+            clock.advance(max(0.0, due - clock.now()))
+            return 0.0
+        if due is not None and not isinstance(clock, VirtualClock):
+            speed = float(getattr(clock, "speed", 1.0))
+            return min(max((due - clock.now()) / speed, 0.005), _SLICE)
+        return 0.05  # a job that moves only by status polls (or not at all): let them happen
+
+    def step(self) -> tuple[list[bytes], float | None]:
+        """One look at the job: the chunks to send now, and the seconds to wait (None: the end)."""
+        lifecycle, job = self._lifecycle, self._job
+        with lifecycle.store.lock:
+            lifecycle.observe(job)
+            page: list[dict[str, Any]] = job.events_page(self._seq, 10**9)["events"]
+            terminal, due = job.terminal, lifecycle.next_due(job)
+        chunks = []
+        for event in page:
+            self._seq = int(event["seq"])
+            chunks.append(
+                f"id: {event['seq']}\nevent: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
+            )
+        if terminal:
+            return chunks, None
+        now = time.monotonic()
+        if page:
+            self._idle_since = self._last_beat = now
+            return chunks, 0.0
+        if now - self._idle_since > _IDLE_LIMIT:
+            return [b": no new event for 600 s; closing (the job is still running)\n\n"], None
+        if now - self._last_beat > _HEARTBEAT:
+            self._last_beat = now
+            chunks.append(f": waiting for job {job.id} (status {job.status})\n\n".encode())
+        return chunks, self._pause(due)
+
+    def __iter__(self) -> Iterator[bytes]:
+        while not self._closed:
+            chunks, pause = self.step()
+            yield from chunks
+            if pause is None:
+                return
+            time.sleep(pause)
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        while not self._closed:
+            chunks, pause = await asyncio.to_thread(self.step)
+            for chunk in chunks:
+                yield chunk
+            if pause is None:
+                return
+            await asyncio.sleep(pause)
+
+    def close(self) -> None:
+        self._closed = True
+
+    async def aclose(self) -> None:
+        self._closed = True
 
 
 class _Answer(Exception):
@@ -101,13 +181,9 @@ def _on_job(route: Callable[[ApiCall, JobState], httpx.Response]) -> Callable[[A
         if evicted is not None:
             return error_response(404, "job_evicted", evicted)
         known = store.recent_ids()
-        return error_response(
-            404,
-            "job_not_found",
-            f"no RL job {call.job_id!r} on this backend"
-            + (f"; recent job ids: {', '.join(known)}" if known else "; no jobs were submitted yet")
-            + ". Use the id returned by POST /rl/jobs.",
-        )
+        ids = f"recent job ids: {', '.join(known)}" if known else "no jobs were submitted yet"
+        message = f"no RL job {call.job_id!r} on this backend; {ids}. Use the id returned by POST /rl/jobs."
+        return error_response(404, "job_not_found", message)
 
     return handler
 
@@ -180,14 +256,12 @@ def submit(call: ApiCall) -> httpx.Response:
         try:
             replayed = store.replayed(key, payload)
         except IdempotencyConflict as conflict:
-            return error_response(
-                409,
-                "idempotency_conflict",
+            message = (
                 f"Idempotency-Key {key!r} was already used for job {conflict.job_id} with a different "
                 "payload; use a new key for a different job, or resend the identical payload to get the "
-                "same job",
-                job_id=conflict.job_id,
+                "same job"
             )
+            return error_response(409, "idempotency_conflict", message, job_id=conflict.job_id)
         if replayed is not None:
             call.job_id = replayed.id
             lifecycle.sync(replayed)
@@ -272,12 +346,8 @@ def status(call: ApiCall, job: JobState) -> httpx.Response:
 def cancel(call: ApiCall, job: JobState) -> httpx.Response:
     call.lifecycle.sync(job)
     if job.status in TERMINAL:
-        return error_response(
-            409,
-            "job_already_finished",
-            f"job {job.id} already {job.status}; only queued or running jobs can be cancelled",
-            job_status=job.status,
-        )
+        message = f"job {job.id} already {job.status}; only queued or running jobs can be cancelled"
+        return error_response(409, "job_already_finished", message, job_status=job.status)
     call.lifecycle.cancel(job, reason="cancel requested via the API")
     return json_response(200, job.status_bytes())
 
@@ -305,20 +375,14 @@ def _last_event_id(call: ApiCall, default: int) -> int:
     text = raw.strip()
     value = int(text) if text.isascii() and text.isdigit() and len(text) <= 13 else None
     if value is None or value > 10**12:
-        raise _Answer(
-            _invalid(
-                ["header", "last-event-id"],
-                f"must be the id of an event (an integer in 0..{10**12}), got {raw!r:.80}",
-                "send the id: of the last event received, or leave the header out to "
-                "start from since_seq (default 0)",
-            )
-        )
+        message = f"must be the id of an event (an integer in 0..{10**12}), got {raw!r:.80}"
+        hint = "send the id: of the last event received, or leave the header out to start from since_seq"
+        raise _Answer(_invalid(["header", "last-event-id"], message, f"{hint} (default 0)"))
     return value
 
 
 @_on_job
 def events_stream(call: ApiCall, job: JobState) -> httpx.Response:
-    # Open until the job is terminal; a reconnecting client resumes after its Last-Event-ID.
     since = _int_param(call, "since_seq", 0, -1, 10**12)
     if not call.params.get("since_seq"):
         since = _last_event_id(call, since)
@@ -365,11 +429,9 @@ def verify_endpoint(call: ApiCall) -> httpx.Response:
     body = _json_body(call, '{"endpoint_base_url": "<task app URL>"}')
     url = body.get("endpoint_base_url")
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        return _invalid(
-            ["body", "endpoint_base_url"],
-            f"must be the task app's http(s) base URL, got {url!r:.80}",
-            "send the same URL the job's data.endpoint_base_url will carry",
-        )
+        message = f"must be the task app's http(s) base URL, got {url!r:.80}"
+        hint = "send the same URL the job's data.endpoint_base_url will carry"
+        return _invalid(["body", "endpoint_base_url"], message, hint)
     # Probed with each key this fake would send, as the hosted backend does (any URL with rollouts=True).
     store = call.lifecycle.store
     client, any_url = call.lifecycle.driver.client, store.rollouts is True

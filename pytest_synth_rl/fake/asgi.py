@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import httpx
 
+from pytest_synth_rl.fake.api import EventStream
 from pytest_synth_rl.fake.handler import MAX_BODY_BYTES, RequestHandler
-from pytest_synth_rl.fake.stream import EventStream
 from pytest_synth_rl.fake.wire import error_response
 from pytest_synth_rl.taskapp.asgi import OffLoop, Receive, Scope, Send, serve_lifespan
 
@@ -149,12 +149,7 @@ def _to_request(scope: Scope, body: bytes) -> httpx.Request:
 class FakeASGIApp:
     """ASGI 3 application serving one fake's request handler."""
 
-    def __init__(
-        self,
-        handler: RequestHandler,
-        *,
-        read_timeout: float = DEFAULT_READ_TIMEOUT,
-    ) -> None:
+    def __init__(self, handler: RequestHandler, *, read_timeout: float = DEFAULT_READ_TIMEOUT) -> None:
         self.handler = handler
         self.read_timeout = read_timeout
         self._workers = OffLoop(MAX_WORKERS, "synth-fake-request")
@@ -183,8 +178,7 @@ class FakeASGIApp:
             if response is not None:
                 await self._respond(response, receive, send)
             else:
-                # An injected connection fault: start a response and end it early, which clients see
-                # as a broken connection (the server closes it), never as an HTTP answer.
+                # An injected connection fault: a response cut short, which clients see as a lost connection.
                 start = {"type": "http.response.start", "status": 200}
                 await send({**start, "headers": [(b"content-length", b"100")]})
         finally:
@@ -196,13 +190,12 @@ class FakeASGIApp:
         """The handler's response (None: an injected connection fault), or :class:`_Refused`."""
         target_chars = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
         if target_chars > MAX_TARGET_CHARS:
-            raise _Refused(
-                414,
-                "uri_too_long",
+            message = (
                 f"the request target (path and query) is {target_chars} characters; this fake "
                 f"backend accepts at most {MAX_TARGET_CHARS}: send a shorter one (its routes, such "
-                "as /api/rl/jobs/<job id>, take short ids and a few query parameters)",
+                "as /api/rl/jobs/<job id>, take short ids and a few query parameters)"
             )
+            raise _Refused(414, "uri_too_long", message)
         if counted and self._streams > MAX_STREAMS:
             raise _Refused(
                 503,

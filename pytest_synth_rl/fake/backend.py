@@ -1,9 +1,7 @@
 """FakeSynthBackend: a stateful stand-in for Synth's RL service, on an injectable clock.
 
-A facade over a :class:`~.store.JobStore` (state), a :class:`~.lifecycle.Lifecycle` (all
-advancing), the task app's keys, the stand-in model, and a :class:`~.handler.RequestHandler`
-(``httpx.Request -> httpx.Response``) that every adapter takes: ``httpx.MockTransport``, respx
-(mounted next to a test's own respx routes) and a loopback server (:meth:`FakeSynthBackend.serve`).
+A facade over the job store, the lifecycle, the task app's keys, the stand-in model, and the
+request handler that every adapter takes: ``httpx.MockTransport``, respx and a loopback server.
 """
 
 from __future__ import annotations
@@ -66,8 +64,7 @@ _mounted_lock = threading.Lock()
 
 
 def _mount(handler: Callable[[httpx.Request], httpx.Response], base_url: str) -> respx.MockRouter:
-    """Start a respx router sending requests to *base_url*'s origin to *handler*; anything else
-    passes through on loopback or is "not mocked", so the next active router (a user's) answers."""
+    """A started respx router answering *base_url*'s origin; loopback passes, other hosts are "not mocked"."""
     origin = httpx.URL(base_url)
     port = origin.port or (443 if origin.scheme == "https" else 80)
     key = (origin.scheme, origin.host, port)
@@ -100,7 +97,6 @@ def _mount(handler: Callable[[httpx.Request], httpx.Response], base_url: str) ->
 
 
 def _unmount(router: respx.MockRouter) -> None:
-    """Stop a router :func:`_mount` started."""
     router.stop()
     with _mounted_lock:
         for key, routers in list(_mounted.items()):
@@ -125,7 +121,6 @@ def _is_http_url(url: object) -> bool:
 
 
 _PREFIX = "1-40 letters, digits, '_' or '-' (it goes into URL paths)"
-_PREFIX_HINT = "e.g. job_id_prefix='job_rl_gw1_'"
 _SPEED = "a finite number > 0 (how many times faster than real time)"
 #: Every argument's rule: the problem with a value (None: fine), and the hint its error gives.
 _RULES: dict[str, tuple[Callable[[Any], str | None], str]] = {
@@ -147,7 +142,7 @@ _RULES: dict[str, tuple[Callable[[Any], str | None], str]] = {
     ),
     "job_id_prefix": (
         _must(lambda text: isinstance(text, str) and _ID.fullmatch(text), _PREFIX),
-        _PREFIX_HINT,
+        "e.g. job_id_prefix='job_rl_gw1_'",
     ),
     "pacing": (
         _must(lambda pacing: pacing is None or pacing in PACING_MODES, f"one of {', '.join(PACING_MODES)}"),
@@ -236,16 +231,11 @@ class FakeSynthBackend:
         self.base_url = base_url.strip().rstrip("/")
         self.api_base = normalize_backend_url(self.base_url)
         register_secret(key)
-        task_key = task_app_api_key.value if isinstance(task_app_api_key, Secret) else task_app_api_key
         self.strict = strict
         self._rollout_timeout = float(rollout_timeout)
-        self.store = JobStore(
-            clock=clock if clock is not None else VirtualClock(),
-            validate=validate,
-            rollouts=rollouts,
-            job_id_prefix=job_id_prefix,
-        )
-        self.keys = EnvKeys(Secret(task_key) if task_key else None)
+        clock = VirtualClock() if clock is None else clock
+        self.store = JobStore(clock=clock, validate=validate, rollouts=rollouts, job_id_prefix=job_id_prefix)
+        self.keys = EnvKeys(secret_or_none(task_app_api_key))
         self.stand_in = StandInModel(policy, replies)
         inference = self.stand_in.inference
         self.driver = RolloutDriver(
@@ -260,12 +250,7 @@ class FakeSynthBackend:
         #: The pacing :meth:`reset` restores: the serve's while served.
         self._pacing: Pacing = self.lifecycle.pacing
         self.handle = RequestHandler(
-            self.lifecycle,
-            keys=self.keys,
-            reset=self.reset,
-            api_base=self.api_base,
-            api_path=urlsplit(self.api_base).path,
-            api_key=Secret(key),
+            self.lifecycle, keys=self.keys, reset=self.reset, api_base=self.api_base, api_key=Secret(key)
         )
         self._router: respx.MockRouter | None = None
 
@@ -306,9 +291,8 @@ class FakeSynthBackend:
     @staticmethod
     def _make_scenario(scenario: Scenario | None, fields: Mapping[str, Any]) -> Scenario:
         if scenario is not None and fields:
-            raise SynthUsageError(
-                [ConfigProblem("scenario", "pass either a Scenario or keyword fields, not both")]
-            )
+            problem = ConfigProblem("scenario", "pass either a Scenario or keyword fields, not both")
+            raise SynthUsageError([problem])
         return scenario if scenario is not None else Scenario.from_fields(fields)
 
     def scenario(self, scenario: Scenario | None = None, /, **fields: Any) -> Scenario:
@@ -383,12 +367,10 @@ class FakeSynthBackend:
         return [r for r in self.store.requests if r.route == route]
 
     def reset(self, *, clock: Clock | None = None, job_id_prefix: str | None = None) -> None:
-        """Forget jobs, the request log, scenarios and faults, and give the stub model a fresh start
-        (this fake's own policy); the rollout timeout and pacing go back to this fake's own (the
-        serve's, while served). With *clock*, jobs run on that clock from now on; with
-        *job_id_prefix*, ids are that prefix and a count from 000001 again (a test's ids then do
-        not depend on others). ``POST /_fake/reset`` calls it, and the plugin's fixtures after
-        each test."""
+        """Forget jobs, the request log, scenarios and faults; the stub model, rollout timeout and pacing
+        go back to this fake's own (the serve's, while served). With *clock*, jobs run on it from now
+        on; with *job_id_prefix*, ids count from 000001 again. ``POST /_fake/reset`` calls it, and
+        the plugin's fixtures after each test."""
         __tracebackhide__ = True
         _check("reset.", {} if job_id_prefix is None else {"job_id_prefix": job_id_prefix})
         if clock is not None:
@@ -490,13 +472,9 @@ class FakeSynthBackend:
             lifecycle.pacing = "observed"
         self._pacing = lifecycle.pacing
         app = FakeASGIApp(self.handle, read_timeout=read_timeout)
+        description = "fake Synth backend"
         server = ServerThread(
-            app,
-            host=host,
-            port=port,
-            lifespan="off",
-            description="fake Synth backend",
-            read_timeout=read_timeout,
+            app, host=host, port=port, lifespan="off", description=description, read_timeout=read_timeout
         )
         try:
             server.start(15.0)

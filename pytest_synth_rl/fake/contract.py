@@ -76,7 +76,6 @@ class ContractReport:
         return [c for c in self.checks if not c.required and not c.passed]
 
     def summary(self) -> str:
-        """``ok``, ``ok, 1 warning(s)``, ``2 problem(s), 1 warning(s)``."""
         warned = f", {len(self.warnings)} warning(s)" if self.warnings else ""
         return (f"{len(self.problems)} problem(s)" if self.problems else "ok") + warned
 
@@ -160,14 +159,18 @@ def _status_text(response: httpx.Response, ok_status: int | None = None) -> str:
     return f"HTTP {response.status_code}: {excerpt(response.text, 160)}"
 
 
+def _json_200(response: httpx.Response | str) -> Any:
+    """The body of a 200 as JSON (None if it is not JSON, or the request failed or got another status)."""
+    return json_or_none(response) if not isinstance(response, str) and response.status_code == 200 else None
+
+
 def _looks_like_task_info(value: Any) -> TypeGuard[dict[str, Any]]:
     task = value.get("task") if isinstance(value, dict) else None
     return isinstance(task, dict) and bool(task.get("id")) and bool(task.get("name"))
 
 
 def _reward_verdict(body: dict[str, Any]) -> tuple[bool, str]:
-    """Every reward key present must hold a numeric reward (read as the fake's jobs read it);
-    at least one must be present."""
+    """Every reward key present (at least one) must hold a numeric reward, read as jobs read it."""
     verdicts = []
     for where in [key for key in _REWARD_KEYS if body.get(key) is not None]:
         try:
@@ -242,6 +245,13 @@ class _Checker:
         required = required and name not in _INFORMATIONAL
         self.report.checks.append(ContractCheck(name, passed, expected, redact(got), required))
 
+    def status_check(self, name: str, response: httpx.Response | str, passed: bool) -> None:
+        """Check *name*: *passed*, or failed with the status and body (or why the request failed)."""
+        if isinstance(response, str):
+            self.add(name, False, response)
+        else:
+            self.add(name, passed, _status_text(response, 200 if passed else None))
+
     def send(
         self,
         method: str,
@@ -307,23 +317,18 @@ def check_task_app_contract(
         checker.add("GET / (no auth)", root.status_code == 200, _status_text(root, 200))
         with checker.stub.serve():
             # The advertised env name first, so the probe rollout is one the app can run.
-            plain_task_info = checker.send("GET", "/task_info")
-            if not isinstance(plain_task_info, str) and key_refused(
-                plain_task_info.status_code, plain_task_info.content
-            ):
+            plain = checker.send("GET", "/task_info")
+            if not isinstance(plain, str) and key_refused(plain.status_code, plain.content):
                 # Every other check would judge only the refusal: it is reported once, with the fix.
-                got = f"{key_refusal(api_key, 'check_task_app_contract(url, api_key=...)')}; GET "
-                checker.add(
-                    "task app key accepted",
-                    False,
-                    got + f"/task_info answered {_status_text(plain_task_info)}",
-                )
+                refusal = key_refusal(api_key, "check_task_app_contract(url, api_key=...)")
+                got = f"{refusal}; GET /task_info answered {_status_text(plain)}"
+                checker.add("task app key accepted", False, got)
                 return checker.report
-            seeded_task_info = checker.send("GET", "/task_info", params={"seed": seed})
-            chosen = env_name or _advertised_env(plain_task_info, seeded_task_info)
+            seeded = checker.send("GET", "/task_info", params={"seed": seed})
+            chosen = env_name or _advertised_env(plain, seeded)
             checker.seed, checker.env_name, checker.env_guessed = seed, chosen or "default", chosen is None
             _check_health_and_auth(checker)
-            _check_task_info(checker, seed, plain_task_info, seeded_task_info)
+            _check_task_info(checker, seed, plain, seeded)
             _check_info(checker)
             _check_rollout(checker)
         return checker.report
@@ -334,10 +339,7 @@ def _check_health_and_auth(checker: _Checker) -> None:
     ``/rollout``. ``/health`` without a key is not judged: upstream demos answer it with 200
     ``{"authorized": false}`` and later releases drop auth on it entirely."""
     health = checker.send("GET", "/health")
-    if isinstance(health, str):
-        checker.add("GET /health", False, health)
-    else:
-        checker.add("GET /health", health.status_code == 200, _status_text(health, 200))
+    checker.status_check("GET /health", health, not isinstance(health, str) and health.status_code == 200)
     probes = {
         "/task_info": checker.send("GET", "/task_info", auth=False),
         "/rollout": checker.send(
@@ -360,12 +362,12 @@ def _check_health_and_auth(checker: _Checker) -> None:
 def _advertised_env(plain: httpx.Response | str, seeded: httpx.Response | str) -> str | None:
     """The env name the app advertises: ``taskset.env_name`` in ``GET /task_info``, else the
     seed's TaskInfo ``environment``."""
-    body = json_or_none(plain) if not isinstance(plain, str) and plain.status_code == 200 else None
+    body = _json_200(plain)
     taskset = body.get("taskset") if isinstance(body, dict) else None
     name = taskset.get("env_name") if isinstance(taskset, dict) else None
     if isinstance(name, str) and name:
         return name
-    info = json_or_none(seeded) if not isinstance(seeded, str) and seeded.status_code == 200 else None
+    info = _json_200(seeded)
     environment = info.get("environment") if _looks_like_task_info(info) else None
     return environment if isinstance(environment, str) and environment else None
 
@@ -373,18 +375,16 @@ def _advertised_env(plain: httpx.Response | str, seeded: httpx.Response | str) -
 def _check_task_info(
     checker: _Checker, seed: int, plain: httpx.Response | str, seeded: httpx.Response | str
 ) -> None:
-    if isinstance(plain, str):
-        checker.add("GET /task_info", False, plain)
+    body = _json_200(plain)
+    if isinstance(plain, str) or plain.status_code != 200:
+        checker.status_check("GET /task_info", plain, False)
+    elif isinstance(body, dict) and "taskset" in body:
+        checker.add("GET /task_info", True, "HTTP 200")
     else:
-        body = json_or_none(plain)
-        passed = plain.status_code == 200 and isinstance(body, dict) and "taskset" in body
-        got = _status_text(plain, 200 if passed else None)
-        if plain.status_code == 200 and not passed:
-            got = f"HTTP 200 without `taskset`: {excerpt(plain.text, 160)}"
-        checker.add("GET /task_info", passed, got)
+        checker.add("GET /task_info", False, f"HTTP 200 without `taskset`: {excerpt(plain.text, 160)}")
     name = f"{_SEEDED}={seed}"
     if isinstance(seeded, str) or seeded.status_code != 200:
-        checker.add(name, False, seeded if isinstance(seeded, str) else _status_text(seeded))
+        checker.status_check(name, seeded, False)
         return
     body = json_or_none(seeded)
     if _looks_like_task_info(body):
@@ -402,11 +402,11 @@ def _check_task_info(
 
 def _check_info(checker: _Checker) -> None:
     info = checker.send("GET", "/info")
-    body = None if isinstance(info, str) else json_or_none(info)
-    if isinstance(info, str) or info.status_code != 200 or not isinstance(body, dict):
-        checker.add("GET /info", False, info if isinstance(info, str) else _status_text(info))
-    else:
+    body = _json_200(info)
+    if isinstance(body, dict):
         checker.add("GET /info", True, f"HTTP 200, keys {sorted(body)}")
+    else:
+        checker.status_check("GET /info", info, False)
 
 
 def _check_rollout(checker: _Checker) -> None:
@@ -452,10 +452,8 @@ def _check_rollout_answer(checker: _Checker, calls_before: int) -> None:
     checker.add("rollout echoes its id", bool(matches) and not wrong, got, expected)
     checker.add("rollout reward is numeric", *_reward_verdict(body))
     checker.report.eras = eras = rollout_eras(body)
-    satisfied = "satisfies " + ", ".join(_ERA_TEXT[label] for label in eras)
-    checker.add(
-        "rollout response era", bool(eras), satisfied if eras else "satisfies none of the eras 0.4.4 to 0.5.0"
-    )
+    satisfied = ", ".join(_ERA_TEXT[label] for label in eras) or "none of the eras 0.4.4 to 0.5.0"
+    checker.add("rollout response era", bool(eras), f"satisfies {satisfied}")
     checker.add("rollout trace shape", *_trace_verdict(body))
     calls = len(checker.stub.requests) - calls_before
     checker.add("rollout called the model", calls > 0, f"{calls} chat completion request(s)")

@@ -86,11 +86,8 @@ class Fault:
         if not isinstance(self.route, str) or self.route not in ROUTE_NAMES:
             close = closest(str(self.route), ROUTE_NAMES)
             guess = f"did you mean {close!r}? " if close else ""
-            bad(
-                "fault.route",
-                f"unknown route {self.route!r:.60}",
-                f"{guess}use one of {', '.join(ROUTE_NAMES)}",
-            )
+            hint = f"{guess}use one of {', '.join(ROUTE_NAMES)}"
+            bad("fault.route", f"unknown route {self.route!r:.60}", hint)
         if not isinstance(self.kind, str) or self.kind not in FAULT_KINDS:
             bad("fault.kind", f"unknown kind {self.kind!r:.40}", f"use one of {', '.join(FAULT_KINDS)}")
         given = {"pattern": self.pattern, "fail_next": self.fail_next, "probability": self.probability}

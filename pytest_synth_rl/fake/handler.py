@@ -1,8 +1,7 @@
-"""The fake backend as a function, ``httpx.Request -> httpx.Response``, matching the API's routes.
+"""The fake backend as a function, ``httpx.Request -> httpx.Response``, that every adapter takes.
 
-:class:`RequestHandler` routes a request, logs it, applies injected faults (before the key is
-checked, as real infrastructure failures would be), checks the bearer key and hands the call to
-the API (:mod:`.api`) or admin (:mod:`.admin`) routes. Every adapter takes one of its callables.
+It routes a request, logs it, applies injected faults (before the key is checked, as real
+infrastructure failures would be), checks the bearer key and hands the call to the API or admin routes.
 """
 
 from __future__ import annotations
@@ -11,6 +10,7 @@ import functools
 import re
 from collections.abc import Callable
 from typing import NamedTuple
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -64,11 +64,8 @@ def route_listing(api_root: str) -> list[str]:
 
 
 class FakeRouteError(SynthError, AssertionError):
-    """A request reached the fake backend's host on a path it does not serve (strict mode).
-
-    An ``AssertionError`` too, like respx's "not mocked" error, so it fails the test where the
-    request was made instead of looking like a server-side 404 the client might swallow.
-    """
+    """A request reached the fake backend's host on a path it does not serve (strict mode); an
+    ``AssertionError`` like respx's "not mocked", so the test fails where the request was made."""
 
 
 class RequestHandler:
@@ -81,14 +78,13 @@ class RequestHandler:
         keys: EnvKeys,
         reset: Callable[[], None],
         api_base: str,
-        api_path: str,
         api_key: Secret,
     ) -> None:
         self.lifecycle = lifecycle
         self.keys = keys
         self.reset = reset
         self.api_base = api_base
-        self.api_path = api_path
+        self.api_path = urlsplit(api_base).path
         self.api_key = api_key
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
@@ -148,11 +144,11 @@ class RequestHandler:
 
     def _api(self, request: httpx.Request, record: LoggedRequest) -> tuple[httpx.Response, bool]:
         path, root = record.path, self.api_path
-        if not (path == root or path.startswith(root + "/")):
-            return self._unmatched(record, f"path is outside the API root {root}"), False
         found = self.route_of(request.method, path)
         if found is None:
-            return self._unmatched(record, "no such route"), False
+            inside = path == root or path.startswith(root + "/")
+            why = "no such route" if inside else f"path is outside the API root {root}"
+            return self._unmatched(record, why), False
         record.job_id = found.job_id
         if found.name is None:
             return method_not_allowed(request.method, path, found.allowed), True
@@ -182,14 +178,12 @@ class RequestHandler:
         return bool(header) and scheme.lower() == "bearer" and token.strip() == str(self.api_key.value)
 
     def _unauthorized(self) -> httpx.Response:
-        return error_response(
-            401,
-            "unauthorised",
+        message = (
             "missing or invalid API key: send 'Authorization: Bearer <key>' with the key this fake "
             f"backend accepts (FakeSynthBackend(api_key=...), currently {mask_secret(self.api_key.value)}); "
-            "with the plugin, use the synth_backend fixture's api_key or set SYNTH_API_KEY to it",
-            [("www-authenticate", "Bearer")],
+            "with the plugin, use the synth_backend fixture's api_key or set SYNTH_API_KEY to it"
         )
+        return error_response(401, "unauthorised", message, [("www-authenticate", "Bearer")])
 
     def _apply_faults(
         self, route: str, request: httpx.Request, record: LoggedRequest
@@ -211,11 +205,9 @@ class RequestHandler:
         for fault in fired:
             if fault.kind == "connect":
                 record.error = "connection error injected"
-                raise httpx.ConnectError(
-                    f"[FakeSynthBackend] injected connection error on {request.method} {request.url.path} "
-                    f"(fault: {fault.describe()})",
-                    request=request,
-                )
+                where = f"{request.method} {request.url.path} (fault: {fault.describe()})"
+                message = f"[FakeSynthBackend] injected connection error on {where}"
+                raise httpx.ConnectError(message, request=request)
             if fault.kind == "status":
                 headers = [("retry-after", f"{fault.retry_after:g}")] if fault.retry_after is not None else []
                 message = f"fault injected by FakeSynthBackend: {fault.describe()} (call {fault.seen})"

@@ -1,9 +1,8 @@
 """The lifecycle: everything that moves a fake job through its scenario, lazily, on any clock.
 
-Nothing runs on a timer. A job catches up whenever it is observed (a poll, an events read, a
-tick of a subscribed :class:`VirtualClock`, a look through :class:`FakeJob`); a served fake may
-pace jobs by observation instead (one stage per look). Stages are stamped with their scheduled
-time, so a job observed late reports the same history; a forced or poll-driven stage gets "now".
+Nothing runs on a timer: a job catches up whenever it is observed (a served fake may instead run
+one stage per look). Stages are stamped with their scheduled time, so a job observed late reports
+the same history; a forced or poll-driven stage gets "now".
 """
 
 from __future__ import annotations
@@ -48,11 +47,8 @@ class Target:
 
 
 class Lifecycle:
-    """Runs due stages of the jobs in *store*, on its clock, under its lock.
-
-    A rollout batch sets the lock aside while it waits on the task app; meanwhile the job is
-    marked busy (``batch_thread``) and nothing else moves it.
-    """
+    """Runs due stages of the jobs in *store*, on its clock, under its lock (set aside while a
+    rollout batch waits on the task app, with the job marked busy in ``batch_thread``)."""
 
     def __init__(self, store: JobStore, driver: RolloutDriver, max_rollouts_per_step: int = 4) -> None:
         self.store = store
@@ -183,26 +179,22 @@ class Lifecycle:
         if target == "next":
             self.store.queue(scenario)
             return
-        job = self.store.get(
-            target, hint="use scenario_for('next', ...) before submitting, or an id from fake.jobs"
-        )
+        hint = "use scenario_for('next', ...) before submitting, or an id from fake.jobs"
+        job = self.store.get(target, hint=hint)
         with self._pushing(job):
             self.store.rescript(job, scenario)
 
     def advance(self, job: JobState, target: Target) -> None:
-        """Run *job*'s stages now, up to *target*, stamped with the current time."""
         with self._pushing(job):
             self._sync(job, target)
 
     def succeed(self, job: JobState) -> None:
-        """Finish *job* successfully now, running its remaining steps."""
         with self._pushing(job):
             job.outcome_override = "succeeded"
             job.version += 1  # the plan changed
             self._sync(job, Target("end"))
 
     def fail(self, job: JobState, message: str) -> None:
-        """Fail *job* now with *message* as its error (bounded like ``Scenario.error``)."""
         problem = error_text_problem(message, "FakeJob.fail")
         if problem is not None:
             raise SynthUsageError([problem])
@@ -210,7 +202,6 @@ class Lifecycle:
             self._fail(job, message, self.store.clock.time(), data={"step": job.steps_done})
 
     def cancel(self, job: JobState, reason: str) -> None:
-        """Cancel *job* now (a job already finished stays as it is)."""
         with self._pushing(job):
             self._cancel(job, self.store.clock.time(), reason)
 
@@ -372,8 +363,7 @@ class Lifecycle:
     def next_batch(
         self, job: JobState, step: int, mode: str, target: Target | None = None
     ) -> BatchPlan | None:
-        """The batch that follows *job*'s *mode* batch of *step* in this advance (up to *target*, or
-        to now), or None."""
+        """The batch after *job*'s *mode* batch of *step* in this advance (up to *target*, or now)."""
         if mode == "rl" and self._evaluates_at(job, step):
             return BatchPlan(step, tuple(self._eval_seeds(job)), "eval")
         stage = job.scenario.next_stage(True, step, job.outcome_override)
@@ -406,12 +396,10 @@ class Lifecycle:
 
     @staticmethod
     def _evaluates_at(job: JobState, step: int) -> bool:
-        """Whether training step *step* is followed by a periodic evaluation."""
         every = job.scenario.eval_every
         every = job.setting("evaluation", "every_n_iters") if every is None else every
         return int_in(every, 1, math.inf) and step % every == 0
 
     @staticmethod
     def _final_eval_pending(job: JobState, step: int) -> bool:
-        """Whether a job ending after *step* steps still owes its final evaluation."""
         return bool(step) and step not in job.eval_means

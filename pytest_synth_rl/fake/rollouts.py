@@ -105,8 +105,7 @@ def _status_hint(response: PostResponse, key_sent: bool, key_replaced: bool = Fa
 
 
 def crash_note(crash: str | None, model_calls: int) -> str:
-    """What a rollout answered with a 5xx raised in the app (if served here), and how many model
-    calls it made before failing (nothing when neither is known)."""
+    """What raised in the app behind a rollout's 5xx (if served here), and the model calls it made."""
     if crash is None and not model_calls:
         return ""
     raised = f"; the task app raised {crash}" if crash else ""
@@ -198,7 +197,7 @@ class RolloutDriver:
 
     @property
     def client(self) -> httpx.Client:
-        """An httpx client for the fake's other calls to task apps (the health probe)."""
+        """An httpx client for the health probe of task apps."""
         with self._lock:
             if self._client is None:
                 self._client = httpx.Client(
@@ -361,15 +360,11 @@ class RolloutDriver:
         try:
             parsed = json.loads(response.content)
         except ValueError:
-            self._fail(
-                record,
-                f"response is not JSON: {excerpt(response.content, 200)}",
-                "return a JSON RolloutResponse object",
-            )
+            what = f"response is not JSON: {excerpt(response.content, 200)}"
+            self._fail(record, what, "return a JSON RolloutResponse object")
         except RecursionError:
             self._too_deep(record)
-        # Only a bounded view of the answer stays on the record (see RolloutRecord): this
-        # rollout's checks read *parsed*, which goes when they are done.
+        # The record keeps a bounded view of the answer; the checks below read *parsed*.
         record.keep_response(response.content)
         try:
             return self._read_answer(record, body, parsed)
@@ -387,29 +382,22 @@ class RolloutDriver:
 
     def _read_answer(self, record: RolloutRecord, body: dict[str, Any], parsed: Any) -> RolloutRecord:
         if not isinstance(parsed, dict):
-            self._fail(
-                record,
-                f"response must be a JSON object, got {type(parsed).__name__}",
-                "return a RolloutResponse object",
-            )
+            what = f"response must be a JSON object, got {type(parsed).__name__}"
+            self._fail(record, what, "return a RolloutResponse object")
         self._check_echo(record, body, parsed)
-        # 0.5.0 answers under reward_info, 0.4.x under metrics; an app serving every era sends both.
         field = next((k for k in ("reward_info", "metrics") if parsed.get(k) is not None), None)
         if field is None:
-            self._fail(
-                record,
-                f"response has neither 'reward_info' nor 'metrics' (keys: {sorted(parsed)[:12]})",
+            what = f"response has neither 'reward_info' nor 'metrics' (keys: {sorted(parsed)[:12]})"
+            hint = (
                 "include reward_info.outcome_reward (synth-ai 0.5.0) or metrics.outcome_reward "
-                "(0.4.x); send the same object under both keys to suit every release",
+                "(0.4.x); send the same object under both keys to suit every release"
             )
+            self._fail(record, what, hint)
         try:
             record.reward = extract_reward(parsed[field], field)
         except ValueError as exc:
-            self._fail(
-                record,
-                str(exc),
-                f"set {field}.outcome_reward to a float from {-MAX_REWARD:g} to {MAX_REWARD:g}",
-            )
+            hint = f"set {field}.outcome_reward to a float from {-MAX_REWARD:g} to {MAX_REWARD:g}"
+            self._fail(record, str(exc), hint)
         return record
 
     def _check_echo(self, record: RolloutRecord, sent: Mapping[str, Any], got: Mapping[str, Any]) -> None:
@@ -425,11 +413,8 @@ class RolloutDriver:
                 self._fail(record, what, "echo the request's run_id / trace_correlation_id unchanged")
             echoed = True
         if not echoed:
-            self._fail(
-                record,
-                "response echoes neither run_id nor trace_correlation_id",
-                "echo the request's trace_correlation_id (0.4.12) or run_id (older apps)",
-            )
+            hint = "echo the request's trace_correlation_id (0.4.12) or run_id (older apps)"
+            self._fail(record, "response echoes neither run_id nor trace_correlation_id", hint)
 
     def _fail(self, record: RolloutRecord, what: str, hint: str, *, timed_out: bool = False) -> NoReturn:
         cid = record.request.get("trace_correlation_id")

@@ -51,9 +51,7 @@ def bool_problem(value: object, key: str, example: str) -> ConfigProblem | None:
     """The problem with *value* as a flag named *key* (only ``True`` and ``False`` are flags), or None."""
     if isinstance(value, bool):
         return None
-    return ConfigProblem(
-        key=key, message=f"must be true or false, got {written(value)}", hint=f"e.g. {example}"
-    )
+    return ConfigProblem(key, f"must be true or false, got {written(value)}", f"e.g. {example}")
 
 
 def error_text_problem(value: object, key: str) -> ConfigProblem | None:
@@ -61,11 +59,8 @@ def error_text_problem(value: object, key: str) -> ConfigProblem | None:
     if isinstance(value, str) and len(value) <= MAX_ERROR_CHARS:
         return None
     got = f"{len(value)} characters" if isinstance(value, str) else written(value)
-    return ConfigProblem(
-        key=key,
-        message=f"must be a string of at most {MAX_ERROR_CHARS} characters, got {got}",
-        hint="pass a short error message, e.g. 'CUDA out of memory'",
-    )
+    message = f"must be a string of at most {MAX_ERROR_CHARS} characters, got {got}"
+    return ConfigProblem(key, message, "pass a short error message, e.g. 'CUDA out of memory'")
 
 
 Outcome = Literal["succeeded", "failed", "cancelled", "error"]
@@ -205,9 +200,8 @@ class Scenario:
         if curve is None or callable(curve) or curve == "rollouts":
             return []
         if isinstance(curve, str):
-            return [
-                _problem("reward_curve", f"unknown curve {curve!r}", "use 'rollouts', a list or a callable")
-            ]
+            hint = "use 'rollouts', a list or a callable"
+            return [_problem("reward_curve", f"unknown curve {curve!r}", hint)]
         if not isinstance(curve, Sequence) or isinstance(curve, (bytes, bytearray)):
             return [_problem("reward_curve", f"unsupported type {type(curve).__name__}")]
         if len(curve) > MAX_STEPS:
@@ -222,9 +216,8 @@ class Scenario:
                 f"has {len(curve)} values but the scenario runs {self.steps} steps (its "
                 "steps=, 10 by default; the fake does not read the step count from the TOML)"
             )
-            return [
-                _problem("reward_curve", message, f"pass steps={len(curve)}, or give one reward per step")
-            ]
+            hint = f"pass steps={len(curve)}, or give one reward per step"
+            return [_problem("reward_curve", message, hint)]
         return []
 
     @property

@@ -240,10 +240,8 @@ class JobStore:
     def latest(self) -> JobState:
         with self.lock:
             if not self.jobs:
-                raise SynthError(
-                    "no job was submitted to this FakeSynthBackend yet",
-                    hint="submit a job first (POST /rl/jobs)",
-                )
+                hint = "submit a job first (POST /rl/jobs)"
+                raise SynthError("no job was submitted to this FakeSynthBackend yet", hint=hint)
             return self.jobs[next(reversed(self.jobs))]
 
     def records(self) -> list[JobState]:

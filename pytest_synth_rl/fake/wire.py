@@ -22,8 +22,6 @@ from pytest_synth_rl.secrets.masking import mask_secret, redact
 #: Bytes of a request body the log keeps; the rest is dropped and the record says so.
 MAX_LOGGED_BODY = 64 * 1024
 _SENSITIVE = frozenset({"authorization", "x-api-key", "x-api-keys", "cookie", "proxy-authorization"})
-
-
 _COMPACT = json.JSONEncoder(separators=(",", ":"))
 
 
@@ -49,9 +47,9 @@ def masked_response(response: httpx.Response) -> httpx.Response:
 def error_response(
     status: int, code: str, message: str, headers: Sequence[tuple[str, str]] = (), **extra: Any
 ) -> httpx.Response:
-    error: dict[str, Any] = {"code": code, "message": redact(message)}
-    error.update(extra)
-    return json_response(status, {"detail": {"error": error}}, headers)
+    return json_response(
+        status, {"detail": {"error": {"code": code, "message": redact(message), **extra}}}, headers
+    )
 
 
 def method_not_allowed(method: str, path: str, allowed: Sequence[str]) -> httpx.Response:
@@ -94,17 +92,13 @@ def request_json(content: bytes) -> Any:
 
 
 def _mask_value(name: str, value: str) -> str:
+    """*value* of header *name* with credentials masked (``Bearer sk_t…ey``)."""
     if name.lower() not in _SENSITIVE:
         return redact(value)
     scheme, sep, token = value.partition(" ")
     if sep and scheme.lower() in ("bearer", "basic", "token"):
         return f"{scheme} {mask_secret(token.strip())}"
     return ", ".join(mask_secret(part.strip()) for part in value.split(","))
-
-
-def mask_headers(headers: Sequence[tuple[str, str]]) -> dict[str, str]:
-    """Headers with credentials masked (``Bearer sk_t…ey``)."""
-    return {name: _mask_value(name, value) for name, value in headers}
 
 
 @dataclass
@@ -150,7 +144,7 @@ class LoggedRequest:
 
     @property
     def headers(self) -> dict[str, str]:
-        return mask_headers(self._raw_headers.multi_items())
+        return {name: _mask_value(name, value) for name, value in self._raw_headers.multi_items()}
 
     @property
     def json(self) -> Any:

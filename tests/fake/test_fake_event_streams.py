@@ -26,8 +26,8 @@ from test_fake_support import (
     submit,
 )
 
+import pytest_synth_rl.fake.api as stream_module
 import pytest_synth_rl.fake.asgi as asgi_module
-import pytest_synth_rl.fake.stream as stream_module
 from pytest_synth_rl.assertions import eventually
 from pytest_synth_rl.clock import RealClock
 from pytest_synth_rl.fake import FakeSynthBackend
