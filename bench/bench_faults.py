@@ -9,7 +9,7 @@ when the job succeeded and the client read its events and metrics; the fake's jo
 witness for duplicates. The baseline is the number of lifecycles run.
 
 Target: at 30% faults, >= 99 of 100 complete with 0 duplicate jobs (50% is reported, no target).
-Run alone: ``python bench/bench_faults.py``.
+Run alone: ``python bench/bench_faults.py [--quick]`` (30 seeds instead of 100).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench._common import report  # noqa: E402
+from bench._common import SETTINGS, report, run_alone  # noqa: E402
 from pytest_synth_rl.client import RetryPolicy, RLJob  # noqa: E402
 from pytest_synth_rl.clock import VirtualClock  # noqa: E402
 from pytest_synth_rl.errors import SynthError  # noqa: E402
@@ -35,6 +35,7 @@ EXAMPLES = ROOT / "examples"
 CONFIG = EXAMPLES / "arithmetic.toml"
 TASK_KEY = "bench-faults-task-key-31c9d2"
 SEEDS = 100
+QUICK_SEEDS = 30
 TARGET = 99
 
 
@@ -123,7 +124,8 @@ def run_rate(task_app: InProcessTaskApp, rate: float, seeds: int = SEEDS, steps:
     return tally
 
 
-def main(seeds: int = SEEDS) -> list[str]:
+def main(seeds: int | None = None) -> list[str]:
+    seeds = SETTINGS.pick(SEEDS, QUICK_SEEDS) if seeds is None else seeds
     lines = []
     with InProcessTaskApp(load_example_app(), api_key=TASK_KEY, export_api_key=False) as task_app:
         for rate, target in ((0.3, TARGET * seeds / SEEDS), (0.5, None)):
@@ -138,7 +140,7 @@ def main(seeds: int = SEEDS) -> list[str]:
                     baseline=seeds,
                     unit="",
                     ratio=tally.completed / seeds,
-                    target_text=(f">= {TARGET}/{SEEDS}, 0 duplicates" if target is not None else "none"),
+                    target_text=(f">= {target:g}/{seeds}, 0 duplicates" if target is not None else "none"),
                     met=met,
                 )
             )
@@ -150,4 +152,4 @@ def main(seeds: int = SEEDS) -> list[str]:
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(main)
