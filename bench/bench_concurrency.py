@@ -1,20 +1,9 @@
-"""Concurrent rollouts and the cost of a real-rollout job test.
+"""Concurrent rollouts, and the cost of one real-rollout job test.
 
-1. Rollout rate at ``rollout.max_concurrent_rollouts = 4`` vs ``= 1`` for a task app whose
-   ``/rollout`` awaits 10 ms (an environment step) after its model call: a job of 5 steps x 8
-   rollouts (and the final evaluation's 4) with an ``immediate`` scenario, its client reaching the
-   fake through a ``MockTransport`` as the plugin's own jobs do (a respx-mounted fake would also
-   tax the task app's own model call, which passes through respx), on the session-style fake
-   (reset per job; its stub model server stays up). Target >= 3x. A step is folded only once
-   its slowest rollout is back; the next step's first rollouts start in that tail (see
-   ``fake/rollout_feed.py``). An informational line shows the rate at 32 rollouts a step.
-2. One real-rollout job with the default example config (``examples/arithmetic.toml``, the fake's
-   default scenario polled every 10 virtual seconds, as ``synth_rl_job`` + ``synth_expect`` run
-   it: the session's fake reset onto a fresh clock, one shared ``MockTransport`` client), in ms
-   (CPU next to it), against a 90 ms budget on wall. The job runs the config's 1 x 4 steps (4
-   rollouts each, evaluations of 4 seeds at steps 2 and 4: 24 rollouts).
-
-Medians of wall and CPU, in one process. Run alone: ``python bench/bench_concurrency.py [--quick]``.
+1. A job's rollout rate at ``max_concurrent_rollouts = 4`` vs ``= 1`` against a ``/rollout`` that
+   awaits 10 ms, on the session-style fake (target >= 3x; 32 rollouts a step as an info line).
+2. One default-scenario job of ``examples/arithmetic.toml`` as ``synth_rl_job`` runs it (24
+   rollouts): target <= 90 ms wall. Run alone: ``python bench/bench_concurrency.py [--quick]``.
 """
 
 from __future__ import annotations

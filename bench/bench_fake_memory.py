@@ -1,15 +1,7 @@
-"""Memory of the served fake backend under many requests and under huge request bodies.
+"""Memory of the served fake (a child process) under many requests and under huge bodies.
 
-Ours: the resident memory (``/proc/<pid>/statm``) of a child process serving
-``FakeSynthBackend().serve()`` on loopback, measured while this process sends it requests,
-against its RSS after a warm-up of 200 requests (imports, the server and the first job warmed
-up):
-
-* after 10,000 more requests (status polls, unauthorized and unknown-path requests, in turn);
-  the request log is a bounded ring, so this stays flat. Target: <= 1.10x.
-* after four 50 MB POSTs (refused with 413 past the body limit, read and dropped, never kept).
-  Target: <= 1.25x of the RSS before them.
-
+Its RSS after 10,000 requests vs after a 200-request warm-up (target <= 1.10x: the request log
+is a bounded ring), and after four 50 MB POSTs refused with 413 (<= 1.25x).
 Run alone: ``python bench/bench_fake_memory.py [--quick]`` (2,000 requests, two POSTs).
 """
 

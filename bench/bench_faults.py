@@ -1,15 +1,9 @@
 """Job lifecycles under injected faults: how many complete, and whether any job is duplicated.
 
-Each lifecycle is ``submit()`` + ``poll_until_complete()`` + ``events()`` + ``metrics()`` against
-the respx-mounted ``FakeSynthBackend`` on a ``VirtualClock``, with the example arithmetic task app
-served in-process (the fake really drives rollouts against it). Every route fails at the given
-rate, split over three independent seeded coins: 503, 429 with ``Retry-After`` and dropped
-connections. Seeds 0..N-1 are used as they come (none is picked). A lifecycle counts as complete
-when the job succeeded and the client read its events and metrics; the fake's job store is the
-witness for duplicates. The baseline is the number of lifecycles run.
-
-Target: at 30% faults, >= 99 of 100 complete with 0 duplicate jobs (50% is reported, no target).
-Run alone: ``python bench/bench_faults.py [--quick]`` (30 seeds instead of 100).
+Submit, poll, events and metrics against the fake (real rollouts to the example task app), every
+route failing at the given rate (503, 429 + Retry-After, dropped connections), seeds 0..N-1.
+Target: at 30% faults >= 99 of 100 complete, 0 duplicates (50% is reported).
+Run alone: ``python bench/bench_faults.py [--quick]`` (30 seeds).
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Virtual time: a two-hour job polled every 10 s, offline, vs 720 bare MockTransport requests.
 
-Ours: ``RLJob.submit()`` + ``poll_until_complete(interval=10)`` through the respx-mounted
-``FakeSynthBackend`` on a shared ``VirtualClock`` (720 status polls plus the submit; payload
-built beforehand, no task app, scripted rewards). Baseline: 720 ``GET`` requests through an
-``httpx.Client`` whose transport is an ``httpx.MockTransport`` returning a small JSON body, the
-cheapest way to answer an httpx request at all. Interleaved in one process, medians of wall and
-CPU; target (wall): ours at most 1.3x the floor. Run alone: ``python bench/bench_lifecycle.py
-[--quick]``.
+Ours: submit + 720 polls through the respx-mounted fake on a ``VirtualClock``; the floor: 720
+GETs through an ``httpx.MockTransport`` client. Medians of wall and CPU, interleaved. Target:
+<= 1.3x wall. Run alone: ``python bench/bench_lifecycle.py [--quick]``.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """Memory of a long wait: a two-hour job polled every 100 ms offline (72,000 status polls).
 
-Ours: this process's resident memory (``/proc/self/statm``) after ``RLJob.poll_until_complete(
-interval=0.1)`` has waited out a 7,200-second job through the respx-mounted
-``FakeSynthBackend`` on a ``VirtualClock`` (no task app, scripted rewards), against its RSS after
-a warm-up wait of 1,000 polls. A wait's history keeps the first and latest poll of each run of
-equal answers, so it holds what changed (about two records per step), not every poll. Target:
-<= 1.10x. CPU and wall time of the long wait are printed next to each other.
-
+This process's RSS after the wait vs after a 1,000-poll warm-up (target <= 1.10x: a wait's
+history keeps what changed, not every poll); its wall and CPU are printed next to each other.
 Run alone: ``python bench/bench_poll_memory.py [--quick]`` (a half-hour wait).
 """
 

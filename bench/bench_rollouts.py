@@ -1,16 +1,9 @@
 """Rollout throughput: the fake driving real rollouts vs raw httpx requests to the same task app.
 
-Ours: an RL job (examples/arithmetic.toml) submitted with ``RLJob`` to the respx-mounted
-``FakeSynthBackend`` with an ``immediate`` scenario; its first status poll runs every training
-and evaluation rollout against the example task app served by ``InProcessTaskApp`` (which calls
-the fake's stub model). Rate = rollouts / wall time of submit + poll.
-
-Baseline: the very same rollout request bodies, POSTed one after another with a plain
-``httpx.Client`` to the same app's ``/rollout`` (nothing mounted, the inference URL pointing at a
-separately served stub model with the same default policy).
-
-Interleaved in one process; medians of wall and CPU (printed as CPU ms a rollout). Target: ours
->= 70% of the baseline's rate. Run alone: ``python bench/bench_rollouts.py [--quick]``.
+Ours: an ``immediate`` job through the fake, every rollout against the example task app served
+by ``InProcessTaskApp``; the floor: the same request bodies POSTed with a plain ``httpx.Client``.
+Medians of wall and CPU (as ms a rollout). Target: ours >= 70% of the floor's rate.
+Run alone: ``python bench/bench_rollouts.py [--quick]``.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
-"""InProcessTaskApp against the baselines it must keep up with, measured side by side.
+"""InProcessTaskApp against the baselines it must keep up with, medians of wall and CPU.
 
-(a) start + stop of one task app, ours vs a bare ``uvicorn.Server`` in a thread (``Config(host,
-    port=0)``, polling ``server.started``): target within 1.5x.
-(b) per-request loopback latency (httpx.Client, same app), ours vs that bare server: within 1.5x.
-(c) start + stop vs the upstream SDK's ``InProcessTaskApp(tunnel_mode="local")`` when
-    ``synth_ai`` is importable: ours at least 3x faster; otherwise a line says it was skipped.
-(d) per-request latency vs uvicorn serving a socket created with the default ``proto=0``: the
-    Nagle / delayed-ACK trap that costs ~40 ms a request; ours must be at least 10x faster.
-
-Medians of wall (the target) and CPU, interleaved. Run alone: ``python bench/bench_taskapp.py [--quick]``.
+Start + stop and loopback latency vs a bare ``uvicorn.Server`` thread (<= 1.5x each); start +
+stop vs the upstream SDK's ``InProcessTaskApp`` when importable (>= 3x faster); latency vs a
+``proto=0`` socket's Nagle trap (>= 10x faster). Run alone: ``python bench/bench_taskapp.py [--quick]``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """Memory over many start/stop cycles of a task app loaded from a ``.py`` path.
 
-Ours: process RSS (from ``/proc/self/statm``) after 300 ``InProcessTaskApp(task_app_path=...)``
-start/stop cycles of the example arithmetic task app, against the RSS after the first 10 cycles
-(imports, first server and SSL state warmed up). The number of task app modules in
-``sys.modules`` is printed with it. Target: the 300 cycles end within 1.10x the warmed-up RSS.
-
+RSS after 300 cycles of the example task app vs after 10 warm-up cycles (target <= 1.10x).
 Run alone: ``python bench/bench_taskapp_leak.py [--quick]`` (100 cycles).
 """
 

@@ -1,13 +1,7 @@
 """Run every benchmark and summarise its target lines.
 
-Each benchmark module ``bench/bench_<name>.py`` exposes ``main() -> list[str]`` and prints its
-own lines through :func:`bench._common.report`. This runner imports them in turn, counts the
-lines that end in ``: met`` / ``: missed`` and prints ``N targets: M met, K missed`` and the
-total time taken. ``--quick`` runs every target with fewer repeats and smaller suites.
-
-A missed target is a measurement, not a failure: the exit code is 0. It is non-zero only when a
-benchmark crashed (raised), because then a number is missing, not merely bad.
-
+Each ``bench/bench_<name>.py`` exposes ``main() -> list[str]``; the runner counts the lines that
+end in ``: met`` / ``: missed`` and prints the total time. Exit code 0 unless a benchmark crashed.
 Usage: ``python bench/run.py [--quick] [--only NAME ...]`` (names: see :data:`BENCHMARKS`).
 """
 
