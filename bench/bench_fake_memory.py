@@ -1,16 +1,8 @@
-"""Memory of the served fake backend under many requests and under huge request bodies.
+"""Memory of the served fake (a child process) under many requests and under huge bodies.
 
-Ours: the resident memory (``/proc/<pid>/statm``) of a child process serving
-``FakeSynthBackend().serve()`` on loopback, measured while this process sends it requests,
-against its RSS after a warm-up of 200 requests (imports, the server and the first job warmed
-up):
-
-* after 10,000 more requests (status polls, unauthorized and unknown-path requests, in turn);
-  the request log is a bounded ring, so this stays flat. Target: <= 1.10x.
-* after four 50 MB POSTs (refused with 413 past the body limit, read and dropped, never kept).
-  Target: <= 1.25x of the RSS before them.
-
-Run alone: ``python bench/bench_fake_memory.py``.
+Its RSS after 10,000 requests vs after a 200-request warm-up (target <= 1.10x: the request log
+is a bounded ring), and after four 50 MB POSTs refused with 413 (<= 1.25x).
+Run alone: ``python bench/bench_fake_memory.py [--quick]`` (2,000 requests, two POSTs).
 """
 
 from __future__ import annotations
@@ -26,11 +18,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench._common import report, rss_mb  # noqa: E402
+from bench._common import SETTINGS, report, rss_mb, run_alone  # noqa: E402
 
 WARM_UP = 200
 REQUESTS = 10_000
+QUICK_REQUESTS = 2_000
 BIG_POSTS = 4
+QUICK_BIG_POSTS = 2
 BIG_BODY_MB = 50
 REQUESTS_TARGET = 1.10
 BIG_TARGET = 1.25
@@ -72,15 +66,17 @@ def big_body() -> Iterator[bytes]:
     yield b'"}'
 
 
-def send_big(client: httpx.Client, url: str) -> list[int]:
+def send_big(client: httpx.Client, url: str, posts: int) -> list[int]:
     size = str(BIG_BODY_MB * 2**20 + 8)
     return [
         client.post(f"{url}/api/rl/jobs", content=big_body(), headers={"Content-Length": size}).status_code
-        for _ in range(BIG_POSTS)
+        for _ in range(posts)
     ]
 
 
-def main(requests: int = REQUESTS) -> list[str]:
+def main(requests: int | None = None) -> list[str]:
+    requests = SETTINGS.pick(REQUESTS, QUICK_REQUESTS) if requests is None else requests
+    posts = SETTINGS.pick(BIG_POSTS, QUICK_BIG_POSTS)
     server = subprocess.Popen(
         [sys.executable, "-c", SERVER, KEY], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
@@ -107,11 +103,11 @@ def main(requests: int = REQUESTS) -> list[str]:
                     met=after / before <= REQUESTS_TARGET,
                 )
             )
-            statuses = send_big(client, url)
+            statuses = send_big(client, url, posts)
             big = rss_mb(server.pid)
             lines.append(
                 report(
-                    f"RSS of the served fake after {BIG_POSTS} {BIG_BODY_MB} MB POSTs (answers {statuses})",
+                    f"RSS of the served fake after {posts} {BIG_BODY_MB} MB POSTs (answers {statuses})",
                     ours=big,
                     baseline_name="before them",
                     baseline=after,
@@ -135,4 +131,4 @@ def main(requests: int = REQUESTS) -> list[str]:
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(main)

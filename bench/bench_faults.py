@@ -1,15 +1,9 @@
 """Job lifecycles under injected faults: how many complete, and whether any job is duplicated.
 
-Each lifecycle is ``submit()`` + ``poll_until_complete()`` + ``events()`` + ``metrics()`` against
-the respx-mounted ``FakeSynthBackend`` on a ``VirtualClock``, with the example arithmetic task app
-served in-process (the fake really drives rollouts against it). Every route fails at the given
-rate, split over three independent seeded coins: 503, 429 with ``Retry-After`` and dropped
-connections. Seeds 0..N-1 are used as they come (none is picked). A lifecycle counts as complete
-when the job succeeded and the client read its events and metrics; the fake's job store is the
-witness for duplicates. The baseline is the number of lifecycles run.
-
-Target: at 30% faults, >= 99 of 100 complete with 0 duplicate jobs (50% is reported, no target).
-Run alone: ``python bench/bench_faults.py``.
+Submit, poll, events and metrics against the fake (real rollouts to the example task app), every
+route failing at the given rate (503, 429 + Retry-After, dropped connections), seeds 0..N-1.
+Target: at 30% faults >= 99 of 100 complete, 0 duplicates (50% is reported).
+Run alone: ``python bench/bench_faults.py [--quick]`` (30 seeds).
 """
 
 from __future__ import annotations
@@ -24,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench._common import report  # noqa: E402
+from bench._common import SETTINGS, report, run_alone  # noqa: E402
 from pytest_synth_rl.client import RetryPolicy, RLJob  # noqa: E402
 from pytest_synth_rl.clock import VirtualClock  # noqa: E402
 from pytest_synth_rl.errors import SynthError  # noqa: E402
@@ -35,6 +29,7 @@ EXAMPLES = ROOT / "examples"
 CONFIG = EXAMPLES / "arithmetic.toml"
 TASK_KEY = "bench-faults-task-key-31c9d2"
 SEEDS = 100
+QUICK_SEEDS = 30
 TARGET = 99
 
 
@@ -123,7 +118,8 @@ def run_rate(task_app: InProcessTaskApp, rate: float, seeds: int = SEEDS, steps:
     return tally
 
 
-def main(seeds: int = SEEDS) -> list[str]:
+def main(seeds: int | None = None) -> list[str]:
+    seeds = SETTINGS.pick(SEEDS, QUICK_SEEDS) if seeds is None else seeds
     lines = []
     with InProcessTaskApp(load_example_app(), api_key=TASK_KEY, export_api_key=False) as task_app:
         for rate, target in ((0.3, TARGET * seeds / SEEDS), (0.5, None)):
@@ -138,7 +134,7 @@ def main(seeds: int = SEEDS) -> list[str]:
                     baseline=seeds,
                     unit="",
                     ratio=tally.completed / seeds,
-                    target_text=(f">= {TARGET}/{SEEDS}, 0 duplicates" if target is not None else "none"),
+                    target_text=(f">= {target:g}/{seeds}, 0 duplicates" if target is not None else "none"),
                     met=met,
                 )
             )
@@ -150,4 +146,4 @@ def main(seeds: int = SEEDS) -> list[str]:
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(main)

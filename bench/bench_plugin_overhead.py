@@ -1,31 +1,13 @@
-"""Plugin overhead per test: generated offline job suites vs the same number of empty tests.
+"""Plugin overhead per test: generated offline job suites vs empty tests, and vs the floors.
 
-A temporary directory gets the example task app and its TOML, and two suites of *N* tests
-each, spread over modules of 50 (as a real suite would be):
+Suites of *N* tests (modules of 50) run with ``python -m pytest -q -p no:cacheprovider`` in a
+subprocess, interleaved, medians of 5 runs; each suite's cost per test is its wall and CPU (of
+the pytest process) above an empty suite's, divided by *N*. Ours (scripted rewards: plugin,
+client and fake alone; the default scenario's real rollouts are an info line) is compared on
+CPU with the same 9 exchanges (submit, 7 polls, metrics, the fake's own bodies) mocked with
+pytest-httpx and answered by a shared ``httpx.MockTransport`` client, the floor.
 
-* job tests, each ``job = synth_rl_job(); job.submit(); synth_expect(job).to_succeed(within=7200)``
-  with the plugin's ``synth_task_app`` / ``synth_rl`` markers, and
-* empty tests (``def test_n(): pass``).
-
-Both run with ``python -m pytest -q -p no:cacheprovider`` in a subprocess of this interpreter,
-interleaved, five times each (``--repeats``); the overhead is ``(t_jobs - t_empty) / N`` per test
-from the median run times, so one noisy run does not decide the verdict. Process start-up,
-collection and the session-wide task app are in both numbers or amortised over the *N* jobs,
-which is what a user pays.
-
-Job suites come in three scenarios, because the fake's default does real work:
-
-* ``scripted``: ``synth_scenario(reward_curve=[...])``: the fake's default lifecycle (60 virtual
-  seconds, 10 steps, polled every 10 virtual seconds to ``succeeded``) with scripted rewards: the
-  cost of the plugin, client and fake alone. The target ("plugin overhead") is measured on it.
-* ``default``: no scenario marker: the same 60 virtual seconds, but rewards come from real
-  rollouts against the task app over the config's own steps (1 epoch x 4 iterations, up to 4
-  rollouts per step plus evaluations). That adds the task app's own work,
-  whose driving cost is measured against raw loopback requests in ``bench_rollouts.py``; it is
-  printed as an info line.
-* ``immediate``: ``synth_scenario(immediate=True)``: one poll runs the whole job (with rollouts).
-
-Run alone: ``python bench/bench_plugin_overhead.py [--tests N] [--variants a,b] [--profile V]``.
+Run alone: ``python bench/bench_plugin_overhead.py [--quick] [--tests N] [--variants a,b] [--profile V]``.
 """
 
 from __future__ import annotations
@@ -42,21 +24,25 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench._common import report  # noqa: E402
+from bench._common import SETTINGS, Sample, add_quick_flag, medians, report, run_process  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
 TESTS = 500
+QUICK_TESTS = 150
 PER_MODULE = 50
-TARGET_MS = 2.0
 REPEATS = 5
+QUICK_REPEATS = 3
+#: Ours at most this many times the MockTransport floor, on CPU per test above empty tests.
+FLOOR_TARGET = 1.3
 
 #: Module-level markers per scenario. ``default`` adds none: the fake's own default lifecycle.
 SCENARIOS: dict[str, str] = {
@@ -89,6 +75,66 @@ def test_empty_{index}():
     pass
 """
 
+#: The same job's 9 exchanges made by hand, the fake's recorded answers replayed: the peer a user
+#: would pick (pytest-httpx) and the floor (one shared client on an ``httpx.MockTransport``).
+PEERS: dict[str, str] = {
+    "httpx_mock": "pytest-httpx tests (9 mocked exchanges)",
+    "mock_transport": "bare MockTransport tests (9 exchanges, shared client)",
+}
+PEER_MODULE_HEAD = """import json
+from pathlib import Path
+
+import httpx
+
+EXCHANGES = json.loads((Path(__file__).parent / "exchanges.json").read_text())
+HEADERS = {{"Authorization": "Bearer sk_test_bench_peer_key_0123"}}
+{client}
+
+def run_job():
+    submit, *polls, metrics = EXCHANGES
+    json_body = {{"content-type": "application/json"}}
+    job = CLIENT.post(submit["url"], content=submit["request"], headers=json_body)
+    assert job.json()["status"] == "queued"
+    for poll in polls:
+        status = CLIENT.get(poll["url"]).json()
+    assert status["status"] == "succeeded"
+    assert CLIENT.get(metrics["url"]).json()["points"]
+"""
+PEER_CLIENTS: dict[str, str] = {
+    "httpx_mock": "CLIENT = httpx.Client(headers=HEADERS)\n",
+    "mock_transport": """REPLIES = []
+
+
+def handler(request):
+    exchange = REPLIES.pop(0)
+    assert (request.method, str(request.url)) == (exchange["method"], exchange["url"])
+    return httpx.Response(exchange["status"], json=exchange["body"])
+
+
+CLIENT = httpx.Client(headers=HEADERS, transport=httpx.MockTransport(handler))
+""",
+}
+PEER_TESTS: dict[str, str] = {
+    "httpx_mock": """
+
+def test_job_{index}(httpx_mock):
+    for exchange in EXCHANGES:
+        httpx_mock.add_response(
+            method=exchange["method"],
+            url=exchange["url"],
+            status_code=exchange["status"],
+            json=exchange["body"],
+        )
+    run_job()
+""",
+    "mock_transport": """
+
+def test_job_{index}():
+    REPLIES[:] = EXCHANGES
+    run_job()
+""",
+}
+
 #: Variables that would change what the child pytest does (online mode, extra options, xdist).
 _SCRUBBED_PREFIXES = ("SYNTH_", "PYTEST_", "GITHUB_STEP_SUMMARY", "ENVIRONMENT_API_KEY", "TASK_APP_URL")
 
@@ -97,14 +143,64 @@ class BenchmarkRunError(RuntimeError):
     """A generated suite did not pass: the measurement would be meaningless, so stop."""
 
 
+@cache
+def recorded_exchanges() -> str:
+    """The 9 exchanges of one scripted job test against the fake (submit, 7 polls, metrics), as JSON."""
+    import httpx
+
+    from pytest_synth_rl.client import RLJob
+    from pytest_synth_rl.clock import VirtualClock
+    from pytest_synth_rl.fake import FakeSynthBackend
+
+    clock = VirtualClock()
+    fake = FakeSynthBackend(clock=clock, rollouts=False)
+    fake.scenario(reward_curve=[0.2, 0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8])
+    exchanges: list[dict[str, Any]] = []
+
+    def record(request: httpx.Request) -> httpx.Response:
+        response = fake.handle(request)
+        response.read()
+        exchanges.append(
+            {
+                "method": request.method,
+                "url": str(request.url),
+                "request": request.content.decode(),
+                "status": response.status_code,
+                "body": response.json(),
+            }
+        )
+        return response
+
+    with httpx.Client(transport=httpx.MockTransport(record)) as http:
+        job = RLJob.from_config(
+            EXAMPLES / "rl_minimal.toml",
+            backend_url=fake.base_url,
+            api_key=fake.api_key,
+            task_app_url="https://task-app.example.com",
+            task_app_api_key="bench-task-app-key",
+            skip_health_check=True,
+            clock=clock,
+            http_client=http,
+        )
+        with job:
+            job.submit()
+            job.poll_until_complete(timeout=7200.0, interval=10.0)
+            job.metrics()
+    fake.close()
+    if len(exchanges) != 9:
+        raise BenchmarkRunError(f"a scripted job made {len(exchanges)} exchanges, not 9")
+    return json.dumps(exchanges)
+
+
 def write_suite(directory: Path, kind: str, tests: int, *, per_module: int = PER_MODULE) -> Path:
     """Write a suite of *tests* tests into *directory*/*kind* and return that folder.
 
-    *kind* is ``"empty"`` or a key of :data:`SCENARIOS`. The folder gets its own ``pytest.ini``
-    so the child's rootdir (and ini options) never come from whatever surrounds it.
+    *kind* is ``"empty"``, a key of :data:`SCENARIOS` or of :data:`PEERS`. The folder gets its
+    own ``pytest.ini`` so the child's rootdir (and ini options) never come from its surroundings.
     """
-    if kind != "empty" and kind not in SCENARIOS:
-        raise ValueError(f"unknown suite kind {kind!r}: use 'empty' or one of {', '.join(SCENARIOS)}")
+    kinds = ["empty", *SCENARIOS, *PEERS]
+    if kind not in kinds:
+        raise ValueError(f"unknown suite kind {kind!r}: use one of {', '.join(kinds)}")
     if tests < 1:
         raise ValueError(f"tests must be >= 1, got {tests}")
     folder = directory / kind
@@ -112,10 +208,16 @@ def write_suite(directory: Path, kind: str, tests: int, *, per_module: int = PER
     (folder / "pytest.ini").write_text("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     for name in ("arithmetic_task_app.py", "arithmetic.toml"):
         shutil.copy(EXAMPLES / name, folder / name)
+    if kind in PEERS:
+        (folder / "exchanges.json").write_text(recorded_exchanges())
     for start in range(0, tests, per_module):
         indices = range(start, min(tests, start + per_module))
         if kind == "empty":
             text = "".join(EMPTY_TEST.format(index=i) for i in indices).lstrip()
+        elif kind in PEERS:
+            text = PEER_MODULE_HEAD.format(client=PEER_CLIENTS[kind]) + "".join(
+                PEER_TESTS[kind].format(index=i) for i in indices
+            )
         else:
             text = JOB_MODULE_HEAD.format(scenario=SCENARIOS[kind]) + "".join(
                 JOB_TEST.format(index=i) for i in indices
@@ -141,21 +243,11 @@ def pytest_command(*extra: str) -> list[str]:
     return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra]
 
 
-def run_suite(folder: Path, expected: int, *extra: str, pycache: Path | None = None) -> float:
-    """Wall seconds of one ``python -m pytest`` run of *folder*; raises unless all passed.
-
-    With ``--collect-only`` in *extra* it checks the collected count instead.
+def run_suite(folder: Path, expected: int, *extra: str, pycache: Path | None = None) -> Sample:
+    """Wall and CPU (of the whole process tree) of one ``python -m pytest`` run of *folder*;
+    raises unless all passed. With ``--collect-only`` in *extra* it checks the collected count.
     """
-    started = time.perf_counter()
-    proc = subprocess.run(
-        pytest_command(*extra),
-        cwd=folder,
-        env=child_env(pycache),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    elapsed = time.perf_counter() - started
+    proc, sample = run_process(pytest_command(*extra), cwd=folder, env=child_env(pycache))
     word = "collected" if "--collect-only" in extra else "passed"
     counted = re.search(rf"(\d+) (?:tests? )?{word}", proc.stdout)
     if proc.returncode != 0 or counted is None or int(counted.group(1)) != expected:
@@ -164,7 +256,7 @@ def run_suite(folder: Path, expected: int, *extra: str, pycache: Path | None = N
             f"the generated suite in {folder} did not pass ({expected} tests expected, exit code "
             f"{proc.returncode}); fix the suite or the plugin before measuring. Output tail:\n{tail}"
         )
-    return elapsed
+    return sample
 
 
 #: A plugin the split run loads (``-p``): each test phase's duration, written as JSON at exit.
@@ -211,31 +303,29 @@ def phase_split(folder: Path, tests: int, pycache: Path) -> dict[str, float]:
 
 
 def measure(
-    tests: int = TESTS,
-    variants: Sequence[str] = tuple(SCENARIOS),
-    repeats: int = REPEATS,
+    tests: int,
+    variants: Sequence[str],
+    repeats: int,
     splits: dict[str, dict[str, float]] | None = None,
-) -> dict[str, float]:
-    """Median wall seconds per suite kind (``"empty"`` and each of *variants*), interleaved.
+    peers: Sequence[str] = tuple(PEERS),
+) -> dict[str, Sample]:
+    """Median wall and CPU per suite kind (``"empty"``, *variants*, *peers*), interleaved.
 
-    With *splits*, each kind's :func:`phase_split` is stored there too (from one extra run).
+    The warm-up run of each suite writes the bytecode and assertion-rewrite caches (as a user's
+    second run starts from them). With *splits*, each kind's :func:`phase_split` is stored there.
     """
-    samples: dict[str, list[float]] = {kind: [] for kind in ("empty", *variants)}
+    kinds = ("empty", *variants, *peers)
     with tempfile.TemporaryDirectory(prefix="bench-plugin-overhead-") as raw:
-        folders = {kind: write_suite(Path(raw), kind, tests) for kind in samples}
+        folders = {kind: write_suite(Path(raw), kind, tests) for kind in kinds}
         pycache = Path(raw) / "pycache"
-        # Warm-up: the first run of each suite writes the bytecode and assertion-rewrite caches
-        # (the plugin's package, the task app and the generated modules); later runs (and users'
-        # second runs) start from them.
-        for folder in folders.values():
-            run_suite(folder, tests, pycache=pycache)
-        for _ in range(repeats):
-            for kind, folder in folders.items():
-                samples[kind].append(run_suite(folder, tests, pycache=pycache))
+        times = medians(
+            {kind: lambda f=folder: run_suite(f, tests, pycache=pycache) for kind, folder in folders.items()},
+            repeats,
+        )
         if splits is not None:
             for kind, folder in folders.items():
                 splits[kind] = phase_split(folder, tests, pycache)
-    return {kind: statistics.median(values) for kind, values in samples.items()}
+    return times
 
 
 def split_line(splits: dict[str, dict[str, float]], tests: int) -> str:
@@ -253,40 +343,61 @@ def split_line(splits: dict[str, dict[str, float]], tests: int) -> str:
 
 
 def overhead_lines(
-    seconds: dict[str, float], tests: int, splits: dict[str, dict[str, float]] | None = None
+    times: dict[str, Sample], tests: int, splits: dict[str, dict[str, float]] | None = None
 ) -> list[str]:
-    """The target line (``scripted``, else the first variant) and one info line per other variant."""
-    empty = seconds["empty"]
-    variants = [kind for kind in seconds if kind != "empty"]
+    """The target lines (``scripted``, else the first variant, against each floor present) and
+    one info line per other variant."""
+    per_test = {kind: (sample - times["empty"]) * (1000 / tests) for kind, sample in times.items()}
+    variants = [kind for kind in times if kind in SCENARIOS]
     primary = "scripted" if "scripted" in variants else variants[0]
+    ours = per_test[primary]
     lines: list[str] = []
-    for kind in [primary, *(v for v in variants if v != primary)]:
-        per_test_ms = (seconds[kind] - empty) / tests * 1000
-        ratio = per_test_ms / TARGET_MS
-        if kind == primary:
-            lines.append(
-                report(
-                    f"plugin overhead per offline job test ({DESCRIPTIONS[kind]}, {tests} tests)",
-                    ours=per_test_ms,
-                    baseline_name="target budget",
-                    baseline=TARGET_MS,
-                    unit="ms/test",
-                    ratio=ratio,
-                    target_text=f"<= {TARGET_MS:g} ms/test above empty tests",
-                    met=per_test_ms <= TARGET_MS,
-                )
+    name = f"plugin overhead per offline job test ({DESCRIPTIONS[primary]}, {tests} tests)"
+    common: dict[str, Any] = {"ours": ours.wall, "ours_cpu": ours.cpu, "unit": "ms/test"}
+    if "mock_transport" in per_test:
+        floor = per_test["mock_transport"]
+        ratio = ours.cpu / floor.cpu if floor.cpu > 0 else float("inf")
+        lines.append(
+            report(
+                name,
+                **common,
+                baseline_name=PEERS["mock_transport"],
+                baseline=floor.wall,
+                baseline_cpu=floor.cpu,
+                ratio=ratio,
+                target_text=f"<= {FLOOR_TARGET:g}x on CPU per test above empty tests",
+                met=ratio <= FLOOR_TARGET,
             )
-        else:
-            line = (
-                f"  info: plugin overhead ({DESCRIPTIONS[kind]}): {per_test_ms:.4g} ms/test "
-                f"= {ratio:.2f}x the {TARGET_MS:g} ms budget"
+        )
+    if "httpx_mock" in per_test:
+        peer = per_test["httpx_mock"]
+        ratio = ours.cpu / peer.cpu if peer.cpu > 0 else float("inf")
+        lines.append(
+            report(
+                f"{name} vs pytest-httpx",
+                **common,
+                baseline_name=PEERS["httpx_mock"],
+                baseline=peer.wall,
+                baseline_cpu=peer.cpu,
+                ratio=ratio,
+                target_text="< 1x on CPU per test above empty tests",
+                met=ratio < 1.0,
             )
-            print(line, flush=True)
-            lines.append(line)
+        )
+    for kind in variants:
+        if kind == primary and len(lines) > 0:
+            continue
+        cost = per_test[kind]
+        line = (
+            f"  info: plugin overhead ({DESCRIPTIONS[kind]}): {cost.wall:.4g} ms/test "
+            f"(CPU {cost.cpu:.4g} ms/test)"
+        )
+        print(line, flush=True)
+        lines.append(line)
     if splits:
         lines.append(split_line(splits, tests))
-    line = f"  info: suite wall times for {tests} tests: " + ", ".join(
-        f"{kind} {value:.2f} s" for kind, value in seconds.items()
+    line = f"  info: suite times for {tests} tests: " + ", ".join(
+        f"{kind} {sample.wall:.2f} s (CPU {sample.cpu:.2f} s)" for kind, sample in times.items()
     )
     print(line, flush=True)
     lines.append(line)
@@ -318,31 +429,41 @@ def profile(variant: str, tests: int, top: int = 30) -> str:
     return out.getvalue()
 
 
-#: What ``main`` measures unless told otherwise: the target variant and the realistic default.
+#: What ``main`` measures unless told otherwise: the target variant and the realistic default
+#: (only the target variant under ``--quick``).
 MAIN_VARIANTS: tuple[str, ...] = ("scripted", "default")
+QUICK_VARIANTS: tuple[str, ...] = ("scripted",)
 
 
-def main(tests: int = TESTS, variants: Sequence[str] = MAIN_VARIANTS, repeats: int = REPEATS) -> list[str]:
-    splits: dict[str, dict[str, float]] = {}
-    seconds = measure(tests, variants, repeats, splits=splits)
-    return overhead_lines(seconds, tests, splits)
+def main(
+    tests: int | None = None,
+    variants: Sequence[str] | None = None,
+    repeats: int | None = None,
+    peers: Sequence[str] = tuple(PEERS),
+) -> list[str]:
+    tests = SETTINGS.pick(TESTS, QUICK_TESTS) if tests is None else tests
+    variants = SETTINGS.pick(MAIN_VARIANTS, QUICK_VARIANTS) if variants is None else variants
+    repeats = SETTINGS.pick(REPEATS, QUICK_REPEATS) if repeats is None else repeats
+    splits: dict[str, dict[str, float]] | None = None if SETTINGS.quick else {}  # the split: info only
+    times = measure(tests, variants, repeats, splits=splits, peers=peers)
+    return overhead_lines(times, tests, splits)
 
 
 def _cli(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--tests", type=int, default=TESTS)
-    parser.add_argument("--repeats", type=int, default=REPEATS)
-    parser.add_argument(
-        "--variants", default=",".join(MAIN_VARIANTS), help="comma-separated: " + ", ".join(SCENARIOS)
-    )
+    add_quick_flag(parser)
+    parser.add_argument("--tests", type=int, help=f"tests per suite ({TESTS}, {QUICK_TESTS} quick)")
+    parser.add_argument("--repeats", type=int, help=f"timed runs of each ({REPEATS}, {QUICK_REPEATS} quick)")
+    parser.add_argument("--variants", help="comma-separated: " + ", ".join(SCENARIOS))
     parser.add_argument("--profile", metavar="VARIANT", help="print a cProfile of one job suite instead")
     args = parser.parse_args(argv)
-    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    unknown = [v for v in [*variants, args.profile or "default"] if v not in SCENARIOS]
+    SETTINGS.quick = args.quick
+    variants = None if args.variants is None else [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = [v for v in [*(variants or ()), args.profile or "default"] if v not in SCENARIOS]
     if unknown:
         parser.error(f"unknown variant(s) {', '.join(unknown)}: use {', '.join(SCENARIOS)}")
     if args.profile:
-        print(profile(args.profile, args.tests))
+        print(profile(args.profile, args.tests or SETTINGS.pick(TESTS, QUICK_TESTS)))
     else:
         main(args.tests, variants, args.repeats)
 

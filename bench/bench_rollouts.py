@@ -1,25 +1,16 @@
 """Rollout throughput: the fake driving real rollouts vs raw httpx requests to the same task app.
 
-Ours: an RL job (examples/arithmetic.toml) submitted with ``RLJob`` to the respx-mounted
-``FakeSynthBackend`` with an ``immediate`` scenario; its first status poll runs every training
-and evaluation rollout against the example task app served by ``InProcessTaskApp`` (which calls
-the fake's stub model). Rate = rollouts / wall time of submit + poll.
-
-Baseline: the very same rollout request bodies, POSTed one after another with a plain
-``httpx.Client`` to the same app's ``/rollout`` (nothing mounted, the inference URL pointing at a
-separately served stub model with the same default policy).
-
-Both run interleaved in one process; medians of the repeats. Target: ours >= 70% of the baseline.
-Run alone: ``python bench/bench_rollouts.py``.
+Ours: an ``immediate`` job through the fake, every rollout against the example task app served
+by ``InProcessTaskApp``; the floor: the same request bodies POSTed with a plain ``httpx.Client``.
+Medians of wall and CPU (as ms a rollout). Target: ours >= 70% of the floor's rate.
+Run alone: ``python bench/bench_rollouts.py [--quick]``.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench._common import report  # noqa: E402
+from bench._common import SETTINGS, Sample, Stopwatch, medians, report, run_alone  # noqa: E402
 from pytest_synth_rl.client import RLJob  # noqa: E402
 from pytest_synth_rl.clock import VirtualClock  # noqa: E402
 from pytest_synth_rl.fake import FakeSynthBackend  # noqa: E402
@@ -41,12 +32,13 @@ APP = ROOT / "examples" / "arithmetic_task_app.py"
 STEPS = 20
 PER_STEP = 8
 REPEATS = 5
+QUICK_REPEATS = 3
 TARGET = 0.70
 KEY = "bench-rollouts-task-app-key-0123456789"
 
 
-def run_ours(task_url: str) -> tuple[float, int, list[dict[str, Any]]]:
-    """(seconds, rollouts, request bodies) for one job driven through the fake."""
+def run_ours(task_url: str) -> tuple[Sample, list[dict[str, Any]]]:
+    """(time of submit + poll, rollout request bodies) for one job driven through the fake."""
     clock = VirtualClock()
     fake = FakeSynthBackend(clock=clock, task_app_api_key=KEY, max_rollouts_per_step=PER_STEP)
     with fake:
@@ -61,20 +53,18 @@ def run_ours(task_url: str) -> tuple[float, int, list[dict[str, Any]]]:
             clock=clock,
         )
         fake.inference  # the stub is started lazily by the first rollout, inside the timing  # noqa: B018
-        with job:
-            started = time.perf_counter()
+        with job, Stopwatch() as watch:
             job.submit()
             result = job.poll_until_complete(timeout=60.0, interval=1.0)
-            elapsed = time.perf_counter() - started
         rollouts = fake.job(result.job_id).rollouts
         if result.status != "succeeded":
             raise RuntimeError(f"bench job did not succeed: {result.status}: {fake.job(result.job_id).error}")
         bodies = [copy.deepcopy(r.request) for r in rollouts]
     fake.close()
-    return elapsed, len(bodies), bodies
+    return watch.sample, bodies
 
 
-def run_baseline(task_url: str, bodies: list[dict[str, Any]], inference_url: str) -> float:
+def run_baseline(task_url: str, bodies: list[dict[str, Any]], inference_url: str) -> Sample:
     encoded = []
     for body in bodies:
         patched = copy.deepcopy(body)
@@ -85,12 +75,12 @@ def run_baseline(task_url: str, bodies: list[dict[str, Any]], inference_url: str
         client.get(
             f"{task_url}/health", headers=headers
         )  # open the connection first, as the fake's client has
-        started = time.perf_counter()
-        for content in encoded:
-            response = client.post(f"{task_url}/rollout", content=content, headers=headers)
-            if response.status_code != 200:
-                raise RuntimeError(f"baseline rollout failed: HTTP {response.status_code}")
-        return time.perf_counter() - started
+        with Stopwatch() as watch:
+            for content in encoded:
+                response = client.post(f"{task_url}/rollout", content=content, headers=headers)
+                if response.status_code != 200:
+                    raise RuntimeError(f"baseline rollout failed: HTTP {response.status_code}")
+        return watch.sample
 
 
 def main() -> list[str]:
@@ -98,22 +88,30 @@ def main() -> list[str]:
         InProcessTaskApp(task_app_path=APP, api_key=KEY) as task_app,
         StubInference().serve() as inference_url,
     ):
-        _, count, bodies = run_ours(task_app.url)  # warm-up
-        run_baseline(task_app.url, bodies, inference_url)
-        ours: list[float] = []
-        base: list[float] = []
-        for _ in range(REPEATS):
-            elapsed, count, bodies = run_ours(task_app.url)
-            ours.append(count / elapsed)
-            base.append(count / run_baseline(task_app.url, bodies, inference_url))
-    ours_rate, base_rate = statistics.median(ours), statistics.median(base)
+        _, bodies = run_ours(task_app.url)  # the baseline replays these very requests
+
+        def ours() -> Sample:
+            sample, again = run_ours(task_app.url)
+            if len(again) != len(bodies):
+                raise RuntimeError(f"the job ran {len(again)} rollouts, then {len(bodies)}")
+            return sample
+
+        times = medians(
+            {"ours": ours, "raw": lambda: run_baseline(task_app.url, bodies, inference_url)},
+            SETTINGS.pick(REPEATS, QUICK_REPEATS),
+        )
+    count = len(bodies)
+    ours_rate, base_rate = count / times["ours"].wall, count / times["raw"].wall
     ratio = ours_rate / base_rate
     line = report(
         f"rollouts: fake-driven job ({count} rollouts) vs raw httpx -> uvicorn /rollout",
         ours=ours_rate,
+        ours_cpu=times["ours"].cpu / count * 1000,
         baseline_name="raw httpx",
         baseline=base_rate,
+        baseline_cpu=times["raw"].cpu / count * 1000,
         unit="rollouts/s",
+        cpu_unit="ms/rollout",
         ratio=ratio,
         target_text=f">= {TARGET:.2f}x",
         met=ratio >= TARGET,
@@ -122,4 +120,4 @@ def main() -> list[str]:
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(main)

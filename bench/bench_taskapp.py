@@ -1,14 +1,8 @@
-"""InProcessTaskApp against the baselines it must keep up with, measured side by side.
+"""InProcessTaskApp against the baselines it must keep up with, medians of wall and CPU.
 
-(a) start + stop of one task app, ours vs a bare ``uvicorn.Server`` in a thread (``Config(host,
-    port=0)``, polling ``server.started``): target within 1.5x.
-(b) per-request loopback latency (httpx.Client, same app), ours vs that bare server: within 1.5x.
-(c) start + stop vs the upstream SDK's ``InProcessTaskApp(tunnel_mode="local")`` when
-    ``synth_ai`` is importable: ours at least 3x faster; otherwise a line says it was skipped.
-(d) per-request latency vs uvicorn serving a socket created with the default ``proto=0``: the
-    Nagle / delayed-ACK trap that costs ~40 ms a request; ours must be at least 10x faster.
-
-Run alone (``python bench/bench_taskapp.py``) or through ``bench/run.py`` (``main()``).
+Start + stop and loopback latency vs a bare ``uvicorn.Server`` thread (<= 1.5x each); start +
+stop vs the upstream SDK's ``InProcessTaskApp`` when importable (>= 3x faster); latency vs a
+``proto=0`` socket's Nagle trap (>= 10x faster). Run alone: ``python bench/bench_taskapp.py [--quick]``.
 """
 
 from __future__ import annotations
@@ -20,7 +14,6 @@ import importlib.util
 import os
 import shutil
 import socket
-import statistics
 import sys
 import tempfile
 import threading
@@ -32,14 +25,17 @@ from typing import Any
 import httpx
 import uvicorn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import report
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
-from pytest_synth_rl.taskapp import InProcessTaskApp
+from bench._common import SETTINGS, Sample, medians, report, run_alone  # noqa: E402
+from pytest_synth_rl.taskapp import InProcessTaskApp  # noqa: E402
 
 START_STOP_ROUNDS = 15
 LATENCY_REQUESTS = 300
 NAGLE_REQUESTS = 25
+UPSTREAM_ROUNDS = 5
 KEY = "bench-key-0123456789abcdef"
 
 
@@ -94,21 +90,17 @@ def naive_socket() -> socket.socket:
     return sock
 
 
-def ours_start_stop(app: Any) -> float:
-    started = time.perf_counter()
+def ours_start_stop(app: Any) -> None:
     with InProcessTaskApp(app, api_key=KEY):
         pass
-    return time.perf_counter() - started
 
 
-def bare_start_stop(app: Any) -> float:
-    started = time.perf_counter()
+def bare_start_stop(app: Any) -> None:
     with BareUvicorn(app):
         pass
-    return time.perf_counter() - started
 
 
-def upstream_start_stop_factory() -> Callable[[Any], float] | None:
+def upstream_start_stop_factory() -> Callable[[Any], None] | None:
     if importlib.util.find_spec("synth_ai") is None:
         return None
     # Importing synth_ai sets up a job-queue database under ~/.synth_ai unless told otherwise;
@@ -124,56 +116,41 @@ def upstream_start_stop_factory() -> Callable[[Any], float] | None:
         return None
     upstream_cls: Any = upstream_module.InProcessTaskApp
 
-    def run(app: Any) -> float:
+    def run(app: Any) -> None:
         async def once() -> None:
             async with upstream_cls(app=app, tunnel_mode="local", api_key=KEY):
                 pass
 
-        started = time.perf_counter()
         asyncio.run(once())
-        return time.perf_counter() - started
 
     return run
 
 
-def latencies(urls: dict[str, str], requests: int, rounds: int = 10) -> dict[str, float]:
-    """Seconds per GET /health for each server, over one kept-alive connection each.
+def latencies(urls: dict[str, str], requests: int, rounds: int = 10) -> dict[str, Sample]:
+    """Wall and CPU seconds per GET /health for each server, over one kept-alive connection each.
 
-    The requests are split into *rounds* that alternate between the servers, and the median of
-    the per-round means is reported, so a burst of load on the machine hits every server alike.
+    The requests are split into *rounds* that alternate between the servers (medians of the
+    rounds' means), so a burst of load on the machine hits every server alike. CPU is this
+    process's: the client and, in-process, the server's thread.
     """
     headers = {"X-API-Key": KEY}
     clients = {name: httpx.Client(trust_env=False) for name in urls}
-    samples: dict[str, list[float]] = {name: [] for name in urls}
     per_round = max(1, requests // rounds)
+
+    def burst(name: str) -> None:
+        client, url = clients[name], urls[name] + "/health"
+        for _ in range(per_round):
+            client.get(url, headers=headers).raise_for_status()
+
     try:
         for name, client in clients.items():
             for _ in range(min(20, requests)):
                 client.get(urls[name] + "/health", headers=headers).raise_for_status()
-        order = list(urls)
-        for _ in range(rounds):
-            for name in order:
-                client, url = clients[name], urls[name] + "/health"
-                started = time.perf_counter()
-                for _ in range(per_round):
-                    client.get(url, headers=headers).raise_for_status()
-                samples[name].append((time.perf_counter() - started) / per_round)
-            order.reverse()
+        times = medians({name: lambda n=name: burst(n) for name in urls}, rounds, warm_up=False)
     finally:
         for client in clients.values():
             client.close()
-    return {name: statistics.median(values) for name, values in samples.items()}
-
-
-def interleaved(contenders: dict[str, Callable[[], float]], rounds: int) -> dict[str, float]:
-    """Median of *rounds* runs of each contender, alternating them so drift hits all alike."""
-    samples: dict[str, list[float]] = {name: [] for name in contenders}
-    for fn in contenders.values():
-        fn()  # warm-up: imports, protocol classes, first-use caches
-    for _ in range(rounds):
-        for name, fn in contenders.items():
-            samples[name].append(fn())
-    return {name: statistics.median(values) for name, values in samples.items()}
+    return {name: sample / per_round for name, sample in times.items()}
 
 
 # -- main -----------------------------------------------------------------------------------------
@@ -181,16 +158,19 @@ def main() -> list[str]:
     lines: list[str] = []
     app = make_app()
 
-    times = interleaved(
-        {"ours": lambda: ours_start_stop(app), "bare": lambda: bare_start_stop(app)}, START_STOP_ROUNDS
+    times = medians(
+        {"ours": lambda: ours_start_stop(app), "bare": lambda: bare_start_stop(app)},
+        SETTINGS.pick(START_STOP_ROUNDS, 5),
     )
-    ratio = times["ours"] / times["bare"]
+    ratio = times["ours"].wall / times["bare"].wall
     lines.append(
         report(
             "task app start+stop",
-            ours=times["ours"] * 1000,
+            ours=times["ours"].wall * 1000,
+            ours_cpu=times["ours"].cpu * 1000,
             baseline_name="bare uvicorn thread",
-            baseline=times["bare"] * 1000,
+            baseline=times["bare"].wall * 1000,
+            baseline_cpu=times["bare"].cpu * 1000,
             unit="ms",
             ratio=ratio,
             target_text="<= 1.5x",
@@ -199,15 +179,17 @@ def main() -> list[str]:
     )
 
     with InProcessTaskApp(app, api_key=KEY) as ours, BareUvicorn(app) as bare_url:
-        measured = latencies({"ours": ours.url, "bare": bare_url}, LATENCY_REQUESTS)
+        measured = latencies({"ours": ours.url, "bare": bare_url}, SETTINGS.pick(LATENCY_REQUESTS, 100))
     ours_latency, bare_latency = measured["ours"], measured["bare"]
-    ratio = ours_latency / bare_latency
+    ratio = ours_latency.wall / bare_latency.wall
     lines.append(
         report(
             "task app loopback latency",
-            ours=ours_latency * 1000,
+            ours=ours_latency.wall * 1000,
+            ours_cpu=ours_latency.cpu * 1000,
             baseline_name="bare uvicorn",
-            baseline=bare_latency * 1000,
+            baseline=bare_latency.wall * 1000,
+            baseline_cpu=bare_latency.cpu * 1000,
             unit="ms/request",
             ratio=ratio,
             target_text="<= 1.5x",
@@ -224,15 +206,19 @@ def main() -> list[str]:
         print(line, flush=True)
         lines.append(line)
     else:
-        rounds = 5
-        times = interleaved({"ours": lambda: ours_start_stop(app), "upstream": lambda: upstream(app)}, rounds)
-        speedup = times["upstream"] / times["ours"]
+        times = medians(
+            {"ours": lambda: ours_start_stop(app), "upstream": lambda: upstream(app)},
+            SETTINGS.pick(UPSTREAM_ROUNDS, 3),
+        )
+        speedup = times["upstream"].wall / times["ours"].wall
         lines.append(
             report(
                 "task app start+stop vs upstream",
-                ours=times["ours"] * 1000,
+                ours=times["ours"].wall * 1000,
+                ours_cpu=times["ours"].cpu * 1000,
                 baseline_name="synth-ai InProcessTaskApp(local)",
-                baseline=times["upstream"] * 1000,
+                baseline=times["upstream"].wall * 1000,
+                baseline_cpu=times["upstream"].cpu * 1000,
                 unit="ms",
                 ratio=speedup,
                 target_text=">= 3x faster",
@@ -241,15 +227,19 @@ def main() -> list[str]:
         )
 
     with InProcessTaskApp(app, api_key=KEY) as ours, BareUvicorn(app, sock=naive_socket()) as naive_url:
-        measured = latencies({"ours": ours.url, "naive": naive_url}, NAGLE_REQUESTS, rounds=5)
+        measured = latencies(
+            {"ours": ours.url, "naive": naive_url}, SETTINGS.pick(NAGLE_REQUESTS, 10), rounds=5
+        )
     ours_latency, naive_latency = measured["ours"], measured["naive"]
-    speedup = naive_latency / ours_latency
+    speedup = naive_latency.wall / ours_latency.wall
     lines.append(
         report(
             "task app latency vs proto=0 socket",
-            ours=ours_latency * 1000,
+            ours=ours_latency.wall * 1000,
+            ours_cpu=ours_latency.cpu * 1000,
             baseline_name="uvicorn on a proto=0 socket",
-            baseline=naive_latency * 1000,
+            baseline=naive_latency.wall * 1000,
+            baseline_cpu=naive_latency.cpu * 1000,
             unit="ms/request",
             ratio=speedup,
             target_text=">= 10x faster",
@@ -260,4 +250,4 @@ def main() -> list[str]:
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(main)

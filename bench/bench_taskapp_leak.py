@@ -1,17 +1,12 @@
 """Memory over many start/stop cycles of a task app loaded from a ``.py`` path.
 
-Ours: process RSS (from ``/proc/self/statm``) after 300 ``InProcessTaskApp(task_app_path=...)``
-start/stop cycles of the example arithmetic task app, against the RSS after the first 10 cycles
-(imports, first server and SSL state warmed up). The number of task app modules in
-``sys.modules`` is printed with it. Target: the 300 cycles end within 1.10x the warmed-up RSS.
-
-Run alone: ``python bench/bench_taskapp_leak.py``.
+RSS after 300 cycles of the example task app vs after 10 warm-up cycles (target <= 1.10x).
+Run alone: ``python bench/bench_taskapp_leak.py [--quick]`` (100 cycles).
 """
 
 from __future__ import annotations
 
 import gc
-import os
 import sys
 from pathlib import Path
 
@@ -19,20 +14,15 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench._common import report  # noqa: E402
+from bench._common import SETTINGS, report, rss_mb, run_alone  # noqa: E402
 from pytest_synth_rl.taskapp import InProcessTaskApp  # noqa: E402
 
 TASK_APP = ROOT / "examples" / "arithmetic_task_app.py"
 WARM_UP = 10
 CYCLES = 300
+QUICK_CYCLES = 100
 TARGET = 1.10
 KEY = "bench-taskapp-leak-key-0c1d"
-
-
-def rss_mb() -> float:
-    with open("/proc/self/statm", encoding="ascii") as handle:
-        resident_pages = int(handle.read().split()[1])
-    return resident_pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def task_app_modules() -> int:
@@ -45,7 +35,8 @@ def cycle(times: int) -> None:
             pass
 
 
-def main(cycles: int = CYCLES) -> list[str]:
+def main(cycles: int | None = None) -> list[str]:
+    cycles = SETTINGS.pick(CYCLES, QUICK_CYCLES) if cycles is None else cycles
     cycle(WARM_UP)
     gc.collect()
     before = rss_mb()
@@ -70,4 +61,4 @@ def main(cycles: int = CYCLES) -> list[str]:
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(main)

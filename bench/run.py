@@ -1,13 +1,8 @@
 """Run every benchmark and summarise its target lines.
 
-Each benchmark module ``bench/bench_<name>.py`` exposes ``main() -> list[str]`` and prints its
-own lines through :func:`bench._common.report`. This runner imports them in turn, counts the
-lines that end in ``: met`` / ``: missed`` and prints ``N targets: M met, K missed``.
-
-A missed target is a measurement, not a failure: the exit code is 0. It is non-zero only when a
-benchmark crashed (raised), because then a number is missing, not merely bad.
-
-Usage: ``python bench/run.py [--only NAME ...]`` (names: see :data:`BENCHMARKS`).
+Each ``bench/bench_<name>.py`` exposes ``main() -> list[str]``; the runner counts the lines that
+end in ``: met`` / ``: missed`` and prints the total time. Exit code 0 unless a benchmark crashed.
+Usage: ``python bench/run.py [--quick] [--only NAME ...]`` (names: see :data:`BENCHMARKS`).
 """
 
 from __future__ import annotations
@@ -41,9 +36,12 @@ BENCHMARKS: dict[str, str] = {
     "poll_memory": "bench.bench_poll_memory",
 }
 
-#: A target line as ``bench._common.report`` prints it.
+from bench._common import SETTINGS, add_quick_flag  # noqa: E402
+
+#: A target line as ``bench._common.report`` prints it (each CPU figure is optional).
 TARGET_LINE = re.compile(
-    r"^(?P<target>.+?): ours (?P<ours>\S+) (?P<unit>.*?)vs (?P<baseline>.+?) = (?P<ratio>\S+)x "
+    r"^(?P<target>.+?): ours (?P<ours>\S+) (?P<unit>.*?)(?:\(CPU (?P<ours_cpu>\S+) (?P<cpu_unit>[^)]*)\) )?"
+    r"vs (?P<baseline>.+?)(?: \(CPU (?P<baseline_cpu>\S+) [^)]*\))? = (?P<ratio>\S+)x "
     r"\(target (?P<target_text>.+)\): (?P<verdict>met|missed)$"
 )
 
@@ -87,6 +85,7 @@ def load(name: str) -> Benchmark:
 def run(names: Sequence[str], *, loader: Callable[[str], Benchmark] = load, echo: bool = True) -> RunResult:
     """Run the benchmarks *names* in order; a crash is recorded and the next one still runs."""
     result = RunResult()
+    run_started = time.perf_counter()
     for name in names:
         if echo:
             print(f"== {name}", flush=True)
@@ -105,10 +104,19 @@ def run(names: Sequence[str], *, loader: Callable[[str], Benchmark] = load, echo
     print(result.summary(), flush=True)
     if result.crashed:
         print(f"crashed: {', '.join(result.crashed)}", flush=True)
+    print(f"total time: {time.perf_counter() - run_started:.1f} s", flush=True)
     return result
 
 
-def parse_args(argv: Sequence[str] | None, known: Mapping[str, str] = BENCHMARKS) -> list[str]:
+@dataclass
+class Options:
+    """What the command line asked for: the benchmarks to run, and whether to run them quick."""
+
+    names: list[str]
+    quick: bool = False
+
+
+def parse_args(argv: Sequence[str] | None, known: Mapping[str, str] = BENCHMARKS) -> Options:
     parser = argparse.ArgumentParser(description="Run pytest-synth-rl's benchmarks side by side.")
     parser.add_argument(
         "--only",
@@ -117,12 +125,15 @@ def parse_args(argv: Sequence[str] | None, known: Mapping[str, str] = BENCHMARKS
         metavar="NAME",
         help=f"run only this benchmark (repeatable): {', '.join(known)}",
     )
+    add_quick_flag(parser)
     args = parser.parse_args(argv)
-    return list(args.only) if args.only else list(known)
+    return Options(list(args.only) if args.only else list(known), quick=args.quick)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run(parse_args(argv)).exit_code
+    options = parse_args(argv)
+    SETTINGS.quick = options.quick
+    return run(options.names).exit_code
 
 
 if __name__ == "__main__":
