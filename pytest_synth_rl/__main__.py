@@ -8,6 +8,7 @@ python -m pytest_synth_rl merge-baselines shard1/baselines shard2/baselines --in
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -91,7 +92,7 @@ def _parser() -> _Parser:
             help="observed (the default: a job moves a stage when looked at) or clock (time moves only "
             "when advanced, POST /_fake/clock/advance)",
         ),
-        serve.add_argument("--speed", type=float, metavar="N", help="run jobs on real time, N times faster"),
+        serve.add_argument("--speed", type=_speed, metavar="N", help="run jobs on real time, N times faster"),
         serve.add_argument(
             "--task-app-key",
             metavar="KEY",
@@ -107,6 +108,20 @@ def _port(text: str) -> int:
     if not text.isdigit() or int(text) > 65535:
         raise argparse.ArgumentTypeError(f"invalid port {text!r}: expected a number 0-65535 (0: a free one)")
     return int(text)
+
+
+def _speed(text: str) -> float:
+    from pytest_synth_rl.fake.backend import argument_problem  # the fake loads only for `serve`
+
+    try:
+        speed = float(text)
+        problem = argument_problem("speed", speed)
+    except ValueError:
+        speed, problem = math.nan, f"must be a number, got {text!r}"
+    if problem is not None:
+        example = "e.g. --speed 60: a minute a second"
+        raise argparse.ArgumentTypeError(f"invalid speed {text!r}: {problem} ({example})")
+    return speed
 
 
 def _pacing(text: str) -> str:

@@ -159,6 +159,12 @@ _RULES: dict[str, tuple[Callable[[Any], str | None], str]] = {
 }
 
 
+def argument_problem(name: str, value: object) -> str | None:
+    """What is wrong with *value* for the argument *name* (e.g. ``"speed"``), or None: the one
+    rule, for the command line's own options too."""
+    return _RULES[name][0](value)
+
+
 def _problems(where: str, given: Mapping[str, object]) -> list[ConfigProblem]:
     """What :data:`_RULES` find wrong with *given*, keyed ``FakeSynthBackend.<where><argument>``."""
     found = []

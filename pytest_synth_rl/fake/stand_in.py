@@ -6,6 +6,7 @@ import contextlib
 import threading
 from collections.abc import Mapping, Sequence
 
+from pytest_synth_rl.errors import ConfigProblem, SynthUsageError, closest
 from pytest_synth_rl.fake.model import (
     ArithmeticPolicy,
     ChatRequest,
@@ -36,9 +37,21 @@ class PolicyPerEnv:
     def __init__(self, policies: Mapping[str, Policy]) -> None:
         self.policies = {env: p for env, p in policies.items() if env != EVERY_OTHER_ENV}
         self.default = policies[EVERY_OTHER_ENV] if EVERY_OTHER_ENV in policies else default_policy()
+        self._misses: dict[str, str | None] = {}  # an env with no policy: the named env it is near
 
     def __call__(self, request: ChatRequest, /) -> PolicyReply:
-        return self.policies.get(request.rollout.env_name or "", self.default)(request)
+        env = request.rollout.env_name or ""
+        policy = self.policies.get(env)
+        if policy is not None:
+            return policy(request)
+        if env not in self._misses:
+            self._misses[env] = closest(env, self.policies) if env else None
+        near = self._misses[env]
+        if near is not None:  # a misspelt env name would silently get another policy
+            problem = f"is given for env {near!r}, but this rollout's env is {env!r}"
+            hint = f"did you mean {env!r}? name the env as the task app's rollouts do ({env}=SPEC)"
+            raise SynthUsageError([ConfigProblem(f"policy[{near!r}]", problem, hint)], subject="policy")
+        return self.default(request)
 
     def __repr__(self) -> str:
         named = ", ".join(f"{env!r}: {p!r}" for env, p in self.policies.items())

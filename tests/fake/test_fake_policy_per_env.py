@@ -104,6 +104,21 @@ def test_a_star_key_answers_every_env_not_named(
     assert {answer for answer, _ in graded["beta"] | graded["gamma"]} == {777}
 
 
+def test_a_misspelt_env_name_fails_the_job_naming_both_spellings(
+    apps: dict[str, InProcessTaskApp], client: httpx.Client
+) -> None:
+    fake = FakeSynthBackend(clock=VirtualClock(), task_app_api_key=TASK_KEY, policy={"alpah": ALPHA})
+    with fake:
+        fake.scenario(immediate=True, steps=2)
+        misspelt = fake.job(submit(client, fake, env_payload(apps["alpha"].url, "alpha")))
+        other = fake.job(submit(client, fake, env_payload(apps["gamma"].url, "gamma")))
+    fake.close()
+    assert misspelt.status == "failed"
+    for fragment in ("policy['alpah']", "this rollout's env is 'alpha'", "did you mean 'alpha'?"):
+        assert fragment in (misspelt.error or "")
+    assert other.status == "succeeded", other.error  # not near any named env: the built-in answers
+
+
 def test_use_policy_takes_a_mapping_and_reset_brings_back_the_constructors(
     apps: dict[str, InProcessTaskApp], client: httpx.Client
 ) -> None:

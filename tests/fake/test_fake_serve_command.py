@@ -107,7 +107,8 @@ def test_the_env_prefix_splits_specs_into_a_policy_per_env(
         (["--port", "70000"], ["--port", "invalid port '70000'", "0-65535"]),
         (["--port", "http"], ["invalid port 'http'"]),
         (["--pacing", "observd"], ["--pacing", "invalid pacing 'observd'", "did you mean 'observed'?"]),
-        (["--speed", "-1"], ["FakeSynthBackend.serve.speed", "-1.0"]),
+        (["--speed", "-1"], ["--speed", "invalid speed '-1'", "must be a finite number > 0", "--speed 60"]),
+        (["--speed", "fast"], ["--speed", "invalid speed 'fast'", "must be a number"]),
         (["--polcy", "policies.py:policy"], ["--polcy", "did you mean '--policy'?"]),
     ],
 )
