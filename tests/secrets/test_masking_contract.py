@@ -269,3 +269,52 @@ def test_a_key_no_header_can_carry_names_the_character(char: str, said: str) -> 
     assert problem is not None
     assert said in problem
     assert "character 3 of 4" in problem
+
+
+def test_a_secret_known_later_is_masked_in_text_already_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = "GET https://api.example/jobs?key=sk_first_0123456789&other=sk_later_0123456789"
+    register_secret("sk_first_0123456789")
+    assert "sk_later_0123456789" in redact(text)  # not known yet
+    assert redact(text) == redact(text)  # remembered, and the same
+    register_secret("sk_later_0123456789")
+    assert "sk_later_0123456789" not in redact(text)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk_env_0123456789")
+    assert "sk_env_0123456789" not in redact("a reply quoting sk_env_0123456789")
+
+
+def test_what_redact_remembers_is_bounded_in_count_and_in_text_length() -> None:
+    from pytest_synth_rl.secrets import masking
+
+    register_secret("sk_bounded_0123456789")
+    for n in range(masking._MEMO_SIZE + 1):  # a new secret: a new memo, filled one past its size
+        redact(f"text {n} with sk_bounded_0123456789")
+    memo = masking._memo[1]
+    assert 0 < len(memo) <= masking._MEMO_SIZE
+    longest = "x" * (masking._MEMO_TEXT - 1) + "!"
+    redact(longest)
+    redact(longest + "!")
+    assert longest in masking._memo[1]
+    assert longest + "!" not in masking._memo[1]
+
+
+@pytest.mark.parametrize(
+    "wrap", [lambda v: [v], lambda v: (v,), lambda v: {"k": v}], ids=["list", "tuple", "dict"]
+)
+def test_redact_value_masks_eight_levels_down_and_leaves_deeper_values_alone(wrap: Any) -> None:
+    from pytest_synth_rl.secrets.masking import redact_value
+
+    register_secret("sk_nested_0123456789")
+    eight: Any = "sk_nested_0123456789"
+    for _ in range(8):
+        eight = wrap(eight)
+    nine = wrap(eight)
+    assert "sk_nested_0123456789" not in repr(redact_value(eight))
+    assert redact_value(nine) is nine  # below the bound: given back as it is
+
+
+@pytest.mark.parametrize("breaking", ["\r", "\n"])
+def test_a_key_with_a_line_break_is_refused_as_one(breaking: str) -> None:
+    from pytest_synth_rl.secrets.masking import key_problem
+
+    assert "contains a line break (character 3 of 5)" in (key_problem(f"ab{breaking}cd") or "")
+    assert "printable ASCII only" in (key_problem("ab\tcd") or "")
