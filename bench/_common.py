@@ -160,3 +160,20 @@ def rss_mb(pid: int | str = "self") -> float:
     with open(f"/proc/{pid}/statm", encoding="ascii") as handle:
         resident_pages = int(handle.read().split()[1])
     return resident_pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def scripted_job(fake: Any, clock: Any, config: Any, **options: Any) -> Any:
+    """An ``RLJob`` from *config* against *fake* on *clock*, for a job with scripted rewards (no
+    task app is reached); *options* go to ``RLJob.from_config`` (a transport, an http_client)."""
+    from pytest_synth_rl.client import RLJob
+
+    return RLJob.from_config(
+        config,
+        backend_url=fake.base_url,
+        api_key=fake.api_key,
+        task_app_url="https://task-app.example.com",
+        task_app_api_key="bench-task-app-key",
+        skip_health_check=True,
+        clock=clock,
+        **options,
+    )

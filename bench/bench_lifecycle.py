@@ -18,8 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench._common import SETTINGS, Sample, Stopwatch, medians, report, run_alone  # noqa: E402
-from pytest_synth_rl.client import RLJob  # noqa: E402
+from bench._common import SETTINGS, Sample, Stopwatch, medians, report, run_alone, scripted_job  # noqa: E402
 from pytest_synth_rl.clock import VirtualClock  # noqa: E402
 from pytest_synth_rl.fake import FakeSynthBackend  # noqa: E402
 
@@ -37,16 +36,7 @@ def run_ours(mounted: bool = False) -> Sample:
     clock = VirtualClock()
     with FakeSynthBackend(clock=clock, rollouts=False) as fake:
         fake.scenario(duration=DURATION, steps=10)
-        job = RLJob.from_config(
-            CONFIG,
-            backend_url=fake.base_url,
-            api_key=fake.api_key,
-            task_app_url="https://task-app.example.com",
-            task_app_api_key="bench-task-app-key",
-            skip_health_check=True,
-            clock=clock,
-            transport=None if mounted else fake.transport(),
-        )
+        job = scripted_job(fake, clock, CONFIG, transport=None if mounted else fake.transport())
         with job, Stopwatch() as watch:
             job.submit()
             result = job.poll_until_complete(timeout=DURATION + 60.0, interval=INTERVAL)

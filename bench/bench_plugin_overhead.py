@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench._common import SETTINGS, Sample, add_quick_flag, medians, report, run_process  # noqa: E402
+from bench._common import SETTINGS, Sample, add_quick_flag, medians, report, run_process, scripted_job  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
 TESTS = 500
@@ -148,7 +148,6 @@ def recorded_exchanges() -> str:
     """The 9 exchanges of one scripted job test against the fake (submit, 7 polls, metrics), as JSON."""
     import httpx
 
-    from pytest_synth_rl.client import RLJob
     from pytest_synth_rl.clock import VirtualClock
     from pytest_synth_rl.fake import FakeSynthBackend
 
@@ -172,16 +171,7 @@ def recorded_exchanges() -> str:
         return response
 
     with httpx.Client(transport=httpx.MockTransport(record)) as http:
-        job = RLJob.from_config(
-            EXAMPLES / "rl_minimal.toml",
-            backend_url=fake.base_url,
-            api_key=fake.api_key,
-            task_app_url="https://task-app.example.com",
-            task_app_api_key="bench-task-app-key",
-            skip_health_check=True,
-            clock=clock,
-            http_client=http,
-        )
+        job = scripted_job(fake, clock, EXAMPLES / "rl_minimal.toml", http_client=http)
         with job:
             job.submit()
             job.poll_until_complete(timeout=7200.0, interval=10.0)

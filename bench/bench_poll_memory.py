@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench._common import SETTINGS, Stopwatch, report, rss_mb, run_alone  # noqa: E402
-from pytest_synth_rl.client import JobResult, RLJob  # noqa: E402
+from bench._common import SETTINGS, Stopwatch, report, rss_mb, run_alone, scripted_job  # noqa: E402
+from pytest_synth_rl.client import JobResult  # noqa: E402
 from pytest_synth_rl.clock import VirtualClock  # noqa: E402
 from pytest_synth_rl.fake import FakeSynthBackend  # noqa: E402
 
@@ -34,15 +34,7 @@ def wait(duration: float) -> JobResult:
     clock = VirtualClock()
     with FakeSynthBackend(clock=clock, rollouts=False) as fake:
         fake.scenario(duration=duration, steps=STEPS)
-        job = RLJob.from_config(
-            CONFIG,
-            backend_url=fake.base_url,
-            api_key=fake.api_key,
-            task_app_url="https://task-app.example.com",
-            task_app_api_key="bench-task-app-key",
-            skip_health_check=True,
-            clock=clock,
-        )
+        job = scripted_job(fake, clock, CONFIG)
         with job:
             job.submit()
             result = job.poll_until_complete(timeout=duration + 60.0, interval=INTERVAL)
