@@ -1,8 +1,7 @@
 """The lifecycle: everything that moves a fake job through its scenario, lazily, on any clock.
 
-Nothing runs on a timer: a job catches up whenever it is observed (a served fake may instead run
-one stage per look). Stages are stamped with their scheduled time, so a job observed late reports
-the same history; a forced or poll-driven stage gets "now".
+A job catches up whenever it is observed or its virtual clock moves (a served fake may instead run
+one stage per look). Stages are stamped with their scheduled time; forced or poll-driven ones, "now".
 """
 
 from __future__ import annotations
@@ -18,8 +17,7 @@ from typing import Any, Literal
 from pytest_synth_rl.clock import Clock, VirtualClock
 from pytest_synth_rl.errors import SynthUsageError
 from pytest_synth_rl.fake.jobs import JobState
-from pytest_synth_rl.fake.rollout_feed import RolloutFeed
-from pytest_synth_rl.fake.rollouts import BatchPlan, RolloutDriver, RolloutFailure, RolloutSpec
+from pytest_synth_rl.fake.rollouts import BatchPlan, RolloutDriver, RolloutFailure, RolloutFeed, RolloutSpec
 from pytest_synth_rl.fake.scenario import Scenario, Stage, error_text_problem, int_in
 from pytest_synth_rl.fake.store import JobStore
 from pytest_synth_rl.secrets.masking import redact
@@ -83,7 +81,7 @@ class Lifecycle:
         def on_advance(before: float, after: float) -> None:
             on_clock = ref()
             if on_clock is not None:
-                on_clock(after)
+                on_clock()
 
         self._unsubscribe = clock.subscribe(on_advance)
 
@@ -92,15 +90,13 @@ class Lifecycle:
             self._unsubscribe()
             self._unsubscribe = None
 
-    def _on_clock(self, now: float) -> None:
+    def _on_clock(self) -> None:
         active = self.store.active
-        if not active:  # cheap when nothing is due: one comparison per active job
+        if not active:
             return
         with self.store.lock:
             for job in list(active.values()):
-                due = self.next_due(job)
-                if job.scenario.mode == "immediate" or (due is not None and due <= now + _EPS):
-                    self._sync(job)
+                self._sync(job)
                 if job.terminal:
                     active.pop(job.id, None)
 
@@ -203,7 +199,7 @@ class Lifecycle:
 
     def cancel(self, job: JobState, reason: str) -> None:
         with self._pushing(job):
-            self._cancel(job, self.store.clock.time(), reason)
+            self._fail(job, f"Job cancelled: {reason}", self.store.clock.time(), status="cancelled")
 
     @contextlib.contextmanager
     def _pushing(self, job: JobState) -> Iterator[None]:
@@ -281,8 +277,7 @@ class Lifecycle:
 
     def _step(self, job: JobState, step: int, ts: float, target: Target | None) -> None:
         if job.use_rollouts:
-            seeds = self._train_seeds(job, step)
-            rewards = self._batch(job, step, seeds, "rl", self.next_batch(job, step, "rl", target))
+            rewards = self._batch(job, self._plan(job, step, "rl"), self.next_batch(job, step, "rl", target))
             reward = round(sum(rewards) / len(rewards), 6)
         else:
             reward = round(job.scenario.scripted_reward(step), 6)
@@ -307,53 +302,38 @@ class Lifecycle:
             data = {"step": job.steps_done + 1}
             self._fail(job, job.scenario.error or DEFAULT_ERROR, ts, data=data, status=outcome)
         else:
-            self._cancel(job, ts, "cancelled by the scenario")
+            self._fail(job, "Job cancelled: cancelled by the scenario", ts, status="cancelled")
 
-    # -- terminal transitions ---------------------------------------------------------------------
     @staticmethod
     def _fail(
         job: JobState, error: str, ts: float, data: dict[str, Any] | None = None, status: str = "failed"
     ) -> None:
-        if not job.terminal:
-            job.error = error
-            event = ("rl.train.failed", error, {"error": error, **(data or {})}, "error")
-            job.finish(ts, status, job.last_reward, event)
-
-    @staticmethod
-    def _cancel(job: JobState, ts: float, reason: str) -> None:
-        if not job.terminal:
-            data = {"step": job.steps_done}
-            event = ("rl.job.cancelled", f"Job cancelled: {reason}", data, "warning")
-            job.finish(ts, "cancelled", job.last_reward, event)
+        """End *job* in *status* (a failure, or ``cancelled`` with *error* as its message)."""
+        if job.terminal:
+            return
+        if status == "cancelled":
+            job.finish(
+                ts, status, job.last_reward, ("rl.job.cancelled", error, {"step": job.steps_done}, "warning")
+            )
+            return
+        job.error = error
+        job.finish(
+            ts, status, job.last_reward, ("rl.train.failed", error, {"error": error, **(data or {})}, "error")
+        )
 
     # -- rewards ------------------------------------------------------------------------------
     def _evaluate(self, job: JobState, step: int, ts: float, then: BatchPlan | None = None) -> None:
-        seeds = self._eval_seeds(job)
-        if job.use_rollouts:
-            rewards = self._batch(job, step, seeds, "eval", then)
-        else:
-            rewards = [job.scenario.scripted_reward(step)]
-        job.add_eval(ts, step, seeds, rewards)
+        plan = self._plan(job, step, "eval")
+        rewards = self._batch(job, plan, then) if job.use_rollouts else [job.scenario.scripted_reward(step)]
+        job.add_eval(ts, step, list(plan.seeds), rewards)
 
-    def _batch(
-        self, job: JobState, step: int, seeds: list[int], mode: str, then: BatchPlan | None
-    ) -> list[float]:
+    def _batch(self, job: JobState, plan: BatchPlan, then: BatchPlan | None) -> list[float]:
         """Rewards of one rollout per seed, in seed order; *then* (the next batch) overlaps its end."""
         spec = RolloutSpec.from_config(job.config, job.model)
-        feed = self._feeds.get(job.id) or self.driver.feed(job.endpoint, spec)
-        if feed is not None:
-            self._feeds[job.id] = feed
+        feed = self._feeds[job.id] = self._feeds.get(job.id) or self.driver.feed(job.endpoint, spec)
         with self._set_aside(job):
             records, failure = self.driver.run_batch(
-                job.endpoint,
-                spec,
-                job_id=job.id,
-                step=step,
-                steps=job.scenario.steps,
-                seeds=seeds,
-                mode=mode,
-                feed=feed,
-                then=then,
+                job.endpoint, spec, feed, job_id=job.id, steps=job.scenario.steps, plan=plan, then=then
             )
         job.rollouts.extend(records)
         if failure is not None:
@@ -365,7 +345,7 @@ class Lifecycle:
     ) -> BatchPlan | None:
         """The batch after *job*'s *mode* batch of *step* in this advance (up to *target*, or now)."""
         if mode == "rl" and self._evaluates_at(job, step):
-            return BatchPlan(step, tuple(self._eval_seeds(job)), "eval")
+            return self._plan(job, step, "eval")
         stage = job.scenario.next_stage(True, step, job.outcome_override)
         if target is not None:
             due = target.kind == "end" or (target.kind == "step" and step < target.step)
@@ -374,25 +354,22 @@ class Lifecycle:
         if not due:
             return None
         if stage.kind == "step":
-            return BatchPlan(stage.step, tuple(self._train_seeds(job, stage.step)), "rl")
+            return self._plan(job, stage.step, "rl")
         final_eval = stage.outcome == "succeeded" and mode == "rl" and self._final_eval_pending(job, step)
-        if stage.kind == "end" and final_eval:
-            return BatchPlan(step, tuple(self._eval_seeds(job)), "eval")
-        return None
+        return self._plan(job, step, "eval") if stage.kind == "end" and final_eval else None
 
-    def _batch_size(self, job: JobState) -> int:
+    def _plan(self, job: JobState, step: int, mode: str) -> BatchPlan:
+        """The seeds of *job*'s *mode* batch at *step*: consecutive per step, or the configured eval seeds."""
         size = job.setting("rollout", "episodes_per_batch")
-        return max(1, min(size if int_in(size, 1, math.inf) else 1, self.max_rollouts_per_step))
-
-    def _train_seeds(self, job: JobState, step: int) -> list[int]:
-        size = self._batch_size(job)
-        return [(step - 1) * size + i for i in range(size)]
-
-    def _eval_seeds(self, job: JobState) -> list[int]:
+        size = max(1, min(size if int_in(size, 1, math.inf) else 1, self.max_rollouts_per_step))
         seeds = job.setting("evaluation", "seeds")
-        if isinstance(seeds, list) and seeds and all(isinstance(s, int) for s in seeds):
-            return list(seeds[: self.max_rollouts_per_step])
-        return list(range(self._batch_size(job)))
+        if mode == "rl":
+            seeds = range((step - 1) * size, step * size)
+        elif isinstance(seeds, list) and seeds and all(isinstance(s, int) for s in seeds):
+            seeds = seeds[: self.max_rollouts_per_step]
+        else:
+            seeds = range(size)
+        return BatchPlan(step, tuple(seeds), mode)
 
     @staticmethod
     def _evaluates_at(job: JobState, step: int) -> bool:

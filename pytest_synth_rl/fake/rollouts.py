@@ -1,8 +1,8 @@
 """Real rollouts: the fake backend calls the task app's ``/rollout`` the way the trainer would.
 
-A broken task app fails the job with the evidence the hosted trainer would give (URL, step, seed,
-ids, what was wrong). Batches run up to ``rollout.max_concurrent_rollouts`` at once, folded in
-seed order; a rollout failing among concurrent ones is retried alone to name concurrency bugs.
+A broken task app fails the job with the evidence the trainer would give (URL, step, seed, ids).
+A job's batches run back to back on a :class:`RolloutFeed`, up to ``rollout.max_concurrent_rollouts``
+at once, in seed order; one failing among concurrent ones is retried alone to name concurrency bugs.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import json
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -24,7 +24,6 @@ from pytest_synth_rl.fake.jobs import RolloutRecord
 from pytest_synth_rl.fake.model import Progress, RolloutIdentity
 from pytest_synth_rl.fake.model.inference import KEEP_INFERENCE_URL, MAX_CONCURRENCY, ModelCall
 from pytest_synth_rl.fake.model.rewards import MAX_REWARD, extract_reward
-from pytest_synth_rl.fake.rollout_feed import RolloutFeed
 from pytest_synth_rl.secrets.masking import Secret, redact
 from pytest_synth_rl.taskapp.crashes import crash_of
 from pytest_synth_rl.taskapp.health import key_refused, task_app_auth_headers
@@ -35,6 +34,7 @@ __all__ = [
     "BatchPlan",
     "RolloutDriver",
     "RolloutFailure",
+    "RolloutFeed",
     "RolloutSpec",
     "extract_reward",
 ]
@@ -155,6 +155,152 @@ class RolloutSpec:
         )
 
 
+RolloutResult = Any  # a RolloutRecord, or the RolloutFailure that carries one
+#: Runs one body of the batch with the given key: a record, or a failure (``is_failure`` tells).
+Attempt = Callable[[Any, dict[str, Any]], RolloutResult]
+
+
+class FeedBatch:
+    """One queued batch of a :class:`RolloutFeed`: its bodies, the results so far, how far it got."""
+
+    __slots__ = ("bodies", "error", "finished", "key", "results", "started", "stopped")
+
+    def __init__(self, key: Hashable, bodies: list[dict[str, Any]]) -> None:
+        self.key = key
+        self.bodies = bodies
+        self.results: list[RolloutResult | None] = [None] * len(bodies)
+        self.started = 0
+        self.finished = 0
+        self.stopped = False
+        self.error: BaseException | None = None
+
+    @property
+    def settled(self) -> bool:
+        """Nothing of it is in flight and nothing more will start."""
+        return self.finished == self.started and (self.stopped or self.started == len(self.bodies))
+
+
+class RolloutFeed:
+    """Queued batches of one job, run by up to *workers* tasks on *pool*; when the next batch is
+    known, a free worker starts it while this one's last rollouts finish (a failed batch holds
+    back every later one)."""
+
+    def __init__(
+        self,
+        pool: Callable[[], ThreadPoolExecutor],
+        attempt: Attempt,
+        is_failure: Callable[[RolloutResult], bool],
+        workers: int,
+    ) -> None:
+        self._pool = pool
+        self._attempt = attempt
+        self._is_failure = is_failure
+        self.workers = max(1, workers)
+        self._batches: list[FeedBatch] = []
+        self._active = 0
+        self._cond = threading.Condition()
+
+    def add(self, key: Hashable, bodies: list[dict[str, Any]]) -> FeedBatch:
+        """Queue a batch after those queued; free workers start it once earlier ones are all started."""
+        batch = FeedBatch(key, bodies)
+        with self._cond:
+            self._batches.append(batch)
+            spawn = max(0, min(self.workers - self._active, self._unstarted()))
+            self._active += spawn
+        for started in range(spawn):
+            try:
+                future = self._pool().submit(self._work)
+            except RuntimeError:  # the pool is shut down: this worker and the rest never run
+                self._ended(spawn - started)
+                raise
+            future.add_done_callback(self._cancelled)
+        return batch
+
+    def take(self, key: Hashable) -> FeedBatch | None:
+        """The first queued batch if it is *key* (queued ahead); otherwise drop the queue, None."""
+        with self._cond:
+            first = self._batches[0] if self._batches else None
+        if first is not None and first.key == key:
+            return first
+        self.stop()
+        return None
+
+    def wait(self, batch: FeedBatch) -> list[RolloutResult | None]:
+        """Block until *batch* is settled; it leaves the queue, its results are returned."""
+        with self._cond:
+            while not batch.settled:
+                if self._active == 0:
+                    # Only when the pool refused or dropped our workers (the fake is closing).
+                    raise RuntimeError("rollout workers stopped before the batch finished (fake closed)")
+                self._cond.wait()
+            if batch in self._batches:
+                self._batches.remove(batch)
+        if batch.error is not None:
+            raise batch.error
+        return batch.results
+
+    def stop(self) -> None:
+        """Start nothing more, wait for what is in flight, and forget every queued batch."""
+        with self._cond:
+            for batch in self._batches:
+                batch.stopped = True
+            while self._active:
+                self._cond.wait()
+            self._batches.clear()
+
+    @property
+    def running(self) -> int:
+        """Worker tasks started and not yet ended (never more than :attr:`workers`)."""
+        with self._cond:
+            return self._active
+
+    def _unstarted(self) -> int:
+        stopped = next((i for i, batch in enumerate(self._batches) if batch.stopped), len(self._batches))
+        return sum(len(batch.bodies) - batch.started for batch in self._batches[:stopped])
+
+    def _cancelled(self, future: Future[None]) -> None:
+        if future.cancelled():
+            self._ended()
+
+    def _ended(self, workers: int = 1) -> None:
+        with self._cond:
+            self._active -= workers
+            self._cond.notify_all()
+
+    def _next(self) -> tuple[FeedBatch, int] | None:
+        for batch in self._batches:
+            if batch.stopped:
+                return None  # a failed batch holds back every later one
+            if batch.started < len(batch.bodies):
+                batch.started += 1
+                return batch, batch.started - 1
+        return None
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                picked = self._next()
+                if picked is None:
+                    self._ended()
+                    return
+            batch, index = picked
+            try:
+                result = self._attempt(batch.key, batch.bodies[index])
+            except BaseException as exc:  # a bug, not a task app failure: the waiter re-raises it
+                with self._cond:
+                    batch.error = batch.error or exc
+                    batch.finished += 1
+                    batch.stopped = True
+                    self._ended()
+                return
+            with self._cond:
+                batch.results[index] = result
+                batch.finished += 1
+                if self._is_failure(result):
+                    batch.stopped = True
+                self._cond.notify_all()
+
+
 @dataclass(frozen=True)
 class BatchPlan:
     """Which rollouts a batch runs: a step, its seeds in order, and the mode (``rl`` or ``eval``)."""
@@ -247,13 +393,14 @@ class RolloutDriver:
             "training_session_id": job_id,
         }
 
-    def feed(self, base_url: str, spec: RolloutSpec) -> RolloutFeed | None:
-        """A feed for one job's consecutive batches (None at concurrency 1: nothing to overlap)."""
-        if spec.concurrency <= 1:
-            return None
+    def feed(self, base_url: str, spec: RolloutSpec) -> RolloutFeed:
+        """A feed for one job's consecutive batches, at the config's concurrency."""
 
         def attempt(plan: BatchPlan, body: dict[str, Any]) -> RolloutRecord | RolloutFailure:
-            return self._attempt(base_url, body, plan.step, plan.mode)
+            try:
+                return self.send(base_url, body, step=plan.step, mode=plan.mode)
+            except RolloutFailure as failure:
+                return failure
 
         return RolloutFeed(
             self._executor, attempt, lambda result: isinstance(result, RolloutFailure), spec.concurrency
@@ -263,51 +410,42 @@ class RolloutDriver:
         self,
         base_url: str,
         spec: RolloutSpec,
+        feed: RolloutFeed,
         *,
         job_id: str,
-        step: int,
         steps: int,
-        seeds: Sequence[int],
-        mode: str,
-        feed: RolloutFeed | None = None,
+        plan: BatchPlan,
         then: BatchPlan | None = None,
     ) -> tuple[list[RolloutRecord], RolloutFailure | None]:
-        """One rollout per seed, on *feed* (none: one at a time): the records in seed order and the
-        first failure (after which nothing more starts). *then*, the batch known to come next, is
-        queued on the feed so free workers start it while this batch's last finish."""
-        plan = BatchPlan(step, tuple(seeds), mode)
+        """One rollout per seed of *plan* on *feed*: the records in seed order and the first failure
+        (after which nothing more starts). *then*, the batch known to come next, is queued behind it."""
 
         def build(plan: BatchPlan) -> list[dict[str, Any]]:
             return [self.build_request(spec, job_id, plan, index, steps) for index in range(len(plan.seeds))]
 
-        results: list[RolloutRecord | RolloutFailure | None] = [None] * len(plan.seeds)
-        if feed is None:
-            for index, body in enumerate(build(plan)):
-                results[index] = self._attempt(base_url, body, plan.step, plan.mode)
-                if isinstance(results[index], RolloutFailure):
-                    break
-        else:
-            batch = feed.take(plan)
-            if batch is None:
-                batch = feed.add(plan, build(plan))
-            if then is not None:
-                feed.add(then, build(then))
-            results = feed.wait(batch)
+        batch = feed.take(plan) or feed.add(plan, build(plan))
+        if then is not None:
+            feed.add(then, build(then))
+        results = feed.wait(batch)
         records = [r.record if isinstance(r, RolloutFailure) else r for r in results if r is not None]
         failed = next((i for i, r in enumerate(results) if isinstance(r, RolloutFailure)), None)
         if failed is None:
             return records, None
         failure = results[failed]
         assert isinstance(failure, RolloutFailure)
-        if feed is None:
-            return records, failure
         feed.stop()  # nothing else in flight: the retry below runs alone
         # Retried alone (not after a policy failure, nor a timeout: it would cost as long again),
         # as a rollout of its own (new ids, so the stand-in model starts it at turn 0 again).
-        if failure.policy_failed or failure.timed_out:
+        if feed.workers == 1 or failure.policy_failed or failure.timed_out:
             return records, failure
-        alone = self.build_request(spec, job_id, plan, failed, steps, "-alone")
-        if isinstance(self._attempt(base_url, alone, plan.step, plan.mode), RolloutFailure):
+        try:
+            self.send(
+                base_url,
+                self.build_request(spec, job_id, plan, failed, steps, "-alone"),
+                step=plan.step,
+                mode=plan.mode,
+            )
+        except RolloutFailure:
             return records, failure
         workers = feed.workers
         failure.record.error = message = redact(
@@ -318,14 +456,6 @@ class RolloutDriver:
             "rollout.max_concurrent_rollouts = 1 to confirm)"
         )
         return records, RolloutFailure(message, failure.record)
-
-    def _attempt(
-        self, base_url: str, body: dict[str, Any], step: int, mode: str
-    ) -> RolloutRecord | RolloutFailure:
-        try:
-            return self.send(base_url, body, step=step, mode=mode)
-        except RolloutFailure as failure:
-            return failure
 
     def _executor(self) -> ThreadPoolExecutor:
         with self._lock:

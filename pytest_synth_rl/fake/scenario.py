@@ -15,28 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pytest_synth_rl.errors import ConfigProblem, SynthUsageError, closest, keywords_checked
-from pytest_synth_rl.fake.model.rewards import MAX_REWARD, REWARD_RANGE, reward_in_range
-
-__all__ = [
-    "MAX_DURATION",
-    "MAX_ERROR_CHARS",
-    "MAX_LABELS",
-    "MAX_POLLS",
-    "MAX_REWARD",
-    "MAX_STEPS",
-    "OUTCOMES",
-    "REWARD_RANGE",
-    "RewardCurve",
-    "Scenario",
-    "Stage",
-    "bool_problem",
-    "default_reward_curve",
-    "error_text_problem",
-    "int_in",
-    "number_in",
-    "reward_in_range",
-    "written",
-]
+from pytest_synth_rl.fake.model.rewards import REWARD_RANGE, reward_in_range
 
 #: Longest scripted ``error`` message (characters).
 MAX_ERROR_CHARS = 10_000

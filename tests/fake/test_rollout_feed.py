@@ -18,8 +18,7 @@ from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.fake import FakeSynthBackend
 from pytest_synth_rl.fake.jobs import JobState
 from pytest_synth_rl.fake.lifecycle import Lifecycle, Target
-from pytest_synth_rl.fake.rollout_feed import RolloutFeed
-from pytest_synth_rl.fake.rollouts import BatchPlan, RolloutDriver
+from pytest_synth_rl.fake.rollouts import BatchPlan, RolloutDriver, RolloutFeed
 from pytest_synth_rl.fake.store import JobStore
 from pytest_synth_rl.taskapp import InProcessTaskApp
 
