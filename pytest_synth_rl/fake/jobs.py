@@ -1,8 +1,5 @@
-"""The state of one fake RL job, and how it renders on the wire (contract §1.3 and §6.2).
-
-History is kept as compact tuples (a step, its event and its metric points are one) and rendered
-as the wire's dicts when read; the status body is cached per state version.
-"""
+"""The state of one fake RL job, and how it renders on the wire (contract §1.3 and §6.2): history
+is kept as compact tuples, rendered as the wire's dicts when read; the status body is cached."""
 
 from __future__ import annotations
 
@@ -90,11 +87,8 @@ class _Eval(NamedTuple):
 
 @dataclass
 class RolloutRecord:
-    """One ``/rollout`` call the fake made to the task app on a job's behalf.
-
-    The answer is kept as bytes, at most :data:`MAX_KEPT_RESPONSE` of them and within its job's
-    :data:`MAX_KEPT_RESPONSES`; otherwise ``response_omitted`` says so and ``response_size`` stays.
-    """
+    """One ``/rollout`` call the fake made on a job's behalf; its answer is kept as bytes within
+    :data:`MAX_KEPT_RESPONSE` and :data:`MAX_KEPT_RESPONSES` (else ``response_omitted`` says so)."""
 
     step: int
     seed: int

@@ -98,7 +98,6 @@ class EnvKeys:
         """``(source, key)`` for each distinct key: uploaded, ``task_app_api_key``, then the environment's."""
         found: list[tuple[str, Secret]] = []
         env = os.environ.get("ENVIRONMENT_API_KEY", "").strip()
-        # No lock: rollout threads ask while a batch runs; the upload replaces the Secret, never mutates it.
         for source, key in (
             ("uploaded", self._uploaded),
             ("task_app_api_key", self._task_app_key),

@@ -123,7 +123,6 @@ class Lifecycle:
 
     @staticmethod
     def _next(job: JobState) -> tuple[Stage, float]:
-        # Memoised per state version: a job polled 720 times between two steps asks 720 times.
         cached = job.next_cache
         if cached is not None and cached[0] == job.version:
             return cached[1], cached[2]
@@ -284,7 +283,6 @@ class Lifecycle:
         loss = round(max(0.01, 1.0 - reward) * 2.0 / math.sqrt(step + 1), 6)
         job.add_step(ts, step, reward, loss)
         if self._evaluates_at(job, step):
-            # Only a rollout batch queues the one after it: scripted rewards need no plan.
             then = self.next_batch(job, step, "eval", target) if job.use_rollouts else None
             self._evaluate(job, step, ts, then)
 

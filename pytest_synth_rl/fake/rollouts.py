@@ -230,7 +230,6 @@ class RolloutFeed:
         with self._cond:
             while not batch.settled:
                 if self._active == 0:
-                    # Only when the pool refused or dropped our workers (the fake is closing).
                     raise RuntimeError("rollout workers stopped before the batch finished (fake closed)")
                 self._cond.wait()
             if batch in self._batches:
@@ -360,7 +359,6 @@ class RolloutDriver:
             http, self._http = self._http, None
             pool, self._pool = self._pool, None
         if pool is not None:
-            # Not waiting: a rollout stuck on a task app must not hold up stopping the fake.
             pool.shutdown(wait=False, cancel_futures=True)
         if http is not None:
             http.close()
@@ -494,7 +492,6 @@ class RolloutDriver:
             self._fail(record, what, "return a JSON RolloutResponse object")
         except RecursionError:
             self._too_deep(record)
-        # The record keeps a bounded view of the answer; the checks below read *parsed*.
         record.keep_response(response.content)
         try:
             return self._read_answer(record, body, parsed)

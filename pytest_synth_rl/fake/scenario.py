@@ -270,5 +270,4 @@ class Scenario:
         }
 
 
-# ``Scenario(outcom="failed")``: a usage error with a "did you mean", like ``Scenario.from_fields``.
 Scenario.__init__ = keywords_checked(Scenario.__init__)  # type: ignore[method-assign]

@@ -84,9 +84,7 @@ class StandInModel:
         self._policy = policy
         own = None if policy is None and replies is not None else _one_policy(policy)
         self.inference = StubInference(policy=own, replies=replies)
-        # Every rollout's inference URL carries its correlation id, as the trainer's do.
         self.inference.require_correlation_id = True
-        # Its own lock: stopping the server must never wait on a request in flight.
         self._lock = threading.Lock()
         self._stack: contextlib.ExitStack | None = None
 

@@ -14,7 +14,6 @@ import math
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from types import TracebackType
 from typing import Any, Literal
 
 from pytest_synth_rl.clock import Clock
@@ -90,9 +89,7 @@ class StoreLock:
         self.acquire()
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.release()
 
     @property
@@ -232,9 +229,8 @@ class JobStore:
                 return None
         return (
             f"job {job_id!r} was evicted: this fake keeps at most {MAX_JOBS} jobs (and about "
-            f"{MAX_JOB_DATA >> 20} MiB of job data), forgetting the oldest finished ones to make room "
-            "for new ones; read a job's results before submitting that many more, or reset the fake "
-            "between tests"
+            f"{MAX_JOB_DATA >> 20} MiB of job data), forgetting the oldest finished ones; read a job's "
+            "results before submitting that many more, or reset the fake between tests"
         )
 
     def latest(self) -> JobState:
@@ -275,7 +271,6 @@ class JobStore:
         with self.lock:
             self._counter += 1
             job_id = f"{self.job_id_prefix}{self._counter:06d}"
-            # Peeked, and taken off the queue once the job is admitted: a refused submit leaves it.
             waiting = self._next[0][0] if self._next else None
             ts = self.clock.time()
             canonical = _CANONICAL.encode(payload)
@@ -331,11 +326,10 @@ class JobStore:
             return size
         self._counter -= 1  # the id was not used
         raise StoreFull(
-            f"no room for a new job: this fake keeps at most {MAX_JOBS} jobs and about "
-            f"{MAX_JOB_DATA >> 20} MiB of job data, and the {len(self.jobs)} jobs it keeps are "
-            f"unfinished (about {self._kept / 2**20:.1f} MiB; this job would take about "
-            f"{size / 2**20:.1f} MiB, for its {new.payload_bytes}-byte payload and "
-            f"{new.scenario.steps} steps)",
+            f"no room for a new job: this fake keeps at most {MAX_JOBS} jobs and about {MAX_JOB_DATA >> 20} "
+            f"MiB of job data, and the {len(self.jobs)} jobs it keeps are unfinished (about "
+            f"{self._kept / 2**20:.1f} MiB; this job would take about {size / 2**20:.1f} MiB, for its "
+            f"{new.payload_bytes}-byte payload and {new.scenario.steps} steps)",
             hint="let jobs finish (poll them), cancel some, or reset the fake (POST /_fake/reset)",
         )
 
