@@ -1,4 +1,4 @@
-"""ASGI chores shared by the plugin's own plain-ASGI servers (the served fake, the stub model)."""
+"""ASGI chores shared by the plugin's own plain-ASGI servers."""
 
 from __future__ import annotations
 
@@ -28,8 +28,7 @@ async def serve_lifespan(receive: Receive, send: Send) -> None:
 
 
 async def read_body(receive: Receive, limit: int | None = None) -> bytes:
-    """The whole request body; past *limit* bytes the rest is read and dropped (it then fails to
-    parse), so the client is not left writing into a closed socket."""
+    """The request body; past *limit* bytes the rest is read and dropped."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -46,9 +45,7 @@ async def read_body(receive: Receive, limit: int | None = None) -> bytes:
 
 
 class OffLoop:
-    """Blocking calls made from an event loop, each on a daemon thread of its own, at most *limit*
-    at once (more wait on the loop): the loop stays free, and a call that never returns holds up
-    neither its server's stop nor the interpreter's exit (its answer, if it ever comes, is dropped)."""
+    """Blocking calls from an event loop, each on its own daemon thread, at most *limit* at once."""
 
     def __init__(self, limit: int, name: str) -> None:
         self.limit, self.name = limit, name

@@ -1,5 +1,4 @@
-"""What a served app raised while failing a request: its own frames only, remembered by the
-rollout's correlation id so that the failure message can name the app's line that broke."""
+"""What a served app raised while failing a request, by the rollout's correlation id."""
 
 from __future__ import annotations
 
@@ -74,8 +73,7 @@ _crashes = _Crashes()
 
 
 def crash_of(correlation_id: str, timeout: float = 2.0) -> str | None:
-    """What the app served here raised answering *correlation_id* with a 5xx (a :func:`crash_line`),
-    waiting up to *timeout* seconds for its call to end; None if nothing."""
+    """The :func:`crash_line` of the 5xx answering *correlation_id*, waiting up to *timeout*."""
     return _crashes.wait(correlation_id, timeout)
 
 

@@ -1,8 +1,4 @@
-"""Is the task app up and accepting our key? The probe run before every job submission.
-
-``GET /health`` then ``GET /task_info``, the key sent the three ways task apps read it. Transport
-errors are part of the :class:`HealthReport` (``ok=False``), not an exception.
-"""
+"""The task app health probe run before every job submission: ``GET /health`` then ``GET /task_info``."""
 
 from __future__ import annotations
 
@@ -28,8 +24,7 @@ def task_app_auth_headers(api_key: str | Secret | None) -> SecretHeaders:
 
 
 def key_refused(status: int, content: bytes) -> bool:
-    """Whether a task app's answer refuses the request's key: 401/403, or the 400 SDK task apps
-    give a missing or wrong key (its body names the key)."""
+    """Whether a task app's answer refuses the key: 401/403, or a 400 naming the key."""
     return status in (401, 403) or (status == 400 and any(w in content.lower() for w in (b"key", b"auth")))
 
 
@@ -49,8 +44,7 @@ def key_refusal(api_key: str | Secret | None, give_it: str) -> str:
 
 @dataclass(frozen=True)
 class HealthReport:
-    """The probe's verdict; statuses are None for a request that did not complete or was not
-    made; ``detail`` reads like ``/health=200, /task_info=200``."""
+    """The probe's verdict; a status is None for a request not made or not completed."""
 
     ok: bool
     health_status: int | None
@@ -87,8 +81,7 @@ def json_or_none(response: httpx.Response) -> Any:
 
 
 def _health_ok(response: httpx.Response) -> bool:
-    """200, or a 401/403 that still speaks the contract by naming the expected key prefix (a
-    400, the contract's "wrong key", is not: every later call would get it too)."""
+    """200, or a 401/403 naming the expected key prefix (the contract's own refusal)."""
     if response.status_code == 200:
         return True
     body = json_or_none(response) if response.status_code in (401, 403) else None
@@ -127,8 +120,7 @@ def check_task_app_health(
     timeout: float = 10.0,
     client: httpx.Client | None = None,
 ) -> HealthReport:
-    """Probe ``/health`` then ``/task_info`` of the task app at *url*; *client* (a pool or an
-    injected transport) is not closed here."""
+    """Probe ``/health`` then ``/task_info`` of the task app at *url*."""
     base, headers = _target(url, api_key)
     http = client or httpx.Client(timeout=httpx.Timeout(timeout), verify=shared_ssl_context())
     outcomes: list[_Outcome] = []

@@ -1,8 +1,4 @@
-"""Turning "the task app" as a user names it into one ASGI application, never starting it.
-
-Sources: the app, a ``.py`` file (``file.py[:attr]``), a target ``"pkg.module:attr"`` or a factory;
-every failure is a ``TaskAppError`` naming what was looked at, with the user's own traceback.
-"""
+"""A task app as a user names it (app, ``file.py[:attr]``, ``pkg.module:attr``, factory) as one ASGI app."""
 
 from __future__ import annotations
 
@@ -47,8 +43,7 @@ _PATH_WITH_ATTRIBUTE = re.compile(r"^(?P<path>.+\.py):(?P<attr>[A-Za-z_][\w.]*)$
 
 
 def _arity(obj: Any) -> tuple[int, int, bool] | None:
-    """(required positional, total positional, has ``*args``); required is -1 when a keyword-only
-    parameter is required; None when the signature cannot be read."""
+    """(required positional, total positional, has ``*args``); required is -1 for a required keyword."""
     try:
         parameters = inspect.signature(obj).parameters.values()
     except (TypeError, ValueError):
@@ -143,8 +138,7 @@ def _app_or_factory(obj: Any, what: str) -> ASGIApp:
 def load_module_from_path(
     path: str | Path, *, fresh: bool = False, kind: str = "task app"
 ) -> types.ModuleType:
-    """The ``.py`` file at *path* (defining a *kind*) as a uniquely named module, executed once per
-    file version; ``fresh=True`` executes it again into a private module, for :func:`unload_module`."""
+    """The ``.py`` file at *path* as a module, executed once per file version (or anew with *fresh*)."""
     file = _source_file(path, kind)
     with _loaded_lock:  # also serialises the sys.path edits of _execute
         if fresh:
@@ -185,8 +179,7 @@ def _source_file(path: str | Path, kind: str) -> Path:
 def _exec_as(
     stem: str, file: Path, parent: str = "", package_path: list[str] | None = None
 ) -> types.ModuleType:
-    """Execute *file* as a new module of a name no other load uses (under *parent*, so relative
-    imports resolve as there); with *package_path* it is a copy of a package's ``__init__``."""
+    """Execute *file* as a new uniquely named module (under *parent*, or as a package copy)."""
     safe = "".join(ch if ch.isalnum() else "_" for ch in stem)
     name = f"_synth_task_app_{safe}_{next(_module_counter)}"
     name = f"{parent}.{name}" if parent else name
@@ -252,8 +245,7 @@ def _app_from_module(module: types.ModuleType, where: str) -> ASGIApp:
 def _module_apps(
     module: types.ModuleType, *, include_app: bool = False, fits: Callable[[Any], bool] | None = None
 ) -> list[tuple[str, Any]]:
-    """The module's public objects that *fits* accepts, by default its ASGI apps (``app`` only with
-    *include_app*): app objects, middleware around one, and functions of ``(scope, receive, send)``."""
+    """The module's public objects that *fits* accepts (by default its ASGI apps)."""
     names = [n for n in vars(module) if not n.startswith("_") and (include_app or n != APP_ATTRIBUTE)]
     return [(name, obj) for name in names if (fits or _looks_like_app)(obj := vars(module)[name])]
 
@@ -352,9 +344,7 @@ def _attribute(
 
 
 def load_attribute(spec: str, *, kind: str, fits: Callable[[Any], bool], found: str) -> Any:
-    """The object ``"path/to/file.py:NAME"`` or ``"package.module:NAME"`` names, a *kind* (a
-    relative path is from the current directory). A missing NAME gets a "did you mean" among the
-    module's names, else the first of its *found* (its objects that *fits* accepts)."""
+    """The object ``"file.py:NAME"`` or ``"package.module:NAME"`` names, with a did-you-mean."""
     path, attribute = split_app_path(spec)
     if attribute is not None:
         module, what = load_module_from_path(path, kind=kind), f"{kind} file {str(path)!r}"
@@ -371,8 +361,7 @@ def load_attribute(spec: str, *, kind: str, fits: Callable[[Any], bool], found: 
 
 
 def split_app_path(source: str | Path) -> tuple[Path, str | None]:
-    """``"app.py:attr"`` -> ``(Path("app.py"), "attr")``, as uvicorn writes it; a plain path (or
-    an existing file whose name has a colon) -> ``(path, None)``."""
+    """``"app.py:attr"`` -> ``(Path("app.py"), "attr")``, as uvicorn writes it."""
     text = str(source)
     match = _PATH_WITH_ATTRIBUTE.match(text)
     if match is None or Path(text).exists():
@@ -399,8 +388,7 @@ def resolve_fresh_app(
     factory: Callable[[], Any] | None = None,
     fresh: bool = True,
 ) -> tuple[ASGIApp, types.ModuleType | None]:
-    """Like :func:`resolve_app`, but a file or target is loaded anew into a private module, returned
-    with the app for :func:`unload_module` (None for ``app=`` and ``factory=``)."""
+    """Like :func:`resolve_app`; with *fresh* also the private module, for :func:`unload_module`."""
     given = {"app": app, "task_app_path": task_app_path, "target": target, "factory": factory}
     chosen = [name for name, value in given.items() if value is not None]
     if len(chosen) != 1:

@@ -1,5 +1,4 @@
-"""Is this address on this machine? One answer for everyone who asks (the plugin's network rule
-is "loopback only": real rollouts, respx pass-through, cassette replay, the servers we bind)."""
+"""Is this address on this machine? The plugin's one loopback rule."""
 
 from __future__ import annotations
 
@@ -38,8 +37,7 @@ def is_loopback_url(url: str) -> bool:
 
 
 def normalise_loopback_host(host: str) -> str:
-    """The literal loopback address to bind for *host*; :class:`TaskAppError` for anything else
-    (binding ``0.0.0.0`` would expose a test server to the network)."""
+    """The literal loopback address to bind for *host*."""
     text = (host or "").strip()
     if text.startswith("[") and text.endswith("]"):
         text = text[1:-1]

@@ -1,8 +1,4 @@
-"""A deadline for receiving each request's headers, which stock uvicorn does not have.
-
-uvicorn's keep-alive timer runs only between requests and any byte cancels it, so a client that
-sends half a request holds its connection open for as long as it likes.
-"""
+"""A deadline for receiving each request's headers, which stock uvicorn does not have."""
 
 from __future__ import annotations
 
@@ -28,9 +24,7 @@ _connection: contextvars.ContextVar[_HeaderDeadline | None] = contextvars.Contex
 
 
 class _HeaderDeadline(asyncio.Protocol):
-    """An uvicorn protocol with a timer, armed when the connection opens and after each answer,
-    disarmed when a request reaches the app: on expiry a part-sent request gets 408, an idle
-    connection is closed; a request line over :data:`MAX_REQUEST_LINE` bytes gets 414."""
+    """uvicorn's protocol with a header deadline (408) and a request-line bound (414)."""
 
     inner_class: Callable[..., asyncio.Protocol]
     read_timeout: float

@@ -1,8 +1,4 @@
-"""One ASGI app served by uvicorn on a loopback socket, in a background thread.
-
-The one way the plugin serves anything: task apps, the served fake backend, the stub model and
-the test suite's own small servers all run on :class:`ServerThread` (or :func:`serve_asgi`).
-"""
+"""One ASGI app served by uvicorn on a loopback socket, in a background thread."""
 
 from __future__ import annotations
 
@@ -37,8 +33,7 @@ _uvicorn_log = get_logger("uvicorn.error")
 
 
 class _ThreadLogCapture(logging.Handler):
-    """Keeps the log records emitted from the server's thread, formatted and redacted (attached
-    to the root logger and to ``uvicorn``; a record seen by both is kept once)."""
+    """Keeps the server thread's log records, formatted and redacted, each once."""
 
     def __init__(self) -> None:
         super().__init__(level=logging.NOTSET)
@@ -105,8 +100,7 @@ def _users_innermost_line(traceback_text: str) -> str | None:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, stopping at once: stock uvicorn notices ``should_exit`` on a 100 ms tick
-    and sleeps a fixed 100 ms while shutting down (see docs/design.md)."""
+    """uvicorn's server, stopping at once instead of on its 100 ms ticks (see docs/design.md)."""
 
     def __init__(self, config: uvicorn.Config, ready: threading.Event, graceful: float) -> None:
         super().__init__(config)
@@ -148,8 +142,7 @@ class _Server(uvicorn.Server):
                 _uvicorn_log.error(abandoned, self.graceful)
 
     async def abort(self, state: Any) -> None:
-        """Cancel what still runs and close its connections (uvicorn only cancels the tasks: their
-        sockets would linger until garbage collection)."""
+        """Cancel what still runs and close its connections."""
         tasks = list(state.tasks)
         for task in tasks:
             task.cancel()
@@ -165,8 +158,7 @@ class _Server(uvicorn.Server):
 
 
 def _bind(host: str, port: int, description: str) -> socket.socket:
-    """A listening TCP socket on *host*:*port*, made with ``IPPROTO_TCP``: asyncio turns Nagle
-    off only for sockets accepted from such a listener (else ~40 ms per loopback request)."""
+    """A listening socket made with ``IPPROTO_TCP``, so asyncio turns Nagle off for its connections."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
@@ -191,13 +183,7 @@ def _bind(host: str, port: int, description: str) -> socket.socket:
 
 
 class ServerThread:
-    """Serve *app* with uvicorn on a loopback socket from a daemon thread.
-
-    :meth:`start` returns once the server accepts connections (or raises :class:`TaskAppError`
-    with its log); :meth:`stop` is bounded in time. With *read_timeout*, a request whose headers
-    are not all in that many seconds after the connection opened (or the previous answer) gets 408.
-    *protocol* is uvicorn's ``http=`` (the plugin's own apps only; a team's app gets "auto").
-    """
+    """Serve *app* with uvicorn on a loopback socket from a daemon thread."""
 
     def __init__(
         self,
@@ -352,9 +338,7 @@ class ServerThread:
                 self._loop.call_soon_threadsafe(callback)
 
     def stop(self) -> None:
-        """Stop serving; idempotent, bounded by about ``2 * shutdown_timeout + 2`` seconds: open
-        requests, then the lifespan shutdown, get ``shutdown_timeout`` each; then the server is
-        forced, its task cancelled, and as a last resort the daemon thread left behind."""
+        """Stop serving; idempotent and bounded by about ``2 * shutdown_timeout + 2`` seconds."""
         self._stopping = True
         server, thread = self._server, self._thread
         try:

@@ -1,8 +1,4 @@
-"""A stand-in for the model: an OpenAI-compatible chat-completions endpoint whose policy answers.
-
-Each rollout gets its own URL (contract §10.2, :meth:`StubInference.route`): any path ending in
-``/chat/completions`` is served, its calls recorded under the rollout's correlation id.
-"""
+"""A stand-in model: an OpenAI-compatible chat-completions endpoint a policy answers, per rollout URL."""
 
 from __future__ import annotations
 
@@ -200,8 +196,7 @@ def _as_message(reply: Any) -> dict[str, Any]:
 
 
 def _wire_call(call: Any, index: int) -> dict[str, Any]:
-    """One tool call of a message dict: a :class:`ToolCall`, the ``{name, arguments}`` shorthand
-    or the wire shape, with ``id``, ``type`` and JSON-encoded arguments filled in."""
+    """One tool call of a message dict on the wire: ``id``, ``type`` and JSON-encoded arguments."""
     if isinstance(call, ToolCall):
         call = call.to_wire(index)
     if isinstance(call, Mapping) and "function" not in call and "name" in call:
@@ -214,8 +209,7 @@ def _wire_call(call: Any, index: int) -> dict[str, Any]:
 
 
 class StubInference:
-    """An OpenAI-compatible chat-completions server (a plain ASGI app) whose answers a policy
-    decides: *policy*, or canned *replies*, or by default an :class:`ArithmeticPolicy`."""
+    """An OpenAI-compatible chat-completions ASGI app answered by *policy* (or canned *replies*)."""
 
     def __init__(
         self,
@@ -273,8 +267,7 @@ class StubInference:
             return list(self._calls.get(correlation_id, ()))
 
     def policy_failure(self, correlation_id: str) -> str | None:
-        """What first went wrong in the policy itself during one rollout, e.g.
-        ``"raised KeyError: 'x' (policy.py:12 in solve), on model call 2 of the rollout"``."""
+        """What first went wrong in the policy during one rollout, with the model call's number."""
         for number, call in enumerate(self.calls(correlation_id), 1):
             if call.policy_error is not None:
                 return f"{call.policy_error}, on model call {number} of the rollout"
@@ -288,8 +281,7 @@ class StubInference:
             raise ValueError(str(exc)) from exc
 
     def clear(self) -> None:
-        """Forget every call and route; calls still running are abandoned (their answers dropped),
-        and new calls get workers of their own (abandoned ones may still hold the old)."""
+        """Forget every call and route; calls still running are abandoned."""
         with self._lock:
             self.requests.clear()
             self.dropped_requests = 0

@@ -1,8 +1,4 @@
-"""A policy that learns: right answers (the team's ``solve``) with a probability rising over training.
-
-Which calls are right depends only on the seed, the rollout, the prompt and the turn, never on
-arrival order, so concurrent rollouts give the same rewards as serial ones.
-"""
+"""A policy whose right answers grow likelier over training, reproducibly from the seed and rollout."""
 
 from __future__ import annotations
 
@@ -69,11 +65,7 @@ def _say_wrong(request: ChatRequest, rng: random.Random) -> PolicyReply:
 
 
 class LearningPolicy:
-    """Right answers ``solve(request)`` (None: send *unanswerable*) with probability
-    ``curve(fraction done)`` (or a constant; default ``linear(0.15, 0.95)``), else
-    ``wrong(request, rng)`` (use *rng* for any randomness, so answers stay reproducible).
-    *seed* varies which calls are answered right, reproducibly.
-    """
+    """Answers ``solve(request)`` with probability ``curve(fraction done)``, else ``wrong(request, rng)``."""
 
     def __init__(
         self,
@@ -176,8 +168,7 @@ def _wrong_arithmetic(request: ChatRequest, rng: random.Random) -> PolicyReply:
 
 
 class ArithmeticPolicy(LearningPolicy):
-    """The arithmetic example's model: a :class:`LearningPolicy` whose solver does the sum, through
-    the ``submit_answer`` tool when offered; ``accuracy`` is its curve (default: always right)."""
+    """The arithmetic example's model: a :class:`LearningPolicy` that does the sum."""
 
     def __init__(self, accuracy: float | Curve = 1.0, *, seed: int = 0) -> None:
         super().__init__(

@@ -1,9 +1,4 @@
-"""The policy protocol, ``policy(request: ChatRequest) -> PolicyReply``, and the canned policies.
-
-A :class:`ChatRequest` is the chat-completions body (also a read-only mapping over it) plus the
-rollout it belongs to and the training progress. A :data:`PolicyReply` is text, a :class:`Reply`,
-a :class:`ToolCall`, a :class:`PolicyError` (an HTTP error) or an assistant message ``dict``.
-"""
+"""The policy protocol, ``policy(request: ChatRequest) -> PolicyReply``, and the canned policies."""
 
 from __future__ import annotations
 
@@ -245,9 +240,7 @@ def _signature_problem(function: Any, arguments: int) -> str | None:
 
 
 class ScriptedPolicy:
-    """``ScriptedPolicy("42")``, ``ScriptedPolicy(Reply.tool("submit", answer=1), "done")`` or
-    ``ScriptedPolicy(lambda request: ...)``. Fixed replies go by the call's turn within its rollout
-    (concurrent rollouts all see the same script), the last one repeating."""
+    """Fixed replies by the call's turn in its rollout (the last repeating), or one function."""
 
     def __init__(self, *replies: PolicyReply | Callable[[ChatRequest], PolicyReply]) -> None:
         __tracebackhide__ = True
@@ -300,9 +293,7 @@ def _replayed_message(completion: Any, where: str) -> dict[str, Any]:
 
 
 class ReplayPolicy:
-    """``ReplayPolicy("recorded.jsonl")``: replies recorded from a real model, one ``chat.completion``
-    or ``{"request": ..., "response": ...}`` a line. Lines with a request are matched by prompt; the
-    others go by turn within the rollout, the last one repeating. A malformed file fails on load."""
+    """Replies recorded from a real model, one completion (or request/response) per JSONL line."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
