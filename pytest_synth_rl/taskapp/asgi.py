@@ -66,5 +66,4 @@ class OffLoop:
                         done.set_exception(exc)
 
             threading.Thread(target=work, name=self.name, daemon=True).start()
-            # A loop gone (the server stopped) is not told: nobody is waiting.
             return await asyncio.wrap_future(done)

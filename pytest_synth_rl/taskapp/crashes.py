@@ -11,7 +11,6 @@ from typing import Any
 
 from pytest_synth_rl.secrets.masking import redact
 
-#: How much of a POST body is kept to find the rollout's id should the app fail it.
 _MAX_SEEN_BODY = 64 * 1024
 
 
@@ -40,13 +39,10 @@ def crash_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" + (f" at {where}" if where else "")
 
 
-#: A request answered with a 5xx whose call has not ended yet.
 _PENDING = "<pending>"
 
 
 class _Crashes:
-    """What each 5xx answer's call raised, by correlation id (or run id), settled when it ends."""
-
     def __init__(self, size: int = 256) -> None:
         self._size = size
         self._seen: collections.OrderedDict[str, str | None] = collections.OrderedDict()

@@ -81,7 +81,6 @@ def json_or_none(response: httpx.Response) -> Any:
 
 
 def _health_ok(response: httpx.Response) -> bool:
-    """200, or a 401/403 naming the expected key prefix (the contract's own refusal)."""
     if response.status_code == 200:
         return True
     body = json_or_none(response) if response.status_code in (401, 403) else None
@@ -108,7 +107,6 @@ def _report(base: str, outcomes: list[_Outcome]) -> HealthReport:
 
 
 def _target(url: str, api_key: str | Secret | None) -> tuple[str, SecretHeaders]:
-    """The checked base URL and the key's headers (the key is masked in every message from now)."""
     register_secret(api_key.value if isinstance(api_key, Secret) else api_key)
     return task_app_base_url(url), task_app_auth_headers(api_key)
 

@@ -31,7 +31,6 @@ from pytest_synth_rl.taskapp.serving import Lifespan, ServerThread
 
 T = TypeVar("T")
 
-# -- lending ENVIRONMENT_API_KEY to the apps that run ---------------------------------------
 KEY_VAR = "ENVIRONMENT_API_KEY"
 ALIASES_VAR = "ENVIRONMENT_API_KEY_ALIASES"
 
@@ -90,11 +89,8 @@ def release_env_key(token: int) -> None:
                     _set(name, value)
 
 
-#: The endpoints every task app serves (contract §4.1), listed in error messages.
 CONTRACT_ENDPOINTS: tuple[str, ...] = ("/health", "/task_info", "/info", "/rollout")
 
-# How many servers serve each app object, by id() (each server holds its app, so the id is not
-# reused meanwhile): a fresh load that still yields one of them is worth a warning.
 _served: collections.Counter[int] = collections.Counter()
 _served_lock = threading.Lock()
 
@@ -216,7 +212,6 @@ class InProcessTaskApp:
         if self._server is not None:
             self.ensure_running()
             return self
-        # Before the app is imported: a task app may read its key at import time.
         if self.export_api_key:
             self._env_token = acquire_env_key(self._api_key.value)
         server: ServerThread | None = None
@@ -255,7 +250,6 @@ class InProcessTaskApp:
             self._release()
 
     def _load(self) -> Any:
-        """The app to serve: the shared one of its source, or with ``fresh`` a private copy."""
         app, self._module = resolve_fresh_app(self._app, fresh=self.fresh, **self._source)
         with _served_lock:
             shared = self._module is not None and _served[id(app)] > 0
@@ -289,11 +283,9 @@ class InProcessTaskApp:
             release_env_key(token)
 
     def _probe_health(self) -> None:
-        """One GET of the health route: a 404 means this is not a task app."""
         if self.health_path is None:
             return
         assert self._port is not None
-        # http.client: no SSL context or pool to build for one request.
         conn = http.client.HTTPConnection(self.host, self._port, timeout=self.startup_timeout)
         try:
             conn.request("GET", self.health_path, headers=task_app_auth_headers(self._api_key))

@@ -19,11 +19,8 @@ from typing import Any
 
 from pytest_synth_rl.errors import TaskAppError, closest
 
-#: Any ASGI 3 application: ``await app(scope, receive, send)``.
 ASGIApp = Callable[..., Any]
-#: The module attribute holding a ready app, looked up first in a task app file.
 APP_ATTRIBUTE = "app"
-#: Zero-argument factories looked up (in this order) when a file has no usable ``app``.
 FACTORY_NAMES: tuple[str, ...] = (
     "create_app",
     "build_app",
@@ -35,15 +32,12 @@ FACTORY_NAMES: tuple[str, ...] = (
 _IMPORT_HINT = "fix the error above in the {} module (it happens at import time)"
 
 _module_counter = itertools.count(1)
-# One module per task app file and file version (mtime, size): executing the file at every
-# start would leave a module and its app behind each time.
 _loaded: dict[Path, tuple[tuple[int, int], types.ModuleType]] = {}
 _loaded_lock = threading.Lock()
 _PATH_WITH_ATTRIBUTE = re.compile(r"^(?P<path>.+\.py):(?P<attr>[A-Za-z_][\w.]*)$")
 
 
 def _arity(obj: Any) -> tuple[int, int, bool] | None:
-    """(required positional, total positional, has ``*args``); required is -1 for a required keyword."""
     try:
         parameters = inspect.signature(obj).parameters.values()
     except (TypeError, ValueError):
@@ -86,7 +80,6 @@ def _describe(obj: Any) -> str:
 
 
 def _user_traceback(exc: BaseException) -> str:
-    """The traceback of *exc* without the loader and importlib frames before the user's code."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         filename = tb.tb_frame.f_code.co_filename
@@ -179,11 +172,9 @@ def _source_file(path: str | Path, kind: str) -> Path:
 def _exec_as(
     stem: str, file: Path, parent: str = "", package_path: list[str] | None = None
 ) -> types.ModuleType:
-    """Execute *file* as a new uniquely named module (under *parent*, or as a package copy)."""
     safe = "".join(ch if ch.isalnum() else "_" for ch in stem)
     name = f"_synth_task_app_{safe}_{next(_module_counter)}"
     name = f"{parent}.{name}" if parent else name
-    # Never a package of its own: a package copy keeps the original's ``__package__``.
     spec = importlib.util.spec_from_file_location(name, file, submodule_search_locations=None)
     if spec is None or spec.loader is None:  # pragma: no cover - only for exotic loaders
         raise TaskAppError(f"cannot create an import spec for {str(file)!r}")
@@ -215,7 +206,6 @@ def _execute(file: Path, kind: str) -> types.ModuleType:
 
 
 def _app_from_module(module: types.ModuleType, where: str) -> ASGIApp:
-    """The app of a task app module: ``app`` first, then the known factories."""
     found: list[str] = []
     for attribute in (APP_ATTRIBUTE, *FACTORY_NAMES):
         if not hasattr(module, attribute):
@@ -245,7 +235,6 @@ def _app_from_module(module: types.ModuleType, where: str) -> ASGIApp:
 def _module_apps(
     module: types.ModuleType, *, include_app: bool = False, fits: Callable[[Any], bool] | None = None
 ) -> list[tuple[str, Any]]:
-    """The module's public objects that *fits* accepts (by default its ASGI apps)."""
     names = [n for n in vars(module) if not n.startswith("_") and (include_app or n != APP_ATTRIBUTE)]
     return [(name, obj) for name in names if (fits or _looks_like_app)(obj := vars(module)[name])]
 
@@ -259,7 +248,6 @@ def _looks_like_app(obj: Any) -> bool:
 
 
 def _target_module(target: str, *, fresh: bool, kind: str = "task app") -> tuple[types.ModuleType, str, str]:
-    """The module ``"pkg.module:attr"`` names (a private copy when *fresh*), its name and ``attr``."""
     module_name, sep, attr_path = target.partition(":")
     module_name, attr_path = module_name.strip(), attr_path.strip()
     if not sep or not module_name or not attr_path:
@@ -290,7 +278,6 @@ def _target_module(target: str, *, fresh: bool, kind: str = "task app") -> tuple
 
 
 def _near_module(name: str) -> str | None:
-    """A close-named sibling of module *name* in its package, or top-level module."""
     parent, _, leaf = name.rpartition(".")
     try:
         where = importlib.import_module(parent).__path__ if parent else None
@@ -301,7 +288,6 @@ def _near_module(name: str) -> str | None:
 
 
 def _module_copy(module_name: str, target: str) -> types.ModuleType:
-    """A private copy of *module_name*, executed anew beside the original in its package."""
     spec = importlib.util.find_spec(module_name)  # imports the parent packages, not the module
     if spec is None:
         raise ModuleNotFoundError(f"No module named {module_name!r}", name=module_name)
@@ -327,7 +313,6 @@ def _attribute(
     fits: Callable[[Any], bool] | None = None,
     found: str = "apps",
 ) -> Any:
-    """``module.<attr_path>`` (dotted), or a :class:`TaskAppError` listing the module's *found*."""
     obj: Any = module
     for part in attr_path.split("."):
         if not hasattr(obj, part):
@@ -336,7 +321,6 @@ def _attribute(
             close = closest(attr_path, public) or (apps[0] if apps else None)
             guess = f"did you mean {close!r}? " if close else ""
             defined = ", ".join(public[:20]) + (" …" if len(public) > 20 else "") or "nothing public"
-            # The apps are what the user is after, not every import of the module.
             listed = f"its {found}: {', '.join(apps)}" if apps else f"it defines: {defined}"
             raise TaskAppError(f"{what} has no attribute {attr_path!r} ({source!r})", hint=guess + listed)
         obj = getattr(obj, part)

@@ -7,12 +7,10 @@ from urllib.parse import urlsplit
 
 from pytest_synth_rl.errors import TaskAppError
 
-# The common spellings, answered without parsing (this sits on the respx mount's hot path).
 _LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 
 
 def _loopback_address(host: str) -> str | None:
-    """The loopback IP *host* is (``localhost``: 127.0.0.1), or None."""
     if host.lower() == "localhost":
         return "127.0.0.1"
     try:

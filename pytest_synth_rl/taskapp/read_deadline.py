@@ -9,23 +9,18 @@ from typing import Any, cast
 
 from pytest_synth_rl.taskapp.asgi import Receive, Scope, Send
 
-#: Longest request line, in bytes (as much of an unfinished head as h11 keeps by default).
 MAX_REQUEST_LINE = 16 * 1024
 
 _ANSWER = (
     b"HTTP/1.1 %d %s\r\ncontent-type: text/plain; charset=utf-8\r\n"
     b"connection: close\r\ncontent-length: %d\r\n\r\n%s"
 )
-# The connection whose bytes uvicorn is being handed: the request task it starts copies the
-# context, which is how the app finds its connection.
 _connection: contextvars.ContextVar[_HeaderDeadline | None] = contextvars.ContextVar(
     "synth_connection", default=None
 )
 
 
 class _HeaderDeadline(asyncio.Protocol):
-    """uvicorn's protocol with a header deadline (408) and a request-line bound (414)."""
-
     inner_class: Callable[..., asyncio.Protocol]
     read_timeout: float
 
@@ -88,7 +83,6 @@ class _HeaderDeadline(asyncio.Protocol):
         self._refuse(408, b"Request Timeout", late)
 
     def _refuse(self, status: int, reason: bytes, message: str) -> None:
-        """Answer and close, before the protocol has seen a request."""
         self.disarm()
         assert self.transport is not None
         body = message.encode()

@@ -22,19 +22,14 @@ from pytest_synth_rl.taskapp.crashes import app_frames, remembering_crashes
 from pytest_synth_rl.taskapp.loopback import normalise_loopback_host, url_host
 from pytest_synth_rl.taskapp.read_deadline import header_deadline_app, header_deadline_protocol
 
-#: uvicorn's lifespan modes: "auto" runs it if the app supports it, "on" requires it.
 Lifespan = Literal["auto", "on", "off"]
-#: uvicorn's ``http=`` protocol: "auto" (a team's task app, as in production) or a named one.
 Protocol = Literal["auto", "h11", "httptools"]
 
 log = get_logger(__name__)
-#: uvicorn logs an app's exception (message and traceback) here: redacted like our own logs.
 _uvicorn_log = get_logger("uvicorn.error")
 
 
 class _ThreadLogCapture(logging.Handler):
-    """Keeps the server thread's log records, formatted and redacted, each once."""
-
     def __init__(self) -> None:
         super().__init__(level=logging.NOTSET)
         self.thread_id: int | None = None
@@ -53,22 +48,17 @@ class _ThreadLogCapture(logging.Handler):
 
 
 class _TrimmedTraceback(logging.Filter):
-    """The traceback uvicorn logs for an app's exception, with the app's own frames only."""
-
     def __init__(self, capture: _ThreadLogCapture) -> None:
         super().__init__()
         self.capture = capture
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.thread == self.capture.thread_id and record.exc_info and record.exc_info[1]:
-            # Set after the logger's redacting filter has run, so it is redacted here too.
             record.exc_text = redact("".join(app_frames(record.exc_info[1]).format()).rstrip("\n"))
         return True
 
 
 class _AbortNoise(logging.Filter):
-    """Drops the traceback of a startup we cancelled, keeping where in the app's code it waited."""
-
     def __init__(self, thread_id: int | None) -> None:
         super().__init__()
         self.thread_id = thread_id
@@ -88,7 +78,6 @@ _TRACEBACK_FRAME = re.compile(
 
 
 def _users_innermost_line(traceback_text: str) -> str | None:
-    """The innermost frame of the app's code in *traceback_text*: ``app.py:7 in lifespan: <line>``."""
     from pytest_synth_rl.secrets.callers import is_users_file  # only when a startup was aborted
 
     found = None
@@ -100,8 +89,6 @@ def _users_innermost_line(traceback_text: str) -> str | None:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, stopping at once instead of on its 100 ms ticks (see docs/design.md)."""
-
     def __init__(self, config: uvicorn.Config, ready: threading.Event, graceful: float) -> None:
         super().__init__(config)
         self.ready = ready
@@ -117,7 +104,6 @@ class _Server(uvicorn.Server):
                 await asyncio.wait_for(self.wake.wait(), 0.1)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        # uvicorn's steps in its order, polling where it sleeps.
         for server in self.servers:
             server.close()
         state = self.server_state
@@ -158,7 +144,6 @@ class _Server(uvicorn.Server):
 
 
 def _bind(host: str, port: int, description: str) -> socket.socket:
-    """A listening socket made with ``IPPROTO_TCP``, so asyncio turns Nagle off for its connections."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
@@ -249,7 +234,6 @@ class ServerThread:
             raise RuntimeError("a ServerThread can only be started once")
         self._sock = _bind(self.host, self.requested_port, self.description)
         self.port = int(self._sock.getsockname()[1])
-        # With a read deadline, "auto" means h11, for its bound on the size of a request head.
         http = "h11" if self.read_timeout is not None and self.protocol == "auto" else self.protocol
         app = remembering_crashes(self.app) if self.protocol == "auto" else self.app
         config = uvicorn.Config(
@@ -367,7 +351,6 @@ class ServerThread:
         return thread is None or not thread.is_alive()
 
     def _abort(self, server: _Server, thread: threading.Thread) -> str | None:
-        """Cancel a server whose startup has not finished; where in the app's code it waited."""
         self._stopping = True
         noise = _AbortNoise(self._capture.thread_id)
         uvicorn_log = logging.getLogger("uvicorn.error")

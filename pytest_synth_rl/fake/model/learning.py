@@ -20,10 +20,8 @@ from pytest_synth_rl.fake.model.policy import (
     signature_problem,
 )
 
-#: The tool the arithmetic example app offers; the arithmetic policy answers through it.
 SUBMIT_ANSWER_TOOL = "submit_answer"
 
-#: Probability of a right answer as a function of the fraction of training done (0..1).
 Curve = Callable[[float], float]
 
 
@@ -50,7 +48,6 @@ def _probability_problem(value: object, what: str) -> ConfigProblem | None:
 
 
 def _callable_problem(name: str, value: object, usage: str, arguments: int = 1) -> ConfigProblem | None:
-    """Why *value* cannot be called with *arguments* positional arguments, or None."""
     if not callable(value):
         problem = f"must be a function, got {value!r:.80}"
     elif takes := signature_problem(value, arguments):
@@ -135,7 +132,6 @@ class LearningPolicy:
         return f"{type(self).__name__}(solve={name}, curve={curve}, seed={self.seed})"
 
 
-# -- the arithmetic instance ----------------------------------------------------------------
 _OPERATORS: dict[str, Callable[[int, int], int]] = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 _QUESTION = re.compile(r"(-?\d+)\s*([-+*×x])\s*(-?\d+)")
 

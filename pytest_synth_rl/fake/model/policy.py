@@ -86,7 +86,6 @@ class ChatRequest(Mapping[str, Any]):
     body: Mapping[str, Any]
     rollout: RolloutIdentity = field(default_factory=RolloutIdentity)
     progress: Progress = field(default_factory=Progress)
-    #: 0 for the rollout's first model call, 1 for its second... (calls outside any rollout: one).
     turn: int = 0
 
     def __getitem__(self, key: str) -> Any:
@@ -166,7 +165,6 @@ class PolicyError:
             raise ValueError(f"PolicyError.status must be an HTTP error status 400..599, got {self.status!r}")
 
 
-#: What a policy may return.
 PolicyReply = str | Reply | ToolCall | PolicyError | Mapping[str, Any]
 
 

@@ -5,11 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-#: The largest reward magnitude accepted anywhere (scenarios, callable curves, rollouts).
 MAX_REWARD = 1e12
-#: The accepted rewards, as messages say it.
 REWARD_RANGE = f"a finite number from {-MAX_REWARD:g} to {MAX_REWARD:g}"
-#: Reward names older task apps put under ``metrics``, tried in order after ``outcome_reward``.
 LEGACY_REWARD_KEYS: tuple[str, ...] = ("mean_return", "reward_mean", "episode_returns", "outcome_score")
 
 
