@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,18 +59,14 @@ def task_app_base_url(url: str) -> str:
     text = (url or "").strip()
     try:
         parsed = httpx.URL(text)
-    except (httpx.InvalidURL, TypeError) as exc:
-        raise TaskAppError(
-            f"task app URL {text!r} is not a valid URL ({exc})",
-            url=text,
-            hint="pass the task app base URL, e.g. http://127.0.0.1:8114",
-        ) from exc
-    if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise TaskAppError(
-            f"task app URL {text!r} must be an absolute http:// or https:// URL",
-            url=text,
-            hint="pass the task app base URL, e.g. http://127.0.0.1:8114 (InProcessTaskApp.url)",
+        problem = (
+            "" if parsed.scheme in ("http", "https") and parsed.host else "must be an absolute http(s) URL"
         )
+    except (httpx.InvalidURL, TypeError) as exc:
+        problem = f"is not a valid URL ({exc})"
+    if problem:
+        hint = "pass the task app base URL, e.g. http://127.0.0.1:8114 (InProcessTaskApp.url)"
+        raise TaskAppError(f"task app URL {text!r} {problem}", url=text, hint=hint)
     return text.rstrip("/")
 
 
@@ -112,48 +109,34 @@ def _target(url: str, api_key: str | Secret | None) -> tuple[str, SecretHeaders]
 
 
 def check_task_app_health(
-    url: str,
-    api_key: str | Secret | None,
-    *,
-    timeout: float = 10.0,
-    client: httpx.Client | None = None,
+    url: str, api_key: str | Secret | None, *, timeout: float = 10.0, client: httpx.Client | None = None
 ) -> HealthReport:
-    """Probe ``/health`` then ``/task_info`` of the task app at *url*."""
+    """Probe ``/health`` then ``/task_info`` of the task app at *url* (*client* is not closed)."""
     base, headers = _target(url, api_key)
-    http = client or httpx.Client(timeout=httpx.Timeout(timeout), verify=shared_ssl_context())
+    http = client or httpx.Client(timeout=timeout, verify=shared_ssl_context())
     outcomes: list[_Outcome] = []
-    try:
+    with contextlib.nullcontext() if client else http:
         for path in _PATHS:
             try:
                 outcomes.append((path, http.get(base + path, headers=headers, timeout=timeout)))
             except httpx.TransportError as exc:
                 outcomes.append((path, exc))
                 break
-    finally:
-        if client is None:
-            http.close()
     return _report(base, outcomes)
 
 
 async def async_check_task_app_health(
-    url: str,
-    api_key: str | Secret | None,
-    *,
-    timeout: float = 10.0,
-    client: httpx.AsyncClient | None = None,
+    url: str, api_key: str | Secret | None, *, timeout: float = 10.0, client: httpx.AsyncClient | None = None
 ) -> HealthReport:
     """The same probe as :func:`check_task_app_health`, over ``httpx.AsyncClient``."""
     base, headers = _target(url, api_key)
-    http = client or httpx.AsyncClient(timeout=httpx.Timeout(timeout), verify=shared_ssl_context())
+    http = client or httpx.AsyncClient(timeout=timeout, verify=shared_ssl_context())
     outcomes: list[_Outcome] = []
-    try:
+    async with contextlib.nullcontext() if client else http:
         for path in _PATHS:
             try:
                 outcomes.append((path, await http.get(base + path, headers=headers, timeout=timeout)))
             except httpx.TransportError as exc:
                 outcomes.append((path, exc))
                 break
-    finally:
-        if client is None:
-            await http.aclose()
     return _report(base, outcomes)

@@ -46,30 +46,11 @@ class _ThreadLogCapture(logging.Handler):
         except Exception:  # pragma: no cover - a broken record must not break the server
             self.handleError(record)
 
-
-class _TrimmedTraceback(logging.Filter):
-    def __init__(self, capture: _ThreadLogCapture) -> None:
-        super().__init__()
-        self.capture = capture
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.thread == self.capture.thread_id and record.exc_info and record.exc_info[1]:
+    def trim(self, record: logging.LogRecord) -> bool:
+        """Show only the app's own frames of the exception uvicorn logs."""
+        if record.thread == self.thread_id and record.exc_info and record.exc_info[1]:
             record.exc_text = redact("".join(app_frames(record.exc_info[1]).format()).rstrip("\n"))
         return True
-
-
-class _AbortNoise(logging.Filter):
-    def __init__(self, thread_id: int | None) -> None:
-        super().__init__()
-        self.thread_id = thread_id
-        self.waiting_at: str | None = None
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.thread != self.thread_id:
-            return True
-        if self.waiting_at is None:  # uvicorn logs the traceback as its message text
-            self.waiting_at = _users_innermost_line(record.getMessage())
-        return False
 
 
 _TRACEBACK_FRAME = re.compile(
@@ -192,7 +173,6 @@ class ServerThread:
         self._exit: SystemExit | None = None
         self._ready = threading.Event()
         self._capture = _ThreadLogCapture()
-        self._trimmed = _TrimmedTraceback(self._capture)
         self._server: _Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
@@ -352,23 +332,29 @@ class ServerThread:
 
     def _abort(self, server: _Server, thread: threading.Thread) -> str | None:
         self._stopping = True
-        noise = _AbortNoise(self._capture.thread_id)
-        uvicorn_log = logging.getLogger("uvicorn.error")
-        uvicorn_log.addFilter(noise)
+        waiting_at: str | None = None
+
+        def noise(record: logging.LogRecord) -> bool:  # the traceback of the startup we cancelled
+            nonlocal waiting_at
+            if record.thread != self._capture.thread_id:
+                return True
+            waiting_at = waiting_at or _users_innermost_line(record.getMessage())
+            return False
+
+        _uvicorn_log.addFilter(noise)
         try:
             server.should_exit = server.force_exit = True
             self._cancel()
             thread.join(1.0)
         finally:
-            uvicorn_log.removeFilter(noise)
+            _uvicorn_log.removeFilter(noise)
             self._detach()
-        return noise.waiting_at
+        return waiting_at
 
     def _hook_capture(self, attach: bool = True) -> None:
         for logger in (logging.getLogger(), logging.getLogger("uvicorn")):
             (logger.addHandler if attach else logger.removeHandler)(self._capture)
-        uvicorn_log = logging.getLogger("uvicorn.error")
-        (uvicorn_log.addFilter if attach else uvicorn_log.removeFilter)(self._trimmed)
+        (_uvicorn_log.addFilter if attach else _uvicorn_log.removeFilter)(self._capture.trim)
 
     def _close_socket(self) -> None:
         sock, self._sock = self._sock, None
