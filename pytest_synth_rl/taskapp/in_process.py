@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections
-import http.client
 import itertools
 import os
 import secrets
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio.to_thread
+import httpx
 
 from pytest_synth_rl.errors import (
     ConfigProblem,
@@ -28,6 +28,7 @@ from pytest_synth_rl.taskapp.health import HealthReport, check_task_app_health, 
 from pytest_synth_rl.taskapp.loading import resolve_app, resolve_fresh_app, unload_module
 from pytest_synth_rl.taskapp.loopback import normalise_loopback_host, url_host
 from pytest_synth_rl.taskapp.serving import Lifespan, ServerThread
+from pytest_synth_rl.taskapp.tls import shared_ssl_context
 
 T = TypeVar("T")
 
@@ -285,20 +286,17 @@ class InProcessTaskApp:
     def _probe_health(self) -> None:
         if self.health_path is None:
             return
-        assert self._port is not None
-        conn = http.client.HTTPConnection(self.host, self._port, timeout=self.startup_timeout)
         try:
-            conn.request("GET", self.health_path, headers=task_app_auth_headers(self._api_key))
-            response = conn.getresponse()
-            response.read()
-            status = response.status
-        except OSError as exc:
-            raise TaskAppError(
-                f"the task app at {self._url} started but GET {self.health_path} failed: {exc}",
-                url=self._url,
-            ) from exc
-        finally:
-            conn.close()
+            status = httpx.get(
+                f"{self._url}{self.health_path}",
+                headers=task_app_auth_headers(self._api_key),
+                timeout=self.startup_timeout,
+                trust_env=False,
+                verify=shared_ssl_context(),
+            ).status_code
+        except httpx.TransportError as exc:
+            failed = f"the task app at {self._url} started but GET {self.health_path} failed: {exc}"
+            raise TaskAppError(failed, url=self._url) from exc
         if status == 404:
             endpoints = ", ".join(CONTRACT_ENDPOINTS)
             raise TaskAppError(

@@ -215,16 +215,12 @@ def policy_problem(policy: object) -> str | None:
 def signature_problem(function: Any, arguments: int) -> str | None:
     """``"<function> takes (a, b)"`` if *function* cannot take *arguments* positional arguments."""
     try:
-        return _known_signature_problem(function, arguments)  # a fake checks its policy per test
-    except TypeError:  # an unhashable callable
         return _signature_problem(function, arguments)
+    except TypeError:  # an unhashable callable
+        return _signature_problem.__wrapped__(function, arguments)
 
 
 @functools.lru_cache(maxsize=256)
-def _known_signature_problem(function: Any, arguments: int) -> str | None:
-    return _signature_problem(function, arguments)
-
-
 def _signature_problem(function: Any, arguments: int) -> str | None:
     try:
         signature = inspect.signature(function)
