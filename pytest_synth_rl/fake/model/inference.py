@@ -112,11 +112,9 @@ def _policy_failure(exc: BaseException) -> tuple[str, str]:
 
 def _correlation_id(path: str, query: str) -> str | None:
     params = parse_qs(query)
-    for key in _ID_QUERY_KEYS:
-        if params.get(key, [""])[0]:
-            return params[key][0]
-    segments = [s for s in path.split("/") if s.startswith(_ID_PREFIXES)]
-    return segments[-1] if segments else None
+    found = [params[key][0] for key in _ID_QUERY_KEYS if params.get(key, [""])[0]]
+    found += [s for s in reversed(path.split("/")) if s.startswith(_ID_PREFIXES)]
+    return found[0] if found else None
 
 
 class _RequestError(Exception):
@@ -147,11 +145,8 @@ def _error_body(message: str, code: str, error_type: str = "invalid_request_erro
 def _words(value: Any) -> int:
     if isinstance(value, str):
         return len(value.split())
-    if isinstance(value, Mapping):
-        return sum(_words(v) for v in value.values())
-    if isinstance(value, list):
-        return sum(_words(v) for v in value)
-    return 0
+    values = value.values() if isinstance(value, Mapping) else value if isinstance(value, list) else ()
+    return sum(_words(v) for v in values)
 
 
 def _checked(request: Any) -> dict[str, Any]:
@@ -324,21 +319,17 @@ class StubInference:
         except _RequestError as exc:
             self._record(chat, path, exc.status, exc.body(), exc.failure, epoch)
             raise
-        model = body.get("model") if isinstance(body.get("model"), str) else self.model
         asked = _words(body["messages"])
         answered = _words(message.get("content")) + _words(message.get("tool_calls"))
         finish = "tool_calls" if message.get("tool_calls") else "stop"
+        usage = {"prompt_tokens": asked, "completion_tokens": answered, "total_tokens": asked + answered}
         completion = {
             "id": f"chatcmpl-stub-{number}",
             "object": "chat.completion",
             "created": int(time.time()),
-            "model": model,
+            "model": body["model"] if isinstance(body.get("model"), str) else self.model,
             "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-            "usage": {
-                "prompt_tokens": asked,
-                "completion_tokens": answered,
-                "total_tokens": asked + answered,
-            },
+            "usage": usage,
         }
         self._record(chat, path, 200, completion, epoch=epoch)
         return completion
@@ -388,8 +379,9 @@ class StubInference:
             try:
                 request = json.loads(raw)
             except (ValueError, UnicodeDecodeError) as exc:
-                invalid = f"the request body is not valid JSON: {exc}"
-                raise _RequestError(400, invalid, "invalid_json") from exc
+                raise _RequestError(
+                    400, f"the request body is not valid JSON: {exc}", "invalid_json"
+                ) from exc
             status, payload = 200, self._complete(request, cid, path, epoch)
         except _RequestError as exc:
             status, payload = exc.status, exc.body()
