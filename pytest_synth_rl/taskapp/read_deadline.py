@@ -40,15 +40,6 @@ class _HeaderDeadline(asyncio.Protocol):
         self.disarm()
         self.inner.connection_lost(exc)
 
-    def eof_received(self) -> bool | None:
-        return self.inner.eof_received()
-
-    def pause_writing(self) -> None:
-        self.inner.pause_writing()
-
-    def resume_writing(self) -> None:
-        self.inner.resume_writing()
-
     def data_received(self, data: bytes) -> None:
         if self.timer is not None:
             self.received += len(data)
@@ -88,6 +79,10 @@ class _HeaderDeadline(asyncio.Protocol):
         body = message.encode()
         self.transport.write(_ANSWER % (status, reason, len(body), body))
         self.transport.close()
+
+
+for _name in ("eof_received", "pause_writing", "resume_writing"):
+    setattr(_HeaderDeadline, _name, lambda self, _name=_name: getattr(self.inner, _name)())
 
 
 def header_deadline_protocol(inner: type[asyncio.Protocol], read_timeout: float) -> type[asyncio.Protocol]:
