@@ -260,10 +260,8 @@ class InProcessTaskApp:
             where = self._source["task_app_path"] or self._source["target"]
             warnings.warn(
                 f"task app {str(where)!r} was loaded afresh, but its app object is the one another "
-                "in-process server is serving: the module only imports it from a module shared "
-                "by every import, so both servers share its state and lifespan (one's shutdown "
-                "closes what the other uses); build the app in that module, or return a new one "
-                "from a factory such as create_app()",
+                "in-process server is serving, so both share its state and lifespan; build the app in "
+                "the module loaded, or return a new one from a factory such as create_app()",
                 UserWarning,
                 stacklevel=3,
             )
@@ -303,8 +301,7 @@ class InProcessTaskApp:
                 f"the task app at {self._url} has no {self.health_path} route (GET returned 404); "
                 f"a Synth task app must serve {endpoints}",
                 url=self._url,
-                hint="add the missing routes (see the contract: GET /health, GET /task_info, "
-                "GET /info, POST /rollout), or pass health_path=None to serve a non-task-app",
+                hint="add the missing routes, or pass health_path=None to serve a non-task app",
                 details={"status_code": status},
             )
 

@@ -110,8 +110,7 @@ def _call_factory(factory: Callable[[], Any], what: str) -> ASGIApp:
     if not is_asgi_app(result):
         raise TaskAppError(
             f"{what} returned {_describe(result)}, which is not an ASGI app",
-            hint="the factory must return an ASGI application (FastAPI(), Starlette(), or "
-            "an async callable taking (scope, receive, send))",
+            hint="the factory must return an ASGI app (FastAPI(), or async (scope, receive, send))",
         )
     return result  # type: ignore[no-any-return]
 
@@ -123,8 +122,7 @@ def _app_or_factory(obj: Any, what: str) -> ASGIApp:
         return _call_factory(obj, what)
     raise TaskAppError(
         f"{what} is {_describe(obj)}: neither an ASGI app nor a zero-argument factory",
-        hint="point at an ASGI app (callable as app(scope, receive, send)) or at a function "
-        "that takes no arguments and returns one",
+        hint="point at an ASGI app (app(scope, receive, send)) or a function of no arguments returning one",
     )
 
 
@@ -268,8 +266,7 @@ def _target_module(target: str, *, fresh: bool, kind: str = "task app") -> tuple
             guess = f"did you mean {near + module_name[len(missing) :] + ':' + attr_path!r}? " if near else ""
             raise TaskAppError(
                 f"cannot import module {module_name!r} for target {target!r}: {exc}",
-                hint=f"{guess}make sure the module is importable from the test run (installed, or "
-                "its directory on sys.path / pytest's pythonpath)",
+                hint=f"{guess}make the module importable: install it, or add its directory to pythonpath",
             ) from exc
         hint = f"a module imported by the {kind} is missing; install it or fix the import"
         raise _raised(importing, exc, hint) from exc
@@ -296,8 +293,7 @@ def _module_copy(module_name: str, target: str) -> types.ModuleType:
         raise TaskAppError(
             f"cannot load a fresh copy of module {module_name!r} for target {target!r}: it is not "
             f"loaded from a Python source file (origin: {spec.origin!r})",
-            hint="a per-test task app is loaded anew from source: give a .py module, or serve "
-            "this one once per session (scope='session')",
+            hint="a per-test task app is loaded anew from source: give a .py module, or use scope='session'",
         )
     locations = spec.submodule_search_locations
     parent = module_name if locations is not None else module_name.rpartition(".")[0]
@@ -378,15 +374,13 @@ def resolve_fresh_app(
     if len(chosen) != 1:
         raise TaskAppError(
             f"InProcessTaskApp needs exactly one task app source; got {', '.join(chosen) or 'none'}",
-            hint="pass exactly one of: app=<ASGI app>, task_app_path='path/to/task_app.py', "
-            "target='package.module:attribute', factory=<zero-argument callable returning an ASGI app>",
+            hint="pass one of: app=<ASGI app>, task_app_path='a.py', target='pkg.a:app', factory=<function>",
         )
     if app is not None:
         if not is_asgi_app(app):
             raise TaskAppError(
                 f"app= is {_describe(app)}, which is not an ASGI app",
-                hint="pass the application object itself (e.g. FastAPI()); to build it lazily "
-                "pass factory=<callable> instead",
+                hint="pass the application object itself (e.g. FastAPI()), or factory=<callable> to build it",
             )
         return app, None
     if factory is not None:

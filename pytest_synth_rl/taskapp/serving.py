@@ -137,13 +137,11 @@ def _bind(host: str, port: int, description: str) -> socket.socket:
             reason = "already in use" if exc.errno == errno.EADDRINUSE else "not available to this user"
             raise TaskAppError(
                 f"cannot serve the {description} on {url_host(host)}:{port}: the port is {reason}",
-                hint="pass port=0 (the default; --port 0 on the serve command) to let the OS pick a "
-                "free port; pytest-synth-rl never stops other processes to free a port",
+                hint="pass port=0 (the default; --port 0 to the serve command) so the OS picks a free port",
             ) from exc
         raise TaskAppError(
             f"cannot bind {url_host(host)}:{port} for the {description}: {exc}",
-            hint="check that the loopback interface supports this address "
-            "(IPv6 may be disabled; try host='127.0.0.1')",
+            hint="check that the loopback interface supports this address (or try host='127.0.0.1')",
         ) from exc
     return sock
 
