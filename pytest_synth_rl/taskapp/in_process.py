@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import http.client
 import itertools
 import os
 import secrets
@@ -14,7 +15,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio.to_thread
-import httpx
 
 from pytest_synth_rl.errors import (
     ConfigProblem,
@@ -28,7 +28,6 @@ from pytest_synth_rl.taskapp.health import HealthReport, check_task_app_health, 
 from pytest_synth_rl.taskapp.loading import resolve_app, resolve_fresh_app, unload_module
 from pytest_synth_rl.taskapp.loopback import normalise_loopback_host, url_host
 from pytest_synth_rl.taskapp.serving import Lifespan, ServerThread
-from pytest_synth_rl.taskapp.tls import shared_ssl_context
 
 T = TypeVar("T")
 
@@ -284,17 +283,15 @@ class InProcessTaskApp:
     def _probe_health(self) -> None:
         if self.health_path is None:
             return
+        conn = http.client.HTTPConnection(self.host, self._port, timeout=self.startup_timeout)
         try:
-            status = httpx.get(
-                f"{self._url}{self.health_path}",
-                headers=task_app_auth_headers(self._api_key),
-                timeout=self.startup_timeout,
-                trust_env=False,
-                verify=shared_ssl_context(),
-            ).status_code
-        except httpx.TransportError as exc:
+            conn.request("GET", self.health_path, headers=task_app_auth_headers(self._api_key))
+            status = conn.getresponse().status
+        except OSError as exc:
             failed = f"the task app at {self._url} started but GET {self.health_path} failed: {exc}"
             raise TaskAppError(failed, url=self._url) from exc
+        finally:
+            conn.close()
         if status == 404:
             endpoints = ", ".join(CONTRACT_ENDPOINTS)
             raise TaskAppError(

@@ -88,8 +88,9 @@ class LearningPolicy:
                 ConfigProblem("LearningPolicy.seed", f"must be an int, got {seed!r}", "e.g. seed=0")
             )
         if not isinstance(unanswerable, str):
-            text = f"must be text, got {unanswerable!r}"
-            problems.append(ConfigProblem("LearningPolicy.unanswerable", text, None))
+            problems.append(
+                ConfigProblem("LearningPolicy.unanswerable", f"must be text, got {unanswerable!r}")
+            )
         if any(problems):
             raise SynthUsageError([p for p in problems if p is not None])
         self.solve = solve
