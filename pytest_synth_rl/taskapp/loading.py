@@ -132,17 +132,16 @@ def load_module_from_path(
     """The ``.py`` file at *path* as a module, executed once per file version (or anew with *fresh*)."""
     file = _source_file(path, kind)
     with _loaded_lock:  # also serialises the sys.path edits of _execute
-        if fresh:
-            return _execute(file, kind)
         stat = file.stat()
         version = (stat.st_mtime_ns, stat.st_size)
-        known = _loaded.get(file)
+        known = None if fresh else _loaded.get(file)
         if known is not None and known[0] == version and sys.modules.get(known[1].__name__) is known[1]:
             return known[1]
         module = _execute(file, kind)
         if known is not None:
             sys.modules.pop(known[1].__name__, None)
-        _loaded[file] = (version, module)
+        if not fresh:
+            _loaded[file] = (version, module)
         return module
 
 
@@ -154,17 +153,17 @@ def unload_module(module: types.ModuleType) -> None:
 
 def _source_file(path: str | Path, kind: str) -> Path:
     file = Path(path)
+    shown = repr(str(file))
     if not file.exists():
-        problem = "file {} does not exist"
         hint = f"check the path (relative paths are resolved from the current directory: {Path.cwd()})"
-    elif not file.is_file():
-        problem, hint = "path {} is not a file", f"name a .py file that defines the {kind}"
-    elif file.suffix != ".py":
-        problem = "path {} is not a Python file (expected a .py suffix)"
-        hint = "name a .py file; to import a module, name it as 'pkg.module:attribute'"
-    else:
-        return file.resolve()
-    raise TaskAppError(f"{kind} " + problem.format(repr(str(file))), hint=hint)
+        raise TaskAppError(f"{kind} file {shown} does not exist", hint=hint)
+    if not file.is_file() or file.suffix != ".py":
+        problem = "is not a file" if not file.is_file() else "is not a Python file (expected a .py suffix)"
+        hint = (
+            f"name a .py file that defines the {kind}; to import a module, name it as 'pkg.module:attribute'"
+        )
+        raise TaskAppError(f"{kind} path {shown} {problem}", hint=hint)
+    return file.resolve()
 
 
 def _exec_as(
