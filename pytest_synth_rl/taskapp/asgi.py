@@ -18,25 +18,18 @@ Send = Callable[[Message], Awaitable[None]]
 
 async def serve_lifespan(receive: Receive, send: Send) -> None:
     """Answer a lifespan scope: nothing to start or stop, but uvicorn expects the handshake."""
-    while True:
-        event = await receive()
+    while (event := await receive())["type"] != "lifespan.shutdown":
         if event["type"] == "lifespan.startup":
             await send({"type": "lifespan.startup.complete"})
-        elif event["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
+    await send({"type": "lifespan.shutdown.complete"})
 
 
 async def read_body(receive: Receive, limit: int | None = None) -> bytes:
     """The request body; past *limit* bytes the rest is read and dropped."""
     chunks: list[bytes] = []
     size = 0
-    while True:
-        event = await receive()
-        if event["type"] == "http.disconnect":
-            break
-        chunk = event.get("body", b"")
-        size += len(chunk)
+    while (event := await receive())["type"] != "http.disconnect":
+        size += len(chunk := event.get("body", b""))
         if limit is None or size <= limit:
             chunks.append(chunk)
         if not event.get("more_body", False):

@@ -37,9 +37,7 @@ def is_loopback_url(url: str) -> bool:
 def normalise_loopback_host(host: str) -> str:
     """The literal loopback address to bind for *host*."""
     text = (host or "").strip()
-    if text.startswith("[") and text.endswith("]"):
-        text = text[1:-1]
-    address = _loopback_address(text)
+    address = _loopback_address(text[1:-1] if text[:1] + text[-1:] == "[]" else text)
     if address is None:
         raise TaskAppError(
             f"host {host!r} is not a loopback address; task apps are only served on loopback",
