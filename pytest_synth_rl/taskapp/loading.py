@@ -21,14 +21,7 @@ from pytest_synth_rl.errors import TaskAppError, closest
 
 ASGIApp = Callable[..., Any]
 APP_ATTRIBUTE = "app"
-FACTORY_NAMES: tuple[str, ...] = (
-    "create_app",
-    "build_app",
-    "fastapi_app",
-    "get_app",
-    "app_factory",
-    "configure_app",
-)
+FACTORY_NAMES = ("create_app", "build_app", "fastapi_app", "get_app", "app_factory", "configure_app")
 _IMPORT_HINT = "fix the error above in the {} module (it happens at import time)"
 
 _module_counter = itertools.count(1)
