@@ -79,8 +79,7 @@ def remembering_crashes(app: Any) -> Any:
 
     async def remembering(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope.get("method") != "POST":
-            await app(scope, receive, send)
-            return
+            return await app(scope, receive, send)  # type: ignore[no-any-return]
         body, key = bytearray(), None
 
         async def teed() -> Any:

@@ -183,9 +183,7 @@ class InProcessTaskApp:
     @property
     def logs(self) -> list[str]:
         """Log lines emitted from the server thread (uvicorn's and the app's), redacted."""
-        if self._server is not None:
-            return self._server.logs
-        return list(self._last_logs)
+        return self._server.logs if self._server is not None else list(self._last_logs)
 
     def ensure_running(self) -> None:
         """Raise :class:`TaskAppError` if the server thread died while it should be serving."""
@@ -200,8 +198,7 @@ class InProcessTaskApp:
 
     def wait_until_stopped(self, timeout: float | None = None) -> bool:
         """Block until the server thread ends (the app stopped it, or it died); True if it did."""
-        server = self._server
-        return True if server is None else server.join(timeout)
+        return self._server is None or self._server.join(timeout)
 
     def health(self, *, timeout: float = 10.0) -> HealthReport:
         return check_task_app_health(self.url, self._api_key, timeout=timeout)

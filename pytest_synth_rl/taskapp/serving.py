@@ -355,9 +355,8 @@ class ServerThread:
         (_uvicorn_log.addFilter if attach else _uvicorn_log.removeFilter)(self._capture.trim)
 
     def _close_socket(self) -> None:
-        sock, self._sock = self._sock, None
-        if sock is not None:
-            sock.close()
+        if self._sock is not None:
+            self._sock.close()
 
     def _detach(self) -> None:
         self._hook_capture(attach=False)
