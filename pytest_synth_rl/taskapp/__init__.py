@@ -1,5 +1,4 @@
-"""Task apps under test: :class:`InProcessTaskApp` serves one on loopback, the health probe runs
-before a job is submitted, and ``check_task_app_contract`` checks every endpoint the trainer uses."""
+"""Task apps under test: serving one in process, the health probe, and loading."""
 
 from __future__ import annotations
 

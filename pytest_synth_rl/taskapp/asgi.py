@@ -1,4 +1,4 @@
-"""ASGI chores shared by the plugin's own plain-ASGI servers (the served fake, the stub model)."""
+"""ASGI chores shared by the plugin's own plain-ASGI servers."""
 
 from __future__ import annotations
 
@@ -18,26 +18,18 @@ Send = Callable[[Message], Awaitable[None]]
 
 async def serve_lifespan(receive: Receive, send: Send) -> None:
     """Answer a lifespan scope: nothing to start or stop, but uvicorn expects the handshake."""
-    while True:
-        event = await receive()
+    while (event := await receive())["type"] != "lifespan.shutdown":
         if event["type"] == "lifespan.startup":
             await send({"type": "lifespan.startup.complete"})
-        elif event["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
+    await send({"type": "lifespan.shutdown.complete"})
 
 
 async def read_body(receive: Receive, limit: int | None = None) -> bytes:
-    """The whole request body; past *limit* bytes the rest is read and dropped (it then fails to
-    parse), so the client is not left writing into a closed socket."""
+    """The request body; past *limit* bytes the rest is read and dropped."""
     chunks: list[bytes] = []
     size = 0
-    while True:
-        event = await receive()
-        if event["type"] == "http.disconnect":
-            break
-        chunk = event.get("body", b"")
-        size += len(chunk)
+    while (event := await receive())["type"] != "http.disconnect":
+        size += len(chunk := event.get("body", b""))
         if limit is None or size <= limit:
             chunks.append(chunk)
         if not event.get("more_body", False):
@@ -46,9 +38,7 @@ async def read_body(receive: Receive, limit: int | None = None) -> bytes:
 
 
 class OffLoop:
-    """Blocking calls made from an event loop, each on a daemon thread of its own, at most *limit*
-    at once (more wait on the loop): the loop stays free, and a call that never returns holds up
-    neither its server's stop nor the interpreter's exit (its answer, if it ever comes, is dropped)."""
+    """Blocking calls from an event loop, each on its own daemon thread, at most *limit* at once."""
 
     def __init__(self, limit: int, name: str) -> None:
         self.limit, self.name = limit, name
@@ -69,5 +59,4 @@ class OffLoop:
                         done.set_exception(exc)
 
             threading.Thread(target=work, name=self.name, daemon=True).start()
-            # A loop gone (the server stopped) is not told: nobody is waiting.
             return await asyncio.wrap_future(done)

@@ -1,5 +1,4 @@
-"""What a served app raised while failing a request: its own frames only, remembered by the
-rollout's correlation id so that the failure message can name the app's line that broke."""
+"""What a served app raised while failing a request, by the rollout's correlation id."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ from typing import Any
 
 from pytest_synth_rl.secrets.masking import redact
 
-#: How much of a POST body is kept to find the rollout's id should the app fail it.
 _MAX_SEEN_BODY = 64 * 1024
 
 
@@ -41,42 +39,30 @@ def crash_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" + (f" at {where}" if where else "")
 
 
-#: A request answered with a 5xx whose call has not ended yet.
 _PENDING = "<pending>"
 
 
-class _Crashes:
-    """What each 5xx answer's call raised, by correlation id (or run id), settled when it ends."""
-
-    def __init__(self, size: int = 256) -> None:
-        self._size = size
-        self._seen: collections.OrderedDict[str, str | None] = collections.OrderedDict()
-        self._cond = threading.Condition()
-
-    def mark(self, key: str | None, value: str | None = _PENDING) -> None:
-        if key is None:
-            return
-        with self._cond:
-            if value is _PENDING or key in self._seen:
-                self._seen[key] = value
-                while len(self._seen) > self._size:
-                    self._seen.popitem(last=False)
-            self._cond.notify_all()
-
-    def wait(self, key: str, timeout: float) -> str | None:
-        with self._cond:
-            self._cond.wait_for(lambda: self._seen.get(key) is not _PENDING, timeout)
-            found = self._seen.get(key)
-        return None if found is _PENDING else found
+_seen: collections.OrderedDict[str, str | None] = collections.OrderedDict()
+_seen_changed = threading.Condition()
 
 
-_crashes = _Crashes()
+def _mark(key: str | None, value: str | None = _PENDING) -> None:
+    if key is None:
+        return
+    with _seen_changed:
+        if value is _PENDING or key in _seen:
+            _seen[key] = value
+            while len(_seen) > 256:
+                _seen.popitem(last=False)
+        _seen_changed.notify_all()
 
 
 def crash_of(correlation_id: str, timeout: float = 2.0) -> str | None:
-    """What the app served here raised answering *correlation_id* with a 5xx (a :func:`crash_line`),
-    waiting up to *timeout* seconds for its call to end; None if nothing."""
-    return _crashes.wait(correlation_id, timeout)
+    """The :func:`crash_line` of the 5xx answering *correlation_id*, waiting up to *timeout*."""
+    with _seen_changed:
+        _seen_changed.wait_for(lambda: _seen.get(correlation_id) is not _PENDING, timeout)
+        found = _seen.get(correlation_id)
+    return None if found is _PENDING else found
 
 
 def _rollout_key(body: bytes) -> str | None:
@@ -93,8 +79,7 @@ def remembering_crashes(app: Any) -> Any:
 
     async def remembering(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope.get("method") != "POST":
-            await app(scope, receive, send)
-            return
+            return await app(scope, receive, send)  # type: ignore[no-any-return]
         body, key = bytearray(), None
 
         async def teed() -> Any:
@@ -106,16 +91,16 @@ def remembering_crashes(app: Any) -> Any:
         async def watched(message: Any) -> None:
             nonlocal key
             if message["type"] == "http.response.start" and message.get("status", 200) >= 500:
-                _crashes.mark(key := _rollout_key(bytes(body)))
+                _mark(key := _rollout_key(bytes(body)))
             await send(message)
 
         try:
             await app(scope, teed, watched)
         except Exception as exc:
             if key is None:  # nothing answered yet: the server answers 500 after this
-                _crashes.mark(key := _rollout_key(bytes(body)))
-            _crashes.mark(key, redact(crash_line(exc)))
+                _mark(key := _rollout_key(bytes(body)))
+            _mark(key, redact(crash_line(exc)))
             raise
-        _crashes.mark(key, None)
+        _mark(key, None)
 
     return remembering

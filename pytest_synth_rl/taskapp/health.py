@@ -1,11 +1,8 @@
-"""Is the task app up and accepting our key? The probe run before every job submission.
-
-``GET /health`` then ``GET /task_info``, the key sent the three ways task apps read it. Transport
-errors are part of the :class:`HealthReport` (``ok=False``), not an exception.
-"""
+"""The task app health probe run before every job submission: ``GET /health`` then ``GET /task_info``."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,8 +25,7 @@ def task_app_auth_headers(api_key: str | Secret | None) -> SecretHeaders:
 
 
 def key_refused(status: int, content: bytes) -> bool:
-    """Whether a task app's answer refuses the request's key: 401/403, or the 400 SDK task apps
-    give a missing or wrong key (its body names the key)."""
+    """Whether a task app's answer refuses the key: 401/403, or a 400 naming the key."""
     return status in (401, 403) or (status == 400 and any(w in content.lower() for w in (b"key", b"auth")))
 
 
@@ -49,8 +45,7 @@ def key_refusal(api_key: str | Secret | None, give_it: str) -> str:
 
 @dataclass(frozen=True)
 class HealthReport:
-    """The probe's verdict; statuses are None for a request that did not complete or was not
-    made; ``detail`` reads like ``/health=200, /task_info=200``."""
+    """The probe's verdict; a status is None for a request not made or not completed."""
 
     ok: bool
     health_status: int | None
@@ -64,18 +59,14 @@ def task_app_base_url(url: str) -> str:
     text = (url or "").strip()
     try:
         parsed = httpx.URL(text)
-    except (httpx.InvalidURL, TypeError) as exc:
-        raise TaskAppError(
-            f"task app URL {text!r} is not a valid URL ({exc})",
-            url=text,
-            hint="pass the task app base URL, e.g. http://127.0.0.1:8114",
-        ) from exc
-    if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise TaskAppError(
-            f"task app URL {text!r} must be an absolute http:// or https:// URL",
-            url=text,
-            hint="pass the task app base URL, e.g. http://127.0.0.1:8114 (InProcessTaskApp.url)",
+        problem = (
+            "" if parsed.scheme in ("http", "https") and parsed.host else "must be an absolute http(s) URL"
         )
+    except (httpx.InvalidURL, TypeError) as exc:
+        problem = f"is not a valid URL ({exc})"
+    if problem:
+        hint = "pass the task app base URL, e.g. http://127.0.0.1:8114 (InProcessTaskApp.url)"
+        raise TaskAppError(f"task app URL {text!r} {problem}", url=text, hint=hint)
     return text.rstrip("/")
 
 
@@ -87,8 +78,6 @@ def json_or_none(response: httpx.Response) -> Any:
 
 
 def _health_ok(response: httpx.Response) -> bool:
-    """200, or a 401/403 that still speaks the contract by naming the expected key prefix (a
-    400, the contract's "wrong key", is not: every later call would get it too)."""
     if response.status_code == 200:
         return True
     body = json_or_none(response) if response.status_code in (401, 403) else None
@@ -115,55 +104,39 @@ def _report(base: str, outcomes: list[_Outcome]) -> HealthReport:
 
 
 def _target(url: str, api_key: str | Secret | None) -> tuple[str, SecretHeaders]:
-    """The checked base URL and the key's headers (the key is masked in every message from now)."""
     register_secret(api_key.value if isinstance(api_key, Secret) else api_key)
     return task_app_base_url(url), task_app_auth_headers(api_key)
 
 
 def check_task_app_health(
-    url: str,
-    api_key: str | Secret | None,
-    *,
-    timeout: float = 10.0,
-    client: httpx.Client | None = None,
+    url: str, api_key: str | Secret | None, *, timeout: float = 10.0, client: httpx.Client | None = None
 ) -> HealthReport:
-    """Probe ``/health`` then ``/task_info`` of the task app at *url*; *client* (a pool or an
-    injected transport) is not closed here."""
+    """Probe ``/health`` then ``/task_info`` of the task app at *url* (*client* is not closed)."""
     base, headers = _target(url, api_key)
-    http = client or httpx.Client(timeout=httpx.Timeout(timeout), verify=shared_ssl_context())
+    http = client or httpx.Client(timeout=timeout, verify=shared_ssl_context())
     outcomes: list[_Outcome] = []
-    try:
+    with contextlib.nullcontext() if client else http:
         for path in _PATHS:
             try:
                 outcomes.append((path, http.get(base + path, headers=headers, timeout=timeout)))
             except httpx.TransportError as exc:
                 outcomes.append((path, exc))
                 break
-    finally:
-        if client is None:
-            http.close()
     return _report(base, outcomes)
 
 
 async def async_check_task_app_health(
-    url: str,
-    api_key: str | Secret | None,
-    *,
-    timeout: float = 10.0,
-    client: httpx.AsyncClient | None = None,
+    url: str, api_key: str | Secret | None, *, timeout: float = 10.0, client: httpx.AsyncClient | None = None
 ) -> HealthReport:
     """The same probe as :func:`check_task_app_health`, over ``httpx.AsyncClient``."""
     base, headers = _target(url, api_key)
-    http = client or httpx.AsyncClient(timeout=httpx.Timeout(timeout), verify=shared_ssl_context())
+    http = client or httpx.AsyncClient(timeout=timeout, verify=shared_ssl_context())
     outcomes: list[_Outcome] = []
-    try:
+    async with contextlib.nullcontext() if client else http:
         for path in _PATHS:
             try:
                 outcomes.append((path, await http.get(base + path, headers=headers, timeout=timeout)))
             except httpx.TransportError as exc:
                 outcomes.append((path, exc))
                 break
-    finally:
-        if client is None:
-            await http.aclose()
     return _report(base, outcomes)

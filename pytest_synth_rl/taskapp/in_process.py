@@ -1,8 +1,4 @@
-"""Run a task app inside the test process, served for real over loopback.
-
-While apps run their keys are lent through ``ENVIRONMENT_API_KEY`` (and ``..._ALIASES`` for
-several); unlike upstream's class: no tunnels, port 0, no key fallback, readiness from the server.
-"""
+"""Run a task app inside the test process, served over loopback, its key lent via ``ENVIRONMENT_API_KEY``."""
 
 from __future__ import annotations
 
@@ -35,7 +31,6 @@ from pytest_synth_rl.taskapp.serving import Lifespan, ServerThread
 
 T = TypeVar("T")
 
-# -- lending ENVIRONMENT_API_KEY to the apps that run ---------------------------------------
 KEY_VAR = "ENVIRONMENT_API_KEY"
 ALIASES_VAR = "ENVIRONMENT_API_KEY_ALIASES"
 
@@ -94,24 +89,14 @@ def release_env_key(token: int) -> None:
                     _set(name, value)
 
 
-#: The endpoints every task app serves (contract §4.1), listed in error messages.
 CONTRACT_ENDPOINTS: tuple[str, ...] = ("/health", "/task_info", "/info", "/rollout")
 
-# How many servers serve each app object, by id() (each server holds its app, so the id is not
-# reused meanwhile): a fresh load that still yields one of them is worth a warning.
 _served: collections.Counter[int] = collections.Counter()
 _served_lock = threading.Lock()
 
 
 class InProcessTaskApp:
-    """Serve a task app with uvicorn on loopback in a background thread, for the test's duration.
-
-    Give exactly one of ``app``, ``task_app_path`` (``file.py`` or ``file.py:attr``), ``target``
-    (``"pkg.module:attr"``) or ``factory``. The key is ``api_key``, else ``$ENVIRONMENT_API_KEY``,
-    else a random one. ``health_path=None`` serves an ASGI app that is not a task app;
-    ``fresh=True`` loads a file or target anew at each start, sharing no app or module state.
-    Use with ``with``/``async with`` or :meth:`start`/:meth:`stop`; failures are ``TaskAppError``.
-    """
+    """Serve a task app with uvicorn on loopback in a background thread, for the test's duration."""
 
     @keywords_checked
     def __init__(
@@ -198,9 +183,7 @@ class InProcessTaskApp:
     @property
     def logs(self) -> list[str]:
         """Log lines emitted from the server thread (uvicorn's and the app's), redacted."""
-        if self._server is not None:
-            return self._server.logs
-        return list(self._last_logs)
+        return self._server.logs if self._server is not None else list(self._last_logs)
 
     def ensure_running(self) -> None:
         """Raise :class:`TaskAppError` if the server thread died while it should be serving."""
@@ -215,8 +198,7 @@ class InProcessTaskApp:
 
     def wait_until_stopped(self, timeout: float | None = None) -> bool:
         """Block until the server thread ends (the app stopped it, or it died); True if it did."""
-        server = self._server
-        return True if server is None else server.join(timeout)
+        return self._server is None or self._server.join(timeout)
 
     def health(self, *, timeout: float = 10.0) -> HealthReport:
         return check_task_app_health(self.url, self._api_key, timeout=timeout)
@@ -227,7 +209,6 @@ class InProcessTaskApp:
         if self._server is not None:
             self.ensure_running()
             return self
-        # Before the app is imported: a task app may read its key at import time.
         if self.export_api_key:
             self._env_token = acquire_env_key(self._api_key.value)
         server: ServerThread | None = None
@@ -266,7 +247,6 @@ class InProcessTaskApp:
             self._release()
 
     def _load(self) -> Any:
-        """The app to serve: the shared one of its source, or with ``fresh`` a private copy."""
         app, self._module = resolve_fresh_app(self._app, fresh=self.fresh, **self._source)
         with _served_lock:
             shared = self._module is not None and _served[id(app)] > 0
@@ -276,10 +256,8 @@ class InProcessTaskApp:
             where = self._source["task_app_path"] or self._source["target"]
             warnings.warn(
                 f"task app {str(where)!r} was loaded afresh, but its app object is the one another "
-                "in-process server is serving: the module only imports it from a module shared "
-                "by every import, so both servers share its state and lifespan (one's shutdown "
-                "closes what the other uses); build the app in that module, or return a new one "
-                "from a factory such as create_app()",
+                "in-process server is serving, so both share its state and lifespan; build the app in "
+                "the module loaded, or return a new one from a factory such as create_app()",
                 UserWarning,
                 stacklevel=3,
             )
@@ -300,22 +278,15 @@ class InProcessTaskApp:
             release_env_key(token)
 
     def _probe_health(self) -> None:
-        """One GET of the health route: a 404 means this is not a task app."""
         if self.health_path is None:
             return
-        assert self._port is not None
-        # http.client: no SSL context or pool to build for one request.
         conn = http.client.HTTPConnection(self.host, self._port, timeout=self.startup_timeout)
         try:
             conn.request("GET", self.health_path, headers=task_app_auth_headers(self._api_key))
-            response = conn.getresponse()
-            response.read()
-            status = response.status
+            status = conn.getresponse().status
         except OSError as exc:
-            raise TaskAppError(
-                f"the task app at {self._url} started but GET {self.health_path} failed: {exc}",
-                url=self._url,
-            ) from exc
+            failed = f"the task app at {self._url} started but GET {self.health_path} failed: {exc}"
+            raise TaskAppError(failed, url=self._url) from exc
         finally:
             conn.close()
         if status == 404:
@@ -324,8 +295,7 @@ class InProcessTaskApp:
                 f"the task app at {self._url} has no {self.health_path} route (GET returned 404); "
                 f"a Synth task app must serve {endpoints}",
                 url=self._url,
-                hint="add the missing routes (see the contract: GET /health, GET /task_info, "
-                "GET /info, POST /rollout), or pass health_path=None to serve a non-task-app",
+                hint="add the missing routes, or pass health_path=None to serve a non-task app",
                 details={"status_code": status},
             )
 

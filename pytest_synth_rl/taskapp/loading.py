@@ -1,8 +1,4 @@
-"""Turning "the task app" as a user names it into one ASGI application, never starting it.
-
-Sources: the app, a ``.py`` file (``file.py[:attr]``), a target ``"pkg.module:attr"`` or a factory;
-every failure is a ``TaskAppError`` naming what was looked at, with the user's own traceback.
-"""
+"""A task app as a user names it (app, ``file.py[:attr]``, ``pkg.module:attr``, factory) as one ASGI app."""
 
 from __future__ import annotations
 
@@ -23,32 +19,18 @@ from typing import Any
 
 from pytest_synth_rl.errors import TaskAppError, closest
 
-#: Any ASGI 3 application: ``await app(scope, receive, send)``.
 ASGIApp = Callable[..., Any]
-#: The module attribute holding a ready app, looked up first in a task app file.
 APP_ATTRIBUTE = "app"
-#: Zero-argument factories looked up (in this order) when a file has no usable ``app``.
-FACTORY_NAMES: tuple[str, ...] = (
-    "create_app",
-    "build_app",
-    "fastapi_app",
-    "get_app",
-    "app_factory",
-    "configure_app",
-)
+FACTORY_NAMES = ("create_app", "build_app", "fastapi_app", "get_app", "app_factory", "configure_app")
 _IMPORT_HINT = "fix the error above in the {} module (it happens at import time)"
 
 _module_counter = itertools.count(1)
-# One module per task app file and file version (mtime, size): executing the file at every
-# start would leave a module and its app behind each time.
 _loaded: dict[Path, tuple[tuple[int, int], types.ModuleType]] = {}
 _loaded_lock = threading.Lock()
 _PATH_WITH_ATTRIBUTE = re.compile(r"^(?P<path>.+\.py):(?P<attr>[A-Za-z_][\w.]*)$")
 
 
 def _arity(obj: Any) -> tuple[int, int, bool] | None:
-    """(required positional, total positional, has ``*args``); required is -1 when a keyword-only
-    parameter is required; None when the signature cannot be read."""
     try:
         parameters = inspect.signature(obj).parameters.values()
     except (TypeError, ValueError):
@@ -91,7 +73,6 @@ def _describe(obj: Any) -> str:
 
 
 def _user_traceback(exc: BaseException) -> str:
-    """The traceback of *exc* without the loader and importlib frames before the user's code."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         filename = tb.tb_frame.f_code.co_filename
@@ -122,8 +103,7 @@ def _call_factory(factory: Callable[[], Any], what: str) -> ASGIApp:
     if not is_asgi_app(result):
         raise TaskAppError(
             f"{what} returned {_describe(result)}, which is not an ASGI app",
-            hint="the factory must return an ASGI application (FastAPI(), Starlette(), or "
-            "an async callable taking (scope, receive, send))",
+            hint="the factory must return an ASGI app (FastAPI(), or async (scope, receive, send))",
         )
     return result  # type: ignore[no-any-return]
 
@@ -135,29 +115,26 @@ def _app_or_factory(obj: Any, what: str) -> ASGIApp:
         return _call_factory(obj, what)
     raise TaskAppError(
         f"{what} is {_describe(obj)}: neither an ASGI app nor a zero-argument factory",
-        hint="point at an ASGI app (callable as app(scope, receive, send)) or at a function "
-        "that takes no arguments and returns one",
+        hint="point at an ASGI app (app(scope, receive, send)) or a function of no arguments returning one",
     )
 
 
 def load_module_from_path(
     path: str | Path, *, fresh: bool = False, kind: str = "task app"
 ) -> types.ModuleType:
-    """The ``.py`` file at *path* (defining a *kind*) as a uniquely named module, executed once per
-    file version; ``fresh=True`` executes it again into a private module, for :func:`unload_module`."""
+    """The ``.py`` file at *path* as a module, executed once per file version (or anew with *fresh*)."""
     file = _source_file(path, kind)
     with _loaded_lock:  # also serialises the sys.path edits of _execute
-        if fresh:
-            return _execute(file, kind)
         stat = file.stat()
         version = (stat.st_mtime_ns, stat.st_size)
-        known = _loaded.get(file)
+        known = None if fresh else _loaded.get(file)
         if known is not None and known[0] == version and sys.modules.get(known[1].__name__) is known[1]:
             return known[1]
         module = _execute(file, kind)
         if known is not None:
             sys.modules.pop(known[1].__name__, None)
-        _loaded[file] = (version, module)
+        if not fresh:
+            _loaded[file] = (version, module)
         return module
 
 
@@ -169,28 +146,25 @@ def unload_module(module: types.ModuleType) -> None:
 
 def _source_file(path: str | Path, kind: str) -> Path:
     file = Path(path)
+    shown = repr(str(file))
     if not file.exists():
-        problem = "file {} does not exist"
         hint = f"check the path (relative paths are resolved from the current directory: {Path.cwd()})"
-    elif not file.is_file():
-        problem, hint = "path {} is not a file", f"name a .py file that defines the {kind}"
-    elif file.suffix != ".py":
-        problem = "path {} is not a Python file (expected a .py suffix)"
-        hint = "name a .py file; to import a module, name it as 'pkg.module:attribute'"
-    else:
-        return file.resolve()
-    raise TaskAppError(f"{kind} " + problem.format(repr(str(file))), hint=hint)
+        raise TaskAppError(f"{kind} file {shown} does not exist", hint=hint)
+    if not file.is_file() or file.suffix != ".py":
+        problem = "is not a file" if not file.is_file() else "is not a Python file (expected a .py suffix)"
+        hint = (
+            f"name a .py file that defines the {kind}; to import a module, name it as 'pkg.module:attribute'"
+        )
+        raise TaskAppError(f"{kind} path {shown} {problem}", hint=hint)
+    return file.resolve()
 
 
 def _exec_as(
     stem: str, file: Path, parent: str = "", package_path: list[str] | None = None
 ) -> types.ModuleType:
-    """Execute *file* as a new module of a name no other load uses (under *parent*, so relative
-    imports resolve as there); with *package_path* it is a copy of a package's ``__init__``."""
     safe = "".join(ch if ch.isalnum() else "_" for ch in stem)
     name = f"_synth_task_app_{safe}_{next(_module_counter)}"
     name = f"{parent}.{name}" if parent else name
-    # Never a package of its own: a package copy keeps the original's ``__package__``.
     spec = importlib.util.spec_from_file_location(name, file, submodule_search_locations=None)
     if spec is None or spec.loader is None:  # pragma: no cover - only for exotic loaders
         raise TaskAppError(f"cannot create an import spec for {str(file)!r}")
@@ -222,7 +196,6 @@ def _execute(file: Path, kind: str) -> types.ModuleType:
 
 
 def _app_from_module(module: types.ModuleType, where: str) -> ASGIApp:
-    """The app of a task app module: ``app`` first, then the known factories."""
     found: list[str] = []
     for attribute in (APP_ATTRIBUTE, *FACTORY_NAMES):
         if not hasattr(module, attribute):
@@ -252,8 +225,6 @@ def _app_from_module(module: types.ModuleType, where: str) -> ASGIApp:
 def _module_apps(
     module: types.ModuleType, *, include_app: bool = False, fits: Callable[[Any], bool] | None = None
 ) -> list[tuple[str, Any]]:
-    """The module's public objects that *fits* accepts, by default its ASGI apps (``app`` only with
-    *include_app*): app objects, middleware around one, and functions of ``(scope, receive, send)``."""
     names = [n for n in vars(module) if not n.startswith("_") and (include_app or n != APP_ATTRIBUTE)]
     return [(name, obj) for name in names if (fits or _looks_like_app)(obj := vars(module)[name])]
 
@@ -267,7 +238,6 @@ def _looks_like_app(obj: Any) -> bool:
 
 
 def _target_module(target: str, *, fresh: bool, kind: str = "task app") -> tuple[types.ModuleType, str, str]:
-    """The module ``"pkg.module:attr"`` names (a private copy when *fresh*), its name and ``attr``."""
     module_name, sep, attr_path = target.partition(":")
     module_name, attr_path = module_name.strip(), attr_path.strip()
     if not sep or not module_name or not attr_path:
@@ -288,8 +258,7 @@ def _target_module(target: str, *, fresh: bool, kind: str = "task app") -> tuple
             guess = f"did you mean {near + module_name[len(missing) :] + ':' + attr_path!r}? " if near else ""
             raise TaskAppError(
                 f"cannot import module {module_name!r} for target {target!r}: {exc}",
-                hint=f"{guess}make sure the module is importable from the test run (installed, or "
-                "its directory on sys.path / pytest's pythonpath)",
+                hint=f"{guess}make the module importable: install it, or add its directory to pythonpath",
             ) from exc
         hint = f"a module imported by the {kind} is missing; install it or fix the import"
         raise _raised(importing, exc, hint) from exc
@@ -298,7 +267,6 @@ def _target_module(target: str, *, fresh: bool, kind: str = "task app") -> tuple
 
 
 def _near_module(name: str) -> str | None:
-    """A close-named sibling of module *name* in its package, or top-level module."""
     parent, _, leaf = name.rpartition(".")
     try:
         where = importlib.import_module(parent).__path__ if parent else None
@@ -309,7 +277,6 @@ def _near_module(name: str) -> str | None:
 
 
 def _module_copy(module_name: str, target: str) -> types.ModuleType:
-    """A private copy of *module_name*, executed anew beside the original in its package."""
     spec = importlib.util.find_spec(module_name)  # imports the parent packages, not the module
     if spec is None:
         raise ModuleNotFoundError(f"No module named {module_name!r}", name=module_name)
@@ -318,8 +285,7 @@ def _module_copy(module_name: str, target: str) -> types.ModuleType:
         raise TaskAppError(
             f"cannot load a fresh copy of module {module_name!r} for target {target!r}: it is not "
             f"loaded from a Python source file (origin: {spec.origin!r})",
-            hint="a per-test task app is loaded anew from source: give a .py module, or serve "
-            "this one once per session (scope='session')",
+            hint="a per-test task app is loaded anew from source: give a .py module, or use scope='session'",
         )
     locations = spec.submodule_search_locations
     parent = module_name if locations is not None else module_name.rpartition(".")[0]
@@ -335,7 +301,6 @@ def _attribute(
     fits: Callable[[Any], bool] | None = None,
     found: str = "apps",
 ) -> Any:
-    """``module.<attr_path>`` (dotted), or a :class:`TaskAppError` listing the module's *found*."""
     obj: Any = module
     for part in attr_path.split("."):
         if not hasattr(obj, part):
@@ -344,7 +309,6 @@ def _attribute(
             close = closest(attr_path, public) or (apps[0] if apps else None)
             guess = f"did you mean {close!r}? " if close else ""
             defined = ", ".join(public[:20]) + (" …" if len(public) > 20 else "") or "nothing public"
-            # The apps are what the user is after, not every import of the module.
             listed = f"its {found}: {', '.join(apps)}" if apps else f"it defines: {defined}"
             raise TaskAppError(f"{what} has no attribute {attr_path!r} ({source!r})", hint=guess + listed)
         obj = getattr(obj, part)
@@ -352,9 +316,7 @@ def _attribute(
 
 
 def load_attribute(spec: str, *, kind: str, fits: Callable[[Any], bool], found: str) -> Any:
-    """The object ``"path/to/file.py:NAME"`` or ``"package.module:NAME"`` names, a *kind* (a
-    relative path is from the current directory). A missing NAME gets a "did you mean" among the
-    module's names, else the first of its *found* (its objects that *fits* accepts)."""
+    """The object ``"file.py:NAME"`` or ``"package.module:NAME"`` names, with a did-you-mean."""
     path, attribute = split_app_path(spec)
     if attribute is not None:
         module, what = load_module_from_path(path, kind=kind), f"{kind} file {str(path)!r}"
@@ -371,8 +333,7 @@ def load_attribute(spec: str, *, kind: str, fits: Callable[[Any], bool], found: 
 
 
 def split_app_path(source: str | Path) -> tuple[Path, str | None]:
-    """``"app.py:attr"`` -> ``(Path("app.py"), "attr")``, as uvicorn writes it; a plain path (or
-    an existing file whose name has a colon) -> ``(path, None)``."""
+    """``"app.py:attr"`` -> ``(Path("app.py"), "attr")``, as uvicorn writes it."""
     text = str(source)
     match = _PATH_WITH_ATTRIBUTE.match(text)
     if match is None or Path(text).exists():
@@ -399,22 +360,19 @@ def resolve_fresh_app(
     factory: Callable[[], Any] | None = None,
     fresh: bool = True,
 ) -> tuple[ASGIApp, types.ModuleType | None]:
-    """Like :func:`resolve_app`, but a file or target is loaded anew into a private module, returned
-    with the app for :func:`unload_module` (None for ``app=`` and ``factory=``)."""
+    """Like :func:`resolve_app`; with *fresh* also the private module, for :func:`unload_module`."""
     given = {"app": app, "task_app_path": task_app_path, "target": target, "factory": factory}
     chosen = [name for name, value in given.items() if value is not None]
     if len(chosen) != 1:
         raise TaskAppError(
             f"InProcessTaskApp needs exactly one task app source; got {', '.join(chosen) or 'none'}",
-            hint="pass exactly one of: app=<ASGI app>, task_app_path='path/to/task_app.py', "
-            "target='package.module:attribute', factory=<zero-argument callable returning an ASGI app>",
+            hint="pass one of: app=<ASGI app>, task_app_path='a.py', target='pkg.a:app', factory=<function>",
         )
     if app is not None:
         if not is_asgi_app(app):
             raise TaskAppError(
                 f"app= is {_describe(app)}, which is not an ASGI app",
-                hint="pass the application object itself (e.g. FastAPI()); to build it lazily "
-                "pass factory=<callable> instead",
+                hint="pass the application object itself (e.g. FastAPI()), or factory=<callable> to build it",
             )
         return app, None
     if factory is not None:

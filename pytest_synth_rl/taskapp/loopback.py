@@ -1,5 +1,4 @@
-"""Is this address on this machine? One answer for everyone who asks (the plugin's network rule
-is "loopback only": real rollouts, respx pass-through, cassette replay, the servers we bind)."""
+"""Is this address on this machine? The plugin's one loopback rule."""
 
 from __future__ import annotations
 
@@ -8,12 +7,10 @@ from urllib.parse import urlsplit
 
 from pytest_synth_rl.errors import TaskAppError
 
-# The common spellings, answered without parsing (this sits on the respx mount's hot path).
 _LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 
 
 def _loopback_address(host: str) -> str | None:
-    """The loopback IP *host* is (``localhost``: 127.0.0.1), or None."""
     if host.lower() == "localhost":
         return "127.0.0.1"
     try:
@@ -38,12 +35,9 @@ def is_loopback_url(url: str) -> bool:
 
 
 def normalise_loopback_host(host: str) -> str:
-    """The literal loopback address to bind for *host*; :class:`TaskAppError` for anything else
-    (binding ``0.0.0.0`` would expose a test server to the network)."""
+    """The literal loopback address to bind for *host*."""
     text = (host or "").strip()
-    if text.startswith("[") and text.endswith("]"):
-        text = text[1:-1]
-    address = _loopback_address(text)
+    address = _loopback_address(text[1:-1] if text[:1] + text[-1:] == "[]" else text)
     if address is None:
         raise TaskAppError(
             f"host {host!r} is not a loopback address; task apps are only served on loopback",

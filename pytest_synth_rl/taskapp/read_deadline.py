@@ -1,8 +1,4 @@
-"""A deadline for receiving each request's headers, which stock uvicorn does not have.
-
-uvicorn's keep-alive timer runs only between requests and any byte cancels it, so a client that
-sends half a request holds its connection open for as long as it likes.
-"""
+"""A deadline for receiving each request's headers, which stock uvicorn does not have."""
 
 from __future__ import annotations
 
@@ -13,25 +9,18 @@ from typing import Any, cast
 
 from pytest_synth_rl.taskapp.asgi import Receive, Scope, Send
 
-#: Longest request line, in bytes (as much of an unfinished head as h11 keeps by default).
 MAX_REQUEST_LINE = 16 * 1024
 
 _ANSWER = (
     b"HTTP/1.1 %d %s\r\ncontent-type: text/plain; charset=utf-8\r\n"
     b"connection: close\r\ncontent-length: %d\r\n\r\n%s"
 )
-# The connection whose bytes uvicorn is being handed: the request task it starts copies the
-# context, which is how the app finds its connection.
 _connection: contextvars.ContextVar[_HeaderDeadline | None] = contextvars.ContextVar(
     "synth_connection", default=None
 )
 
 
 class _HeaderDeadline(asyncio.Protocol):
-    """An uvicorn protocol with a timer, armed when the connection opens and after each answer,
-    disarmed when a request reaches the app: on expiry a part-sent request gets 408, an idle
-    connection is closed; a request line over :data:`MAX_REQUEST_LINE` bytes gets 414."""
-
     inner_class: Callable[..., asyncio.Protocol]
     read_timeout: float
 
@@ -50,15 +39,6 @@ class _HeaderDeadline(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.disarm()
         self.inner.connection_lost(exc)
-
-    def eof_received(self) -> bool | None:
-        return self.inner.eof_received()
-
-    def pause_writing(self) -> None:
-        self.inner.pause_writing()
-
-    def resume_writing(self) -> None:
-        self.inner.resume_writing()
 
     def data_received(self, data: bytes) -> None:
         if self.timer is not None:
@@ -94,12 +74,15 @@ class _HeaderDeadline(asyncio.Protocol):
         self._refuse(408, b"Request Timeout", late)
 
     def _refuse(self, status: int, reason: bytes, message: str) -> None:
-        """Answer and close, before the protocol has seen a request."""
         self.disarm()
         assert self.transport is not None
         body = message.encode()
         self.transport.write(_ANSWER % (status, reason, len(body), body))
         self.transport.close()
+
+
+for _name in ("eof_received", "pause_writing", "resume_writing"):
+    setattr(_HeaderDeadline, _name, lambda self, _name=_name: getattr(self.inner, _name)())
 
 
 def header_deadline_protocol(inner: type[asyncio.Protocol], read_timeout: float) -> type[asyncio.Protocol]:

@@ -1,8 +1,4 @@
-"""One ASGI app served by uvicorn on a loopback socket, in a background thread.
-
-The one way the plugin serves anything: task apps, the served fake backend, the stub model and
-the test suite's own small servers all run on :class:`ServerThread` (or :func:`serve_asgi`).
-"""
+"""One ASGI app served by uvicorn on a loopback socket, in a background thread."""
 
 from __future__ import annotations
 
@@ -26,20 +22,14 @@ from pytest_synth_rl.taskapp.crashes import app_frames, remembering_crashes
 from pytest_synth_rl.taskapp.loopback import normalise_loopback_host, url_host
 from pytest_synth_rl.taskapp.read_deadline import header_deadline_app, header_deadline_protocol
 
-#: uvicorn's lifespan modes: "auto" runs it if the app supports it, "on" requires it.
 Lifespan = Literal["auto", "on", "off"]
-#: uvicorn's ``http=`` protocol: "auto" (a team's task app, as in production) or a named one.
 Protocol = Literal["auto", "h11", "httptools"]
 
 log = get_logger(__name__)
-#: uvicorn logs an app's exception (message and traceback) here: redacted like our own logs.
 _uvicorn_log = get_logger("uvicorn.error")
 
 
 class _ThreadLogCapture(logging.Handler):
-    """Keeps the log records emitted from the server's thread, formatted and redacted (attached
-    to the root logger and to ``uvicorn``; a record seen by both is kept once)."""
-
     def __init__(self) -> None:
         super().__init__(level=logging.NOTSET)
         self.thread_id: int | None = None
@@ -56,35 +46,11 @@ class _ThreadLogCapture(logging.Handler):
         except Exception:  # pragma: no cover - a broken record must not break the server
             self.handleError(record)
 
-
-class _TrimmedTraceback(logging.Filter):
-    """The traceback uvicorn logs for an app's exception, with the app's own frames only."""
-
-    def __init__(self, capture: _ThreadLogCapture) -> None:
-        super().__init__()
-        self.capture = capture
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.thread == self.capture.thread_id and record.exc_info and record.exc_info[1]:
-            # Set after the logger's redacting filter has run, so it is redacted here too.
+    def trim(self, record: logging.LogRecord) -> bool:
+        """Show only the app's own frames of the exception uvicorn logs."""
+        if record.thread == self.thread_id and record.exc_info and record.exc_info[1]:
             record.exc_text = redact("".join(app_frames(record.exc_info[1]).format()).rstrip("\n"))
         return True
-
-
-class _AbortNoise(logging.Filter):
-    """Drops the traceback of a startup we cancelled, keeping where in the app's code it waited."""
-
-    def __init__(self, thread_id: int | None) -> None:
-        super().__init__()
-        self.thread_id = thread_id
-        self.waiting_at: str | None = None
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.thread != self.thread_id:
-            return True
-        if self.waiting_at is None:  # uvicorn logs the traceback as its message text
-            self.waiting_at = _users_innermost_line(record.getMessage())
-        return False
 
 
 _TRACEBACK_FRAME = re.compile(
@@ -93,7 +59,6 @@ _TRACEBACK_FRAME = re.compile(
 
 
 def _users_innermost_line(traceback_text: str) -> str | None:
-    """The innermost frame of the app's code in *traceback_text*: ``app.py:7 in lifespan: <line>``."""
     from pytest_synth_rl.secrets.callers import is_users_file  # only when a startup was aborted
 
     found = None
@@ -105,9 +70,6 @@ def _users_innermost_line(traceback_text: str) -> str | None:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, stopping at once: stock uvicorn notices ``should_exit`` on a 100 ms tick
-    and sleeps a fixed 100 ms while shutting down (see docs/design.md)."""
-
     def __init__(self, config: uvicorn.Config, ready: threading.Event, graceful: float) -> None:
         super().__init__(config)
         self.ready = ready
@@ -123,7 +85,6 @@ class _Server(uvicorn.Server):
                 await asyncio.wait_for(self.wake.wait(), 0.1)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        # uvicorn's steps in its order, polling where it sleeps.
         for server in self.servers:
             server.close()
         state = self.server_state
@@ -148,8 +109,7 @@ class _Server(uvicorn.Server):
                 _uvicorn_log.error(abandoned, self.graceful)
 
     async def abort(self, state: Any) -> None:
-        """Cancel what still runs and close its connections (uvicorn only cancels the tasks: their
-        sockets would linger until garbage collection)."""
+        """Cancel what still runs and close its connections."""
         tasks = list(state.tasks)
         for task in tasks:
             task.cancel()
@@ -165,8 +125,6 @@ class _Server(uvicorn.Server):
 
 
 def _bind(host: str, port: int, description: str) -> socket.socket:
-    """A listening TCP socket on *host*:*port*, made with ``IPPROTO_TCP``: asyncio turns Nagle
-    off only for sockets accepted from such a listener (else ~40 ms per loopback request)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
@@ -179,25 +137,17 @@ def _bind(host: str, port: int, description: str) -> socket.socket:
             reason = "already in use" if exc.errno == errno.EADDRINUSE else "not available to this user"
             raise TaskAppError(
                 f"cannot serve the {description} on {url_host(host)}:{port}: the port is {reason}",
-                hint="pass port=0 (the default; --port 0 on the serve command) to let the OS pick a "
-                "free port; pytest-synth-rl never stops other processes to free a port",
+                hint="pass port=0 (the default; --port 0 to the serve command) so the OS picks a free port",
             ) from exc
         raise TaskAppError(
             f"cannot bind {url_host(host)}:{port} for the {description}: {exc}",
-            hint="check that the loopback interface supports this address "
-            "(IPv6 may be disabled; try host='127.0.0.1')",
+            hint="check that the loopback interface supports this address (or try host='127.0.0.1')",
         ) from exc
     return sock
 
 
 class ServerThread:
-    """Serve *app* with uvicorn on a loopback socket from a daemon thread.
-
-    :meth:`start` returns once the server accepts connections (or raises :class:`TaskAppError`
-    with its log); :meth:`stop` is bounded in time. With *read_timeout*, a request whose headers
-    are not all in that many seconds after the connection opened (or the previous answer) gets 408.
-    *protocol* is uvicorn's ``http=`` (the plugin's own apps only; a team's app gets "auto").
-    """
+    """Serve *app* with uvicorn on a loopback socket from a daemon thread."""
 
     def __init__(
         self,
@@ -221,7 +171,6 @@ class ServerThread:
         self._exit: SystemExit | None = None
         self._ready = threading.Event()
         self._capture = _ThreadLogCapture()
-        self._trimmed = _TrimmedTraceback(self._capture)
         self._server: _Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
@@ -263,7 +212,6 @@ class ServerThread:
             raise RuntimeError("a ServerThread can only be started once")
         self._sock = _bind(self.host, self.requested_port, self.description)
         self.port = int(self._sock.getsockname()[1])
-        # With a read deadline, "auto" means h11, for its bound on the size of a request head.
         http = "h11" if self.read_timeout is not None and self.protocol == "auto" else self.protocol
         app = remembering_crashes(self.app) if self.protocol == "auto" else self.app
         config = uvicorn.Config(
@@ -352,9 +300,7 @@ class ServerThread:
                 self._loop.call_soon_threadsafe(callback)
 
     def stop(self) -> None:
-        """Stop serving; idempotent, bounded by about ``2 * shutdown_timeout + 2`` seconds: open
-        requests, then the lifespan shutdown, get ``shutdown_timeout`` each; then the server is
-        forced, its task cancelled, and as a last resort the daemon thread left behind."""
+        """Stop serving; idempotent and bounded by about ``2 * shutdown_timeout + 2`` seconds."""
         self._stopping = True
         server, thread = self._server, self._thread
         try:
@@ -383,30 +329,34 @@ class ServerThread:
         return thread is None or not thread.is_alive()
 
     def _abort(self, server: _Server, thread: threading.Thread) -> str | None:
-        """Cancel a server whose startup has not finished; where in the app's code it waited."""
         self._stopping = True
-        noise = _AbortNoise(self._capture.thread_id)
-        uvicorn_log = logging.getLogger("uvicorn.error")
-        uvicorn_log.addFilter(noise)
+        waiting_at: str | None = None
+
+        def noise(record: logging.LogRecord) -> bool:  # the traceback of the startup we cancelled
+            nonlocal waiting_at
+            if record.thread != self._capture.thread_id:
+                return True
+            waiting_at = waiting_at or _users_innermost_line(record.getMessage())
+            return False
+
+        _uvicorn_log.addFilter(noise)
         try:
             server.should_exit = server.force_exit = True
             self._cancel()
             thread.join(1.0)
         finally:
-            uvicorn_log.removeFilter(noise)
+            _uvicorn_log.removeFilter(noise)
             self._detach()
-        return noise.waiting_at
+        return waiting_at
 
     def _hook_capture(self, attach: bool = True) -> None:
         for logger in (logging.getLogger(), logging.getLogger("uvicorn")):
             (logger.addHandler if attach else logger.removeHandler)(self._capture)
-        uvicorn_log = logging.getLogger("uvicorn.error")
-        (uvicorn_log.addFilter if attach else uvicorn_log.removeFilter)(self._trimmed)
+        (_uvicorn_log.addFilter if attach else _uvicorn_log.removeFilter)(self._capture.trim)
 
     def _close_socket(self) -> None:
-        sock, self._sock = self._sock, None
-        if sock is not None:
-            sock.close()
+        if self._sock is not None:
+            self._sock.close()
 
     def _detach(self) -> None:
         self._hook_capture(attach=False)

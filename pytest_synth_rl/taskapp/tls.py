@@ -1,7 +1,4 @@
-"""One verifying SSL context per process, shared by the plugin's short-lived HTTP clients.
-
-httpx builds a context per client (20-50 ms); this one loads its CAs on the first TLS connection.
-"""
+"""One verifying SSL context per process, its CAs loaded on first TLS use."""
 
 from __future__ import annotations
 
@@ -14,8 +11,7 @@ from typing import Any
 
 
 class CertsOnFirstUse(ssl.SSLContext):
-    """A verifying client context, as httpx makes by default, that loads its CAs when first used
-    (from ``$SSL_CERT_FILE``, else ``$SSL_CERT_DIR``, else certifi, as httpx does)."""
+    """httpx's default verifying context, loading its CAs (as httpx finds them) when first used."""
 
     def __new__(cls) -> CertsOnFirstUse:
         context = super().__new__(cls, ssl.PROTOCOL_TLS_CLIENT)  # hostname check and CERT_REQUIRED

@@ -1,7 +1,4 @@
-"""Policies: how the offline stand-in model answers the task app's chat-completions calls.
-
-The protocol is :mod:`.policy`'s; LearningPolicy, ScriptedPolicy and ReplayPolicy are ready-made.
-"""
+"""Policies: how the offline stand-in model answers the task app's chat-completions calls."""
 
 from pytest_synth_rl.fake.model.learning import (
     SUBMIT_ANSWER_TOOL,

@@ -1,8 +1,4 @@
-"""A stand-in for the model: an OpenAI-compatible chat-completions endpoint whose policy answers.
-
-Each rollout gets its own URL (contract §10.2, :meth:`StubInference.route`): any path ending in
-``/chat/completions`` is served, its calls recorded under the rollout's correlation id.
-"""
+"""A stand-in model: an OpenAI-compatible chat-completions endpoint a policy answers, per rollout URL."""
 
 from __future__ import annotations
 
@@ -55,7 +51,6 @@ __all__ = [
     "tool_call",
 ]
 
-#: Earlier names of :data:`.PolicyReply` and :class:`.Policy`.
 InferenceReply = PolicyReply
 InferencePolicy = Policy
 
@@ -66,22 +61,17 @@ _MODELS_SUFFIX = "/models"
 _MAX_BODY_BYTES = 8 * 1024 * 1024
 _MAX_ROUTES = 10_000  # rollout routes and per-rollout call lists kept (the newest)
 _MAX_CALLS_PER_ROLLOUT = 1_000
-#: Rollouts in flight at once, whatever a config says, and so model calls answered at once (each
-#: on a thread of its own).
 MAX_CONCURRENCY = 32
-#: Why a call without a correlation id is refused where every handed-out URL carries one.
 NO_CORRELATION_ID = (
     "the call carried no correlation id: POST {path} is not under the URL the rollout was given "
     "(policy.config.inference_url, which ends in the rollout's '/trace_...' segment)"
 )
-#: How to fix it, for the errors that name such calls.
 KEEP_INFERENCE_URL = (
     "build the model URL from policy.config.inference_url keeping its path and query, e.g. "
     "f\"{inference_url}/chat/completions\"; urljoin(inference_url, '/v1/chat/completions') drops the "
     "segment the trainer attributes model calls by"
 )
 
-#: How the stub is served: it has a lifespan, speaks the fast protocol, and bounds slow headers.
 _SERVING: dict[str, Any] = {"lifespan": "on", "protocol": "httptools", "read_timeout": 5.0}
 _SERVED = (
     "POST <any path>/chat/completions (correlation id from a /trace_<id>, /cid_<id> or /eval_<id> "
@@ -100,7 +90,6 @@ class ModelCall:
     response: dict[str, Any]
     progress: Progress
     rollout: RolloutIdentity
-    #: When the policy itself failed: what and where, and its traceback (None if it returned).
     policy_error: str | None = None
     policy_traceback: str | None = None
 
@@ -109,12 +98,10 @@ log = get_logger("pytest_synth_rl.fake.model.inference")
 
 
 def _policy_failure(exc: BaseException) -> tuple[str, str]:
-    """``(one line, traceback)`` of an exception the policy raised, the stub's frame left out."""
     from pytest_synth_rl.secrets.callers import is_users_frame
 
     own = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
     frames = list(traceback.walk_tb(own))
-    # The innermost line of the team's own code (pytest.fail() raises inside pytest's), else the first.
     spots = [spot for spot in frames if is_users_frame(spot[0])] or frames[:1]
     where = ""
     for frame, line in spots[-1:]:
@@ -124,18 +111,13 @@ def _policy_failure(exc: BaseException) -> tuple[str, str]:
 
 
 def _correlation_id(path: str, query: str) -> str | None:
-    """*query*'s correlation id, else *path*'s last ``trace_``/``cid_``/``eval_`` segment."""
     params = parse_qs(query)
-    for key in _ID_QUERY_KEYS:
-        if params.get(key, [""])[0]:
-            return params[key][0]
-    segments = [s for s in path.split("/") if s.startswith(_ID_PREFIXES)]
-    return segments[-1] if segments else None
+    found = [params[key][0] for key in _ID_QUERY_KEYS if params.get(key, [""])[0]]
+    found += [s for s in reversed(path.split("/")) if s.startswith(_ID_PREFIXES)]
+    return found[0] if found else None
 
 
 class _RequestError(Exception):
-    """A refused call; *failure* is what went wrong in the policy itself, with its traceback."""
-
     def __init__(
         self,
         status: int,
@@ -163,15 +145,11 @@ def _error_body(message: str, code: str, error_type: str = "invalid_request_erro
 def _words(value: Any) -> int:
     if isinstance(value, str):
         return len(value.split())
-    if isinstance(value, Mapping):
-        return sum(_words(v) for v in value.values())
-    if isinstance(value, list):
-        return sum(_words(v) for v in value)
-    return 0
+    values = value.values() if isinstance(value, Mapping) else value if isinstance(value, list) else ()
+    return sum(_words(v) for v in values)
 
 
 def _checked(request: Any) -> dict[str, Any]:
-    """*request* as a chat-completions body the stub can answer, else a 400."""
     if not isinstance(request, Mapping):
         raise _RequestError(400, "the request body must be a JSON object", "invalid_body")
     messages = request.get("messages")
@@ -183,7 +161,6 @@ def _checked(request: Any) -> dict[str, Any]:
 
 
 def _as_message(reply: Any) -> dict[str, Any]:
-    """A policy's reply as the assistant message sent on the wire."""
     if isinstance(reply, str):
         return {"role": "assistant", "content": reply}
     if isinstance(reply, ToolCall):
@@ -200,8 +177,6 @@ def _as_message(reply: Any) -> dict[str, Any]:
 
 
 def _wire_call(call: Any, index: int) -> dict[str, Any]:
-    """One tool call of a message dict: a :class:`ToolCall`, the ``{name, arguments}`` shorthand
-    or the wire shape, with ``id``, ``type`` and JSON-encoded arguments filled in."""
     if isinstance(call, ToolCall):
         call = call.to_wire(index)
     if isinstance(call, Mapping) and "function" not in call and "name" in call:
@@ -214,8 +189,7 @@ def _wire_call(call: Any, index: int) -> dict[str, Any]:
 
 
 class StubInference:
-    """An OpenAI-compatible chat-completions server (a plain ASGI app) whose answers a policy
-    decides: *policy*, or canned *replies*, or by default an :class:`ArithmeticPolicy`."""
+    """An OpenAI-compatible chat-completions ASGI app answered by *policy* (or canned *replies*)."""
 
     def __init__(
         self,
@@ -233,22 +207,17 @@ class StubInference:
             policy = ScriptedPolicy(*self.replies) if self.replies is not None else ArithmeticPolicy()
         self.policy: Policy = policy
         self.model = model
-        #: Training progress given to calls that no routed rollout claims (direct use).
         self.progress = Progress()
-        #: Request bodies received, in order: the newest :attr:`max_requests`.
         self.requests: list[dict[str, Any]] = []
         self.max_requests = 10_000
         self.dropped_requests = 0
-        #: Refuse (400) calls without a correlation id, where every URL handed out carries one.
         self.require_correlation_id = False
-        #: ``http://127.0.0.1:<port>/v1`` while :meth:`serve` is active.
         self.base_url: str | None = None
         self._root_url: str | None = None
         self._routes: OrderedDict[str, tuple[RolloutIdentity, Progress]] = OrderedDict()
         self._calls: OrderedDict[str | None, list[ModelCall]] = OrderedDict()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        # Calls admitted before the last clear() are abandoned: not run if not started, not recorded.
         self._epoch = 0
         self._workers = OffLoop(MAX_CONCURRENCY, "synth-policy")
 
@@ -273,8 +242,7 @@ class StubInference:
             return list(self._calls.get(correlation_id, ()))
 
     def policy_failure(self, correlation_id: str) -> str | None:
-        """What first went wrong in the policy itself during one rollout, e.g.
-        ``"raised KeyError: 'x' (policy.py:12 in solve), on model call 2 of the rollout"``."""
+        """What first went wrong in the policy during one rollout, with the model call's number."""
         for number, call in enumerate(self.calls(correlation_id), 1):
             if call.policy_error is not None:
                 return f"{call.policy_error}, on model call {number} of the rollout"
@@ -288,8 +256,7 @@ class StubInference:
             raise ValueError(str(exc)) from exc
 
     def clear(self) -> None:
-        """Forget every call and route; calls still running are abandoned (their answers dropped),
-        and new calls get workers of their own (abandoned ones may still hold the old)."""
+        """Forget every call and route; calls still running are abandoned."""
         with self._lock:
             self.requests.clear()
             self.dropped_requests = 0
@@ -332,7 +299,6 @@ class StubInference:
     def _complete(
         self, request: Mapping[str, Any], cid: str | None, path: str, epoch: int | None = None
     ) -> dict[str, Any]:
-        """The completion; *epoch* is the one the call was admitted in (None: the current one)."""
         body = _checked(request)
         with self._lock:
             if epoch is not None and epoch != self._epoch:
@@ -353,27 +319,22 @@ class StubInference:
         except _RequestError as exc:
             self._record(chat, path, exc.status, exc.body(), exc.failure, epoch)
             raise
-        model = body.get("model") if isinstance(body.get("model"), str) else self.model
         asked = _words(body["messages"])
         answered = _words(message.get("content")) + _words(message.get("tool_calls"))
         finish = "tool_calls" if message.get("tool_calls") else "stop"
+        usage = {"prompt_tokens": asked, "completion_tokens": answered, "total_tokens": asked + answered}
         completion = {
             "id": f"chatcmpl-stub-{number}",
             "object": "chat.completion",
             "created": int(time.time()),
-            "model": model,
+            "model": body["model"] if isinstance(body.get("model"), str) else self.model,
             "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-            "usage": {
-                "prompt_tokens": asked,
-                "completion_tokens": answered,
-                "total_tokens": asked + answered,
-            },
+            "usage": usage,
         }
         self._record(chat, path, 200, completion, epoch=epoch)
         return completion
 
     def _ask(self, chat: ChatRequest, path: str) -> dict[str, Any]:
-        """The policy's answer to *chat* as a message, or the :class:`_RequestError` to send."""
         if chat.rollout.correlation_id is None and self.require_correlation_id:
             refusal = NO_CORRELATION_ID.format(path=path or _CHAT_SUFFIX)
             raise _RequestError(400, f"{refusal}; {KEEP_INFERENCE_URL}", "missing_correlation_id")
@@ -405,7 +366,6 @@ class StubInference:
             raw = await read_body(receive, _MAX_BODY_BYTES)
             with self._lock:
                 epoch, workers = self._epoch, self._workers
-            # The policy is the team's code: it may block, so never on this loop (other tests' calls).
             status, body = await workers.run(self._answer, raw, cid, path, epoch)
         else:
             status, payload = self._route(method, path)
@@ -415,20 +375,19 @@ class StubInference:
         await send({"type": "http.response.body", "body": body})
 
     def _answer(self, raw: bytes, cid: str | None, path: str, epoch: int) -> tuple[int, bytes]:
-        """The status and body answering one chat-completions POST of *raw* (on a worker thread)."""
         try:
             try:
                 request = json.loads(raw)
             except (ValueError, UnicodeDecodeError) as exc:
-                invalid = f"the request body is not valid JSON: {exc}"
-                raise _RequestError(400, invalid, "invalid_json") from exc
+                raise _RequestError(
+                    400, f"the request body is not valid JSON: {exc}", "invalid_json"
+                ) from exc
             status, payload = 200, self._complete(request, cid, path, epoch)
         except _RequestError as exc:
             status, payload = exc.status, exc.body()
         return status, json.dumps(payload, allow_nan=False).encode()  # replies are checked when made
 
     def _route(self, method: str, path: str) -> tuple[int, dict[str, Any]]:
-        """The answer to anything but a chat-completions POST."""
         if path.endswith(_CHAT_SUFFIX):
             return 405, _error_body(f"use POST for {path}", "method_not_allowed")
         if path.endswith(_MODELS_SUFFIX) and method == "GET":

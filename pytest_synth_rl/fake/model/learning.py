@@ -1,8 +1,4 @@
-"""A policy that learns: right answers (the team's ``solve``) with a probability rising over training.
-
-Which calls are right depends only on the seed, the rollout, the prompt and the turn, never on
-arrival order, so concurrent rollouts give the same rewards as serial ones.
-"""
+"""A policy whose right answers grow likelier over training, reproducibly from the seed and rollout."""
 
 from __future__ import annotations
 
@@ -24,10 +20,8 @@ from pytest_synth_rl.fake.model.policy import (
     signature_problem,
 )
 
-#: The tool the arithmetic example app offers; the arithmetic policy answers through it.
 SUBMIT_ANSWER_TOOL = "submit_answer"
 
-#: Probability of a right answer as a function of the fraction of training done (0..1).
 Curve = Callable[[float], float]
 
 
@@ -54,7 +48,6 @@ def _probability_problem(value: object, what: str) -> ConfigProblem | None:
 
 
 def _callable_problem(name: str, value: object, usage: str, arguments: int = 1) -> ConfigProblem | None:
-    """Why *value* cannot be called with *arguments* positional arguments, or None."""
     if not callable(value):
         problem = f"must be a function, got {value!r:.80}"
     elif takes := signature_problem(value, arguments):
@@ -69,11 +62,7 @@ def _say_wrong(request: ChatRequest, rng: random.Random) -> PolicyReply:
 
 
 class LearningPolicy:
-    """Right answers ``solve(request)`` (None: send *unanswerable*) with probability
-    ``curve(fraction done)`` (or a constant; default ``linear(0.15, 0.95)``), else
-    ``wrong(request, rng)`` (use *rng* for any randomness, so answers stay reproducible).
-    *seed* varies which calls are answered right, reproducibly.
-    """
+    """Answers ``solve(request)`` with probability ``curve(fraction done)``, else ``wrong(request, rng)``."""
 
     def __init__(
         self,
@@ -99,8 +88,9 @@ class LearningPolicy:
                 ConfigProblem("LearningPolicy.seed", f"must be an int, got {seed!r}", "e.g. seed=0")
             )
         if not isinstance(unanswerable, str):
-            text = f"must be text, got {unanswerable!r}"
-            problems.append(ConfigProblem("LearningPolicy.unanswerable", text, None))
+            problems.append(
+                ConfigProblem("LearningPolicy.unanswerable", f"must be text, got {unanswerable!r}")
+            )
         if any(problems):
             raise SynthUsageError([p for p in problems if p is not None])
         self.solve = solve
@@ -143,7 +133,6 @@ class LearningPolicy:
         return f"{type(self).__name__}(solve={name}, curve={curve}, seed={self.seed})"
 
 
-# -- the arithmetic instance ----------------------------------------------------------------
 _OPERATORS: dict[str, Callable[[int, int], int]] = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 _QUESTION = re.compile(r"(-?\d+)\s*([-+*×x])\s*(-?\d+)")
 
@@ -176,8 +165,7 @@ def _wrong_arithmetic(request: ChatRequest, rng: random.Random) -> PolicyReply:
 
 
 class ArithmeticPolicy(LearningPolicy):
-    """The arithmetic example's model: a :class:`LearningPolicy` whose solver does the sum, through
-    the ``submit_answer`` tool when offered; ``accuracy`` is its curve (default: always right)."""
+    """The arithmetic example's model: a :class:`LearningPolicy` that does the sum."""
 
     def __init__(self, accuracy: float | Curve = 1.0, *, seed: int = 0) -> None:
         super().__init__(

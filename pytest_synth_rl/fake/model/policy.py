@@ -1,9 +1,4 @@
-"""The policy protocol, ``policy(request: ChatRequest) -> PolicyReply``, and the canned policies.
-
-A :class:`ChatRequest` is the chat-completions body (also a read-only mapping over it) plus the
-rollout it belongs to and the training progress. A :data:`PolicyReply` is text, a :class:`Reply`,
-a :class:`ToolCall`, a :class:`PolicyError` (an HTTP error) or an assistant message ``dict``.
-"""
+"""The policy protocol, ``policy(request: ChatRequest) -> PolicyReply``, and the canned policies."""
 
 from __future__ import annotations
 
@@ -91,7 +86,6 @@ class ChatRequest(Mapping[str, Any]):
     body: Mapping[str, Any]
     rollout: RolloutIdentity = field(default_factory=RolloutIdentity)
     progress: Progress = field(default_factory=Progress)
-    #: 0 for the rollout's first model call, 1 for its second... (calls outside any rollout: one).
     turn: int = 0
 
     def __getitem__(self, key: str) -> Any:
@@ -171,7 +165,6 @@ class PolicyError:
             raise ValueError(f"PolicyError.status must be an HTTP error status 400..599, got {self.status!r}")
 
 
-#: What a policy may return.
 PolicyReply = str | Reply | ToolCall | PolicyError | Mapping[str, Any]
 
 
@@ -222,16 +215,12 @@ def policy_problem(policy: object) -> str | None:
 def signature_problem(function: Any, arguments: int) -> str | None:
     """``"<function> takes (a, b)"`` if *function* cannot take *arguments* positional arguments."""
     try:
-        return _known_signature_problem(function, arguments)  # a fake checks its policy per test
-    except TypeError:  # an unhashable callable
         return _signature_problem(function, arguments)
+    except TypeError:  # an unhashable callable
+        return _signature_problem.__wrapped__(function, arguments)
 
 
 @functools.lru_cache(maxsize=256)
-def _known_signature_problem(function: Any, arguments: int) -> str | None:
-    return _signature_problem(function, arguments)
-
-
 def _signature_problem(function: Any, arguments: int) -> str | None:
     try:
         signature = inspect.signature(function)
@@ -245,9 +234,7 @@ def _signature_problem(function: Any, arguments: int) -> str | None:
 
 
 class ScriptedPolicy:
-    """``ScriptedPolicy("42")``, ``ScriptedPolicy(Reply.tool("submit", answer=1), "done")`` or
-    ``ScriptedPolicy(lambda request: ...)``. Fixed replies go by the call's turn within its rollout
-    (concurrent rollouts all see the same script), the last one repeating."""
+    """Fixed replies by the call's turn in its rollout (the last repeating), or one function."""
 
     def __init__(self, *replies: PolicyReply | Callable[[ChatRequest], PolicyReply]) -> None:
         __tracebackhide__ = True
@@ -255,15 +242,12 @@ class ScriptedPolicy:
         if not replies or (functions and len(replies) > 1):
             got = f"{len(functions)} function(s) among {len(replies)} replies" if replies else "no replies"
             problem = (
-                "takes at least one reply (the last one repeats) or one function of the request, "
-                f"not both; got {got}"
+                "takes at least one reply (the last one repeats) or one function of the request, not both"
             )
             hint = (
-                'e.g. ScriptedPolicy("42"), ScriptedPolicy(Reply.tool("submit", answer=1), "done") '
-                "or ScriptedPolicy(lambda request: ...)"
+                'e.g. ScriptedPolicy("42"), ScriptedPolicy("a", "b") or ScriptedPolicy(lambda request: ...)'
             )
-            raise SynthUsageError([ConfigProblem("ScriptedPolicy", problem, hint)])
-
+            raise SynthUsageError([ConfigProblem("ScriptedPolicy", f"{problem}; got {got}", hint)])
         self._function: Callable[[ChatRequest], PolicyReply] | None = functions[0] if functions else None
         self.replies: tuple[PolicyReply, ...] = () if functions else tuple(replies)  # type: ignore[arg-type]
 
@@ -300,9 +284,7 @@ def _replayed_message(completion: Any, where: str) -> dict[str, Any]:
 
 
 class ReplayPolicy:
-    """``ReplayPolicy("recorded.jsonl")``: replies recorded from a real model, one ``chat.completion``
-    or ``{"request": ..., "response": ...}`` a line. Lines with a request are matched by prompt; the
-    others go by turn within the rollout, the last one repeating. A malformed file fails on load."""
+    """Replies recorded from a real model, one completion (or request/response) per JSONL line."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)

@@ -1,20 +1,12 @@
-"""What counts as a reward, and where a task app's rollout answer holds it.
-
-One reader for the fake's jobs and the contract check alike: ``outcome_reward`` under
-``reward_info`` or ``metrics``, then the legacy names under ``metrics``. A reward is a number
-within ``±MAX_REWARD``, so no mean over a job can overflow.
-"""
+"""What counts as a reward (a number within ``±MAX_REWARD``) and where a rollout answer holds it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-#: The largest reward magnitude accepted anywhere (scenarios, callable curves, rollouts).
 MAX_REWARD = 1e12
-#: The accepted rewards, as messages say it.
 REWARD_RANGE = f"a finite number from {-MAX_REWARD:g} to {MAX_REWARD:g}"
-#: Reward names older task apps put under ``metrics``, tried in order after ``outcome_reward``.
 LEGACY_REWARD_KEYS: tuple[str, ...] = ("mean_return", "reward_mean", "episode_returns", "outcome_score")
 
 
@@ -26,8 +18,7 @@ def reward_in_range(value: object) -> bool:
 
 
 def reward_of(metrics: Any, field: str = "metrics") -> tuple[str, float]:
-    """``(key, reward)`` read from a rollout answer's *field* (``metrics`` or ``reward_info``);
-    ``ValueError`` says what is wrong. A null key counts as absent."""
+    """``(key, reward)`` read from a rollout answer's *field* (``metrics`` or ``reward_info``)."""
     if not isinstance(metrics, Mapping):
         raise ValueError(f"'{field}' must be an object, got {type(metrics).__name__}")
     keys = ("outcome_reward", *LEGACY_REWARD_KEYS) if field == "metrics" else ("outcome_reward",)
