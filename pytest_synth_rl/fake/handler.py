@@ -1,7 +1,7 @@
 """The fake backend as a function, ``httpx.Request -> httpx.Response``, that every adapter takes.
 
-It routes a request, logs it, applies injected faults (before the key is checked, as real
-infrastructure failures would be), checks the bearer key and hands the call to the API or admin routes.
+It routes, logs, applies injected faults (before the key check, as real infrastructure fails),
+checks the bearer key and hands the call to the API or admin routes.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import httpx
@@ -24,10 +24,8 @@ from pytest_synth_rl.fake.wire import LoggedRequest, error_response, masked_resp
 from pytest_synth_rl.secrets.masking import Secret, mask_secret
 
 ADMIN_PREFIX = "/_fake"
-#: Largest request body the fake takes, served or in process (real payloads are a few KiB).
+#: Largest request body the fake takes, served or in process.
 MAX_BODY_BYTES = 10 * 2**20
-
-#: Each API route as ``(method, pattern of its path below the API root, name)``.
 _PATTERNS = [
     (method, re.compile(path.strip("/").replace("{job_id}", "([^/]+)")), name)
     for method, path, name, _ in api.ROUTES
@@ -44,7 +42,7 @@ class RouteMatch(NamedTuple):
 
 @functools.lru_cache(maxsize=4096)
 def match_route(method: str, relative_path: str) -> RouteMatch | None:
-    """The route for *relative_path* (below the API root), or None if the path is unknown (memoised)."""
+    """The route for *relative_path* (below the API root), or None if the path is unknown."""
     allowed: list[str] = []
     job_id = None
     for route_method, pattern, name in _PATTERNS:
@@ -58,14 +56,12 @@ def match_route(method: str, relative_path: str) -> RouteMatch | None:
 
 
 def route_listing(api_root: str) -> list[str]:
-    """``METHOD /path`` lines, for 404 bodies and strict-mode errors."""
     root = api_root.rstrip("/")
     return [f"{method} {root}{template}" for method, template, _, _ in api.ROUTES]
 
 
 class FakeRouteError(SynthError, AssertionError):
-    """A request reached the fake backend's host on a path it does not serve (strict mode); an
-    ``AssertionError`` like respx's "not mocked", so the test fails where the request was made."""
+    """A request reached the fake backend's host on a path it does not serve (strict mode)."""
 
 
 class RequestHandler:
@@ -80,12 +76,9 @@ class RequestHandler:
         api_base: str,
         api_key: Secret,
     ) -> None:
-        self.lifecycle = lifecycle
-        self.keys = keys
-        self.reset = reset
+        self.lifecycle, self.keys, self.reset, self.api_key = lifecycle, keys, reset, api_key
         self.api_base = api_base
         self.api_path = urlsplit(api_base).path
-        self.api_key = api_key
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         """The answer (an injected connection fault raises :class:`httpx.ConnectError`)."""
@@ -103,24 +96,19 @@ class RequestHandler:
         return response
 
     def _answer(self, request: httpx.Request) -> tuple[httpx.Response, bool]:
-        # Errors and admin answers echo what the client sent: masked (API answers, the hot path, are not).
+        # Errors and admin answers echo what the client sent: masked.
         response, matched = self._route(request)
         if response.status_code >= 400 or request.url.path.startswith(ADMIN_PREFIX):
             response = masked_response(response)
         return response, matched
 
     def _route(self, request: httpx.Request) -> tuple[httpx.Response, bool]:
-        request.read()  # a no-op for transports that already did; needed for streamed bodies
+        request.read()
         if len(request.content) > MAX_BODY_BYTES:
-            message = (
-                f"the request body is {len(request.content)} bytes; this fake backend accepts at most "
-                f"{MAX_BODY_BYTES} bytes"
-            )
-            return error_response(413, "body_too_large", message), True
-        path = request.url.path
-        store = self.lifecycle.store
+            message = f"the request body is {len(request.content)} bytes; this fake backend accepts at most "
+            return error_response(413, "body_too_large", f"{message}{MAX_BODY_BYTES} bytes"), True
+        path, store = request.url.path, self.lifecycle.store
         if path.startswith(ADMIN_PREFIX + "/") or path == ADMIN_PREFIX:
-            # The admin routes reset the fake and read request bodies: the API's key, or anyone could.
             if not self._authorized(request):
                 return self._unauthorized(), True
             return handle_admin(self.lifecycle, request, self.api_base, self.reset), True
@@ -129,14 +117,13 @@ class RequestHandler:
             store.log(record)
             response, matched = self._api(request, record)
             record.status = response.status_code
-            # Unrouted requests, which anyone can send, must not fill the log; nor may sealed keys sit in it.
+            # Unrouted requests must not fill the log; nor may sealed keys sit in it.
             if record.route in (None, "env_keys"):
                 record.forget_body()
             return response, matched
 
     def route_of(self, method: str, path: str) -> RouteMatch | None:
-        """The API route *path* is (None: outside the API, or no route): the one decision of what a
-        path means, so every limit tied to a route (the event streams') sees what its handler sees."""
+        """The API route *path* is (None: outside the API, or no route)."""
         root = self.api_path
         if not (path == root or path.startswith(root + "/")):
             return None
@@ -147,8 +134,11 @@ class RequestHandler:
         found = self.route_of(request.method, path)
         if found is None:
             inside = path == root or path.startswith(root + "/")
-            why = "no such route" if inside else f"path is outside the API root {root}"
-            return self._unmatched(record, why), False
+            record.error = why = "no such route" if inside else f"path is outside the API root {root}"
+            message = f"{record.method} {path}: {why}. This fake backend serves the RL job API under {root}; "
+            return error_response(
+                404, "route_not_found", message + "see 'routes'.", routes=route_listing(root)
+            ), False
         record.job_id = found.job_id
         if found.name is None:
             return method_not_allowed(request.method, path, found.allowed), True
@@ -157,25 +147,16 @@ class RequestHandler:
         if injected is not None:
             return injected, True
         if not self._authorized(request):
-            record.forget_body()  # anyone can send these: they must not fill the log
+            record.forget_body()
             return self._unauthorized(), True
         call = api.ApiCall(self.lifecycle, request, found.job_id, self.keys)
         response = api.dispatch(name, call)
         record.job_id = call.job_id
         return response, True
 
-    def _unmatched(self, record: LoggedRequest, why: str) -> httpx.Response:
-        record.error = why
-        message = (
-            f"{record.method} {record.path}: {why}. This fake backend serves "
-            f"the RL job API under {self.api_path}; see 'routes'."
-        )
-        return error_response(404, "route_not_found", message, routes=route_listing(self.api_path))
-
     def _authorized(self, request: httpx.Request) -> bool:
-        header: str | None = request.headers.get("authorization")
-        scheme, _, token = (header or "").partition(" ")
-        return bool(header) and scheme.lower() == "bearer" and token.strip() == str(self.api_key.value)
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and token.strip() == str(self.api_key.value)
 
     def _unauthorized(self) -> httpx.Response:
         message = (
@@ -189,27 +170,70 @@ class RequestHandler:
         self, route: str, request: httpx.Request, record: LoggedRequest
     ) -> httpx.Response | None:
         store = self.lifecycle.store
-        faults = store.faults
-        fired = [f for f in faults if f.matches(route) and f.should_fail()] if faults else []
+        fired = [f for f in store.faults if f.matches(route) and f.should_fail()] if store.faults else []
         if not fired:
             return None
         record.fault = "; ".join(f.describe() for f in fired)
         for fault in fired:
             if fault.kind == "latency":
-                clock = store.clock
-                if isinstance(clock, VirtualClock):
-                    clock.advance(fault.latency)
+                if isinstance(store.clock, VirtualClock):
+                    store.clock.advance(fault.latency)
                 else:
                     with store.lock.set_aside():  # a real wait: other requests go on
-                        clock.sleep(fault.latency)
+                        store.clock.sleep(fault.latency)
         for fault in fired:
             if fault.kind == "connect":
                 record.error = "connection error injected"
                 where = f"{request.method} {request.url.path} (fault: {fault.describe()})"
-                message = f"[FakeSynthBackend] injected connection error on {where}"
-                raise httpx.ConnectError(message, request=request)
+                raise httpx.ConnectError(
+                    f"[FakeSynthBackend] injected connection error on {where}", request=request
+                )
             if fault.kind == "status":
                 headers = [("retry-after", f"{fault.retry_after:g}")] if fault.retry_after is not None else []
                 message = f"fault injected by FakeSynthBackend: {fault.describe()} (call {fault.seen})"
                 return error_response(fault.status, "injected_fault", message, headers)
         return None
+
+
+class HandlerClient(httpx.Client):
+    """``httpx.Client(transport=httpx.MockTransport(handler))`` that skips auth, redirects, hooks and
+    cookies when none is set, calling the handler straight."""
+
+    def __init__(self, handler: Callable[[httpx.Request], httpx.Response], **kwargs: Any) -> None:
+        super().__init__(transport=httpx.MockTransport(handler), **kwargs)
+        self._handler = handler
+
+    def send(
+        self,
+        request: httpx.Request,
+        *,
+        stream: bool = False,
+        auth: Any = httpx.USE_CLIENT_DEFAULT,
+        follow_redirects: Any = httpx.USE_CLIENT_DEFAULT,
+    ) -> httpx.Response:
+        default = httpx.USE_CLIENT_DEFAULT
+        plain = (
+            not self.is_closed
+            and (auth is None or auth is default)
+            and self.auth is None
+            and (follow_redirects is False or (follow_redirects is default and not self.follow_redirects))
+            and not any(self.event_hooks.values())
+            and not self.cookies
+        )
+        if not plain:
+            return super().send(request, stream=stream, auth=auth, follow_redirects=follow_redirects)
+        try:
+            response = self._handler(request)
+        except httpx.RequestError as exc:
+            exc.request = request
+            raise
+        response.request = request
+        if "set-cookie" in response.headers:
+            self.cookies.extract_cookies(response)
+        if not stream:
+            try:
+                response.read()
+            except BaseException:
+                response.close()
+                raise
+        return response
