@@ -31,7 +31,7 @@ FaultKind = Literal["status", "connect", "latency"]
 #: Every :data:`FaultKind`.
 FAULT_KINDS: tuple[str, ...] = ("status", "connect", "latency")
 #: Route names a fault can target ("*" targets every API route).
-ROUTE_NAMES = (
+ROUTE_NAMES: tuple[str, ...] = (
     "submit",
     "list",
     "status",
@@ -41,8 +41,8 @@ ROUTE_NAMES = (
     "events_stream",
     "metrics",
     "timeline",
+    "*",
 )
-ROUTE_NAMES += ("*",)
 
 
 @dataclass
@@ -187,16 +187,9 @@ def make_fault(
         message = f"choose one fault kind, got {' and '.join(kinds)}"
         problems.append(ConfigProblem("fault", message, "status=, connect_error=True or latency="))
     kind: FaultKind = "connect" if connect_error else "latency" if latency is not None else "status"
-    selection = {
-        "pattern": pattern,
-        "fail_next": fail_next,
-        "probability": probability,
-        "seed": seed,
-        "cycle": cycle,
-    }
     status, latency = 503 if status is None else status, 0.0 if latency is None else latency
     try:
-        fault = Fault(route, kind, status, latency, retry_after, **selection)
+        fault = Fault(route, kind, status, latency, retry_after, pattern, fail_next, probability, seed, cycle)
     except SynthUsageError as exc:
         problems.extend(exc.problems)
     if problems:

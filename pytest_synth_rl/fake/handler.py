@@ -155,7 +155,8 @@ class RequestHandler:
         return response, True
 
     def _authorized(self, request: httpx.Request) -> bool:
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        header: str = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
         return scheme.lower() == "bearer" and token.strip() == str(self.api_key.value)
 
     def _unauthorized(self) -> httpx.Response:
