@@ -1,9 +1,5 @@
-"""Admin routes under ``/_fake/``: script a served fake from another process (like moto's ``/moto-api/``).
-
-Everything the Python API offers (scenarios, faults, job pushes, the request log, reset, moving a
-virtual clock) is reachable as JSON, behind the API's own bearer key. Request bodies come back
-redacted, and never the environment-key upload.
-"""
+"""Admin routes under ``/_fake/``: script a served fake from another process, as JSON behind the
+API's own key (scenarios, faults, job pushes, the request log, reset, moving a virtual clock)."""
 
 from __future__ import annotations
 
@@ -32,15 +28,12 @@ from pytest_synth_rl.fake.wire import (
 
 #: The most one ``POST /_fake/clock/advance`` moves the clock: a year of virtual time.
 MAX_CLOCK_ADVANCE = 366 * 86400.0
-#: Events, metric points and rollouts ``GET /_fake/jobs/{id}`` shows: the latest (a job may have
-#: tens of thousands; the API's paged routes give them all).
+#: The latest events, metric points and rollouts ``GET /_fake/jobs/{id}`` shows.
 DETAIL_ITEMS = 1000
-
-
-#: Unknown field names one error lists (a body may hold thousands), and the characters of each.
+#: Unknown field names one error lists, and the characters of each.
 _SHOWN_UNKNOWN = 20
 _SHOWN_NAME_CHARS = 40
-#: Longest ``to`` an advance accepts: the named targets are a few characters.
+#: Longest ``to`` an advance accepts.
 _MAX_TARGET_CHARS = 64
 #: The job actions that finish a job, and the status each leaves it in.
 _FINISHING: dict[str, str] = {"succeed": "succeeded", "fail": "failed", "cancel": "cancelled"}
@@ -62,7 +55,7 @@ def _unknown_fields(given: dict[str, Any], allowed: frozenset[str], what: str) -
 
 @dataclasses.dataclass(frozen=True)
 class _Call:
-    """One admin request: the fake it scripts, and the job its path names (``""`` if none)."""
+    """One admin request, and the job its path names (``""`` if none)."""
 
     lifecycle: Lifecycle
     request: httpx.Request
@@ -106,7 +99,6 @@ def _jobs(call: _Call, body: dict[str, Any]) -> httpx.Response:
 
 
 def _job_detail(call: _Call, body: dict[str, Any]) -> httpx.Response:
-    """The job's summary with its latest :data:`DETAIL_ITEMS` events, metric points and rollouts."""
     with call.store.lock:
         job = call.lifecycle.sync(call.store.get(call.job_id))
         summary = job.summary()
@@ -127,7 +119,6 @@ def _job_detail(call: _Call, body: dict[str, Any]) -> httpx.Response:
 
 
 def _advance_job(call: _Call, body: dict[str, Any]) -> httpx.Response:
-    """``POST /_fake/jobs/{id}/advance {"to": ...}``; every problem is keyed ``advance.to``."""
     to = body.get("to", "end")
     if not (
         (isinstance(to, str) and len(to) <= _MAX_TARGET_CHARS)
@@ -138,14 +129,13 @@ def _advance_job(call: _Call, body: dict[str, Any]) -> httpx.Response:
     job = call.job
     try:
         job.advance_to(to)
-    except SynthUsageError as exc:  # FakeJob names its argument; the caller wrote "to"
+    except SynthUsageError as exc:
         problems = [dataclasses.replace(p, key="advance.to") for p in exc.problems]
         raise SynthUsageError(problems) from None
     return json_response(200, job.status_payload())
 
 
 def _finish(call: _Call, body: dict[str, Any]) -> httpx.Response:
-    """``POST /_fake/jobs/{id}/succeed|fail|cancel``; a finished job gets the API cancel's 409."""
     action = call.request.url.path.rstrip("/").rsplit("/", 1)[-1]
     error = body.get("error")
     problem = None if error is None else error_text_problem(error, "fail.error")
@@ -163,7 +153,6 @@ def _finish(call: _Call, body: dict[str, Any]) -> httpx.Response:
                 job.cancel()
         status = job.status
         if before in TERMINAL or status != _FINISHING[action]:
-            # Finished before, or (while the push waited for a rollout batch) on its own.
             message = f"job {job.id} already {status}; POST /_fake/jobs/{job.id}/{action} finishes only "
             message += "queued or running jobs"
             return error_response(409, "job_already_finished", message, job_status=status)
@@ -253,20 +242,17 @@ _ROUTES: dict[tuple[str, str], tuple[_Reads, _Handler]] = {
 def handle_admin(
     lifecycle: Lifecycle, request: httpx.Request, api_base: str, reset: Callable[[], None]
 ) -> httpx.Response:
-    """Answer one ``/_fake/...`` request; errors become 4xx JSON naming the problem."""
     try:
         return _route(_Call(lifecycle, request, api_base, reset, ""))
     except (ConfigError, SynthUsageError) as exc:
         return problems_response(exc.problems)
-    except StoreFull as full:  # no room for another scenario or fault: as a full store's submit
+    except StoreFull as full:
         return error_response(429, full.code, f"{full.message}; {full.hint}")
     except SynthError as exc:
         return error_response(404, "not_found", str(exc))
     except ValueError as exc:
         return error_response(400, "bad_request", f"{exc}")
-    except (TypeError, OverflowError) as exc:
-        # A field of the wrong JSON type (``"probability": []``) fails deep inside the scenario or
-        # fault constructor; it is still the caller's bad input, so it gets a 400, not a crash.
+    except (TypeError, OverflowError) as exc:  # a field of the wrong JSON type, deep in a constructor
         message = (
             f"a field in the request body has the wrong type or size ({exc}); see GET /_fake for the routes"
         )
@@ -281,18 +267,18 @@ def _route(call: _Call) -> httpx.Response:
     call = dataclasses.replace(call, job_id=job_id)
     found = _ROUTES.get((method, shape))
     if found is None and method == "POST" and job_id and len(parts) == 3:
-        call.store.get(job_id)  # an unknown job is a 404 before an unknown action
+        call.store.get(job_id)  # an unknown job: 404
         message = f"unknown job action {parts[2]!r}; use advance, succeed, fail, cancel"
         return error_response(404, "not_found", message)
     if found is None:
         allowed = sorted(m for m, path in _ROUTES if path == shape)
-        if allowed:  # the path is served, with another method: 405, as the API routes answer
+        if allowed:
             return method_not_allowed(method, request.url.path, allowed)
         message = f"no admin route {method} {request.url.path}"
         return error_response(404, "route_not_found", message, routes=list(ADMIN_ROUTES))
     reads, handler = found
     if job_id:
-        call.store.get(job_id)  # an unknown job is a 404 before anything in its body
+        call.store.get(job_id)
     if reads is None:
         return handler(call, {})
     body = request_json(request.content) if request.content else {}

@@ -1,9 +1,5 @@
-"""An ASGI adapter over a request handler, so any HTTP client can reach the fake backend.
-
-The blocking handler runs on daemon worker threads, never on the event loop. Hostile input gets
-an HTTP answer (413, 408, 414, 400, or 503 when too many bodies or streams are held at once),
-never a 500 or a socket held open.
-"""
+"""An ASGI adapter over a request handler, so any HTTP client can reach the fake backend: the
+handler runs on worker threads; hostile input gets a 413, 408, 414, 400 or 503, never a 500."""
 
 from __future__ import annotations
 
@@ -19,19 +15,6 @@ from pytest_synth_rl.fake.handler import MAX_BODY_BYTES, RequestHandler
 from pytest_synth_rl.fake.wire import error_response
 from pytest_synth_rl.taskapp.asgi import OffLoop, Receive, Scope, Send, serve_lifespan
 
-__all__ = [
-    "BODY_BUDGET",
-    "BUSY_RETRY_AFTER",
-    "DEFAULT_READ_TIMEOUT",
-    "MAX_BODY_BYTES",
-    "MAX_BUFFERED_BYTES",
-    "MAX_STREAMS",
-    "MAX_TARGET_CHARS",
-    "MAX_WORKERS",
-    "BodyBudget",
-    "FakeASGIApp",
-]
-
 #: Seconds a client has to send a whole request body once its headers arrived.
 DEFAULT_READ_TIMEOUT = 30.0
 #: Requests answered at once; more wait on the event loop for a worker.
@@ -40,15 +23,14 @@ MAX_WORKERS = 64
 MAX_STREAMS = MAX_WORKERS // 4
 #: Longest request target (path and query) the fake takes, in characters.
 MAX_TARGET_CHARS = 8 * 1024
-#: Request body bytes every served fake in the process holds at once, until answered: without
-#: it, each open connection could hold :data:`MAX_BODY_BYTES` before any key is checked.
+#: Request body bytes every served fake in the process holds at once, until answered.
 MAX_BUFFERED_BYTES = 64 * 2**20
 #: Seconds a request refused for want of budget is told to wait (``Retry-After``).
 BUSY_RETRY_AFTER = 1
 
 
 class _Refused(Exception):
-    """The request is answered with :attr:`response` from the event loop, its handler never called."""
+    """The request is answered with :attr:`response`, its handler never called."""
 
     def __init__(self, status: int, code: str, message: str, busy: bool = False) -> None:
         headers = [("connection", "close")] + ([("retry-after", str(BUSY_RETRY_AFTER))] if busy else [])
@@ -56,7 +38,7 @@ class _Refused(Exception):
 
 
 class BodyBudget:
-    """Request body bytes held at once, process-wide (taking never waits: the loop never blocks)."""
+    """Request body bytes held at once, process-wide (taking never waits)."""
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
@@ -68,7 +50,7 @@ class BodyBudget:
             return self._held
 
     def take(self, size: int) -> bool:
-        """Take *size* bytes if they fit under :data:`MAX_BUFFERED_BYTES` (a negative size gives back)."""
+        """Take *size* bytes if they fit under :data:`MAX_BUFFERED_BYTES` (negative: give back)."""
         with self._changed:
             if size > 0 and self._held + size > MAX_BUFFERED_BYTES:
                 return False
@@ -77,7 +59,6 @@ class BodyBudget:
             return True
 
     def wait_for(self, condition: Callable[[int], bool], timeout: float) -> bool:
-        """Block until ``condition(held)`` is true (False after *timeout* seconds)."""
         with self._changed:
             return self._changed.wait_for(lambda: condition(self._held), timeout)
 
@@ -87,15 +68,13 @@ BODY_BUDGET = BodyBudget()
 
 async def _read_body(receive: Receive, scope: Scope, limit: int, taken: list[int]) -> bytes:
     """The whole body, its bytes taken from :data:`BODY_BUDGET` and added to ``taken[0]``; refused
-    (413, 503) as soon as it is known to be over *limit* or not to fit in the budget (from
-    ``Content-Length``, else as chunks arrive): the rest is never read."""
+    (413, 503) as soon as it is known not to fit: the rest is never read."""
     headers = dict((name.lower(), value) for name, value in scope.get("headers", []))
     length = headers.get(b"content-length", b"")
-    declared = int(length) if length.isdigit() else None  # the server already refused a bad one
+    declared = int(length) if length.isdigit() else None
 
     def take(size: int, what: str) -> None:
         if size > limit:
-            # ``connection: close`` makes the server close the connection, and the unread rest with it.
             message = f"the request body is {what}; this fake backend accepts at most {limit} bytes"
             raise _Refused(413, "body_too_large", message)
         if size and not BODY_BUDGET.take(size):
@@ -131,7 +110,7 @@ async def _read_body(receive: Receive, scope: Scope, limit: int, taken: list[int
 
 
 def _to_request(scope: Scope, body: bytes) -> httpx.Request:
-    """The handler's request (headers stay bytes); refused (400) when the target is not a path."""
+    """The handler's request; refused (400) when the target is not a path."""
     host, port = scope.get("server") or ("127.0.0.1", 80)
     query = scope.get("query_string", b"")
     raw_path = scope.get("raw_path") or scope.get("path", "/").encode()
@@ -161,8 +140,7 @@ class FakeASGIApp:
             return
         if scope["type"] != "http":
             return
-        # A stream is counted before its handler runs: one past the bound costs no body read, no worker.
-        # The handler's own route table says what the path is: no spelling of it escapes the count.
+        # A stream is counted before its handler runs, by the handler's own route table.
         method = scope.get("method")
         found = self.handler.route_of(method, str(scope.get("path", ""))) if method == "GET" else None
         counted = found is not None and found.name == "events_stream"
@@ -174,11 +152,11 @@ class FakeASGIApp:
             except _Refused as refused:
                 response = refused.response
             finally:
-                BODY_BUDGET.take(-taken[0])  # however the request ended, its body is no longer held
+                BODY_BUDGET.take(-taken[0])
             if response is not None:
                 await self._respond(response, receive, send)
             else:
-                # An injected connection fault: a response cut short, which clients see as a lost connection.
+                # An injected connection fault: a response cut short.
                 start = {"type": "http.response.start", "status": 200}
                 await send({**start, "headers": [(b"content-length", b"100")]})
         finally:
@@ -187,7 +165,6 @@ class FakeASGIApp:
     async def _handle(
         self, scope: Scope, receive: Receive, counted: bool, taken: list[int]
     ) -> httpx.Response | None:
-        """The handler's response (None: an injected connection fault), or :class:`_Refused`."""
         target_chars = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
         if target_chars > MAX_TARGET_CHARS:
             message = (
@@ -206,7 +183,6 @@ class FakeASGIApp:
                 "reads the same events without holding a stream open",
                 busy=True,
             )
-        # A body larger than the whole budget would never fit: too large, not "retry later".
         limit = min(MAX_BODY_BYTES, MAX_BUFFERED_BYTES)
         try:
             body = await asyncio.wait_for(_read_body(receive, scope, limit, taken), self.read_timeout)
@@ -220,7 +196,7 @@ class FakeASGIApp:
 
     async def _respond(self, response: httpx.Response, receive: Receive, send: Send) -> None:
         headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.multi_items()]
-        if not isinstance(response.stream, EventStream):  # every other answer is in memory
+        if not isinstance(response.stream, EventStream):
             await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
             await send({"type": "http.response.body", "body": response.content})
             return
@@ -234,7 +210,6 @@ class FakeASGIApp:
         headers = [(k, v) for k, v in headers if k.lower() != b"content-length"]
         try:
             await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
-            # Each look at the job on a worker, each wait between looks here (ended by a hang-up).
             while not watcher.done():
                 chunks, pause = await self._workers.run(stream.step)
                 for chunk in chunks:

@@ -1,8 +1,5 @@
-"""A fake backend of its own, for other processes: ``python -m pytest_synth_rl serve`` as a library.
-
-:func:`serve_until_stopped` serves a :class:`FakeSynthBackend` until stopped (SIGINT, SIGTERM);
-:func:`load_policy` and :func:`policies_from_specs` turn ``[ENV=]file.py:NAME`` into policies.
-"""
+"""``python -m pytest_synth_rl serve`` as a library: serve a fake backend until stopped, with
+policies loaded from ``[ENV=]file.py:NAME`` specs."""
 
 from __future__ import annotations
 
@@ -26,8 +23,7 @@ _SPEC_HINT = "a policy is 'path/to/file.py:NAME' or 'package.module:NAME', optio
 
 
 def load_policy(spec: str) -> Policy:
-    """The policy ``"path/to/file.py:NAME"`` or ``"package.module:NAME"`` names: NAME is a policy
-    or a factory taking no arguments (a class too). A problem is a :class:`SynthUsageError` keyed *spec*."""
+    """The policy (or factory of no arguments' policy) ``"file.py:NAME"`` or ``"module:NAME"`` names."""
     try:
         found = load_attribute(
             spec, kind="policy", fits=lambda obj: policy_problem(obj) is None, found="policies"
@@ -50,8 +46,7 @@ def load_policy(spec: str) -> Policy:
 
 
 def policies_from_specs(specs: Sequence[str]) -> dict[str, Policy]:
-    """``["unscramble=policy.py:policy", "mod:default"]`` -> ``{"unscramble": ..., "*": ...}``:
-    ``ENV=`` gives the policy to that env's rollouts, no ``ENV=`` to every env not named."""
+    """``["unscramble=policy.py:policy", "mod:default"]`` -> ``{"unscramble": ..., "*": ...}``."""
     policies: dict[str, Policy] = {}
     for text in specs:
         env, equals, spec = text.partition("=") if "=" in text.split(":", 1)[0] else ("", "", text)
@@ -67,7 +62,7 @@ def policies_from_specs(specs: Sequence[str]) -> dict[str, Policy]:
 
 @contextlib.contextmanager
 def _stopped_by_signals(stop: threading.Event) -> Iterator[None]:
-    """SIGINT and SIGTERM set *stop* (from the main thread; a signal ignored at start stays ignored)."""
+    """SIGINT and SIGTERM set *stop* (from the main thread; an ignored signal stays ignored)."""
     previous: dict[signal.Signals, Any] = {}
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -92,10 +87,8 @@ def serve_until_stopped(
     out: TextIO | None = None,
     stop: threading.Event | None = None,
 ) -> None:
-    """Serve a :class:`FakeSynthBackend` on *host*:*port* until *stop* is set or, when called from
-    the main thread, SIGINT or SIGTERM arrives. Prints ``SYNTH_BACKEND_URL=...``, ``SYNTH_API_KEY=...``
-    and a readiness line to *out* (stdout), flushed. *api_key*: else ``$SYNTH_API_KEY``, else a new
-    one; *policy*, *task_app_api_key* as for the fake, *pacing* and *speed* as for ``serve()``."""
+    """Serve a :class:`FakeSynthBackend` until *stop* is set (or SIGINT/SIGTERM), printing
+    ``SYNTH_BACKEND_URL=...``, ``SYNTH_API_KEY=...`` and a readiness line to *out*."""
     out = sys.stdout if out is None else out
     stop = threading.Event() if stop is None else stop
     key = api_key or os.environ.get("SYNTH_API_KEY") or f"sk_fake_{secrets.token_hex(16)}"
