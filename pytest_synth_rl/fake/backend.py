@@ -240,6 +240,7 @@ class FakeSynthBackend:
 
     @property
     def clock(self) -> Clock:
+        """The clock jobs run on (share it with the client under test)."""
         return self.store.clock
 
     @property
@@ -304,6 +305,7 @@ class FakeSynthBackend:
 
     @property
     def jobs(self) -> list[FakeJob]:
+        """Every job, oldest first."""
         return [FakeJob(self.lifecycle, state) for state in self.store.records()]
 
     @keywords_checked
@@ -335,6 +337,7 @@ class FakeSynthBackend:
 
     @property
     def requests(self) -> list[LoggedRequest]:
+        """Every request the fake received, in order (credentials masked)."""
         return self.store.requests
 
     def calls(self, route: str) -> list[LoggedRequest]:

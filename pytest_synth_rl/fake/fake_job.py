@@ -45,18 +45,18 @@ class FakeJob:
     status = _Read(lambda job: job.status)
     events = _Read(lambda job: copy.deepcopy(job.event_dicts()))
     event_types = _Read(lambda job: [e["type"] for e in job.event_dicts()])
-    #: Metric points (``train.reward``, ``train.loss``, ``eval.reward``) in order.
     metrics = _Read(lambda job: job.point_dicts())
-    #: The per-step training rewards so far (step 1 first).
+    """Metric points (``train.reward``, ``train.loss``, ``eval.reward``) in order."""
     rewards: _Read[list[float]] = _Read(lambda job: list(job.rewards))
-    #: Every ``/rollout`` call made for this job (training and evaluation), in order.
+    """The per-step training rewards so far (step 1 first)."""
     rollouts: _Read[list[RolloutRecord]] = _Read(lambda job: list(job.rollouts))
+    """Every ``/rollout`` call made for this job (training and evaluation), in order."""
     payload: _Read[dict[str, Any]] = _Read(lambda job: copy.deepcopy(job.payload), sync=False)
     scenario: _Read[Scenario] = _Read(lambda job: job.scenario, sync=False)
     error = _Read(lambda job: job.error)
     final_reward = _Read(lambda job: job.final_reward)
-    #: How many status polls this job has received.
     polls = _Read(lambda job: job.polls, sync=False)
+    """How many status polls this job has received."""
     uses_rollouts = _Read(lambda job: job.use_rollouts, sync=False)
 
     def summary(self) -> dict[str, Any]:
@@ -83,6 +83,7 @@ class FakeJob:
         return self
 
     def fail(self, message: str = "failed by the test (FakeJob.fail)") -> FakeJob:
+        """Fail the job now with *message* as its error."""
         self._lifecycle.fail(self._state, message)
         return self
 

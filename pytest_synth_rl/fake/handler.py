@@ -1,12 +1,12 @@
-"""The fake backend as a function, ``httpx.Request -> httpx.Response``, that every adapter takes.
-
-It routes, logs, applies injected faults (before the key check, as real infrastructure fails),
-checks the bearer key and hands the call to the API or admin routes.
-"""
+"""The fake backend as a function, ``httpx.Request -> httpx.Response``, that every adapter takes:
+it routes, logs, applies injected faults (before the key check), checks the bearer key and answers
+from the API's routes or the admin routes under ``/_fake/``, which script a served fake as JSON."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import inspect
 import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -15,12 +15,24 @@ from urllib.parse import urlsplit
 import httpx
 
 from pytest_synth_rl.clock import VirtualClock
-from pytest_synth_rl.errors import SynthError
+from pytest_synth_rl.errors import ConfigError, ConfigProblem, SynthError, SynthUsageError, closest
 from pytest_synth_rl.fake import api
-from pytest_synth_rl.fake.admin import handle_admin
+from pytest_synth_rl.fake.fake_job import FakeJob
+from pytest_synth_rl.fake.faults import make_fault
+from pytest_synth_rl.fake.jobs import TERMINAL
 from pytest_synth_rl.fake.keys import EnvKeys
 from pytest_synth_rl.fake.lifecycle import Lifecycle
-from pytest_synth_rl.fake.wire import LoggedRequest, error_response, masked_response, method_not_allowed
+from pytest_synth_rl.fake.scenario import Scenario, error_text_problem, number_in, written
+from pytest_synth_rl.fake.store import JobStore, StoreFull
+from pytest_synth_rl.fake.wire import (
+    LoggedRequest,
+    error_response,
+    json_response,
+    masked_response,
+    method_not_allowed,
+    problems_response,
+    request_json,
+)
 from pytest_synth_rl.secrets.masking import Secret, mask_secret
 
 ADMIN_PREFIX = "/_fake"
@@ -62,6 +74,269 @@ def route_listing(api_root: str) -> list[str]:
 
 class FakeRouteError(SynthError, AssertionError):
     """A request reached the fake backend's host on a path it does not serve (strict mode)."""
+
+
+# -- admin routes (/_fake/) ------------------------------------------------------------------
+#: The most one ``POST /_fake/clock/advance`` moves the clock: a year of virtual time.
+MAX_CLOCK_ADVANCE = 366 * 86400.0
+#: The latest events, metric points and rollouts ``GET /_fake/jobs/{id}`` shows.
+DETAIL_ITEMS = 1000
+#: Unknown field names one error lists, and the characters of each.
+_SHOWN_UNKNOWN = 20
+_SHOWN_NAME_CHARS = 40
+#: Longest ``to`` an advance accepts.
+_MAX_TARGET_CHARS = 64
+#: The job actions that finish a job, and the status each leaves it in.
+_FINISHING: dict[str, str] = {"succeed": "succeeded", "fail": "failed", "cancel": "cancelled"}
+
+
+def _unknown_fields(given: dict[str, Any], allowed: frozenset[str], what: str) -> httpx.Response | None:
+    extra = sorted(set(given) - allowed)
+    if not extra:
+        return None
+    shown = [name[:_SHOWN_NAME_CHARS] for name in extra[:_SHOWN_UNKNOWN]]
+    names = "[" + ", ".join(map(repr, shown)) + "]"
+    if len(extra) > len(shown):
+        names += f" (and {len(extra) - len(shown)} more)"
+    guesses = [f"{close!r} for {name!r}" for name in shown if (close := closest(name, sorted(allowed)))]
+    guess = f"did you mean {', '.join(guesses)}? " if guesses else ""
+    message = f"unknown {what} fields {names}; {guess}allowed: {sorted(allowed)}"
+    return error_response(422, "unknown_fields", message)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Call:
+    """One admin request, and the job its path names (``""`` if none)."""
+
+    lifecycle: Lifecycle
+    request: httpx.Request
+    api_base: str
+    reset: Callable[[], None]
+    job_id: str
+
+    @property
+    def store(self) -> JobStore:
+        return self.lifecycle.store
+
+    @property
+    def job(self) -> FakeJob:
+        return FakeJob(self.lifecycle, self.store.get(self.job_id))
+
+
+def _index(call: _Call, body: dict[str, Any]) -> httpx.Response:
+    here = call.request.url.copy_with(path=httpx.URL(call.api_base).path, query=None, fragment=None)
+    return json_response(200, {"routes": list(ADMIN_ROUTES), "api_base": str(here)})
+
+
+def _reset(call: _Call, body: dict[str, Any]) -> httpx.Response:
+    call.reset()
+    return json_response(200, {"ok": True})
+
+
+def _set_scenario(call: _Call, body: dict[str, Any]) -> httpx.Response:
+    target = body.pop("job", None)
+    made = Scenario(**body)
+    if target is None:
+        call.store.set_default(made)
+    else:
+        call.lifecycle.script(str(target), made)
+    return json_response(200, made.describe())
+
+
+def _jobs(call: _Call, body: dict[str, Any]) -> httpx.Response:
+    with call.store.lock:
+        records = [call.lifecycle.sync(record) for record in call.store.records()]
+        return json_response(200, {"jobs": [r.listing() for r in records]})
+
+
+def _job_detail(call: _Call, body: dict[str, Any]) -> httpx.Response:
+    with call.store.lock:
+        job = call.lifecycle.sync(call.store.get(call.job_id))
+        summary = job.summary()
+        summary["events"] = job.event_dicts(max(0, len(job.events) - DETAIL_ITEMS))
+        summary["metric_points"] = job.point_dicts(last=DETAIL_ITEMS)
+        summary["metric_points_count"] = job.point_count
+        rollouts = job.rollouts[-DETAIL_ITEMS:]
+    if max(len(job.events), job.point_count, len(job.rollouts)) > DETAIL_ITEMS:
+        base = call.api_base.rstrip("/")
+        summary["history_note"] = (
+            f"the latest {DETAIL_ITEMS} events, metric points and rollouts at most; read every "
+            f"event and metric point with GET {base}/rl/jobs/{job.id}/events?since_seq=0 and "
+            f"GET {base}/rl/jobs/{job.id}/metrics, a page at a time"
+        )
+    shown = ("step", "seed", "mode", "run_id", "status_code", "reward", "error", "elapsed")
+    summary["rollouts"] = [{name: getattr(r, name) for name in shown} for r in rollouts]
+    return json_response(200, summary)
+
+
+def _advance_job(call: _Call, body: dict[str, Any]) -> httpx.Response:
+    to = body.get("to", "end")
+    if not (
+        (isinstance(to, str) and len(to) <= _MAX_TARGET_CHARS)
+        or (isinstance(to, int) and not isinstance(to, bool))
+    ):
+        message = f"must be 'running', a step number or 'end', got {written(to)}"
+        raise SynthUsageError([ConfigProblem("advance.to", message, 'e.g. {"to": "end"} or {"to": 3}')])
+    job = call.job
+    try:
+        job.advance_to(to)
+    except SynthUsageError as exc:
+        problems = [dataclasses.replace(p, key="advance.to") for p in exc.problems]
+        raise SynthUsageError(problems) from None
+    return json_response(200, job.status_payload())
+
+
+def _finish(call: _Call, body: dict[str, Any]) -> httpx.Response:
+    action = call.request.url.path.rstrip("/").rsplit("/", 1)[-1]
+    error = body.get("error")
+    problem = None if error is None else error_text_problem(error, "fail.error")
+    if problem is not None:
+        raise SynthUsageError([problem])
+    job = call.job
+    with call.store.lock:
+        before = job.status
+        if before not in TERMINAL:
+            if action == "succeed":
+                job.succeed()
+            elif action == "fail":
+                job.fail(error or "failed via the admin API")
+            else:
+                job.cancel()
+        status = job.status
+        if before in TERMINAL or status != _FINISHING[action]:
+            message = f"job {job.id} already {status}; POST /_fake/jobs/{job.id}/{action} finishes only "
+            message += "queued or running jobs"
+            return error_response(409, "job_already_finished", message, job_status=status)
+        return json_response(200, job.status_payload())
+
+
+def _add_fault(call: _Call, body: dict[str, Any]) -> httpx.Response:
+    return json_response(201, call.store.add_fault(make_fault(**body)).to_json())
+
+
+def _clear_faults(call: _Call, body: dict[str, Any]) -> httpx.Response:
+    call.store.clear_faults()
+    return json_response(200, {"ok": True})
+
+
+def _clock(call: _Call, body: dict[str, Any]) -> httpx.Response:
+    clock = call.lifecycle.clock
+    return json_response(
+        200, {"now": clock.now(), "time": clock.time(), "virtual": isinstance(clock, VirtualClock)}
+    )
+
+
+def _advance_clock(call: _Call, body: dict[str, Any]) -> httpx.Response:
+    clock = call.lifecycle.clock
+    if not isinstance(clock, VirtualClock):
+        message = f"the fake runs on {clock!r}; only a VirtualClock can be advanced"
+        return error_response(409, "not_virtual", message)
+    seconds: Any = body.get("seconds")
+    if not number_in(seconds, 0, MAX_CLOCK_ADVANCE):
+        message = f"'seconds' must be a finite number from 0 to {MAX_CLOCK_ADVANCE:g}, got {seconds!r}"
+        return error_response(422, "bad_seconds", message)
+    clock.advance(float(seconds))
+    return json_response(200, {"now": clock.now(), "time": clock.time()})
+
+
+_Handler = Callable[[_Call, dict[str, Any]], httpx.Response]
+#: What a route's body may hold (its name in a typo message, and its fields), or None: no body.
+_Reads = tuple[str, frozenset[str]] | None
+_NOTHING: frozenset[str] = frozenset()
+#: Each route as ``GET /_fake`` lists it, what its body may hold and what answers it.
+_TABLE: tuple[tuple[str, _Reads, _Handler], ...] = (
+    ("GET /_fake", None, _index),
+    ("POST /_fake/reset", ("reset", _NOTHING), _reset),
+    ("GET /_fake/scenario", None, lambda call, _: json_response(200, call.store.default_scenario.describe())),
+    (
+        "POST /_fake/scenario  {scenario fields..., optional 'job': 'next' | <job id>}",
+        ("scenario", frozenset(f.name for f in dataclasses.fields(Scenario)) | {"job"}),
+        _set_scenario,
+    ),
+    ("GET /_fake/jobs", None, _jobs),
+    ("GET /_fake/jobs/{job_id}", None, _job_detail),
+    (
+        "POST /_fake/jobs/{job_id}/advance  {'to': 'running' | <step> | 'end'}",
+        ("advance", frozenset({"to"})),
+        _advance_job,
+    ),
+    ("POST /_fake/jobs/{job_id}/succeed", ("succeed", _NOTHING), _finish),
+    ("POST /_fake/jobs/{job_id}/fail  {'error': '...'}", ("fail", frozenset({"error"})), _finish),
+    ("POST /_fake/jobs/{job_id}/cancel", ("cancel", _NOTHING), _finish),
+    (
+        "GET /_fake/requests",
+        None,
+        lambda call, _: json_response(200, {"requests": [r.to_json() for r in call.store.requests]}),
+    ),
+    (
+        "GET /_fake/faults",
+        None,
+        lambda call, _: json_response(200, {"faults": [f.to_json() for f in call.store.faults]}),
+    ),
+    (
+        "POST /_fake/faults  {'route', 'status' | 'connect_error' | 'latency', "
+        "'pattern' | 'fail_next' | 'probability', ...}",
+        ("fault", frozenset(inspect.signature(make_fault).parameters)),
+        _add_fault,
+    ),
+    ("DELETE /_fake/faults", None, _clear_faults),
+    ("GET /_fake/clock", None, _clock),
+    ("POST /_fake/clock/advance  {'seconds': n}", ("clock advance", frozenset({"seconds"})), _advance_clock),
+)
+ADMIN_ROUTES: tuple[str, ...] = tuple(line for line, _, _ in _TABLE)
+#: ``(method, path below /_fake/, with {job_id})`` to what the route reads and its handler.
+_ROUTES: dict[tuple[str, str], tuple[_Reads, _Handler]] = {
+    (line.split()[0], line.split()[1][len("/_fake/") :]): (reads, handler) for line, reads, handler in _TABLE
+}
+
+
+def handle_admin(
+    lifecycle: Lifecycle, request: httpx.Request, api_base: str, reset: Callable[[], None]
+) -> httpx.Response:
+    try:
+        return _route(_Call(lifecycle, request, api_base, reset, ""))
+    except (ConfigError, SynthUsageError) as exc:
+        return problems_response(exc.problems)
+    except StoreFull as full:
+        return error_response(429, full.code, f"{full.message}; {full.hint}")
+    except SynthError as exc:
+        return error_response(404, "not_found", str(exc))
+    except ValueError as exc:
+        return error_response(400, "bad_request", f"{exc}")
+    except (TypeError, OverflowError) as exc:  # a field of the wrong JSON type, deep in a constructor
+        message = (
+            f"a field in the request body has the wrong type or size ({exc}); see GET /_fake for the routes"
+        )
+        return error_response(400, "bad_request", message)
+
+
+def _route(call: _Call) -> httpx.Response:
+    request, method = call.request, call.request.method
+    parts = [p for p in request.url.path.split("/") if p][1:]  # drop "_fake"
+    job_id = parts[1] if parts[:1] == ["jobs"] and len(parts) > 1 else ""
+    shape = "/".join(["jobs", "{job_id}", *parts[2:]] if job_id else parts)
+    call = dataclasses.replace(call, job_id=job_id)
+    found = _ROUTES.get((method, shape))
+    if found is None and method == "POST" and job_id and len(parts) == 3:
+        call.store.get(job_id)  # an unknown job: 404
+        message = f"unknown job action {parts[2]!r}; use advance, succeed, fail, cancel"
+        return error_response(404, "not_found", message)
+    if found is None:
+        allowed = sorted(m for m, path in _ROUTES if path == shape)
+        if allowed:
+            return method_not_allowed(method, request.url.path, allowed)
+        message = f"no admin route {method} {request.url.path}"
+        return error_response(404, "route_not_found", message, routes=list(ADMIN_ROUTES))
+    reads, handler = found
+    if job_id:
+        call.store.get(job_id)
+    if reads is None:
+        return handler(call, {})
+    body = request_json(request.content) if request.content else {}
+    if not isinstance(body, dict):
+        raise ValueError("the admin request body must be a JSON object")
+    bad = _unknown_fields(body, reads[1], reads[0])
+    return bad if bad is not None else handler(call, body)
 
 
 class RequestHandler:
