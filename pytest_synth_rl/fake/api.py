@@ -202,24 +202,22 @@ def _legacy_problems(fields: Mapping[str, Any], where: str) -> list[ConfigProble
     model, endpoint = fields.get("model"), fields.get("endpoint_base_url")
     trainer, config = fields.get("trainer"), fields.get("config")
     counts = trainer if isinstance(trainer, Mapping) else {}
+
+    def expect(fine: object, expected: str, value: object) -> str | None:
+        return None if fine else f"expected {expected}, got {value!r:.60}"
+
     found = {
-        "model": None
-        if isinstance(model, str) and model.strip()
-        else f"expected the model id, got {model!r:.60}",
+        "model": expect(isinstance(model, str) and model.strip(), "the model id", model),
         "endpoint_base_url": http_url_problem(endpoint, "http://127.0.0.1:8114")
         if isinstance(endpoint, str)
-        else f"expected the task app's URL, got {endpoint!r:.60}",
-        "trainer": None
-        if trainer is None or isinstance(trainer, Mapping)
-        else f"expected an object, got {trainer!r:.60}",
+        else expect(False, "the task app's URL", endpoint),
+        "trainer": expect(trainer is None or isinstance(trainer, Mapping), "an object", trainer),
         **{
-            f"trainer.{name}": f"expected an integer >= {least}, got {value!r:.60}"
+            f"trainer.{name}": expect(False, f"an integer >= {least}", value)
             for name, least in (("batch_size", 1), ("group_size", 2))
             if (value := counts.get(name)) is not None and not int_in(value, least, math.inf)
         },
-        "config": None
-        if config is None or isinstance(config, Mapping)
-        else f"expected an object, got {config!r:.60}",
+        "config": expect(config is None or isinstance(config, Mapping), "an object", config),
     }
     return [ConfigProblem(where + key, problem, None) for key, problem in found.items() if problem]
 
@@ -279,20 +277,14 @@ def list_jobs(call: ApiCall) -> httpx.Response:
     limit = _int_param(call, "limit", 20, 1, 1000)
     created_after = _time_param(call, "created_after")
     created_before = _time_param(call, "created_before")
-    status = params.get("status")
+    status, model, after = params.get("status"), params.get("model"), params.get("after")
     if status is not None and status not in _STATUSES:
-        return invalid(
-            ["query", "status"], f"unknown status {status!r}", f"use one of {', '.join(_STATUSES)}"
-        )
-    model = params.get("model")
-    after = params.get("after")
+        return invalid(["query", "status"], f"unknown status {status!r}", f"use one of {_STATUSES}")
     jobs = list(reversed(call.lifecycle.store.records()))
     if after:
         ids = [j.id for j in jobs]
         if after not in ids:
-            return invalid(
-                ["query", "after"], f"unknown job id {after!r}", "pass the last id of the previous page"
-            )
+            return invalid(["query", "after"], f"unknown job id {after!r}", "send the last page's last id")
         jobs = jobs[ids.index(after) + 1 :]
     selected: list[dict[str, Any]] = []
     more = False

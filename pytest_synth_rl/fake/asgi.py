@@ -12,7 +12,7 @@ import httpx
 
 from pytest_synth_rl.fake.api import EventStream
 from pytest_synth_rl.fake.handler import MAX_BODY_BYTES, RequestHandler
-from pytest_synth_rl.fake.wire import error_response
+from pytest_synth_rl.fake.wire import at_most, error_response
 from pytest_synth_rl.taskapp.asgi import OffLoop, Receive, Scope, Send, serve_lifespan
 
 #: Seconds a client has to send a whole request body once its headers arrived.
@@ -32,8 +32,11 @@ BUSY_RETRY_AFTER = 1
 class _Refused(Exception):
     """The request is answered with :attr:`response`, its handler never called."""
 
-    def __init__(self, status: int, code: str, message: str, busy: bool = False) -> None:
+    def __init__(self, status: int, code: str, what: str, most: object = None, busy: bool = False) -> None:
         headers = [("connection", "close")] + ([("retry-after", str(BUSY_RETRY_AFTER))] if busy else [])
+        message = (
+            what if most is None else at_most(what, most, f"retry after {BUSY_RETRY_AFTER}s" if busy else "")
+        )
         self.response = error_response(status, code, message, headers)
 
 
@@ -75,17 +78,13 @@ async def _read_body(receive: Receive, scope: Scope, limit: int, taken: list[int
 
     def take(size: int, what: str) -> None:
         if size > limit:
-            message = f"the request body is {what}; this fake backend accepts at most {limit} bytes"
-            raise _Refused(413, "body_too_large", message)
+            raise _Refused(413, "body_too_large", f"the request body is {what}", f"{limit} bytes")
         if size and not BODY_BUDGET.take(size):
+            held = (
+                f"the request body is {what}, with {BODY_BUDGET.held - taken[0]} bytes of other bodies held"
+            )
             raise _Refused(
-                503,
-                "too_many_bodies",
-                f"the request body is {what}, and this fake backend already holds "
-                f"{BODY_BUDGET.held - taken[0]} bytes of other requests' bodies: it holds at most "
-                f"{MAX_BUFFERED_BYTES} bytes of request bodies at once, across connections. Retry after "
-                f"{BUSY_RETRY_AFTER}s (Retry-After), or send fewer large bodies at once",
-                busy=True,
+                503, "too_many_bodies", held, f"{MAX_BUFFERED_BYTES} bytes of bodies at once", True
             )
         taken[0] += size
 
@@ -119,10 +118,10 @@ def _to_request(scope: Scope, body: bytes) -> httpx.Request:
         if raw_path.startswith(b"/"):
             url = httpx.URL(f"{scope.get('scheme', 'http')}://{host}:{port}{target.decode('latin-1')}")
             return httpx.Request(scope["method"], url, headers=list(scope.get("headers", [])), content=body)
-    message = (
+    what = (
         f"the request target {raw_path[:80]!r} is not a path; send an origin-form target such as /api/rl/jobs"
     )
-    raise _Refused(400, "bad_request_target", message)
+    raise _Refused(400, "bad_request_target", what)
 
 
 class FakeASGIApp:
@@ -167,28 +166,17 @@ class FakeASGIApp:
     ) -> httpx.Response | None:
         target_chars = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
         if target_chars > MAX_TARGET_CHARS:
-            message = (
-                f"the request target (path and query) is {target_chars} characters; this fake "
-                f"backend accepts at most {MAX_TARGET_CHARS}: send a shorter one (its routes, such "
-                "as /api/rl/jobs/<job id>, take short ids and a few query parameters)"
-            )
-            raise _Refused(414, "uri_too_long", message)
+            what = f"the request target (path and query) is {target_chars} characters"
+            raise _Refused(414, "uri_too_long", what, MAX_TARGET_CHARS)
         if counted and self._streams > MAX_STREAMS:
-            raise _Refused(
-                503,
-                "too_many_streams",
-                f"this fake backend keeps at most {MAX_STREAMS} event streams open at once, and "
-                f"{self._streams - 1} are open: close one (a stream ends with its job's terminal event), "
-                f"or retry after {BUSY_RETRY_AFTER}s (Retry-After); GET .../events?since_seq=<seq> "
-                "reads the same events without holding a stream open",
-                busy=True,
-            )
+            what = f"{self._streams - 1} event streams are open (GET .../events?since_seq=N needs none)"
+            raise _Refused(503, "too_many_streams", what, f"{MAX_STREAMS} event streams open at once", True)
         limit = min(MAX_BODY_BYTES, MAX_BUFFERED_BYTES)
         try:
             body = await asyncio.wait_for(_read_body(receive, scope, limit, taken), self.read_timeout)
         except asyncio.TimeoutError:
-            message = f"the request body did not arrive within {self.read_timeout:g}s; send the whole request"
-            raise _Refused(408, "request_timeout", message) from None
+            what = f"the request body did not arrive within {self.read_timeout:g}s; send the whole request"
+            raise _Refused(408, "request_timeout", what) from None
         try:
             return await self._workers.run(self.handler, _to_request(scope, body))
         except httpx.ConnectError:

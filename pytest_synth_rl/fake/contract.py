@@ -30,6 +30,8 @@ from pytest_synth_rl.taskapp.loopback import is_loopback_host
 from pytest_synth_rl.taskapp.tls import shared_ssl_context
 
 _REJECTED = (400, 401, 403)
+#: An endpoint's answer, or why there is none.
+_Reply = httpx.Response | str
 _REWARD_KEYS = ("reward_info", "metrics")
 
 #: Rollout response schemas of the SDK releases that submit RL jobs: (era, id key, reward key).
@@ -89,7 +91,7 @@ class ContractReport:
         lines = [f"task app contract: {self.url} ({self.summary()})"]
         for c in self.checks:
             result = "PASS" if c.passed else ("FAIL" if c.required else "WARN")
-            lines.append(f"  {result}  {c.name.ljust(width)}  {_clip(c.got, 160)}")
+            lines.append(f"  {result}  {c.name.ljust(width)}  {excerpt(' '.join(c.got.split()), 160)}")
             if not c.passed:
                 lines.append(f"        {' ' * width}  expected: {c.expected}")
         return redact("\n".join(lines))
@@ -102,27 +104,19 @@ class ContractReport:
         return self.render()
 
 
-def _clip(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 class TaskAppContractError(TaskAppError, AssertionError):
     """The task app broke its contract (an ``AssertionError`` too)."""
 
     def __init__(self, report: ContractReport) -> None:
-        self.report = report
-        problems = report.problems
-        listing = "\n".join(f"  - {p.render()}" for p in problems)
-        warnings = "".join(f"\n  - {w.render()}" for w in report.warnings)
-        listing += f"\n  warnings (not failures):{warnings}" if warnings else ""
+        self.report, problems, warnings = report, report.problems, report.warnings
+        listing = "".join(f"\n  - {c.render()}" for c in problems) + "".join(
+            f"\n  - (warning) {w.render()}" for w in warnings
+        )
         super().__init__(
-            f"task app at {report.url} breaks the Synth task app contract "
-            f"({len(problems)} problem(s)):\n{listing}",
+            f"task app at {report.url} breaks the task app contract ({len(problems)} problem(s)):{listing}",
             url=report.url,
-            hint="see the contract: GET /health, GET /task_info[?seed=N], GET /info, "
-            "POST /rollout; /task_info and /rollout must reject requests without the key",
-            details={"problems": [p.name for p in problems], "warnings": [w.name for w in report.warnings]},
+            hint="serve GET /health, GET /task_info[?seed=N], GET /info, POST /rollout; refuse a missing key",
+            details={"problems": [p.name for p in problems], "warnings": [w.name for w in warnings]},
         )
 
 
@@ -156,7 +150,7 @@ def _status_text(response: httpx.Response, ok_status: int | None = None) -> str:
     return f"HTTP {response.status_code}: {excerpt(response.text, 160)}"
 
 
-def _json_200(response: httpx.Response | str) -> Any:
+def _json_200(response: _Reply) -> Any:
     return json_or_none(response) if not isinstance(response, str) and response.status_code == 200 else None
 
 
@@ -236,24 +230,17 @@ class _Checker:
         required = required and name not in _INFORMATIONAL
         self.report.checks.append(ContractCheck(name, passed, expected, redact(got), required))
 
-    def status_check(self, name: str, response: httpx.Response | str, passed: bool) -> None:
+    def status_check(self, name: str, response: _Reply, passed: bool) -> None:
         if isinstance(response, str):
             self.add(name, False, response)
         else:
             self.add(name, passed, _status_text(response, 200 if passed else None))
 
-    def send(
-        self,
-        method: str,
-        path: str,
-        *,
-        auth: bool = True,
-        headers: SecretHeaders | None = None,
-        **kwargs: Any,
-    ) -> httpx.Response | str:
-        sent = headers if headers is not None else self.headers if auth else {}
+    def send(self, method: str, path: str, headers: dict[str, str] | None = None, **kw: Any) -> _Reply:
+        """The answer (*headers* default to the key's), or why there is none."""
+        sent = self.headers if headers is None else headers
         try:
-            return self.client.request(method, self.base + path, headers=sent, **kwargs)
+            return self.client.request(method, self.base + path, headers=sent, **kw)
         except httpx.HTTPError as exc:
             return f"request failed: {type(exc).__name__}: {exc}"
 
@@ -298,7 +285,7 @@ def check_task_app_contract(
         timeout=httpx.Timeout(timeout), verify=shared_ssl_context(), trust_env=not loopback
     ) as client:
         checker = _Checker(client, base, task_app_auth_headers(api_key), timeout, policy)
-        root = checker.send("GET", "/", auth=False)
+        root = checker.send("GET", "/", headers={})
         if isinstance(root, str):
             checker.add("reachable", False, root, f"an HTTP server at {redact(base)}")
             return checker.report
@@ -329,10 +316,8 @@ def _check_health_and_auth(checker: _Checker) -> None:
     health = checker.send("GET", "/health")
     checker.status_check("GET /health", health, not isinstance(health, str) and health.status_code == 200)
     probes = {
-        "/task_info": checker.send("GET", "/task_info", auth=False),
-        "/rollout": checker.send(
-            "POST", "/rollout", json=checker.rollout_request("contract-nokey")[0], auth=False
-        ),
+        "/task_info": checker.send("GET", "/task_info", headers={}),
+        "/rollout": checker.send("POST", "/rollout", {}, json=checker.rollout_request("contract-nokey")[0]),
     }
     expected = "400/401/403 for /task_info and /rollout without a key"
     if checker.headers:
@@ -346,7 +331,7 @@ def _check_health_and_auth(checker: _Checker) -> None:
     checker.add("auth enforced", enforced, ", ".join(seen), expected)
 
 
-def _advertised_env(plain: httpx.Response | str, seeded: httpx.Response | str) -> str | None:
+def _advertised_env(plain: _Reply, seeded: _Reply) -> str | None:
     """``taskset.env_name`` in ``GET /task_info``, else the seed's TaskInfo ``environment``."""
     body = _json_200(plain)
     taskset = body.get("taskset") if isinstance(body, dict) else None
@@ -358,9 +343,7 @@ def _advertised_env(plain: httpx.Response | str, seeded: httpx.Response | str) -
     return environment if isinstance(environment, str) and environment else None
 
 
-def _check_task_info(
-    checker: _Checker, seed: int, plain: httpx.Response | str, seeded: httpx.Response | str
-) -> None:
+def _check_task_info(checker: _Checker, seed: int, plain: _Reply, seeded: _Reply) -> None:
     body = _json_200(plain)
     if isinstance(plain, str) or plain.status_code != 200:
         checker.status_check("GET /task_info", plain, False)
@@ -411,10 +394,8 @@ def _check_rollout_answer(checker: _Checker, calls_before: int) -> None:
             got += crash_note(crash_of(correlation_id), len(checker.stub.calls(correlation_id)))
         expected = _EXPECTED["POST /rollout"]
         if checker.env_guessed:
-            expected += (
-                f" (the request's env_name={checker.env_name!r} is a guess: GET /task_info advertises "
-                "no taskset.env_name or environment; pass check_task_app_contract(..., env_name=...))"
-            )
+            expected += f" (the request's env_name={checker.env_name!r} is a guess: GET /task_info names "
+            expected += "none; pass check_task_app_contract(..., env_name=...))"
         checker.add("POST /rollout", False, got, expected)
         return
     checker.add("POST /rollout", True, f"HTTP {response.status_code}")

@@ -1,9 +1,5 @@
-"""Deterministic fault injection, per route.
-
-A :class:`Fault` says which calls fail (``pattern="0110"``, ``fail_next=N``, ``probability=p``
-with ``seed``, or every call) and how (an HTTP ``status``, ``connect_error=True`` or
-``latency=seconds``). Faults are consulted before authentication, as real infrastructure's are.
-"""
+"""Deterministic fault injection, per route: which calls fail (``pattern``, ``fail_next``,
+``probability`` with ``seed``, or every call) and how (``status``, ``connect_error``, ``latency``)."""
 
 from __future__ import annotations
 
@@ -32,15 +28,7 @@ FaultKind = Literal["status", "connect", "latency"]
 FAULT_KINDS: tuple[str, ...] = ("status", "connect", "latency")
 #: Route names a fault can target ("*" targets every API route).
 ROUTE_NAMES: tuple[str, ...] = (
-    "submit",
-    "list",
-    "status",
-    "cancel",
-    "start",
-    "events",
-    "events_stream",
-    "metrics",
-    "timeline",
+    *("submit", "list", "status", "cancel", "start", "events", "events_stream", "metrics", "timeline"),
     "*",
 )
 
@@ -166,23 +154,13 @@ def make_fault(
     seed: int = 0,
     cycle: bool = False,
 ) -> Fault:
-    """A :class:`Fault` from the keyword form ``FakeSynthBackend.fault`` and the admin API take.
-
-    Every problem is reported at once: this function's own (``connect_error`` not a bool, two
-    kinds) together with the fault's field checks.
-    """
+    """A :class:`Fault` from the keyword form ``FakeSynthBackend.fault`` and the admin API take;
+    every problem (its own and the fault's field checks) is reported at once."""
     flag = bool_problem(connect_error, "fault.connect_error", "connect_error=True")
     problems = [] if flag is None else [flag]
     connect_error = connect_error is True
-    kinds = [
-        kind
-        for kind, on in (
-            ("status", status is not None),
-            ("connect", connect_error),
-            ("latency", latency is not None),
-        )
-        if on
-    ]
+    given = {"status": status is not None, "connect": connect_error, "latency": latency is not None}
+    kinds = [kind for kind, on in given.items() if on]
     if len(kinds) > 1:
         message = f"choose one fault kind, got {' and '.join(kinds)}"
         problems.append(ConfigProblem("fault", message, "status=, connect_error=True or latency="))

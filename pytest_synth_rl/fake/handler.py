@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
@@ -26,6 +25,7 @@ from pytest_synth_rl.fake.scenario import Scenario, error_text_problem, number_i
 from pytest_synth_rl.fake.store import JobStore, StoreFull
 from pytest_synth_rl.fake.wire import (
     LoggedRequest,
+    at_most,
     error_response,
     json_response,
     masked_response,
@@ -38,10 +38,15 @@ from pytest_synth_rl.secrets.masking import Secret, mask_secret
 ADMIN_PREFIX = "/_fake"
 #: Largest request body the fake takes, served or in process.
 MAX_BODY_BYTES = 10 * 2**20
-_PATTERNS = [
-    (method, re.compile(path.strip("/").replace("{job_id}", "([^/]+)")), name)
-    for method, path, name, _ in api.ROUTES
-]
+_API_ROUTES = {(method, path.strip("/")): name for method, path, name, _ in api.ROUTES}
+
+
+def _shape(path: str, jobs: int) -> tuple[str, str | None]:
+    """*path*'s segments, the one after ``jobs`` (segment *jobs*) as ``{job_id}``; and that id."""
+    parts = [p for p in path.split("/") if p]
+    if parts[jobs : jobs + 1] != ["jobs"] or len(parts) <= jobs + 1:
+        return "/".join(parts), None
+    return "/".join([*parts[: jobs + 1], "{job_id}", *parts[jobs + 2 :]]), parts[jobs + 1]
 
 
 class RouteMatch(NamedTuple):
@@ -55,16 +60,12 @@ class RouteMatch(NamedTuple):
 @functools.lru_cache(maxsize=4096)
 def match_route(method: str, relative_path: str) -> RouteMatch | None:
     """The route for *relative_path* (below the API root), or None if the path is unknown."""
-    allowed: list[str] = []
-    job_id = None
-    for route_method, pattern, name in _PATTERNS:
-        found = pattern.fullmatch(relative_path.strip("/"))
-        if found is not None:
-            job_id = found.group(1) if pattern.groups else None
-            if route_method == method:
-                return RouteMatch(name, job_id)
-            allowed.append(route_method)
-    return RouteMatch(None, job_id, tuple(sorted(set(allowed)))) if allowed else None
+    shape, job_id = _shape(relative_path, 1)
+    name = _API_ROUTES.get((method, shape))
+    if name is not None:
+        return RouteMatch(name, job_id)
+    allowed = tuple(sorted({m for m, path in _API_ROUTES if path == shape}))
+    return RouteMatch(None, job_id, allowed) if allowed else None
 
 
 def route_listing(api_root: str) -> list[str]:
@@ -158,11 +159,9 @@ def _job_detail(call: _Call, body: dict[str, Any]) -> httpx.Response:
         summary["metric_points_count"] = job.point_count
         rollouts = job.rollouts[-DETAIL_ITEMS:]
     if max(len(job.events), job.point_count, len(job.rollouts)) > DETAIL_ITEMS:
-        base = call.api_base.rstrip("/")
+        base = f"GET {call.api_base.rstrip('/')}/rl/jobs/{job.id}"
         summary["history_note"] = (
-            f"the latest {DETAIL_ITEMS} events, metric points and rollouts at most; read every "
-            f"event and metric point with GET {base}/rl/jobs/{job.id}/events?since_seq=0 and "
-            f"GET {base}/rl/jobs/{job.id}/metrics, a page at a time"
+            f"the latest {DETAIL_ITEMS} items; all: {base}/events?since_seq=0, {base}/metrics"
         )
     shown = ("step", "seed", "mode", "run_id", "status_code", "reward", "error", "elapsed")
     summary["rollouts"] = [{name: getattr(r, name) for name in shown} for r in rollouts]
@@ -204,8 +203,7 @@ def _finish(call: _Call, body: dict[str, Any]) -> httpx.Response:
                 job.cancel()
         status = job.status
         if before in TERMINAL or status != _FINISHING[action]:
-            message = f"job {job.id} already {status}; POST /_fake/jobs/{job.id}/{action} finishes only "
-            message += "queued or running jobs"
+            message = f"job {job.id} already {status}; only queued or running jobs can {action}"
             return error_response(409, "job_already_finished", message, job_status=status)
         return json_response(200, job.status_payload())
 
@@ -304,17 +302,16 @@ def handle_admin(
     except ValueError as exc:
         return error_response(400, "bad_request", f"{exc}")
     except (TypeError, OverflowError) as exc:  # a field of the wrong JSON type, deep in a constructor
-        message = (
-            f"a field in the request body has the wrong type or size ({exc}); see GET /_fake for the routes"
+        return error_response(
+            400, "bad_request", f"a body field has the wrong type or size ({exc}); see GET /_fake"
         )
-        return error_response(400, "bad_request", message)
 
 
 def _route(call: _Call) -> httpx.Response:
     request, method = call.request, call.request.method
     parts = [p for p in request.url.path.split("/") if p][1:]  # drop "_fake"
-    job_id = parts[1] if parts[:1] == ["jobs"] and len(parts) > 1 else ""
-    shape = "/".join(["jobs", "{job_id}", *parts[2:]] if job_id else parts)
+    shape, found_id = _shape("/".join(parts), 0)
+    job_id = found_id or ""
     call = dataclasses.replace(call, job_id=job_id)
     found = _ROUTES.get((method, shape))
     if found is None and method == "POST" and job_id and len(parts) == 3:
@@ -380,8 +377,8 @@ class RequestHandler:
     def _route(self, request: httpx.Request) -> tuple[httpx.Response, bool]:
         request.read()
         if len(request.content) > MAX_BODY_BYTES:
-            message = f"the request body is {len(request.content)} bytes; this fake backend accepts at most "
-            return error_response(413, "body_too_large", f"{message}{MAX_BODY_BYTES} bytes"), True
+            message = at_most(f"the request body is {len(request.content)} bytes", f"{MAX_BODY_BYTES} bytes")
+            return error_response(413, "body_too_large", message), True
         path, store = request.url.path, self.lifecycle.store
         if path.startswith(ADMIN_PREFIX + "/") or path == ADMIN_PREFIX:
             if not self._authorized(request):
@@ -410,10 +407,8 @@ class RequestHandler:
         if found is None:
             inside = path == root or path.startswith(root + "/")
             record.error = why = "no such route" if inside else f"path is outside the API root {root}"
-            message = f"{record.method} {path}: {why}. This fake backend serves the RL job API under {root}; "
-            return error_response(
-                404, "route_not_found", message + "see 'routes'.", routes=route_listing(root)
-            ), False
+            message = f"{record.method} {path}: {why}; see 'routes'"
+            return error_response(404, "route_not_found", message, routes=route_listing(root)), False
         record.job_id = found.job_id
         if found.name is None:
             return method_not_allowed(request.method, path, found.allowed), True
@@ -435,11 +430,9 @@ class RequestHandler:
         return scheme.lower() == "bearer" and token.strip() == str(self.api_key.value)
 
     def _unauthorized(self) -> httpx.Response:
-        message = (
-            "missing or invalid API key: send 'Authorization: Bearer <key>' with the key this fake "
-            f"backend accepts (FakeSynthBackend(api_key=...), currently {mask_secret(self.api_key.value)}); "
-            "with the plugin, use the synth_backend fixture's api_key or set SYNTH_API_KEY to it"
-        )
+        key = mask_secret(self.api_key.value)
+        message = "missing or invalid API key: send 'Authorization: Bearer <key>' with the key of "
+        message += f"FakeSynthBackend(api_key=...) ({key}; the synth_backend fixture's api_key)"
         return error_response(401, "unauthorised", message, [("www-authenticate", "Bearer")])
 
     def _apply_faults(

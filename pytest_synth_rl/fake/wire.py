@@ -50,6 +50,11 @@ def error_response(
     )
 
 
+def at_most(what: str, most: object, fix: str = "") -> str:
+    """The message for a request past one of the fake's limits."""
+    return f"{what}; this fake backend accepts at most {most}" + (f"; {fix}" if fix else "")
+
+
 def method_not_allowed(method: str, path: str, allowed: Sequence[str]) -> httpx.Response:
     methods = ", ".join(allowed)
     message = f"{method} is not allowed on {path}; use {methods}"
