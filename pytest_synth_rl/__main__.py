@@ -174,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from pytest_synth_rl.fake.standalone import policies_from_specs, serve_until_stopped
+    from pytest_synth_rl.fake.backend import policies_from_specs, serve_until_stopped
 
     try:
         serve_until_stopped(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_synth_rl.fake.standalone import load_policy
+from pytest_synth_rl.fake.backend import load_policy
 from pytest_synth_rl.plugin.session import ServedFake
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "unscramble"

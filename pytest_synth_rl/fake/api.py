@@ -1,7 +1,5 @@
-"""Handlers for the RL job API (contract §1.2), one function per route, the route table, and the
-live event stream. The request handler has already matched the route, applied faults, checked
-the key and taken the store's lock. Bad input gets a 4xx naming the parameter and what was expected.
-"""
+"""The RL job API's handlers (contract §1.2), its route table and the live event stream; the
+request handler has matched the route, applied faults, checked the key and taken the store's lock."""
 
 from __future__ import annotations
 
@@ -24,8 +22,16 @@ from pytest_synth_rl.errors import ConfigProblem
 from pytest_synth_rl.fake.jobs import TERMINAL, JobState, iso
 from pytest_synth_rl.fake.keys import SEALED_BOX_ALG, EnvKeyRejected, EnvKeys
 from pytest_synth_rl.fake.lifecycle import Lifecycle
+from pytest_synth_rl.fake.scenario import int_in
 from pytest_synth_rl.fake.store import IdempotencyConflict, StoreFull
-from pytest_synth_rl.fake.wire import BadBody, error_response, json_response, problems_response, request_json
+from pytest_synth_rl.fake.wire import (
+    BadBody,
+    error_response,
+    invalid,
+    json_response,
+    problems_response,
+    request_json,
+)
 
 _PAYLOAD = "the RL job payload as a JSON object with Content-Type: application/json"
 _STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "error")
@@ -36,8 +42,6 @@ _IDLE_LIMIT = 600.0  # real seconds without a new event before an event stream g
 
 @dataclass
 class ApiCall:
-    """The request as the handlers need it, with the parts of the fake they work on."""
-
     lifecycle: Lifecycle
     request: httpx.Request
     job_id: str | None
@@ -49,11 +53,7 @@ class ApiCall:
 
 
 class EventStream(httpx.SyncByteStream, httpx.AsyncByteStream):
-    """SSE bytes for one job's events after *since_seq*, open until the job is terminal.
-
-    Each :meth:`step` observes the job once, sends what is new and says how long to wait (a
-    clock-paced :class:`VirtualClock` is advanced to the next stage instead).
-    """
+    """SSE bytes for one job's events after *since_seq*, open until the job is terminal."""
 
     def __init__(self, lifecycle: Lifecycle, job: JobState, since_seq: int) -> None:
         self._lifecycle = lifecycle
@@ -63,7 +63,6 @@ class EventStream(httpx.SyncByteStream, httpx.AsyncByteStream):
         self._idle_since = self._last_beat = time.monotonic()
 
     def _pause(self, due: float | None) -> float:
-        """Real seconds to wait before the next look."""
         clock = self._lifecycle.clock
         if isinstance(clock, VirtualClock) and self._lifecycle.pacing == "clock" and due is not None:
             clock.advance(max(0.0, due - clock.now()))
@@ -124,20 +123,17 @@ class EventStream(httpx.SyncByteStream, httpx.AsyncByteStream):
 
 
 class _Answer(Exception):
-    """Ends a handler early with :attr:`response` (a bad parameter or body)."""
-
     def __init__(self, response: httpx.Response) -> None:
         self.response = response
 
 
 def _json_body(call: ApiCall, what: str, *, payload: bool = False) -> dict[str, Any]:
-    """The body as a JSON object; else the 400 (422 for a bad job *payload*) asking for *what*."""
     raw = call.request.content
     try:
         body = request_json(raw)
     except BadBody as bad:
         if payload and bad.field:
-            raise _Answer(_invalid(bad.field, bad.problem, bad.hint)) from None
+            raise _Answer(invalid(bad.field, bad.problem, bad.hint)) from None
         raise _Answer(error_response(400, bad.code, f"{bad}; send {what}")) from None
     if isinstance(body, dict):
         return body
@@ -145,16 +141,7 @@ def _json_body(call: ApiCall, what: str, *, payload: bool = False) -> dict[str, 
         raise _Answer(error_response(400, "invalid_body", f"expected a JSON object: {what}"))
     got = f"a JSON {type(body).__name__}" if body is not None else "JSON null" if raw else "an empty body"
     message = f"expected the RL job payload as a JSON object, got {got}"
-    raise _Answer(_invalid("body", message, "build it with build_rl_payload() or RLJob.from_config()"))
-
-
-def _invalid(loc: Any, msg: str, hint: str | None) -> httpx.Response:
-    """A 422 in the shape FastAPI gives validation errors."""
-    return json_response(422, {"detail": [{"loc": loc, "msg": msg, "hint": hint}]})
-
-
-def _bad_query(name: str, message: str, hint: str) -> httpx.Response:
-    return _invalid(["query", name], message, hint)
+    raise _Answer(invalid("body", message, "build it with build_rl_payload() or RLJob.from_config()"))
 
 
 def _int_param(call: ApiCall, name: str, default: int, low: int, high: int) -> int:
@@ -165,12 +152,10 @@ def _int_param(call: ApiCall, name: str, default: int, low: int, high: int) -> i
         if low <= (value := int(raw)) <= high:
             return value
     message = f"must be an integer in {low}..{high}, got {raw!r}"
-    raise _Answer(_bad_query(name, message, f"omit {name} for the default ({default})"))
+    raise _Answer(invalid(["query", name], message, f"omit {name} for the default ({default})"))
 
 
 def _on_job(route: Callable[[ApiCall, JobState], httpx.Response]) -> Callable[[ApiCall], httpx.Response]:
-    """*route* for the job in the path, or the 404 that says why there is none."""
-
     def handler(call: ApiCall) -> httpx.Response:
         assert call.job_id is not None
         store = call.lifecycle.store
@@ -188,10 +173,8 @@ def _on_job(route: Callable[[ApiCall, JobState], httpx.Response]) -> Callable[[A
     return handler
 
 
-# -- legacy create bodies (contract §1.2) ------------------------------------------------------------
 def legacy_payload(payload: Mapping[str, Any]) -> tuple[dict[str, Any], list[ConfigProblem]] | None:
-    """``(payload as kept, problems)`` for an older client's create body (the SDK's fields at the top
-    level, or ``data`` without a ``config``); else None."""
+    """``(payload as kept, problems)`` for an older client's create body; else None."""
     data = payload.get("data")
     if "data" not in payload and "endpoint_base_url" in payload:
         fields, where = payload, ""
@@ -216,34 +199,29 @@ def legacy_payload(payload: Mapping[str, Any]) -> tuple[dict[str, Any], list[Con
 
 
 def _legacy_problems(fields: Mapping[str, Any], where: str) -> list[ConfigProblem]:
-    problems = []
-    model = fields.get("model")
-    if not isinstance(model, str) or not model.strip():
-        problems.append(ConfigProblem(f"{where}model", f"expected the model id, got {model!r:.60}", None))
-    endpoint = fields.get("endpoint_base_url")
-    problem = (
-        http_url_problem(endpoint, "http://127.0.0.1:8114")
+    model, endpoint = fields.get("model"), fields.get("endpoint_base_url")
+    trainer, config = fields.get("trainer"), fields.get("config")
+    counts = trainer if isinstance(trainer, Mapping) else {}
+
+    def expect(fine: object, expected: str, value: object) -> str | None:
+        return None if fine else f"expected {expected}, got {value!r:.60}"
+
+    found = {
+        "model": expect(isinstance(model, str) and model.strip(), "the model id", model),
+        "endpoint_base_url": http_url_problem(endpoint, "http://127.0.0.1:8114")
         if isinstance(endpoint, str)
-        else f"expected the task app's URL, got {endpoint!r:.60}"
-    )
-    if problem is not None:
-        problems.append(ConfigProblem(f"{where}endpoint_base_url", problem, None))
-    trainer = fields.get("trainer")
-    if trainer is not None and not isinstance(trainer, Mapping):
-        problems.append(ConfigProblem(f"{where}trainer", f"expected an object, got {trainer!r:.60}", None))
-    elif isinstance(trainer, Mapping):
-        for name, least in (("batch_size", 1), ("group_size", 2)):
-            value = trainer.get(name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
-                message = f"expected an integer >= {least}, got {value!r:.60}"
-                problems.append(ConfigProblem(f"{where}trainer.{name}", message, None))
-    config = fields.get("config")
-    if config is not None and not isinstance(config, Mapping):
-        problems.append(ConfigProblem(f"{where}config", f"expected an object, got {config!r:.60}", None))
-    return problems
+        else expect(False, "the task app's URL", endpoint),
+        "trainer": expect(trainer is None or isinstance(trainer, Mapping), "an object", trainer),
+        **{
+            f"trainer.{name}": expect(False, f"an integer >= {least}", value)
+            for name, least in (("batch_size", 1), ("group_size", 2))
+            if (value := counts.get(name)) is not None and not int_in(value, least, math.inf)
+        },
+        "config": expect(config is None or isinstance(config, Mapping), "an object", config),
+    }
+    return [ConfigProblem(where + key, problem, None) for key, problem in found.items() if problem]
 
 
-# -- routes ------------------------------------------------------------------------------------
 def submit(call: ApiCall) -> httpx.Response:
     lifecycle = call.lifecycle
     store = lifecycle.store
@@ -278,7 +256,6 @@ def submit(call: ApiCall) -> httpx.Response:
 
 
 def _time_param(call: ApiCall, name: str) -> float | None:
-    """An ISO-8601 time or epoch seconds, as epoch seconds; None if absent."""
     raw = call.params.get(name)
     if not raw:
         return None
@@ -291,7 +268,7 @@ def _time_param(call: ApiCall, name: str) -> float | None:
             value = (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
     if not math.isfinite(value):
         message = f"must be an ISO-8601 time or epoch seconds, got {raw!r:.80}"
-        raise _Answer(_bad_query(name, message, "e.g. 2026-01-01T00:00:00Z"))
+        raise _Answer(invalid(["query", name], message, "e.g. 2026-01-01T00:00:00Z"))
     return value
 
 
@@ -300,16 +277,14 @@ def list_jobs(call: ApiCall) -> httpx.Response:
     limit = _int_param(call, "limit", 20, 1, 1000)
     created_after = _time_param(call, "created_after")
     created_before = _time_param(call, "created_before")
-    status = params.get("status")
+    status, model, after = params.get("status"), params.get("model"), params.get("after")
     if status is not None and status not in _STATUSES:
-        return _bad_query("status", f"unknown status {status!r}", f"use one of {', '.join(_STATUSES)}")
-    model = params.get("model")
-    after = params.get("after")
-    jobs = list(reversed(call.lifecycle.store.records()))  # newest first
+        return invalid(["query", "status"], f"unknown status {status!r}", f"use one of {_STATUSES}")
+    jobs = list(reversed(call.lifecycle.store.records()))
     if after:
         ids = [j.id for j in jobs]
         if after not in ids:
-            return _bad_query("after", f"unknown job id {after!r}", "pass the last id of the previous page")
+            return invalid(["query", "after"], f"unknown job id {after!r}", "send the last page's last id")
         jobs = jobs[ids.index(after) + 1 :]
     selected: list[dict[str, Any]] = []
     more = False
@@ -354,7 +329,6 @@ def cancel(call: ApiCall, job: JobState) -> httpx.Response:
 
 @_on_job
 def start(call: ApiCall, job: JobState) -> httpx.Response:
-    # Legacy clients call this; jobs here start on their own, so it only reports the job.
     call.lifecycle.sync(job)
     return json_response(200, job.status_bytes())
 
@@ -368,7 +342,6 @@ def events(call: ApiCall, job: JobState) -> httpx.Response:
 
 
 def _last_event_id(call: ApiCall, default: int) -> int:
-    """The SSE ``Last-Event-ID`` header as the seq to resume after; *default* when absent or empty."""
     raw = call.request.headers.get("last-event-id")
     if raw is None or not raw.strip():
         return default
@@ -377,7 +350,7 @@ def _last_event_id(call: ApiCall, default: int) -> int:
     if value is None or value > 10**12:
         message = f"must be the id of an event (an integer in 0..{10**12}), got {raw!r:.80}"
         hint = "send the id: of the last event received, or leave the header out to start from since_seq"
-        raise _Answer(_invalid(["header", "last-event-id"], message, f"{hint} (default 0)"))
+        raise _Answer(invalid(["header", "last-event-id"], message, f"{hint} (default 0)"))
     return value
 
 
@@ -404,7 +377,6 @@ def timeline(call: ApiCall, job: JobState) -> httpx.Response:
     return json_response(200, {"events": job.timeline, "job_id": job.id, "status": job.status})
 
 
-# -- the task app's key and pre-submit verification (contract §10.3, §10.5) ----------------------
 def public_key(call: ApiCall) -> httpx.Response:
     return json_response(200, {"public_key": call.keys.public_key_b64, "alg": SEALED_BOX_ALG})
 
@@ -431,8 +403,7 @@ def verify_endpoint(call: ApiCall) -> httpx.Response:
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         message = f"must be the task app's http(s) base URL, got {url!r:.80}"
         hint = "send the same URL the job's data.endpoint_base_url will carry"
-        return _invalid(["body", "endpoint_base_url"], message, hint)
-    # Probed with each key this fake would send, as the hosted backend does (any URL with rollouts=True).
+        return invalid(["body", "endpoint_base_url"], message, hint)
     store = call.lifecycle.store
     client, any_url = call.lifecycle.driver.client, store.rollouts is True
     answer = call.keys.probe(url.rstrip("/"), client, any_url=any_url, set_aside=store.lock.set_aside)
@@ -465,7 +436,6 @@ _HANDLERS = {name: handler for _, _, name, handler in ROUTES}
 
 
 def dispatch(name: str, call: ApiCall) -> httpx.Response:
-    """Run the handler for route *name*, turning bad parameters and bodies into their 4xx."""
     try:
         return _HANDLERS[name](call)
     except _Answer as early:

@@ -1,9 +1,5 @@
-"""An ASGI adapter over a request handler, so any HTTP client can reach the fake backend.
-
-The blocking handler runs on daemon worker threads, never on the event loop. Hostile input gets
-an HTTP answer (413, 408, 414, 400, or 503 when too many bodies or streams are held at once),
-never a 500 or a socket held open.
-"""
+"""An ASGI adapter over a request handler, so any HTTP client can reach the fake backend: the
+handler runs on worker threads; hostile input gets a 413, 408, 414, 400 or 503, never a 500."""
 
 from __future__ import annotations
 
@@ -16,21 +12,8 @@ import httpx
 
 from pytest_synth_rl.fake.api import EventStream
 from pytest_synth_rl.fake.handler import MAX_BODY_BYTES, RequestHandler
-from pytest_synth_rl.fake.wire import error_response
+from pytest_synth_rl.fake.wire import at_most, error_response
 from pytest_synth_rl.taskapp.asgi import OffLoop, Receive, Scope, Send, serve_lifespan
-
-__all__ = [
-    "BODY_BUDGET",
-    "BUSY_RETRY_AFTER",
-    "DEFAULT_READ_TIMEOUT",
-    "MAX_BODY_BYTES",
-    "MAX_BUFFERED_BYTES",
-    "MAX_STREAMS",
-    "MAX_TARGET_CHARS",
-    "MAX_WORKERS",
-    "BodyBudget",
-    "FakeASGIApp",
-]
 
 #: Seconds a client has to send a whole request body once its headers arrived.
 DEFAULT_READ_TIMEOUT = 30.0
@@ -40,23 +23,25 @@ MAX_WORKERS = 64
 MAX_STREAMS = MAX_WORKERS // 4
 #: Longest request target (path and query) the fake takes, in characters.
 MAX_TARGET_CHARS = 8 * 1024
-#: Request body bytes every served fake in the process holds at once, until answered: without
-#: it, each open connection could hold :data:`MAX_BODY_BYTES` before any key is checked.
+#: Request body bytes every served fake in the process holds at once, until answered.
 MAX_BUFFERED_BYTES = 64 * 2**20
 #: Seconds a request refused for want of budget is told to wait (``Retry-After``).
 BUSY_RETRY_AFTER = 1
 
 
 class _Refused(Exception):
-    """The request is answered with :attr:`response` from the event loop, its handler never called."""
+    """The request is answered with :attr:`response`, its handler never called."""
 
-    def __init__(self, status: int, code: str, message: str, busy: bool = False) -> None:
+    def __init__(self, status: int, code: str, what: str, most: object = None, busy: bool = False) -> None:
         headers = [("connection", "close")] + ([("retry-after", str(BUSY_RETRY_AFTER))] if busy else [])
+        message = (
+            what if most is None else at_most(what, most, f"retry after {BUSY_RETRY_AFTER}s" if busy else "")
+        )
         self.response = error_response(status, code, message, headers)
 
 
 class BodyBudget:
-    """Request body bytes held at once, process-wide (taking never waits: the loop never blocks)."""
+    """Request body bytes held at once, process-wide (taking never waits)."""
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
@@ -68,7 +53,7 @@ class BodyBudget:
             return self._held
 
     def take(self, size: int) -> bool:
-        """Take *size* bytes if they fit under :data:`MAX_BUFFERED_BYTES` (a negative size gives back)."""
+        """Take *size* bytes if they fit under :data:`MAX_BUFFERED_BYTES` (negative: give back)."""
         with self._changed:
             if size > 0 and self._held + size > MAX_BUFFERED_BYTES:
                 return False
@@ -77,7 +62,6 @@ class BodyBudget:
             return True
 
     def wait_for(self, condition: Callable[[int], bool], timeout: float) -> bool:
-        """Block until ``condition(held)`` is true (False after *timeout* seconds)."""
         with self._changed:
             return self._changed.wait_for(lambda: condition(self._held), timeout)
 
@@ -87,26 +71,20 @@ BODY_BUDGET = BodyBudget()
 
 async def _read_body(receive: Receive, scope: Scope, limit: int, taken: list[int]) -> bytes:
     """The whole body, its bytes taken from :data:`BODY_BUDGET` and added to ``taken[0]``; refused
-    (413, 503) as soon as it is known to be over *limit* or not to fit in the budget (from
-    ``Content-Length``, else as chunks arrive): the rest is never read."""
+    (413, 503) as soon as it is known not to fit: the rest is never read."""
     headers = dict((name.lower(), value) for name, value in scope.get("headers", []))
     length = headers.get(b"content-length", b"")
-    declared = int(length) if length.isdigit() else None  # the server already refused a bad one
+    declared = int(length) if length.isdigit() else None
 
     def take(size: int, what: str) -> None:
         if size > limit:
-            # ``connection: close`` makes the server close the connection, and the unread rest with it.
-            message = f"the request body is {what}; this fake backend accepts at most {limit} bytes"
-            raise _Refused(413, "body_too_large", message)
+            raise _Refused(413, "body_too_large", f"the request body is {what}", f"{limit} bytes")
         if size and not BODY_BUDGET.take(size):
+            held = (
+                f"the request body is {what}, with {BODY_BUDGET.held - taken[0]} bytes of other bodies held"
+            )
             raise _Refused(
-                503,
-                "too_many_bodies",
-                f"the request body is {what}, and this fake backend already holds "
-                f"{BODY_BUDGET.held - taken[0]} bytes of other requests' bodies: it holds at most "
-                f"{MAX_BUFFERED_BYTES} bytes of request bodies at once, across connections. Retry after "
-                f"{BUSY_RETRY_AFTER}s (Retry-After), or send fewer large bodies at once",
-                busy=True,
+                503, "too_many_bodies", held, f"{MAX_BUFFERED_BYTES} bytes of bodies at once", True
             )
         taken[0] += size
 
@@ -131,7 +109,7 @@ async def _read_body(receive: Receive, scope: Scope, limit: int, taken: list[int
 
 
 def _to_request(scope: Scope, body: bytes) -> httpx.Request:
-    """The handler's request (headers stay bytes); refused (400) when the target is not a path."""
+    """The handler's request; refused (400) when the target is not a path."""
     host, port = scope.get("server") or ("127.0.0.1", 80)
     query = scope.get("query_string", b"")
     raw_path = scope.get("raw_path") or scope.get("path", "/").encode()
@@ -140,10 +118,10 @@ def _to_request(scope: Scope, body: bytes) -> httpx.Request:
         if raw_path.startswith(b"/"):
             url = httpx.URL(f"{scope.get('scheme', 'http')}://{host}:{port}{target.decode('latin-1')}")
             return httpx.Request(scope["method"], url, headers=list(scope.get("headers", [])), content=body)
-    message = (
+    what = (
         f"the request target {raw_path[:80]!r} is not a path; send an origin-form target such as /api/rl/jobs"
     )
-    raise _Refused(400, "bad_request_target", message)
+    raise _Refused(400, "bad_request_target", what)
 
 
 class FakeASGIApp:
@@ -161,8 +139,7 @@ class FakeASGIApp:
             return
         if scope["type"] != "http":
             return
-        # A stream is counted before its handler runs: one past the bound costs no body read, no worker.
-        # The handler's own route table says what the path is: no spelling of it escapes the count.
+        # A stream is counted before its handler runs, by the handler's own route table.
         method = scope.get("method")
         found = self.handler.route_of(method, str(scope.get("path", ""))) if method == "GET" else None
         counted = found is not None and found.name == "events_stream"
@@ -174,11 +151,11 @@ class FakeASGIApp:
             except _Refused as refused:
                 response = refused.response
             finally:
-                BODY_BUDGET.take(-taken[0])  # however the request ended, its body is no longer held
+                BODY_BUDGET.take(-taken[0])
             if response is not None:
                 await self._respond(response, receive, send)
             else:
-                # An injected connection fault: a response cut short, which clients see as a lost connection.
+                # An injected connection fault: a response cut short.
                 start = {"type": "http.response.start", "status": 200}
                 await send({**start, "headers": [(b"content-length", b"100")]})
         finally:
@@ -187,32 +164,19 @@ class FakeASGIApp:
     async def _handle(
         self, scope: Scope, receive: Receive, counted: bool, taken: list[int]
     ) -> httpx.Response | None:
-        """The handler's response (None: an injected connection fault), or :class:`_Refused`."""
         target_chars = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
         if target_chars > MAX_TARGET_CHARS:
-            message = (
-                f"the request target (path and query) is {target_chars} characters; this fake "
-                f"backend accepts at most {MAX_TARGET_CHARS}: send a shorter one (its routes, such "
-                "as /api/rl/jobs/<job id>, take short ids and a few query parameters)"
-            )
-            raise _Refused(414, "uri_too_long", message)
+            what = f"the request target (path and query) is {target_chars} characters"
+            raise _Refused(414, "uri_too_long", what, MAX_TARGET_CHARS)
         if counted and self._streams > MAX_STREAMS:
-            raise _Refused(
-                503,
-                "too_many_streams",
-                f"this fake backend keeps at most {MAX_STREAMS} event streams open at once, and "
-                f"{self._streams - 1} are open: close one (a stream ends with its job's terminal event), "
-                f"or retry after {BUSY_RETRY_AFTER}s (Retry-After); GET .../events?since_seq=<seq> "
-                "reads the same events without holding a stream open",
-                busy=True,
-            )
-        # A body larger than the whole budget would never fit: too large, not "retry later".
+            what = f"{self._streams - 1} event streams are open (GET .../events?since_seq=N needs none)"
+            raise _Refused(503, "too_many_streams", what, f"{MAX_STREAMS} event streams open at once", True)
         limit = min(MAX_BODY_BYTES, MAX_BUFFERED_BYTES)
         try:
             body = await asyncio.wait_for(_read_body(receive, scope, limit, taken), self.read_timeout)
         except asyncio.TimeoutError:
-            message = f"the request body did not arrive within {self.read_timeout:g}s; send the whole request"
-            raise _Refused(408, "request_timeout", message) from None
+            what = f"the request body did not arrive within {self.read_timeout:g}s; send the whole request"
+            raise _Refused(408, "request_timeout", what) from None
         try:
             return await self._workers.run(self.handler, _to_request(scope, body))
         except httpx.ConnectError:
@@ -220,7 +184,7 @@ class FakeASGIApp:
 
     async def _respond(self, response: httpx.Response, receive: Receive, send: Send) -> None:
         headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.multi_items()]
-        if not isinstance(response.stream, EventStream):  # every other answer is in memory
+        if not isinstance(response.stream, EventStream):
             await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
             await send({"type": "http.response.body", "body": response.content})
             return
@@ -234,7 +198,6 @@ class FakeASGIApp:
         headers = [(k, v) for k, v in headers if k.lower() != b"content-length"]
         try:
             await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
-            # Each look at the job on a worker, each wait between looks here (ended by a hang-up).
             while not watcher.done():
                 chunks, pause = await self._workers.run(stream.step)
                 for chunk in chunks:

@@ -1,19 +1,21 @@
-"""FakeSynthBackend: a stateful stand-in for Synth's RL service, on an injectable clock.
-
-A facade over the job store, the lifecycle, the task app's keys, the stand-in model, and the
-request handler that every adapter takes: ``httpx.MockTransport``, respx and a loopback server.
-"""
+"""FakeSynthBackend: a stateful stand-in for Synth's RL service on an injectable clock, over the job
+store, the lifecycle, the task app's keys, the stand-in model and the request handler; and the
+``serve`` command as a library, with policies loaded from ``[ENV=]file.py:NAME`` specs."""
 
 from __future__ import annotations
 
 import contextlib
 import inspect
 import math
+import os
 import re
+import secrets
+import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 import httpx
@@ -26,6 +28,7 @@ from pytest_synth_rl.errors import (
     ConfigProblem,
     SynthError,
     SynthUsageError,
+    TaskAppError,
     finite_number,
     keywords_checked,
     seconds_problem,
@@ -38,12 +41,14 @@ from pytest_synth_rl.fake.keys import EnvKeys
 from pytest_synth_rl.fake.lifecycle import PACING_MODES, Lifecycle, Pacing
 from pytest_synth_rl.fake.model import PolicyReply
 from pytest_synth_rl.fake.model.inference import StubInference
+from pytest_synth_rl.fake.model.policy import Policy, policy_problem
 from pytest_synth_rl.fake.rollouts import RolloutDriver
 from pytest_synth_rl.fake.scenario import Scenario, int_in
-from pytest_synth_rl.fake.stand_in import Policies, StandInModel, policies_problem
+from pytest_synth_rl.fake.stand_in import EVERY_OTHER_ENV, Policies, StandInModel, policies_problem
 from pytest_synth_rl.fake.store import JobStore, RolloutsMode
 from pytest_synth_rl.fake.wire import LoggedRequest
 from pytest_synth_rl.secrets.masking import Secret, key_problem, mask_secret, register_secret, secret_or_none
+from pytest_synth_rl.taskapp.loading import is_factory, load_attribute
 from pytest_synth_rl.taskapp.loopback import is_loopback_host
 from pytest_synth_rl.taskapp.serving import ServerThread
 
@@ -53,18 +58,15 @@ DEFAULT_BASE_URL = "https://api.usesynth.ai"
 #: The key the fake accepts unless told otherwise. Not a secret: it only opens this fake.
 DEFAULT_API_KEY = "sk_test_fake_backend_key"
 _ID = re.compile(r"[A-Za-z0-9_-]{1,40}")
-
-
-#: Calls respx keeps per router before they are dropped: a job polled for hours must not grow it.
+#: Calls respx keeps per router before they are dropped.
 _KEEP_CALLS = 1000
-
-# Routers currently mounted per origin, newest last: only the newest answers its origin.
+#: Routers mounted per origin, newest last: only the newest answers its origin.
 _mounted: dict[tuple[str, str, int], list[respx.MockRouter]] = {}
 _mounted_lock = threading.Lock()
 
 
 def _mount(handler: Callable[[httpx.Request], httpx.Response], base_url: str) -> respx.MockRouter:
-    """A started respx router answering *base_url*'s origin; loopback passes, other hosts are "not mocked"."""
+    """A started respx router answering *base_url*'s origin; loopback passes, other hosts are not mocked."""
     origin = httpx.URL(base_url)
     port = origin.port or (443 if origin.scheme == "https" else 80)
     key = (origin.scheme, origin.host, port)
@@ -79,14 +81,13 @@ def _mount(handler: Callable[[httpx.Request], httpx.Response], base_url: str) ->
 
     def elsewhere(request: httpx.Request) -> httpx.Request:
         if is_loopback_host(request.url.host):
-            return request  # respx passes a request returned by a side effect through
+            return request  # passed through
         raise AllMockedAssertionError(
             f"RESPX: {request!r} not mocked! The FakeSynthBackend mounted here serves {base_url} and "
             "lets loopback through; mock other hosts with respx routes."
         )
 
     for effect in (answer, elsewhere):
-        # respx reads a side effect's signature on every call; a fixed one makes that a lookup.
         setattr(effect, "__signature__", inspect.signature(effect))  # noqa: B010 (a function attribute)
     router.route(scheme=origin.scheme, host=origin.host, port=port).side_effect = answer
     router.route().side_effect = elsewhere
@@ -122,7 +123,7 @@ def _is_http_url(url: object) -> bool:
 
 _PREFIX = "1-40 letters, digits, '_' or '-' (it goes into URL paths)"
 _SPEED = "a finite number > 0 (how many times faster than real time)"
-#: Every argument's rule: the problem with a value (None: fine), and the hint its error gives.
+#: Every argument's rule (the problem with a value, None if fine) and its error's hint.
 _RULES: dict[str, tuple[Callable[[Any], str | None], str]] = {
     "base_url": (
         _must(_is_http_url, "an http(s) URL"),
@@ -160,45 +161,31 @@ _RULES: dict[str, tuple[Callable[[Any], str | None], str]] = {
 
 
 def argument_problem(name: str, value: object) -> str | None:
-    """What is wrong with *value* for the argument *name* (e.g. ``"speed"``), or None: the one
-    rule, for the command line's own options too."""
+    """What is wrong with *value* for the argument *name* (e.g. ``"speed"``), or None."""
     return _RULES[name][0](value)
 
 
 def _problems(where: str, given: Mapping[str, object]) -> list[ConfigProblem]:
-    """What :data:`_RULES` find wrong with *given*, keyed ``FakeSynthBackend.<where><argument>``."""
-    found = []
-    for name, value in given.items():
-        check, hint = _RULES[name]
-        problem = check(value)
-        if problem is not None:
-            found.append(ConfigProblem(f"FakeSynthBackend.{where}{name}", problem, hint or None))
-    return found
+    problems = ((name, _RULES[name][0](value)) for name, value in given.items())
+    return [ConfigProblem(f"FakeSynthBackend.{where}{n}", p, _RULES[n][1] or None) for n, p in problems if p]
 
 
 def _check(where: str, given: Mapping[str, object]) -> None:
     __tracebackhide__ = True
     problems = _problems(where, given)
-    if problems:  # every problem with the arguments, raised together
+    if problems:
         raise SynthUsageError(problems)
 
 
 class FakeSynthBackend:
     """A fake of Synth's RL job API, for offline tests.
 
-    ``with FakeSynthBackend() as fake:`` mounts it on respx (loopback passes through, other hosts
-    keep the usual respx rules); ``with fake.serve() as url:`` serves it on loopback instead;
-    ``fake.transport()`` is an ``httpx.MockTransport`` for a client of your own.
-
-    *base_url* is what clients are configured with (``/api`` implied); *api_key* the bearer key
-    accepted; *clock* is shared with the client under test. *task_app_api_key* goes to task apps
-    (default ``$ENVIRONMENT_API_KEY``); *policy*/*replies* drive the stub model (default: an
-    arithmetic solver that improves over the job); ``policy={"unscramble": p}`` answers that env's
-    rollouts with *p* and the others with the default (``"*"``: every env not named). *rollouts*:
-    ``"auto"`` (real rollouts for loopback task apps), ``True`` (any http(s) URL) or ``False``.
-    *strict*: an unknown path on the backend host raises :class:`FakeRouteError` when mounted.
-    *validate*: 422 for bad payloads. *max_rollouts_per_step* caps rollouts per step,
-    *rollout_timeout* is real seconds per rollout, and job ids are *job_id_prefix* plus a 6-digit count.
+    ``with FakeSynthBackend() as fake:`` mounts it on respx (loopback passes through);
+    ``with fake.serve() as url:`` serves it on loopback; ``fake.transport()`` is an
+    ``httpx.MockTransport``. *clock* is shared with the client under test; *policy* (or
+    ``{env_name: policy}``, ``"*"`` for every env not named) or *replies* drive the stub model;
+    *rollouts*: ``"auto"`` (loopback task apps), ``True`` (any http(s) URL) or ``False``; *strict*:
+    an unknown path raises :class:`FakeRouteError` when mounted; *validate*: 422 for bad payloads.
     """
 
     @keywords_checked
@@ -253,7 +240,6 @@ class FakeSynthBackend:
             timeout=rollout_timeout,
         )
         self.lifecycle = Lifecycle(self.store, self.driver, max_rollouts_per_step)
-        #: The pacing :meth:`reset` restores: the serve's while served.
         self._pacing: Pacing = self.lifecycle.pacing
         self.handle = RequestHandler(
             self.lifecycle, keys=self.keys, reset=self.reset, api_base=self.api_base, api_key=Secret(key)
@@ -267,12 +253,12 @@ class FakeSynthBackend:
 
     @property
     def api_key(self) -> Secret:
-        """The accepted key, wrapped so it never shows in a repr (``.api_key.value`` for the text)."""
+        """The accepted key (``.api_key.value`` for the text)."""
         return self.handle.api_key
 
     @property
     def inference(self) -> StubInference:
-        """The stub model rollouts talk to (its ``requests`` show what the task app asked)."""
+        """The stub model rollouts talk to."""
         return self.stand_in.inference
 
     @property
@@ -290,10 +276,9 @@ class FakeSynthBackend:
         )
 
     def transport(self) -> httpx.MockTransport:
-        """An ``httpx.MockTransport`` answering with this fake (sync and async clients alike)."""
+        """An ``httpx.MockTransport`` answering with this fake."""
         return httpx.MockTransport(self.handle)
 
-    # -- scenarios ------------------------------------------------------------------------------
     @staticmethod
     def _make_scenario(scenario: Scenario | None, fields: Mapping[str, Any]) -> Scenario:
         if scenario is not None and fields:
@@ -302,15 +287,13 @@ class FakeSynthBackend:
         return scenario if scenario is not None else Scenario.from_fields(fields)
 
     def scenario(self, scenario: Scenario | None = None, /, **fields: Any) -> Scenario:
-        """Set the default scenario for jobs submitted from now on, e.g. ``fake.scenario(outcome="failed",
-        fail_at_step=3, error="OOM")``; no arguments: the default (10 steps over 60 virtual seconds)."""
+        """Set the default scenario for jobs submitted from now on, e.g. ``scenario(outcome="failed")``."""
         made = self._make_scenario(scenario, fields)
         self.store.set_default(made, scripted=scenario is not None or bool(fields))
         return made
 
     def scenario_for(self, job: str, scenario: Scenario | None = None, /, **fields: Any) -> Scenario:
-        """Script one job: ``"next"`` (the next submission; calls queue up) or an existing job id,
-        which follows the new script from its current stage on."""
+        """Script one job: ``"next"`` (the next submission; calls queue up) or an existing job id."""
         made = self._make_scenario(scenario, fields)
         self.lifecycle.script(job, made)
         return made
@@ -323,9 +306,8 @@ class FakeSynthBackend:
     def default_scenario(self) -> Scenario:
         return self.store.default_scenario
 
-    # -- jobs -----------------------------------------------------------------------------------
     def job(self, job_id: str | None = None) -> FakeJob:
-        """A handle on one job (default: the most recent). Unknown ids raise :class:`SynthError`."""
+        """A handle on one job (default: the most recent)."""
         state = self.store.latest() if job_id is None else self.store.get(job_id)
         return FakeJob(self.lifecycle, state)
 
@@ -334,7 +316,6 @@ class FakeSynthBackend:
         """Every job, oldest first."""
         return [FakeJob(self.lifecycle, state) for state in self.store.records()]
 
-    # -- faults and the request log -------------------------------------------------------------
     @keywords_checked
     def fault(
         self,
@@ -350,9 +331,8 @@ class FakeSynthBackend:
         seed: int = 0,
         cycle: bool = False,
     ) -> Fault:
-        """Inject a fault on *route* (``submit``, ``status``, ``*``...): one kind (``status=503``, the
-        default, ``connect_error=True``, ``latency=30``), at most one selector (``pattern="0110"``,
-        ``fail_next=2``, ``probability=0.3, seed=1``)."""
+        """Inject a fault on *route*: one kind (``status=503``, ``connect_error=True``, ``latency=30``) and
+        at most one selector (``pattern="0110"``, ``fail_next=2``, ``probability=0.3, seed=1``)."""
         options = {name: value for name, value in locals().items() if name != "self"}
         return self.store.add_fault(make_fault(**options))
 
@@ -373,10 +353,8 @@ class FakeSynthBackend:
         return [r for r in self.store.requests if r.route == route]
 
     def reset(self, *, clock: Clock | None = None, job_id_prefix: str | None = None) -> None:
-        """Forget jobs, the request log, scenarios and faults; the stub model, rollout timeout and pacing
-        go back to this fake's own (the serve's, while served). With *clock*, jobs run on it from now
-        on; with *job_id_prefix*, ids count from 000001 again. ``POST /_fake/reset`` calls it, and
-        the plugin's fixtures after each test."""
+        """Forget jobs, requests, scenarios and faults, and restore this fake's own model, rollout timeout
+        and pacing; optionally switch to *clock* and restart ids at *job_id_prefix* 000001."""
         __tracebackhide__ = True
         _check("reset.", {} if job_id_prefix is None else {"job_id_prefix": job_id_prefix})
         if clock is not None:
@@ -387,37 +365,32 @@ class FakeSynthBackend:
         self.lifecycle.pacing = self._pacing
 
     def use_policy(self, policy: Policies | None) -> None:
-        """Answer model calls with *policy* (or ``{env_name: policy}``) from now on (``None``: this
-        fake's own policy again)."""
+        """Answer model calls with *policy* (or ``{env_name: policy}``; ``None``: this fake's own)."""
         __tracebackhide__ = True
         _check("use_", {"policy": policy})
         self.stand_in.use_policy(policy)
 
     def use_rollout_timeout(self, seconds: float | None) -> None:
-        """Give each rollout *seconds* (real) from now on; ``None``: the constructor's ``rollout_timeout``."""
+        """Give each rollout *seconds* (real); ``None``: the constructor's ``rollout_timeout``."""
         __tracebackhide__ = True
         _check("use_", {} if seconds is None else {"rollout_timeout": seconds})
         self.driver.timeout = self._rollout_timeout if seconds is None else float(seconds)
 
     def use_task_app_key(self, key: str | Secret | None) -> None:
-        """Send *key* to task apps from now on, as if a client had uploaded it (``None`` forgets it)."""
+        """Send *key* to task apps, as if a client had uploaded it (``None`` forgets it)."""
         self.keys.keep(secret_or_none(key))
 
-    # -- mounting (respx) -----------------------------------------------------------------------
     def start(self) -> FakeSynthBackend:
-        """Mount on respx: httpx requests to ``base_url`` reach this fake. Idempotent."""
+        """Mount on respx: httpx requests to ``base_url`` reach this fake."""
         if self._router is None:
             self._router = _mount(self.handle.strict if self.strict else self.handle, self.base_url)
         return self
 
     def stop(self) -> None:
-        """Unmount from respx and stop helpers (the stub model server, the rollout client)."""
+        """Unmount from respx and stop the stub model server and the rollout client."""
         router, self._router = self._router, None
         if router is not None:
             _unmount(router)
-        self._stop_helpers()
-
-    def _stop_helpers(self) -> None:
         self.stand_in.stop()
         self.driver.close()
 
@@ -438,7 +411,6 @@ class FakeSynthBackend:
         self.stop()
         self.lifecycle.close()
 
-    # -- serving (loopback) -----------------------------------------------------------------------
     @contextlib.contextmanager
     @keywords_checked
     def serve(
@@ -452,14 +424,10 @@ class FakeSynthBackend:
     ) -> Iterator[str]:
         """Serve this fake over HTTP on loopback; yields the base URL (``http://127.0.0.1:<port>``).
 
-        Its clients cannot advance a virtual clock, so while serving, jobs on one move by
-        **observation**: every look at a job (a status poll, an events, metrics or timeline read,
-        a tick of the event stream) runs its next stage; a default job ends on its 11th look.
-        ``speed=N`` serves on ``ScaledClock(N)`` instead (only before any job exists);
-        ``pacing="clock"`` keeps the virtual clock, moved only when advanced (a job polled without
-        moving says so in a ``hint``). ``Scenario(polls=N)`` and ``Scenario(immediate=True)``
-        always win. A request must send its headers, then its body, within *read_timeout*
-        seconds (else 408); a body over 10 MiB gets 413; ``/_fake/...`` needs the API's key.
+        On a virtual clock jobs move by observation: every look at a job runs its next stage.
+        ``speed=N`` serves on ``ScaledClock(N)`` (only before any job exists); ``pacing="clock"``
+        keeps the virtual clock, moved only when advanced. A request must arrive within
+        *read_timeout* seconds (else 408); ``/_fake/...`` needs the API's key.
         """
         _check("serve.", {"pacing": pacing, "speed": speed, "read_timeout": read_timeout})
         lifecycle = self.lifecycle
@@ -478,9 +446,13 @@ class FakeSynthBackend:
             lifecycle.pacing = "observed"
         self._pacing = lifecycle.pacing
         app = FakeASGIApp(self.handle, read_timeout=read_timeout)
-        description = "fake Synth backend"
         server = ServerThread(
-            app, host=host, port=port, lifespan="off", description=description, read_timeout=read_timeout
+            app,
+            host=host,
+            port=port,
+            lifespan="off",
+            description="fake Synth backend",
+            read_timeout=read_timeout,
         )
         try:
             server.start(15.0)
@@ -491,4 +463,93 @@ class FakeSynthBackend:
             if previous is not None:
                 self.store.clear_jobs()
                 lifecycle.use_clock(previous)
-            self._stop_helpers()
+            self.stand_in.stop()
+            self.driver.close()
+
+
+_SPEC_HINT = "a policy is 'path/to/file.py:NAME' or 'package.module:NAME', optionally after 'ENV='"
+
+
+def load_policy(spec: str) -> Policy:
+    """The policy (or factory of no arguments' policy) ``"file.py:NAME"`` or ``"module:NAME"`` names."""
+    try:
+        found = load_attribute(
+            spec, kind="policy", fits=lambda obj: policy_problem(obj) is None, found="policies"
+        )
+    except TaskAppError as exc:
+        raise SynthUsageError([ConfigProblem(spec, exc.message, exc.hint)], subject="policy") from None
+    policy, made = found, ""
+    if policy_problem(found) is not None and is_factory(found):
+        made = " (returned by the factory)"
+        try:
+            policy = found()
+        except Exception as exc:
+            raised = f"the factory raised {type(exc).__name__}: {exc}"
+            raise SynthUsageError([ConfigProblem(spec, raised, _SPEC_HINT)], subject="policy") from exc
+    problem = policy_problem(policy)
+    if problem is not None:
+        hint = "NAME must be a policy, policy(request) -> reply, or a function of no arguments returning one"
+        raise SynthUsageError([ConfigProblem(spec, f"{problem}{made}", hint)], subject="policy")
+    return policy  # type: ignore[no-any-return]
+
+
+def policies_from_specs(specs: Sequence[str]) -> dict[str, Policy]:
+    """``["unscramble=policy.py:policy", "mod:default"]`` -> ``{"unscramble": ..., "*": ...}``."""
+    policies: dict[str, Policy] = {}
+    for text in specs:
+        env, equals, spec = text.partition("=") if "=" in text.split(":", 1)[0] else ("", "", text)
+        env = env.strip() if equals else EVERY_OTHER_ENV
+        if not env or env in policies:
+            problem = "has no env name before '='" if not env else f"gives env {env!r} a second policy"
+            if env == EVERY_OTHER_ENV:
+                problem = "is a second default policy (a policy without 'ENV=')"
+            raise SynthUsageError([ConfigProblem(text, problem, _SPEC_HINT)], subject="policy")
+        policies[env] = load_policy(spec.strip())
+    return policies
+
+
+@contextlib.contextmanager
+def _stopped_by_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGINT and SIGTERM set *stop* (from the main thread; an ignored signal stays ignored)."""
+    previous: dict[signal.Signals, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                previous[signum] = signal.signal(signum, lambda *_: stop.set())
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def serve_until_stopped(
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    api_key: str | None = None,
+    policy: Policies | None = None,
+    pacing: Pacing | None = None,
+    speed: float | None = None,
+    task_app_api_key: str | None = None,
+    out: TextIO | None = None,
+    stop: threading.Event | None = None,
+) -> None:
+    """Serve a :class:`FakeSynthBackend` until *stop* is set (or SIGINT/SIGTERM), printing
+    ``SYNTH_BACKEND_URL=...``, ``SYNTH_API_KEY=...`` and a readiness line to *out*."""
+    out = sys.stdout if out is None else out
+    stop = threading.Event() if stop is None else stop
+    key = api_key or os.environ.get("SYNTH_API_KEY") or f"sk_fake_{secrets.token_hex(16)}"
+    fake = FakeSynthBackend(api_key=key, policy=policy, task_app_api_key=task_app_api_key)
+    try:
+        with _stopped_by_signals(stop), fake.serve(host=host, port=port, pacing=pacing, speed=speed) as url:
+            print(f"SYNTH_BACKEND_URL={url}", f"SYNTH_API_KEY={key}", sep="\n", file=out)
+            print(
+                f"synth-rl: fake backend ready at {url}, answering with {fake.inference.policy!r}; "
+                "Ctrl-C or SIGTERM stops it",
+                file=out,
+                flush=True,
+            )
+            stop.wait()
+    finally:
+        fake.close()

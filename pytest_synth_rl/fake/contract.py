@@ -30,6 +30,8 @@ from pytest_synth_rl.taskapp.loopback import is_loopback_host
 from pytest_synth_rl.taskapp.tls import shared_ssl_context
 
 _REJECTED = (400, 401, 403)
+#: An endpoint's answer, or why there is none.
+_Reply = httpx.Response | str
 _REWARD_KEYS = ("reward_info", "metrics")
 
 #: Rollout response schemas of the SDK releases that submit RL jobs: (era, id key, reward key).
@@ -56,8 +58,7 @@ class ContractCheck:
 
 @dataclass
 class ContractReport:
-    """All checks of one run, in order; ``ok`` when no required check failed. ``eras``: the
-    :data:`ROLLOUT_ERAS` labels whose response schema the rollout's answer satisfies."""
+    """All checks of one run, in order; ``eras``: the :data:`ROLLOUT_ERAS` the rollout's answer fits."""
 
     url: str
     checks: list[ContractCheck] = field(default_factory=list)
@@ -86,12 +87,11 @@ class ContractReport:
         return found[0]
 
     def render(self) -> str:
-        """A plain-text table, one row per check; failed ones also say what was expected."""
         width = max([len(c.name) for c in self.checks] + [5])
         lines = [f"task app contract: {self.url} ({self.summary()})"]
         for c in self.checks:
             result = "PASS" if c.passed else ("FAIL" if c.required else "WARN")
-            lines.append(f"  {result}  {c.name.ljust(width)}  {_clip(c.got, 160)}")
+            lines.append(f"  {result}  {c.name.ljust(width)}  {excerpt(' '.join(c.got.split()), 160)}")
             if not c.passed:
                 lines.append(f"        {' ' * width}  expected: {c.expected}")
         return redact("\n".join(lines))
@@ -104,27 +104,19 @@ class ContractReport:
         return self.render()
 
 
-def _clip(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 class TaskAppContractError(TaskAppError, AssertionError):
-    """The task app broke its contract (an ``AssertionError`` too: pytest shows a failure)."""
+    """The task app broke its contract (an ``AssertionError`` too)."""
 
     def __init__(self, report: ContractReport) -> None:
-        self.report = report
-        problems = report.problems
-        listing = "\n".join(f"  - {p.render()}" for p in problems)
-        warnings = "".join(f"\n  - {w.render()}" for w in report.warnings)
-        listing += f"\n  warnings (not failures):{warnings}" if warnings else ""
+        self.report, problems, warnings = report, report.problems, report.warnings
+        listing = "".join(f"\n  - {c.render()}" for c in problems) + "".join(
+            f"\n  - (warning) {w.render()}" for w in warnings
+        )
         super().__init__(
-            f"task app at {report.url} breaks the Synth task app contract "
-            f"({len(problems)} problem(s)):\n{listing}",
+            f"task app at {report.url} breaks the task app contract ({len(problems)} problem(s)):{listing}",
             url=report.url,
-            hint="see the contract: GET /health, GET /task_info[?seed=N], GET /info, "
-            "POST /rollout; /task_info and /rollout must reject requests without the key",
-            details={"problems": [p.name for p in problems], "warnings": [w.name for w in report.warnings]},
+            hint="serve GET /health, GET /task_info[?seed=N], GET /info, POST /rollout; refuse a missing key",
+            details={"problems": [p.name for p in problems], "warnings": [w.name for w in warnings]},
         )
 
 
@@ -148,19 +140,17 @@ _EXPECTED = {
     "model calls keep the inference URL": "chat calls under policy.config.inference_url, carrying the "
     "rollout's correlation id",
 }
-#: Checks of what the trainer never needs: a failure is a warning.
+#: Checks whose failure is a warning.
 _INFORMATIONAL = ("GET / (no auth)", "rollout response era", "rollout called the model")
 
 
 def _status_text(response: httpx.Response, ok_status: int | None = None) -> str:
-    """``HTTP <status>``, and a body excerpt unless the status is *ok_status*."""
     if response.status_code == ok_status:
         return f"HTTP {response.status_code}"
     return f"HTTP {response.status_code}: {excerpt(response.text, 160)}"
 
 
-def _json_200(response: httpx.Response | str) -> Any:
-    """The body of a 200 as JSON (None if it is not JSON, or the request failed or got another status)."""
+def _json_200(response: _Reply) -> Any:
     return json_or_none(response) if not isinstance(response, str) and response.status_code == 200 else None
 
 
@@ -170,7 +160,7 @@ def _looks_like_task_info(value: Any) -> TypeGuard[dict[str, Any]]:
 
 
 def _reward_verdict(body: dict[str, Any]) -> tuple[bool, str]:
-    """Every reward key present (at least one) must hold a numeric reward, read as jobs read it."""
+    """Every reward key present (at least one) must hold a numeric reward."""
     verdicts = []
     for where in [key for key in _REWARD_KEYS if body.get(key) is not None]:
         try:
@@ -186,8 +176,7 @@ def _reward_verdict(body: dict[str, Any]) -> tuple[bool, str]:
 
 
 def rollout_eras(body: dict[str, Any]) -> tuple[str, ...]:
-    """The :data:`ROLLOUT_ERAS` whose id key is a non-empty string in *body* and reward key an
-    object (from 0.4.12 on with a numeric ``outcome_reward``)."""
+    """The :data:`ROLLOUT_ERAS` whose response schema *body* satisfies."""
     return tuple(
         label
         for label, id_key, reward_key in ROLLOUT_ERAS
@@ -222,8 +211,6 @@ def _trace_verdict(body: dict[str, Any]) -> tuple[bool, str]:
 
 
 class _Checker:
-    """One run of the check: its client, the report so far, and what its rollouts ask for."""
-
     def __init__(
         self,
         client: httpx.Client,
@@ -235,8 +222,6 @@ class _Checker:
         self.client, self.base, self.headers, self.timeout = client, base, headers, timeout
         self.report = ContractReport(url=redact(base))
         self.seed, self.env_name, self.env_guessed = 0, "default", False
-        #: Each rollout of the check (the probes' too) gets its own inference URL on it, ending in
-        #: its correlation id, as the trainer hands them out.
         self.stub = StubInference(policy=policy)
         self.stub.require_correlation_id = True
 
@@ -245,31 +230,22 @@ class _Checker:
         required = required and name not in _INFORMATIONAL
         self.report.checks.append(ContractCheck(name, passed, expected, redact(got), required))
 
-    def status_check(self, name: str, response: httpx.Response | str, passed: bool) -> None:
-        """Check *name*: *passed*, or failed with the status and body (or why the request failed)."""
+    def status_check(self, name: str, response: _Reply, passed: bool) -> None:
         if isinstance(response, str):
             self.add(name, False, response)
         else:
             self.add(name, passed, _status_text(response, 200 if passed else None))
 
-    def send(
-        self,
-        method: str,
-        path: str,
-        *,
-        auth: bool = True,
-        headers: SecretHeaders | None = None,
-        **kwargs: Any,
-    ) -> httpx.Response | str:
-        """The response, or what went wrong as text."""
-        sent = headers if headers is not None else self.headers if auth else {}
+    def send(self, method: str, path: str, headers: dict[str, str] | None = None, **kw: Any) -> _Reply:
+        """The answer (*headers* default to the key's), or why there is none."""
+        sent = self.headers if headers is None else headers
         try:
-            return self.client.request(method, self.base + path, headers=sent, **kwargs)
+            return self.client.request(method, self.base + path, headers=sent, **kw)
         except httpx.HTTPError as exc:
             return f"request failed: {type(exc).__name__}: {exc}"
 
     def rollout_request(self, tag: str) -> tuple[dict[str, Any], str, str]:
-        """A request every rollout schema era accepts, with its ``run_id`` and correlation id."""
+        """A request every rollout schema era accepts, its ``run_id`` and its correlation id."""
         token = uuid.uuid4().hex[:12]
         run_id, correlation_id = f"{tag}-{token}", f"trace_{tag}-{token}"
         identity = RolloutIdentity(
@@ -309,17 +285,14 @@ def check_task_app_contract(
         timeout=httpx.Timeout(timeout), verify=shared_ssl_context(), trust_env=not loopback
     ) as client:
         checker = _Checker(client, base, task_app_auth_headers(api_key), timeout, policy)
-        root = checker.send("GET", "/", auth=False)
+        root = checker.send("GET", "/", headers={})
         if isinstance(root, str):
             checker.add("reachable", False, root, f"an HTTP server at {redact(base)}")
             return checker.report
-        # The SDK's template serves ``/`` but the trainer never calls it: a warning at most.
         checker.add("GET / (no auth)", root.status_code == 200, _status_text(root, 200))
         with checker.stub.serve():
-            # The advertised env name first, so the probe rollout is one the app can run.
             plain = checker.send("GET", "/task_info")
             if not isinstance(plain, str) and key_refused(plain.status_code, plain.content):
-                # Every other check would judge only the refusal: it is reported once, with the fix.
                 refusal = key_refusal(api_key, "check_task_app_contract(url, api_key=...)")
                 got = f"{refusal}; GET /task_info answered {_status_text(plain)}"
                 checker.add("task app key accepted", False, got)
@@ -329,26 +302,25 @@ def check_task_app_contract(
             checker.seed, checker.env_name, checker.env_guessed = seed, chosen or "default", chosen is None
             _check_health_and_auth(checker)
             _check_task_info(checker, seed, plain, seeded)
-            _check_info(checker)
+            info = checker.send("GET", "/info")
+            if isinstance(body := _json_200(info), dict):
+                checker.add("GET /info", True, f"HTTP 200, keys {sorted(body)}")
+            else:
+                checker.status_check("GET /info", info, False)
             _check_rollout(checker)
         return checker.report
 
 
 def _check_health_and_auth(checker: _Checker) -> None:
-    """``/health`` must answer with the key; the key is *enforced* on ``/task_info`` and
-    ``/rollout``. ``/health`` without a key is not judged: upstream demos answer it with 200
-    ``{"authorized": false}`` and later releases drop auth on it entirely."""
+    """``/health`` answers with the key; ``/task_info`` and ``/rollout`` refuse no key or a wrong one."""
     health = checker.send("GET", "/health")
     checker.status_check("GET /health", health, not isinstance(health, str) and health.status_code == 200)
     probes = {
-        "/task_info": checker.send("GET", "/task_info", auth=False),
-        "/rollout": checker.send(
-            "POST", "/rollout", json=checker.rollout_request("contract-nokey")[0], auth=False
-        ),
+        "/task_info": checker.send("GET", "/task_info", headers={}),
+        "/rollout": checker.send("POST", "/rollout", {}, json=checker.rollout_request("contract-nokey")[0]),
     }
     expected = "400/401/403 for /task_info and /rollout without a key"
     if checker.headers:
-        # An app that only checks that a key is there lets anyone in.
         wrong = task_app_auth_headers(Secret(f"wrong-key-{uuid.uuid4().hex}"))
         probes["/task_info with a wrong key"] = checker.send("GET", "/task_info", headers=wrong)
         request = checker.rollout_request("contract-wrongkey")[0]
@@ -359,9 +331,8 @@ def _check_health_and_auth(checker: _Checker) -> None:
     checker.add("auth enforced", enforced, ", ".join(seen), expected)
 
 
-def _advertised_env(plain: httpx.Response | str, seeded: httpx.Response | str) -> str | None:
-    """The env name the app advertises: ``taskset.env_name`` in ``GET /task_info``, else the
-    seed's TaskInfo ``environment``."""
+def _advertised_env(plain: _Reply, seeded: _Reply) -> str | None:
+    """``taskset.env_name`` in ``GET /task_info``, else the seed's TaskInfo ``environment``."""
     body = _json_200(plain)
     taskset = body.get("taskset") if isinstance(body, dict) else None
     name = taskset.get("env_name") if isinstance(taskset, dict) else None
@@ -372,9 +343,7 @@ def _advertised_env(plain: httpx.Response | str, seeded: httpx.Response | str) -
     return environment if isinstance(environment, str) and environment else None
 
 
-def _check_task_info(
-    checker: _Checker, seed: int, plain: httpx.Response | str, seeded: httpx.Response | str
-) -> None:
+def _check_task_info(checker: _Checker, seed: int, plain: _Reply, seeded: _Reply) -> None:
     body = _json_200(plain)
     if isinstance(plain, str) or plain.status_code != 200:
         checker.status_check("GET /task_info", plain, False)
@@ -390,7 +359,6 @@ def _check_task_info(
     if _looks_like_task_info(body):
         checker.add(name, True, f"TaskInfo {body['task']['id']!r}")
     elif body == []:
-        # The SDK's template answers [] without instances: training runs, nothing describes seeds.
         checker.add(name, False, "HTTP 200 with an empty list: no TaskInfo for this seed", required=False)
     elif isinstance(body, list) and all(_looks_like_task_info(item) for item in body):
         checker.add(name, True, f"list of {len(body)} TaskInfo")
@@ -400,17 +368,7 @@ def _check_task_info(
         checker.add(name, False, f"HTTP 200 without task.id/task.name: {excerpt(seeded.text, 160)}")
 
 
-def _check_info(checker: _Checker) -> None:
-    info = checker.send("GET", "/info")
-    body = _json_200(info)
-    if isinstance(body, dict):
-        checker.add("GET /info", True, f"HTTP 200, keys {sorted(body)}")
-    else:
-        checker.status_check("GET /info", info, False)
-
-
 def _check_rollout(checker: _Checker) -> None:
-    """The rollout's checks, then (whatever happened) whether its model calls kept their URL."""
     stub = checker.stub
     refused_before = len(stub.calls(None))
     try:
@@ -436,10 +394,8 @@ def _check_rollout_answer(checker: _Checker, calls_before: int) -> None:
             got += crash_note(crash_of(correlation_id), len(checker.stub.calls(correlation_id)))
         expected = _EXPECTED["POST /rollout"]
         if checker.env_guessed:
-            expected += (
-                f" (the request's env_name={checker.env_name!r} is a guess: GET /task_info advertises "
-                "no taskset.env_name or environment; pass check_task_app_contract(..., env_name=...))"
-            )
+            expected += f" (the request's env_name={checker.env_name!r} is a guess: GET /task_info names "
+            expected += "none; pass check_task_app_contract(..., env_name=...))"
         checker.add("POST /rollout", False, got, expected)
         return
     checker.add("POST /rollout", True, f"HTTP {response.status_code}")

@@ -1,14 +1,11 @@
-"""FakeJob: a test's handle on one fake job, to inspect it and to push it around.
-
-Every read first brings the job up to date with the clock (as an API call would) and returns a
-copy, so a test cannot corrupt the fake's state through what it was given.
-"""
+"""FakeJob: a test's handle on one fake job, to inspect it and to push it around; every read first
+brings the job up to date with the clock and returns a copy."""
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pytest_synth_rl.errors import ConfigProblem, SynthUsageError
 from pytest_synth_rl.fake.jobs import JobState, RolloutRecord
@@ -23,6 +20,16 @@ _NAMED = {
 }
 
 
+class _Read(Generic[T]):
+    """A read-only attribute: *read* of the job (brought up to date first, if *sync*)."""
+
+    def __init__(self, read: Callable[[JobState], T], *, sync: bool = True) -> None:
+        self._read, self._sync = read, sync
+
+    def __get__(self, job: FakeJob, owner: type[FakeJob] | None = None) -> T:
+        return job._view(self._read) if self._sync else self._read(job._state)
+
+
 class FakeJob:
     """One job in a :class:`FakeSynthBackend` (get it with ``fake.job(id)`` or ``fake.jobs``)."""
 
@@ -30,76 +37,35 @@ class FakeJob:
         self._lifecycle = lifecycle
         self._state = state
 
-    @property
-    def id(self) -> str:
-        return self._state.id
-
-    def _synced(self) -> JobState:
-        return self._lifecycle.sync(self._state)
-
-    def _read(self, read: Callable[[JobState], T]) -> T:
+    def _view(self, read: Callable[[JobState], T]) -> T:
         with self._lifecycle.store.lock:
-            return read(self._synced())
+            return read(self._lifecycle.sync(self._state))
 
-    @property
-    def status(self) -> str:
-        return self._synced().status
-
-    @property
-    def events(self) -> list[dict[str, Any]]:
-        return self._read(lambda job: copy.deepcopy(job.event_dicts()))
-
-    @property
-    def event_types(self) -> list[str]:
-        return self._read(lambda job: [e["type"] for e in job.event_dicts()])
-
-    @property
-    def metrics(self) -> list[dict[str, Any]]:
-        """Metric points (``train.reward``, ``train.loss``, ``eval.reward``) in order."""
-        return self._read(lambda job: job.point_dicts())
-
-    @property
-    def rewards(self) -> list[float]:
-        """The per-step training rewards so far (step 1 first)."""
-        return self._read(lambda job: list(job.rewards))
-
-    @property
-    def rollouts(self) -> list[RolloutRecord]:
-        """Every ``/rollout`` call made for this job (training and evaluation), in order."""
-        return self._read(lambda job: list(job.rollouts))
-
-    @property
-    def payload(self) -> dict[str, Any]:
-        return copy.deepcopy(self._state.payload)
-
-    @property
-    def scenario(self) -> Scenario:
-        return self._state.scenario
-
-    @property
-    def error(self) -> str | None:
-        return self._synced().error
-
-    @property
-    def final_reward(self) -> float | None:
-        return self._synced().final_reward
-
-    @property
-    def polls(self) -> int:
-        """How many status polls this job has received."""
-        return self._state.polls
-
-    @property
-    def uses_rollouts(self) -> bool:
-        return self._state.use_rollouts
+    id = _Read(lambda job: job.id, sync=False)
+    status = _Read(lambda job: job.status)
+    events = _Read(lambda job: copy.deepcopy(job.event_dicts()))
+    event_types = _Read(lambda job: [e["type"] for e in job.event_dicts()])
+    metrics = _Read(lambda job: job.point_dicts())
+    """Metric points (``train.reward``, ``train.loss``, ``eval.reward``) in order."""
+    rewards: _Read[list[float]] = _Read(lambda job: list(job.rewards))
+    """The per-step training rewards so far (step 1 first)."""
+    rollouts: _Read[list[RolloutRecord]] = _Read(lambda job: list(job.rollouts))
+    """Every ``/rollout`` call made for this job (training and evaluation), in order."""
+    payload: _Read[dict[str, Any]] = _Read(lambda job: copy.deepcopy(job.payload), sync=False)
+    scenario: _Read[Scenario] = _Read(lambda job: job.scenario, sync=False)
+    error = _Read(lambda job: job.error)
+    final_reward = _Read(lambda job: job.final_reward)
+    polls = _Read(lambda job: job.polls, sync=False)
+    """How many status polls this job has received."""
+    uses_rollouts = _Read(lambda job: job.use_rollouts, sync=False)
 
     def summary(self) -> dict[str, Any]:
         """Status plus lifecycle bookkeeping (scenario, counts, polls), as the admin API lists it."""
-        return self._read(lambda job: copy.deepcopy(job.summary()))
+        return self._view(lambda job: copy.deepcopy(job.summary()))
 
     def status_payload(self) -> dict[str, Any]:
         """The body ``GET /rl/jobs/{id}`` would return now (without counting as a poll)."""
-        return self._read(lambda job: copy.deepcopy(job.status_body()))
+        return self._view(lambda job: copy.deepcopy(job.status_body()))
 
     def advance_to(self, target: int | str) -> FakeJob:
         """Run the job's stages now, up to *target*: ``"running"``, a step number, or ``"end"``."""

@@ -1,9 +1,5 @@
-"""Deterministic fault injection, per route.
-
-A :class:`Fault` says which calls fail (``pattern="0110"``, ``fail_next=N``, ``probability=p``
-with ``seed``, or every call) and how (an HTTP ``status``, ``connect_error=True`` or
-``latency=seconds``). Faults are consulted before authentication, as real infrastructure's are.
-"""
+"""Deterministic fault injection, per route: which calls fail (``pattern``, ``fail_next``,
+``probability`` with ``seed``, or every call) and how (``status``, ``connect_error``, ``latency``)."""
 
 from __future__ import annotations
 
@@ -27,22 +23,12 @@ MAX_FAIL_NEXT = 1_000_000_000
 #: Largest ``seed`` (seeds are ints from 0 to 2**64 - 1).
 MAX_SEED = 2**64 - 1
 
-
 FaultKind = Literal["status", "connect", "latency"]
 #: Every :data:`FaultKind`.
 FAULT_KINDS: tuple[str, ...] = ("status", "connect", "latency")
-
 #: Route names a fault can target ("*" targets every API route).
 ROUTE_NAMES: tuple[str, ...] = (
-    "submit",
-    "list",
-    "status",
-    "cancel",
-    "start",
-    "events",
-    "events_stream",
-    "metrics",
-    "timeline",
+    *("submit", "list", "status", "cancel", "start", "events", "events_stream", "metrics", "timeline"),
     "*",
 )
 
@@ -127,27 +113,21 @@ class Fault:
     def should_fail(self) -> bool:
         """Consume one matching call; True if this call is to fail."""
         with self._lock:
-            index = self.seen
-            self.seen += 1
-            fail = self._decide(index)
-            if fail:
-                self.injected += 1
+            index, self.seen = self.seen, self.seen + 1
+            pattern, fail_next = self.pattern, self.fail_next
+            if (pattern is not None and index >= len(pattern) and not self.cycle) or (
+                fail_next is not None and self.injected >= fail_next
+            ):
+                self.active = False
+                return False
+            if pattern is not None:
+                fail = pattern[index % len(pattern)] == "1"
+            else:
+                fail = (
+                    fail_next is not None or self.probability is None or self._rng.random() < self.probability
+                )
+            self.injected += fail
             return fail
-
-    def _decide(self, index: int) -> bool:
-        if self.pattern is not None:
-            if index >= len(self.pattern) and not self.cycle:
-                self.active = False
-                return False
-            return self.pattern[index % len(self.pattern)] == "1"
-        if self.fail_next is not None:
-            if self.injected >= self.fail_next:
-                self.active = False
-                return False
-            return True
-        if self.probability is not None:
-            return self._rng.random() < self.probability
-        return True
 
     def remove(self) -> None:
         """Stop injecting this fault."""
@@ -174,11 +154,8 @@ def make_fault(
     seed: int = 0,
     cycle: bool = False,
 ) -> Fault:
-    """A :class:`Fault` from the keyword form ``FakeSynthBackend.fault`` and the admin API take.
-
-    Every problem is reported at once: this function's own (``connect_error`` not a bool, two
-    kinds) together with the fault's field checks.
-    """
+    """A :class:`Fault` from the keyword form ``FakeSynthBackend.fault`` and the admin API take;
+    every problem (its own and the fault's field checks) is reported at once."""
     flag = bool_problem(connect_error, "fault.connect_error", "connect_error=True")
     problems = [] if flag is None else [flag]
     connect_error = connect_error is True
@@ -188,19 +165,9 @@ def make_fault(
         message = f"choose one fault kind, got {' and '.join(kinds)}"
         problems.append(ConfigProblem("fault", message, "status=, connect_error=True or latency="))
     kind: FaultKind = "connect" if connect_error else "latency" if latency is not None else "status"
+    status, latency = 503 if status is None else status, 0.0 if latency is None else latency
     try:
-        fault = Fault(
-            route=route,
-            kind=kind,
-            status=status if status is not None else 503,
-            latency=latency if latency is not None else 0.0,
-            retry_after=retry_after,
-            pattern=pattern,
-            fail_next=fail_next,
-            probability=probability,
-            seed=seed,
-            cycle=cycle,
-        )
+        fault = Fault(route, kind, status, latency, retry_after, pattern, fail_next, probability, seed, cycle)
     except SynthUsageError as exc:
         problems.extend(exc.problems)
     if problems:

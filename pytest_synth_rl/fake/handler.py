@@ -1,37 +1,52 @@
-"""The fake backend as a function, ``httpx.Request -> httpx.Response``, that every adapter takes.
-
-It routes a request, logs it, applies injected faults (before the key is checked, as real
-infrastructure failures would be), checks the bearer key and hands the call to the API or admin routes.
-"""
+"""The fake backend as a function, ``httpx.Request -> httpx.Response``, that every adapter takes:
+it routes, logs, applies injected faults (before the key check), checks the bearer key and answers
+from the API's routes or the admin routes under ``/_fake/``, which script a served fake as JSON."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import re
+import inspect
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import httpx
 
 from pytest_synth_rl.clock import VirtualClock
-from pytest_synth_rl.errors import SynthError
+from pytest_synth_rl.errors import ConfigError, ConfigProblem, SynthError, SynthUsageError, closest
 from pytest_synth_rl.fake import api
-from pytest_synth_rl.fake.admin import handle_admin
+from pytest_synth_rl.fake.fake_job import FakeJob
+from pytest_synth_rl.fake.faults import make_fault
+from pytest_synth_rl.fake.jobs import TERMINAL
 from pytest_synth_rl.fake.keys import EnvKeys
 from pytest_synth_rl.fake.lifecycle import Lifecycle
-from pytest_synth_rl.fake.wire import LoggedRequest, error_response, masked_response, method_not_allowed
+from pytest_synth_rl.fake.scenario import Scenario, error_text_problem, number_in, written
+from pytest_synth_rl.fake.store import JobStore, StoreFull
+from pytest_synth_rl.fake.wire import (
+    LoggedRequest,
+    at_most,
+    error_response,
+    json_response,
+    masked_response,
+    method_not_allowed,
+    problems_response,
+    request_json,
+)
 from pytest_synth_rl.secrets.masking import Secret, mask_secret
 
 ADMIN_PREFIX = "/_fake"
-#: Largest request body the fake takes, served or in process (real payloads are a few KiB).
+#: Largest request body the fake takes, served or in process.
 MAX_BODY_BYTES = 10 * 2**20
+_API_ROUTES = {(method, path.strip("/")): name for method, path, name, _ in api.ROUTES}
 
-#: Each API route as ``(method, pattern of its path below the API root, name)``.
-_PATTERNS = [
-    (method, re.compile(path.strip("/").replace("{job_id}", "([^/]+)")), name)
-    for method, path, name, _ in api.ROUTES
-]
+
+def _shape(path: str, jobs: int) -> tuple[str, str | None]:
+    """*path*'s segments, the one after ``jobs`` (segment *jobs*) as ``{job_id}``; and that id."""
+    parts = [p for p in path.split("/") if p]
+    if parts[jobs : jobs + 1] != ["jobs"] or len(parts) <= jobs + 1:
+        return "/".join(parts), None
+    return "/".join([*parts[: jobs + 1], "{job_id}", *parts[jobs + 2 :]]), parts[jobs + 1]
 
 
 class RouteMatch(NamedTuple):
@@ -44,28 +59,281 @@ class RouteMatch(NamedTuple):
 
 @functools.lru_cache(maxsize=4096)
 def match_route(method: str, relative_path: str) -> RouteMatch | None:
-    """The route for *relative_path* (below the API root), or None if the path is unknown (memoised)."""
-    allowed: list[str] = []
-    job_id = None
-    for route_method, pattern, name in _PATTERNS:
-        found = pattern.fullmatch(relative_path.strip("/"))
-        if found is not None:
-            job_id = found.group(1) if pattern.groups else None
-            if route_method == method:
-                return RouteMatch(name, job_id)
-            allowed.append(route_method)
-    return RouteMatch(None, job_id, tuple(sorted(set(allowed)))) if allowed else None
+    """The route for *relative_path* (below the API root), or None if the path is unknown."""
+    shape, job_id = _shape(relative_path, 1)
+    name = _API_ROUTES.get((method, shape))
+    if name is not None:
+        return RouteMatch(name, job_id)
+    allowed = tuple(sorted({m for m, path in _API_ROUTES if path == shape}))
+    return RouteMatch(None, job_id, allowed) if allowed else None
 
 
 def route_listing(api_root: str) -> list[str]:
-    """``METHOD /path`` lines, for 404 bodies and strict-mode errors."""
     root = api_root.rstrip("/")
     return [f"{method} {root}{template}" for method, template, _, _ in api.ROUTES]
 
 
 class FakeRouteError(SynthError, AssertionError):
-    """A request reached the fake backend's host on a path it does not serve (strict mode); an
-    ``AssertionError`` like respx's "not mocked", so the test fails where the request was made."""
+    """A request reached the fake backend's host on a path it does not serve (strict mode)."""
+
+
+# -- admin routes (/_fake/) ------------------------------------------------------------------
+#: The most one ``POST /_fake/clock/advance`` moves the clock: a year of virtual time.
+MAX_CLOCK_ADVANCE = 366 * 86400.0
+#: The latest events, metric points and rollouts ``GET /_fake/jobs/{id}`` shows.
+DETAIL_ITEMS = 1000
+#: Unknown field names one error lists, and the characters of each.
+_SHOWN_UNKNOWN = 20
+_SHOWN_NAME_CHARS = 40
+#: Longest ``to`` an advance accepts.
+_MAX_TARGET_CHARS = 64
+#: The job actions that finish a job, and the status each leaves it in.
+_FINISHING: dict[str, str] = {"succeed": "succeeded", "fail": "failed", "cancel": "cancelled"}
+
+
+def _unknown_fields(given: dict[str, Any], allowed: frozenset[str], what: str) -> httpx.Response | None:
+    extra = sorted(set(given) - allowed)
+    if not extra:
+        return None
+    shown = [name[:_SHOWN_NAME_CHARS] for name in extra[:_SHOWN_UNKNOWN]]
+    names = "[" + ", ".join(map(repr, shown)) + "]"
+    if len(extra) > len(shown):
+        names += f" (and {len(extra) - len(shown)} more)"
+    guesses = [f"{close!r} for {name!r}" for name in shown if (close := closest(name, sorted(allowed)))]
+    guess = f"did you mean {', '.join(guesses)}? " if guesses else ""
+    message = f"unknown {what} fields {names}; {guess}allowed: {sorted(allowed)}"
+    return error_response(422, "unknown_fields", message)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Call:
+    """One admin request, and the job its path names (``""`` if none)."""
+
+    lifecycle: Lifecycle
+    request: httpx.Request
+    api_base: str
+    reset: Callable[[], None]
+    job_id: str
+
+    @property
+    def store(self) -> JobStore:
+        return self.lifecycle.store
+
+    @property
+    def job(self) -> FakeJob:
+        return FakeJob(self.lifecycle, self.store.get(self.job_id))
+
+
+def _index(call: _Call, body: dict[str, Any]) -> httpx.Response:
+    here = call.request.url.copy_with(path=httpx.URL(call.api_base).path, query=None, fragment=None)
+    return json_response(200, {"routes": list(ADMIN_ROUTES), "api_base": str(here)})
+
+
+def _reset(call: _Call, body: dict[str, Any]) -> httpx.Response:
+    call.reset()
+    return json_response(200, {"ok": True})
+
+
+def _set_scenario(call: _Call, body: dict[str, Any]) -> httpx.Response:
+    target = body.pop("job", None)
+    made = Scenario(**body)
+    if target is None:
+        call.store.set_default(made)
+    else:
+        call.lifecycle.script(str(target), made)
+    return json_response(200, made.describe())
+
+
+def _jobs(call: _Call, body: dict[str, Any]) -> httpx.Response:
+    with call.store.lock:
+        records = [call.lifecycle.sync(record) for record in call.store.records()]
+        return json_response(200, {"jobs": [r.listing() for r in records]})
+
+
+def _job_detail(call: _Call, body: dict[str, Any]) -> httpx.Response:
+    with call.store.lock:
+        job = call.lifecycle.sync(call.store.get(call.job_id))
+        summary = job.summary()
+        summary["events"] = job.event_dicts(max(0, len(job.events) - DETAIL_ITEMS))
+        summary["metric_points"] = job.point_dicts(last=DETAIL_ITEMS)
+        summary["metric_points_count"] = job.point_count
+        rollouts = job.rollouts[-DETAIL_ITEMS:]
+    if max(len(job.events), job.point_count, len(job.rollouts)) > DETAIL_ITEMS:
+        base = f"GET {call.api_base.rstrip('/')}/rl/jobs/{job.id}"
+        summary["history_note"] = (
+            f"the latest {DETAIL_ITEMS} items; all: {base}/events?since_seq=0, {base}/metrics"
+        )
+    shown = ("step", "seed", "mode", "run_id", "status_code", "reward", "error", "elapsed")
+    summary["rollouts"] = [{name: getattr(r, name) for name in shown} for r in rollouts]
+    return json_response(200, summary)
+
+
+def _advance_job(call: _Call, body: dict[str, Any]) -> httpx.Response:
+    to = body.get("to", "end")
+    if not (
+        (isinstance(to, str) and len(to) <= _MAX_TARGET_CHARS)
+        or (isinstance(to, int) and not isinstance(to, bool))
+    ):
+        message = f"must be 'running', a step number or 'end', got {written(to)}"
+        raise SynthUsageError([ConfigProblem("advance.to", message, 'e.g. {"to": "end"} or {"to": 3}')])
+    job = call.job
+    try:
+        job.advance_to(to)
+    except SynthUsageError as exc:
+        problems = [dataclasses.replace(p, key="advance.to") for p in exc.problems]
+        raise SynthUsageError(problems) from None
+    return json_response(200, job.status_payload())
+
+
+def _finish(call: _Call, body: dict[str, Any]) -> httpx.Response:
+    action = call.request.url.path.rstrip("/").rsplit("/", 1)[-1]
+    error = body.get("error")
+    problem = None if error is None else error_text_problem(error, "fail.error")
+    if problem is not None:
+        raise SynthUsageError([problem])
+    job = call.job
+    with call.store.lock:
+        before = job.status
+        if before not in TERMINAL:
+            if action == "succeed":
+                job.succeed()
+            elif action == "fail":
+                job.fail(error or "failed via the admin API")
+            else:
+                job.cancel()
+        status = job.status
+        if before in TERMINAL or status != _FINISHING[action]:
+            message = f"job {job.id} already {status}; only queued or running jobs can {action}"
+            return error_response(409, "job_already_finished", message, job_status=status)
+        return json_response(200, job.status_payload())
+
+
+def _add_fault(call: _Call, body: dict[str, Any]) -> httpx.Response:
+    return json_response(201, call.store.add_fault(make_fault(**body)).to_json())
+
+
+def _clear_faults(call: _Call, body: dict[str, Any]) -> httpx.Response:
+    call.store.clear_faults()
+    return json_response(200, {"ok": True})
+
+
+def _clock(call: _Call, body: dict[str, Any]) -> httpx.Response:
+    clock = call.lifecycle.clock
+    return json_response(
+        200, {"now": clock.now(), "time": clock.time(), "virtual": isinstance(clock, VirtualClock)}
+    )
+
+
+def _advance_clock(call: _Call, body: dict[str, Any]) -> httpx.Response:
+    clock = call.lifecycle.clock
+    if not isinstance(clock, VirtualClock):
+        message = f"the fake runs on {clock!r}; only a VirtualClock can be advanced"
+        return error_response(409, "not_virtual", message)
+    seconds: Any = body.get("seconds")
+    if not number_in(seconds, 0, MAX_CLOCK_ADVANCE):
+        message = f"'seconds' must be a finite number from 0 to {MAX_CLOCK_ADVANCE:g}, got {seconds!r}"
+        return error_response(422, "bad_seconds", message)
+    clock.advance(float(seconds))
+    return json_response(200, {"now": clock.now(), "time": clock.time()})
+
+
+_Handler = Callable[[_Call, dict[str, Any]], httpx.Response]
+#: What a route's body may hold (its name in a typo message, and its fields), or None: no body.
+_Reads = tuple[str, frozenset[str]] | None
+_NOTHING: frozenset[str] = frozenset()
+#: Each route as ``GET /_fake`` lists it, what its body may hold and what answers it.
+_TABLE: tuple[tuple[str, _Reads, _Handler], ...] = (
+    ("GET /_fake", None, _index),
+    ("POST /_fake/reset", ("reset", _NOTHING), _reset),
+    ("GET /_fake/scenario", None, lambda call, _: json_response(200, call.store.default_scenario.describe())),
+    (
+        "POST /_fake/scenario  {scenario fields..., optional 'job': 'next' | <job id>}",
+        ("scenario", frozenset(f.name for f in dataclasses.fields(Scenario)) | {"job"}),
+        _set_scenario,
+    ),
+    ("GET /_fake/jobs", None, _jobs),
+    ("GET /_fake/jobs/{job_id}", None, _job_detail),
+    (
+        "POST /_fake/jobs/{job_id}/advance  {'to': 'running' | <step> | 'end'}",
+        ("advance", frozenset({"to"})),
+        _advance_job,
+    ),
+    ("POST /_fake/jobs/{job_id}/succeed", ("succeed", _NOTHING), _finish),
+    ("POST /_fake/jobs/{job_id}/fail  {'error': '...'}", ("fail", frozenset({"error"})), _finish),
+    ("POST /_fake/jobs/{job_id}/cancel", ("cancel", _NOTHING), _finish),
+    (
+        "GET /_fake/requests",
+        None,
+        lambda call, _: json_response(200, {"requests": [r.to_json() for r in call.store.requests]}),
+    ),
+    (
+        "GET /_fake/faults",
+        None,
+        lambda call, _: json_response(200, {"faults": [f.to_json() for f in call.store.faults]}),
+    ),
+    (
+        "POST /_fake/faults  {'route', 'status' | 'connect_error' | 'latency', "
+        "'pattern' | 'fail_next' | 'probability', ...}",
+        ("fault", frozenset(inspect.signature(make_fault).parameters)),
+        _add_fault,
+    ),
+    ("DELETE /_fake/faults", None, _clear_faults),
+    ("GET /_fake/clock", None, _clock),
+    ("POST /_fake/clock/advance  {'seconds': n}", ("clock advance", frozenset({"seconds"})), _advance_clock),
+)
+ADMIN_ROUTES: tuple[str, ...] = tuple(line for line, _, _ in _TABLE)
+#: ``(method, path below /_fake/, with {job_id})`` to what the route reads and its handler.
+_ROUTES: dict[tuple[str, str], tuple[_Reads, _Handler]] = {
+    (line.split()[0], line.split()[1][len("/_fake/") :]): (reads, handler) for line, reads, handler in _TABLE
+}
+
+
+def handle_admin(
+    lifecycle: Lifecycle, request: httpx.Request, api_base: str, reset: Callable[[], None]
+) -> httpx.Response:
+    try:
+        return _route(_Call(lifecycle, request, api_base, reset, ""))
+    except (ConfigError, SynthUsageError) as exc:
+        return problems_response(exc.problems)
+    except StoreFull as full:
+        return error_response(429, full.code, f"{full.message}; {full.hint}")
+    except SynthError as exc:
+        return error_response(404, "not_found", str(exc))
+    except ValueError as exc:
+        return error_response(400, "bad_request", f"{exc}")
+    except (TypeError, OverflowError) as exc:  # a field of the wrong JSON type, deep in a constructor
+        return error_response(
+            400, "bad_request", f"a body field has the wrong type or size ({exc}); see GET /_fake"
+        )
+
+
+def _route(call: _Call) -> httpx.Response:
+    request, method = call.request, call.request.method
+    parts = [p for p in request.url.path.split("/") if p][1:]  # drop "_fake"
+    shape, found_id = _shape("/".join(parts), 0)
+    job_id = found_id or ""
+    call = dataclasses.replace(call, job_id=job_id)
+    found = _ROUTES.get((method, shape))
+    if found is None and method == "POST" and job_id and len(parts) == 3:
+        call.store.get(job_id)  # an unknown job: 404
+        message = f"unknown job action {parts[2]!r}; use advance, succeed, fail, cancel"
+        return error_response(404, "not_found", message)
+    if found is None:
+        allowed = sorted(m for m, path in _ROUTES if path == shape)
+        if allowed:
+            return method_not_allowed(method, request.url.path, allowed)
+        message = f"no admin route {method} {request.url.path}"
+        return error_response(404, "route_not_found", message, routes=list(ADMIN_ROUTES))
+    reads, handler = found
+    if job_id:
+        call.store.get(job_id)
+    if reads is None:
+        return handler(call, {})
+    body = request_json(request.content) if request.content else {}
+    if not isinstance(body, dict):
+        raise ValueError("the admin request body must be a JSON object")
+    bad = _unknown_fields(body, reads[1], reads[0])
+    return bad if bad is not None else handler(call, body)
 
 
 class RequestHandler:
@@ -80,12 +348,9 @@ class RequestHandler:
         api_base: str,
         api_key: Secret,
     ) -> None:
-        self.lifecycle = lifecycle
-        self.keys = keys
-        self.reset = reset
+        self.lifecycle, self.keys, self.reset, self.api_key = lifecycle, keys, reset, api_key
         self.api_base = api_base
         self.api_path = urlsplit(api_base).path
-        self.api_key = api_key
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         """The answer (an injected connection fault raises :class:`httpx.ConnectError`)."""
@@ -103,24 +368,19 @@ class RequestHandler:
         return response
 
     def _answer(self, request: httpx.Request) -> tuple[httpx.Response, bool]:
-        # Errors and admin answers echo what the client sent: masked (API answers, the hot path, are not).
+        # Errors and admin answers echo what the client sent: masked.
         response, matched = self._route(request)
         if response.status_code >= 400 or request.url.path.startswith(ADMIN_PREFIX):
             response = masked_response(response)
         return response, matched
 
     def _route(self, request: httpx.Request) -> tuple[httpx.Response, bool]:
-        request.read()  # a no-op for transports that already did; needed for streamed bodies
+        request.read()
         if len(request.content) > MAX_BODY_BYTES:
-            message = (
-                f"the request body is {len(request.content)} bytes; this fake backend accepts at most "
-                f"{MAX_BODY_BYTES} bytes"
-            )
+            message = at_most(f"the request body is {len(request.content)} bytes", f"{MAX_BODY_BYTES} bytes")
             return error_response(413, "body_too_large", message), True
-        path = request.url.path
-        store = self.lifecycle.store
+        path, store = request.url.path, self.lifecycle.store
         if path.startswith(ADMIN_PREFIX + "/") or path == ADMIN_PREFIX:
-            # The admin routes reset the fake and read request bodies: the API's key, or anyone could.
             if not self._authorized(request):
                 return self._unauthorized(), True
             return handle_admin(self.lifecycle, request, self.api_base, self.reset), True
@@ -129,14 +389,13 @@ class RequestHandler:
             store.log(record)
             response, matched = self._api(request, record)
             record.status = response.status_code
-            # Unrouted requests, which anyone can send, must not fill the log; nor may sealed keys sit in it.
+            # Unrouted requests must not fill the log; nor may sealed keys sit in it.
             if record.route in (None, "env_keys"):
                 record.forget_body()
             return response, matched
 
     def route_of(self, method: str, path: str) -> RouteMatch | None:
-        """The API route *path* is (None: outside the API, or no route): the one decision of what a
-        path means, so every limit tied to a route (the event streams') sees what its handler sees."""
+        """The API route *path* is (None: outside the API, or no route)."""
         root = self.api_path
         if not (path == root or path.startswith(root + "/")):
             return None
@@ -147,8 +406,9 @@ class RequestHandler:
         found = self.route_of(request.method, path)
         if found is None:
             inside = path == root or path.startswith(root + "/")
-            why = "no such route" if inside else f"path is outside the API root {root}"
-            return self._unmatched(record, why), False
+            record.error = why = "no such route" if inside else f"path is outside the API root {root}"
+            message = f"{record.method} {path}: {why}; see 'routes'"
+            return error_response(404, "route_not_found", message, routes=route_listing(root)), False
         record.job_id = found.job_id
         if found.name is None:
             return method_not_allowed(request.method, path, found.allowed), True
@@ -157,59 +417,92 @@ class RequestHandler:
         if injected is not None:
             return injected, True
         if not self._authorized(request):
-            record.forget_body()  # anyone can send these: they must not fill the log
+            record.forget_body()
             return self._unauthorized(), True
         call = api.ApiCall(self.lifecycle, request, found.job_id, self.keys)
         response = api.dispatch(name, call)
         record.job_id = call.job_id
         return response, True
 
-    def _unmatched(self, record: LoggedRequest, why: str) -> httpx.Response:
-        record.error = why
-        message = (
-            f"{record.method} {record.path}: {why}. This fake backend serves "
-            f"the RL job API under {self.api_path}; see 'routes'."
-        )
-        return error_response(404, "route_not_found", message, routes=route_listing(self.api_path))
-
     def _authorized(self, request: httpx.Request) -> bool:
-        header: str | None = request.headers.get("authorization")
-        scheme, _, token = (header or "").partition(" ")
-        return bool(header) and scheme.lower() == "bearer" and token.strip() == str(self.api_key.value)
+        header: str = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        return scheme.lower() == "bearer" and token.strip() == str(self.api_key.value)
 
     def _unauthorized(self) -> httpx.Response:
-        message = (
-            "missing or invalid API key: send 'Authorization: Bearer <key>' with the key this fake "
-            f"backend accepts (FakeSynthBackend(api_key=...), currently {mask_secret(self.api_key.value)}); "
-            "with the plugin, use the synth_backend fixture's api_key or set SYNTH_API_KEY to it"
-        )
+        key = mask_secret(self.api_key.value)
+        message = "missing or invalid API key: send 'Authorization: Bearer <key>' with the key of "
+        message += f"FakeSynthBackend(api_key=...) ({key}; the synth_backend fixture's api_key)"
         return error_response(401, "unauthorised", message, [("www-authenticate", "Bearer")])
 
     def _apply_faults(
         self, route: str, request: httpx.Request, record: LoggedRequest
     ) -> httpx.Response | None:
         store = self.lifecycle.store
-        faults = store.faults
-        fired = [f for f in faults if f.matches(route) and f.should_fail()] if faults else []
+        fired = [f for f in store.faults if f.matches(route) and f.should_fail()] if store.faults else []
         if not fired:
             return None
         record.fault = "; ".join(f.describe() for f in fired)
         for fault in fired:
             if fault.kind == "latency":
-                clock = store.clock
-                if isinstance(clock, VirtualClock):
-                    clock.advance(fault.latency)
+                if isinstance(store.clock, VirtualClock):
+                    store.clock.advance(fault.latency)
                 else:
                     with store.lock.set_aside():  # a real wait: other requests go on
-                        clock.sleep(fault.latency)
+                        store.clock.sleep(fault.latency)
         for fault in fired:
             if fault.kind == "connect":
                 record.error = "connection error injected"
                 where = f"{request.method} {request.url.path} (fault: {fault.describe()})"
-                message = f"[FakeSynthBackend] injected connection error on {where}"
-                raise httpx.ConnectError(message, request=request)
+                raise httpx.ConnectError(
+                    f"[FakeSynthBackend] injected connection error on {where}", request=request
+                )
             if fault.kind == "status":
                 headers = [("retry-after", f"{fault.retry_after:g}")] if fault.retry_after is not None else []
                 message = f"fault injected by FakeSynthBackend: {fault.describe()} (call {fault.seen})"
                 return error_response(fault.status, "injected_fault", message, headers)
         return None
+
+
+class HandlerClient(httpx.Client):
+    """``httpx.Client(transport=httpx.MockTransport(handler))`` that skips auth, redirects, hooks and
+    cookies when none is set, calling the handler straight."""
+
+    def __init__(self, handler: Callable[[httpx.Request], httpx.Response], **kwargs: Any) -> None:
+        super().__init__(transport=httpx.MockTransport(handler), **kwargs)
+        self._handler = handler
+
+    def send(
+        self,
+        request: httpx.Request,
+        *,
+        stream: bool = False,
+        auth: Any = httpx.USE_CLIENT_DEFAULT,
+        follow_redirects: Any = httpx.USE_CLIENT_DEFAULT,
+    ) -> httpx.Response:
+        default = httpx.USE_CLIENT_DEFAULT
+        plain = (
+            not self.is_closed
+            and (auth is None or auth is default)
+            and self.auth is None
+            and (follow_redirects is False or (follow_redirects is default and not self.follow_redirects))
+            and not any(self.event_hooks.values())
+            and not self.cookies
+        )
+        if not plain:
+            return super().send(request, stream=stream, auth=auth, follow_redirects=follow_redirects)
+        try:
+            response = self._handler(request)
+        except httpx.RequestError as exc:
+            exc.request = request
+            raise
+        response.request = request
+        if "set-cookie" in response.headers:
+            self.cookies.extract_cookies(response)
+        if not stream:
+            try:
+                response.read()
+            except BaseException:
+                response.close()
+                raise
+        return response

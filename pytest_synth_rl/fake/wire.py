@@ -1,8 +1,6 @@
-"""HTTP plumbing shared by every fake route: JSON responses, error bodies, the request log.
-
-Error bodies follow the real service's FastAPI shapes: ``{"detail": {"error": {"code",
-"message"}}}`` for auth and state errors, ``{"detail": [{"loc", "msg", "hint"}]}`` for payload
-validation. The request log masks credentials whenever it is read.
+"""HTTP plumbing of every fake route: JSON responses, error bodies in the real service's FastAPI
+shapes (``{"detail": {"error": {code, message}}}``, ``{"detail": [{loc, msg, hint}]}`` for payloads),
+and the request log, which masks credentials whenever it is read.
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ def json_response(status: int, body: Any, headers: Sequence[tuple[str, str]] = (
 
 
 def masked_response(response: httpx.Response) -> httpx.Response:
-    """*response* with every known secret in its body masked (a streamed body is left alone)."""
+    """*response* with every known secret in its body masked (a streamed one is left alone)."""
     try:
         content = response.content
     except httpx.ResponseNotRead:
@@ -52,21 +50,30 @@ def error_response(
     )
 
 
+def at_most(what: str, most: object, fix: str = "") -> str:
+    """The message for a request past one of the fake's limits."""
+    return f"{what}; this fake backend accepts at most {most}" + (f"; {fix}" if fix else "")
+
+
 def method_not_allowed(method: str, path: str, allowed: Sequence[str]) -> httpx.Response:
     methods = ", ".join(allowed)
     message = f"{method} is not allowed on {path}; use {methods}"
     return error_response(405, "method_not_allowed", message, [("allow", methods)])
 
 
+def invalid(loc: Any, msg: str, hint: str | None) -> httpx.Response:
+    """A 422 in the shape FastAPI gives validation errors."""
+    return json_response(422, {"detail": [{"loc": loc, "msg": msg, "hint": hint}]})
+
+
 def problems_response(problems: Iterable[ConfigProblem]) -> httpx.Response:
-    """The 422 for payload problems, in the shape FastAPI gives validation errors."""
     return json_response(
         422, {"detail": [{"loc": p.key, "msg": p.message, "hint": p.hint} for p in problems]}
     )
 
 
 class BadBody(ValueError):
-    """A body that is not JSON or holds a number no field can; ``field`` is ``""`` for the body itself."""
+    """A body that is not JSON or holds a number no field can (``field``: ``""`` for the body)."""
 
     def __init__(self, code: str, problem: str, field: str = "", hint: str | None = None) -> None:
         self.code, self.problem, self.field, self.hint = code, problem, field, hint
@@ -81,7 +88,7 @@ _HINTS = {
 
 
 def request_json(content: bytes) -> Any:
-    """*content* parsed (None when empty); :class:`BadBody` for bad JSON, too-long integers and NaN."""
+    """*content* parsed (None when empty); :class:`BadBody` for bad JSON, huge integers and NaN."""
     if not content:
         return None
     try:
@@ -92,7 +99,6 @@ def request_json(content: bytes) -> Any:
 
 
 def _mask_value(name: str, value: str) -> str:
-    """*value* of header *name* with credentials masked (``Bearer sk_t…ey``)."""
     if name.lower() not in _SENSITIVE:
         return redact(value)
     scheme, sep, token = value.partition(" ")
@@ -103,11 +109,9 @@ def _mask_value(name: str, value: str) -> str:
 
 @dataclass
 class LoggedRequest:
-    """One request the fake received: what, where, what it answered, and any injected fault.
-
-    ``time`` is the fake clock's epoch time; ``headers`` are masked; ``json`` is the parsed body
-    (None when empty, not JSON, or cut at :data:`MAX_LOGGED_BODY`); 401, 404 and 405 keep no body.
-    """
+    """One request the fake received, with its answer and any injected fault; ``time`` is the
+    fake clock's epoch time, ``headers`` are masked, ``json`` is the body (None when empty, not JSON or
+    cut at :data:`MAX_LOGGED_BODY`); 401, 404 and 405 keep no body."""
 
     method: str
     url: str
@@ -139,7 +143,6 @@ class LoggedRequest:
         )
 
     def forget_body(self) -> None:
-        """Drop the body: a sealed key has no business in a log, nor may requests anyone can send fill it."""
         self._body = b""
 
     @property
@@ -160,7 +163,7 @@ class LoggedRequest:
         return redact(self._body.decode("utf-8", "replace"))
 
     def to_json(self) -> dict[str, Any]:
-        """The record as the admin API shows it: the body as JSON when it is whole JSON, else as text."""
+        """The record as the admin API shows it: the body as JSON when it is whole JSON, else text."""
         parsed = self.json
         shown = {f.name: getattr(self, f.name) for f in fields(self) if f.repr}
         return {

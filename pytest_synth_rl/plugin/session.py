@@ -180,7 +180,7 @@ class SynthRun:
         return httpx.MockTransport(answer)
 
     def fake_http_client(self) -> httpx.Client:
-        from pytest_synth_rl.fake.handler_client import HandlerClient
+        from pytest_synth_rl.fake.handler import HandlerClient
 
         handler = self.fake_backend().handle
         with self._lock:

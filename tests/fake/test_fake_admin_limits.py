@@ -222,11 +222,13 @@ def test_bodies_held_at_once_are_bounded_and_a_request_past_the_budget_gets_503(
         assert answer.startswith(b"HTTP/1.1 503"), answer[:200]
         assert b"\r\nretry-after: 1\r\n" in answer.lower()
         assert b"connection: close" in answer.lower()
-        assert (
-            f"the request body is {BODY} bytes, and this fake backend already holds {budget} bytes of "
-            f"other requests' bodies: it holds at most {budget} bytes of request bodies at once"
-        ).encode() in answer
-        assert b"Retry after 1s (Retry-After), or send fewer large bodies at once" in answer
+        for fragment in (
+            f"is {BODY} bytes",
+            f"{budget} bytes of other bodies held",
+            f"at most {budget} bytes",
+        ):
+            assert fragment.encode() in answer
+        assert b"retry after 1s" in answer
         with open_socket(client) as chunked:
             chunked.sendall(b"POST /api/rl/jobs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
             chunked.sendall(b"%x\r\n%s\r\n" % (65536, b" " * 65536))

@@ -19,9 +19,8 @@ from test_fake_support import API, auth, error_message, open_socket, read_answer
 
 from pytest_synth_rl.fake import FakeSynthBackend
 from pytest_synth_rl.fake import store as store_module
-from pytest_synth_rl.fake.admin import DETAIL_ITEMS
 from pytest_synth_rl.fake.asgi import MAX_TARGET_CHARS
-from pytest_synth_rl.fake.handler import MAX_BODY_BYTES
+from pytest_synth_rl.fake.handler import DETAIL_ITEMS, MAX_BODY_BYTES
 from pytest_synth_rl.fake.store import MAX_JOB_DATA, MAX_JOBS, job_size
 from pytest_synth_rl.taskapp.read_deadline import MAX_REQUEST_LINE
 

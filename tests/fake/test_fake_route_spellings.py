@@ -16,9 +16,9 @@ import pytest
 from test_fake_support import open_socket, rl_payload, served_client
 
 from pytest_synth_rl.fake import FakeSynthBackend
-from pytest_synth_rl.fake.admin import ADMIN_ROUTES
 from pytest_synth_rl.fake.api import ROUTES
 from pytest_synth_rl.fake.asgi import MAX_STREAMS
+from pytest_synth_rl.fake.handler import ADMIN_ROUTES
 
 KEY = "sk_test_spelt_paths_key_0123456"
 GENEROUS = 60.0

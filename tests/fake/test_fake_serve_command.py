@@ -17,7 +17,7 @@ from test_fake_support import EXAMPLES
 
 from pytest_synth_rl.__main__ import main as cli
 from pytest_synth_rl.errors import SynthUsageError
-from pytest_synth_rl.fake.standalone import policies_from_specs
+from pytest_synth_rl.fake.backend import policies_from_specs
 
 KEY = "sk_serve_command_0123456789"
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from pytest_synth_rl.fake.handler_client import HandlerClient
+from pytest_synth_rl.fake.handler import HandlerClient
 
 
 def echo(request: httpx.Request) -> httpx.Response:
