@@ -27,7 +27,7 @@ class _Read(Generic[T]):
         self._read, self._sync = read, sync
 
     def __get__(self, job: FakeJob, owner: type[FakeJob] | None = None) -> T:
-        return job._view(self._read) if self._sync else self._read(job._state)
+        return job.view(self._read, sync=self._sync)
 
 
 class FakeJob:
@@ -37,7 +37,10 @@ class FakeJob:
         self._lifecycle = lifecycle
         self._state = state
 
-    def _view(self, read: Callable[[JobState], T]) -> T:
+    def view(self, read: Callable[[JobState], T], *, sync: bool = True) -> T:
+        """*read* of this job's state, brought up to date with the clock first if *sync*."""
+        if not sync:
+            return read(self._state)
         with self._lifecycle.store.lock:
             return read(self._lifecycle.sync(self._state))
 
@@ -61,11 +64,11 @@ class FakeJob:
 
     def summary(self) -> dict[str, Any]:
         """Status plus lifecycle bookkeeping (scenario, counts, polls), as the admin API lists it."""
-        return self._view(lambda job: copy.deepcopy(job.summary()))
+        return self.view(lambda job: copy.deepcopy(job.summary()))
 
     def status_payload(self) -> dict[str, Any]:
         """The body ``GET /rl/jobs/{id}`` would return now (without counting as a poll)."""
-        return self._view(lambda job: copy.deepcopy(job.status_body()))
+        return self.view(lambda job: copy.deepcopy(job.status_body()))
 
     def advance_to(self, target: int | str) -> FakeJob:
         """Run the job's stages now, up to *target*: ``"running"``, a step number, or ``"end"``."""
