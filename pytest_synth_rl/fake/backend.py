@@ -544,12 +544,8 @@ def serve_until_stopped(
     try:
         with _stopped_by_signals(stop), fake.serve(host=host, port=port, pacing=pacing, speed=speed) as url:
             print(f"SYNTH_BACKEND_URL={url}", f"SYNTH_API_KEY={key}", sep="\n", file=out)
-            print(
-                f"synth-rl: fake backend ready at {url}, answering with {fake.inference.policy!r}; "
-                "Ctrl-C or SIGTERM stops it",
-                file=out,
-                flush=True,
-            )
+            ready = f"synth-rl: fake backend ready at {url}, answering with {fake.inference.policy!r}"
+            print(f"{ready}; Ctrl-C or SIGTERM stops it", file=out, flush=True)
             stop.wait()
     finally:
         fake.close()

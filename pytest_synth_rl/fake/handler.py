@@ -195,12 +195,7 @@ def _finish(call: _Call, body: dict[str, Any]) -> httpx.Response:
     with call.store.lock:
         before = job.status
         if before not in TERMINAL:
-            if action == "succeed":
-                job.succeed()
-            elif action == "fail":
-                job.fail(error or "failed via the admin API")
-            else:
-                job.cancel()
+            getattr(job, action)(*([error or "failed via the admin API"] if action == "fail" else []))
         status = job.status
         if before in TERMINAL or status != _FINISHING[action]:
             message = f"job {job.id} already {status}; only queued or running jobs can {action}"
@@ -238,6 +233,13 @@ def _advance_clock(call: _Call, body: dict[str, Any]) -> httpx.Response:
 
 
 _Handler = Callable[[_Call, dict[str, Any]], httpx.Response]
+
+
+def _listing(name: str) -> _Handler:
+    """``GET /_fake/<name>``: the store's *name* list, each item as JSON."""
+    return lambda call, _: json_response(200, {name: [item.to_json() for item in getattr(call.store, name)]})
+
+
 #: What a route's body may hold (its name in a typo message, and its fields), or None: no body.
 _Reads = tuple[str, frozenset[str]] | None
 _NOTHING: frozenset[str] = frozenset()
@@ -261,16 +263,8 @@ _TABLE: tuple[tuple[str, _Reads, _Handler], ...] = (
     ("POST /_fake/jobs/{job_id}/succeed", ("succeed", _NOTHING), _finish),
     ("POST /_fake/jobs/{job_id}/fail  {'error': '...'}", ("fail", frozenset({"error"})), _finish),
     ("POST /_fake/jobs/{job_id}/cancel", ("cancel", _NOTHING), _finish),
-    (
-        "GET /_fake/requests",
-        None,
-        lambda call, _: json_response(200, {"requests": [r.to_json() for r in call.store.requests]}),
-    ),
-    (
-        "GET /_fake/faults",
-        None,
-        lambda call, _: json_response(200, {"faults": [f.to_json() for f in call.store.faults]}),
-    ),
+    ("GET /_fake/requests", None, _listing("requests")),
+    ("GET /_fake/faults", None, _listing("faults")),
     (
         "POST /_fake/faults  {'route', 'status' | 'connect_error' | 'latency', "
         "'pattern' | 'fail_next' | 'probability', ...}",
@@ -299,12 +293,8 @@ def handle_admin(
         return error_response(429, full.code, f"{full.message}; {full.hint}")
     except SynthError as exc:
         return error_response(404, "not_found", str(exc))
-    except ValueError as exc:
-        return error_response(400, "bad_request", f"{exc}")
-    except (TypeError, OverflowError) as exc:  # a field of the wrong JSON type, deep in a constructor
-        return error_response(
-            400, "bad_request", f"a body field has the wrong type or size ({exc}); see GET /_fake"
-        )
+    except (ValueError, TypeError, OverflowError) as exc:  # bad JSON, or a field of the wrong type or size
+        return error_response(400, "bad_request", f"{exc}; see GET /_fake")
 
 
 def _route(call: _Call) -> httpx.Response:
@@ -360,11 +350,9 @@ class RequestHandler:
         """Like calling the handler, but an unknown path raises :class:`FakeRouteError`."""
         response, matched = self._answer(request)
         if not matched:
-            lines = "\n".join(f"    {line}" for line in route_listing(self.api_base))
-            raise FakeRouteError(
-                f"FakeSynthBackend has no route {request.method} {request.url}\n  routes served:\n{lines}",
-                hint="fix the URL in the client, or create the fake with strict=False to get a 404 instead",
-            )
+            lines = "".join(f"\n    {line}" for line in route_listing(self.api_base))
+            message = f"FakeSynthBackend has no route {request.method} {request.url}; routes served:{lines}"
+            raise FakeRouteError(message, hint="fix the URL, or use FakeSynthBackend(strict=False) for a 404")
         return response
 
     def _answer(self, request: httpx.Request) -> tuple[httpx.Response, bool]:
