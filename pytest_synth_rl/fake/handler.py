@@ -129,11 +129,6 @@ def _index(call: _Call, body: dict[str, Any]) -> httpx.Response:
     return json_response(200, {"routes": list(ADMIN_ROUTES), "api_base": str(here)})
 
 
-def _reset(call: _Call, body: dict[str, Any]) -> httpx.Response:
-    call.reset()
-    return json_response(200, {"ok": True})
-
-
 def _set_scenario(call: _Call, body: dict[str, Any]) -> httpx.Response:
     target = body.pop("job", None)
     made = Scenario(**body)
@@ -203,15 +198,6 @@ def _finish(call: _Call, body: dict[str, Any]) -> httpx.Response:
         return json_response(200, job.status_payload())
 
 
-def _add_fault(call: _Call, body: dict[str, Any]) -> httpx.Response:
-    return json_response(201, call.store.add_fault(make_fault(**body)).to_json())
-
-
-def _clear_faults(call: _Call, body: dict[str, Any]) -> httpx.Response:
-    call.store.clear_faults()
-    return json_response(200, {"ok": True})
-
-
 def _clock(call: _Call, body: dict[str, Any]) -> httpx.Response:
     clock = call.lifecycle.clock
     return json_response(
@@ -235,6 +221,14 @@ def _advance_clock(call: _Call, body: dict[str, Any]) -> httpx.Response:
 _Handler = Callable[[_Call, dict[str, Any]], httpx.Response]
 
 
+def _then_ok(act: Callable[[_Call], object]) -> _Handler:
+    def handler(call: _Call, body: dict[str, Any]) -> httpx.Response:
+        act(call)
+        return json_response(200, {"ok": True})
+
+    return handler
+
+
 def _listing(name: str) -> _Handler:
     """``GET /_fake/<name>``: the store's *name* list, each item as JSON."""
     return lambda call, _: json_response(200, {name: [item.to_json() for item in getattr(call.store, name)]})
@@ -246,7 +240,7 @@ _NOTHING: frozenset[str] = frozenset()
 #: Each route as ``GET /_fake`` lists it, what its body may hold and what answers it.
 _TABLE: tuple[tuple[str, _Reads, _Handler], ...] = (
     ("GET /_fake", None, _index),
-    ("POST /_fake/reset", ("reset", _NOTHING), _reset),
+    ("POST /_fake/reset", ("reset", _NOTHING), _then_ok(lambda call: call.reset())),
     ("GET /_fake/scenario", None, lambda call, _: json_response(200, call.store.default_scenario.describe())),
     (
         "POST /_fake/scenario  {scenario fields..., optional 'job': 'next' | <job id>}",
@@ -269,9 +263,9 @@ _TABLE: tuple[tuple[str, _Reads, _Handler], ...] = (
         "POST /_fake/faults  {'route', 'status' | 'connect_error' | 'latency', "
         "'pattern' | 'fail_next' | 'probability', ...}",
         ("fault", frozenset(inspect.signature(make_fault).parameters)),
-        _add_fault,
+        lambda call, body: json_response(201, call.store.add_fault(make_fault(**body)).to_json()),
     ),
-    ("DELETE /_fake/faults", None, _clear_faults),
+    ("DELETE /_fake/faults", None, _then_ok(lambda call: call.store.clear_faults())),
     ("GET /_fake/clock", None, _clock),
     ("POST /_fake/clock/advance  {'seconds': n}", ("clock advance", frozenset({"seconds"})), _advance_clock),
 )
