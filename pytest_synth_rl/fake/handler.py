@@ -165,10 +165,7 @@ def _job_detail(call: _Call, body: dict[str, Any]) -> httpx.Response:
 
 def _advance_job(call: _Call, body: dict[str, Any]) -> httpx.Response:
     to = body.get("to", "end")
-    if not (
-        (isinstance(to, str) and len(to) <= _MAX_TARGET_CHARS)
-        or (isinstance(to, int) and not isinstance(to, bool))
-    ):
+    if not ((isinstance(to, str) and len(to) <= _MAX_TARGET_CHARS) or type(to) is int):  # not a bool
         message = f"must be 'running', a step number or 'end', got {written(to)}"
         raise SynthUsageError([ConfigProblem("advance.to", message, 'e.g. {"to": "end"} or {"to": 3}')])
     job = call.job
