@@ -165,9 +165,8 @@ def _on_job(route: Callable[[ApiCall, JobState], httpx.Response]) -> Callable[[A
         evicted = store.evicted_reason(call.job_id)
         if evicted is not None:
             return error_response(404, "job_evicted", evicted)
-        known = store.recent_ids()
-        ids = f"recent job ids: {', '.join(known)}" if known else "no jobs were submitted yet"
-        message = f"no RL job {call.job_id!r} on this backend; {ids}. Use the id returned by POST /rl/jobs."
+        ids = ", ".join(store.recent_ids()) or "none yet"
+        message = f"no RL job {call.job_id!r}; recent job ids: {ids}; use the id POST /rl/jobs returned"
         return error_response(404, "job_not_found", message)
 
     return handler
@@ -234,11 +233,8 @@ def submit(call: ApiCall) -> httpx.Response:
         try:
             replayed = store.replayed(key, payload)
         except IdempotencyConflict as conflict:
-            message = (
-                f"Idempotency-Key {key!r} was already used for job {conflict.job_id} with a different "
-                "payload; use a new key for a different job, or resend the identical payload to get the "
-                "same job"
-            )
+            message = f"Idempotency-Key {key!r} was used for job {conflict.job_id} with another payload; "
+            message += "use a new key, or resend that payload"
             return error_response(409, "idempotency_conflict", message, job_id=conflict.job_id)
         if replayed is not None:
             call.job_id = replayed.id
@@ -349,8 +345,7 @@ def _last_event_id(call: ApiCall, default: int) -> int:
     value = int(text) if text.isascii() and text.isdigit() and len(text) <= 13 else None
     if value is None or value > 10**12:
         message = f"must be the id of an event (an integer in 0..{10**12}), got {raw!r:.80}"
-        hint = "send the id: of the last event received, or leave the header out to start from since_seq"
-        raise _Answer(invalid(["header", "last-event-id"], message, f"{hint} (default 0)"))
+        raise _Answer(invalid(["header", "last-event-id"], message, "send the last event's id, or no header"))
     return value
 
 
@@ -402,8 +397,7 @@ def verify_endpoint(call: ApiCall) -> httpx.Response:
     url = body.get("endpoint_base_url")
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         message = f"must be the task app's http(s) base URL, got {url!r:.80}"
-        hint = "send the same URL the job's data.endpoint_base_url will carry"
-        return invalid(["body", "endpoint_base_url"], message, hint)
+        return invalid(["body", "endpoint_base_url"], message, "send the job's data.endpoint_base_url")
     store = call.lifecycle.store
     client, any_url = call.lifecycle.driver.client, store.rollouts is True
     answer = call.keys.probe(url.rstrip("/"), client, any_url=any_url, set_aside=store.lock.set_aside)

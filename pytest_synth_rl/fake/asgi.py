@@ -34,9 +34,8 @@ class _Refused(Exception):
 
     def __init__(self, status: int, code: str, what: str, most: object = None, busy: bool = False) -> None:
         headers = [("connection", "close")] + ([("retry-after", str(BUSY_RETRY_AFTER))] if busy else [])
-        message = (
-            what if most is None else at_most(what, most, f"retry after {BUSY_RETRY_AFTER}s" if busy else "")
-        )
+        retry = f"retry after {BUSY_RETRY_AFTER}s" if busy else ""
+        message = what if most is None else at_most(what, most, retry)
         self.response = error_response(status, code, message, headers)
 
 
@@ -77,15 +76,12 @@ async def _read_body(receive: Receive, scope: Scope, limit: int, taken: list[int
     declared = int(length) if length.isdigit() else None
 
     def take(size: int, what: str) -> None:
+        what = f"the request body is {what}"
         if size > limit:
-            raise _Refused(413, "body_too_large", f"the request body is {what}", f"{limit} bytes")
+            raise _Refused(413, "body_too_large", what, f"{limit} bytes")
         if size and not BODY_BUDGET.take(size):
-            held = (
-                f"the request body is {what}, with {BODY_BUDGET.held - taken[0]} bytes of other bodies held"
-            )
-            raise _Refused(
-                503, "too_many_bodies", held, f"{MAX_BUFFERED_BYTES} bytes of bodies at once", True
-            )
+            what += f", with {BODY_BUDGET.held - taken[0]} bytes of other bodies held"
+            raise _Refused(503, "too_many_bodies", what, f"{MAX_BUFFERED_BYTES} bytes at once", True)
         taken[0] += size
 
     if declared is not None:

@@ -107,8 +107,12 @@ def _unmount(router: respx.MockRouter) -> None:
                 del _mounted[key]
 
 
-def _must(ok: Callable[[Any], object], expected: str) -> Callable[[Any], str | None]:
-    return lambda value: None if ok(value) else f"must be {expected}, got {value!r:.80}"
+_Rule = tuple[Callable[[Any], str | None], str]
+
+
+def _must(ok: Callable[[Any], object], expected: str, hint: str = "") -> _Rule:
+    """A rule: the problem with a value *ok* refuses, and its hint."""
+    return (lambda value: None if ok(value) else f"must be {expected}, got {value!r:.80}"), hint
 
 
 def _positive(value: object, most: float) -> bool:
@@ -123,40 +127,28 @@ def _is_http_url(url: object) -> bool:
 
 _PREFIX = "1-40 letters, digits, '_' or '-' (it goes into URL paths)"
 _SPEED = "a finite number > 0 (how many times faster than real time)"
+_PACING = f"one of {', '.join(PACING_MODES)} ('observed' by default on a virtual clock)"
+_POLICY = (
+    "a policy is policy(request) -> reply, e.g. LearningPolicy(solve=...), or one per env, "
+    "{'unscramble': policy} ('*': every env not named; else the built-in); None: the fake's"
+)
 #: Every argument's rule (the problem with a value, None if fine) and its error's hint.
-_RULES: dict[str, tuple[Callable[[Any], str | None], str]] = {
-    "base_url": (
-        _must(_is_http_url, "an http(s) URL"),
-        "e.g. FakeSynthBackend(base_url='https://api.usesynth.ai')",
-    ),
+_RULES: dict[str, _Rule] = {
+    "base_url": _must(_is_http_url, "an http(s) URL", "e.g. base_url='https://api.usesynth.ai'"),
     "api_key": (
         lambda key: key_problem(key) if isinstance(key, str) and key else "must be a non-empty string",
         f"omit it to use the test key {DEFAULT_API_KEY!r}; a key is printable ASCII text",
     ),
-    "rollouts": (_must(lambda mode: mode in ("auto", True, False), "'auto', True or False"), ""),
-    "max_rollouts_per_step": (_must(lambda count: int_in(count, 1, math.inf), "an int >= 1"), ""),
+    "rollouts": _must(lambda mode: mode in ("auto", True, False), "'auto', True or False"),
+    "max_rollouts_per_step": _must(lambda count: int_in(count, 1, math.inf), "an int >= 1"),
     "rollout_timeout": (seconds_problem, "real seconds for each rollout, e.g. 60"),
-    "policy": (
-        lambda policy: None if policy is None else policies_problem(policy),
-        "a policy is policy(request) -> reply, e.g. LearningPolicy(solve=...), or one per env, "
-        "{'unscramble': policy} ('*': every env not named; else the built-in); None: the fake's",
+    "policy": (lambda policy: None if policy is None else policies_problem(policy), _POLICY),
+    "job_id_prefix": _must(
+        lambda text: isinstance(text, str) and _ID.fullmatch(text), _PREFIX, "e.g. 'job_gw1_'"
     ),
-    "job_id_prefix": (
-        _must(lambda text: isinstance(text, str) and _ID.fullmatch(text), _PREFIX),
-        "e.g. job_id_prefix='job_rl_gw1_'",
-    ),
-    "pacing": (
-        _must(lambda pacing: pacing is None or pacing in PACING_MODES, f"one of {', '.join(PACING_MODES)}"),
-        "omit it for the default: 'observed' on a virtual clock",
-    ),
-    "speed": (
-        _must(lambda speed: speed is None or _positive(speed, math.inf), _SPEED),
-        "e.g. serve(speed=60) for a minute a second, or leave it out: jobs then move by observation",
-    ),
-    "read_timeout": (
-        _must(lambda seconds: _positive(seconds, 3600), "a number of seconds in (0, 3600]"),
-        f"omit it for the default {DEFAULT_READ_TIMEOUT:g}",
-    ),
+    "pacing": _must(lambda pacing: pacing in (None, *PACING_MODES), _PACING, "omit it for the default"),
+    "speed": _must(lambda speed: speed is None or _positive(speed, math.inf), _SPEED, "e.g. serve(speed=60)"),
+    "read_timeout": _must(lambda seconds: _positive(seconds, 3600), "a number of seconds in (0, 3600]"),
 }
 
 
@@ -544,12 +536,8 @@ def serve_until_stopped(
     try:
         with _stopped_by_signals(stop), fake.serve(host=host, port=port, pacing=pacing, speed=speed) as url:
             print(f"SYNTH_BACKEND_URL={url}", f"SYNTH_API_KEY={key}", sep="\n", file=out)
-            print(
-                f"synth-rl: fake backend ready at {url}, answering with {fake.inference.policy!r}; "
-                "Ctrl-C or SIGTERM stops it",
-                file=out,
-                flush=True,
-            )
+            ready = f"synth-rl: fake backend ready at {url}, answering with {fake.inference.policy!r}"
+            print(f"{ready}; Ctrl-C or SIGTERM stops it", file=out, flush=True)
             stop.wait()
     finally:
         fake.close()

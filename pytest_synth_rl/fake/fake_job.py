@@ -96,8 +96,5 @@ class FakeJob:
         return self
 
     def __repr__(self) -> str:
-        job = self._state
-        return (
-            f"FakeJob(id={job.id!r}, status={job.status!r}, steps={job.steps_done}/"
-            f"{job.scenario.steps}, rollouts={len(job.rollouts)})"
-        )
+        job, steps = self._state, f"{self._state.steps_done}/{self._state.scenario.steps}"
+        return f"FakeJob(id={job.id!r}, status={job.status!r}, steps={steps}, rollouts={len(job.rollouts)})"

@@ -129,11 +129,6 @@ def _index(call: _Call, body: dict[str, Any]) -> httpx.Response:
     return json_response(200, {"routes": list(ADMIN_ROUTES), "api_base": str(here)})
 
 
-def _reset(call: _Call, body: dict[str, Any]) -> httpx.Response:
-    call.reset()
-    return json_response(200, {"ok": True})
-
-
 def _set_scenario(call: _Call, body: dict[str, Any]) -> httpx.Response:
     target = body.pop("job", None)
     made = Scenario(**body)
@@ -170,10 +165,7 @@ def _job_detail(call: _Call, body: dict[str, Any]) -> httpx.Response:
 
 def _advance_job(call: _Call, body: dict[str, Any]) -> httpx.Response:
     to = body.get("to", "end")
-    if not (
-        (isinstance(to, str) and len(to) <= _MAX_TARGET_CHARS)
-        or (isinstance(to, int) and not isinstance(to, bool))
-    ):
+    if not ((isinstance(to, str) and len(to) <= _MAX_TARGET_CHARS) or type(to) is int):  # not a bool
         message = f"must be 'running', a step number or 'end', got {written(to)}"
         raise SynthUsageError([ConfigProblem("advance.to", message, 'e.g. {"to": "end"} or {"to": 3}')])
     job = call.job
@@ -195,26 +187,12 @@ def _finish(call: _Call, body: dict[str, Any]) -> httpx.Response:
     with call.store.lock:
         before = job.status
         if before not in TERMINAL:
-            if action == "succeed":
-                job.succeed()
-            elif action == "fail":
-                job.fail(error or "failed via the admin API")
-            else:
-                job.cancel()
+            getattr(job, action)(*([error or "failed via the admin API"] if action == "fail" else []))
         status = job.status
         if before in TERMINAL or status != _FINISHING[action]:
             message = f"job {job.id} already {status}; only queued or running jobs can {action}"
             return error_response(409, "job_already_finished", message, job_status=status)
         return json_response(200, job.status_payload())
-
-
-def _add_fault(call: _Call, body: dict[str, Any]) -> httpx.Response:
-    return json_response(201, call.store.add_fault(make_fault(**body)).to_json())
-
-
-def _clear_faults(call: _Call, body: dict[str, Any]) -> httpx.Response:
-    call.store.clear_faults()
-    return json_response(200, {"ok": True})
 
 
 def _clock(call: _Call, body: dict[str, Any]) -> httpx.Response:
@@ -238,13 +216,28 @@ def _advance_clock(call: _Call, body: dict[str, Any]) -> httpx.Response:
 
 
 _Handler = Callable[[_Call, dict[str, Any]], httpx.Response]
+
+
+def _then_ok(act: Callable[[_Call], object]) -> _Handler:
+    def handler(call: _Call, body: dict[str, Any]) -> httpx.Response:
+        act(call)
+        return json_response(200, {"ok": True})
+
+    return handler
+
+
+def _listing(name: str) -> _Handler:
+    """``GET /_fake/<name>``: the store's *name* list, each item as JSON."""
+    return lambda call, _: json_response(200, {name: [item.to_json() for item in getattr(call.store, name)]})
+
+
 #: What a route's body may hold (its name in a typo message, and its fields), or None: no body.
 _Reads = tuple[str, frozenset[str]] | None
 _NOTHING: frozenset[str] = frozenset()
 #: Each route as ``GET /_fake`` lists it, what its body may hold and what answers it.
 _TABLE: tuple[tuple[str, _Reads, _Handler], ...] = (
     ("GET /_fake", None, _index),
-    ("POST /_fake/reset", ("reset", _NOTHING), _reset),
+    ("POST /_fake/reset", ("reset", _NOTHING), _then_ok(lambda call: call.reset())),
     ("GET /_fake/scenario", None, lambda call, _: json_response(200, call.store.default_scenario.describe())),
     (
         "POST /_fake/scenario  {scenario fields..., optional 'job': 'next' | <job id>}",
@@ -261,23 +254,15 @@ _TABLE: tuple[tuple[str, _Reads, _Handler], ...] = (
     ("POST /_fake/jobs/{job_id}/succeed", ("succeed", _NOTHING), _finish),
     ("POST /_fake/jobs/{job_id}/fail  {'error': '...'}", ("fail", frozenset({"error"})), _finish),
     ("POST /_fake/jobs/{job_id}/cancel", ("cancel", _NOTHING), _finish),
-    (
-        "GET /_fake/requests",
-        None,
-        lambda call, _: json_response(200, {"requests": [r.to_json() for r in call.store.requests]}),
-    ),
-    (
-        "GET /_fake/faults",
-        None,
-        lambda call, _: json_response(200, {"faults": [f.to_json() for f in call.store.faults]}),
-    ),
+    ("GET /_fake/requests", None, _listing("requests")),
+    ("GET /_fake/faults", None, _listing("faults")),
     (
         "POST /_fake/faults  {'route', 'status' | 'connect_error' | 'latency', "
         "'pattern' | 'fail_next' | 'probability', ...}",
         ("fault", frozenset(inspect.signature(make_fault).parameters)),
-        _add_fault,
+        lambda call, body: json_response(201, call.store.add_fault(make_fault(**body)).to_json()),
     ),
-    ("DELETE /_fake/faults", None, _clear_faults),
+    ("DELETE /_fake/faults", None, _then_ok(lambda call: call.store.clear_faults())),
     ("GET /_fake/clock", None, _clock),
     ("POST /_fake/clock/advance  {'seconds': n}", ("clock advance", frozenset({"seconds"})), _advance_clock),
 )
@@ -299,12 +284,8 @@ def handle_admin(
         return error_response(429, full.code, f"{full.message}; {full.hint}")
     except SynthError as exc:
         return error_response(404, "not_found", str(exc))
-    except ValueError as exc:
-        return error_response(400, "bad_request", f"{exc}")
-    except (TypeError, OverflowError) as exc:  # a field of the wrong JSON type, deep in a constructor
-        return error_response(
-            400, "bad_request", f"a body field has the wrong type or size ({exc}); see GET /_fake"
-        )
+    except (ValueError, TypeError, OverflowError) as exc:  # bad JSON, or a field of the wrong type or size
+        return error_response(400, "bad_request", f"{exc}; see GET /_fake")
 
 
 def _route(call: _Call) -> httpx.Response:
@@ -360,11 +341,9 @@ class RequestHandler:
         """Like calling the handler, but an unknown path raises :class:`FakeRouteError`."""
         response, matched = self._answer(request)
         if not matched:
-            lines = "\n".join(f"    {line}" for line in route_listing(self.api_base))
-            raise FakeRouteError(
-                f"FakeSynthBackend has no route {request.method} {request.url}\n  routes served:\n{lines}",
-                hint="fix the URL in the client, or create the fake with strict=False to get a 404 instead",
-            )
+            lines = "".join(f"\n    {line}" for line in route_listing(self.api_base))
+            message = f"FakeSynthBackend has no route {request.method} {request.url}; routes served:{lines}"
+            raise FakeRouteError(message, hint="fix the URL, or use FakeSynthBackend(strict=False) for a 404")
         return response
 
     def _answer(self, request: httpx.Request) -> tuple[httpx.Response, bool]:

@@ -130,17 +130,10 @@ class LoggedRequest:
     @classmethod
     def of(cls, request: httpx.Request, *, path: str, time: float) -> LoggedRequest:
         body = request.content
-        return cls(
-            method=request.method,
-            url=str(request.url),
-            path=path,
-            route=None,
-            time=time,
-            body_size=len(body),
-            body_truncated=len(body) > MAX_LOGGED_BODY,
-            _raw_headers=request.headers,
-            _body=body[:MAX_LOGGED_BODY],
-        )
+        record = cls(request.method, str(request.url), path, None, time, _raw_headers=request.headers)
+        record.body_size, record.body_truncated = len(body), len(body) > MAX_LOGGED_BODY
+        record._body = body[:MAX_LOGGED_BODY]
+        return record
 
     def forget_body(self) -> None:
         self._body = b""

@@ -121,5 +121,5 @@ def test_reset_refuses_a_body_that_is_not_an_object(served: tuple[FakeSynthBacke
     new_job(client)
     answer = client.post("/_fake/reset", content=b"[1]")
     assert answer.status_code == 400
-    assert error_message(answer) == "the admin request body must be a JSON object"
+    assert error_message(answer).startswith("the admin request body must be a JSON object")
     assert len(fake.jobs) == 1
