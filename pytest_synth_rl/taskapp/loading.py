@@ -139,7 +139,6 @@ def load_module_from_path(
 
 
 def unload_module(module: types.ModuleType) -> None:
-    """Drop a private (``fresh``) module from ``sys.modules``."""
     if sys.modules.get(module.__name__) is module:
         del sys.modules[module.__name__]
 

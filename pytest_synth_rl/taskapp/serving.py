@@ -109,7 +109,6 @@ class _Server(uvicorn.Server):
                 _uvicorn_log.error(abandoned, self.graceful)
 
     async def abort(self, state: Any) -> None:
-        """Cancel what still runs and close its connections."""
         tasks = list(state.tasks)
         for task in tasks:
             task.cancel()
@@ -180,12 +179,10 @@ class ServerThread:
 
     @property
     def logs(self) -> list[str]:
-        """Log lines the server thread emitted (uvicorn's and the app's), oldest first."""
         return list(self._capture.lines)
 
     @property
     def alive(self) -> bool:
-        """The server thread runs and has finished starting up."""
         return self._server is not None and self._server.started and self.join(0) is False
 
     @property
@@ -200,7 +197,6 @@ class ServerThread:
         return f"http://{url_host(self.host)}:{self.port}"
 
     def failure_text(self) -> str:
-        """What went wrong in the thread, as text for an error message."""
         parts = [f"{type(self.error).__name__}: {self.error}"] if self.error is not None else []
         if self.logs:
             parts.append("server log:\n" + "\n".join(f"    {line}" for line in self.logs[-40:]))

@@ -47,5 +47,4 @@ class CertsOnFirstUse(ssl.SSLContext):
 
 @functools.cache
 def shared_ssl_context() -> ssl.SSLContext:
-    """The process's verifying SSL context, created on first use (its CAs on first TLS use)."""
     return CertsOnFirstUse()

@@ -27,24 +27,19 @@ def reward_of(metrics: Any, field: str = "metrics") -> tuple[str, float]:
         if raw is None:
             continue
         if key == "episode_returns":
+            where = f"{field}.episode_returns must"
             if not isinstance(raw, Sequence) or isinstance(raw, str) or not raw:
-                raise ValueError(
-                    f"{field}.episode_returns must be a non-empty list of numbers, got {raw!r:.80}"
-                )
+                raise ValueError(f"{where} be a non-empty list of numbers, got {raw!r:.80}")
             if not all(reward_in_range(v) for v in raw):
-                raise ValueError(
-                    f"{field}.episode_returns must hold only numbers, each {REWARD_RANGE}, got {raw!r:.80}"
-                )
+                raise ValueError(f"{where} hold only numbers, each {REWARD_RANGE}, got {raw!r:.80}")
             return key, sum(float(v) for v in raw) / len(raw)
         if not reward_in_range(raw):
             raise ValueError(f"{field}.{key} is {raw!r:.80} ({type(raw).__name__}); expected {REWARD_RANGE}")
         return key, float(raw)
     legacy = f" (or a legacy {', '.join(LEGACY_REWARD_KEYS)})" if field == "metrics" else ""
     null = f"{field}.outcome_reward is null; " if "outcome_reward" in metrics else ""
-    given = sorted(metrics)[:12]
-    raise ValueError(
-        f"'{field}' has no reward: {null}expected {field}.outcome_reward{legacy}; got keys {given}"
-    )
+    expected = f"expected {field}.outcome_reward{legacy}; got keys {sorted(metrics)[:12]}"
+    raise ValueError(f"'{field}' has no reward: {null}{expected}")
 
 
 def extract_reward(metrics: Any, field: str = "metrics") -> float:
