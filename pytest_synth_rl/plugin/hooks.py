@@ -1,8 +1,6 @@
-"""The pytest entry point (``pytest11``): options, configuration, markers, reports; it registers
-the fixtures of :mod:`pytest_synth_rl.plugin.fixtures`.
+"""The pytest entry point (``pytest11``): options, configuration, markers, reports, fixtures.
 
-Only option parsing and markers load at pytest start; the rest loads when a synth fixture first
-runs, so a run that never touches the plugin does not pay for it.
+Only option parsing and markers load at pytest start; the rest loads when a synth fixture first runs.
 """
 
 from __future__ import annotations
@@ -63,7 +61,6 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = resolve_settings(cli=cli, env=os.environ, ini=ini)
     except SynthUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
-    # Only ``inicfg`` lists the ini file's keys (deprecated in pytest 9): see docs/design.md.
     import warnings
 
     with warnings.catch_warnings():
@@ -76,8 +73,8 @@ def pytest_configure(config: pytest.Config) -> None:
             f"{settings.origin('backend')} runs RL jobs against a real backend, which needs an "
             "API key: set SYNTH_API_KEY (or run offline with --synth-backend=mock)."
         )
-    report_file = settings.report_file(config.rootpath)  # a str: a Path drops a trailing slash
-    if report_file is not None:  # a path that cannot be a file is refused before any test runs
+    report_file = settings.report_file(config.rootpath)
+    if report_file is not None:
         from pytest_synth_rl.reporting.files import file_path_problem
 
         if os.path.isdir(report_file):
@@ -106,7 +103,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """xdist controller: every worker gets the run's one task-app key and where to spool job rows."""
     settings = node.config.stash[SETTINGS_KEY]
     if settings.task_app_api_key is None:
         node.workerinput[WORKER_TASK_APP_KEY] = node.config.stash.setdefault(
@@ -118,8 +114,7 @@ def pytest_configure_node(node: Any) -> None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Mask live logs and the log file; online or with a report, SIGTERM ends the run like Ctrl-C,
-    so jobs are cancelled and reported rather than left running (see :mod:`.interrupts`)."""
+    """Mask live logs and the log file; online or with a report, SIGTERM ends the run like Ctrl-C."""
     from pytest_synth_rl.secrets.masking import mask_handler
 
     logging_plugin = session.config.pluginmanager.get_plugin("logging-plugin")
@@ -155,7 +150,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Validate a test's ``synth_*`` markers before its fixtures run, even if it uses none."""
     __tracebackhide__ = True
     if any(marker.name in MARKERS or marker_guess(marker.name) is not None for marker in item.iter_markers()):
         spec_of(item)
@@ -165,7 +159,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """Our errors point at the user's line, not at our frames; no report leaves with a key in it."""
     if call.excinfo is not None:
         from pytest_synth_rl.plugin.frames import mark_package_modules
 
