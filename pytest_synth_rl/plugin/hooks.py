@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from collections.abc import Generator
 from typing import Any
 
@@ -27,7 +28,7 @@ from pytest_synth_rl.plugin.settings import (
     with_run_task_app_key,
 )
 from pytest_synth_rl.reporting.summary import WORKER_ROW_SPOOL, RunSummary
-from pytest_synth_rl.secrets.masking import short_key_warning
+from pytest_synth_rl.secrets.masking import mask_handler, short_key_warning
 
 _RUN_TASK_KEY = pytest.StashKey[str]()
 
@@ -61,8 +62,6 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = resolve_settings(cli=cli, env=os.environ, ini=ini)
     except SynthUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         unknown = unknown_ini_key(getattr(config, "inicfg", None) or ())
@@ -115,8 +114,6 @@ def pytest_configure_node(node: Any) -> None:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Mask live logs and the log file; online or with a report, SIGTERM ends the run like Ctrl-C."""
-    from pytest_synth_rl.secrets.masking import mask_handler
-
     logging_plugin = session.config.pluginmanager.get_plugin("logging-plugin")
     for name in ("log_cli_handler", "log_file_handler"):
         handler = getattr(logging_plugin, name, None)

@@ -112,9 +112,17 @@ def _rules(sync: bool) -> dict[str, _Rule]:
     # fmt: on
 
 
-def _value_problems(call: str, kwargs: Mapping[str, Any]) -> list[ConfigProblem]:
-    rules = _rules(not call.endswith("async_job"))
-    problems = []
+def _argument_problems(
+    call: str, config: object, overrides: object, kwargs: Mapping[str, Any]
+) -> list[ConfigProblem]:
+    forwarded, rules = _forwarded_names(), _rules(not call.endswith("async_job"))
+    usage = f"it takes config=, overrides= and {', '.join(f'{name}=' for name in forwarded)}"
+    accepted, paths = ["config", "overrides", *forwarded], ("config_path", "path")
+    problems = [
+        unknown_argument(call, name, "config" if name in paths else closest(name, accepted), usage)
+        for name in kwargs
+        if name not in forwarded
+    ]
     for name, value in kwargs.items():
         rule = rules.get(name)
         if rule is None or (value is None and rule[0]) or rule[1](value):
@@ -126,59 +134,36 @@ def _value_problems(call: str, kwargs: Mapping[str, Any]) -> list[ConfigProblem]
         problems.append(
             ConfigProblem(f"{call}.{name}", message, f"e.g. {call}({example}), or leave {name} out")
         )
-    return problems
-
-
-def _name_problems(call: str, kwargs: Mapping[str, Any]) -> list[ConfigProblem]:
-    forwarded = _forwarded_names()
-    accepted = ["config", "overrides", *forwarded]
-    usage = f"it takes config=, overrides= and {', '.join(f'{name}=' for name in forwarded)}"
-    problems = []
-    for name in kwargs:
-        if name in forwarded:
-            continue
-        guess = "config" if name in ("config_path", "path") else closest(name, accepted)
-        problems.append(unknown_argument(call, name, guess, usage))
-    return problems
-
-
-def _config_problems(call: str, config: object) -> list[ConfigProblem]:
-    if config is None or (isinstance(config, str) and config.strip()) or isinstance(config, os.PathLike):
-        return []
-    hint = (
-        f"e.g. {call}(config='rl.toml') (relative to the test's synth_rl config, the test file or "
-        "the rootdir), or leave it out for the test's synth_rl marker config"
-    )
-    if isinstance(config, Mapping):
-        hint = f"to change keys of the test's config pass them by keyword: {call}(overrides={{...}})"
-    message = (
-        f"got {call}(config={config!r:.60}), {a_type(config)}; expected the path of an RL TOML file "
-        "(a non-empty str or a pathlib.Path)"
-    )
-    return [ConfigProblem(f"{call}.config", message, hint)]
-
-
-def _override_problems(call: str, overrides: object) -> list[ConfigProblem]:
+    if not (
+        config is None or (isinstance(config, str) and config.strip()) or isinstance(config, os.PathLike)
+    ):
+        hint = (
+            f"e.g. {call}(config='rl.toml') (relative to the test's synth_rl config, the test file or "
+            "the rootdir), or leave it out for the test's synth_rl marker config"
+        )
+        if isinstance(config, Mapping):
+            hint = f"to change keys of the test's config pass them by keyword: {call}(overrides={{...}})"
+        message = (
+            f"got {call}(config={config!r:.60}), {a_type(config)}; expected the path of an RL TOML file "
+            "(a non-empty str or a pathlib.Path)"
+        )
+        problems.append(ConfigProblem(f"{call}.config", message, hint))
     key, example = f"{call}.overrides", f"e.g. {call}(overrides={{'training.batch_size': 2}})"
-    if overrides is None:
-        return []
-    if not isinstance(overrides, Mapping):
+    if overrides is not None and not isinstance(overrides, Mapping):
         message = (
             f"got {call}(overrides={overrides!r:.60}), {a_type(overrides)}; "
             "expected a mapping of dotted config keys to values"
         )
-        return [ConfigProblem(key, message, example)]
-    wrong = [name for name in overrides if not isinstance(name, str) or not name.strip()]
-    return [
-        ConfigProblem(
-            key,
-            f"got {call}(overrides={{{name!r:.60}: ...}}): the key is "
-            f"{'blank' if isinstance(name, str) else a_type(name)}; "
-            "expected dotted config keys as non-empty strings",
-            example,
-        )
-        for name in wrong
-    ]
+        problems.append(ConfigProblem(key, message, example))
+    for name in overrides if isinstance(overrides, Mapping) else ():
+        if not isinstance(name, str) or not name.strip():
+            wrong = "blank" if isinstance(name, str) else a_type(name)
+            message = (
+                f"got {call}(overrides={{{name!r:.60}: ...}}): the key is {wrong}; "
+                "expected dotted config keys as non-empty strings"
+            )
+            problems.append(ConfigProblem(key, message, example))
+    return problems
 
 
 @dataclass(kw_only=True, eq=False, repr=False)
@@ -299,12 +284,7 @@ class SynthJobFactory:
         call: str = "synth_rl_job",
     ) -> tuple[Path, dict[str, Any]]:
         __tracebackhide__ = True
-        problems = [
-            *_name_problems(call, kwargs),
-            *_value_problems(call, kwargs),
-            *_config_problems(call, config),
-            *_override_problems(call, overrides),
-        ]
+        problems = _argument_problems(call, config, overrides, kwargs)
         if problems:
             raise SynthUsageError(problems, subject=f"{call}() arguments")
         if config is not None:

@@ -11,12 +11,14 @@ import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from pytest_synth_rl.errors import MarkerError, SynthUsageError, closest
 from pytest_synth_rl.secrets.masking import Secret, key_problem, secret_or_none
 
 if TYPE_CHECKING:
+    import pytest
+
     from pytest_synth_rl.fake.scenario import Scenario
 
 TaskAppScope = Literal["session", "test"]
@@ -49,13 +51,6 @@ def marker_guess(name: str) -> str | None:
         return None
     near = closest(name, MARKERS)
     return "" if near is None and name.startswith("synth_") else near
-
-
-class MarkerNode(Protocol):
-    @property
-    def nodeid(self) -> str: ...
-
-    def iter_markers(self, name: str | None = None) -> Iterable[Any]: ...
 
 
 @dataclass(frozen=True)
@@ -95,7 +90,7 @@ class SynthTestSpec:
 
 
 class _Reader:
-    def __init__(self, node: MarkerNode, name: str, allowed: Iterable[str], usage: str) -> None:
+    def __init__(self, node: pytest.Item, name: str, allowed: Iterable[str], usage: str) -> None:
         self.name, self.test_id, self.usage = name, node.nodeid, f"write it as {usage}"
         self.levels = list(node.iter_markers(name))[::-1]  # farthest first
         self.args: tuple[Any, ...] = next((m.args for m in reversed(self.levels) if m.args), ())
@@ -128,7 +123,7 @@ class _Reader:
         return float(value)
 
 
-def _rl(node: MarkerNode) -> RLMarker:
+def _rl(node: pytest.Item) -> RLMarker:
     __tracebackhide__ = True
     names = ("config", "overrides", "timeout", "poll_interval", "policy", "rollout_timeout")
     reader = _Reader(node, "synth_rl", names, _RL_USAGE)
@@ -168,7 +163,7 @@ def _rl(node: MarkerNode) -> RLMarker:
     )
 
 
-def _task_app(node: MarkerNode) -> TaskAppMarker | None:
+def _task_app(node: pytest.Item) -> TaskAppMarker | None:
     __tracebackhide__ = True
     reader = _Reader(node, "synth_task_app", ("api_key", "scope", "startup_timeout"), _TASK_APP_USAGE)
     if not reader.levels:
@@ -200,7 +195,7 @@ def _task_app(node: MarkerNode) -> TaskAppMarker | None:
     )
 
 
-def _scenario(node: MarkerNode) -> Scenario | None:
+def _scenario(node: pytest.Item) -> Scenario | None:
     __tracebackhide__ = True
     if next(iter(node.iter_markers("synth_scenario")), None) is None:
         return None
@@ -223,14 +218,14 @@ def _scenario(node: MarkerNode) -> Scenario | None:
     )
 
 
-def _flag(node: MarkerNode, name: str) -> bool:
+def _flag(node: pytest.Item, name: str) -> bool:
     __tracebackhide__ = True
     reader = _Reader(node, name, (), f"@pytest.mark.{name} (no arguments)")
     reader.no_positional()
     return bool(reader.levels)
 
 
-def parse_test_spec(node: MarkerNode) -> SynthTestSpec:
+def parse_test_spec(node: pytest.Item) -> SynthTestSpec:
     """Read and validate every ``synth_*`` marker on *node*; raises :class:`MarkerError`."""
     __tracebackhide__ = True
     for marker in node.iter_markers():
