@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
@@ -73,31 +73,25 @@ def progress_update(poller: Poller, record: PollRecord) -> ProgressUpdate:
     )
 
 
+@dataclass(eq=False)
 class ProgressReporter:
     """Turns real-time polls into a live line (*rewrite*) or heartbeat lines (*write_line*)."""
 
-    def __init__(
-        self,
-        mode: Literal["line", "heartbeat"],
-        *,
-        interval: float = DEFAULT_HEARTBEAT_INTERVAL,
-        write_line: Callable[[str], None],
-        rewrite: Callable[[str, bool], None] | None = None,
-        label: Callable[[], str] = lambda: "",
-        now: Callable[[], float] = time.monotonic,
-    ) -> None:
-        if mode == "line" and rewrite is None:
+    mode: Literal["line", "heartbeat"]
+    _: KW_ONLY
+    interval: float = DEFAULT_HEARTBEAT_INTERVAL
+    write_line: Callable[[str], None]
+    rewrite: Callable[[str, bool], None] | None = None
+    label: Callable[[], str] = lambda: ""
+    now: Callable[[], float] = time.monotonic
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _last_beat: dict[str, float] = field(default_factory=dict, init=False, repr=False)
+    _waiting: dict[str, ProgressUpdate] = field(default_factory=dict, init=False, repr=False)
+    _stop: Callable[[], None] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.mode == "line" and self.rewrite is None:
             raise ValueError("line mode needs a rewrite function")
-        self.mode = mode
-        self.interval = interval
-        self._write_line = write_line
-        self._rewrite = rewrite
-        self._label = label
-        self._now = now
-        self._lock = threading.Lock()
-        self._last_beat: dict[str, float] = {}
-        self._waiting: dict[str, ProgressUpdate] = {}
-        self._stop: Callable[[], None] | None = None
 
     def start(self) -> ProgressReporter:
         if self._stop is None:
@@ -132,14 +126,14 @@ class ProgressReporter:
         self._emit(update, update.describe(), final=update.terminal)
 
     def _emit(self, update: ProgressUpdate, facts: str, *, final: bool) -> None:
-        label = self._label()
+        label = self.label()
         text = f"{label} {facts}" if label else facts
         if self.mode == "line":
-            assert self._rewrite is not None
-            self._rewrite(f"synth-rl: {text}", final)
+            assert self.rewrite is not None
+            self.rewrite(f"synth-rl: {text}", final)
             return
         with self._lock:
-            now = self._now()
+            now = self.now()
             last = self._last_beat.get(update.job_id)
             if not (last is None or final or now - last >= self.interval):
                 return
@@ -147,7 +141,7 @@ class ProgressReporter:
                 self._last_beat.pop(update.job_id, None)
             else:
                 self._last_beat[update.job_id] = now
-        self._write_line(f"synth-rl heartbeat: {text}")
+        self.write_line(f"synth-rl heartbeat: {text}")
 
 
 _MIN_LABEL = 16
