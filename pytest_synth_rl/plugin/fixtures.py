@@ -1,8 +1,4 @@
-"""The plugin's fixtures, registered by :mod:`pytest_synth_rl.plugin.hooks` at configure time.
-
-Each fixture maps a test's settings and markers onto the libraries; everything heavy is imported
-when a fixture first runs.
-"""
+"""The plugin's fixtures (registered at configure time); everything heavy is imported on first use."""
 
 from __future__ import annotations
 
@@ -16,7 +12,6 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 
 from pytest_synth_rl.errors import ConfigProblem, MarkerError, SynthError, SynthUsageError, did_you_mean
-from pytest_synth_rl.plugin.interrupts import RunInterrupts
 from pytest_synth_rl.plugin.markers import SynthTestSpec, parse_test_spec
 from pytest_synth_rl.plugin.settings import SynthSettings
 from pytest_synth_rl.reporting.summary import RunSummary, job_properties
@@ -39,17 +34,13 @@ if TYPE_CHECKING:
     from pytest_synth_rl.recording import Replayer
 
 SETTINGS_KEY = pytest.StashKey[SynthSettings]()
-#: Whether the test's body passed (``synth_expect`` checks unchecked expectations only then).
 CALL_PASSED_KEY = pytest.StashKey[bool]()
 _SPEC_KEY = pytest.StashKey[SynthTestSpec]()
-#: The test's ``synth_rl_job`` (``synth_baseline`` finds there the job a result came from).
 _JOBS_KEY = pytest.StashKey["SynthJobFactory"]()
-#: What ``synth_cassette_config`` may set (passed on to ``use_cassette``).
 CASSETTE_CONFIG_KEYS: tuple[str, ...] = ("match_on", "ignore")
 
 
 def spec_of(item: pytest.Item) -> SynthTestSpec:
-    """The test's parsed ``synth_*`` markers (parsed once, on first use)."""
     __tracebackhide__ = True
     spec = item.stash.get(_SPEC_KEY, None)
     if spec is None:
@@ -58,7 +49,6 @@ def spec_of(item: pytest.Item) -> SynthTestSpec:
 
 
 def _given_error(node: pytest.Item, marker: str | None, ini_key: str, problem: str, hint: str) -> NoReturn:
-    """A bad value named where it was written: the test's *marker*, else the ini option."""
     __tracebackhide__ = True
     if marker is not None:
         raise MarkerError(marker, node.nodeid, problem, hint=hint)
@@ -66,7 +56,6 @@ def _given_error(node: pytest.Item, marker: str | None, ini_key: str, problem: s
 
 
 def _resolve_path(node: pytest.Item, raw: str | os.PathLike[str], marker: str | None, ini_key: str) -> Path:
-    """A path from a marker or the ini option *ini_key*: relative to the test file or the rootdir."""
     from pytest_synth_rl.reporting.files import find_file
 
     __tracebackhide__ = True
@@ -80,13 +69,11 @@ def _resolve_path(node: pytest.Item, raw: str | os.PathLike[str], marker: str | 
     )
 
 
-#: Files a task app target is not (a config or data file given to the wrong marker).
 _DATA_SUFFIXES = frozenset({".toml", ".json", ".jsonl", ".yaml", ".yml", ".txt", ".cfg", ".ini", ".csv"})
 
 
 def _task_app_source(node: pytest.Item, source: str, marker: str | None) -> str:
-    """*source* with its ``.py`` file resolved; a file given as a target (``"app"`` for ``app.py``),
-    or a data file, is named as the mistake it is."""
+    """*source* with its ``.py`` file resolved; a file given as a target, or a data file, is an error."""
     from pytest_synth_rl.taskapp.loading import split_app_path
 
     __tracebackhide__ = True
@@ -95,7 +82,7 @@ def _task_app_source(node: pytest.Item, source: str, marker: str | None) -> str:
         resolved = str(_resolve_path(node, path, marker, "synth_task_app"))
         return f"{resolved}:{attribute}" if attribute else resolved
     if ":" in source:
-        return source  # a target such as "my_tasks.server:app"
+        return source
     folders = dict.fromkeys([node.path.parent, node.config.rootpath])
     if "." not in source:
         file = next(
@@ -131,8 +118,6 @@ def _synth_run(synth_settings: SynthSettings) -> Iterator[SynthRun]:
 
 @dataclass(frozen=True)
 class _TestContext:
-    """One test's item, markers and settings (its markers' overrides applied)."""
-
     node: pytest.Item
     spec: SynthTestSpec
     settings: SynthSettings
@@ -149,7 +134,7 @@ def _synth_test(request: pytest.FixtureRequest, synth_settings: SynthSettings) -
 
 @pytest.fixture
 def synth_clock(synth_settings: SynthSettings) -> Clock:
-    """This test's clock: a fresh ``VirtualClock`` offline (sleeps are instant), real time online."""
+    """A fresh ``VirtualClock`` offline, real time online."""
     from pytest_synth_rl.clock import RealClock, VirtualClock
 
     return VirtualClock() if synth_settings.is_offline else RealClock()
@@ -157,8 +142,7 @@ def synth_clock(synth_settings: SynthSettings) -> Clock:
 
 @pytest.fixture
 def synth_policy() -> Policy | None:
-    """The policy the offline fake's stand-in model answers with (``None``: the built-in one);
-    override it in ``conftest.py``, or per test with ``synth_rl(policy=...)``."""
+    """The offline fake model's policy (``None``: built-in); override it in ``conftest.py``."""
     return None
 
 
@@ -166,8 +150,7 @@ def synth_policy() -> Policy | None:
 def _one_test(
     fake: FakeSynthBackend, test: _TestContext, fixture_policy: object, **reset: Any
 ) -> Iterator[FakeSynthBackend]:
-    """*fake* for one test: reset (*reset* gives its clock and id prefix), then the test's policy
-    (marker, else the ``synth_policy`` fixture), rollout timeout and scenario; reset again after."""
+    """*fake* reset for one test, with its policy, rollout timeout and scenario; reset again after."""
     __tracebackhide__ = True
     from pytest_synth_rl.fake.model.policy import policy_problem
 
@@ -208,15 +191,14 @@ def _synth_fake(
 
 @pytest.fixture
 def synth_fake(_synth_fake: FakeSynthBackend) -> Iterator[FakeSynthBackend]:
-    """Offline only (skipped online): this test's ``FakeSynthBackend``, reset onto its clock and
-    mounted on respx so your own httpx code reaches it."""
+    """Offline only: this test's ``FakeSynthBackend`` on its clock, mounted on respx."""
     with _synth_fake:
         yield _synth_fake
 
 
 @pytest.fixture
 def synth_backend(_synth_run: SynthRun, synth_settings: SynthSettings) -> SynthBackend:
-    """Where this test's jobs go, in either mode: ``.url``, ``.mode``, ``.api_key`` (masked)."""
+    """Where this test's jobs go: ``.url``, ``.mode``, ``.api_key`` (masked)."""
     from pytest_synth_rl.plugin.session import SynthBackend
 
     __tracebackhide__ = True
@@ -229,8 +211,7 @@ def synth_backend(_synth_run: SynthRun, synth_settings: SynthSettings) -> SynthB
 def synth_task_app(
     _synth_run: SynthRun, _synth_test: _TestContext, synth_settings: SynthSettings
 ) -> Iterator[TaskAppHandle]:
-    """The task app under test (``synth_task_app`` marker or ini option), served in-process on a
-    loopback port once per session, or per test with ``scope="test"``; none with a task app URL."""
+    """The task app under test (marker or ini option), served in-process per session or per test."""
     from pytest_synth_rl.plugin.session import ExternalTaskApp, TaskAppSpec
 
     __tracebackhide__ = True
@@ -261,8 +242,7 @@ def synth_task_app(
 
 @pytest.fixture
 def synth_rl_config(_synth_test: _TestContext, synth_settings: SynthSettings) -> RLConfigRef | None:
-    """The test's RL config, from ``@pytest.mark.synth_rl(config=..., overrides=...)`` or the ini
-    option ``synth_rl_config``."""
+    """The test's RL config, from ``@pytest.mark.synth_rl(config=...)`` or ``synth_rl_config``."""
     from pytest_synth_rl.plugin.jobs import RLConfigRef
 
     __tracebackhide__ = True
@@ -282,8 +262,7 @@ def synth_rl_job(
     synth_clock: Clock,
     synth_rl_config: RLConfigRef | None,
 ) -> Iterator[SynthJobFactory]:
-    """A factory of ``RLJob`` objects bound to this test's config, backend, task app and clock; at
-    teardown jobs still running online are cancelled, and each job is a report row."""
+    """A factory of ``RLJob`` bound to this test; at teardown online jobs left running are cancelled."""
     from pytest_synth_rl.plugin.jobs import SynthJobFactory
     from pytest_synth_rl.plugin.session import replay_transport
     from pytest_synth_rl.taskapp import InProcessTaskApp
@@ -291,7 +270,6 @@ def synth_rl_job(
     __tracebackhide__ = True
     settings = _synth_test.settings
     _synth_run.require_backend()
-    # Set up first, so torn down last: the teardown's own reads are recorded (and replayed).
     cassette = request.getfixturevalue("synth_cassette") if "synth_cassette" in request.fixturenames else None
     wants_app = settings.task_app_url or settings.task_app or "synth_task_app" in request.fixturenames
     task_app = request.getfixturevalue("synth_task_app") if wants_app or _synth_test.spec.task_app else None
@@ -301,12 +279,11 @@ def synth_rl_job(
     if not settings.is_offline:
         http_client = _synth_run.http_client()
     else:
-        api_key = _synth_run.fake_api_key()  # a replayed cassette does not check keys
-        if cassette is not None:  # offline, a cassette that exists: replayed
+        api_key = _synth_run.fake_api_key()
+        if cassette is not None:
             transport = replay_transport(cassette)
         else:
             fake = request.getfixturevalue("_synth_fake")
-            # The key this test's task app enforces reaches its rollouts, as the upload does online.
             fake.use_task_app_key(task_app.api_key if task_app is not None else None)
             http_client, transport = _synth_run.fake_http_client(), fake.transport()
             async_transport = _synth_run.fake_async_transport()
@@ -331,6 +308,8 @@ def synth_rl_job(
     )
     request.node.stash[_JOBS_KEY] = jobs
     yield jobs
+    from pytest_synth_rl.plugin.hooks import RunInterrupts
+
     interrupts = request.config.pluginmanager.get_plugin("synth-rl-interrupts")
     deadline = (
         interrupts.deadline() if isinstance(interrupts, RunInterrupts) and not settings.is_offline else None
@@ -343,8 +322,7 @@ def synth_rl_job(
 
 @pytest.fixture
 def synth_expect(_synth_test: _TestContext, synth_clock: Clock) -> Iterator[ExpectJob]:
-    """``synth_expect(job)``: ``expect_job`` with this test's timeout and poll interval on its
-    clock; a passing test that made an expectation it never checked errors at teardown."""
+    """``synth_expect(job)``: ``expect_job`` with this test's timeout, poll interval and clock."""
     from pytest_synth_rl.plugin.session import ExpectJob
 
     __tracebackhide__ = True
@@ -373,8 +351,7 @@ def _synth_served_fake() -> Iterator[ServedFake]:
 def synth_fake_server(
     _synth_served_fake: ServedFake, _synth_test: _TestContext, synth_policy: Policy | None
 ) -> Iterator[ServedFake]:
-    """A ``FakeSynthBackend`` served on a loopback port, one per session (per xdist worker), for
-    clients that are not httpx or subprocesses; reset for each test, as ``synth_fake`` is."""
+    """A ``FakeSynthBackend`` served on loopback once per session, reset for each test."""
     __tracebackhide__ = True
     with _one_test(_synth_served_fake.fake, _synth_test, synth_policy):
         yield _synth_served_fake
@@ -382,13 +359,11 @@ def synth_fake_server(
 
 @pytest.fixture
 def synth_cassette_config() -> dict[str, object]:
-    """How cassettes match requests (``match_on``, ``ignore``, as ``MatchConfig``); override it in
-    ``conftest.py``, like ``vcr_config``."""
+    """How cassettes match requests (``match_on``, ``ignore``); override it in ``conftest.py``."""
     return {}
 
 
 def _cassette_options(config: object) -> dict[str, object]:
-    """*config* checked as ``synth_cassette_config``: every problem at once, keyed as written."""
     from pytest_synth_rl.recording.matching import DEFAULT_IGNORED_PATHS, DEFAULT_MATCH_ON, MatchConfig
 
     __tracebackhide__ = True
@@ -406,7 +381,7 @@ def _cassette_options(config: object) -> dict[str, object]:
         for key in config
         if key not in CASSETTE_CONFIG_KEYS
     ]
-    match_on, ignore = config.get("match_on"), config.get("ignore")  # None: the default
+    match_on, ignore = config.get("match_on"), config.get("ignore")
     try:
         MatchConfig(
             match_on=DEFAULT_MATCH_ON if match_on is None else match_on,
@@ -423,15 +398,14 @@ def _cassette_options(config: object) -> dict[str, object]:
 def synth_cassette(
     request: pytest.FixtureRequest, synth_settings: SynthSettings, synth_cassette_config: dict[str, object]
 ) -> Iterator[Replayer | None]:
-    """Record (online, with ``--synth-record``) or replay (offline, instead of the fake) this test's
-    backend traffic in ``<synth_cassette_dir>/<test id>.json``; ``None`` when not in use."""
+    """Record (online) or replay (offline) this test's backend traffic; ``None`` when not in use."""
     from pytest_synth_rl.recording import CassetteError, cassette_path, use_cassette
 
     __tracebackhide__ = True
     options = _cassette_options(synth_cassette_config)
     node = request.node.nodeid
     path = cassette_path(request.config.rootpath / synth_settings.cassette_dir, node)
-    if path.exists() and not path.is_file():  # an error, not "no cassette"
+    if path.exists() and not path.is_file():
         raise CassetteError(
             f"the cassette of {node} would be {path}, but that is a directory",
             hint="remove or rename it: a cassette is one JSON file per test under synth_cassette_dir",
@@ -449,8 +423,7 @@ def synth_cassette(
 
 @pytest.fixture
 def synth_baseline(request: pytest.FixtureRequest, synth_settings: SynthSettings) -> BaselineCheck:
-    """``synth_baseline(job, {"reward.*": Tolerance(abs=0.1)})``: compare a job's metrics with this
-    test's stored baseline (``--synth-update-baselines`` refreshes it)."""
+    """``synth_baseline(job, {"reward.*": Tolerance(abs=0.1)})``: compare with the stored baseline."""
     from pytest_synth_rl.baselines import BaselineStore
     from pytest_synth_rl.plugin.session import BaselineCheck
 

@@ -1,8 +1,5 @@
-"""Traceback hiding: when our error or expectation fails a user's test, they see their own frames.
-
-pytest asks each frame's ``__tracebackhide__``; our modules answer with :func:`hidden_from_users`
-(hide for our errors and assertions only). Raised with no user frame, the report is the message
-alone; a chained cause of ours is folded into the message. ``--full-trace`` shows everything.
+"""Traceback hiding: when our error or expectation fails a user's test, they see their own frames;
+raised with no user frame, the report is the message alone. ``--full-trace`` shows everything.
 """
 
 from __future__ import annotations
@@ -28,18 +25,16 @@ def _frames_of(tb: TracebackType | None) -> list[Frame]:
 
 
 def hidden_from_users(excinfo: Any) -> bool:
-    """pytest's question to a frame of ours: hide it from the report of *excinfo*?"""
     if excinfo is None or not excinfo.errisinstance((SynthError, AssertionError)):
         return False
     frames = _frames_of(excinfo.tb)
     if frames and excinfo.errisinstance(AssertionError) and not frames[-1].ours:
-        return False  # the user's own assert, maybe called through us (a policy, a callback)
-    # An error raised from a hook or fixture of ours has no user frame: see message_only().
+        return False
     return any(frame.users for frame in frames)
 
 
 def message_only(excinfo: Any) -> str | None:
-    """The whole report of our error raised where the user has no frame (a hook or fixture), else None."""
+    """The whole report of our error raised where the user has no frame, else None."""
     if excinfo is None or not excinfo.errisinstance(SynthError):
         return None
     if any(frame.users for frame in _frames_of(excinfo.tb)):
@@ -54,9 +49,8 @@ _LINKS = {"cause": "caused by", "context": "while handling"}
 
 
 def _chain(error: BaseException) -> list[tuple[BaseException, str]]:
-    """*error*, then each exception pytest prints above it with its link (pytest's own walk)."""
+    """*error*, then each exception pytest prints above it with its link."""
     chain, seen = [(error, "")], {id(error)}
-    # pytest prints an exception group whole (known by name: on 3.10 it is a backport's).
     while not any(cls.__name__ == "BaseExceptionGroup" for cls in type(error).__mro__):
         if error.__cause__ is not None:
             error, link = error.__cause__, "cause"
@@ -85,20 +79,19 @@ def _unsaid(chain: list[tuple[BaseException, str]]) -> list[str]:
 
 
 def without_internal_causes(excinfo: Any, longrepr: Any) -> Any:
-    """*longrepr* of our error without the exceptions chained under it when none ran the user's
-    code (what they say and ours does not is added under the message); else unchanged."""
+    """*longrepr* of our error without chained exceptions that ran no user code (their news noted)."""
     if not isinstance(longrepr, ExceptionChainRepr) or not hidden_from_users(excinfo):
         return longrepr
     chain = _chain(excinfo.value)
     if len(chain) < 2 or len(chain) != len(longrepr.chain):
-        return longrepr  # nothing chained, or a chain we cannot line up with pytest's
+        return longrepr
     if any(frame.users for error, _ in chain[1:] for frame in _frames_of(error.__traceback__)):
-        return longrepr  # the user's own code failed under ours: theirs to read in full
+        return longrepr
     reprtraceback, reprcrash, _ = longrepr.chain[-1]
     notes = _unsaid(chain)
     noted = _with_notes(reprtraceback, notes) if notes else reprtraceback
     if noted is None:
-        return longrepr  # no place to say them: better our frames than a lost cause
+        return longrepr
     trimmed = ExceptionChainRepr([(noted, reprcrash, None)])
     for section in longrepr.sections:
         trimmed.addsection(*section)
@@ -114,7 +107,7 @@ def _with_notes(reprtraceback: ReprTraceback, notes: list[str]) -> ReprTraceback
     marked = [n for n, line in enumerate(lines) if line.startswith("E")]
     if not marked:
         return None
-    first = lines[marked[0]][1:]  # "E", then the message indented under the line it failed on
+    first = lines[marked[0]][1:]
     indent = "E" + " " * (len(first) - len(first.lstrip())) + "  "
     extra = [indent + line for note in notes for line in note.splitlines()]
     lines[marked[-1] + 1 : marked[-1] + 1] = extra
@@ -123,7 +116,6 @@ def _with_notes(reprtraceback: ReprTraceback, notes: list[str]) -> ReprTraceback
 
 
 def mark_package_modules() -> None:
-    """Give every loaded module of ours the module-level ``__tracebackhide__`` (a function's wins)."""
     for name, module in list(sys.modules.items()):
         if module is not None and is_ours(name) and "__tracebackhide__" not in vars(module):
             module.__tracebackhide__ = hidden_from_users  # type: ignore[attr-defined]

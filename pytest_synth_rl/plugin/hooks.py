@@ -1,15 +1,19 @@
-"""The pytest entry point (``pytest11``): options, configuration, markers, reports; it registers
-the fixtures of :mod:`pytest_synth_rl.plugin.fixtures`.
-
-Only option parsing and markers load at pytest start; the rest loads when a synth fixture first
-runs, so a run that never touches the plugin does not pay for it.
+"""The pytest entry point (``pytest11``): options, configuration, markers, reports, fixtures, and
+signals: SIGTERM ends a run as Ctrl-C does; a second interrupt lets the teardown finish, a third
+ends the process at once, naming the jobs left running. The rest loads when a synth fixture runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from collections.abc import Generator
+import signal
+import threading
+import time
+import warnings
+from collections.abc import Callable, Generator
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -17,7 +21,6 @@ import pytest
 from pytest_synth_rl.errors import SynthUsageError
 from pytest_synth_rl.plugin import fixtures
 from pytest_synth_rl.plugin.fixtures import CALL_PASSED_KEY, SETTINGS_KEY, spec_of
-from pytest_synth_rl.plugin.interrupts import RunInterrupts
 from pytest_synth_rl.plugin.markers import MARKERS, marker_guess
 from pytest_synth_rl.plugin.progress import register_views
 from pytest_synth_rl.plugin.settings import (
@@ -29,7 +32,7 @@ from pytest_synth_rl.plugin.settings import (
     with_run_task_app_key,
 )
 from pytest_synth_rl.reporting.summary import WORKER_ROW_SPOOL, RunSummary
-from pytest_synth_rl.secrets.masking import short_key_warning
+from pytest_synth_rl.secrets.masking import mask_handler, short_key_warning
 
 _RUN_TASK_KEY = pytest.StashKey[str]()
 
@@ -63,9 +66,6 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = resolve_settings(cli=cli, env=os.environ, ini=ini)
     except SynthUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
-    # Only ``inicfg`` lists the ini file's keys (deprecated in pytest 9): see docs/design.md.
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         unknown = unknown_ini_key(getattr(config, "inicfg", None) or ())
@@ -76,8 +76,8 @@ def pytest_configure(config: pytest.Config) -> None:
             f"{settings.origin('backend')} runs RL jobs against a real backend, which needs an "
             "API key: set SYNTH_API_KEY (or run offline with --synth-backend=mock)."
         )
-    report_file = settings.report_file(config.rootpath)  # a str: a Path drops a trailing slash
-    if report_file is not None:  # a path that cannot be a file is refused before any test runs
+    report_file = settings.report_file(config.rootpath)
+    if report_file is not None:
         from pytest_synth_rl.reporting.files import file_path_problem
 
         if os.path.isdir(report_file):
@@ -106,7 +106,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """xdist controller: every worker gets the run's one task-app key and where to spool job rows."""
     settings = node.config.stash[SETTINGS_KEY]
     if settings.task_app_api_key is None:
         node.workerinput[WORKER_TASK_APP_KEY] = node.config.stash.setdefault(
@@ -118,10 +117,7 @@ def pytest_configure_node(node: Any) -> None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Mask live logs and the log file; online or with a report, SIGTERM ends the run like Ctrl-C,
-    so jobs are cancelled and reported rather than left running (see :mod:`.interrupts`)."""
-    from pytest_synth_rl.secrets.masking import mask_handler
-
+    """Mask live logs and the log file; online or with a report, SIGTERM ends the run like Ctrl-C."""
     logging_plugin = session.config.pluginmanager.get_plugin("logging-plugin")
     for name in ("log_cli_handler", "log_file_handler"):
         handler = getattr(logging_plugin, name, None)
@@ -155,7 +151,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Validate a test's ``synth_*`` markers before its fixtures run, even if it uses none."""
     __tracebackhide__ = True
     if any(marker.name in MARKERS or marker_guess(marker.name) is not None for marker in item.iter_markers()):
         spec_of(item)
@@ -165,7 +160,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """Our errors point at the user's line, not at our frames; no report leaves with a key in it."""
     if call.excinfo is not None:
         from pytest_synth_rl.plugin.frames import mark_package_modules
 
@@ -182,3 +176,59 @@ def pytest_runtest_makereport(
 
         mask_test_report(report)
     return report
+
+
+CANCEL_SECONDS = 30.0
+
+
+class RunInterrupts:
+    def __init__(self, left_running: Callable[[], list[str]]) -> None:
+        self._left_running = left_running
+        self._previous: dict[int, Any] = {}
+        self._interrupted_at: float | None = None
+        self._again = 0
+
+    def install(self) -> None:
+        self._take(signal.SIGTERM, signal.SIG_DFL, self._on_term)
+
+    def deadline(self) -> float | None:
+        return None if self._interrupted_at is None else self._interrupted_at + CANCEL_SECONDS
+
+    def pytest_keyboard_interrupt(self) -> None:
+        self._interrupted_at = time.monotonic()
+        self._take(signal.SIGINT, signal.default_int_handler, self._on_again)
+        self._take(signal.SIGTERM, self._on_term, self._on_again)
+
+    def pytest_unconfigure(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            for signum, previous in self._previous.items():
+                signal.signal(signum, previous)
+            self._previous.clear()
+
+    def _take(self, signum: int, expected: object, handler: Callable[[int, FrameType | None], None]) -> None:
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signum) == expected:
+            self._previous.setdefault(signum, signal.signal(signum, handler))
+
+    @staticmethod
+    def _on_term(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"terminated by signal {signal.Signals(signum).name}")
+
+    def _on_again(self, signum: int, frame: FrameType | None) -> None:
+        self._again += 1
+        if self._again == 1:
+            _say(
+                "synth-rl: interrupted again: still cancelling online jobs (for "
+                f"{CANCEL_SECONDS:g}s from the first interrupt) and writing the report; interrupt "
+                "once more to stop now"
+            )
+            return
+        left = ", ".join(self._left_running())
+        _say(f"synth-rl: stopped at once; RL jobs maybe left running, to cancel on the backend: {left}"
+             if left else "synth-rl: stopped at once; no RL job was left running")  # fmt: skip
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+
+def _say(line: str) -> None:
+    with contextlib.suppress(OSError):
+        os.write(2, (line + "\n").encode("utf-8", "replace"))

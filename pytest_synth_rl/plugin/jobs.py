@@ -1,6 +1,5 @@
-"""What ``synth_rl_job`` returns: :class:`SynthJobFactory` builds one test's jobs, checks the
-arguments of each call (every problem at once, named as written, a key's value never shown) and
-finishes the jobs at teardown (cancelling online jobs left running; one report row per job).
+"""What ``synth_rl_job`` returns: :class:`SynthJobFactory` builds one test's jobs, checks each
+call's arguments (every problem at once, a key's value never shown) and finishes them at teardown.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from pytest_synth_rl.errors import (
     seconds_problem,
     unknown_argument,
 )
-from pytest_synth_rl.plugin.interrupts import CANCEL_SECONDS
+from pytest_synth_rl.plugin.hooks import CANCEL_SECONDS
 from pytest_synth_rl.plugin.settings import SynthSettings
 from pytest_synth_rl.reporting.report import JobRecord, LiveJobs, job_record
 from pytest_synth_rl.secrets.masking import Secret, get_logger, redact, secret_or_none
@@ -42,7 +41,6 @@ _J = TypeVar("_J", RLJob, AsyncRLJob)
 
 
 def job_tags(test_id: str) -> dict[str, str]:
-    """Tags that let someone find a test's job on the real backend: run, worker, test."""
     tags = {"source": "pytest-synth-rl", "test": redact(test_id)[-200:]}
     if os.environ.get("PYTEST_XDIST_TESTRUNUID"):
         tags["run"] = os.environ["PYTEST_XDIST_TESTRUNUID"]
@@ -52,19 +50,15 @@ def job_tags(test_id: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class RLConfigRef:
-    """The RL config a test uses: a TOML path and the overrides applied on top of it."""
-
     path: Path
     overrides: Mapping[str, Any] = field(default_factory=dict)
 
     def load(self) -> dict[str, Any]:
-        """The parsed TOML with overrides applied (not yet validated)."""
         from pytest_synth_rl.config import load_rl_config
 
         return load_rl_config(self.path, overrides=dict(self.overrides))
 
     def build(self, task_url: str | None = None) -> dict[str, Any]:
-        """The job payload this config produces for *task_url*."""
         from pytest_synth_rl.config import build_rl_payload
 
         return build_rl_payload(self.path, task_url=task_url, overrides=dict(self.overrides)).payload
@@ -72,7 +66,6 @@ class RLConfigRef:
 
 @functools.cache
 def _forwarded_names() -> tuple[str, ...]:
-    """The keywords passed on to ``RLJob.from_config`` (*config* stands for its ``config_path``)."""
     parameters = inspect.signature(RLJob.from_config).parameters
     return tuple(name for name in parameters if name not in ("config_path", "overrides"))
 
@@ -87,7 +80,7 @@ def _tags(value: object) -> bool:
     )
 
 
-#: name: (None means "the default", check, what it must be, an example).
+#: name: (None means the default, check, what it must be, an example).
 _Rule = tuple[bool, Callable[[object], bool], str, str]
 
 
@@ -119,10 +112,17 @@ def _rules(sync: bool) -> dict[str, _Rule]:
     # fmt: on
 
 
-def _value_problems(call: str, kwargs: Mapping[str, Any]) -> list[ConfigProblem]:
-    """Forwarded arguments of the wrong type (``None`` is fine where it means the default)."""
-    rules = _rules(not call.endswith("async_job"))
-    problems = []
+def _argument_problems(
+    call: str, config: object, overrides: object, kwargs: Mapping[str, Any]
+) -> list[ConfigProblem]:
+    forwarded, rules = _forwarded_names(), _rules(not call.endswith("async_job"))
+    usage = f"it takes config=, overrides= and {', '.join(f'{name}=' for name in forwarded)}"
+    accepted, paths = ["config", "overrides", *forwarded], ("config_path", "path")
+    problems = [
+        unknown_argument(call, name, "config" if name in paths else closest(name, accepted), usage)
+        for name in kwargs
+        if name not in forwarded
+    ]
     for name, value in kwargs.items():
         rule = rules.get(name)
         if rule is None or (value is None and rule[0]) or rule[1](value):
@@ -134,66 +134,41 @@ def _value_problems(call: str, kwargs: Mapping[str, Any]) -> list[ConfigProblem]
         problems.append(
             ConfigProblem(f"{call}.{name}", message, f"e.g. {call}({example}), or leave {name} out")
         )
-    return problems
-
-
-def _name_problems(call: str, kwargs: Mapping[str, Any]) -> list[ConfigProblem]:
-    """Keywords the call does not take, with a "did you mean" (their values are not shown)."""
-    forwarded = _forwarded_names()
-    accepted = ["config", "overrides", *forwarded]
-    usage = f"it takes config=, overrides= and {', '.join(f'{name}=' for name in forwarded)}"
-    problems = []
-    for name in kwargs:
-        if name in forwarded:
-            continue
-        guess = "config" if name in ("config_path", "path") else closest(name, accepted)
-        problems.append(unknown_argument(call, name, guess, usage))
-    return problems
-
-
-def _config_problems(call: str, config: object) -> list[ConfigProblem]:
-    if config is None or (isinstance(config, str) and config.strip()) or isinstance(config, os.PathLike):
-        return []
-    hint = (
-        f"e.g. {call}(config='rl.toml') (relative to the test's synth_rl config, the test file or "
-        "the rootdir), or leave it out for the test's synth_rl marker config"
-    )
-    if isinstance(config, Mapping):
-        hint = f"to change keys of the test's config pass them by keyword: {call}(overrides={{...}})"
-    message = (
-        f"got {call}(config={config!r:.60}), {a_type(config)}; expected the path of an RL TOML file "
-        "(a non-empty str or a pathlib.Path)"
-    )
-    return [ConfigProblem(f"{call}.config", message, hint)]
-
-
-def _override_problems(call: str, overrides: object) -> list[ConfigProblem]:
+    if not (
+        config is None or (isinstance(config, str) and config.strip()) or isinstance(config, os.PathLike)
+    ):
+        hint = (
+            f"e.g. {call}(config='rl.toml') (relative to the test's synth_rl config, the test file or "
+            "the rootdir), or leave it out for the test's synth_rl marker config"
+        )
+        if isinstance(config, Mapping):
+            hint = f"to change keys of the test's config pass them by keyword: {call}(overrides={{...}})"
+        message = (
+            f"got {call}(config={config!r:.60}), {a_type(config)}; expected the path of an RL TOML file "
+            "(a non-empty str or a pathlib.Path)"
+        )
+        problems.append(ConfigProblem(f"{call}.config", message, hint))
     key, example = f"{call}.overrides", f"e.g. {call}(overrides={{'training.batch_size': 2}})"
-    if overrides is None:
-        return []
-    if not isinstance(overrides, Mapping):
+    if overrides is not None and not isinstance(overrides, Mapping):
         message = (
             f"got {call}(overrides={overrides!r:.60}), {a_type(overrides)}; "
             "expected a mapping of dotted config keys to values"
         )
-        return [ConfigProblem(key, message, example)]
-    wrong = [name for name in overrides if not isinstance(name, str) or not name.strip()]
-    return [
-        ConfigProblem(
-            key,
-            f"got {call}(overrides={{{name!r:.60}: ...}}): the key is "
-            f"{'blank' if isinstance(name, str) else a_type(name)}; "
-            "expected dotted config keys as non-empty strings",
-            example,
-        )
-        for name in wrong
-    ]
+        problems.append(ConfigProblem(key, message, example))
+    for name in overrides if isinstance(overrides, Mapping) else ():
+        if not isinstance(name, str) or not name.strip():
+            wrong = "blank" if isinstance(name, str) else a_type(name)
+            message = (
+                f"got {call}(overrides={{{name!r:.60}: ...}}): the key is {wrong}; "
+                "expected dotted config keys as non-empty strings"
+            )
+            problems.append(ConfigProblem(key, message, example))
+    return problems
 
 
 @dataclass(kw_only=True, eq=False, repr=False)
 class SynthJobFactory:
-    """The jobs one test made, and how to build more (what ``synth_rl_job`` returns): call it,
-    ``synth_rl_job(config="other.toml", overrides={"training.batch_size": 2})``."""
+    """One test's jobs; call it for more: ``synth_rl_job(config="x.toml", overrides={...})``."""
 
     test_id: str
     settings: SynthSettings
@@ -205,16 +180,12 @@ class SynthJobFactory:
     skip_health_check: bool = False
     http_client: httpx.Client | None = None
     transport: httpx.MockTransport | None = None
-    #: What async jobs use instead of *transport* (the fake answering off the event loop).
     async_transport: httpx.MockTransport | None = None
     prepare_submit: Callable[[Secret | None, str | None, Secret | None], None] | None = None
-    #: Where a relative ``config=`` is looked for, in order (the first file found wins).
     config_dirs: tuple[Path, ...] = ()
     jobs: list[RLJob] = field(default_factory=list, init=False)
     async_jobs: list[AsyncRLJob] = field(default_factory=list, init=False)
-    #: Where submitted jobs are registered until they are known to have ended.
     live: LiveJobs | None = None
-    #: ids of async jobs given their own transport or client (teardown cannot reuse them).
     _own_transport: set[int] = field(default_factory=set, init=False)
 
     def __post_init__(self) -> None:
@@ -230,17 +201,11 @@ class SynthJobFactory:
         overrides: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> RLJob:
-        """An ``RLJob`` (not submitted) bound to this test's backend, task app and clock; keyword
-        arguments of ``RLJob.from_config`` win over the test's own."""
+        """An unsubmitted ``RLJob`` bound to this test; ``RLJob.from_config`` keywords win."""
         __tracebackhide__ = True
-        path, options = self._options(config, overrides, kwargs, call="synth_rl_job")
-        if not {"http_client", "transport"} & kwargs.keys():
-            if self.http_client is not None:
-                options["http_client"] = self.http_client
-            elif self.transport is not None:
-                options["transport"] = self.transport
-        self.jobs.append(self._new_job(RLJob, path, options))
-        return self.jobs[-1]
+        job = self._make(RLJob, config, overrides, kwargs)
+        self.jobs.append(job)
+        return job
 
     def async_job(
         self,
@@ -251,19 +216,29 @@ class SynthJobFactory:
     ) -> AsyncRLJob:
         """The same as calling this object, for an ``AsyncRLJob`` (use it with ``async with``)."""
         __tracebackhide__ = True
-        path, options = self._options(config, overrides, kwargs, call="synth_rl_job.async_job")
-        own_transport = bool({"http_client", "transport"} & kwargs.keys())
-        if self.async_transport is not None and not own_transport:
-            options["transport"] = self.async_transport
-        job = self._new_job(AsyncRLJob, path, options)
+        job = self._make(AsyncRLJob, config, overrides, kwargs)
         self.async_jobs.append(job)
-        if own_transport:
+        if {"http_client", "transport"} & kwargs.keys():
             self._own_transport.add(id(job))
         return job
 
-    def _new_job(self, kind: type[_J], path: Path, options: dict[str, Any]) -> _J:
-        """A new job; a test serving no task app gets the marker as the fix for a missing task URL."""
+    def _make(
+        self,
+        kind: type[_J],
+        config: str | os.PathLike[str] | None,
+        overrides: Mapping[str, Any] | None,
+        kwargs: Mapping[str, Any],
+    ) -> _J:
         __tracebackhide__ = True
+        call = "synth_rl_job" if kind is RLJob else "synth_rl_job.async_job"
+        path, options = self._options(config, overrides, kwargs, call=call)
+        if not {"http_client", "transport"} & kwargs.keys():
+            if kind is AsyncRLJob:
+                options["transport"] = self.async_transport
+            elif self.http_client is not None:
+                options["http_client"] = self.http_client
+            else:
+                options["transport"] = self.transport
         try:
             job = kind.from_config(path, **options)
         except ConfigError as error:
@@ -283,7 +258,6 @@ class SynthJobFactory:
         return job
 
     def _find_config(self, given: Path, call: str) -> Path:
-        """*given* if absolute, else the first such file in :attr:`config_dirs` (or the config's folder)."""
         __tracebackhide__ = True
         from pytest_synth_rl.reporting.files import find_file
 
@@ -310,12 +284,7 @@ class SynthJobFactory:
         call: str = "synth_rl_job",
     ) -> tuple[Path, dict[str, Any]]:
         __tracebackhide__ = True
-        problems = [
-            *_name_problems(call, kwargs),
-            *_value_problems(call, kwargs),
-            *_config_problems(call, config),
-            *_override_problems(call, overrides),
-        ]
+        problems = _argument_problems(call, config, overrides, kwargs)
         if problems:
             raise SynthUsageError(problems, subject=f"{call}() arguments")
         if config is not None:
@@ -338,20 +307,17 @@ class SynthJobFactory:
             "overrides": merged or None,
             "clock": self.clock,
             "tags": job_tags(self.test_id),
-            # The run probed its own task app once; a job pointed elsewhere probes as usual.
             "skip_health_check": self.skip_health_check
             and not {"task_app_url", "task_app_api_key"} & kwargs.keys(),
         }
         options.update(kwargs)
         if self.prepare_submit is not None:
-            # The run's key, not a per-job override: the backend holds one key for every test.
             self.prepare_submit(self.api_key, options.get("task_app_url"), self.task_app_api_key)
         return path, options
 
     def finish(self, *, cancel_running: bool, deadline: float | None = None) -> list[JobRecord]:
-        """Teardown: cancel jobs still running (online), then describe every submitted job. With a
-        *deadline* (``time.monotonic()``: an interrupted run's), reads wait at most until then and
-        a job reached later is described as last seen; jobs not known to have ended stay live."""
+        """Teardown: cancel jobs still running (online), then a record of every submitted job;
+        past *deadline* (``time.monotonic()``) a job is described as last seen."""
         records = []
         every: list[RLJob | AsyncRLJob] = [*self.jobs, *self.async_jobs]
         for job in every:
@@ -373,10 +339,8 @@ class SynthJobFactory:
                         job_id, self.test_id)  # fmt: skip
         if late or (own and self.settings.is_offline):  # offline, a job's own transport is not read
             return finish_job(self.test_id, None, job, cancel_running=False, clock=self.clock)
-        # Interrupted, a job on the run's client is read through a handle bounded by the deadline.
         if isinstance(job, RLJob) and (deadline is None or job.http_client is not self.http_client):
             return finish_job(self.test_id, job, job, cancel_running=cancel_running, clock=self.clock)
-        # The job's own backend and key: async_job(backend_url=...) sent it elsewhere.
         backend, key, transport = job.config.backend_url, job.config.api_key, None if own else self.transport
         with job_handle(job_id, backend, key, deadline, transport, clock=job.clock) as fresh:
             return finish_job(self.test_id, fresh, job, cancel_running=cancel_running, clock=self.clock)
@@ -390,7 +354,6 @@ def job_handle(
     transport: httpx.MockTransport | None = None,
     clock: Clock | None = None,
 ) -> RLJob:
-    """A handle on a submitted job; with a *deadline*, each request waits at most until then."""
     options: dict[str, Any] = {"backend_url": backend_url, "api_key": api_key, "transport": transport}
     if deadline is not None:
         remaining = max(deadline - time.monotonic(), 0.001)
@@ -402,9 +365,8 @@ def job_handle(
 def finish_job(
     test_id: str, handle: RLJob | None, job: RLJob | AsyncRLJob, *, cancel_running: bool, clock: Clock
 ) -> JobRecord:
-    """The record of *job*, read through *handle* (None: what the job saw is reported), which
-    cancels it first if *cancel_running* and it has not ended."""
-    # The job's time ends with the test, not after the teardown's own reads and their retries.
+    """The record of *job*, read through *handle* (None: as the job saw it), cancelled first if
+    *cancel_running* and not ended."""
     now_clock = job.finished_at if job.finished_at is not None else clock.now()
     now_wall = job.finished_wall if job.finished_wall is not None else time.perf_counter()
     cancelled = False
@@ -435,8 +397,7 @@ def finish_job(
 
 
 def orphan_records(orphans: list[tuple[str, str, str]], settings: SynthSettings) -> list[JobRecord]:
-    """Records of (test, job id, backend) whose xdist worker died before reporting them, marked
-    orphaned: online, those on the run's own backend (the run's key is theirs) are cancelled."""
+    """Records of (test, job id, backend) of a dead xdist worker; online, ours are cancelled."""
     deadline = time.monotonic() + CANCEL_SECONDS
     records = []
     for test_id, job_id, backend in orphans:

@@ -1,8 +1,6 @@
-"""The ``synth_*`` markers, parsed once per test into a typed, validated :class:`SynthTestSpec`.
-
-Any mistake (unknown key, wrong type, stray argument, bad value) raises one ``MarkerError`` naming
-the marker, the test and the fix. Arguments merge module < class < function, the closest winning
-(``overrides`` key by key). ``parse_test_spec(item)`` needs only ``iter_markers`` and ``nodeid``.
+"""The ``synth_*`` markers, parsed once per test into a validated :class:`SynthTestSpec`; any
+mistake is one ``MarkerError`` naming the marker, the test and the fix. Arguments merge module <
+class < function, the closest winning (``overrides`` key by key).
 """
 
 from __future__ import annotations
@@ -13,12 +11,14 @@ import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from pytest_synth_rl.errors import MarkerError, SynthUsageError, closest
 from pytest_synth_rl.secrets.masking import Secret, key_problem, secret_or_none
 
 if TYPE_CHECKING:
+    import pytest
+
     from pytest_synth_rl.fake.scenario import Scenario
 
 TaskAppScope = Literal["session", "test"]
@@ -53,46 +53,30 @@ def marker_guess(name: str) -> str | None:
     return "" if near is None and name.startswith("synth_") else near
 
 
-class MarkerNode(Protocol):
-    """What parsing needs from a pytest item."""
-
-    @property
-    def nodeid(self) -> str: ...
-
-    def iter_markers(self, name: str | None = None) -> Iterable[Any]: ...
-
-
 @dataclass(frozen=True)
 class RLMarker:
-    """``@pytest.mark.synth_rl(...)``: the test's RL config, overrides and settings."""
-
     config: str | os.PathLike[str] | None = None
     overrides: Mapping[str, Any] = field(default_factory=dict)
     timeout: float | None = None
     poll_interval: float | None = None
     policy: object | None = None
-    rollout_timeout: float | None = None  # seconds one rollout may take offline (default 30)
+    rollout_timeout: float | None = None
 
     def settings_overrides(self) -> dict[str, float]:
-        """The per-test settings this marker sets (for ``SynthSettings.with_overrides``)."""
         given = {"timeout": self.timeout, "poll_interval": self.poll_interval}
         return {name: value for name, value in given.items() if value is not None}
 
 
 @dataclass(frozen=True)
 class TaskAppMarker:
-    """``@pytest.mark.synth_task_app(target_or_path, *, api_key=None, scope=..., startup_timeout=...)``."""
-
     source: str
     api_key: Secret | None = None
     scope: TaskAppScope | None = None
-    startup_timeout: float | None = None  # seconds the app's lifespan startup may take (default 10)
+    startup_timeout: float | None = None
 
 
 @dataclass(frozen=True)
 class SynthTestSpec:
-    """Everything the ``synth_*`` markers say about one test."""
-
     test_id: str
     rl: RLMarker = field(default_factory=RLMarker)
     task_app: TaskAppMarker | None = None
@@ -102,14 +86,11 @@ class SynthTestSpec:
 
     @property
     def policy(self) -> object | None:
-        """The offline model policy from ``synth_rl(policy=...)`` (``None``: the fake's default)."""
         return self.rl.policy
 
 
 class _Reader:
-    """One marker's arguments merged module < class < function (the closest positional ones win)."""
-
-    def __init__(self, node: MarkerNode, name: str, allowed: Iterable[str], usage: str) -> None:
+    def __init__(self, node: pytest.Item, name: str, allowed: Iterable[str], usage: str) -> None:
         self.name, self.test_id, self.usage = name, node.nodeid, f"write it as {usage}"
         self.levels = list(node.iter_markers(name))[::-1]  # farthest first
         self.args: tuple[Any, ...] = next((m.args for m in reversed(self.levels) if m.args), ())
@@ -142,7 +123,7 @@ class _Reader:
         return float(value)
 
 
-def _rl(node: MarkerNode) -> RLMarker:
+def _rl(node: pytest.Item) -> RLMarker:
     __tracebackhide__ = True
     names = ("config", "overrides", "timeout", "poll_interval", "policy", "rollout_timeout")
     reader = _Reader(node, "synth_rl", names, _RL_USAGE)
@@ -154,7 +135,7 @@ def _rl(node: MarkerNode) -> RLMarker:
     if isinstance(config, str) and not config.strip():
         hint = "give the RL TOML path, relative to the test file, or leave config out to use the ini option "
         reader.fail(f"config={config!r} is empty", hint + "synth_rl_config", "config")
-    overrides: dict[str, Any] = {}  # merged key by key, the closest marker winning on a key
+    overrides: dict[str, Any] = {}
     for level in (marker.kwargs.get("overrides") for marker in reader.levels):
         if level is not None and (
             not isinstance(level, Mapping) or not all(isinstance(k, str) for k in level)
@@ -182,7 +163,7 @@ def _rl(node: MarkerNode) -> RLMarker:
     )
 
 
-def _task_app(node: MarkerNode) -> TaskAppMarker | None:
+def _task_app(node: pytest.Item) -> TaskAppMarker | None:
     __tracebackhide__ = True
     reader = _Reader(node, "synth_task_app", ("api_key", "scope", "startup_timeout"), _TASK_APP_USAGE)
     if not reader.levels:
@@ -214,7 +195,7 @@ def _task_app(node: MarkerNode) -> TaskAppMarker | None:
     )
 
 
-def _scenario(node: MarkerNode) -> Scenario | None:
+def _scenario(node: pytest.Item) -> Scenario | None:
     __tracebackhide__ = True
     if next(iter(node.iter_markers("synth_scenario")), None) is None:
         return None
@@ -228,7 +209,7 @@ def _scenario(node: MarkerNode) -> Scenario | None:
     try:
         return Scenario(**reader.kwargs)
     except SynthUsageError as exc:
-        wrong = exc  # reported below, outside this block: one error, not a chain of two
+        wrong = exc
     reader.fail(
         "; ".join(f"{p.key.removeprefix('Scenario.')}: {p.message}" for p in wrong.problems),
         "; ".join(p.hint for p in wrong.problems if p.hint)
@@ -237,14 +218,14 @@ def _scenario(node: MarkerNode) -> Scenario | None:
     )
 
 
-def _flag(node: MarkerNode, name: str) -> bool:
+def _flag(node: pytest.Item, name: str) -> bool:
     __tracebackhide__ = True
     reader = _Reader(node, name, (), f"@pytest.mark.{name} (no arguments)")
     reader.no_positional()
     return bool(reader.levels)
 
 
-def parse_test_spec(node: MarkerNode) -> SynthTestSpec:
+def parse_test_spec(node: pytest.Item) -> SynthTestSpec:
     """Read and validate every ``synth_*`` marker on *node*; raises :class:`MarkerError`."""
     __tracebackhide__ = True
     for marker in node.iter_markers():

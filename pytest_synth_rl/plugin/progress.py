@@ -1,8 +1,5 @@
-"""Live progress of jobs waited on in real time, and its pytest wiring.
-
-:class:`ProgressReporter` turns each status poll into one line rewritten in place (a terminal) or
-a heartbeat line every *interval* seconds (CI logs, ``-q``, xdist), so a long online wait is not
-mistaken for a hang. Polls on a virtual clock are ignored. :class:`ProgressPlugin` prints them.
+"""Live progress of jobs waited on in real time: one line rewritten in place on a terminal, else a
+heartbeat line every *interval* seconds (CI logs, ``-q``, xdist). Virtual-clock polls are ignored.
 """
 
 from __future__ import annotations
@@ -12,7 +9,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
@@ -30,8 +27,6 @@ DEFAULT_HEARTBEAT_INTERVAL = 60.0
 
 @dataclass(frozen=True)
 class ProgressUpdate:
-    """Where one job stands after a poll."""
-
     job_id: str
     status: str
     step: int | None
@@ -47,8 +42,7 @@ class ProgressUpdate:
         return is_terminal(self.status)
 
     def describe(self, *, wait_ended: bool = False) -> str:
-        """``job_1 running step 3/10 reward 0.450 elapsed 1m00s left 1h59m`` (*wait_ended*: the wait
-        ended without a final status)."""
+        """``job_1 running step 3/10 reward 0.450 elapsed 1m00s left 1h59m``."""
         parts = [self.job_id, self.status or "<no status>"]
         if self.step is not None:
             parts.append(
@@ -79,32 +73,25 @@ def progress_update(poller: Poller, record: PollRecord) -> ProgressUpdate:
     )
 
 
+@dataclass(eq=False)
 class ProgressReporter:
-    """Turns polls on real time into a live line (*rewrite*; ``final=True`` ends it) or heartbeat
-    lines (*write_line*), labelled with *label()* (the running test); *now* is the wall clock."""
+    """Turns real-time polls into a live line (*rewrite*) or heartbeat lines (*write_line*)."""
 
-    def __init__(
-        self,
-        mode: Literal["line", "heartbeat"],
-        *,
-        interval: float = DEFAULT_HEARTBEAT_INTERVAL,
-        write_line: Callable[[str], None],
-        rewrite: Callable[[str, bool], None] | None = None,
-        label: Callable[[], str] = lambda: "",
-        now: Callable[[], float] = time.monotonic,
-    ) -> None:
-        if mode == "line" and rewrite is None:
+    mode: Literal["line", "heartbeat"]
+    _: KW_ONLY
+    interval: float = DEFAULT_HEARTBEAT_INTERVAL
+    write_line: Callable[[str], None]
+    rewrite: Callable[[str, bool], None] | None = None
+    label: Callable[[], str] = lambda: ""
+    now: Callable[[], float] = time.monotonic
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _last_beat: dict[str, float] = field(default_factory=dict, init=False, repr=False)
+    _waiting: dict[str, ProgressUpdate] = field(default_factory=dict, init=False, repr=False)
+    _stop: Callable[[], None] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.mode == "line" and self.rewrite is None:
             raise ValueError("line mode needs a rewrite function")
-        self.mode = mode
-        self.interval = interval
-        self._write_line = write_line
-        self._rewrite = rewrite
-        self._label = label
-        self._now = now
-        self._lock = threading.Lock()
-        self._last_beat: dict[str, float] = {}  # job id -> when its last heartbeat was printed
-        self._waiting: dict[str, ProgressUpdate] = {}  # job id -> its last update, not yet final
-        self._stop: Callable[[], None] | None = None
 
     def start(self) -> ProgressReporter:
         if self._stop is None:
@@ -118,11 +105,11 @@ class ProgressReporter:
 
     def on_poll(self, poller: Poller, record: PollRecord) -> None:
         if getattr(poller.clock, "is_virtual", False):
-            return  # offline: the wait takes no real time
+            return
         self.show(progress_update(poller, record))
 
     def end_waits(self) -> None:
-        """A last line for each job shown without a final status (its wait timed out or failed)."""
+        """A last line for each job shown without a final status."""
         with self._lock:
             waiting, self._waiting = list(self._waiting.values()), {}
             for update in waiting:
@@ -139,14 +126,14 @@ class ProgressReporter:
         self._emit(update, update.describe(), final=update.terminal)
 
     def _emit(self, update: ProgressUpdate, facts: str, *, final: bool) -> None:
-        label = self._label()
+        label = self.label()
         text = f"{label} {facts}" if label else facts
         if self.mode == "line":
-            assert self._rewrite is not None
-            self._rewrite(f"synth-rl: {text}", final)
+            assert self.rewrite is not None
+            self.rewrite(f"synth-rl: {text}", final)
             return
         with self._lock:
-            now = self._now()
+            now = self.now()
             last = self._last_beat.get(update.job_id)
             if not (last is None or final or now - last >= self.interval):
                 return
@@ -154,16 +141,14 @@ class ProgressReporter:
                 self._last_beat.pop(update.job_id, None)
             else:
                 self._last_beat[update.job_id] = now
-        self._write_line(f"synth-rl heartbeat: {text}")
+        self.write_line(f"synth-rl heartbeat: {text}")
 
 
-#: The fewest characters of a test id worth showing (its end names the test).
 _MIN_LABEL = 16
 
 
 def fit_line(text: str, label: str, width: int) -> str:
-    """*text* within *width* columns: the *label* in it (the test id) is cut in its middle first,
-    so the job's facts stay on a narrow terminal."""
+    """*text* within *width* columns, cutting the middle of *label* (the test id) first."""
     keep = len(label) - (len(text) - width) - 1
     if len(text) <= width or not label or label not in text:
         return text[:width]
@@ -176,8 +161,7 @@ def fit_line(text: str, label: str, width: int) -> str:
 def choose_mode(
     setting: str, *, xdist_worker: bool, quiet: bool, isatty: bool
 ) -> Literal["line", "heartbeat"] | None:
-    """What to print for ``--synth-progress=setting`` (``None``: nothing); a live line needs a
-    terminal of its own."""
+    """What to print for ``--synth-progress=setting`` (``None``: nothing)."""
     if setting == "off":
         return None
     if setting == "heartbeat" or xdist_worker:
@@ -195,8 +179,7 @@ def register_views(config: pytest.Config, settings: SynthSettings) -> None:
 
 
 class ProgressPlugin:
-    """Shows jobs waited on in real time (xdist workers write heartbeats to the standard error
-    they inherit from the controller, so the lines appear live in its output)."""
+    """Shows jobs waited on in real time (xdist workers write heartbeats to stderr)."""
 
     def __init__(self, config: pytest.Config, settings: SynthSettings) -> None:
         self.config = config
@@ -234,10 +217,10 @@ class ProgressPlugin:
         try:
             return (yield)
         finally:
-            if self.reporter is not None:  # a wait that timed out or failed gets its last line
+            if self.reporter is not None:
                 self.reporter.end_waits()
             self.test_id = ""
-            if self._live:  # still open (a write failed half-way): end it
+            if self._live:
                 with self._uncaptured():
                     self.config.get_terminal_writer().write("\n", flush=True)
                 self._live = False
@@ -253,22 +236,22 @@ class ProgressPlugin:
 
     def _write_line(self, text: str) -> None:
         with self._uncaptured():
-            if self.xdist_worker:  # the controller's progress dots may end no line: unknown here
+            if self.xdist_worker:
                 sys.stderr.write("\n" + text + "\n")
                 sys.stderr.flush()
             else:
                 terminal: Any = self.config.pluginmanager.getplugin("terminalreporter")
                 if self.config.get_terminal_writer().width_of_current_line:
-                    terminal.write("\n")  # after -q's progress letters, which end no line
+                    terminal.write("\n")
                 terminal.write_line(text)
                 terminal.flush()
 
     def _rewrite(self, text: str, final: bool) -> None:
         terminal: Any = self.config.pluginmanager.getplugin("terminalreporter")
-        with self._uncaptured():  # the terminal's width is only known with capturing suspended
+        with self._uncaptured():
             width = max(20, int(self.config.get_terminal_writer().fullwidth) - 1)
             if not self._live:
-                terminal.ensure_newline()  # start below pytest's own progress output
+                terminal.ensure_newline()
             terminal.write("\r" + fit_line(text, self.test_id, width).ljust(width), flush=True)
             self._live = not final
             if final:

@@ -1,6 +1,5 @@
-"""Run state behind the fixtures, usable without pytest: :class:`SynthRun` owns what is expensive,
-once per process (per xdist worker): task apps, the offline fake, HTTP clients. The fixtures'
-types live here too.
+"""Run state behind the fixtures, usable without pytest: :class:`SynthRun` owns task apps, the
+offline fake and HTTP clients once per process; the fixtures' types live here too.
 """
 
 from __future__ import annotations
@@ -22,7 +21,9 @@ from pytest_synth_rl.client.results import JobResult
 from pytest_synth_rl.clock import Clock
 from pytest_synth_rl.errors import BackendUnreachableError, SynthError
 from pytest_synth_rl.fake import FakeSynthBackend
-from pytest_synth_rl.plugin.jobs import RLConfigRef, SynthJobFactory, job_tags
+from pytest_synth_rl.plugin.jobs import RLConfigRef as RLConfigRef
+from pytest_synth_rl.plugin.jobs import SynthJobFactory as SynthJobFactory
+from pytest_synth_rl.plugin.jobs import job_tags as job_tags
 from pytest_synth_rl.plugin.settings import SynthSettings
 from pytest_synth_rl.recording import Replayer
 from pytest_synth_rl.reporting.files import masked_digest
@@ -32,41 +33,22 @@ from pytest_synth_rl.taskapp import InProcessTaskApp, check_task_app_health
 from pytest_synth_rl.taskapp.loading import split_app_path
 from pytest_synth_rl.taskapp.tls import shared_ssl_context
 
-__all__ = [
-    "BaselineCheck",
-    "ExpectJob",
-    "ExternalTaskApp",
-    "RLConfigRef",
-    "ServedFake",
-    "SynthBackend",
-    "SynthJobFactory",
-    "SynthRun",
-    "TaskAppHandle",
-    "TaskAppSpec",
-    "job_tags",
-    "offline_job_id_prefix",
-    "replay_transport",
-]
-
 log = get_logger("pytest_synth_rl.plugin.session")
 
 
 def offline_job_id_prefix(test_id: str) -> str:
-    """Offline job ids of *test_id* that do not depend on test order, xdist workers or CI shards."""
+    """Offline job ids of *test_id*, independent of test order, xdist workers or CI shards."""
     return f"job_rl_{masked_digest(test_id)}_"
 
 
 @dataclass(frozen=True)
 class TaskAppSpec:
-    """What task app to serve: a ``pkg.mod:attr`` target or a ``.py`` path, its key and startup time."""
-
     source: str
     api_key: Secret | None = None
     startup_timeout: float | None = None
 
     def start(self, *, shared: bool = False) -> InProcessTaskApp:
-        """A started server of this task app; unless *shared*, on an app object loaded for it alone
-        (a lifespan keeps state on the app, which another server's shutdown would close)."""
+        """A started server of this task app; unless *shared*, on an app object loaded for it alone."""
         __tracebackhide__ = True
         kwargs: dict[str, Any] = {"api_key": self.api_key, "fresh": not shared}
         if self.startup_timeout is not None:
@@ -76,8 +58,6 @@ class TaskAppSpec:
 
 
 class SynthRun:
-    """Process-wide state: settings, task app pool, the offline fake backend."""
-
     def __init__(self, settings: SynthSettings) -> None:
         self.settings = settings
         self._lock = threading.Lock()
@@ -87,10 +67,10 @@ class SynthRun:
         self._http: httpx.Client | None = None
         self._fake_http: httpx.Client | None = None
         self._prepared: set[tuple[str, ...]] = set()
-        self._backend_verdict: BackendUnreachableError | bool | None = False  # False: not probed
+        self._backend_verdict: BackendUnreachableError | bool | None = False
 
     def require_backend(self) -> None:
-        """Online, raise :class:`BackendUnreachableError` if nothing answers (probed once per process)."""
+        """Online, raise :class:`BackendUnreachableError` if nothing answers (probed once)."""
         __tracebackhide__ = True
         if self.settings.is_offline:
             return
@@ -109,7 +89,6 @@ class SynthRun:
             raise BackendUnreachableError(verdict.setting, verdict.url, verdict.problem)
 
     def task_app(self, spec: TaskAppSpec) -> InProcessTaskApp:
-        """The running task app of *spec*, started on first use and kept for the run."""
         with self._lock:
             app = self._task_apps.get(spec)
             if app is None or not app.is_running:
@@ -118,14 +97,12 @@ class SynthRun:
             return app
 
     def http_client(self) -> httpx.Client:
-        """One HTTP client for every synchronous job of the run (connections stay warm)."""
         with self._lock:
             if self._http is None:
                 self._http = httpx.Client(timeout=DEFAULT_REQUEST_TIMEOUT, verify=shared_ssl_context())
             return self._http
 
     def task_app_known_healthy(self, app: InProcessTaskApp) -> bool:
-        """Whether *app* passed the pre-submit health probe, run once per in-process app."""
         key = f"{app.url} {id(app)}"
         with self._lock:
             if key in self._healthy:
@@ -139,8 +116,7 @@ class SynthRun:
     def prepare_submit(
         self, api_key: Secret | None, task_app_url: str | None, task_app_key: Secret | None
     ) -> None:
-        """Online, before a submit: upload the task app's key (once per backend; contract §10.5) and,
-        with ``--synth-verify-task-app``, have the backend verify the task app (once per app)."""
+        """Online: upload the task app's key once per backend, and verify the task app if asked."""
         if self.settings.is_offline:
             return
         backend = self.settings.backend_url
@@ -153,12 +129,11 @@ class SynthRun:
         with self._lock:
             if mark in self._prepared:
                 return
-        action(*args, http_client=self.http_client())  # unlocked: a network call; a failure is retried
+        action(*args, http_client=self.http_client())
         with self._lock:
             self._prepared.add(mark)
 
     def fake_backend(self) -> FakeSynthBackend:
-        """The fake, created once (each test resets it onto a fresh clock)."""
         with self._lock:
             if self._fake is None:
                 self._fake = FakeSynthBackend(
@@ -169,8 +144,7 @@ class SynthRun:
             return self._fake
 
     def fake_async_transport(self) -> httpx.MockTransport:
-        """The fake answering async clients in a thread, keeping the test's event loop free for a
-        task app that calls back into it while rollouts run."""
+        """The fake answering async clients in a thread, keeping the test's event loop free."""
         handler = self.fake_backend().handle
 
         async def answer(request: httpx.Request) -> httpx.Response:
@@ -189,7 +163,6 @@ class SynthRun:
             return self._fake_http
 
     def fake_api_key(self) -> Secret:
-        """Offline, the user's key if set, else the fake's default."""
         from pytest_synth_rl.fake.backend import DEFAULT_API_KEY
 
         return self.settings.api_key or Secret(DEFAULT_API_KEY)
@@ -205,7 +178,7 @@ class SynthRun:
         for app in apps:
             try:
                 app.stop()
-            except Exception as exc:  # keep stopping the others
+            except Exception as exc:
                 log.warning("stopping task app %s failed: %s", app.url, exc)
         if fake is not None:
             fake.close()
@@ -213,8 +186,7 @@ class SynthRun:
 
 @dataclass(frozen=True)
 class SynthBackend:
-    """What ``synth_backend`` yields: where jobs go and with which key (offline, the hosted
-    backend's address, answered by the fake)."""
+    """What ``synth_backend`` yields: where jobs go and with which key."""
 
     url: str
     mode: Literal["offline", "online"]
@@ -237,8 +209,7 @@ class TaskAppHandle(Protocol):
 
 @dataclass(frozen=True)
 class ExternalTaskApp:
-    """A task app someone else runs (``--synth-task-app-url``): its URL and key (a ``Secret``:
-    this object is printed when a test using it fails)."""
+    """A task app someone else runs (``--synth-task-app-url``): its URL and key."""
 
     url: str
     api_key: Secret | None = None
@@ -251,7 +222,6 @@ class ExpectJob:
     clock: Clock
     interval: float
     timeout: float
-    #: Every expectation made, with where the test made it (``test_x.py:12``).
     made: list[tuple[JobExpectation, str]] = field(default_factory=list, repr=False, compare=False)
 
     def __call__(self, job: RLJob) -> JobExpectation:
@@ -263,16 +233,13 @@ class ExpectJob:
         return expectation
 
     def unchecked(self) -> list[str]:
-        """Where the test made an expectation it never checked."""
         return [where for expectation, where in self.made if not expectation.checks_made]
 
 
 @dataclass(frozen=True)
 class BaselineCheck:
-    """``synth_baseline(job, {"reward.*": Tolerance(abs=0.1)}, final_reward=Tolerance(rel=0.05))``:
-    compare a job's metrics (after its wait) with this test's stored baseline, or refresh it when
-    *update*; a job's result or a metrics mapping works too (a result stands for the test's job it
-    came from, whose metrics give the reward curve)."""
+    """``synth_baseline(job, {"reward.*": Tolerance(abs=0.1)})``: compare a job's (or result's, or
+    metrics mapping's) metrics with this test's stored baseline, or refresh it when *update*."""
 
     store: BaselineStore
     test_id: str
@@ -290,11 +257,11 @@ class BaselineCheck:
 
 
 def replay_transport(replayer: Replayer) -> httpx.MockTransport:
-    """A transport answering from *replayer*'s cassette: the plugin's jobs replay without respx."""
+    """A transport answering from *replayer*'s cassette, without respx."""
 
     def handle(request: httpx.Request) -> httpx.Response:
         answer = replayer.handle(request)
-        if isinstance(answer, httpx.Request):  # pass-through is for loopback, never the backend
+        if isinstance(answer, httpx.Request):
             raise SynthError(f"{request.method} {request.url} is not a backend request a cassette can answer")
         return answer
 
@@ -303,16 +270,14 @@ def replay_transport(replayer: Replayer) -> httpx.MockTransport:
 
 @dataclass
 class ServedFake:
-    """A fake backend served on loopback, for clients in other processes or not on httpx: jobs
-    move one stage each time a client looks at them (*polls_to_finish* scripts
-    ``Scenario(polls=N)`` instead); admin routes (``/_fake/...``) take the API's key."""
+    """A fake backend served on loopback, for clients in other processes or not on httpx;
+    *polls_to_finish* scripts ``Scenario(polls=N)``."""
 
     fake: FakeSynthBackend
     url: str
 
     @property
     def api_key(self) -> Secret:
-        """The key the served fake accepts."""
         return self.fake.api_key
 
     @classmethod

@@ -1,8 +1,7 @@
 """Every setting decided in one place: marker > command line > environment > ini > default.
 
-:data:`OPTIONS` says where each setting may be given and how its text is parsed; the field
-defaults of :class:`SynthSettings` are the defaults. Each value remembers its source (the report
-header shows it). Usable without pytest: ``resolve_settings(cli={}, env=os.environ, ini={})``.
+:data:`OPTIONS` says where each setting may be given and how it is parsed; the defaults are the
+fields of :class:`SynthSettings`. Usable without pytest: ``resolve_settings(cli={}, env=os.environ, ini={})``.
 """
 
 from __future__ import annotations
@@ -18,12 +17,10 @@ from typing import Any, Literal
 from pytest_synth_rl.errors import ConfigProblem, SynthUsageError, closest
 from pytest_synth_rl.secrets.masking import Secret, key_problem
 
-#: The hosted backend; offline, the fake is mounted on this host so URLs look the same.
 DEFAULT_BACKEND_URL = "https://api.usesynth.ai"
 RECORD_MODES = ("none", "once", "new", "rewrite")
 PROGRESS_MODES = ("auto", "line", "heartbeat", "off")
 _MOCK_WORDS = {"", "mock", "fake", "offline"}
-#: Where an xdist controller hands the run's task-app key to its workers (``workerinput``).
 WORKER_TASK_APP_KEY = "synth_task_app_key"
 
 
@@ -76,7 +73,6 @@ def _choice(what: str, choices: Sequence[str], raw: Any, aliases: Mapping[str, s
 
 
 def _backend(raw: Any) -> str:
-    """``mock`` (or a word for it), else an http(s) URL: anything else is a typo, caught here."""
     text = str(raw).strip()
     if text.lower() in _MOCK_WORDS:
         return text
@@ -110,8 +106,6 @@ def _http_url(raw: Any) -> str | None:
 
 @dataclass(frozen=True)
 class OptionSpec:
-    """One setting: where it may be given, and how its raw text becomes a value."""
-
     name: str
     help: str
     flag: str | None = None
@@ -128,7 +122,6 @@ class OptionSpec:
 
     @property
     def shown_default(self) -> Any:
-        """The default as the user writes it (``7200``, not ``7200.0``)."""
         default = self.default
         return int(default) if isinstance(default, float) and default.is_integer() else default
 
@@ -186,8 +179,6 @@ _BY_NAME = {spec.name: spec for spec in OPTIONS}
 
 @dataclass(frozen=True)
 class SynthSettings:
-    """Resolved settings for one run (or one test, after :meth:`with_overrides`)."""
-
     backend: str = "mock"
     task_app_url: str | None = None
     task_app: str | None = None
@@ -205,7 +196,6 @@ class SynthSettings:
     heartbeat_interval: float = 60.0
     api_key: Secret | None = None
     task_app_api_key: Secret | None = None
-    #: Where each value came from: "marker", "cli", "env:NAME", "ini", "default".
     sources: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -218,11 +208,9 @@ class SynthSettings:
 
     @property
     def backend_url(self) -> str:
-        """The URL clients talk to: the real backend online, the fake's host offline."""
         return DEFAULT_BACKEND_URL if self.is_offline else self.backend.rstrip("/")
 
     def with_overrides(self, overrides: Mapping[str, Any], source: str = "marker") -> SynthSettings:
-        """A copy with *overrides* (a marker's) applied on top, parsed like any other layer."""
         changes: dict[str, Any] = {}
         for name, raw in overrides.items():
             if name not in _BY_NAME:
@@ -232,8 +220,7 @@ class SynthSettings:
         return replace(self, sources={**self.sources, **dict.fromkeys(changes, source)}, **changes)
 
     def report_file(self, rootdir: str | os.PathLike[str]) -> str | None:
-        """Where ``--synth-report`` writes (``None``: no report), relative to *rootdir*; from env or
-        ini a leading ``~`` is expanded, as a shell would; a trailing slash is kept."""
+        """Where ``--synth-report`` writes, relative to *rootdir* (``~`` expanded from env or ini)."""
         if not self.report:
             return None
         source = self.sources.get("report", "")
@@ -241,7 +228,6 @@ class SynthSettings:
         return os.path.join(os.fspath(rootdir), os.path.expanduser(self.report) if expand else self.report)
 
     def origin(self, name: str) -> str:
-        """How the user gave setting *name*, in their words (``SYNTH_BACKEND_URL=URL``...)."""
         spec, value = _BY_NAME[name], getattr(self, name)
         source = self.sources.get(name, "default")
         if source == "default" and not spec.flag:
@@ -250,7 +236,6 @@ class SynthSettings:
         return f"{source} {written}" if source in ("ini", "marker") else written
 
     def describe(self) -> list[str]:
-        """Lines for the pytest report header; keys masked."""
         where = f"a fake standing in for {self.backend_url}" if self.is_offline else self.backend_url
         if self.task_app_url:
             task_app = f"url {self.task_app_url} ({self.sources.get('task_app_url')})"
@@ -278,7 +263,6 @@ _DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(Synth
 
 
 def _written(spec: OptionSpec, source: str, value: object) -> str:
-    """*value* of *spec* as the user writes it where *source* (cli, env:NAME, ini, marker) says."""
     if source == "ini":
         return f"{spec.ini} = {value}"
     if source == "marker":
@@ -304,8 +288,7 @@ def resolve_settings(
     env: Mapping[str, str] | None = None,
     ini: Mapping[str, Any] | None = None,
 ) -> SynthSettings:
-    """Every setting from its layers, CLI > env > ini > default (markers apply later, per test, in
-    :meth:`SynthSettings.with_overrides`); ``None`` (``False`` for a flag) means "not given"."""
+    """Every setting from its layers, CLI > env > ini > default; ``None`` (a flag's ``False``): unset."""
     cli, ini = cli or {}, ini or {}
     env = os.environ if env is None else env
     values: dict[str, Any] = {}
@@ -315,7 +298,6 @@ def resolve_settings(
         layers: list[tuple[str, Any]] = []
         cli_value = cli.get(spec.name)
         if isinstance(cli_value, str) and not cli_value.strip():
-            # ``--synth-backend=$URL`` with the variable unset: never quietly the default.
             hint = "give a value, or leave the option out for the default (an unset shell variable?)"
             problems.append(ConfigProblem(spec.name, f"{spec.flag}= is empty", hint))
             continue
@@ -350,7 +332,6 @@ def resolve_settings(
 
 
 def unknown_ini_key(given: Iterable[object]) -> str | None:
-    """The message for the first ``synth*`` key of the ini file that is no setting, if any."""
     known = sorted(spec.ini for spec in OPTIONS if spec.ini)
     for key in given:
         if isinstance(key, str) and key.startswith("synth") and key not in known:
@@ -363,12 +344,10 @@ def unknown_ini_key(given: Iterable[object]) -> str | None:
 
 
 def new_task_app_key() -> str:
-    """A fresh task-app key for a run that was given none (``ENVIRONMENT_API_KEY`` unset)."""
     return secrets.token_hex(32)
 
 
 def with_run_task_app_key(settings: SynthSettings, key: str | None) -> SynthSettings:
-    """*settings* using the run's shared task-app *key* (every xdist worker's) if none was given."""
     if not key or settings.task_app_api_key is not None:
         return settings
     return replace(settings, task_app_api_key=Secret(key))
