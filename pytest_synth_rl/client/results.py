@@ -6,11 +6,10 @@ Every status decision in the package goes through :func:`job_status` and the spe
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
-
-from pytest_synth_rl.client.status_numbers import value_at
 
 SUCCESS_STATUSES: frozenset[str] = frozenset({"succeeded", "completed"})
 #: ``error`` is what the SDK's learning constants call a failed job (synth-ai 0.5.0).
@@ -24,9 +23,13 @@ MAX_STATUS_RUNS = 1000
 #: Poll records one wait keeps (see :func:`add_poll`): two for each of as many runs.
 MAX_POLL_RECORDS = 2 * MAX_STATUS_RUNS
 
-# Where a finished job may report its reward, most specific first (the shape is not specified:
-# contract, open question 1; these are the places its docs and examples use).
-_FINAL_REWARD_PATHS: tuple[tuple[str, ...], ...] = (
+Paths = tuple[tuple[str, ...], ...]
+#: Where an in-flight status reports its step, total steps and latest reward (first found wins).
+STEP_PATHS: Paths = (("progress", "completed"), ("step",), ("current_step",), ("metrics", "step"))
+TOTAL_STEPS_PATHS: Paths = (("progress", "total"), ("total_steps",))
+REWARD_PATHS: Paths = (("metrics", "reward"), ("reward",), ("metrics", "mean_reward"))
+#: Where a finished job may report its reward, most specific first (the shape is not specified).
+_FINAL_REWARD_PATHS: Paths = (
     ("final_reward",),
     ("results", "final_reward"),
     ("result", "final_reward"),
@@ -35,6 +38,22 @@ _FINAL_REWARD_PATHS: tuple[tuple[str, ...], ...] = (
     ("results", "metrics", "reward"),
     ("metrics", "reward"),
 )
+
+
+def value_at(payload: Any, path: tuple[str, ...]) -> Any:
+    """``payload[path[0]][path[1]]...``, or None where a step is missing or not a mapping."""
+    for key in path:
+        payload = payload.get(key) if isinstance(payload, Mapping) else None
+    return payload
+
+
+def number_at(payload: Mapping[str, Any], paths: Paths) -> float | None:
+    """The first finite number (not a bool, not a string) at one of *paths* in *payload*."""
+    for path in paths:
+        value = value_at(payload, path)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+    return None
 
 
 def add_status_run(runs: list[list[Any]], status: str, at: float) -> None:
