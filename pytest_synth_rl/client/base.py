@@ -16,16 +16,6 @@ from typing import Any, Generic, TypeVar
 
 import httpx
 
-from pytest_synth_rl.client.calls import (
-    DEFAULT_REQUEST_TIMEOUT,
-    Call,
-    Sender,
-    event_page,
-    extract_job_id,
-    json_list,
-    read_json,
-    read_object,
-)
 from pytest_synth_rl.client.jobconfig import RLJobConfig, usage_error
 from pytest_synth_rl.client.polling import DEFAULT_MAX_FAILED_POLLS, Poller
 from pytest_synth_rl.client.preflight import EnvKeyUpload, TaskAppVerification, upload_steps, verify_steps
@@ -36,7 +26,18 @@ from pytest_synth_rl.client.results import (
     add_status_run,
     job_status,
 )
-from pytest_synth_rl.client.retry import RetryPolicy, Steps
+from pytest_synth_rl.client.retry import (
+    DEFAULT_REQUEST_TIMEOUT,
+    Call,
+    RetryPolicy,
+    Sender,
+    Steps,
+    event_page,
+    extract_job_id,
+    json_list,
+    read_json,
+    read_object,
+)
 from pytest_synth_rl.clock import Clock, RealClock
 from pytest_synth_rl.config import RLBuildResult, build_rl_payload
 from pytest_synth_rl.config.urls import normalize_backend_url
@@ -150,8 +151,7 @@ class JobBase(Generic[ClientT, TransportT]):
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         allow_new_keys: bool = False,
     ) -> J:
-        """A new job from an RL TOML config, its payload built and validated now; settings come from the
-        arguments, then the environment (see :class:`RLJobConfig`); ``tags`` join the payload's."""
+        """A new job from an RL TOML config, payload built now; settings: arguments, then environment."""
         config = RLJobConfig.resolve(
             config_path,
             backend_url=backend_url,

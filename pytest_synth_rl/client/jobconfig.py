@@ -81,8 +81,7 @@ def _key(value: str | None, argument: str, env_name: str) -> Secret | None:
 
 @dataclass
 class RLJobConfig:
-    """Everything needed to submit or follow one job, already resolved (field names as in the
-    upstream SDK); :meth:`resolve` applies the argument-then-environment rules."""
+    """Everything needed to submit or follow one job, already resolved (field names as in the upstream SDK)"""
 
     config_path: Path | None
     backend_url: str

@@ -55,8 +55,7 @@ def _awaiting(
 
 
 class RLJob(JobBase[httpx.Client, httpx.BaseTransport]):
-    """An RL training job on the Synth backend (or a fake of it), with the upstream SDK's surface;
-    clock, HTTP client or transport and retry policy injectable. A context manager."""
+    """An RL training job on the Synth backend (or a fake of it), with the upstream SDK's surface"""
 
     _client_cls = httpx.Client
 
@@ -100,8 +99,7 @@ class RLJob(JobBase[httpx.Client, httpx.BaseTransport]):
 
 
 class AsyncRLJob(JobBase[httpx.AsyncClient, httpx.AsyncBaseTransport]):
-    """:class:`RLJob` with ``async`` methods. Construct with the same class methods
-    (``from_config``, ``from_job_id``); use ``async with`` or ``await job.close()``."""
+    """:class:`RLJob` with ``async`` methods."""
 
     _client_cls = httpx.AsyncClient
 
@@ -185,8 +183,7 @@ def upload_environment_api_key(
     retry: RetryPolicy | None = None,
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
 ) -> EnvKeyUpload:
-    """Upload the task app's key (``env_key`` or ``ENVIRONMENT_API_KEY``) to the backend, sealed;
-    with ``verify``, raise unless the backend then reports it present."""
+    """Upload the task app's key (``env_key`` or ``ENVIRONMENT_API_KEY``) to the backend, sealed"""
     with _detached(RLJob, backend_url, api_key, http_client, transport, clock, retry, request_timeout) as job:
         return job.upload_environment_api_key(env_key, verify=verify)
 
@@ -220,8 +217,7 @@ def verify_task_app(
     retry: RetryPolicy | None = None,
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
 ) -> TaskAppVerification:
-    """Have the backend probe the task app at *task_url* (``TASK_APP_URL`` if None); raises
-    :class:`TaskAppVerificationError` for HTTP status >= 400 or a falsy ``any_ok``."""
+    """Have the backend probe the task app at *task_url* (``TASK_APP_URL`` if None)"""
     with _detached(RLJob, backend_url, api_key, http_client, transport, clock, retry, request_timeout) as job:
         return job.verify_task_app(task_url)
 

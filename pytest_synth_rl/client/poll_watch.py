@@ -12,8 +12,7 @@ _observers: list[PollObserver] = []
 
 
 def observe_polls(observer: PollObserver) -> Callable[[], None]:
-    """Watch every poll of every job; returns the function that stops it. An observer that raises
-    is reported like a failing ``on_status`` callback."""
+    """Watch every poll of every job; returns the function that stops it."""
     _observers.append(observer)
 
     def stop() -> None:

@@ -53,8 +53,7 @@ def summarize_history(history: list[PollRecord], limit: int = 5) -> str:
 
 
 def interval_problem(value: object) -> str | None:
-    """What is wrong with *value* as seconds between polls, or None: every way of giving a poll
-    interval (options, ini, environment, markers, ``poll_until_complete``) is checked here."""
+    """What is wrong with *value* as seconds between polls, or None"""
     problem = seconds_problem(value)
     if problem is None and isinstance(value, (int, float)) and value < MIN_POLL_INTERVAL:
         return f"must be at least {MIN_POLL_INTERVAL:g} seconds (the shortest poll interval), got {value!r}"
@@ -114,8 +113,7 @@ class Poller:
         return entry
 
     def poll_failed(self, exc: BackendError) -> float:
-        """The seconds to wait after a poll that failed after its retries; re-raises *exc* if it is
-        not transient, raises when the failure budget is spent or the deadline has passed."""
+        """The seconds to wait after a poll that failed after its retries"""
         if not is_transient(exc):
             raise exc
         self.failures.append(exc)
@@ -149,8 +147,7 @@ class Poller:
         )
 
     def next_wait(self) -> float | None:
-        """Seconds to sleep before the next poll; None when the last answer was terminal;
-        :class:`JobTimeoutError` once the deadline has been polled without a terminal status."""
+        """Seconds to sleep before the next poll; None when the last answer was terminal"""
         if self.history and is_terminal(self.history[-1].status):
             return None
         return self._wait()

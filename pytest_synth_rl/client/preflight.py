@@ -13,9 +13,8 @@ from typing import Any
 import httpx
 from nacl.public import PublicKey, SealedBox
 
-from pytest_synth_rl.client.calls import Call, Sender, answer_error, read_object
 from pytest_synth_rl.client.jobconfig import usage_error
-from pytest_synth_rl.client.retry import Steps
+from pytest_synth_rl.client.retry import Call, Sender, Steps, answer_error, read_object
 from pytest_synth_rl.errors import EnvKeyUploadError, TaskAppVerificationError
 from pytest_synth_rl.secrets.masking import Secret, SecretHeaders, mask_secret
 
@@ -43,8 +42,7 @@ class EnvKeyUpload:
 
 @dataclass(frozen=True)
 class TaskAppVerification:
-    """The backend's verdict on a task app: ``candidates_first15`` are the first characters of
-    the keys it tried (masked in messages), ``attempts`` its probes, each usually with a ``status``."""
+    """The backend's verdict on a task app: key prefixes tried (``candidates_first15``) and its probes."""
 
     task_url: str
     any_ok: bool

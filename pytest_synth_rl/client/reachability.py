@@ -24,8 +24,7 @@ def probe_backend(
     delays: tuple[float, ...] = RETRY_DELAYS,
     sleep: Callable[[float], None] = time.sleep,
 ) -> str | None:
-    """``None`` when something answers HTTP at *url*, else why not (the last attempt's error);
-    at most ``len(delays) + 1`` attempts of *timeout* seconds each."""
+    """``None`` when something answers HTTP at *url*, else why not (the last attempt's error)"""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return f"it is not an http(s) URL with a host (scheme {parts.scheme or 'missing'!r})"

@@ -65,8 +65,7 @@ def add_status_run(runs: list[list[Any]], status: str, at: float) -> None:
 
 
 def add_poll(history: list[PollRecord], record: PollRecord) -> PollRecord:
-    """Add one poll to *history* and return the record kept for it: of equal answers in a row only the
-    first and the latest (counting them) are kept; past :data:`MAX_POLL_RECORDS` the oldest is folded."""
+    """Add one poll to *history*, folding equal runs and the oldest past the bound; return the kept record."""
     if len(history) >= 2 and history[-1].payload == record.payload == history[-2].payload:
         record = history[-1] = replace(record, polls=history[-1].polls + 1)
         return record
@@ -134,8 +133,7 @@ def extract_error(payload: Mapping[str, Any], status: str | None = None) -> str 
 
 @dataclass(frozen=True)
 class PollRecord:
-    """One status poll: ``at`` (epoch seconds on the job's clock), ``elapsed`` (since polling began),
-    the normalised status, the payload, and how many polls it stands for (equal answers folded in)."""
+    """One status poll (``at`` epoch s, ``elapsed`` since polling began); ``polls``: equal answers folded."""
 
     at: float
     elapsed: float
@@ -165,8 +163,7 @@ class EventPage:
 
 @dataclass(frozen=True, eq=False)
 class JobResult(Mapping[str, Any]):
-    """A job that reached a terminal status: a mapping over its last status payload, like the
-    upstream SDK's return value, with typed fields."""
+    """A job that reached a terminal status: a mapping over its last status payload, with typed fields."""
 
     job_id: str
     status: str
