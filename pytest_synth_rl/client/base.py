@@ -16,9 +16,15 @@ from typing import Any, Generic, TypeVar
 
 import httpx
 
-from pytest_synth_rl.client.jobconfig import RLJobConfig, usage_error
+from pytest_synth_rl.client.jobconfig import (
+    EnvKeyUpload,
+    RLJobConfig,
+    TaskAppVerification,
+    upload_steps,
+    usage_error,
+    verify_steps,
+)
 from pytest_synth_rl.client.polling import DEFAULT_MAX_FAILED_POLLS, Poller
-from pytest_synth_rl.client.preflight import EnvKeyUpload, TaskAppVerification, upload_steps, verify_steps
 from pytest_synth_rl.client.results import (
     EventPage,
     JobResult,
@@ -109,16 +115,15 @@ class JobBase(Generic[ClientT, TransportT]):
         # Reused by every retry of the submission, so a retried POST cannot create a second job.
         self._idempotency_key = config.idempotency_key or uuid.uuid4().hex
         self._build: RLBuildResult | None = None
-        #: What ``poll_until_complete`` waits when not told (``synth_rl_job`` gives the test's).
+        #: ``poll_until_complete``'s defaults (``synth_rl_job`` gives the test's).
         self.poll_timeout, self.poll_interval = 7200.0, 10.0
-        #: The outcome of the last ``poll_until_complete`` (also when it raised JobFailedError).
+        #: The last ``poll_until_complete``'s outcome (also when it raised) and polls (filled as they happen).
         self.last_result: JobResult | None = None
-        #: The polls of the latest ``poll_until_complete``, filled as they happen (also a timed-out one's).
         self.last_polls: list[PollRecord] = []
         #: Every status read, as runs ``[status, first, last]`` in clock seconds since submission.
         self.observed_statuses: list[list[Any]] = []
         self._observed_since: float | None = None
-        #: When the job was submitted and its last wait ended (clock seconds, wall seconds).
+        #: Submission and end of the last wait, clock and wall seconds.
         self.submitted_at: float | None = None
         self.submitted_wall: float | None = None
         self.finished_at: float | None = None
@@ -166,8 +171,7 @@ class JobBase(Generic[ClientT, TransportT]):
         )
         build = _build_payload(config)
         options: dict[str, Any] = {"clock": clock, "http_client": http_client, "transport": transport}
-        options |= {"skip_health_check": skip_health_check, "retry": retry}
-        job = cls(config, request_timeout=request_timeout, **options)
+        job = cls(config, None, skip_health_check, retry=retry, request_timeout=request_timeout, **options)
         job._build = build
         return job
 

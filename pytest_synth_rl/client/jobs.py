@@ -12,8 +12,13 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypedDict, TypeVa
 import httpx
 
 from pytest_synth_rl.client.base import HEALTH_TIMEOUT, JobBase, JobSteps
-from pytest_synth_rl.client.jobconfig import RLJobConfig, resolve_api_key, resolve_backend_url
-from pytest_synth_rl.client.preflight import EnvKeyUpload, TaskAppVerification
+from pytest_synth_rl.client.jobconfig import (
+    EnvKeyUpload,
+    RLJobConfig,
+    TaskAppVerification,
+    resolve_api_key,
+    resolve_backend_url,
+)
 from pytest_synth_rl.client.retry import RetryPolicy, Steps, async_drive, drive
 from pytest_synth_rl.clock import Clock
 from pytest_synth_rl.secrets.masking import Secret
