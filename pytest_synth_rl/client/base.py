@@ -1,7 +1,7 @@
 """What :class:`~.jobs.RLJob` and :class:`~.jobs.AsyncRLJob` share: everything but I/O.
 
-Construction, payload, the calls and steps of every operation, the health-check verdict and
-result interpretation live here once; the two job classes only run the steps.
+Construction, payload, every operation as steps, the health-check verdict and result interpretation;
+the two job classes only run the steps.
 """
 
 from __future__ import annotations
@@ -68,6 +68,10 @@ T = TypeVar("T")
 
 #: Seconds allowed for each request of the pre-submission task app probe.
 HEALTH_TIMEOUT = 10.0
+#: The arguments the job constructors pass on to the job and to :meth:`RLJobConfig.resolve`.
+_CLIENT_OPTIONS = ("clock", "http_client", "transport", "retry", "request_timeout")
+_RESOLVED = "backend_url api_key task_app_url task_app_api_key allow_experimental overrides idempotency_key"
+_RESOLVED += " tags allow_new_keys"
 #: Each operation on a job: what it does (unsubmitted; failed), method, route suffix, has a fallback.
 _ROUTES = {
     "status": ("get the job status", "reading the status of job {!r}", "GET", "", False),
@@ -132,7 +136,7 @@ class JobBase(Generic[ClientT, TransportT]):
         self.on_submitted: Callable[[str], None] | None = None
 
     def _drive_and_close(self, steps: Steps[T]) -> Any:
-        raise NotImplementedError
+        raise NotImplementedError  # pragma: no cover
 
     @classmethod
     @keywords_checked
@@ -157,21 +161,10 @@ class JobBase(Generic[ClientT, TransportT]):
         allow_new_keys: bool = False,
     ) -> J:
         """A new job from an RL TOML config, payload built now; settings: arguments, then environment."""
-        config = RLJobConfig.resolve(
-            config_path,
-            backend_url=backend_url,
-            api_key=api_key,
-            task_app_url=task_app_url,
-            task_app_api_key=task_app_api_key,
-            allow_experimental=allow_experimental,
-            overrides=overrides,
-            idempotency_key=idempotency_key,
-            tags=tags,
-            allow_new_keys=allow_new_keys,
-        )
+        args = locals()
+        config = RLJobConfig.resolve(config_path, **{name: args[name] for name in _RESOLVED.split()})
         build = _build_payload(config)
-        options: dict[str, Any] = {"clock": clock, "http_client": http_client, "transport": transport}
-        job = cls(config, None, skip_health_check, retry=retry, request_timeout=request_timeout, **options)
+        job = cls(config, None, skip_health_check, **{name: args[name] for name in _CLIENT_OPTIONS})
         job._build = build
         return job
 
@@ -192,9 +185,8 @@ class JobBase(Generic[ClientT, TransportT]):
         """A handle on an existing job: status, polling, events, results, cancel (not submit)."""
         if not isinstance(job_id, str) or not job_id.strip():
             raise SynthError(f"job_id must be a non-empty string, got {job_id!r}")
-        config = RLJobConfig.resolve(None, backend_url=backend_url, api_key=api_key)
-        options: dict[str, Any] = {"clock": clock, "http_client": http_client, "transport": transport}
-        return cls(config, job_id=job_id.strip(), retry=retry, request_timeout=request_timeout, **options)
+        config, args = RLJobConfig.resolve(None, backend_url=backend_url, api_key=api_key), locals()
+        return cls(config, job_id.strip(), **{name: args[name] for name in _CLIENT_OPTIONS})
 
     @classmethod
     def list_jobs(
@@ -215,12 +207,11 @@ class JobBase(Generic[ClientT, TransportT]):
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
     ) -> Any:
         """``GET /rl/jobs``: the backend's answer as parsed JSON (awaitable on :class:`AsyncRLJob`)."""
+        status, args = status or None, locals()
         config = RLJobConfig.resolve(None, backend_url=backend_url, api_key=api_key)
-        filters = {"status": status or None, "model": model, "created_after": created_after}
-        filters |= {"created_before": created_before, "after": after}
-        params: dict[str, str | int] = {"limit": limit, **{k: v for k, v in filters.items() if v is not None}}
-        options: dict[str, Any] = {"clock": clock, "http_client": http_client, "transport": transport}
-        lister = cls(config, retry=retry, request_timeout=request_timeout, **options)
+        filters = ("limit", "status", "model", "created_after", "created_before", "after")
+        params: dict[str, str | int] = {name: args[name] for name in filters if args[name] is not None}
+        lister = cls(config, **{name: args[name] for name in _CLIENT_OPTIONS})
         url, parse = f"{lister.api_base}/rl/jobs", (lambda r: read_json(r)[0])
         call = Call("list", "GET", url, parse, lister._auth(), params, action="listing RL jobs failed")
         return lister._drive_and_close(lister._sender.send(call))
@@ -321,9 +312,6 @@ class JobBase(Generic[ClientT, TransportT]):
             add_status_run(self.observed_statuses, status, max(0.0, now - self._observed_since))
         return read
 
-    def _status(self) -> Steps[dict[str, Any]]:
-        return (yield from self._sender.send(self._job_call("status", self._read_status)))[0]
-
     def _health_target(self) -> tuple[str, Secret | None]:
         return self.build().task_url, self._config.task_app_api_key
 
@@ -344,11 +332,7 @@ class JobBase(Generic[ClientT, TransportT]):
             f"task app at {url} failed the health check before submission: {report.detail}",
             url=url,
             hint=hint + "; or pass skip_health_check=True",
-            details={
-                "health_status": report.health_status,
-                "task_info_status": report.task_info_status,
-                "detail": report.detail,
-            },
+            details={name: getattr(report, name) for name in ("health_status", "task_info_status", "detail")},
         )
 
     def _results_from(self, payload: Mapping[str, Any]) -> dict[str, Any]:
@@ -402,7 +386,7 @@ class JobSteps(JobBase[Any, Any]):
 
     def get_status(self) -> Steps[dict[str, Any]]:
         """The job's current status payload (``{}`` if the backend answered with non-JSON)."""
-        return self._status()
+        return (yield from self._sender.send(self._job_call("status", self._read_status)))[0]
 
     @keywords_checked
     def poll_until_complete(
@@ -414,11 +398,10 @@ class JobSteps(JobBase[Any, Any]):
         *,
         max_failed_polls: int = DEFAULT_MAX_FAILED_POLLS,
     ) -> Steps[JobResult]:
-        """Poll every ``interval`` clock seconds until terminal, up to ``timeout`` (then
-        :class:`JobTimeoutError`; unless given, :attr:`poll_interval` and :attr:`poll_timeout`,
-        10 s and 7200 s but the test's for a job of ``synth_rl_job``); ``raise_on_failure``:
-        :class:`JobFailedError` for a failed job; ``max_failed_polls`` transient failures in a row
-        end the wait. ``on_status`` may be an async function on :class:`~.jobs.AsyncRLJob`."""
+        """Poll every ``interval`` until terminal, up to ``timeout`` (defaults :attr:`poll_interval`,
+        :attr:`poll_timeout`), then :class:`JobTimeoutError`; ``raise_on_failure``: :class:`JobFailedError`
+        for a failed job; ``max_failed_polls`` transient failures in a row end the wait; ``on_status`` may
+        be async on :class:`~.jobs.AsyncRLJob`."""
         poller = Poller(
             self._require_job_id("poll the job"),
             timeout=self.poll_timeout if timeout is None else timeout,
@@ -459,7 +442,7 @@ class JobSteps(JobBase[Any, Any]):
 
     def get_results(self) -> Steps[dict[str, Any]]:
         """The ``results`` of a succeeded job; :class:`JobFailedError` if it failed or was cancelled."""
-        return self._results_from((yield from self._status()))
+        return self._results_from((yield from JobSteps.get_status(self)))
 
     def cancel(self) -> Steps[dict[str, Any]]:
         """Ask the backend to cancel the job; returns its answer."""
@@ -486,8 +469,7 @@ def _build_payload(config: RLJobConfig) -> RLBuildResult:
             "this job has no RL config to build a payload from (it was attached with from_job_id)",
             hint="use RLJob.from_config(path, ...) to submit a new job",
         )
-    # A copy, where the SDK wrote into the caller's dict; a task_url override wins (contract §3), and
-    # ``overrides["backend"]`` naming another backend than the job's would be silently false.
+    # A copy (the SDK wrote into the caller's dict); a task_url override wins (contract §3).
     overrides: dict[str, Any] = dict(config.overrides or {})
     given = overrides.get("backend")
     if isinstance(given, str) and given.strip() and normalize_backend_url(given) != config.api_base:

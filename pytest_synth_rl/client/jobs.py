@@ -1,6 +1,6 @@
 """The RL job handles :class:`RLJob` (blocking) and :class:`AsyncRLJob`, and the plain functions.
 
-Both run the steps of :class:`~.base.JobSteps`, differing only in how they send, sleep and close; every
+Both run the steps of :class:`~.base.JobBase`, differing only in how they send, sleep and close; every
 wait is on the job's clock. ``AsyncRLJob`` works under asyncio and anyio's asyncio backend."""
 
 from __future__ import annotations
