@@ -36,7 +36,6 @@ BACKEND_URL_ENV_VARS: tuple[str, ...] = ("SYNTH_BACKEND_URL", "BACKEND_BASE_URL"
 
 
 def usage_error(key: str, message: str, hint: str) -> SynthUsageError:
-    """A :class:`SynthUsageError` with one problem."""
     return SynthUsageError([ConfigProblem(key=key, message=message, hint=hint)])
 
 
@@ -60,9 +59,8 @@ def resolve_backend_url(backend_url: str | None = None) -> str:
     return value
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=64)  # every job of a suite names the same backend; parsing is costly
 def _is_http_url(value: str) -> bool:
-    """Remembered: every job of a suite names the same backend, and parsing it is costly."""
     try:
         parsed = httpx.URL(value)
     except httpx.InvalidURL:
@@ -84,8 +82,7 @@ def resolve_api_key(api_key: str | Secret | None = None) -> Secret:
 def _key(value: str | None, argument: str, env_name: str) -> Secret | None:
     """*value*, else *env_name*, as a key; one no HTTP header could carry is refused here."""
     text = _text(value, env_name)
-    problem = key_problem(text) if text else None
-    if problem is not None:
+    if text and (problem := key_problem(text)) is not None:
         raise usage_error(argument, problem, f"pass {argument}= or set {env_name} to the key")
     return Secret(text) if text else None
 
@@ -142,18 +139,18 @@ class RLJobConfig:
             message = f"tags must map strings to strings; bad entries: {bad!r}"
             raise usage_error("tags", message, 'e.g. tags={"suite": "nightly"}')
         return cls(
-            config_path=path,
-            backend_url=resolve_backend_url(backend_url),
-            api_key=resolve_api_key(api_key),
-            task_app_url=_text(task_app_url, "TASK_APP_URL"),
-            task_app_api_key=(task_app_api_key or None)
+            path,
+            resolve_backend_url(backend_url),
+            resolve_api_key(api_key),
+            _text(task_app_url, "TASK_APP_URL"),
+            (task_app_api_key or None)
             if isinstance(task_app_api_key, Secret)
             else _key(task_app_api_key, "task_app_api_key", "ENVIRONMENT_API_KEY"),
-            allow_experimental=allow_experimental,
-            overrides=dict(overrides) if overrides is not None else None,
-            idempotency_key=_text(idempotency_key),
-            tags=dict(tags) if tags is not None else None,
-            allow_new_keys=allow_new_keys,
+            allow_experimental,
+            dict(overrides) if overrides is not None else None,
+            _text(idempotency_key),
+            dict(tags) if tags is not None else None,
+            allow_new_keys,
         )
 
 
@@ -191,17 +188,15 @@ class TaskAppVerification:
 
     @property
     def statuses(self) -> list[Any]:
-        """The ``status`` of every attempt, in order (None where an attempt has none)."""
         return [attempt.get("status") for attempt in self.attempts]
 
     def describe(self) -> str:
         """What was tried: masked key candidates and each attempt's status."""
         keys = ", ".join(mask_secret(c) for c in self.candidates_first15) or "none"
-        tried = []
-        for attempt in self.attempts:
-            where = attempt.get("path") or attempt.get("url") or attempt.get("endpoint")
-            status = attempt.get("status", "?")
-            tried.append(f"{where} -> {status}" if where else f"status {status}")
+        wheres = (
+            (a.get("path") or a.get("url") or a.get("endpoint"), a.get("status", "?")) for a in self.attempts
+        )
+        tried = [f"{where} -> {status}" if where else f"status {status}" for where, status in wheres]
         return f"keys tried: {keys}; attempts: {', '.join(tried) or 'no attempts reported'}"
 
 
@@ -231,13 +226,12 @@ def _read_public_key(response: httpx.Response) -> bytes:
 
 
 def _read_upload(url: str, response: httpx.Response) -> EnvKeyUpload:
-    body, _ = read_object(response)
-
-    def text(key: str) -> str | None:
-        value = body.get(key)
-        return str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
-
-    return EnvKeyUpload(url, text("name") or ENV_KEY_NAME, text("id"), text("updated_at"))
+    body = read_object(response)[0]
+    name, id_, at = (
+        str(v) if isinstance(v := body.get(k), (str, int)) and not isinstance(v, bool) else None
+        for k in ("name", "id", "updated_at")
+    )
+    return EnvKeyUpload(url, name or ENV_KEY_NAME, id_, at)
 
 
 def _resolve_env_key(env_key: str | Secret | None, url: str) -> Secret:
