@@ -75,7 +75,6 @@ class RetryPolicy:
                 raise _problem(name, f"must be a finite number >= 0, got {value!r}")
         if self.backoff_multiplier < 1:
             raise _problem("backoff_multiplier", f"must be >= 1, got {self.backoff_multiplier!r}")
-        # An unseeded generator (it reads os.urandom) is made when a first retry needs one.
         self._rng = random.Random(self.seed) if self.seed is not None else None
 
     @classmethod
@@ -93,11 +92,9 @@ class RetryPolicy:
     def backoff(self, retry_number: int) -> float:
         """Wait before retry *retry_number* (0 for the first retry)."""
         cap = min(self.backoff_max, self.backoff_base * self.backoff_multiplier**retry_number)
-        if not self.jitter:
-            return cap
-        if self._rng is None:
+        if self.jitter and self._rng is None:  # unseeded (it reads os.urandom) only when first needed
             self._rng = random.Random()
-        return self._rng.uniform(0.0, cap)
+        return self._rng.uniform(0.0, cap) if self._rng is not None and self.jitter else cap
 
 
 # ``RetryPolicy(max_attemps=3)``: a usage error with a "did you mean", not a bare ``TypeError``.
@@ -141,8 +138,7 @@ class RetryLoop:
     def __init__(self, policy: RetryPolicy, clock: Clock, method: str, url: str) -> None:
         self.policy, self.clock, self.method, self.url = policy, clock, method, url
         self.attempts: list[Attempt] = []
-        self.exhausted = False
-        self.stop_reason = ""  # why retrying stopped early, when it did
+        self.exhausted, self.stop_reason = False, ""  # why retrying stopped early, when it did
         self._started = clock.now()
 
     def next_wait(self, outcome: httpx.Response | Exception) -> float | None:
@@ -157,7 +153,10 @@ class RetryLoop:
         self.attempts.append(attempt)
         if not retry:
             return None
-        wait = self._wait_for(outcome)
+        wait = policy.backoff(len(self.attempts) - 1)
+        if isinstance(outcome, httpx.Response) and outcome.status_code in (429, 503):
+            advised = parse_retry_after(outcome.headers.get("retry-after"), self.clock.time())
+            wait = wait if advised is None else min(advised, policy.max_retry_after)
         if len(self.attempts) >= policy.max_attempts:
             self.stop_reason = f"retry limit RetryPolicy.max_attempts={policy.max_attempts} reached"
         elif self.clock.now() - self._started + wait > policy.total_budget:
@@ -173,21 +172,12 @@ class RetryLoop:
         )
         return wait
 
-    def _wait_for(self, outcome: httpx.Response | Exception) -> float:
-        if isinstance(outcome, httpx.Response) and outcome.status_code in (429, 503):
-            advised = parse_retry_after(outcome.headers.get("retry-after"), self.clock.time())
-            if advised is not None:
-                return min(advised, self.policy.max_retry_after)
-        return self.policy.backoff(len(self.attempts) - 1)
-
     def give_up(self, exc: Exception, error_cls: type[BackendError]) -> BackendError:
         """The error for a request that never got a usable response."""
-        count = len(self.attempts)
-        tries = f" after {count} attempts" if count > 1 else ""
+        tries = f" after {len(self.attempts)} attempts" if len(self.attempts) > 1 else ""
         reason = f"; {self.stop_reason}" if self.exhausted else ""
-        message = (
-            f"could not reach the backend: {self.method} {self.url} failed{tries}: {_describe(exc)}{reason}"
-        )
+        message = f"could not reach the backend: {self.method} {self.url} failed{tries}: {_describe(exc)}"
+        message += reason
         hint = "check that the backend URL (backend_url= / BACKEND_BASE_URL) is right and reachable; "
         hint += "transient errors were retried per the job's RetryPolicy"
         return error_cls(message, method=self.method, url=self.url, attempts=self.attempts, hint=hint)
@@ -297,21 +287,20 @@ class Call(Generic[T]):
 
     def build(self, client: httpx.Client | httpx.AsyncClient) -> httpx.Request:
         """The request, built by *client* so its defaults (headers, cookies, timeout) apply."""
-        url: httpx.URL | str = self.url
+        url: httpx.URL | str | None = self.url
         params = dict(self.params) if self.params else None
-        parsed = None if client.params else _parsed_url(self.url, params)
-        if parsed is not None:
-            url, params = parsed, None
+        # Parsed once and cached (httpx would parse it for every request), where httpx builds the same URL.
+        if (
+            not client.params
+            and self.url.startswith(("http://", "https://"))
+            and not {"?", "#"} & set(self.url)
+        ):
+            url = _url(f"{self.url}?{httpx.QueryParams(params)}" if params else self.url)
+            params = None if url is not None else params
+        headers = dict(self.headers)
         return client.build_request(
-            self.method, url, params=params, json=self.json, headers=dict(self.headers)
+            self.method, url or self.url, params=params, json=self.json, headers=headers
         )
-
-
-def _parsed_url(url: str, params: Mapping[str, str | int] | None) -> httpx.URL | None:
-    """*url* with *params* as its query, parsed once and cached (httpx would parse it for every request)"""
-    if not url.startswith(("http://", "https://")) or "?" in url or "#" in url:
-        return None
-    return _url(f"{url}?{httpx.QueryParams(params)}" if params else url)
 
 
 @functools.lru_cache(maxsize=256)
