@@ -25,13 +25,7 @@ from pytest_synth_rl.client.jobconfig import (
     verify_steps,
 )
 from pytest_synth_rl.client.polling import DEFAULT_MAX_FAILED_POLLS, Poller
-from pytest_synth_rl.client.results import (
-    EventPage,
-    JobResult,
-    PollRecord,
-    add_status_run,
-    job_status,
-)
+from pytest_synth_rl.client.results import EventPage, JobResult, PollRecord, add_status_run, job_status
 from pytest_synth_rl.client.retry import (
     DEFAULT_REQUEST_TIMEOUT,
     Call,

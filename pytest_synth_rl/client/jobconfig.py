@@ -269,13 +269,7 @@ def upload_steps(
     sealed = {"name": ENV_KEY_NAME, "ciphertext_b64": base64.b64encode(ciphertext).decode("ascii")}
     action, fix = f"uploading {ENV_KEY_NAME} failed", "the backend refused the sealed key; " + _FIX_BACKEND
     call = key_call(
-        "env-key-upload",
-        "POST",
-        url,
-        partial(_read_upload, url),
-        json=sealed,
-        action=action,
-        fix=fix,
+        "env-key-upload", "POST", url, partial(_read_upload, url), json=sealed, action=action, fix=fix
     )
     upload = yield from sender.send(call)
     if not verify:
