@@ -11,9 +11,16 @@ import warnings
 from itertools import groupby
 from typing import Any
 
-from pytest_synth_rl.client.poll_watch import observe_polls as observe_polls
-from pytest_synth_rl.client.poll_watch import poll_observers
-from pytest_synth_rl.client.results import JobResult, PollRecord, add_poll, is_terminal, job_status, polls_in
+from pytest_synth_rl.client.results import (
+    JobResult,
+    PollRecord,
+    add_poll,
+    is_terminal,
+    job_status,
+    poll_observers,
+    polls_in,
+)
+from pytest_synth_rl.client.results import observe_polls as observe_polls
 from pytest_synth_rl.clock import Clock
 from pytest_synth_rl.errors import (
     Attempt,

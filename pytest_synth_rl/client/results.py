@@ -1,13 +1,14 @@
-"""What a job is once read: the status vocabulary, poll records, final results.
+"""What a job is once read: the status vocabulary, poll records, final results, and who watches polls.
 
 Every status decision in the package goes through :func:`job_status` and the spellings in
-:data:`TERMINAL_STATUSES` (``completed``, ``error``, ``canceled``, ... in any case).
+:data:`TERMINAL_STATUSES` (``completed``, ``error``, ``canceled``, ... in any case). Imports nothing
+heavy: the plugin registers its poll observer at pytest start.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -38,6 +39,22 @@ _FINAL_REWARD_PATHS: Paths = (
     ("results", "metrics", "reward"),
     ("metrics", "reward"),
 )
+
+
+#: Called as ``observer(poller, record)`` after every status poll of every job in the process.
+PollObserver = Callable[[Any, Any], None]
+_observers: list[PollObserver] = []
+
+
+def observe_polls(observer: PollObserver) -> Callable[[], None]:
+    """Watch every poll of every job (a raising observer warns like ``on_status``); returns the stopper."""
+    _observers.append(observer)
+    return lambda: _observers.remove(observer) if observer in _observers else None
+
+
+def poll_observers() -> tuple[PollObserver, ...]:
+    """A snapshot of the observers, safe to iterate while one unregisters."""
+    return tuple(_observers)
 
 
 def value_at(payload: Any, path: tuple[str, ...]) -> Any:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 
-from pytest_synth_rl.client.poll_watch import observe_polls
+from pytest_synth_rl.client.results import observe_polls
 from pytest_synth_rl.plugin.settings import SynthSettings
 from pytest_synth_rl.reporting.render import format_duration
 
