@@ -99,9 +99,8 @@ class JobBase(Generic[ClientT, TransportT]):
                 "pass either http_client= or transport=, not both",
                 hint="a transport is only used for the client the job creates itself",
             )
-        self._config = config
+        self._config, self._skip_health_check = config, skip_health_check
         self._job_id = str(job_id) if job_id is not None else None
-        self._skip_health_check = skip_health_check
         self._clock: Clock = clock if clock is not None else RealClock()
         self._retry = retry if retry is not None else RetryPolicy()
         self._owns_client = http_client is None
@@ -276,9 +275,7 @@ class JobBase(Generic[ClientT, TransportT]):
         return replace(call, error_cls=JobSubmitError, action="submitting the RL job failed")
 
     def _accept_submission(self, job_id: str) -> str:
-        self._job_id = job_id
-        self.submitted_at = self._clock.now()
-        self.submitted_wall = time.perf_counter()
+        self._job_id, self.submitted_at, self.submitted_wall = job_id, self._clock.now(), time.perf_counter()
         if self.on_submitted is not None:
             self.on_submitted(job_id)
         return job_id
@@ -298,8 +295,7 @@ class JobBase(Generic[ClientT, TransportT]):
 
     def _read_status(self, response: httpx.Response) -> tuple[dict[str, Any], str | None]:
         read = read_object(response)
-        status = job_status(read[0])
-        if status:
+        if status := job_status(read[0]):
             now = self._clock.now()
             if self._observed_since is None:
                 self._observed_since = self.submitted_at if self.submitted_at is not None else now
@@ -372,8 +368,7 @@ class JobSteps(JobBase[Any, Any]):
 
     def verify_task_app(self, task_url: str | None = None) -> Steps[TaskAppVerification]:
         """Have the backend probe the task app (default: this job's); see :func:`~.jobs.verify_task_app`."""
-        if task_url is None:
-            task_url = self._config.task_app_url or None
+        task_url = task_url if task_url is not None else self._config.task_app_url or None
         if task_url is None and self._config.config_path is not None:
             task_url = self.build().task_url
         return verify_steps(self._sender, self.api_base, self._auth(), task_url)
@@ -425,8 +420,7 @@ class JobSteps(JobBase[Any, Any]):
             if wait is None:
                 break
             yield wait
-        self.finished_at = self._clock.now()
-        self.finished_wall = time.perf_counter()
+        self.finished_at, self.finished_wall = self._clock.now(), time.perf_counter()
         try:
             self.last_result = poller.finish()
         except JobFailedError as exc:
