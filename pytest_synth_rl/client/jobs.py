@@ -1,6 +1,6 @@
 """The RL job handles :class:`RLJob` (blocking) and :class:`AsyncRLJob`, and the plain functions.
 
-Both run the steps of :class:`~.base.JobBase`, differing only in how they send, sleep and close; every
+Both run the steps of :class:`~.base.JobSteps`, differing only in how they send, sleep and close; every
 wait is on the job's clock. ``AsyncRLJob`` works under asyncio and anyio's asyncio backend."""
 
 from __future__ import annotations
@@ -11,14 +11,9 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypedDict, TypeVa
 
 import httpx
 
+from pytest_synth_rl.client import jobconfig
 from pytest_synth_rl.client.base import HEALTH_TIMEOUT, JobBase, JobSteps
-from pytest_synth_rl.client.jobconfig import (
-    EnvKeyUpload,
-    RLJobConfig,
-    TaskAppVerification,
-    resolve_api_key,
-    resolve_backend_url,
-)
+from pytest_synth_rl.client.jobconfig import EnvKeyUpload, TaskAppVerification
 from pytest_synth_rl.client.retry import RetryPolicy, Steps, async_drive, drive
 from pytest_synth_rl.clock import Clock
 from pytest_synth_rl.secrets.masking import Secret
@@ -168,7 +163,8 @@ class _Options(TypedDict, total=False):
 
 def _detached(cls: type[J], backend_url: str | None, api_key: str | Secret | None, options: _Options) -> J:
     """A handle with no config and no job, for preflight calls (a transport beside a client goes unused)."""
-    config = RLJobConfig(None, resolve_backend_url(backend_url), resolve_api_key(api_key))
+    backend, key = jobconfig.resolve_backend_url(backend_url), jobconfig.resolve_api_key(api_key)
+    config = jobconfig.RLJobConfig(None, backend, key)
     if options.get("http_client") is not None:
         options = {**options, "transport": None}
     return cls(config, **options)
