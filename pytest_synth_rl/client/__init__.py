@@ -60,7 +60,6 @@ _HOMES = {
 
 
 def __getattr__(name: str) -> Any:
-    """Load a public name from its module on first access."""
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

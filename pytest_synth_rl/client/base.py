@@ -247,7 +247,6 @@ class JobBase(Generic[ClientT, TransportT]):
 
     @property
     def payload(self) -> dict[str, Any]:
-        """The JSON body :meth:`submit` sends."""
         return self.build().payload
 
     def _require_job_id(self, action: str) -> str:
@@ -357,8 +356,6 @@ class JobBase(Generic[ClientT, TransportT]):
 
 
 class JobSteps(JobBase[Any, Any]):
-    """Every operation of a job as steps, which RLJob runs blocking and AsyncRLJob awaits."""
-
     def upload_environment_api_key(
         self, env_key: str | Secret | None = None, *, verify: bool = False
     ) -> Steps[EnvKeyUpload]:

@@ -191,7 +191,6 @@ class TaskAppVerification:
         return [attempt.get("status") for attempt in self.attempts]
 
     def describe(self) -> str:
-        """What was tried: masked key candidates and each attempt's status."""
         keys = ", ".join(mask_secret(c) for c in self.candidates_first15) or "none"
         wheres = (
             (a.get("path") or a.get("url") or a.get("endpoint"), a.get("status", "?")) for a in self.attempts

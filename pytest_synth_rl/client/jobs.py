@@ -29,7 +29,6 @@ J = TypeVar("J", "RLJob", "AsyncRLJob")
 
 
 def _like(method: F, steps: Callable[..., Any]) -> F:
-    """*method* with the name, doc and signature of *steps*, returning what the steps return."""
     method.__name__ = method.__qualname__ = steps.__name__
     method.__doc__, method.__module__ = steps.__doc__, steps.__module__
     returns = str(steps.__annotations__["return"]).removeprefix("Steps[").removesuffix("]")

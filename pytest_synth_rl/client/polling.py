@@ -96,7 +96,6 @@ class Poller:
         self.history: list[PollRecord] = []
 
     def record(self, payload: dict[str, Any], note: str | None = None) -> PollRecord:
-        """Remember one status answer (``note`` says if the body was unreadable)."""
         entry = PollRecord(self.clock.time(), self.clock.now() - self.started, job_status(payload), payload)
         entry, self.note = add_poll(self.history, entry), note
         for observer in results.poll_observers():
@@ -130,7 +129,6 @@ class Poller:
         return self._wait(exc)
 
     def callback_failed(self, exc: BaseException) -> None:
-        """Report a callback error without stopping the poll loop."""
         formatted = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         warnings.warn(
             SynthCallbackWarning(

@@ -33,8 +33,7 @@ def probe_backend(
     except ValueError as exc:
         return f"its port is not a number ({exc})"
     for delay in (*delays, None):
-        failure = _get_root(parts.scheme, parts.hostname, port, timeout)
-        if failure is None:
+        if (failure := _get_root(parts.scheme, parts.hostname, port, timeout)) is None:
             return None
         if delay is not None:
             sleep(delay)
@@ -42,11 +41,11 @@ def probe_backend(
 
 
 def _get_root(scheme: str, host: str, port: int | None, timeout: float) -> str | None:
-    conn: http.client.HTTPConnection
-    if scheme == "https":
-        conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=shared_ssl_context())
-    else:
-        conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    conn = (
+        http.client.HTTPSConnection(host, port, timeout=timeout, context=shared_ssl_context())
+        if scheme == "https"
+        else http.client.HTTPConnection(host, port, timeout=timeout)
+    )
     try:
         conn.request("GET", "/")
         conn.getresponse().read(1024)

@@ -53,7 +53,6 @@ def observe_polls(observer: PollObserver) -> Callable[[], None]:
 
 
 def poll_observers() -> tuple[PollObserver, ...]:
-    """A snapshot of the observers, safe to iterate while one unregisters."""
     return tuple(_observers)
 
 
@@ -174,7 +173,6 @@ class EventPage:
 
     @property
     def types(self) -> list[str]:
-        """The ``type`` of every event, in order."""
         return [str(e.get("type", "")) for e in self.events]
 
 

@@ -173,7 +173,6 @@ class RetryLoop:
         return wait
 
     def give_up(self, exc: Exception, error_cls: type[BackendError]) -> BackendError:
-        """The error for a request that never got a usable response."""
         tries = f" after {len(self.attempts)} attempts" if len(self.attempts) > 1 else ""
         reason = f"; {self.stop_reason}" if self.exhausted else ""
         message = f"could not reach the backend: {self.method} {self.url} failed{tries}: {_describe(exc)}"
@@ -286,7 +285,6 @@ class Call(Generic[T]):
     fix: str | None = None
 
     def build(self, client: httpx.Client | httpx.AsyncClient) -> httpx.Request:
-        """The request, built by *client* so its defaults (headers, cookies, timeout) apply."""
         url: httpx.URL | str | None = self.url
         params = dict(self.params) if self.params else None
         # Parsed once and cached (httpx would parse it for every request), where httpx builds the same URL.
@@ -312,8 +310,6 @@ def _url(url: str) -> httpx.URL | None:
 
 
 class Sender(Generic[ClientT]):
-    """Sends calls over one client, retrying per *retry* on *clock*"""
-
     def __init__(self, client: ClientT, retry: RetryPolicy, clock: Clock) -> None:
         self.client: ClientT = client
         self.retry, self.clock = retry, clock
@@ -330,7 +326,6 @@ class Sender(Generic[ClientT]):
         return request
 
     def send(self, call: Call[T]) -> Steps[T]:
-        """Steps that send *call* (and its fallback on a 404) and return the answer's value."""
         while True:
             sent = yield from retrying(self.request(call), self.retry, self.clock, call.error_cls)
             status = sent.response.status_code
@@ -369,7 +364,6 @@ def answer_error(
     hint: str,
     attempts: list[Attempt] | None = None,
 ) -> E:
-    """*error_cls* for an answer we cannot use, with its request, status, body and attempts."""
     request = response.request
     return error_cls(
         message,
@@ -468,7 +462,6 @@ def _hint(call: Call[Any], status: int, exhausted: bool) -> str:
 
 
 def error_for(call: Call[Any], sent: Sent) -> BackendError:
-    """The error for an unsuccessful answer, with a hint and every attempt made."""
     response = sent.response
     status = response.status_code
     what = call.action or f"{call.operation} failed"
