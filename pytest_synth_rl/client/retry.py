@@ -429,6 +429,7 @@ def _problems_422(response: httpx.Response) -> list[str]:
 _STATUS_HINTS = {
     422: "the backend rejected the request body: fix the problems above in the RL config or overrides",
     429: "rate limited by the backend; retry later, or allow more with RetryPolicy(max_attempts=...)",
+    500: "the backend failed on this request and it is not one worth retrying",
 }
 
 
@@ -451,28 +452,18 @@ def _hint(call: Call[Any], status: int, exhausted: bool) -> str:
             f"job {call.job_id!r} is unknown to {base}: check the job id and that backend_url is the "
             "backend that created it"
         )
-    if status >= 500 and exhausted:
-        return (
-            "the backend kept failing; the request was retried per RetryPolicy. Retry later, or "
-            "raise RetryPolicy(max_attempts=, total_budget=)"
-        )
     if status >= 500:
-        return "the backend failed on this request and it is not one worth retrying"
+        kept = "the backend kept failing; the request was retried per RetryPolicy. Retry later, or raise "
+        return kept + "RetryPolicy(max_attempts=, total_budget=)" if exhausted else _STATUS_HINTS[500]
     return _STATUS_HINTS.get(status, "the backend rejected the request; see its answer above")
 
 
 def error_for(call: Call[Any], sent: Sent) -> BackendError:
-    response = sent.response
-    status = response.status_code
-    what = call.action or f"{call.operation} failed"
-    detail = f"HTTP {status}"
-    if len(sent.attempts) > 1:
-        detail += f" after {len(sent.attempts)} attempts"
-    if sent.exhausted and sent.stop_reason:
-        detail += f"; {sent.stop_reason}"
-    if call.fell_back_from:
-        detail += f" (after {call.fell_back_from} answered 404)"
-    message = f"{what}: {detail}"
+    response, status, tries = sent.response, sent.response.status_code, len(sent.attempts)
+    message = f"{call.action or f'{call.operation} failed'}: HTTP {status}"
+    message += f" after {tries} attempts" if tries > 1 else ""
+    message += f"; {sent.stop_reason}" if sent.exhausted and sent.stop_reason else ""
+    message += f" (after {call.fell_back_from} answered 404)" if call.fell_back_from else ""
     if status == 422:
         lines = _problems_422(response) or ["(the answer lists no problems)"]
         message += "\n  problems:\n" + "\n".join(f"    - {excerpt(line, 300)}" for line in lines)
