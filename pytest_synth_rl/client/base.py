@@ -324,26 +324,6 @@ class JobBase(Generic[ClientT, TransportT]):
             details={name: getattr(report, name) for name in ("health_status", "task_info_status", "detail")},
         )
 
-    def _results_from(self, payload: Mapping[str, Any]) -> dict[str, Any]:
-        job_id = self._job_id or "?"
-        result = JobResult.from_payload(job_id, payload)
-        if result.succeeded:
-            return result.results
-        if result.outcome is not None:
-            raise JobFailedError(
-                f"RL job {job_id} has no results: it {result.outcome} (status {result.status!r})"
-                + (f": {result.error}" if result.error else ""),
-                job_id=job_id,
-                status=result.status,
-                error=result.error,
-                result=result.raw,
-                hint="see job.events() for the backend's log of the run",
-            )
-        raise SynthError(
-            f"RL job {job_id} has no results yet: its status is {result.status or '<none>'!r}",
-            hint="wait for it with poll_until_complete() before asking for results",
-        )
-
     def __repr__(self) -> str:
         config = self._config
         task_key = config.task_app_api_key.masked if config.task_app_api_key else None
@@ -427,7 +407,24 @@ class JobSteps(JobBase[Any, Any]):
 
     def get_results(self) -> Steps[dict[str, Any]]:
         """The ``results`` of a succeeded job; :class:`JobFailedError` if it failed or was cancelled."""
-        return self._results_from((yield from JobSteps.get_status(self)))
+        job_id = self._job_id or "?"
+        result = JobResult.from_payload(job_id, (yield from JobSteps.get_status(self)))
+        if result.succeeded:
+            return result.results
+        if result.outcome is not None:
+            raise JobFailedError(
+                f"RL job {job_id} has no results: it {result.outcome} (status {result.status!r})"
+                + (f": {result.error}" if result.error else ""),
+                job_id=job_id,
+                status=result.status,
+                error=result.error,
+                result=result.raw,
+                hint="see job.events() for the backend's log of the run",
+            )
+        raise SynthError(
+            f"RL job {job_id} has no results yet: its status is {result.status or '<none>'!r}",
+            hint="wait for it with poll_until_complete() before asking for results",
+        )
 
     def cancel(self) -> Steps[dict[str, Any]]:
         """Ask the backend to cancel the job; returns its answer."""

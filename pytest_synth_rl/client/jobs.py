@@ -70,8 +70,7 @@ class RLJob(JobBase[httpx.Client, httpx.BaseTransport]):
         """Health-check the task app (unless ``skip_health_check``), then POST the job; returns its id."""
         call = self._submit_call()
         if not self._skip_health_check:
-            url, key = self._health_target()
-            self._health_verdict(check_task_app_health(url, key, timeout=HEALTH_TIMEOUT))
+            self._health_verdict(check_task_app_health(*self._health_target(), timeout=HEALTH_TIMEOUT))
         return self._accept_submission(self._drive(self._sender.send(call)))
 
     upload_environment_api_key = _blocking(JobSteps.upload_environment_api_key)
@@ -114,8 +113,8 @@ class AsyncRLJob(JobBase[httpx.AsyncClient, httpx.AsyncBaseTransport]):
         """Health-check the task app (unless ``skip_health_check``), then POST the job; returns its id."""
         call = self._submit_call()
         if not self._skip_health_check:
-            url, key = self._health_target()
-            self._health_verdict(await async_check_task_app_health(url, key, timeout=HEALTH_TIMEOUT))
+            report = await async_check_task_app_health(*self._health_target(), timeout=HEALTH_TIMEOUT)
+            self._health_verdict(report)
         return self._accept_submission(await self._drive(self._sender.send(call)))
 
     upload_environment_api_key = _awaiting(JobSteps.upload_environment_api_key)
