@@ -18,8 +18,7 @@ from typing import Any, Literal, get_args
 
 from pytest_synth_rl.assertions import job_rewards
 from pytest_synth_rl.client import AsyncRLJob, RLJob
-from pytest_synth_rl.client.results import JobResult, polls_in
-from pytest_synth_rl.client.status_numbers import STEP_PATHS, number_at
+from pytest_synth_rl.client.results import STEP_PATHS, JobResult, number_at, polls_in
 from pytest_synth_rl.errors import SynthError, did_you_mean
 from pytest_synth_rl.reporting.files import (
     UnreadableDocument,

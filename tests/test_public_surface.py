@@ -27,7 +27,7 @@ STARTUP_MODULES = {
     "pytest_synth_rl.reporting",
     "pytest_synth_rl.secrets",
     "pytest_synth_rl.client",
-    "pytest_synth_rl.client.poll_watch",
+    "pytest_synth_rl.client.results",
 }
 
 

@@ -11,7 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pytest_synth_rl.client.jobconfig import DEFAULT_BACKEND_URL as DEFAULT_BACKEND_URL
+    from pytest_synth_rl.client.jobconfig import ENV_KEY_NAME as ENV_KEY_NAME
+    from pytest_synth_rl.client.jobconfig import MAX_ENV_KEY_BYTES as MAX_ENV_KEY_BYTES
+    from pytest_synth_rl.client.jobconfig import SEALED_BOX_ALG as SEALED_BOX_ALG
+    from pytest_synth_rl.client.jobconfig import EnvKeyUpload as EnvKeyUpload
     from pytest_synth_rl.client.jobconfig import RLJobConfig as RLJobConfig
+    from pytest_synth_rl.client.jobconfig import TaskAppVerification as TaskAppVerification
     from pytest_synth_rl.client.jobconfig import resolve_api_key as resolve_api_key
     from pytest_synth_rl.client.jobconfig import resolve_backend_url as resolve_backend_url
     from pytest_synth_rl.client.jobs import AsyncRLJob as AsyncRLJob
@@ -25,11 +30,6 @@ if TYPE_CHECKING:
     from pytest_synth_rl.client.jobs import upload_environment_api_key as upload_environment_api_key
     from pytest_synth_rl.client.jobs import verify_task_app as verify_task_app
     from pytest_synth_rl.client.polling import SynthCallbackWarning as SynthCallbackWarning
-    from pytest_synth_rl.client.preflight import ENV_KEY_NAME as ENV_KEY_NAME
-    from pytest_synth_rl.client.preflight import MAX_ENV_KEY_BYTES as MAX_ENV_KEY_BYTES
-    from pytest_synth_rl.client.preflight import SEALED_BOX_ALG as SEALED_BOX_ALG
-    from pytest_synth_rl.client.preflight import EnvKeyUpload as EnvKeyUpload
-    from pytest_synth_rl.client.preflight import TaskAppVerification as TaskAppVerification
     from pytest_synth_rl.client.results import CANCELLED_STATUSES as CANCELLED_STATUSES
     from pytest_synth_rl.client.results import FAILURE_STATUSES as FAILURE_STATUSES
     from pytest_synth_rl.client.results import SUCCESS_STATUSES as SUCCESS_STATUSES
@@ -46,11 +46,11 @@ if TYPE_CHECKING:
 _HOMES = {
     name: home
     for home, names in {
-        "jobconfig": "DEFAULT_BACKEND_URL RLJobConfig resolve_api_key resolve_backend_url",
+        "jobconfig": "DEFAULT_BACKEND_URL RLJobConfig resolve_api_key resolve_backend_url ENV_KEY_NAME "
+        "MAX_ENV_KEY_BYTES SEALED_BOX_ALG EnvKeyUpload TaskAppVerification",
         "jobs": "AsyncRLJob RLJob async_list_rl_jobs list_rl_jobs async_upload_environment_api_key "
         "async_verify_task_app upload_environment_api_key verify_task_app",
         "polling": "SynthCallbackWarning",
-        "preflight": "ENV_KEY_NAME MAX_ENV_KEY_BYTES SEALED_BOX_ALG EnvKeyUpload TaskAppVerification",
         "results": "CANCELLED_STATUSES FAILURE_STATUSES SUCCESS_STATUSES TERMINAL_STATUSES EventPage "
         "JobResult PollRecord is_terminal job_status",
         "retry": "RetryPolicy parse_retry_after",
@@ -60,7 +60,6 @@ _HOMES = {
 
 
 def __getattr__(name: str) -> Any:
-    """Load a public name from its module on first access."""
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

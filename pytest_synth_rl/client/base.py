@@ -1,7 +1,7 @@
 """What :class:`~.jobs.RLJob` and :class:`~.jobs.AsyncRLJob` share: everything but I/O.
 
-Construction, payload, the calls and steps of every operation, the health-check verdict and
-result interpretation live here once; the two job classes only run the steps.
+Construction, payload, every operation as steps, the health-check verdict and result interpretation;
+the two job classes only run the steps.
 """
 
 from __future__ import annotations
@@ -16,27 +16,28 @@ from typing import Any, Generic, TypeVar
 
 import httpx
 
-from pytest_synth_rl.client.calls import (
+from pytest_synth_rl.client.jobconfig import (
+    EnvKeyUpload,
+    RLJobConfig,
+    TaskAppVerification,
+    upload_steps,
+    usage_error,
+    verify_steps,
+)
+from pytest_synth_rl.client.polling import DEFAULT_MAX_FAILED_POLLS, Poller
+from pytest_synth_rl.client.results import EventPage, JobResult, PollRecord, add_status_run, job_status
+from pytest_synth_rl.client.retry import (
     DEFAULT_REQUEST_TIMEOUT,
     Call,
+    RetryPolicy,
     Sender,
+    Steps,
     event_page,
     extract_job_id,
     json_list,
     read_json,
     read_object,
 )
-from pytest_synth_rl.client.jobconfig import RLJobConfig, usage_error
-from pytest_synth_rl.client.polling import DEFAULT_MAX_FAILED_POLLS, Poller
-from pytest_synth_rl.client.preflight import EnvKeyUpload, TaskAppVerification, upload_steps, verify_steps
-from pytest_synth_rl.client.results import (
-    EventPage,
-    JobResult,
-    PollRecord,
-    add_status_run,
-    job_status,
-)
-from pytest_synth_rl.client.retry import RetryPolicy, Steps
 from pytest_synth_rl.clock import Clock, RealClock
 from pytest_synth_rl.config import RLBuildResult, build_rl_payload
 from pytest_synth_rl.config.urls import normalize_backend_url
@@ -61,6 +62,10 @@ T = TypeVar("T")
 
 #: Seconds allowed for each request of the pre-submission task app probe.
 HEALTH_TIMEOUT = 10.0
+#: The arguments the job constructors pass on to the job and to :meth:`RLJobConfig.resolve`.
+_CLIENT_OPTIONS = ("clock", "http_client", "transport", "retry", "request_timeout")
+_RESOLVED = "backend_url api_key task_app_url task_app_api_key allow_experimental overrides idempotency_key"
+_RESOLVED += " tags allow_new_keys"
 #: Each operation on a job: what it does (unsubmitted; failed), method, route suffix, has a fallback.
 _ROUTES = {
     "status": ("get the job status", "reading the status of job {!r}", "GET", "", False),
@@ -94,9 +99,8 @@ class JobBase(Generic[ClientT, TransportT]):
                 "pass either http_client= or transport=, not both",
                 hint="a transport is only used for the client the job creates itself",
             )
-        self._config = config
+        self._config, self._skip_health_check = config, skip_health_check
         self._job_id = str(job_id) if job_id is not None else None
-        self._skip_health_check = skip_health_check
         self._clock: Clock = clock if clock is not None else RealClock()
         self._retry = retry if retry is not None else RetryPolicy()
         self._owns_client = http_client is None
@@ -108,16 +112,15 @@ class JobBase(Generic[ClientT, TransportT]):
         # Reused by every retry of the submission, so a retried POST cannot create a second job.
         self._idempotency_key = config.idempotency_key or uuid.uuid4().hex
         self._build: RLBuildResult | None = None
-        #: What ``poll_until_complete`` waits when not told (``synth_rl_job`` gives the test's).
+        #: ``poll_until_complete``'s defaults (``synth_rl_job`` gives the test's).
         self.poll_timeout, self.poll_interval = 7200.0, 10.0
-        #: The outcome of the last ``poll_until_complete`` (also when it raised JobFailedError).
+        #: The last ``poll_until_complete``'s outcome (also when it raised) and polls (filled as they happen).
         self.last_result: JobResult | None = None
-        #: The polls of the latest ``poll_until_complete``, filled as they happen (also a timed-out one's).
         self.last_polls: list[PollRecord] = []
         #: Every status read, as runs ``[status, first, last]`` in clock seconds since submission.
         self.observed_statuses: list[list[Any]] = []
         self._observed_since: float | None = None
-        #: When the job was submitted and its last wait ended (clock seconds, wall seconds).
+        #: Submission and end of the last wait, clock and wall seconds.
         self.submitted_at: float | None = None
         self.submitted_wall: float | None = None
         self.finished_at: float | None = None
@@ -126,7 +129,7 @@ class JobBase(Generic[ClientT, TransportT]):
         self.on_submitted: Callable[[str], None] | None = None
 
     def _drive_and_close(self, steps: Steps[T]) -> Any:
-        raise NotImplementedError
+        raise NotImplementedError  # pragma: no cover
 
     @classmethod
     @keywords_checked
@@ -150,24 +153,11 @@ class JobBase(Generic[ClientT, TransportT]):
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         allow_new_keys: bool = False,
     ) -> J:
-        """A new job from an RL TOML config, its payload built and validated now; settings come from the
-        arguments, then the environment (see :class:`RLJobConfig`); ``tags`` join the payload's."""
-        config = RLJobConfig.resolve(
-            config_path,
-            backend_url=backend_url,
-            api_key=api_key,
-            task_app_url=task_app_url,
-            task_app_api_key=task_app_api_key,
-            allow_experimental=allow_experimental,
-            overrides=overrides,
-            idempotency_key=idempotency_key,
-            tags=tags,
-            allow_new_keys=allow_new_keys,
-        )
+        """A new job from an RL TOML config, payload built now; settings: arguments, then environment."""
+        args = locals()
+        config = RLJobConfig.resolve(config_path, **{name: args[name] for name in _RESOLVED.split()})
         build = _build_payload(config)
-        options: dict[str, Any] = {"clock": clock, "http_client": http_client, "transport": transport}
-        options |= {"skip_health_check": skip_health_check, "retry": retry}
-        job = cls(config, request_timeout=request_timeout, **options)
+        job = cls(config, None, skip_health_check, **{name: args[name] for name in _CLIENT_OPTIONS})
         job._build = build
         return job
 
@@ -188,9 +178,8 @@ class JobBase(Generic[ClientT, TransportT]):
         """A handle on an existing job: status, polling, events, results, cancel (not submit)."""
         if not isinstance(job_id, str) or not job_id.strip():
             raise SynthError(f"job_id must be a non-empty string, got {job_id!r}")
-        config = RLJobConfig.resolve(None, backend_url=backend_url, api_key=api_key)
-        options: dict[str, Any] = {"clock": clock, "http_client": http_client, "transport": transport}
-        return cls(config, job_id=job_id.strip(), retry=retry, request_timeout=request_timeout, **options)
+        config, args = RLJobConfig.resolve(None, backend_url=backend_url, api_key=api_key), locals()
+        return cls(config, job_id.strip(), **{name: args[name] for name in _CLIENT_OPTIONS})
 
     @classmethod
     def list_jobs(
@@ -211,12 +200,11 @@ class JobBase(Generic[ClientT, TransportT]):
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
     ) -> Any:
         """``GET /rl/jobs``: the backend's answer as parsed JSON (awaitable on :class:`AsyncRLJob`)."""
+        status, args = status or None, locals()
         config = RLJobConfig.resolve(None, backend_url=backend_url, api_key=api_key)
-        filters = {"status": status or None, "model": model, "created_after": created_after}
-        filters |= {"created_before": created_before, "after": after}
-        params: dict[str, str | int] = {"limit": limit, **{k: v for k, v in filters.items() if v is not None}}
-        options: dict[str, Any] = {"clock": clock, "http_client": http_client, "transport": transport}
-        lister = cls(config, retry=retry, request_timeout=request_timeout, **options)
+        filters = ("limit", "status", "model", "created_after", "created_before", "after")
+        params: dict[str, str | int] = {name: args[name] for name in filters if args[name] is not None}
+        lister = cls(config, **{name: args[name] for name in _CLIENT_OPTIONS})
         url, parse = f"{lister.api_base}/rl/jobs", (lambda r: read_json(r)[0])
         call = Call("list", "GET", url, parse, lister._auth(), params, action="listing RL jobs failed")
         return lister._drive_and_close(lister._sender.send(call))
@@ -259,7 +247,6 @@ class JobBase(Generic[ClientT, TransportT]):
 
     @property
     def payload(self) -> dict[str, Any]:
-        """The JSON body :meth:`submit` sends."""
         return self.build().payload
 
     def _require_job_id(self, action: str) -> str:
@@ -287,9 +274,7 @@ class JobBase(Generic[ClientT, TransportT]):
         return replace(call, error_cls=JobSubmitError, action="submitting the RL job failed")
 
     def _accept_submission(self, job_id: str) -> str:
-        self._job_id = job_id
-        self.submitted_at = self._clock.now()
-        self.submitted_wall = time.perf_counter()
+        self._job_id, self.submitted_at, self.submitted_wall = job_id, self._clock.now(), time.perf_counter()
         if self.on_submitted is not None:
             self.on_submitted(job_id)
         return job_id
@@ -309,16 +294,12 @@ class JobBase(Generic[ClientT, TransportT]):
 
     def _read_status(self, response: httpx.Response) -> tuple[dict[str, Any], str | None]:
         read = read_object(response)
-        status = job_status(read[0])
-        if status:
+        if status := job_status(read[0]):
             now = self._clock.now()
             if self._observed_since is None:
                 self._observed_since = self.submitted_at if self.submitted_at is not None else now
             add_status_run(self.observed_statuses, status, max(0.0, now - self._observed_since))
         return read
-
-    def _status(self) -> Steps[dict[str, Any]]:
-        return (yield from self._sender.send(self._job_call("status", self._read_status)))[0]
 
     def _health_target(self) -> tuple[str, Secret | None]:
         return self.build().task_url, self._config.task_app_api_key
@@ -340,31 +321,7 @@ class JobBase(Generic[ClientT, TransportT]):
             f"task app at {url} failed the health check before submission: {report.detail}",
             url=url,
             hint=hint + "; or pass skip_health_check=True",
-            details={
-                "health_status": report.health_status,
-                "task_info_status": report.task_info_status,
-                "detail": report.detail,
-            },
-        )
-
-    def _results_from(self, payload: Mapping[str, Any]) -> dict[str, Any]:
-        job_id = self._job_id or "?"
-        result = JobResult.from_payload(job_id, payload)
-        if result.succeeded:
-            return result.results
-        if result.outcome is not None:
-            raise JobFailedError(
-                f"RL job {job_id} has no results: it {result.outcome} (status {result.status!r})"
-                + (f": {result.error}" if result.error else ""),
-                job_id=job_id,
-                status=result.status,
-                error=result.error,
-                result=result.raw,
-                hint="see job.events() for the backend's log of the run",
-            )
-        raise SynthError(
-            f"RL job {job_id} has no results yet: its status is {result.status or '<none>'!r}",
-            hint="wait for it with poll_until_complete() before asking for results",
+            details={name: getattr(report, name) for name in ("health_status", "task_info_status", "detail")},
         )
 
     def __repr__(self) -> str:
@@ -379,8 +336,6 @@ class JobBase(Generic[ClientT, TransportT]):
 
 
 class JobSteps(JobBase[Any, Any]):
-    """Every operation of a job as steps, which RLJob runs blocking and AsyncRLJob awaits."""
-
     def upload_environment_api_key(
         self, env_key: str | Secret | None = None, *, verify: bool = False
     ) -> Steps[EnvKeyUpload]:
@@ -390,15 +345,14 @@ class JobSteps(JobBase[Any, Any]):
 
     def verify_task_app(self, task_url: str | None = None) -> Steps[TaskAppVerification]:
         """Have the backend probe the task app (default: this job's); see :func:`~.jobs.verify_task_app`."""
-        if task_url is None:
-            task_url = self._config.task_app_url or None
+        task_url = task_url if task_url is not None else self._config.task_app_url or None
         if task_url is None and self._config.config_path is not None:
             task_url = self.build().task_url
         return verify_steps(self._sender, self.api_base, self._auth(), task_url)
 
     def get_status(self) -> Steps[dict[str, Any]]:
         """The job's current status payload (``{}`` if the backend answered with non-JSON)."""
-        return self._status()
+        return (yield from self._sender.send(self._job_call("status", self._read_status)))[0]
 
     @keywords_checked
     def poll_until_complete(
@@ -410,11 +364,10 @@ class JobSteps(JobBase[Any, Any]):
         *,
         max_failed_polls: int = DEFAULT_MAX_FAILED_POLLS,
     ) -> Steps[JobResult]:
-        """Poll every ``interval`` clock seconds until terminal, up to ``timeout`` (then
-        :class:`JobTimeoutError`; unless given, :attr:`poll_interval` and :attr:`poll_timeout`,
-        10 s and 7200 s but the test's for a job of ``synth_rl_job``); ``raise_on_failure``:
-        :class:`JobFailedError` for a failed job; ``max_failed_polls`` transient failures in a row
-        end the wait. ``on_status`` may be an async function on :class:`~.jobs.AsyncRLJob`."""
+        """Poll every ``interval`` until terminal, up to ``timeout`` (defaults :attr:`poll_interval`,
+        :attr:`poll_timeout`), then :class:`JobTimeoutError`; ``raise_on_failure``: :class:`JobFailedError`
+        for a failed job; ``max_failed_polls`` transient failures in a row end the wait; ``on_status`` may
+        be async on :class:`~.jobs.AsyncRLJob`."""
         poller = Poller(
             self._require_job_id("poll the job"),
             timeout=self.poll_timeout if timeout is None else timeout,
@@ -444,8 +397,7 @@ class JobSteps(JobBase[Any, Any]):
             if wait is None:
                 break
             yield wait
-        self.finished_at = self._clock.now()
-        self.finished_wall = time.perf_counter()
+        self.finished_at, self.finished_wall = self._clock.now(), time.perf_counter()
         try:
             self.last_result = poller.finish()
         except JobFailedError as exc:
@@ -455,7 +407,24 @@ class JobSteps(JobBase[Any, Any]):
 
     def get_results(self) -> Steps[dict[str, Any]]:
         """The ``results`` of a succeeded job; :class:`JobFailedError` if it failed or was cancelled."""
-        return self._results_from((yield from self._status()))
+        job_id = self._job_id or "?"
+        result = JobResult.from_payload(job_id, (yield from JobSteps.get_status(self)))
+        if result.succeeded:
+            return result.results
+        if result.outcome is not None:
+            raise JobFailedError(
+                f"RL job {job_id} has no results: it {result.outcome} (status {result.status!r})"
+                + (f": {result.error}" if result.error else ""),
+                job_id=job_id,
+                status=result.status,
+                error=result.error,
+                result=result.raw,
+                hint="see job.events() for the backend's log of the run",
+            )
+        raise SynthError(
+            f"RL job {job_id} has no results yet: its status is {result.status or '<none>'!r}",
+            hint="wait for it with poll_until_complete() before asking for results",
+        )
 
     def cancel(self) -> Steps[dict[str, Any]]:
         """Ask the backend to cancel the job; returns its answer."""
@@ -482,8 +451,7 @@ def _build_payload(config: RLJobConfig) -> RLBuildResult:
             "this job has no RL config to build a payload from (it was attached with from_job_id)",
             hint="use RLJob.from_config(path, ...) to submit a new job",
         )
-    # A copy, where the SDK wrote into the caller's dict; a task_url override wins (contract §3), and
-    # ``overrides["backend"]`` naming another backend than the job's would be silently false.
+    # A copy (the SDK wrote into the caller's dict); a task_url override wins (contract §3).
     overrides: dict[str, Any] = dict(config.overrides or {})
     given = overrides.get("backend")
     if isinstance(given, str) and given.strip() and normalize_backend_url(given) != config.api_base:

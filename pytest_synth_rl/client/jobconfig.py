@@ -1,23 +1,34 @@
-"""Where a job's backend, keys and task app come from: arguments, then the environment.
-
-Resolved once, when the job object is made, so a job never changes target because the
-environment changed, and a missing key is reported before anything is sent.
+"""Where a job's backend, keys and task app come from (arguments, then the environment, resolved once
+when the job is made), and the preflight steps: upload the task app's key sealed (contract §1.2, §10.5)
+and have the backend reach the task app with it (§10.3), so a job that would fail on its first rollout
+fails now.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import httpx
+from nacl.public import PublicKey, SealedBox
 
+from pytest_synth_rl.client.retry import Call, Sender, Steps, answer_error, read_object
 from pytest_synth_rl.config import normalize_backend_url
-from pytest_synth_rl.errors import ConfigError, ConfigProblem, SynthUsageError
-from pytest_synth_rl.secrets.masking import Secret, key_problem
+from pytest_synth_rl.errors import (
+    ConfigError,
+    ConfigProblem,
+    EnvKeyUploadError,
+    SynthUsageError,
+    TaskAppVerificationError,
+)
+from pytest_synth_rl.secrets.masking import Secret, SecretHeaders, key_problem, mask_secret
 
 DEFAULT_BACKEND_URL = "https://api.usesynth.ai"
 #: Read in order when no ``backend_url`` is given, as ``--synth-backend`` reads them.
@@ -25,7 +36,6 @@ BACKEND_URL_ENV_VARS: tuple[str, ...] = ("SYNTH_BACKEND_URL", "BACKEND_BASE_URL"
 
 
 def usage_error(key: str, message: str, hint: str) -> SynthUsageError:
-    """A :class:`SynthUsageError` with one problem."""
     return SynthUsageError([ConfigProblem(key=key, message=message, hint=hint)])
 
 
@@ -49,9 +59,8 @@ def resolve_backend_url(backend_url: str | None = None) -> str:
     return value
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=64)  # every job of a suite names the same backend; parsing is costly
 def _is_http_url(value: str) -> bool:
-    """Remembered: every job of a suite names the same backend, and parsing it is costly."""
     try:
         parsed = httpx.URL(value)
     except httpx.InvalidURL:
@@ -73,16 +82,14 @@ def resolve_api_key(api_key: str | Secret | None = None) -> Secret:
 def _key(value: str | None, argument: str, env_name: str) -> Secret | None:
     """*value*, else *env_name*, as a key; one no HTTP header could carry is refused here."""
     text = _text(value, env_name)
-    problem = key_problem(text) if text else None
-    if problem is not None:
+    if text and (problem := key_problem(text)) is not None:
         raise usage_error(argument, problem, f"pass {argument}= or set {env_name} to the key")
     return Secret(text) if text else None
 
 
 @dataclass
 class RLJobConfig:
-    """Everything needed to submit or follow one job, already resolved (field names as in the
-    upstream SDK); :meth:`resolve` applies the argument-then-environment rules."""
+    """Everything needed to submit or follow one job, already resolved (field names as in the upstream SDK)"""
 
     config_path: Path | None
     backend_url: str
@@ -132,16 +139,198 @@ class RLJobConfig:
             message = f"tags must map strings to strings; bad entries: {bad!r}"
             raise usage_error("tags", message, 'e.g. tags={"suite": "nightly"}')
         return cls(
-            config_path=path,
-            backend_url=resolve_backend_url(backend_url),
-            api_key=resolve_api_key(api_key),
-            task_app_url=_text(task_app_url, "TASK_APP_URL"),
-            task_app_api_key=(task_app_api_key or None)
+            path,
+            resolve_backend_url(backend_url),
+            resolve_api_key(api_key),
+            _text(task_app_url, "TASK_APP_URL"),
+            (task_app_api_key or None)
             if isinstance(task_app_api_key, Secret)
             else _key(task_app_api_key, "task_app_api_key", "ENVIRONMENT_API_KEY"),
-            allow_experimental=allow_experimental,
-            overrides=dict(overrides) if overrides is not None else None,
-            idempotency_key=_text(idempotency_key),
-            tags=dict(tags) if tags is not None else None,
-            allow_new_keys=allow_new_keys,
+            allow_experimental,
+            dict(overrides) if overrides is not None else None,
+            _text(idempotency_key),
+            dict(tags) if tags is not None else None,
+            allow_new_keys,
         )
+
+
+ENV_KEY_NAME = "ENVIRONMENT_API_KEY"
+SEALED_BOX_ALG = "libsodium.sealedbox.v1"
+#: The backend refuses larger plaintexts; checked before anything is sent.
+MAX_ENV_KEY_BYTES = 8 * 1024
+
+_FIX_BACKEND = (
+    "check backend_url / BACKEND_BASE_URL: it must be a Synth backend (or a fake of it) that serves "
+    "the environment-key routes under /api/v1"
+)
+
+
+@dataclass(frozen=True)
+class EnvKeyUpload:
+    """What the backend said about an uploaded key. ``verified`` is None when not asked."""
+
+    url: str
+    name: str
+    id: str | None = None
+    updated_at: str | None = None
+    verified: bool | None = None
+
+
+@dataclass(frozen=True)
+class TaskAppVerification:
+    """The backend's verdict on a task app: key prefixes tried (``candidates_first15``) and its probes."""
+
+    task_url: str
+    any_ok: bool
+    candidates_first15: list[str] = field(default_factory=list)
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def statuses(self) -> list[Any]:
+        return [attempt.get("status") for attempt in self.attempts]
+
+    def describe(self) -> str:
+        keys = ", ".join(mask_secret(c) for c in self.candidates_first15) or "none"
+        wheres = (
+            (a.get("path") or a.get("url") or a.get("endpoint"), a.get("status", "?")) for a in self.attempts
+        )
+        tried = [f"{where} -> {status}" if where else f"status {status}" for where, status in wheres]
+        return f"keys tried: {keys}; attempts: {', '.join(tried) or 'no attempts reported'}"
+
+
+def _unusable(response: httpx.Response, what: str, fix: str = _FIX_BACKEND) -> EnvKeyUploadError:
+    return answer_error(EnvKeyUploadError, response, f"uploading {ENV_KEY_NAME} failed: {what}", fix)
+
+
+def _read_public_key(response: httpx.Response) -> bytes:
+    """The 32 raw bytes of the backend's X25519 public key, after checking the advertised algorithm."""
+    body, note = read_object(response)
+    alg = body.get("alg")
+    if alg is not None and alg != SEALED_BOX_ALG:
+        message = f"the backend seals with alg {alg!r}, expected {SEALED_BOX_ALG!r}"
+        raise _unusable(response, message, "this client only speaks libsodium sealed boxes; " + _FIX_BACKEND)
+    encoded = body.get("public_key")
+    if not isinstance(encoded, str) or not encoded.strip():
+        reason = f" ({note})" if note else ""
+        raise _unusable(response, f"the answer has no public_key string{reason}")
+    try:
+        raw = base64.b64decode(encoded.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        raise _unusable(response, "public_key is not valid base64") from None
+    if len(raw) != PublicKey.SIZE:
+        message = f"public_key decodes to {len(raw)} bytes, expected {PublicKey.SIZE} (an X25519 key)"
+        raise _unusable(response, message)
+    return raw
+
+
+def _read_upload(url: str, response: httpx.Response) -> EnvKeyUpload:
+    body = read_object(response)[0]
+    name, id_, at = (
+        str(v) if isinstance(v := body.get(k), (str, int)) and not isinstance(v, bool) else None
+        for k in ("name", "id", "updated_at")
+    )
+    return EnvKeyUpload(url, name or ENV_KEY_NAME, id_, at)
+
+
+def _resolve_env_key(env_key: str | Secret | None, url: str) -> Secret:
+    """``env_key`` argument, then ``ENVIRONMENT_API_KEY``; within the backend's size limit."""
+    value = env_key.value if isinstance(env_key, Secret) else env_key
+    value = (value or "").strip() or os.environ.get(ENV_KEY_NAME, "").strip()
+    if not value:
+        message = f"no task app key was given and {ENV_KEY_NAME} is not set"
+        raise usage_error(
+            "env_key", message, f"pass env_key= (the key the task app enforces) or set {ENV_KEY_NAME}"
+        )
+    key = env_key if isinstance(env_key, Secret) and env_key.value == value else Secret(value)
+    size = len(value.encode("utf-8"))
+    if size > MAX_ENV_KEY_BYTES:
+        raise EnvKeyUploadError(
+            f"{ENV_KEY_NAME} ({key.masked}) is {size} bytes; the backend accepts at most "
+            f"{MAX_ENV_KEY_BYTES} bytes (8 KiB), so it was not uploaded to {url}",
+            url=url,
+            hint="use a shorter task app key (e.g. 64 hex characters) in the task app and in env_key=",
+        )
+    return key
+
+
+def upload_steps(
+    sender: Sender[Any], api_base: str, auth: SecretHeaders, env_key: str | Secret | None, verify: bool
+) -> Steps[EnvKeyUpload]:
+    """Fetch the backend's public key, post the sealed key, and with *verify* check it is held."""
+    url = f"{api_base}/v1/env-keys"
+    key = _resolve_env_key(env_key, url)
+    key_call = partial(Call, headers=auth, error_cls=EnvKeyUploadError, fix=_FIX_BACKEND)
+    action = f"fetching the backend's public key to upload {ENV_KEY_NAME} failed"
+    fetch = key_call("public-key", "GET", f"{api_base}/v1/crypto/public-key", _read_public_key, action=action)
+    public_key = yield from sender.send(fetch)
+    ciphertext = SealedBox(PublicKey(public_key)).encrypt(key.value.encode("utf-8"))
+    sealed = {"name": ENV_KEY_NAME, "ciphertext_b64": base64.b64encode(ciphertext).decode("ascii")}
+    action, fix = f"uploading {ENV_KEY_NAME} failed", "the backend refused the sealed key; " + _FIX_BACKEND
+    call = key_call(
+        "env-key-upload", "POST", url, partial(_read_upload, url), json=sealed, action=action, fix=fix
+    )
+    upload = yield from sender.send(call)
+    if not verify:
+        return upload
+    check, action = f"{url}/verify", f"checking that the backend holds {ENV_KEY_NAME} failed"
+    present = yield from sender.send(key_call("env-key-verify", "GET", check, _reads_present, action=action))
+    if not present:
+        raise EnvKeyUploadError(
+            f"the backend accepted {ENV_KEY_NAME} but {check} does not report it present",
+            method="GET",
+            url=check,
+            hint="the upload did not stick: check that backend_url is one backend (not a load balancer "
+            "over several) and that SYNTH_API_KEY is the account the trainer runs under",
+        )
+    return EnvKeyUpload(upload.url, upload.name, upload.id, upload.updated_at, verified=True)
+
+
+def _reads_present(response: httpx.Response) -> bool:
+    return read_object(response)[0].get("present") is True
+
+
+def _read_verification(task_url: str, response: httpx.Response) -> TaskAppVerification:
+    body, _ = read_object(response)
+    candidates, attempts = body.get("candidates_first15"), body.get("attempts")
+    result = TaskAppVerification(
+        task_url=task_url,
+        any_ok=bool(body.get("any_ok")),
+        candidates_first15=[str(c) for c in candidates] if isinstance(candidates, list) else [],
+        attempts=[a for a in attempts if isinstance(a, dict)] if isinstance(attempts, list) else [],
+        raw=body,
+    )
+    if not result.any_ok:
+        raise TaskAppVerificationError(
+            f"Task app verification failed (auth): the backend could not reach {task_url} with any "
+            f"key it holds; {result.describe()}",
+            method=response.request.method,
+            url=str(response.request.url),
+            status_code=response.status_code,
+            hint="upload the key the task app enforces with upload_environment_api_key(env_key=...) "
+            "and check that the task app URL is reachable from the backend",
+        )
+    return result
+
+
+def verify_steps(
+    sender: Sender[Any], api_base: str, auth: SecretHeaders, task_url: str | None
+) -> Steps[TaskAppVerification]:
+    """``POST /rl/verify_task_app`` for *task_url* (``TASK_APP_URL`` if None)."""
+    url = (task_url or "").strip() or os.environ.get("TASK_APP_URL", "").strip()
+    if not url:
+        message, hint = "no task app URL was given and TASK_APP_URL is not set", "pass task_url= (the task "
+        raise usage_error("task_url", message, hint + "app's base URL, e.g. InProcessTaskApp(...).url)")
+    call = Call(
+        operation="verify-task-app",
+        method="POST",
+        url=f"{api_base}/rl/verify_task_app",
+        parse=partial(_read_verification, url),
+        headers=auth,
+        json={"endpoint_base_url": url},
+        error_cls=TaskAppVerificationError,
+        action=f"Task app verification failed for {url}",
+        fix="the backend refused to verify the task app: check the task app URL (task_url= / "
+        "TASK_APP_URL) and backend_url / BACKEND_BASE_URL",
+    )
+    return (yield from sender.send(call))

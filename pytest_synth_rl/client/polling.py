@@ -11,12 +11,10 @@ import warnings
 from itertools import groupby
 from typing import Any
 
-from pytest_synth_rl.client.poll_watch import observe_polls as observe_polls
-from pytest_synth_rl.client.poll_watch import poll_observers
+from pytest_synth_rl.client import results
 from pytest_synth_rl.client.results import JobResult, PollRecord, add_poll, is_terminal, job_status, polls_in
 from pytest_synth_rl.clock import Clock
 from pytest_synth_rl.errors import (
-    Attempt,
     BackendError,
     ConfigProblem,
     JobFailedError,
@@ -28,10 +26,8 @@ from pytest_synth_rl.secrets.callers import outside_stacklevel
 
 #: Consecutive failed polls (each after all its retries) that end a wait before its timeout.
 DEFAULT_MAX_FAILED_POLLS = 5
-
 #: The shortest poll interval, in seconds (the docs say why).
 MIN_POLL_INTERVAL = 0.01
-
 #: Float noise from summing many virtual sleeps must not buy an extra poll past the deadline.
 _EPSILON = 1e-9
 
@@ -53,8 +49,7 @@ def summarize_history(history: list[PollRecord], limit: int = 5) -> str:
 
 
 def interval_problem(value: object) -> str | None:
-    """What is wrong with *value* as seconds between polls, or None: every way of giving a poll
-    interval (options, ini, environment, markers, ``poll_until_complete``) is checked here."""
+    """What is wrong with *value* as seconds between polls, or None"""
     problem = seconds_problem(value)
     if problem is None and isinstance(value, (int, float)) and value < MIN_POLL_INTERVAL:
         return f"must be at least {MIN_POLL_INTERVAL:g} seconds (the shortest poll interval), got {value!r}"
@@ -95,17 +90,15 @@ class Poller:
         self.job_id, self.clock, self.raise_on_failure = job_id, clock, raise_on_failure
         #: The errors of the current run of consecutive failed polls, and how many failed in all.
         self.failures: list[BackendError] = []
-        self.failed_polls = 0
-        self.started = clock.now()
+        self.failed_polls, self.started = 0, clock.now()
+        self.note: str | None = None
         self.deadline = self.started + self.timeout
         self.history: list[PollRecord] = []
-        self.note: str | None = None
 
     def record(self, payload: dict[str, Any], note: str | None = None) -> PollRecord:
-        """Remember one status answer (``note`` says if the body was unreadable)."""
         entry = PollRecord(self.clock.time(), self.clock.now() - self.started, job_status(payload), payload)
         entry, self.note = add_poll(self.history, entry), note
-        for observer in poll_observers():
+        for observer in results.poll_observers():
             try:
                 observer(self, entry)
             except Exception as exc:
@@ -114,14 +107,12 @@ class Poller:
         return entry
 
     def poll_failed(self, exc: BackendError) -> float:
-        """The seconds to wait after a poll that failed after its retries; re-raises *exc* if it is
-        not transient, raises when the failure budget is spent or the deadline has passed."""
+        """The seconds to wait after a poll that failed after its retries"""
         if not is_transient(exc):
             raise exc
         self.failures.append(exc)
         self.failed_polls += 1
         if len(self.failures) >= self.max_failed_polls:
-            attempts: list[Attempt] = [a for failure in self.failures for a in failure.attempts]
             message = f"polling RL job {self.job_id} failed: {len(self.failures)} consecutive poll(s) failed "
             message += f"after their retries (failure budget max_failed_polls={self.max_failed_polls}); "
             hint = "the backend kept failing; check its status, or raise "
@@ -132,13 +123,12 @@ class Poller:
                 url=exc.url,
                 status_code=exc.status_code,
                 response_text=exc.response_excerpt,
-                attempts=attempts,
+                attempts=[a for failure in self.failures for a in failure.attempts],
                 hint=hint,
             ) from exc
         return self._wait(exc)
 
     def callback_failed(self, exc: BaseException) -> None:
-        """Report a callback error without stopping the poll loop."""
         formatted = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         warnings.warn(
             SynthCallbackWarning(
@@ -149,11 +139,8 @@ class Poller:
         )
 
     def next_wait(self) -> float | None:
-        """Seconds to sleep before the next poll; None when the last answer was terminal;
-        :class:`JobTimeoutError` once the deadline has been polled without a terminal status."""
-        if self.history and is_terminal(self.history[-1].status):
-            return None
-        return self._wait()
+        """Seconds to sleep before the next poll; None when the last answer was terminal"""
+        return None if self.history and is_terminal(self.history[-1].status) else self._wait()
 
     def _wait(self, cause: BaseException | None = None) -> float:
         remaining = self.deadline - self.clock.now()

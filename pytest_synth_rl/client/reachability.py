@@ -24,8 +24,7 @@ def probe_backend(
     delays: tuple[float, ...] = RETRY_DELAYS,
     sleep: Callable[[float], None] = time.sleep,
 ) -> str | None:
-    """``None`` when something answers HTTP at *url*, else why not (the last attempt's error);
-    at most ``len(delays) + 1`` attempts of *timeout* seconds each."""
+    """``None`` when something answers HTTP at *url*, else why not (the last attempt's error)"""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return f"it is not an http(s) URL with a host (scheme {parts.scheme or 'missing'!r})"
@@ -34,8 +33,7 @@ def probe_backend(
     except ValueError as exc:
         return f"its port is not a number ({exc})"
     for delay in (*delays, None):
-        failure = _get_root(parts.scheme, parts.hostname, port, timeout)
-        if failure is None:
+        if (failure := _get_root(parts.scheme, parts.hostname, port, timeout)) is None:
             return None
         if delay is not None:
             sleep(delay)
@@ -43,11 +41,11 @@ def probe_backend(
 
 
 def _get_root(scheme: str, host: str, port: int | None, timeout: float) -> str | None:
-    conn: http.client.HTTPConnection
-    if scheme == "https":
-        conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=shared_ssl_context())
-    else:
-        conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    conn = (
+        http.client.HTTPSConnection(host, port, timeout=timeout, context=shared_ssl_context())
+        if scheme == "https"
+        else http.client.HTTPConnection(host, port, timeout=timeout)
+    )
     try:
         conn.request("GET", "/")
         conn.getresponse().read(1024)

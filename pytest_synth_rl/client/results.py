@@ -1,16 +1,16 @@
-"""What a job is once read: the status vocabulary, poll records, final results.
+"""What a job is once read: the status vocabulary, poll records, final results, and who watches polls.
 
 Every status decision in the package goes through :func:`job_status` and the spellings in
-:data:`TERMINAL_STATUSES` (``completed``, ``error``, ``canceled``, ... in any case).
+:data:`TERMINAL_STATUSES` (``completed``, ``error``, ``canceled``, ... in any case). Imports nothing
+heavy: the plugin registers its poll observer at pytest start.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
-
-from pytest_synth_rl.client.status_numbers import value_at
 
 SUCCESS_STATUSES: frozenset[str] = frozenset({"succeeded", "completed"})
 #: ``error`` is what the SDK's learning constants call a failed job (synth-ai 0.5.0).
@@ -24,9 +24,13 @@ MAX_STATUS_RUNS = 1000
 #: Poll records one wait keeps (see :func:`add_poll`): two for each of as many runs.
 MAX_POLL_RECORDS = 2 * MAX_STATUS_RUNS
 
-# Where a finished job may report its reward, most specific first (the shape is not specified:
-# contract, open question 1; these are the places its docs and examples use).
-_FINAL_REWARD_PATHS: tuple[tuple[str, ...], ...] = (
+Paths = tuple[tuple[str, ...], ...]
+#: Where an in-flight status reports its step, total steps and latest reward (first found wins).
+STEP_PATHS: Paths = (("progress", "completed"), ("step",), ("current_step",), ("metrics", "step"))
+TOTAL_STEPS_PATHS: Paths = (("progress", "total"), ("total_steps",))
+REWARD_PATHS: Paths = (("metrics", "reward"), ("reward",), ("metrics", "mean_reward"))
+#: Where a finished job may report its reward, most specific first (the shape is not specified).
+_FINAL_REWARD_PATHS: Paths = (
     ("final_reward",),
     ("results", "final_reward"),
     ("result", "final_reward"),
@@ -35,6 +39,37 @@ _FINAL_REWARD_PATHS: tuple[tuple[str, ...], ...] = (
     ("results", "metrics", "reward"),
     ("metrics", "reward"),
 )
+
+
+#: Called as ``observer(poller, record)`` after every status poll of every job in the process.
+PollObserver = Callable[[Any, Any], None]
+_observers: list[PollObserver] = []
+
+
+def observe_polls(observer: PollObserver) -> Callable[[], None]:
+    """Watch every poll of every job (a raising observer warns like ``on_status``); returns the stopper."""
+    _observers.append(observer)
+    return lambda: _observers.remove(observer) if observer in _observers else None
+
+
+def poll_observers() -> tuple[PollObserver, ...]:
+    return tuple(_observers)
+
+
+def value_at(payload: Any, path: tuple[str, ...]) -> Any:
+    """``payload[path[0]][path[1]]...``, or None where a step is missing or not a mapping."""
+    for key in path:
+        payload = payload.get(key) if isinstance(payload, Mapping) else None
+    return payload
+
+
+def number_at(payload: Mapping[str, Any], paths: Paths) -> float | None:
+    """The first finite number (not a bool, not a string) at one of *paths* in *payload*."""
+    for path in paths:
+        value = value_at(payload, path)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+    return None
 
 
 def add_status_run(runs: list[list[Any]], status: str, at: float) -> None:
@@ -46,8 +81,7 @@ def add_status_run(runs: list[list[Any]], status: str, at: float) -> None:
 
 
 def add_poll(history: list[PollRecord], record: PollRecord) -> PollRecord:
-    """Add one poll to *history* and return the record kept for it: of equal answers in a row only the
-    first and the latest (counting them) are kept; past :data:`MAX_POLL_RECORDS` the oldest is folded."""
+    """Add one poll to *history*, folding equal runs and the oldest past the bound; return the kept record."""
     if len(history) >= 2 and history[-1].payload == record.payload == history[-2].payload:
         record = history[-1] = replace(record, polls=history[-1].polls + 1)
         return record
@@ -115,8 +149,7 @@ def extract_error(payload: Mapping[str, Any], status: str | None = None) -> str 
 
 @dataclass(frozen=True)
 class PollRecord:
-    """One status poll: ``at`` (epoch seconds on the job's clock), ``elapsed`` (since polling began),
-    the normalised status, the payload, and how many polls it stands for (equal answers folded in)."""
+    """One status poll (``at`` epoch s, ``elapsed`` since polling began); ``polls``: equal answers folded."""
 
     at: float
     elapsed: float
@@ -140,14 +173,12 @@ class EventPage:
 
     @property
     def types(self) -> list[str]:
-        """The ``type`` of every event, in order."""
         return [str(e.get("type", "")) for e in self.events]
 
 
 @dataclass(frozen=True, eq=False)
 class JobResult(Mapping[str, Any]):
-    """A job that reached a terminal status: a mapping over its last status payload, like the
-    upstream SDK's return value, with typed fields."""
+    """A job that reached a terminal status: a mapping over its last status payload, with typed fields."""
 
     job_id: str
     status: str

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 
-from pytest_synth_rl.client.poll_watch import observe_polls
+from pytest_synth_rl.client.results import observe_polls
 from pytest_synth_rl.plugin.settings import SynthSettings
 from pytest_synth_rl.reporting.render import format_duration
 
@@ -59,7 +59,7 @@ class ProgressUpdate:
 
 
 def progress_update(poller: Poller, record: PollRecord) -> ProgressUpdate:
-    from pytest_synth_rl.client.status_numbers import REWARD_PATHS, STEP_PATHS, TOTAL_STEPS_PATHS, number_at
+    from pytest_synth_rl.client.results import REWARD_PATHS, STEP_PATHS, TOTAL_STEPS_PATHS, number_at
 
     step, total = (number_at(record.payload, paths) for paths in (STEP_PATHS, TOTAL_STEPS_PATHS))
     return ProgressUpdate(

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from pytest_synth_rl.client.calls import Call
 from pytest_synth_rl.client.jobconfig import resolve_backend_url
+from pytest_synth_rl.client.retry import Call
 from pytest_synth_rl.errors import SynthUsageError
 
 URLS = [

@@ -8,7 +8,7 @@ import pytest
 
 from pytest_synth_rl.baselines import summarize_job
 from pytest_synth_rl.client.polling import Poller
-from pytest_synth_rl.client.status_numbers import REWARD_PATHS, STEP_PATHS, number_at
+from pytest_synth_rl.client.results import REWARD_PATHS, STEP_PATHS, number_at
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.plugin.progress import progress_update
 

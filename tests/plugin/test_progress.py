@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from pytest_synth_rl.client.polling import Poller, SynthCallbackWarning, observe_polls
+from pytest_synth_rl.client.polling import Poller, SynthCallbackWarning
+from pytest_synth_rl.client.results import observe_polls
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import SynthUsageError
 from pytest_synth_rl.plugin.progress import ProgressReporter, ProgressUpdate, choose_mode, progress_update
