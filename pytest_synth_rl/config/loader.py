@@ -158,7 +158,6 @@ def _copied(tree: Mapping[str, Any], source: str | None) -> dict[str, Any]:
 
 
 def _long_key_problem(text: str) -> ConfigProblem | None:
-    """The first dotted key or table header with more than ``MAX_DEPTH`` parts, if any."""
     found = _LONG_KEY.search(text) if text.count(".") >= MAX_DEPTH else None
     if found is None:
         return None
@@ -169,7 +168,6 @@ def _long_key_problem(text: str) -> ConfigProblem | None:
 
 
 def _long_integer_problem(text: str) -> ConfigProblem:
-    """The parser's bare "too many digits" ValueError, placed at the literal."""
     getter = getattr(sys, "get_int_max_str_digits", None)  # 3.11 and late 3.10 releases
     limit = int(getter()) if getter is not None else 4300
     literal = re.compile(rf"[=\[,{{][ \t\r\n]*(?P<number>[+-]?[0-9](?:_?[0-9]){{{max(limit, 1)},}})")
@@ -304,7 +302,6 @@ def _apply(
     source: str | None,
     above: tuple[str, ...] = (),
 ) -> None:
-    """Apply one edit at *path* below *node*, which sits at *above*."""
     for depth, segment in enumerate(path[:-1]):
         child = node.get(segment)
         if child is None:

@@ -109,7 +109,6 @@ def build_rl_payload_from_mapping(
 
 
 def _build(raw: Mapping[str, Any], source: str, options: _Options) -> tuple[RLBuildResult, dict[str, Any]]:
-    """The build, and the config it was made from (the file's, with the overrides applied)."""
     task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys = options
     for name in ("task_url", "backend_url", "idempotency"):
         if (value := getattr(options, name)) is not None and not isinstance(value, str):

@@ -95,7 +95,6 @@ def short_key(path: Sequence[object]) -> str:
 
 
 class _Node:
-    """A key of the trie of recorded paths; ``path`` is set once it has a line counting unlisted ones."""
 
     __slots__ = ("broken", "children", "listed", "path", "unlisted")
 

@@ -49,15 +49,14 @@ def _table(
     if not truthy(value):
         if missing is not None:
             problems.add(path, f"missing or empty; expected {missing}", hint)
-        return None
-    if not isinstance(value, Mapping):
+    elif not isinstance(value, Mapping):
         problems.add(path, f"expected a table, got {describe(value)}", hint)
-        return None
-    return value
+    else:
+        return value
+    return None
 
 
-#: Rules 3-9: keys that must be truthy once their table is there, and what is wrong when not
-#: (the hint's example is the schema's).
+#: Rules 3-9: keys that must be truthy once their table is there, and what is wrong when not.
 _TRUTHY_KEYS = {
     "compute": {
         "gpu_type": 'empty; expected a GPU type like "H100"',
@@ -72,11 +71,19 @@ _TRUTHY_KEYS = {
         "label": "empty; expected a label for the trained model",
     },
 }
-#: Rules 5 and 8: tables that must be there and non-empty, with what they need.
-_REQUIRED_TABLES = {
-    "compute": "with gpu_type and gpu_count",
-    "rollout": "with env_name, policy_name and episode settings",
-}
+_ALGORITHM_RULES = (  # key, whether its value passes, what is wrong when not
+    (
+        "type",
+        lambda v: v is None or (isinstance(v, str) and v == "online"),
+        'expected "online" (RL is online)',
+    ),
+    (
+        "method",
+        lambda v: not truthy(v) or v in ("policy_gradient", "ppo", "gspo"),
+        'expected "policy_gradient"',
+    ),
+    ("variety", truthy, 'missing or empty; expected "gspo"'),
+)
 
 
 def _truthy_keys(problems: ProblemList, table: Mapping[str, Any], section: str, kind: str) -> None:
@@ -89,38 +96,45 @@ def _truthy_keys(problems: ProblemList, table: Mapping[str, Any], section: str, 
 
 def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
     """Rules 1-11: required sections and keys, algorithm names, model/compute/rollout basics."""
-    algorithm = _table(
-        problems, ("algorithm",), config.get("algorithm"), _ALGO_HINT, missing="an [algorithm] table"
-    )
-    if algorithm is not None:
-        kind, method, variety = algorithm.get("type"), algorithm.get("method", ""), algorithm.get("variety")
-        if kind is not None and not (isinstance(kind, str) and kind == "online"):
-            message = f'expected "online" (RL is online), got {describe(kind)}'
-            problems.add(("algorithm", "type"), message, _ALGO_HINT)
-        if truthy(method) and not (isinstance(method, str) and method in ("policy_gradient", "ppo", "gspo")):
-            message = f'expected "policy_gradient", got {describe(method)}'
-            problems.add(("algorithm", "method"), message, _ALGO_HINT)
-        if not truthy(variety):
-            message = f'missing or empty; expected "gspo", got {describe(variety)}'
-            problems.add(("algorithm", "variety"), message, _ALGO_HINT)
+    found = config.get("algorithm")
+    if (
+        algorithm := _table(problems, ("algorithm",), found, _ALGO_HINT, missing="an [algorithm] table")
+    ) is not None:
+        for key, passes, wrong in _ALGORITHM_RULES:
+            if not passes(value := algorithm.get(key)):
+                problems.add(("algorithm", key), f"{wrong}, got {describe(value)}", _ALGO_HINT)
     if "policy" not in config and "model" not in config:
         message = "missing; expected a [model] table (base or source, trainer_mode, label)"
         hint = 'add [model] with base = "Qwen/Qwen3-0.6B", trainer_mode = "lora", label = "my-rl-model"'
         problems.add(("model",), message, hint)
-    _model_identity(config, problems)
-    tables: dict[str, Mapping[str, Any]] = {}
-    for name, what in _REQUIRED_TABLES.items():
+    # Rule 6: a non-empty [policy] is checked instead of [model], as in the SDK.
+    section, ids = (
+        ("policy", ("model_name", "source"))
+        if truthy(config.get("policy", {}))
+        else ("model", ("base", "source"))
+    )
+    if (
+        table := _table(problems, (section,), config.get(section, {}), f"write [{section}] as a table")
+    ) is not None:
+        if not any(truthy(table.get(name)) for name in ids):
+            message = f'missing; expected {ids[0]} (a base model id such as "Qwen/Qwen3-0.6B") or {ids[1]} '
+            hint = f'add `{ids[0]} = "Qwen/Qwen3-0.6B"` under [{section}]'
+            problems.add((section, ids[0]), message + "(a fine-tuned model id)", hint)
+        _truthy_keys(problems, table, section, "model")
+    for name, what in (
+        ("compute", "with gpu_type and gpu_count"),
+        ("rollout", "with env_name, policy_name and episode settings"),
+    ):
         value = config.get(name, {})
         if not truthy(value):
             problems.add(
                 (name,), f"missing or empty; expected a [{name}] table {what}", f"add a [{name}] table {what}"
             )
         elif (table := _table(problems, (name,), value, f"write [{name}] as a table {what}")) is not None:
-            tables[name] = table
             _truthy_keys(problems, table, name, name)
-    compute = tables.get("compute")
+    compute = config.get("compute")
     if not truthy(config.get("topology")) and not (
-        compute is not None and truthy(compute.get("topology", {}))
+        isinstance(compute, Mapping) and truthy(compute.get("topology", {}))
     ):
         message = "missing or empty; expected a non-empty [topology] or [compute.topology] table"
         hint = (
@@ -130,31 +144,10 @@ def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
     for name in ("training", "evaluation"):  # rules 10-11: once present, a section needs all its keys
         table = _table(problems, (name,), config.get(name, {}), f"write [{name}] as a table")
         schema = RL_CONFIG.fields[name].section
-        if table is None or schema is None:
-            continue
-        for key, spec in schema.fields.items():
+        for key, spec in schema.fields.items() if table is not None and schema is not None else ():
             if spec.required and key not in table:
                 message = f"missing; expected {_REQUIRED_KEYS[key]} (required whenever [{name}] is present)"
                 problems.add((name, key), message, f"add `{spec.example}` under [{name}]")
-
-
-def _model_identity(config: Mapping[str, Any], problems: ProblemList) -> None:
-    """Rule 6: a non-empty [policy] is checked instead of [model], as in the SDK."""
-    policy, model = config.get("policy", {}), config.get("model", {})
-    if truthy(policy):
-        section, ids, value = "policy", ("model_name", "source"), policy
-    elif truthy(model):
-        section, ids, value = "model", ("base", "source"), model
-    else:
-        return
-    table = _table(problems, (section,), value, f"write [{section}] as a table")
-    if table is None:
-        return
-    if not any(truthy(table.get(name)) for name in ids):
-        message = f'missing; expected {ids[0]} (a base model id such as "Qwen/Qwen3-0.6B") or {ids[1]} '
-        hint = f'add `{ids[0]} = "Qwen/Qwen3-0.6B"` under [{section}]'
-        problems.add((section, ids[0]), message + "(a fine-tuned model id)", hint)
-    _truthy_keys(problems, table, section, "model")
 
 
 def inject_defaults(config: MutableMapping[str, Any], problems: ProblemList) -> None:
@@ -229,7 +222,6 @@ def _removed(
 
 
 def _check_rubric(rubric: object, problems: ProblemList) -> tuple[bool, dict[str, Any] | None]:
-    """(enabled, weights) for the cross-checks; weights is ``None`` if unusable."""
     if not truthy(rubric):
         return False, {"env": 1.0, "event": 0.0, "outcome": 0.0}
     table = _table(problems, ("rubric",), rubric, "write [rubric] as a table")
@@ -243,7 +235,6 @@ def _check_rubric(rubric: object, problems: ProblemList) -> tuple[bool, dict[str
 
 
 def _check_verifier(verifier: object, problems: ProblemList) -> dict[str, Any] | None:
-    """The validated [verifier.options], or ``None`` when absent or broken."""
     table = _table(problems, ("verifier",), verifier, "write [verifier] as a table")
     if table is None:
         return None
@@ -312,7 +303,6 @@ def _is_extra(path: KeyPath, key: str) -> bool:
 
 
 def _section_at(path: KeyPath) -> Section | None:
-    """The schema section at *path*, or None when *path* is free-form or unknown."""
     section: Section | None = RL_CONFIG
     for part in path:
         spec = section.fields.get(str(part)) if section is not None else None

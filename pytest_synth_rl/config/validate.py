@@ -24,7 +24,6 @@ from pytest_synth_rl.errors import ConfigProblem
 
 
 def _qwen(names: str) -> frozenset[str]:
-    """``Qwen/Qwen3-<name>`` for each name; a trailing ``+`` adds its ``-FP8`` variant too."""
     out: set[str] = set()
     for name in names.split():
         model = f"Qwen/Qwen3-{name.rstrip('+')}"
@@ -202,7 +201,6 @@ def _check(
 def _choose_model(
     config: Mapping[str, Any], override: str | None, allow_experimental: bool | None, problems: ProblemList
 ) -> tuple[ResolvedModel | None, ModelField | None]:
-    """The builder's rule (§7.2): ``overrides["model"]``, else exactly one of [model].source / base."""
     field: ModelField = "model"
     if override := (override or "").strip():
         where, model_id = ("overrides", "model"), override
@@ -239,7 +237,6 @@ def _choose_model(
 
 
 def _check_json_values(value: object, path: KeyPath, problems: ProblemList) -> None:
-    """Refuse values a JSON request body cannot carry, naming where they are."""
     if isinstance(value, Mapping):
         for key, item in value.items():
             _check_json_values(item, (*path, key_text(key)), problems)
