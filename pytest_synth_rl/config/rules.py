@@ -183,19 +183,14 @@ def _some_weight(weights: dict[str, Any], path: KeyPath, problems: ProblemList) 
 def _some_track(options: dict[str, Any], path: KeyPath, problems: ProblemList) -> None:
     if not options.get("event") and not options.get("outcome"):
         message = "event and outcome are both false; expected at least one verification track enabled"
-        problems.add(
-            (*path, "event"), message, "set `event = true` or `outcome = true` under [verifier.options]"
-        )
-
-
-def _non_negative(value: float) -> str | None:
-    return None if value >= 0 else "a number >= 0"
+        hint = "set `event = true` or `outcome = true` under [verifier.options]"
+        problems.add((*path, "event"), message, hint)
 
 
 _WEIGHTS = section_of(
     "env float= 1.0; event float= 0.0; outcome float= 0.0",
     _some_weight,
-    **dict.fromkeys(("env", "event", "outcome"), _non_negative),
+    **dict.fromkeys(("env", "event", "outcome"), lambda value: None if value >= 0 else "a number >= 0"),
 )
 _OPTIONS = section_of(
     'provider str! "openai"; model str! "gpt-5-nano"; rubric_id str; event bool=true; outcome bool=true; '
@@ -207,59 +202,52 @@ _OPTIONS = section_of(
     model=lambda value: None if value else "a non-empty model id",
     timeout_s=lambda value: None if value > 0 else "a number of seconds > 0",
 )
-#: The keys [verifier.options] may hold (the 0.5 era added some the typed schema lacks).
-VERIFIER_OPTIONS_KEYS: frozenset[str] = frozenset(_OPTIONS.fields)
 _RUBRIC_ENABLED = section_of("enabled bool! true")
-_REMOVED = "is no longer supported (removed in SDK 0.4.4)"
+#: Keys removed in SDK 0.4.4, per reward table, and what to do instead.
+_REMOVED_KEYS: dict[KeyPath, tuple[str, str]] = {
+    ("rubric",): (
+        "api_base api_key_env event model outcome",
+        "remove it; configure the judge model and criteria in [verifier.options] (model, rubric_overrides)",
+    ),
+    ("verifier",): ("timeout_s type", "remove it (a timeout now goes in [verifier.options].timeout_s)"),
+    ("verifier", "options"): ("max_concurrency tracks", "remove it from [verifier.options]"),
+}
 
 
-def _removed(
-    table: Mapping[str, Any], names: tuple[str, ...], path: KeyPath, hint: str, problems: ProblemList
-) -> None:
-    for name in names:
-        if name in table:
-            problems.add((*path, name), _REMOVED, hint)
-
-
-def _check_rubric(rubric: object, problems: ProblemList) -> tuple[bool, dict[str, Any] | None]:
-    if not truthy(rubric):
-        return False, {"env": 1.0, "event": 0.0, "outcome": 0.0}
-    table = _table(problems, ("rubric",), rubric, "write [rubric] as a table")
-    if table is None:
-        return False, None
-    hint = "remove it; configure the judge model and criteria in [verifier.options] (model, rubric_overrides)"
-    _removed(table, ("api_base", "api_key_env", "event", "model", "outcome"), ("rubric",), hint, problems)
-    enabled = check_section(_RUBRIC_ENABLED, {"enabled": table.get("enabled", False)}, ("rubric",), problems)
-    weights, valid = check_section(_WEIGHTS, table.get("weights", {}), ("rubric", "weights"), problems)
-    return bool(enabled[0].get("enabled", False)), (weights if valid else None)
-
-
-def _check_verifier(verifier: object, problems: ProblemList) -> dict[str, Any] | None:
-    table = _table(problems, ("verifier",), verifier, "write [verifier] as a table")
-    if table is None:
-        return None
-    hint = "remove it (a timeout now goes in [verifier.options].timeout_s)"
-    _removed(table, ("timeout_s", "type"), ("verifier",), hint, problems)
-    missing = "a [verifier.options] table with provider and model"
+def _reward_table(
+    value: object, path: KeyPath, problems: ProblemList, **missing: str
+) -> Mapping[str, Any] | None:
     hint = 'add [verifier.options] with provider = "openai" and model = "gpt-5-nano"'
-    if not truthy(table.get("options")):
-        problems.add(("verifier", "options"), f"missing; expected {missing}", hint)
-        return None
-    options = _table(problems, ("verifier", "options"), table.get("options"), "write it as a table")
-    if options is None:
-        return None
-    path = ("verifier", "options")
-    _removed(options, ("max_concurrency", "tracks"), path, "remove it from [verifier.options]", problems)
-    converted, valid = check_section(_OPTIONS, options, path, problems)
-    return converted if valid else None
+    table = _table(
+        problems, path, value, hint if missing else f"write [{format_key(path)}] as a table", **missing
+    )
+    names, hint = _REMOVED_KEYS[path]
+    for name in names.split() if table is not None else ():
+        if name in table:
+            problems.add((*path, name), "is no longer supported (removed in SDK 0.4.4)", hint)
+    return table
 
 
 def check_reward_sections(config: Mapping[str, Any], problems: ProblemList) -> None:
     """Rule 13: validate [rubric] and [verifier] and how they depend on each other."""
     before = len(problems)
-    enabled, weights = _check_rubric(config.get("rubric", {}), problems)
+    enabled, weights, options = False, None, None
+    if not truthy(rubric := config.get("rubric", {})):
+        weights = {"env": 1.0, "event": 0.0, "outcome": 0.0}
+    elif (table := _reward_table(rubric, ("rubric",), problems)) is not None:
+        on = check_section(_RUBRIC_ENABLED, {"enabled": table.get("enabled", False)}, ("rubric",), problems)[
+            0
+        ]
+        enabled = bool(on.get("enabled", False))
+        converted, valid = check_section(_WEIGHTS, table.get("weights", {}), ("rubric", "weights"), problems)
+        weights = converted if valid else None
     verifier = config.get("verifier", {})
-    options = _check_verifier(verifier, problems) if truthy(verifier) else None
+    if (table := _reward_table(verifier, ("verifier",), problems)) is not None:
+        path = ("verifier", "options")
+        missing = "a [verifier.options] table with provider and model"
+        if (found := _reward_table(table.get("options"), path, problems, missing=missing)) is not None:
+            converted, valid = check_section(_OPTIONS, found, path, problems)
+            options = converted if valid else None
     if not enabled:
         return
     if not truthy(verifier):
@@ -285,7 +273,7 @@ KNOWN_EXTRA_KEYS: Mapping[KeyPath, frozenset[str]] = {
     ("rollout",): frozenset({"ops", "task_app_origin_rewards_only", "rubric_rewards_only"}),
     ("policy",): frozenset({"model", "backend", "vllm_tensor_parallel_size", "max_model_len"}),
     (): frozenset({"data"}),
-    ("verifier", "options"): VERIFIER_OPTIONS_KEYS,
+    ("verifier", "options"): frozenset(_OPTIONS.fields),  # the 0.5 era added some
 }
 #: Counts the SDK passes on unchecked although no trainer can run 0, a negative or a boolean.
 COUNT_KEYS: tuple[tuple[str, str], ...] = tuple(
