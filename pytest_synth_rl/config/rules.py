@@ -1,8 +1,5 @@
-"""The SDK's rules beyond the types (contract §7.1 rules 1-13, §7.2's algorithm triple), and unknown keys.
-
-The pre-validator is loose where the SDK is (``gpu_count`` only has to be truthy); the reward sections
-are strict since SDK 0.4.4. Unknown keys and implausible counts get a :class:`SynthConfigWarning` with
-a "did you mean", and an override adding a key nobody knows fails."""
+"""The SDK's rules beyond the types (contract §7.1 rules 1-13, §7.2's algorithm triple), loose where the SDK
+is; unknown keys and implausible counts warn with a "did you mean", and an override adding one fails."""
 
 from __future__ import annotations
 
