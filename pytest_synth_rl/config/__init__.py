@@ -1,8 +1,5 @@
-"""RL config -> validated config -> job payload.
-
-``build_rl_payload(path, task_url=...)`` reads a TOML file, applies overrides, validates it with the
-upstream SDK's rules (every problem in one ConfigError) and returns the body the SDK would send.
-"""
+"""RL config -> validated config -> job payload: ``build_rl_payload(path, task_url=...)`` reads a TOML file,
+applies overrides, checks it by the SDK's rules (every problem in one ConfigError) and returns the body."""
 
 from __future__ import annotations
 

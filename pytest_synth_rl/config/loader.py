@@ -1,8 +1,5 @@
-"""Reading an RL config: bounded bytes -> UTF-8 text -> TOML tree -> overrides, failures ConfigErrors.
-
-Failures name the file, line and column, never a parser traceback; devices, pipes, huge files and
-deep trees are refused without hanging. Overrides other than ``task_url``, ``model`` and ``backend``
-edit the tree: dotted keys, nested merges, ``None`` removes a key."""
+"""Reading an RL config: bounded bytes -> UTF-8 text -> TOML tree -> overrides; failures are ConfigErrors
+naming file, line and column. Overrides other than ``task_url``, ``model`` and ``backend`` edit the tree."""
 
 from __future__ import annotations
 
@@ -158,7 +155,6 @@ def _copied(tree: Mapping[str, Any], source: str | None) -> dict[str, Any]:
 
 
 def _long_key_problem(text: str) -> ConfigProblem | None:
-    """The first dotted key or table header with more than ``MAX_DEPTH`` parts, if any."""
     found = _LONG_KEY.search(text) if text.count(".") >= MAX_DEPTH else None
     if found is None:
         return None
@@ -169,7 +165,6 @@ def _long_key_problem(text: str) -> ConfigProblem | None:
 
 
 def _long_integer_problem(text: str) -> ConfigProblem:
-    """The parser's bare "too many digits" ValueError, placed at the literal."""
     getter = getattr(sys, "get_int_max_str_digits", None)  # 3.11 and late 3.10 releases
     limit = int(getter()) if getter is not None else 4300
     literal = re.compile(rf"[=\[,{{][ \t\r\n]*(?P<number>[+-]?[0-9](?:_?[0-9]){{{max(limit, 1)},}})")
@@ -304,38 +299,29 @@ def _apply(
     source: str | None,
     above: tuple[str, ...] = (),
 ) -> None:
-    """Apply one edit at *path* below *node*, which sits at *above*."""
-    for depth, segment in enumerate(path[:-1]):
+    """Apply one edit at *path* below *node*, which sits at *above*; a table merges key by key."""
+    merge = isinstance(value, Mapping)
+    for depth, segment in enumerate(path if merge else path[:-1]):
         child = node.get(segment)
         if child is None:
             child = node[segment] = {}
         elif not isinstance(child, MutableMapping):
-            raise _collision(origin, (*above, *path[: depth + 1]), child, source)
+            spot = format_key((*above, *path[: depth + 1]))
+            message = f"override {origin!r} cannot be applied: {spot} is {describe(child)}, not a table"
+            hint = f"override {spot} itself (or set it to None first) instead of a key inside it"
+            raise config_error(message, hint, key=origin, path=source)
         node = child
-    last = path[-1]
-    if value is None:
-        node.pop(last, None)
+    if not merge:
+        if value is None:
+            node.pop(path[-1], None)
+        else:
+            node[path[-1]] = value  # apply_overrides made it a fresh copy
         return
-    if not isinstance(value, Mapping):
-        node[last] = value  # apply_overrides made it a fresh copy
-        return
-    existing = node.get(last)
-    if existing is None:
-        existing = node[last] = {}
-    elif not isinstance(existing, MutableMapping):
-        raise _collision(origin, (*above, *path), existing, source)
     for key, item in value.items():
         if not isinstance(key, str):
             message = f"override {origin!r} has a non-string key {describe(key)}"
             raise config_error(message, "table keys must be strings", key=origin, path=source)
-        _apply(existing, (key,), item, origin, source, (*above, *path))
-
-
-def _collision(origin: str, where: tuple[str, ...], found: object, source: str | None) -> ConfigError:
-    spot = format_key(where)
-    message = f"override {origin!r} cannot be applied: {spot} is {describe(found)}, not a table"
-    hint = f"override {spot} itself (or set it to None first) instead of a key inside it"
-    return config_error(message, hint, key=origin, path=source)
+        _apply(node, (key,), item, origin, source, (*above, *path))
 
 
 @keywords_checked

@@ -1,8 +1,5 @@
-"""Building the ``POST /api/rl/jobs`` body from an RL config (contract §3), and checking one received.
-
-The body is the SDK builder's (``json.dumps(sort_keys=True)`` identical). :func:`validate_rl_payload`
-is the fake backend's check: it never raises, keys each problem by its JSON path, and allows
-experimental models (that gate is the SDK's client side)."""
+"""The ``POST /api/rl/jobs`` body the SDK builder makes from an RL config (contract §3), and the fake
+backend's check of one received (never raises, keys problems by JSON path, allows experimental models)."""
 
 from __future__ import annotations
 
@@ -109,7 +106,6 @@ def build_rl_payload_from_mapping(
 
 
 def _build(raw: Mapping[str, Any], source: str, options: _Options) -> tuple[RLBuildResult, dict[str, Any]]:
-    """The build, and the config it was made from (the file's, with the overrides applied)."""
     task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys = options
     for name in ("task_url", "backend_url", "idempotency"):
         if (value := getattr(options, name)) is not None and not isinstance(value, str):

@@ -1,8 +1,5 @@
-"""Collecting every config problem once, keyed by where it is, and the words messages use for values.
-
-Several rules can trip over one mistake, so the first problem per key is kept and problems inside
-an already broken key are dropped. Long lists are capped: the rest are counted, not listed.
-"""
+"""Every config problem once: the first per key, none inside a broken key, long lists capped and counted;
+and the words messages use for values."""
 
 from __future__ import annotations
 
@@ -95,8 +92,6 @@ def short_key(path: Sequence[object]) -> str:
 
 
 class _Node:
-    """A key of the trie of recorded paths; ``path`` is set once it has a line counting unlisted ones."""
-
     __slots__ = ("broken", "children", "listed", "path", "unlisted")
 
     def __init__(self) -> None:

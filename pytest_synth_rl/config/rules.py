@@ -1,8 +1,5 @@
-"""The SDK's rules beyond the types (contract §7.1 rules 1-13, §7.2's algorithm triple), and unknown keys.
-
-The pre-validator is loose where the SDK is (``gpu_count`` only has to be truthy); the reward sections
-are strict since SDK 0.4.4. Unknown keys and implausible counts get a :class:`SynthConfigWarning` with
-a "did you mean", and an override adding a key nobody knows fails."""
+"""The SDK's rules beyond the types (contract §7.1 rules 1-13, §7.2's algorithm triple), loose where the SDK
+is; unknown keys and implausible counts warn with a "did you mean", and an override adding one fails."""
 
 from __future__ import annotations
 
@@ -49,15 +46,14 @@ def _table(
     if not truthy(value):
         if missing is not None:
             problems.add(path, f"missing or empty; expected {missing}", hint)
-        return None
-    if not isinstance(value, Mapping):
+    elif not isinstance(value, Mapping):
         problems.add(path, f"expected a table, got {describe(value)}", hint)
-        return None
-    return value
+    else:
+        return value
+    return None
 
 
-#: Rules 3-9: keys that must be truthy once their table is there, and what is wrong when not
-#: (the hint's example is the schema's).
+#: Rules 3-9: keys that must be truthy once their table is there, and what is wrong when not.
 _TRUTHY_KEYS = {
     "compute": {
         "gpu_type": 'empty; expected a GPU type like "H100"',
@@ -72,11 +68,19 @@ _TRUTHY_KEYS = {
         "label": "empty; expected a label for the trained model",
     },
 }
-#: Rules 5 and 8: tables that must be there and non-empty, with what they need.
-_REQUIRED_TABLES = {
-    "compute": "with gpu_type and gpu_count",
-    "rollout": "with env_name, policy_name and episode settings",
-}
+_ALGORITHM_RULES = (  # key, whether its value passes, what is wrong when not
+    (
+        "type",
+        lambda v: v is None or (isinstance(v, str) and v == "online"),
+        'expected "online" (RL is online)',
+    ),
+    (
+        "method",
+        lambda v: not truthy(v) or v in ("policy_gradient", "ppo", "gspo"),
+        'expected "policy_gradient"',
+    ),
+    ("variety", truthy, 'missing or empty; expected "gspo"'),
+)
 
 
 def _truthy_keys(problems: ProblemList, table: Mapping[str, Any], section: str, kind: str) -> None:
@@ -89,38 +93,45 @@ def _truthy_keys(problems: ProblemList, table: Mapping[str, Any], section: str, 
 
 def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
     """Rules 1-11: required sections and keys, algorithm names, model/compute/rollout basics."""
-    algorithm = _table(
-        problems, ("algorithm",), config.get("algorithm"), _ALGO_HINT, missing="an [algorithm] table"
-    )
-    if algorithm is not None:
-        kind, method, variety = algorithm.get("type"), algorithm.get("method", ""), algorithm.get("variety")
-        if kind is not None and not (isinstance(kind, str) and kind == "online"):
-            message = f'expected "online" (RL is online), got {describe(kind)}'
-            problems.add(("algorithm", "type"), message, _ALGO_HINT)
-        if truthy(method) and not (isinstance(method, str) and method in ("policy_gradient", "ppo", "gspo")):
-            message = f'expected "policy_gradient", got {describe(method)}'
-            problems.add(("algorithm", "method"), message, _ALGO_HINT)
-        if not truthy(variety):
-            message = f'missing or empty; expected "gspo", got {describe(variety)}'
-            problems.add(("algorithm", "variety"), message, _ALGO_HINT)
+    found = config.get("algorithm")
+    if (
+        algorithm := _table(problems, ("algorithm",), found, _ALGO_HINT, missing="an [algorithm] table")
+    ) is not None:
+        for key, passes, wrong in _ALGORITHM_RULES:
+            if not passes(value := algorithm.get(key)):
+                problems.add(("algorithm", key), f"{wrong}, got {describe(value)}", _ALGO_HINT)
     if "policy" not in config and "model" not in config:
         message = "missing; expected a [model] table (base or source, trainer_mode, label)"
         hint = 'add [model] with base = "Qwen/Qwen3-0.6B", trainer_mode = "lora", label = "my-rl-model"'
         problems.add(("model",), message, hint)
-    _model_identity(config, problems)
-    tables: dict[str, Mapping[str, Any]] = {}
-    for name, what in _REQUIRED_TABLES.items():
+    # Rule 6: a non-empty [policy] is checked instead of [model], as in the SDK.
+    section, ids = (
+        ("policy", ("model_name", "source"))
+        if truthy(config.get("policy", {}))
+        else ("model", ("base", "source"))
+    )
+    if (
+        table := _table(problems, (section,), config.get(section, {}), f"write [{section}] as a table")
+    ) is not None:
+        if not any(truthy(table.get(name)) for name in ids):
+            message = f'missing; expected {ids[0]} (a base model id such as "Qwen/Qwen3-0.6B") or {ids[1]} '
+            hint = f'add `{ids[0]} = "Qwen/Qwen3-0.6B"` under [{section}]'
+            problems.add((section, ids[0]), message + "(a fine-tuned model id)", hint)
+        _truthy_keys(problems, table, section, "model")
+    for name, what in (
+        ("compute", "with gpu_type and gpu_count"),
+        ("rollout", "with env_name, policy_name and episode settings"),
+    ):
         value = config.get(name, {})
         if not truthy(value):
             problems.add(
                 (name,), f"missing or empty; expected a [{name}] table {what}", f"add a [{name}] table {what}"
             )
         elif (table := _table(problems, (name,), value, f"write [{name}] as a table {what}")) is not None:
-            tables[name] = table
             _truthy_keys(problems, table, name, name)
-    compute = tables.get("compute")
+    compute = config.get("compute")
     if not truthy(config.get("topology")) and not (
-        compute is not None and truthy(compute.get("topology", {}))
+        isinstance(compute, Mapping) and truthy(compute.get("topology", {}))
     ):
         message = "missing or empty; expected a non-empty [topology] or [compute.topology] table"
         hint = (
@@ -130,31 +141,10 @@ def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
     for name in ("training", "evaluation"):  # rules 10-11: once present, a section needs all its keys
         table = _table(problems, (name,), config.get(name, {}), f"write [{name}] as a table")
         schema = RL_CONFIG.fields[name].section
-        if table is None or schema is None:
-            continue
-        for key, spec in schema.fields.items():
+        for key, spec in schema.fields.items() if table is not None and schema is not None else ():
             if spec.required and key not in table:
                 message = f"missing; expected {_REQUIRED_KEYS[key]} (required whenever [{name}] is present)"
                 problems.add((name, key), message, f"add `{spec.example}` under [{name}]")
-
-
-def _model_identity(config: Mapping[str, Any], problems: ProblemList) -> None:
-    """Rule 6: a non-empty [policy] is checked instead of [model], as in the SDK."""
-    policy, model = config.get("policy", {}), config.get("model", {})
-    if truthy(policy):
-        section, ids, value = "policy", ("model_name", "source"), policy
-    elif truthy(model):
-        section, ids, value = "model", ("base", "source"), model
-    else:
-        return
-    table = _table(problems, (section,), value, f"write [{section}] as a table")
-    if table is None:
-        return
-    if not any(truthy(table.get(name)) for name in ids):
-        message = f'missing; expected {ids[0]} (a base model id such as "Qwen/Qwen3-0.6B") or {ids[1]} '
-        hint = f'add `{ids[0]} = "Qwen/Qwen3-0.6B"` under [{section}]'
-        problems.add((section, ids[0]), message + "(a fine-tuned model id)", hint)
-    _truthy_keys(problems, table, section, "model")
 
 
 def inject_defaults(config: MutableMapping[str, Any], problems: ProblemList) -> None:
@@ -190,19 +180,14 @@ def _some_weight(weights: dict[str, Any], path: KeyPath, problems: ProblemList) 
 def _some_track(options: dict[str, Any], path: KeyPath, problems: ProblemList) -> None:
     if not options.get("event") and not options.get("outcome"):
         message = "event and outcome are both false; expected at least one verification track enabled"
-        problems.add(
-            (*path, "event"), message, "set `event = true` or `outcome = true` under [verifier.options]"
-        )
-
-
-def _non_negative(value: float) -> str | None:
-    return None if value >= 0 else "a number >= 0"
+        hint = "set `event = true` or `outcome = true` under [verifier.options]"
+        problems.add((*path, "event"), message, hint)
 
 
 _WEIGHTS = section_of(
     "env float= 1.0; event float= 0.0; outcome float= 0.0",
     _some_weight,
-    **dict.fromkeys(("env", "event", "outcome"), _non_negative),
+    **dict.fromkeys(("env", "event", "outcome"), lambda value: None if value >= 0 else "a number >= 0"),
 )
 _OPTIONS = section_of(
     'provider str! "openai"; model str! "gpt-5-nano"; rubric_id str; event bool=true; outcome bool=true; '
@@ -214,61 +199,52 @@ _OPTIONS = section_of(
     model=lambda value: None if value else "a non-empty model id",
     timeout_s=lambda value: None if value > 0 else "a number of seconds > 0",
 )
-#: The keys [verifier.options] may hold (the 0.5 era added some the typed schema lacks).
-VERIFIER_OPTIONS_KEYS: frozenset[str] = frozenset(_OPTIONS.fields)
 _RUBRIC_ENABLED = section_of("enabled bool! true")
-_REMOVED = "is no longer supported (removed in SDK 0.4.4)"
+#: Keys removed in SDK 0.4.4, per reward table, and what to do instead.
+_REMOVED_KEYS: dict[KeyPath, tuple[str, str]] = {
+    ("rubric",): (
+        "api_base api_key_env event model outcome",
+        "remove it; configure the judge model and criteria in [verifier.options] (model, rubric_overrides)",
+    ),
+    ("verifier",): ("timeout_s type", "remove it (a timeout now goes in [verifier.options].timeout_s)"),
+    ("verifier", "options"): ("max_concurrency tracks", "remove it from [verifier.options]"),
+}
 
 
-def _removed(
-    table: Mapping[str, Any], names: tuple[str, ...], path: KeyPath, hint: str, problems: ProblemList
-) -> None:
-    for name in names:
-        if name in table:
-            problems.add((*path, name), _REMOVED, hint)
-
-
-def _check_rubric(rubric: object, problems: ProblemList) -> tuple[bool, dict[str, Any] | None]:
-    """(enabled, weights) for the cross-checks; weights is ``None`` if unusable."""
-    if not truthy(rubric):
-        return False, {"env": 1.0, "event": 0.0, "outcome": 0.0}
-    table = _table(problems, ("rubric",), rubric, "write [rubric] as a table")
-    if table is None:
-        return False, None
-    hint = "remove it; configure the judge model and criteria in [verifier.options] (model, rubric_overrides)"
-    _removed(table, ("api_base", "api_key_env", "event", "model", "outcome"), ("rubric",), hint, problems)
-    enabled = check_section(_RUBRIC_ENABLED, {"enabled": table.get("enabled", False)}, ("rubric",), problems)
-    weights, valid = check_section(_WEIGHTS, table.get("weights", {}), ("rubric", "weights"), problems)
-    return bool(enabled[0].get("enabled", False)), (weights if valid else None)
-
-
-def _check_verifier(verifier: object, problems: ProblemList) -> dict[str, Any] | None:
-    """The validated [verifier.options], or ``None`` when absent or broken."""
-    table = _table(problems, ("verifier",), verifier, "write [verifier] as a table")
-    if table is None:
-        return None
-    hint = "remove it (a timeout now goes in [verifier.options].timeout_s)"
-    _removed(table, ("timeout_s", "type"), ("verifier",), hint, problems)
-    missing = "a [verifier.options] table with provider and model"
+def _reward_table(
+    value: object, path: KeyPath, problems: ProblemList, **missing: str
+) -> Mapping[str, Any] | None:
     hint = 'add [verifier.options] with provider = "openai" and model = "gpt-5-nano"'
-    if not truthy(table.get("options")):
-        problems.add(("verifier", "options"), f"missing; expected {missing}", hint)
-        return None
-    options = _table(problems, ("verifier", "options"), table.get("options"), "write it as a table")
-    if options is None:
-        return None
-    path = ("verifier", "options")
-    _removed(options, ("max_concurrency", "tracks"), path, "remove it from [verifier.options]", problems)
-    converted, valid = check_section(_OPTIONS, options, path, problems)
-    return converted if valid else None
+    table = _table(
+        problems, path, value, hint if missing else f"write [{format_key(path)}] as a table", **missing
+    )
+    names, hint = _REMOVED_KEYS[path]
+    for name in names.split() if table is not None else ():
+        if name in table:
+            problems.add((*path, name), "is no longer supported (removed in SDK 0.4.4)", hint)
+    return table
 
 
 def check_reward_sections(config: Mapping[str, Any], problems: ProblemList) -> None:
     """Rule 13: validate [rubric] and [verifier] and how they depend on each other."""
     before = len(problems)
-    enabled, weights = _check_rubric(config.get("rubric", {}), problems)
+    enabled, weights, options = False, None, None
+    if not truthy(rubric := config.get("rubric", {})):
+        weights = {"env": 1.0, "event": 0.0, "outcome": 0.0}
+    elif (table := _reward_table(rubric, ("rubric",), problems)) is not None:
+        on = check_section(_RUBRIC_ENABLED, {"enabled": table.get("enabled", False)}, ("rubric",), problems)[
+            0
+        ]
+        enabled = bool(on.get("enabled", False))
+        converted, valid = check_section(_WEIGHTS, table.get("weights", {}), ("rubric", "weights"), problems)
+        weights = converted if valid else None
     verifier = config.get("verifier", {})
-    options = _check_verifier(verifier, problems) if truthy(verifier) else None
+    if (table := _reward_table(verifier, ("verifier",), problems)) is not None:
+        path = ("verifier", "options")
+        missing = "a [verifier.options] table with provider and model"
+        if (found := _reward_table(table.get("options"), path, problems, missing=missing)) is not None:
+            converted, valid = check_section(_OPTIONS, found, path, problems)
+            options = converted if valid else None
     if not enabled:
         return
     if not truthy(verifier):
@@ -294,7 +270,7 @@ KNOWN_EXTRA_KEYS: Mapping[KeyPath, frozenset[str]] = {
     ("rollout",): frozenset({"ops", "task_app_origin_rewards_only", "rubric_rewards_only"}),
     ("policy",): frozenset({"model", "backend", "vllm_tensor_parallel_size", "max_model_len"}),
     (): frozenset({"data"}),
-    ("verifier", "options"): VERIFIER_OPTIONS_KEYS,
+    ("verifier", "options"): frozenset(_OPTIONS.fields),  # the 0.5 era added some
 }
 #: Counts the SDK passes on unchecked although no trainer can run 0, a negative or a boolean.
 COUNT_KEYS: tuple[tuple[str, str], ...] = tuple(
@@ -312,7 +288,6 @@ def _is_extra(path: KeyPath, key: str) -> bool:
 
 
 def _section_at(path: KeyPath) -> Section | None:
-    """The schema section at *path*, or None when *path* is free-form or unknown."""
     section: Section | None = RL_CONFIG
     for part in path:
         spec = section.fields.get(str(part)) if section is not None else None

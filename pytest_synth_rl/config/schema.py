@@ -1,7 +1,5 @@
-"""The typed shape of an RL config (the SDK's models, contract §2.1), its checker and its conversions.
-
-A :class:`Section` lists its keys with a kind, whether required, and a default written when absent.
-Unknown keys are forwarded, ``None`` dropped; scalars convert as the SDK's lax mode (``"2"`` -> ``2``)."""
+"""The typed shape of an RL config (the SDK's models, contract §2.1), its checker and its conversions:
+unknown keys are forwarded, ``None`` dropped, scalars converted as the SDK's lax mode (``"2"`` -> ``2``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Copying and keying parsed-TOML / JSON trees of unknown shape, and remembering passed checks.
-
-:func:`plain_copy` copies every config before a rule recurses into it, refusing a tree too deep, too
-big or holding itself with its key. :func:`exact_key` and :class:`PassedChecks` let work be reused.
-"""
+"""Bounded copies and exact keys of parsed-TOML / JSON trees, and the memo of passed checks."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Validating an RL config as a whole: pre-validator, injections, reward sections, schema, builder.
-
-The SDK's steps run in its order without stopping early; passing checks are remembered. Which models
-RL may train (§7.3): ``SDK_EXPERIMENTAL`` and ``SDK_EXPERIMENTAL_MODELS`` are read on every check.
-"""
+"""Validating an RL config as the SDK does, every step run and every problem kept; passes are remembered.
+Which models RL may train (§7.3): ``SDK_EXPERIMENTAL`` and ``SDK_EXPERIMENTAL_MODELS`` are read each time."""
 
 from __future__ import annotations
 
@@ -27,7 +24,6 @@ from pytest_synth_rl.errors import ConfigProblem
 
 
 def _qwen(names: str) -> frozenset[str]:
-    """``Qwen/Qwen3-<name>`` for each name; a trailing ``+`` adds its ``-FP8`` variant too."""
     out: set[str] = set()
     for name in names.split():
         model = f"Qwen/Qwen3-{name.rstrip('+')}"
@@ -58,27 +54,24 @@ FINE_TUNED_PREFIXES: tuple[str, ...] = ("ft:", "fft:", "qft:", "rl:")
 
 _BY_LOWER: dict[str, str] = {name.lower(): name for name in KNOWN_BASE_MODELS}
 _EXAMPLES = "Qwen/Qwen3-0.6B, Qwen/Qwen3-1.7B, Qwen/Qwen3-4B, Qwen/Qwen3-8B"
+_MODEL_HINT = 'keep `base = "Qwen/Qwen3-0.6B"` for a base model or `source = "ft:…"` for a fine-tuned one'
 
 
 class ModelRejected(ValueError):
-    """A model id cannot be used for RL; carries a user-facing message and hint."""
-
     def __init__(self, message: str, hint: str) -> None:
         super().__init__(message)
         self.message, self.hint = message, hint
 
 
 class ResolvedModel(NamedTuple):
-    """A usable model: ``payload_id`` is sent, ``base`` is the canonical base it trains."""
-
-    payload_id: str
-    base: str
+    payload_id: str  # what the payload sends
+    base: str  # the canonical base model it trains
 
 
 def experimental_models() -> frozenset[str]:
     """The experimental set in force: defaults plus ``SDK_EXPERIMENTAL_MODELS``."""
-    extra = os.environ.get("SDK_EXPERIMENTAL_MODELS", "")
-    return EXPERIMENTAL_MODELS | frozenset(part.strip() for part in extra.split(",") if part.strip())
+    extra = os.environ.get("SDK_EXPERIMENTAL_MODELS", "").split(",")
+    return EXPERIMENTAL_MODELS | frozenset(part.strip() for part in extra if part.strip())
 
 
 def experimental_allowed(allow_experimental: bool | None) -> bool:
@@ -122,8 +115,6 @@ ModelField = Literal["base_model", "model"]
 
 @dataclass(frozen=True)
 class ConfigCheck:
-    """Everything validation learned: the normalised config, the problems, the chosen model."""
-
     config: dict[str, Any]
     problems: ProblemList
     model: ResolvedModel | None = None
@@ -140,14 +131,22 @@ def check_rl_config(
     allow_experimental: bool | None = None,
     model_override: str | None = None,
     select_model: bool = True,
+    fresh: bool = True,
 ) -> ConfigCheck:
-    """Every rule on *config*, never raising; ``select_model=False`` skips the builder's model choice."""
-    checked = _remembered_check(config, allow_experimental, model_override, select_model)
-    if checked.problems:
+    """Every rule on *config*, never raising; a remembered pass is copied unless not ``fresh``."""
+    key: Hashable | None = None
+    checked: ConfigCheck | None = None
+    if (tree := exact_key(config)) is not None:  # the model rules read the environment: part of the key
+        environment = (experimental_allowed(allow_experimental), experimental_models())
+        key = (tree, allow_experimental, model_override, select_model, environment)
+        checked = CHECKS.get(key)
+    if checked is None:
+        checked = _check(config, allow_experimental, model_override, select_model)
+        if key is not None and not checked.problems:
+            CHECKS.put(key, checked)
+    if checked.problems or not fresh:
         return checked
-    return replace(
-        checked, config=plain_copy(checked.config), problems=ProblemList()
-    )  # the memo's are shared
+    return replace(checked, config=plain_copy(checked.config), problems=ProblemList())
 
 
 def config_problems(
@@ -158,25 +157,14 @@ def config_problems(
     select_model: bool = True,
 ) -> ProblemList:
     """``check_rl_config(...).problems`` without copying a remembered config (the fake's payload check)."""
-    problems = _remembered_check(config, allow_experimental, model_override, select_model).problems
-    return problems if problems else ProblemList()
-
-
-def _remembered_check(
-    config: object, allow_experimental: bool | None, model_override: str | None, select_model: bool
-) -> ConfigCheck:
-    key: Hashable | None = None
-    tree = exact_key(config)
-    if tree is not None:  # the model rules read the environment: what they decide is part of the key
-        environment = (experimental_allowed(allow_experimental), experimental_models())
-        key = (tree, allow_experimental, model_override, select_model, environment)
-        known = CHECKS.get(key)
-        if known is not None:
-            return known
-    checked = _check(config, allow_experimental, model_override, select_model)
-    if key is not None and not checked.problems:
-        CHECKS.put(key, checked)
-    return checked
+    checked = check_rl_config(
+        config,
+        allow_experimental=allow_experimental,
+        model_override=model_override,
+        select_model=select_model,
+        fresh=False,
+    )
+    return checked.problems or ProblemList()
 
 
 def _check(
@@ -193,8 +181,7 @@ def _check(
         inject_defaults(work, problems)
         check_reward_sections(work, problems)
         normalized = check_section(RL_CONFIG, work, (), problems)[0]
-        algorithm = normalized.get("algorithm")
-        if isinstance(algorithm, Mapping):
+        if isinstance(algorithm := normalized.get("algorithm"), Mapping):
             check_algorithm_triple(algorithm, ("algorithm",), problems)
         _check_json_values(normalized, (), problems)
         point_at_near_misses(config, problems)
@@ -212,26 +199,23 @@ def _check(
 
 
 def _choose_model(
-    config: Mapping[str, Any],
-    model_override: str | None,
-    allow_experimental: bool | None,
-    problems: ProblemList,
+    config: Mapping[str, Any], override: str | None, allow_experimental: bool | None, problems: ProblemList
 ) -> tuple[ResolvedModel | None, ModelField | None]:
-    """The builder's rule (§7.2): ``overrides["model"]``, else exactly one of [model].source / base."""
-    override = (model_override or "").strip()
     field: ModelField = "model"
-    if override:
+    if override := (override or "").strip():
         where, model_id = ("overrides", "model"), override
+    elif problems.has_under(("model",)):
+        return None, None  # already reported precisely
+    elif not isinstance(table := config.get("model"), Mapping):
+        message = "missing; the payload builder needs a [model] table with base or source "
+        hint = 'add [model] with base = "Qwen/Qwen3-0.6B", trainer_mode = "lora", label = "…", '
+        problems.add(
+            ("model",),
+            message + "([policy].model_name is not used to pick the trained model)",
+            hint + 'or pass overrides={"model": "<model id>"}',
+        )
+        return None, None
     else:
-        if problems.has_under(("model",)):
-            return None, None  # already reported precisely
-        table = config.get("model")
-        if not isinstance(table, Mapping):
-            message = "missing; the payload builder needs a [model] table with base or source "
-            message += "([policy].model_name is not used to pick the trained model)"
-            hint = 'add [model] with base = "Qwen/Qwen3-0.6B", trainer_mode = "lora", label = "…", '
-            problems.add(("model",), message, hint + 'or pass overrides={"model": "<model id>"}')
-            return None, None
         source, base = str(table.get("source") or "").strip(), str(table.get("base") or "").strip()
         if bool(source) == bool(base):
             message = "both base and source are set; expected exactly one"
@@ -239,10 +223,7 @@ def _choose_model(
                 message = (
                     "is blank; expected exactly one of base (a base model id) or source (a fine-tuned id)"
                 )
-            hint = (
-                'keep `base = "Qwen/Qwen3-0.6B"` for a base model or `source = "ft:…"` for a fine-tuned one'
-            )
-            problems.add(("model", "base"), message, hint)
+            problems.add(("model", "base"), message, _MODEL_HINT)
             return None, None
         where, model_id = ("model", "source" if source else "base"), source or base
         field = "model" if source else "base_model"
@@ -256,7 +237,6 @@ def _choose_model(
 
 
 def _check_json_values(value: object, path: KeyPath, problems: ProblemList) -> None:
-    """Refuse values a JSON request body cannot carry, naming where they are."""
     if isinstance(value, Mapping):
         for key, item in value.items():
             _check_json_values(item, (*path, key_text(key)), problems)
@@ -282,8 +262,9 @@ def collect_config_problems(
     config: Mapping[str, Any], *, allow_experimental: bool | None = None, model_override: str | None = None
 ) -> list[ConfigProblem]:
     """Every problem in a parsed RL config, the builder's algorithm and model checks included."""
-    problems = config_problems(config, allow_experimental=allow_experimental, model_override=model_override)
-    return problems.as_list()
+    return config_problems(
+        config, allow_experimental=allow_experimental, model_override=model_override
+    ).as_list()
 
 
 def validate_rl_config(

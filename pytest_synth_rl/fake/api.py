@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from pytest_synth_rl.clock import VirtualClock
-from pytest_synth_rl.config.http_urls import http_url_problem
+from pytest_synth_rl.config.urls import http_url_problem
 from pytest_synth_rl.errors import ConfigProblem
 from pytest_synth_rl.fake.jobs import TERMINAL, JobState, iso
 from pytest_synth_rl.fake.keys import SEALED_BOX_ALG, EnvKeyRejected, EnvKeys

@@ -76,7 +76,7 @@ def _backend(raw: Any) -> str:
     text = str(raw).strip()
     if text.lower() in _MOCK_WORDS:
         return text
-    from pytest_synth_rl.config.http_urls import http_url_problem
+    from pytest_synth_rl.config.urls import http_url_problem
 
     problem = http_url_problem(text, DEFAULT_BACKEND_URL)
     if problem is None:
@@ -96,7 +96,7 @@ def _http_url(raw: Any) -> str | None:
     text = _text(raw)
     if text is None:
         return None
-    from pytest_synth_rl.config.http_urls import http_url_problem
+    from pytest_synth_rl.config.urls import http_url_problem
 
     problem = http_url_problem(text, "http://127.0.0.1:8001")
     if problem is not None:
