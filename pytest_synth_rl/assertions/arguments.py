@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 import numbers
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import ParamSpec, TypeVar
 
 from pytest_synth_rl.errors import (
@@ -19,7 +18,7 @@ from pytest_synth_rl.errors import (
     a_type,
     closest,
     finite_number,
-    unknown_argument,
+    keywords_checked,
 )
 
 T = TypeVar("T")
@@ -180,70 +179,14 @@ def event_types_problems(types: object) -> list[ConfigProblem | None]:
     ]
 
 
-def _usage(signature: inspect.Signature, method: str) -> str:
-    """``to_have_final_reward(*, at_least=None, at_most=None)``: the signature as a user reads it."""
-    params = [p.replace(annotation=p.empty) for p in signature.parameters.values() if p.name != "self"]
-    return f"{method}{signature.replace(parameters=params, return_annotation=inspect.Signature.empty)}"
-
-
-def _call_problems(
-    signature: inspect.Signature, method: str, args: Sequence[object], kwargs: Mapping[str, object]
-) -> list[ConfigProblem]:
-    kind = inspect.Parameter
-    params = [p for p in signature.parameters.values() if p.name != "self"]
-    positional = [p.name for p in params if p.kind in (kind.POSITIONAL_ONLY, kind.POSITIONAL_OR_KEYWORD)]
-    by_keyword = [p.name for p in params if p.kind in (kind.POSITIONAL_OR_KEYWORD, kind.KEYWORD_ONLY)]
-    usage = _usage(signature, method)
-    problems: list[ConfigProblem] = []
-    if len(args) > len(positional):
-        extra = ", ".join(shown(a) for a in args[len(positional) :])
-        keyword_only = [name for name in by_keyword if name not in positional]
-        example = f"; e.g. {method}({keyword_only[0]}=...)" if keyword_only else ""
-        problems.append(
-            ConfigProblem(
-                method,
-                f"{method}() takes {len(positional)} positional argument(s), got "
-                f"{len(args)}: the extra {extra} has no parameter",
-                f"pass the others by keyword{example}; it takes {usage}",
-            )
-        )
-    given = set(positional[: len(args)])
-    for name, value in kwargs.items():
-        if name not in by_keyword:
-            guess = closest(name, by_keyword)
-            problems.append(unknown_argument(method, name, guess, f"it takes {usage}", shown(value)))
-        elif name in given:
-            twice = f"{name} was given twice, by position and as {name}="
-            problems.append(ConfigProblem(f"{method}.{name}", twice, f"give it once; it takes {usage}"))
-        given.add(name)
-    problems.extend(
-        ConfigProblem(
-            f"{method}.{p.name}", f"{method}() is missing its argument {p.name}", f"it takes {usage}"
-        )
-        for p in params
-        if p.default is inspect.Parameter.empty and p.name not in given
-    )
-    return problems
-
-
 def checked_call(method: Callable[P, T]) -> Callable[P, T]:
-    """A wrong call is a :class:`SynthUsageError` with a "did you mean"; a good one counts a check."""
-    signature = inspect.signature(method)
-    name = method.__name__
+    """A wrong call is a :class:`SynthUsageError` with a "did you mean"; any call counts a check."""
+    checked = keywords_checked(method, call=method.__name__, subject=_SUBJECT)
 
     @functools.wraps(method)
-    def checked(*args: P.args, **kwargs: P.kwargs) -> T:
+    def counted(*args: P.args, **kwargs: P.kwargs) -> T:
         __tracebackhide__ = True
-        try:
-            signature.bind(*args, **kwargs)
-        except TypeError:
-            problems = _call_problems(signature, name, args[1:], kwargs) or [
-                ConfigProblem(name, f"cannot call {_usage(signature, name)} this way")
-            ]
-            raise SynthUsageError(problems, subject=_SUBJECT) from None
-        target = args[0]
-        if isinstance(getattr(target, "checks_made", None), int):
-            target.checks_made += 1  # type: ignore[attr-defined]
-        return method(*args, **kwargs)
+        args[0].checks_made += 1  # type: ignore[attr-defined]
+        return checked(*args, **kwargs)
 
-    return checked
+    return counted
