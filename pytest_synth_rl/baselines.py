@@ -1,9 +1,5 @@
-"""Metric baselines: catch a training run that quietly got worse.
-
-A test records its job's numbers once (a small JSON file per test, committed with the tests); later
-runs compare against it with a per-metric :class:`Tolerance`. The pytest wiring calls
-:func:`check_baseline`. Metric names are listed in ``docs/design.md``.
-"""
+"""Metric baselines: a test records its job's numbers once (one JSON file per test); later runs
+compare against them with a per-metric :class:`Tolerance`. Metric names: ``docs/design.md``."""
 
 from __future__ import annotations
 
@@ -82,8 +78,7 @@ def _fmt(value: float) -> str:
 
 @dataclass(frozen=True)
 class Tolerance:
-    """How far a metric may move: ``|now - base| <= max(abs, rel * |base|)``; ``direction=
-    "higher_is_better"`` fails only a drop beyond that, ``"lower_is_better"`` only a rise."""
+    """``|now - base| <= max(abs, rel * |base|)``; a ``direction`` fails only a drop, or a rise."""
 
     abs: float = 0.0
     rel: float = 0.0
@@ -108,7 +103,6 @@ class Tolerance:
         return max(self.abs, self.rel * abs(base))
 
     def accepts(self, base: float, now: float) -> bool:
-        """Whether *now* is within tolerance of *base* (the boundary itself passes)."""
         if now == base:  # also equal infinities
             return True
         delta = now - base
@@ -190,9 +184,8 @@ def _flatten_numbers(data: Mapping[str, Any], prefix: str = "") -> dict[str, flo
     return out
 
 
-def _numbers(value: Any) -> tuple[dict[str, float], list[float]]:
-    """*value*'s metrics and reward curve (a job's: one reward per step; a result has none; a mapping
-    is its numeric leaves)."""
+def _numbers(value: Any, *, exact: bool = False) -> tuple[dict[str, float], list[float]]:
+    """*value*'s metrics and reward curve: a job's, a result's, or a mapping's (*exact*: as is)."""
     rewards: list[float] = []
     if isinstance(value, (RLJob, AsyncRLJob)):
         if isinstance(value, AsyncRLJob) or value.last_result is None:
@@ -203,8 +196,8 @@ def _numbers(value: Any) -> tuple[dict[str, float], list[float]]:
                 "job pass the result of await job.poll_until_complete() (it has no reward curve)",
             )
         value, rewards = value.last_result, job_rewards(value)
-    if isinstance(value, Mapping) and not hasattr(value, "history"):
-        return _flatten_numbers(value), rewards
+    if isinstance(value, Mapping) and not hasattr(value, "history"):  # a JobResult has a history
+        return (_validated_metrics(value) if exact else _flatten_numbers(value)), rewards
     if not isinstance(value, JobResult):
         raise BaselineError(
             f"cannot summarise {type(value).__name__}: expected a job after its wait, its JobResult, "
@@ -228,13 +221,6 @@ def _numbers(value: Any) -> tuple[dict[str, float], list[float]]:
 def summarize_job(value: Any, *, extra: Mapping[str, float] | None = None) -> dict[str, float]:
     """A finished job's numbers (see :func:`_numbers`); *extra* overrides them."""
     return {**_numbers(value)[0], **_validated_metrics(extra or {})}
-
-
-def _metrics_of(value: Any) -> tuple[dict[str, float], list[float]]:
-    """A metrics mapping as is; a job or a job result (also a Mapping, with ``history``) is summarised."""
-    if isinstance(value, Mapping) and not hasattr(value, "history"):
-        return _validated_metrics(value), []
-    return _numbers(value)
 
 
 def _validated_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
@@ -331,7 +317,6 @@ class BaselineStore:
         return self.path_for(test_id).is_file()
 
     def load(self, test_id: str) -> Baseline | None:
-        """The stored baseline of *test_id*, or ``None`` if it was never written."""
         path = self.path_for(test_id)
         try:
             text = path.read_bytes()
@@ -348,7 +333,6 @@ class BaselineStore:
         tolerances: Mapping[str, Tolerance] | None = None,
         reward_curve: Sequence[float] = (),
     ) -> Path:
-        """Write (or replace) the baseline of *test_id* atomically; returns its path."""
         curve = [float(v) for v in reward_curve]
         baseline = Baseline(
             test_id, _validated_metrics(metrics), _validated_tolerances(tolerances), None, curve
@@ -369,7 +353,6 @@ def _validated_tolerances(tolerances: Mapping[str, Tolerance] | None) -> dict[st
 
 
 def _check_tolerance_names(tolerances: Mapping[str, Tolerance], metrics: Sequence[str]) -> None:
-    """A tolerance whose name or pattern matches no metric is a typo that would pass silently."""
     names = sorted(set(metrics))
     for name in tolerances:
         if name not in names and not any(fnmatch.fnmatchcase(metric, name) for metric in names):
@@ -396,8 +379,7 @@ class ComparisonRow:
 
 @dataclass(frozen=True)
 class BaselineComparison:
-    """A run's metrics against its baseline. Not ``ok`` when a metric drifted or went missing
-    (new metrics do not fail); ``updated`` when :func:`check_baseline` wrote the baseline."""
+    """A run's metrics against its baseline: not ``ok`` if one drifted or went missing."""
 
     rows: list[ComparisonRow]
     test_id: str | None = None
@@ -434,7 +416,6 @@ class BaselineComparison:
         return table(["metric", "baseline", "now", "tolerance", "verdict"], body)
 
     def raise_for_drift(self) -> BaselineComparison:
-        """Raise :class:`BaselineMismatch` unless :attr:`ok`, else return self."""
         if not self.ok:
             raise BaselineMismatch(self)
         return self
@@ -461,9 +442,8 @@ def compare(
     *,
     test_id: str | None = None,
 ) -> BaselineComparison:
-    """Compare *metrics* (a mapping or a job result) with *baseline*, metric by metric; tolerances
-    come from *tolerances* (names, then patterns such as ``"reward.*"``), the baseline, *default*."""
-    now = _metrics_of(metrics)[0]
+    """Compare *metrics* (a mapping or a job result) with *baseline*, metric by metric."""
+    now = _numbers(metrics, exact=True)[0]
     explicit = _validated_tolerances(tolerances)
     if isinstance(baseline, Baseline):
         base, stored, path = baseline.metrics, baseline.tolerances, baseline.path
@@ -489,9 +469,8 @@ def check_baseline(
     tolerances: Mapping[str, Tolerance] | None = None,
     update: bool = False,
 ) -> BaselineComparison:
-    """Compare *metrics* with *test_id*'s stored baseline (:class:`BaselineMissing`,
-    :class:`BaselineMismatch`), or with ``update=True`` refresh it, keeping stored tolerances."""
-    values, curve = _metrics_of(metrics)
+    """Compare *metrics* with *test_id*'s stored baseline, or (``update=True``) refresh it."""
+    values, curve = _numbers(metrics, exact=True)
     explicit = _validated_tolerances(tolerances)  # before the baseline is read: a first run checks too
     existing = store.load(test_id)
     _check_tolerance_names(explicit, [*values, *(existing.metrics if existing else ())])

@@ -70,8 +70,8 @@ def unknown_argument(
     )
 
 
-def keywords_checked(func: F) -> F:
-    """An unknown keyword is a :class:`SynthUsageError` with a "did you mean"; free on a good call."""
+def keywords_checked(func: F, *, call: str | None = None, subject: str = "arguments") -> F:
+    """A wrong call is a :class:`SynthUsageError` naming the call, with a "did you mean"."""
 
     @functools.wraps(func)
     def checked(*args: Any, **kwargs: Any) -> Any:
@@ -79,10 +79,10 @@ def keywords_checked(func: F) -> F:
         try:
             return func(*args, **kwargs)  # a coroutine function fails here too, before it runs
         except TypeError:
-            problems = _unknown_keywords(func, args, kwargs)
+            problems = _call_problems(func, call, args, kwargs)
             if not problems:
                 raise
-        raise SynthUsageError(problems)
+        raise SynthUsageError(problems, subject=subject)
 
     if not inspect.iscoroutinefunction(func):
         return checked  # type: ignore[return-value]
@@ -95,26 +95,54 @@ def keywords_checked(func: F) -> F:
     return checked_async  # type: ignore[return-value]
 
 
-def _unknown_keywords(
-    func: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+def _call_problems(
+    func: Callable[..., Any], call: str | None, args: tuple[Any, ...], kwargs: Mapping[str, Any]
 ) -> list[ConfigProblem]:
     try:
-        parameters = inspect.signature(func).parameters
+        signature = inspect.signature(func)
     except (TypeError, ValueError):
         return []
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+    kind = inspect.Parameter
+    params = list(signature.parameters.values())
+    if any(p.kind is kind.VAR_KEYWORD for p in params):
         return []
-    by_keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    known = [n for n, p in parameters.items() if n not in ("self", "cls") and p.kind in by_keyword]
-    # How the user spelled the call: the subclass for a method defined on a base class.
-    first, head = next(iter(parameters), None), args[0] if args else None
-    owner = type(head) if args and first == "self" else head if first == "cls" else None
-    if not isinstance(owner, type):
-        call = func.__qualname__.removesuffix(".__init__")
-    else:
+    owner = None
+    if params and params[0].name in ("self", "cls") and args:
+        owner = type(args[0]) if params[0].name == "self" else args[0]
+        params, args = params[1:], args[1:]
+    if call is None and isinstance(owner, type):  # as the user spelled it: the subclass, say
         call = owner.__name__ if func.__name__ == "__init__" else f"{owner.__name__}.{func.__name__}"
-    usage = f"{call}() takes {', '.join(k + '=' for k in known)}" if known else f"{call}() takes no keywords"
-    return [unknown_argument(call, n, closest(n, known), usage) for n in kwargs if n not in known]
+    call = call or func.__qualname__.removesuffix(".__init__")
+    bare = [p.replace(annotation=kind.empty) for p in params]
+    usage = f"it takes {call}{signature.replace(parameters=bare, return_annotation=kind.empty)}"
+    positional = [p.name for p in params if p.kind in (kind.POSITIONAL_ONLY, kind.POSITIONAL_OR_KEYWORD)]
+    by_keyword = [p.name for p in params if p.kind in (kind.POSITIONAL_OR_KEYWORD, kind.KEYWORD_ONLY)]
+    problems: list[ConfigProblem] = []
+    if len(args) > len(positional) and not any(p.kind is kind.VAR_POSITIONAL for p in params):
+        extra = ", ".join(repr(a)[:60] for a in args[len(positional) :])
+        keyword_only = [name for name in by_keyword if name not in positional]
+        example = f"; e.g. {call}({keyword_only[0]}=...)" if keyword_only else ""
+        problems.append(
+            ConfigProblem(
+                call,
+                f"{call}() takes {len(positional)} positional argument(s), got {len(args)}: "
+                f"the extra {extra} has no parameter",
+                f"pass the others by keyword{example}; {usage}",
+            )
+        )
+    given = set(positional[: len(args)])
+    for name in kwargs:
+        if name not in by_keyword:
+            problems.append(unknown_argument(call, name, closest(name, by_keyword), usage))
+        elif name in given:
+            twice = f"{name} was given twice, by position and as {name}="
+            problems.append(ConfigProblem(f"{call}.{name}", twice, f"give it once; {usage}"))
+        given.add(name)
+    return problems + [
+        ConfigProblem(f"{call}.{p.name}", f"{call}() is missing its argument {p.name}", usage)
+        for p in params
+        if p.default is kind.empty and p.kind is not kind.VAR_POSITIONAL and p.name not in given
+    ]
 
 
 def excerpt(text: str | bytes | None, limit: int = 500) -> str:

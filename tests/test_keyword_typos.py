@@ -10,6 +10,7 @@ import pytest
 from pytest_synth_rl import FakeSynthBackend, Scenario, SynthUsageError
 from pytest_synth_rl.client import AsyncRLJob, RetryPolicy, RLJob
 from pytest_synth_rl.config import build_rl_payload, load_rl_config
+from pytest_synth_rl.errors import keywords_checked
 from pytest_synth_rl.fake.contract import check_task_app_contract
 from pytest_synth_rl.taskapp import InProcessTaskApp
 
@@ -97,13 +98,24 @@ def test_a_keyword_near_nothing_lists_what_the_call_takes() -> None:
     with pytest.raises(SynthUsageError) as info:
         RetryPolicy(zzz=1)  # type: ignore[call-arg]
     assert "did you mean" not in str(info.value)
-    assert "RetryPolicy() takes max_attempts=" in str(info.value)
+    assert "it takes RetryPolicy(max_attempts=" in str(info.value)
 
 
 def test_a_type_error_of_the_body_itself_is_not_called_a_misspelling() -> None:
-    with pytest.raises(TypeError) as info:
-        Scenario(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20)  # type: ignore[misc]
+    @keywords_checked
+    def body(count: int) -> None:
+        raise TypeError("the body's own")
+
+    with pytest.raises(TypeError, match="the body's own") as info:
+        body(1)
     assert not isinstance(info.value, SynthUsageError)
+
+
+def test_too_many_positional_arguments_name_the_call() -> None:
+    with pytest.raises(SynthUsageError) as info:
+        Scenario(*range(20))  # type: ignore[misc]
+    assert "Scenario() takes 11 positional argument(s), got 20" in str(info.value)
+    assert "it takes Scenario(outcome=" in str(info.value)
 
 
 @pytest.mark.parametrize("speed", [-1, 0, float("nan"), float("inf"), True, "fast"])

@@ -166,7 +166,7 @@ def test_a_misspelled_keyword_gets_a_did_you_mean(job: RLJob) -> None:
     assert not isinstance(error, TypeError)
     assert error.keys == ["to_fail.error_contain"]
     assert str(error) == (
-        f"{HEAD}to_fail.error_contain: got to_fail(error_contain='x'); to_fail() has no argument "
+        f"{HEAD}to_fail.error_contain: got to_fail(error_contain=...); to_fail() has no argument "
         "'error_contain' (hint: did you mean to_fail(error_contains=...)? it takes "
         "to_fail(within=None, *, error_contains=None))"
     )
