@@ -19,12 +19,9 @@ from pytest_synth_rl.config.rules import check_override_keys
 from pytest_synth_rl.config.tree import MAX_DEPTH, TreeShapeError, copy_tree, plain_copy
 from pytest_synth_rl.errors import ConfigError, ConfigProblem, keywords_checked
 
-#: tomllib, or the same parser packaged for interpreters before 3.11.
 tomllib: Any = importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "tomli")
 
-#: The largest config file read: a thousand times a real one, and seconds of parsing at worst.
 MAX_CONFIG_BYTES = 8 * 1024 * 1024
-#: Files up to this size are parsed once per content.
 _CACHED_BYTES = 1024 * 1024
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 _NOT_REGULAR = (
@@ -35,8 +32,6 @@ _NOT_REGULAR = (
 )
 _POSITION = re.compile(r"\s*\((?:at line (\d+), column (\d+)|at end of document)\)\s*$")
 _SEGMENT = r"""(?:[A-Za-z0-9_-]+|"(?:[^"\\\n]|\\.)*"|'[^'\n]*')"""
-# A key starts a line (after ``[`` or ``[[``) or follows ``{`` or ``,``: MAX_DEPTH dotted parts
-# and yet another dot is one too many (the parser is quadratic in a dotted key's length).
 _LONG_KEY = re.compile(
     rf"(?:^[ \t]*\[{{0,2}}|[{{,])[ \t]*(?P<key>(?:{_SEGMENT}[ \t]*\.[ \t]*){{{MAX_DEPTH}}})", re.MULTILINE
 )
@@ -194,9 +189,7 @@ def _syntax_problem(exc: Exception, text: str) -> ConfigProblem:
     return ConfigProblem("", f"invalid TOML: {raw}{excerpt}", hint, line, column)
 
 
-#: Override keys with the SDK's meaning (``model`` trains that id in source mode); never applied.
 SPECIAL_KEYS = ("task_url", "model", "backend")
-#: One part of a dotted key: a JSON-style quoted name or a bare one, then a dot or the end.
 _KEY_PART = re.compile(r'[ \t]*(?:"((?:[^"\\]|\\.)*)"[ \t]*|([^."]*))(\.|\Z)', re.DOTALL)
 
 
@@ -336,5 +329,4 @@ def load_rl_config(
     return apply_overrides(read_toml_file(path), overrides, source=str(path), allow_new_keys=allow_new_keys)
 
 
-#: Files parsed once per content: errors are not cached, so a broken file reports every time.
 _parsed = functools.lru_cache(maxsize=64)(parse_toml)

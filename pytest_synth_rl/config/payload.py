@@ -22,11 +22,8 @@ from pytest_synth_rl.config.urls import http_url_problem, normalize_backend_url,
 from pytest_synth_rl.config.validate import ModelRejected, check_rl_config, config_problems, resolve_rl_model
 from pytest_synth_rl.errors import ConfigProblem, keywords_checked
 
-#: ``tags`` of every RL job the SDK submits (a TOML ``[tags]`` goes to ``data.config.tags``).
 PAYLOAD_TAGS = {"source": "train-cli"}
-#: Files larger than this are built afresh every time (a real RL config is a few KiB).
 _MEMO_BYTES = 64 * 1024
-#: What the build reads from the environment: the task URL and the experimental-model gates.
 _ENVIRONMENT = ("TASK_APP_URL", "SDK_EXPERIMENTAL", "SDK_EXPERIMENTAL_MODELS")
 
 
@@ -48,7 +45,6 @@ class RLBuildResult:
     idempotency: str | None
 
 
-#: Remembered builds, each with the config to warn about again (None when it warned of nothing).
 BUILDS: PassedChecks[tuple[RLBuildResult, dict[str, Any] | None]] = PassedChecks(maxsize=32)
 
 
@@ -69,7 +65,6 @@ def build_rl_payload(
     source = str(path)
     data = read_config_bytes(path)
     options = _Options(task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys)
-    # A large file, or arguments exact_key cannot tell apart (a str subclass, a tuple), get no key.
     arguments = exact_key(list(options)) if len(data) <= _MEMO_BYTES else None
     environment = tuple(os.environ.get(name) for name in _ENVIRONMENT)
     key = None if arguments is None else (data, source, arguments, environment)
@@ -135,7 +130,6 @@ def _build(raw: Mapping[str, Any], source: str, options: _Options) -> tuple[RLBu
     data["services"]["task_url"] = choice.url  # one URL everywhere: no split between config and endpoint
     body: dict[str, Any] = {"endpoint_base_url": choice.url.rstrip("/"), "config": data}
     body[checked.model_field] = checked.model.payload_id
-    # The top-level compute is a copy: whoever stores the payload (the fake) may edit one, not both.
     payload: dict[str, Any] = {
         "job_type": "rl",
         "compute": plain_copy(data.get("compute", {})),
@@ -168,7 +162,6 @@ _TESTS: dict[str, Callable[[Any], bool]] = {
     "str?": lambda value: value is _ABSENT or isinstance(value, str),
 }
 _URL_HINT = "build the payload with a task URL (task_url=, TASK_APP_URL or [services].task_url)"
-#: The body's shape, in order: (key, test, expected, hint); nothing below a broken key is reported.
 _SHAPE = [
     ((), "table", "a JSON object", "send the body built by build_rl_payload()"),
     (("job_type",), "rl", '"rl"', 'set "job_type": "rl"'),

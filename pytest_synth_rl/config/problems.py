@@ -10,11 +10,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 from pytest_synth_rl.errors import ConfigError, ConfigProblem
 
-#: A location in the config: table keys (str) and array indexes (int).
 KeyPath = tuple[str | int, ...]
-#: At most this many problems are listed for the items of one table or array,
 PER_TABLE_LIMIT = 20
-#: and at most this many lines (problems and "... and N more" lines) in all.
 TOTAL_LIMIT = 100
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _LIMITS = (

@@ -14,10 +14,8 @@ from pytest_synth_rl.config.schema import RL_CONFIG, Section, check_section, sec
 from pytest_synth_rl.errors import ConfigProblem, closest
 from pytest_synth_rl.secrets.callers import outside_stacklevel
 
-#: The only algorithm triple the RL builder supports: (type, method, variety).
 RL_ALGORITHM = ("online", "policy_gradient", "gspo")
 _ALGO_HINT = 'RL jobs need type = "online", method = "policy_gradient", variety = "gspo" under [algorithm]'
-#: Rules 10-11: what each required key of [training] and [evaluation] holds (the schema lists them).
 _REQUIRED_KEYS = {
     "num_epochs": "the number of training epochs",
     "iterations_per_epoch": "the number of iterations per epoch",
@@ -53,7 +51,6 @@ def _table(
     return None
 
 
-#: Rules 3-9: keys that must be truthy once their table is there, and what is wrong when not.
 _TRUTHY_KEYS = {
     "compute": {
         "gpu_type": 'empty; expected a GPU type like "H100"',
@@ -104,7 +101,6 @@ def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
         message = "missing; expected a [model] table (base or source, trainer_mode, label)"
         hint = 'add [model] with base = "Qwen/Qwen3-0.6B", trainer_mode = "lora", label = "my-rl-model"'
         problems.add(("model",), message, hint)
-    # Rule 6: a non-empty [policy] is checked instead of [model], as in the SDK.
     section, ids = (
         ("policy", ("model_name", "source"))
         if truthy(config.get("policy", {}))
@@ -200,7 +196,6 @@ _OPTIONS = section_of(
     timeout_s=lambda value: None if value > 0 else "a number of seconds > 0",
 )
 _RUBRIC_ENABLED = section_of("enabled bool! true")
-#: Keys removed in SDK 0.4.4, per reward table, and what to do instead.
 _REMOVED_KEYS: dict[KeyPath, tuple[str, str]] = {
     ("rubric",): (
         "api_base api_key_env event model outcome",
@@ -265,14 +260,12 @@ class SynthConfigWarning(UserWarning):
     """An unknown config key or section, or a count no trainer can run: forwarded, but likely a mistake."""
 
 
-#: Keys the official example TOMLs use though the schema lacks them (contract §2.1), per section.
 KNOWN_EXTRA_KEYS: Mapping[KeyPath, frozenset[str]] = {
     ("rollout",): frozenset({"ops", "task_app_origin_rewards_only", "rubric_rewards_only"}),
     ("policy",): frozenset({"model", "backend", "vllm_tensor_parallel_size", "max_model_len"}),
     (): frozenset({"data"}),
     ("verifier", "options"): frozenset(_OPTIONS.fields),  # the 0.5 era added some
 }
-#: Counts the SDK passes on unchecked although no trainer can run 0, a negative or a boolean.
 COUNT_KEYS: tuple[tuple[str, str], ...] = tuple(
     (section, key)
     for section, keys in (

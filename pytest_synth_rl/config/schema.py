@@ -13,7 +13,6 @@ from typing import Any, Literal
 from pytest_synth_rl.config.problems import KeyPath, ProblemList, describe, format_key, key_text
 from pytest_synth_rl.config.tree import plain_copy
 
-# The Unicode White_Space characters the SDK's number parser trims (narrower than str.isspace).
 _WHITE_SPACE = (
     "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
     "\u200a\u2028\u2029\u202f\u205f\u3000"
@@ -24,7 +23,6 @@ _FLOAT_TEXT = re.compile(
 )
 _BOOL_WORDS = {"1": True, "on": True, "t": True, "true": True, "y": True, "yes": True}
 _BOOL_WORDS |= {"0": False, "off": False, "f": False, "false": False, "n": False, "no": False}
-#: Integers must be smaller than this in magnitude (64-bit, like TOML integers).
 INT64_LIMIT = 2**63
 _INT64_DIGITS = len(str(INT64_LIMIT))
 _TOO_BIG = "an integer smaller than 2**63"
@@ -42,7 +40,6 @@ _EXPECTED = {
     "table_float": "a table of numbers",
     "section": "a table",
 }
-#: A cross-key check of a converted section, and a value constraint (returns what was expected).
 AfterCheck = Callable[[dict[str, Any], KeyPath, ProblemList], None]
 Constraint = Callable[[Any], "str | None"]
 _ITEM_KINDS = {"table_float": "float", "list_str": "str", "list_int": "int"}
@@ -295,7 +292,6 @@ _VERIFIER_OPTIONS = (
     "event bool; outcome bool; provider str; model str; rubric_id str; rubric_overrides table; "
     "tracks list_str; weights table_float; max_concurrency int"
 )
-#: The whole RL config: required [algorithm] and [services], typed sections, free-form tables.
 RL_CONFIG = section_of(
     "algorithm section!; services section!; compute section; topology table; vllm table; reference table; "
     "model section; policy section; lora table; rollout section; evaluation section; training section; "

@@ -7,12 +7,8 @@ from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from typing import Any, Generic, NamedTuple, TypeVar
 
-#: The longest key path a config may have (``a.b.c`` is 3; ``seeds[0]`` is 2): far inside the
-#: recursion limit wherever the caller's stack stands.
 MAX_DEPTH = 100
-#: The most values one copy may hold, a shared table counting once per place it appears.
 MAX_VALUES = 100_000
-#: Trees deeper or bigger than these get no memo key (real configs have a few dozen values).
 KEY_MAX_DEPTH = 32
 KEY_MAX_VALUES = 10_000
 _PLAIN = frozenset({str, int, float, bool, type(None)})

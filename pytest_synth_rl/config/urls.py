@@ -10,7 +10,6 @@ from typing import NamedTuple
 
 from pytest_synth_rl.errors import closest
 
-#: ``http:/host``, ``https:host``: the scheme is right, its slashes are not.
 _SHORT_SLASHES = re.compile(r"(https?):/{0,1}([^/].*)", re.IGNORECASE)
 
 
