@@ -266,14 +266,11 @@ KNOWN_EXTRA_KEYS: Mapping[KeyPath, frozenset[str]] = {
     (): frozenset({"data"}),
     ("verifier", "options"): frozenset(_OPTIONS.fields),  # the 0.5 era added some
 }
-COUNT_KEYS: tuple[tuple[str, str], ...] = tuple(
-    (section, key)
-    for section, keys in (
-        ("training", "num_epochs iterations_per_epoch batch_size group_size max_turns"),
-        ("rollout", "max_turns episodes_per_batch max_concurrent_rollouts"),
-    )
-    for key in keys.split()
-)
+_COUNTS = {
+    "training": "num_epochs iterations_per_epoch batch_size group_size max_turns",
+    "rollout": "max_turns episodes_per_batch max_concurrent_rollouts",
+}
+COUNT_KEYS = [f"{name}.{key}" for name, keys in _COUNTS.items() for key in keys.split()]
 
 
 def _is_extra(path: KeyPath, key: str) -> bool:
@@ -321,18 +318,15 @@ def config_warnings(config: Mapping[str, Any]) -> list[str]:
 
     walk(config, (), RL_CONFIG)
     for path in COUNT_KEYS:
-        section = config.get(path[0])
-        value = section.get(path[1]) if isinstance(section, Mapping) else None
+        name, key = path.split(".")
+        value = table.get(key) if isinstance(table := config.get(name), Mapping) else None
         if isinstance(value, bool):
-            found.append(
-                f"{format_key(path)} = {str(value).lower()} is a boolean where a count belongs "
-                f"(the SDK sends it as {int(value)}); write a whole number >= 1"
-            )
+            what = f"{str(value).lower()} is a boolean where a count belongs (the SDK sends it as {value:d})"
         elif isinstance(value, int) and value < 1:
-            found.append(
-                f"{format_key(path)} = {value} is not a count a trainer can run (the SDK sends it "
-                "unchecked); write a whole number >= 1"
-            )
+            what = f"{value} is not a count a trainer can run (the SDK sends it unchecked)"
+        else:
+            continue
+        found.append(f"{path} = {what}; write a whole number >= 1")
     return found
 
 
@@ -370,10 +364,7 @@ def point_at_near_misses(config: Mapping[str, Any], problems: ProblemList) -> No
     def change(path: KeyPath, problem: ConfigProblem) -> ConfigProblem:
         if not path or not problem.message.startswith("missing") or not isinstance(path[-1], str):
             return problem
-        table = _table_at(config, path[:-1])
-        if table is None:
-            return problem
-        section = _section_at(path[:-1])
+        section, table = _section_at(path[:-1]), _table_at(config, path[:-1]) or {}
         known = {path[-1], *(section.fields if section is not None else ())}
         found = closest(path[-1], [key for key in table if isinstance(key, str) and key not in known])
         suffix = f"; found {found!r}; did you mean {path[-1]!r}?" if found else ""
