@@ -135,9 +135,9 @@ def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
         )
         problems.add(("topology",), message, hint)
     for name in ("training", "evaluation"):  # rules 10-11: once present, a section needs all its keys
-        table = _table(problems, (name,), config.get(name, {}), f"write [{name}] as a table")
+        table = _table(problems, (name,), config.get(name, {}), f"write [{name}] as a table") or {}
         schema = RL_CONFIG.fields[name].section
-        for key, spec in schema.fields.items() if table is not None and schema is not None else ():
+        for key, spec in schema.fields.items() if table and schema is not None else ():
             if spec.required and key not in table:
                 message = f"missing; expected {_REQUIRED_KEYS[key]} (required whenever [{name}] is present)"
                 problems.add((name, key), message, f"add `{spec.example}` under [{name}]")
@@ -214,8 +214,8 @@ def _reward_table(
         problems, path, value, hint if missing else f"write [{format_key(path)}] as a table", **missing
     )
     names, hint = _REMOVED_KEYS[path]
-    for name in names.split() if table is not None else ():
-        if name in table:
+    for name in names.split():
+        if table is not None and name in table:
             problems.add((*path, name), "is no longer supported (removed in SDK 0.4.4)", hint)
     return table
 
