@@ -8,7 +8,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from pytest_synth_rl.config.problems import KeyPath, ProblemList, describe, format_key, key_text
 from pytest_synth_rl.config.tree import plain_copy
@@ -28,7 +28,6 @@ _INT64_DIGITS = len(str(INT64_LIMIT))
 _TOO_BIG = "an integer smaller than 2**63"
 
 
-Kind = Literal["str", "int", "float", "bool", "table", "list_str", "list_int", "table_float", "section"]
 _EXPECTED = {
     "str": "a string",
     "int": "an integer",
@@ -116,10 +115,9 @@ _CONVERT: dict[str, Callable[[Any], Any]] = {"str": to_str, "int": to_int, "floa
 class Field:
     """One known key of a section; *constraint* returns what was expected when a value breaks it."""
 
-    kind: Kind
+    kind: str
     required: bool = False
-    default: Any = None  # written when the key is absent (None: it stays absent)
-    nullable: bool = True
+    default: Any = None  # written when the key is absent (None: it stays absent, or may be null)
     section: Section | None = None
     constraint: Constraint | None = None
     example: str | None = None
@@ -165,7 +163,7 @@ def check_section(
             continue
         raw = value[name]
         if raw is None:
-            if not (spec.nullable and not spec.required):
+            if spec.required or spec.default is not None:
                 message = f"expected {spec.expected}, got nothing (null)"
                 problems.add(key_path, message, _value_hint(name, spec, spec.expected))
                 valid = False
@@ -233,11 +231,8 @@ def _convert(spec: Field, raw: Any, path: KeyPath, problems: ProblemList) -> tup
 
 
 def section_of(table: str, after: AfterCheck | None = None, **parts: Section | Constraint) -> Section:
-    """A section from ``;``-separated fields ``name kind [example value] [| expected]``.
-
-    ``kind!`` is required; ``kind=`` defaults to the example's value, ``kind=VALUE`` to VALUE (JSON)
-    with no example. A ``section`` takes its Section, and any field its constraint, from *parts*.
-    """
+    """A section from ``;``-separated ``name kind [example] [| expected]``: ``kind!`` is required, ``kind=``
+    defaults to the example, ``kind=VALUE`` to VALUE (JSON); *parts* give sections and constraints."""
     fields: dict[str, Field] = {}
     for spec in table.split(";"):
         text, _, expect = spec.partition(" | ")
@@ -246,10 +241,9 @@ def section_of(table: str, after: AfterCheck | None = None, **parts: Section | C
         kind, mark, default = kind.partition("!") if "!" in kind else kind.partition("=")
         part = parts.get(name)
         fields[name] = Field(
-            kind,  # type: ignore[arg-type]
+            kind,
             required=mark == "!",
             default=json.loads(default or value or "null") if mark == "=" else None,
-            nullable=not mark,
             section=part if isinstance(part, Section) else None,
             constraint=None if isinstance(part, Section) else part,
             example=f"{name} = {value}" if value is not None and not default else None,
