@@ -85,41 +85,26 @@ class _Unkeyable(Exception):
 
 def exact_key(tree: object) -> Hashable | None:
     """A key equal only for trees of the same values, types and order (``-0.0`` is not ``0.0``), or None."""
-    out: list[object] = []
-    append = out.append
     count = 0
 
     def walk(container: Any, depth: int) -> None:
         nonlocal count
-        items: list[Any]
-        if type(container) is dict:
-            items = [part for pair in container.items() for part in pair]
-            append(dict)
-        else:
-            items = container
-            append(list)
-        append(len(container))
+        items = [*container, *container.values()] if type(container) is dict else container
         count += len(items)
         if count > KEY_MAX_VALUES or (items and depth >= KEY_MAX_DEPTH):
             raise _Unkeyable
-        for item in items:  # in the loop, not a call per item: the fake keys every payload
+        for item in items:
             kind = type(item)
-            if kind is float:
-                append(float)
-                append(repr(item))
-            elif kind in _PLAIN:
-                append(kind)
-                append(item)
-            elif kind is dict or kind is list:
+            if kind is dict or kind is list:
                 walk(item, depth + 1)
-            else:
+            elif kind not in _PLAIN:
                 raise _Unkeyable
 
     try:
         walk([tree], -1)  # the root as the item of a list above it
-    except _Unkeyable:
+        return repr(tree)  # exact for plain values: every str is quoted, every number spelt by its type
+    except (_Unkeyable, ValueError):  # ValueError: an integer too long to write out
         return None
-    return tuple(out)
 
 
 class MemoInfo(NamedTuple):
