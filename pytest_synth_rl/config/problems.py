@@ -70,14 +70,7 @@ def format_key(path: Sequence[object]) -> str:
         if isinstance(part, int) and not isinstance(part, bool) and part.bit_length() <= 64:
             out += f"[{part}]"
             continue
-        if isinstance(part, str):
-            text = part
-        else:
-            try:
-                text = repr(part)
-            except Exception:
-                text = describe(part)
-        if not _BARE_KEY.fullmatch(text):
+        if not _BARE_KEY.fullmatch(text := key_text(part)):
             text = json.dumps(text, ensure_ascii=False)
         out = f"{out}.{text}" if out else text
     return out
