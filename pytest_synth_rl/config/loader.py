@@ -40,7 +40,6 @@ _INT_HINT = "use a smaller number, or quote it as a string if it is an identifie
 
 
 def config_source(config_path: object) -> Path:
-    """A ``str`` or path-like as a Path; anything else is a ConfigError."""
     if isinstance(config_path, (str, os.PathLike)):
         return Path(os.fspath(config_path))
     raise config_error(

@@ -331,7 +331,6 @@ def config_warnings(config: Mapping[str, Any]) -> list[str]:
 
 
 def warn_about_config(config: Mapping[str, Any], *, source: str | None = None) -> None:
-    """Warn about everything :func:`config_warnings` finds, at the user's line."""
     where = f"{source}: " if source else ""
     for message in config_warnings(config):
         warnings.warn(SynthConfigWarning(f"{where}{message}"), stacklevel=outside_stacklevel())

@@ -108,8 +108,6 @@ def exact_key(tree: object) -> Hashable | None:
 
 
 class MemoInfo(NamedTuple):
-    """What a memo did so far: answers reused, checks run, entries held (at most ``maxsize``)."""
-
     hits: int
     misses: int
     size: int

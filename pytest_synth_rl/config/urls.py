@@ -35,8 +35,6 @@ def http_url_problem(text: str, example: str) -> str | None:
 
 
 class TaskUrlChoice(NamedTuple):
-    """The resolved task URL and where it came from (for messages and reports)."""
-
     url: str
     source: str
 
