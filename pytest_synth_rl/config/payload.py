@@ -231,41 +231,35 @@ def _check_payload(payload: object, allow_experimental: bool | None, problems: P
 def _check_model(
     data: Mapping[str, Any], config: object, allow_experimental: bool | None, problems: ProblemList
 ) -> None:
-    add = problems.add
-    has_base, has_model = "base_model" in data, "model" in data
-    if has_base == has_model:
-        add(
-            ("data", "base_model"),
-            "both data.base_model and data.model are set; expected exactly one"
-            if has_base
-            else "missing; expected data.base_model (a base model id) or data.model (a fine-tuned id)",
-            "build the payload from a config with exactly one of [model].base / [model].source",
-        )
-        return
+    has_base = "base_model" in data
     key = "base_model" if has_base else "model"
-    value = data[key]
+    value, base = data.get(key), _at(config, ("model", "base"))
+    if has_base == ("model" in data):
+        message = "both data.base_model and data.model are set; expected exactly one"
+        if not has_base:
+            message = "missing; expected data.base_model (a base model id) or data.model (a fine-tuned id)"
+        hint = "build the payload from a config with exactly one of [model].base / [model].source"
+        problems.add(("data", "base_model"), message, hint)
+        return
     if not isinstance(value, str):
-        add(("data", key), f"expected a model id string, got {describe(value)}", _HINT)
+        problems.add(("data", key), f"expected a model id string, got {describe(value)}", _HINT)
         return
     try:
-        resolved = resolve_rl_model(value, fine_tuned=has_model, allow_experimental=allow_experimental)
+        resolved = resolve_rl_model(value, fine_tuned=not has_base, allow_experimental=allow_experimental)
     except ModelRejected as exc:
-        add(("data", key), exc.message, exc.hint)
+        problems.add(("data", key), exc.message, exc.hint)
         return
-    if not has_base:
-        return
-    base = _at(config, ("model", "base"))
-    if not (isinstance(base, str) and base.strip()):
-        add(
-            ("data", "base_model"),
-            "is set but data.config.model.base is missing; expected the base model named in the config",
-            "send data.model for a fine-tuned source, or include [model].base in data.config",
-        )
-        return
-    try:
-        configured = resolve_rl_model(base, fine_tuned=False, allow_experimental=True).base
-    except ModelRejected:
-        return  # reported under data.config.model.base
-    if configured != resolved.base:
+    if has_base and not (isinstance(base, str) and base.strip()):
+        message = "is set but data.config.model.base is missing; expected the base model named in the config"
+        hint = "send data.model for a fine-tuned source, or include [model].base in data.config"
+        problems.add(("data", "base_model"), message, hint)
+    elif has_base and _base_or_none(base) not in (None, resolved.base):  # None: reported under the config
         message = f"is {value!r} but data.config.model.base is {base!r}; expected the same model"
-        add(("data", "base_model"), message, _HINT)
+        problems.add(("data", "base_model"), message, _HINT)
+
+
+def _base_or_none(model_id: str) -> str | None:
+    try:
+        return resolve_rl_model(model_id, fine_tuned=False, allow_experimental=True).base
+    except ModelRejected:
+        return None
