@@ -65,12 +65,9 @@ def read_config_bytes(path: Path) -> bytes:
             if not stat.S_ISREG(mode):
                 kind = next((name for test, name in _NOT_REGULAR if test(mode)), "a special file")
                 link = f" (a link to {os.path.realpath(path)})" if os.path.islink(path) else ""
-                raise _file_error(
-                    path,
-                    f"is {kind}{link}, not a regular file; expected a TOML file",
-                    "point at the .toml file itself: devices, pipes and sockets are not read, "
-                    "as they may never end",
-                )
+                hint = "point at the .toml file itself: devices, pipes and sockets are not read, "
+                hint += "as they may never end"
+                raise _file_error(path, f"is {kind}{link}, not a regular file; expected a TOML file", hint)
             with open(descriptor, "rb", closefd=False) as stream:
                 data = b"" if size > MAX_CONFIG_BYTES else stream.read(MAX_CONFIG_BYTES + 1)
         finally:
@@ -84,11 +81,10 @@ def read_config_bytes(path: Path) -> bytes:
         raise _file_error(path, f"cannot be read: {reason}", "check the file's permissions") from None
     if size > MAX_CONFIG_BYTES or len(data) > MAX_CONFIG_BYTES:
         shown = f"{size:,} bytes" if size > MAX_CONFIG_BYTES else f"more than {MAX_CONFIG_BYTES:,} bytes"
+        hint = "an RL config is a few KiB: keep datasets and other bulk data out of it "
+        hint += "(the task app can load them itself)"
         raise _file_error(
-            path,
-            f"is {shown}; expected a TOML file of at most {MAX_CONFIG_BYTES:,} bytes",
-            "an RL config is a few KiB: keep datasets and other bulk data out of it "
-            "(the task app can load them itself)",
+            path, f"is {shown}; expected a TOML file of at most {MAX_CONFIG_BYTES:,} bytes", hint
         )
     return data
 
