@@ -15,7 +15,7 @@ from pytest_synth_rl.errors import ConfigProblem, closest
 from pytest_synth_rl.secrets.callers import outside_stacklevel
 
 RL_ALGORITHM = ("online", "policy_gradient", "gspo")
-_ALGO_HINT = 'RL jobs need type = "online", method = "policy_gradient", variety = "gspo" under [algorithm]'
+_ALGO = 'RL jobs need type = "online", method = "policy_gradient", variety = "gspo" under [algorithm]'
 _REQUIRED_KEYS = {
     "num_epochs": "the number of training epochs",
     "iterations_per_epoch": "the number of iterations per epoch",
@@ -65,6 +65,10 @@ _TRUTHY_KEYS = {
         "label": "empty; expected a label for the trained model",
     },
 }
+_REQUIRED_TABLES = {
+    "compute": "with gpu_type and gpu_count",
+    "rollout": "with env_name, policy_name and episode settings",
+}
 _ALGORITHM_RULES = (  # key, whether its value passes, what is wrong when not
     (
         "type",
@@ -90,50 +94,37 @@ def _truthy_keys(problems: ProblemList, table: Mapping[str, Any], section: str, 
 
 def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
     """Rules 1-11: required sections and keys, algorithm names, model/compute/rollout basics."""
-    found = config.get("algorithm")
-    if (
-        algorithm := _table(problems, ("algorithm",), found, _ALGO_HINT, missing="an [algorithm] table")
-    ) is not None:
-        for key, passes, wrong in _ALGORITHM_RULES:
-            if not passes(value := algorithm.get(key)):
-                problems.add(("algorithm", key), f"{wrong}, got {describe(value)}", _ALGO_HINT)
+    algorithm = _table(
+        problems, ("algorithm",), config.get("algorithm"), _ALGO, missing="an [algorithm] table"
+    )
+    for key, passes, wrong in _ALGORITHM_RULES:
+        if algorithm is not None and not passes(value := algorithm.get(key)):
+            problems.add(("algorithm", key), f"{wrong}, got {describe(value)}", _ALGO)
     if "policy" not in config and "model" not in config:
         message = "missing; expected a [model] table (base or source, trainer_mode, label)"
         hint = 'add [model] with base = "Qwen/Qwen3-0.6B", trainer_mode = "lora", label = "my-rl-model"'
         problems.add(("model",), message, hint)
-    section, ids = (
-        ("policy", ("model_name", "source"))
-        if truthy(config.get("policy", {}))
-        else ("model", ("base", "source"))
-    )
-    if (
-        table := _table(problems, (section,), config.get(section, {}), f"write [{section}] as a table")
-    ) is not None:
+    policy = truthy(config.get("policy", {}))  # rule 6: a non-empty [policy] is checked instead of [model]
+    section, ids = ("policy", ("model_name", "source")) if policy else ("model", ("base", "source"))
+    table = _table(problems, (section,), config.get(section, {}), f"write [{section}] as a table")
+    if table is not None:
         if not any(truthy(table.get(name)) for name in ids):
             message = f'missing; expected {ids[0]} (a base model id such as "Qwen/Qwen3-0.6B") or {ids[1]} '
             hint = f'add `{ids[0]} = "Qwen/Qwen3-0.6B"` under [{section}]'
             problems.add((section, ids[0]), message + "(a fine-tuned model id)", hint)
         _truthy_keys(problems, table, section, "model")
-    for name, what in (
-        ("compute", "with gpu_type and gpu_count"),
-        ("rollout", "with env_name, policy_name and episode settings"),
-    ):
-        value = config.get(name, {})
-        if not truthy(value):
-            problems.add(
-                (name,), f"missing or empty; expected a [{name}] table {what}", f"add a [{name}] table {what}"
-            )
-        elif (table := _table(problems, (name,), value, f"write [{name}] as a table {what}")) is not None:
+    for name, what in _REQUIRED_TABLES.items():
+        wanted = f"a [{name}] table {what}"
+        if (
+            table := _table(problems, (name,), config.get(name, {}), f"add {wanted}", missing=wanted)
+        ) is not None:
             _truthy_keys(problems, table, name, name)
     compute = config.get("compute")
-    if not truthy(config.get("topology")) and not (
-        isinstance(compute, Mapping) and truthy(compute.get("topology", {}))
-    ):
+    nested = isinstance(compute, Mapping) and truthy(compute.get("topology", {}))
+    if not truthy(config.get("topology")) and not nested:
         message = "missing or empty; expected a non-empty [topology] or [compute.topology] table"
-        hint = (
-            'add [compute.topology] with type = "single_node_split", gpus_for_vllm = 1, gpus_for_training = 1'
-        )
-        problems.add(("topology",), message, hint)
+        hint = 'add [compute.topology] with type = "single_node_split", gpus_for_vllm = 1, '
+        problems.add(("topology",), message, hint + "gpus_for_training = 1")
     for name in ("training", "evaluation"):  # rules 10-11: once present, a section needs all its keys
         table = _table(problems, (name,), config.get(name, {}), f"write [{name}] as a table") or {}
         schema = RL_CONFIG.fields[name].section
@@ -164,7 +155,7 @@ def check_algorithm_triple(algorithm: Mapping[str, Any], path: KeyPath, problems
         value = algorithm.get(key)
         if ("" if value is None else str(value).strip().lower()) != wanted:
             message = f'expected "{wanted}" (the payload builder supports only this RL algorithm), got '
-            problems.add((*path, key), message + describe(value), _ALGO_HINT)
+            problems.add((*path, key), message + describe(value), _ALGO)
 
 
 def _some_weight(weights: dict[str, Any], path: KeyPath, problems: ProblemList) -> None:
