@@ -19,12 +19,9 @@ from pytest_synth_rl.config.rules import check_override_keys
 from pytest_synth_rl.config.tree import MAX_DEPTH, TreeShapeError, copy_tree, plain_copy
 from pytest_synth_rl.errors import ConfigError, ConfigProblem, keywords_checked
 
-#: tomllib, or the same parser packaged for interpreters before 3.11.
 tomllib: Any = importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "tomli")
 
-#: The largest config file read: a thousand times a real one, and seconds of parsing at worst.
 MAX_CONFIG_BYTES = 8 * 1024 * 1024
-#: Files up to this size are parsed once per content.
 _CACHED_BYTES = 1024 * 1024
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 _NOT_REGULAR = (
@@ -35,8 +32,6 @@ _NOT_REGULAR = (
 )
 _POSITION = re.compile(r"\s*\((?:at line (\d+), column (\d+)|at end of document)\)\s*$")
 _SEGMENT = r"""(?:[A-Za-z0-9_-]+|"(?:[^"\\\n]|\\.)*"|'[^'\n]*')"""
-# A key starts a line (after ``[`` or ``[[``) or follows ``{`` or ``,``: MAX_DEPTH dotted parts
-# and yet another dot is one too many (the parser is quadratic in a dotted key's length).
 _LONG_KEY = re.compile(
     rf"(?:^[ \t]*\[{{0,2}}|[{{,])[ \t]*(?P<key>(?:{_SEGMENT}[ \t]*\.[ \t]*){{{MAX_DEPTH}}})", re.MULTILINE
 )
@@ -45,7 +40,6 @@ _INT_HINT = "use a smaller number, or quote it as a string if it is an identifie
 
 
 def config_source(config_path: object) -> Path:
-    """A ``str`` or path-like as a Path; anything else is a ConfigError."""
     if isinstance(config_path, (str, os.PathLike)):
         return Path(os.fspath(config_path))
     raise config_error(
@@ -71,12 +65,9 @@ def read_config_bytes(path: Path) -> bytes:
             if not stat.S_ISREG(mode):
                 kind = next((name for test, name in _NOT_REGULAR if test(mode)), "a special file")
                 link = f" (a link to {os.path.realpath(path)})" if os.path.islink(path) else ""
-                raise _file_error(
-                    path,
-                    f"is {kind}{link}, not a regular file; expected a TOML file",
-                    "point at the .toml file itself: devices, pipes and sockets are not read, "
-                    "as they may never end",
-                )
+                hint = "point at the .toml file itself: devices, pipes and sockets are not read, "
+                hint += "as they may never end"
+                raise _file_error(path, f"is {kind}{link}, not a regular file; expected a TOML file", hint)
             with open(descriptor, "rb", closefd=False) as stream:
                 data = b"" if size > MAX_CONFIG_BYTES else stream.read(MAX_CONFIG_BYTES + 1)
         finally:
@@ -90,11 +81,10 @@ def read_config_bytes(path: Path) -> bytes:
         raise _file_error(path, f"cannot be read: {reason}", "check the file's permissions") from None
     if size > MAX_CONFIG_BYTES or len(data) > MAX_CONFIG_BYTES:
         shown = f"{size:,} bytes" if size > MAX_CONFIG_BYTES else f"more than {MAX_CONFIG_BYTES:,} bytes"
+        hint = "an RL config is a few KiB: keep datasets and other bulk data out of it "
+        hint += "(the task app can load them itself)"
         raise _file_error(
-            path,
-            f"is {shown}; expected a TOML file of at most {MAX_CONFIG_BYTES:,} bytes",
-            "an RL config is a few KiB: keep datasets and other bulk data out of it "
-            "(the task app can load them itself)",
+            path, f"is {shown}; expected a TOML file of at most {MAX_CONFIG_BYTES:,} bytes", hint
         )
     return data
 
@@ -194,9 +184,7 @@ def _syntax_problem(exc: Exception, text: str) -> ConfigProblem:
     return ConfigProblem("", f"invalid TOML: {raw}{excerpt}", hint, line, column)
 
 
-#: Override keys with the SDK's meaning (``model`` trains that id in source mode); never applied.
 SPECIAL_KEYS = ("task_url", "model", "backend")
-#: One part of a dotted key: a JSON-style quoted name or a bare one, then a dot or the end.
 _KEY_PART = re.compile(r'[ \t]*(?:"((?:[^"\\]|\\.)*)"[ \t]*|([^."]*))(\.|\Z)', re.DOTALL)
 
 
@@ -336,5 +324,4 @@ def load_rl_config(
     return apply_overrides(read_toml_file(path), overrides, source=str(path), allow_new_keys=allow_new_keys)
 
 
-#: Files parsed once per content: errors are not cached, so a broken file reports every time.
 _parsed = functools.lru_cache(maxsize=64)(parse_toml)

@@ -22,11 +22,8 @@ from pytest_synth_rl.config.urls import http_url_problem, normalize_backend_url,
 from pytest_synth_rl.config.validate import ModelRejected, check_rl_config, config_problems, resolve_rl_model
 from pytest_synth_rl.errors import ConfigProblem, keywords_checked
 
-#: ``tags`` of every RL job the SDK submits (a TOML ``[tags]`` goes to ``data.config.tags``).
 PAYLOAD_TAGS = {"source": "train-cli"}
-#: Files larger than this are built afresh every time (a real RL config is a few KiB).
 _MEMO_BYTES = 64 * 1024
-#: What the build reads from the environment: the task URL and the experimental-model gates.
 _ENVIRONMENT = ("TASK_APP_URL", "SDK_EXPERIMENTAL", "SDK_EXPERIMENTAL_MODELS")
 
 
@@ -48,7 +45,6 @@ class RLBuildResult:
     idempotency: str | None
 
 
-#: Remembered builds, each with the config to warn about again (None when it warned of nothing).
 BUILDS: PassedChecks[tuple[RLBuildResult, dict[str, Any] | None]] = PassedChecks(maxsize=32)
 
 
@@ -69,7 +65,6 @@ def build_rl_payload(
     source = str(path)
     data = read_config_bytes(path)
     options = _Options(task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys)
-    # A large file, or arguments exact_key cannot tell apart (a str subclass, a tuple), get no key.
     arguments = exact_key(list(options)) if len(data) <= _MEMO_BYTES else None
     environment = tuple(os.environ.get(name) for name in _ENVIRONMENT)
     key = None if arguments is None else (data, source, arguments, environment)
@@ -135,7 +130,6 @@ def _build(raw: Mapping[str, Any], source: str, options: _Options) -> tuple[RLBu
     data["services"]["task_url"] = choice.url  # one URL everywhere: no split between config and endpoint
     body: dict[str, Any] = {"endpoint_base_url": choice.url.rstrip("/"), "config": data}
     body[checked.model_field] = checked.model.payload_id
-    # The top-level compute is a copy: whoever stores the payload (the fake) may edit one, not both.
     payload: dict[str, Any] = {
         "job_type": "rl",
         "compute": plain_copy(data.get("compute", {})),
@@ -168,7 +162,6 @@ _TESTS: dict[str, Callable[[Any], bool]] = {
     "str?": lambda value: value is _ABSENT or isinstance(value, str),
 }
 _URL_HINT = "build the payload with a task URL (task_url=, TASK_APP_URL or [services].task_url)"
-#: The body's shape, in order: (key, test, expected, hint); nothing below a broken key is reported.
 _SHAPE = [
     ((), "table", "a JSON object", "send the body built by build_rl_payload()"),
     (("job_type",), "rl", '"rl"', 'set "job_type": "rl"'),
@@ -238,41 +231,35 @@ def _check_payload(payload: object, allow_experimental: bool | None, problems: P
 def _check_model(
     data: Mapping[str, Any], config: object, allow_experimental: bool | None, problems: ProblemList
 ) -> None:
-    add = problems.add
-    has_base, has_model = "base_model" in data, "model" in data
-    if has_base == has_model:
-        add(
-            ("data", "base_model"),
-            "both data.base_model and data.model are set; expected exactly one"
-            if has_base
-            else "missing; expected data.base_model (a base model id) or data.model (a fine-tuned id)",
-            "build the payload from a config with exactly one of [model].base / [model].source",
-        )
-        return
+    has_base = "base_model" in data
     key = "base_model" if has_base else "model"
-    value = data[key]
+    value, base = data.get(key), _at(config, ("model", "base"))
+    if has_base == ("model" in data):
+        message = "both data.base_model and data.model are set; expected exactly one"
+        if not has_base:
+            message = "missing; expected data.base_model (a base model id) or data.model (a fine-tuned id)"
+        hint = "build the payload from a config with exactly one of [model].base / [model].source"
+        problems.add(("data", "base_model"), message, hint)
+        return
     if not isinstance(value, str):
-        add(("data", key), f"expected a model id string, got {describe(value)}", _HINT)
+        problems.add(("data", key), f"expected a model id string, got {describe(value)}", _HINT)
         return
     try:
-        resolved = resolve_rl_model(value, fine_tuned=has_model, allow_experimental=allow_experimental)
+        resolved = resolve_rl_model(value, fine_tuned=not has_base, allow_experimental=allow_experimental)
     except ModelRejected as exc:
-        add(("data", key), exc.message, exc.hint)
+        problems.add(("data", key), exc.message, exc.hint)
         return
-    if not has_base:
-        return
-    base = _at(config, ("model", "base"))
-    if not (isinstance(base, str) and base.strip()):
-        add(
-            ("data", "base_model"),
-            "is set but data.config.model.base is missing; expected the base model named in the config",
-            "send data.model for a fine-tuned source, or include [model].base in data.config",
-        )
-        return
-    try:
-        configured = resolve_rl_model(base, fine_tuned=False, allow_experimental=True).base
-    except ModelRejected:
-        return  # reported under data.config.model.base
-    if configured != resolved.base:
+    if has_base and not (isinstance(base, str) and base.strip()):
+        message = "is set but data.config.model.base is missing; expected the base model named in the config"
+        hint = "send data.model for a fine-tuned source, or include [model].base in data.config"
+        problems.add(("data", "base_model"), message, hint)
+    elif has_base and _base_or_none(base) not in (None, resolved.base):  # None: reported under the config
         message = f"is {value!r} but data.config.model.base is {base!r}; expected the same model"
-        add(("data", "base_model"), message, _HINT)
+        problems.add(("data", "base_model"), message, _HINT)
+
+
+def _base_or_none(model_id: str) -> str | None:
+    try:
+        return resolve_rl_model(model_id, fine_tuned=False, allow_experimental=True).base
+    except ModelRejected:
+        return None

@@ -10,11 +10,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 from pytest_synth_rl.errors import ConfigError, ConfigProblem
 
-#: A location in the config: table keys (str) and array indexes (int).
 KeyPath = tuple[str | int, ...]
-#: At most this many problems are listed for the items of one table or array,
 PER_TABLE_LIMIT = 20
-#: and at most this many lines (problems and "... and N more" lines) in all.
 TOTAL_LIMIT = 100
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _LIMITS = (
@@ -25,7 +22,6 @@ _KINDS = ((bool, "boolean"), (int, "integer"), (float, "float"), (str, "string")
 
 
 def describe(value: object) -> str:
-    """A short description of *value* and its TOML-ish type, for problem messages."""
     if value is None:
         return "nothing"
     if isinstance(value, dict):
@@ -73,21 +69,13 @@ def format_key(path: Sequence[object]) -> str:
         if isinstance(part, int) and not isinstance(part, bool) and part.bit_length() <= 64:
             out += f"[{part}]"
             continue
-        if isinstance(part, str):
-            text = part
-        else:
-            try:
-                text = repr(part)
-            except Exception:
-                text = describe(part)
-        if not _BARE_KEY.fullmatch(text):
+        if not _BARE_KEY.fullmatch(text := key_text(part)):
             text = json.dumps(text, ensure_ascii=False)
         out = f"{out}.{text}" if out else text
     return out
 
 
 def short_key(path: Sequence[object]) -> str:
-    """:func:`format_key` of the first 8 parts, with ``…`` when the path goes on."""
     return format_key(path[:8]) + ("…" if len(path) > 8 else "")
 
 
@@ -101,8 +89,7 @@ class _Node:
 
 
 class ProblemList:
-    """An ordered set of :class:`ConfigProblem`, one per key, none below a broken key; every problem is
-    counted, at most :data:`PER_TABLE_LIMIT` per table and :data:`TOTAL_LIMIT` lines are listed."""
+    """:class:`ConfigProblem` in order, one per key, none below a broken key, listed up to the limits."""
 
     def __init__(self) -> None:
         self._root = _Node()
@@ -170,7 +157,6 @@ class ProblemList:
                 self._count_unlisted(self._node(key)[1], key, item)
 
     def entries(self) -> list[tuple[tuple[object, ...], ConfigProblem | int]]:
-        """Each listed problem with its path, and for unlisted ones their table's path and number."""
         out: list[tuple[tuple[object, ...], ConfigProblem | int]] = [
             (line.path or (), line.unlisted) if isinstance(line, _Node) else line for line in self._lines
         ]
@@ -179,7 +165,6 @@ class ProblemList:
         return out
 
     def revise(self, change: Callable[[KeyPath, ConfigProblem], ConfigProblem]) -> None:
-        """Replace every listed problem by ``change(path, problem)`` (to add context found later)."""
         self._lines = [
             (line[0], change(line[0], line[1])) if isinstance(line, tuple) else line  # type: ignore[arg-type]
             for line in self._lines

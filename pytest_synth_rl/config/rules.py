@@ -14,10 +14,8 @@ from pytest_synth_rl.config.schema import RL_CONFIG, Section, check_section, sec
 from pytest_synth_rl.errors import ConfigProblem, closest
 from pytest_synth_rl.secrets.callers import outside_stacklevel
 
-#: The only algorithm triple the RL builder supports: (type, method, variety).
 RL_ALGORITHM = ("online", "policy_gradient", "gspo")
-_ALGO_HINT = 'RL jobs need type = "online", method = "policy_gradient", variety = "gspo" under [algorithm]'
-#: Rules 10-11: what each required key of [training] and [evaluation] holds (the schema lists them).
+_ALGO = 'RL jobs need type = "online", method = "policy_gradient", variety = "gspo" under [algorithm]'
 _REQUIRED_KEYS = {
     "num_epochs": "the number of training epochs",
     "iterations_per_epoch": "the number of iterations per epoch",
@@ -53,7 +51,6 @@ def _table(
     return None
 
 
-#: Rules 3-9: keys that must be truthy once their table is there, and what is wrong when not.
 _TRUTHY_KEYS = {
     "compute": {
         "gpu_type": 'empty; expected a GPU type like "H100"',
@@ -67,6 +64,10 @@ _TRUTHY_KEYS = {
         "trainer_mode": 'empty; expected "lora", "qlora" or "full"',
         "label": "empty; expected a label for the trained model",
     },
+}
+_REQUIRED_TABLES = {
+    "compute": "with gpu_type and gpu_count",
+    "rollout": "with env_name, policy_name and episode settings",
 }
 _ALGORITHM_RULES = (  # key, whether its value passes, what is wrong when not
     (
@@ -93,55 +94,41 @@ def _truthy_keys(problems: ProblemList, table: Mapping[str, Any], section: str, 
 
 def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
     """Rules 1-11: required sections and keys, algorithm names, model/compute/rollout basics."""
-    found = config.get("algorithm")
-    if (
-        algorithm := _table(problems, ("algorithm",), found, _ALGO_HINT, missing="an [algorithm] table")
-    ) is not None:
-        for key, passes, wrong in _ALGORITHM_RULES:
-            if not passes(value := algorithm.get(key)):
-                problems.add(("algorithm", key), f"{wrong}, got {describe(value)}", _ALGO_HINT)
+    algorithm = _table(
+        problems, ("algorithm",), config.get("algorithm"), _ALGO, missing="an [algorithm] table"
+    )
+    for key, passes, wrong in _ALGORITHM_RULES:
+        if algorithm is not None and not passes(value := algorithm.get(key)):
+            problems.add(("algorithm", key), f"{wrong}, got {describe(value)}", _ALGO)
     if "policy" not in config and "model" not in config:
         message = "missing; expected a [model] table (base or source, trainer_mode, label)"
         hint = 'add [model] with base = "Qwen/Qwen3-0.6B", trainer_mode = "lora", label = "my-rl-model"'
         problems.add(("model",), message, hint)
-    # Rule 6: a non-empty [policy] is checked instead of [model], as in the SDK.
-    section, ids = (
-        ("policy", ("model_name", "source"))
-        if truthy(config.get("policy", {}))
-        else ("model", ("base", "source"))
-    )
-    if (
-        table := _table(problems, (section,), config.get(section, {}), f"write [{section}] as a table")
-    ) is not None:
+    policy = truthy(config.get("policy", {}))  # rule 6: a non-empty [policy] is checked instead of [model]
+    section, ids = ("policy", ("model_name", "source")) if policy else ("model", ("base", "source"))
+    table = _table(problems, (section,), config.get(section, {}), f"write [{section}] as a table")
+    if table is not None:
         if not any(truthy(table.get(name)) for name in ids):
             message = f'missing; expected {ids[0]} (a base model id such as "Qwen/Qwen3-0.6B") or {ids[1]} '
             hint = f'add `{ids[0]} = "Qwen/Qwen3-0.6B"` under [{section}]'
             problems.add((section, ids[0]), message + "(a fine-tuned model id)", hint)
         _truthy_keys(problems, table, section, "model")
-    for name, what in (
-        ("compute", "with gpu_type and gpu_count"),
-        ("rollout", "with env_name, policy_name and episode settings"),
-    ):
-        value = config.get(name, {})
-        if not truthy(value):
-            problems.add(
-                (name,), f"missing or empty; expected a [{name}] table {what}", f"add a [{name}] table {what}"
-            )
-        elif (table := _table(problems, (name,), value, f"write [{name}] as a table {what}")) is not None:
+    for name, what in _REQUIRED_TABLES.items():
+        wanted = f"a [{name}] table {what}"
+        if (
+            table := _table(problems, (name,), config.get(name, {}), f"add {wanted}", missing=wanted)
+        ) is not None:
             _truthy_keys(problems, table, name, name)
     compute = config.get("compute")
-    if not truthy(config.get("topology")) and not (
-        isinstance(compute, Mapping) and truthy(compute.get("topology", {}))
-    ):
+    nested = isinstance(compute, Mapping) and truthy(compute.get("topology", {}))
+    if not truthy(config.get("topology")) and not nested:
         message = "missing or empty; expected a non-empty [topology] or [compute.topology] table"
-        hint = (
-            'add [compute.topology] with type = "single_node_split", gpus_for_vllm = 1, gpus_for_training = 1'
-        )
-        problems.add(("topology",), message, hint)
+        hint = 'add [compute.topology] with type = "single_node_split", gpus_for_vllm = 1, '
+        problems.add(("topology",), message, hint + "gpus_for_training = 1")
     for name in ("training", "evaluation"):  # rules 10-11: once present, a section needs all its keys
-        table = _table(problems, (name,), config.get(name, {}), f"write [{name}] as a table")
+        table = _table(problems, (name,), config.get(name, {}), f"write [{name}] as a table") or {}
         schema = RL_CONFIG.fields[name].section
-        for key, spec in schema.fields.items() if table is not None and schema is not None else ():
+        for key, spec in schema.fields.items() if table and schema is not None else ():
             if spec.required and key not in table:
                 message = f"missing; expected {_REQUIRED_KEYS[key]} (required whenever [{name}] is present)"
                 problems.add((name, key), message, f"add `{spec.example}` under [{name}]")
@@ -168,7 +155,7 @@ def check_algorithm_triple(algorithm: Mapping[str, Any], path: KeyPath, problems
         value = algorithm.get(key)
         if ("" if value is None else str(value).strip().lower()) != wanted:
             message = f'expected "{wanted}" (the payload builder supports only this RL algorithm), got '
-            problems.add((*path, key), message + describe(value), _ALGO_HINT)
+            problems.add((*path, key), message + describe(value), _ALGO)
 
 
 def _some_weight(weights: dict[str, Any], path: KeyPath, problems: ProblemList) -> None:
@@ -200,7 +187,6 @@ _OPTIONS = section_of(
     timeout_s=lambda value: None if value > 0 else "a number of seconds > 0",
 )
 _RUBRIC_ENABLED = section_of("enabled bool! true")
-#: Keys removed in SDK 0.4.4, per reward table, and what to do instead.
 _REMOVED_KEYS: dict[KeyPath, tuple[str, str]] = {
     ("rubric",): (
         "api_base api_key_env event model outcome",
@@ -219,8 +205,8 @@ def _reward_table(
         problems, path, value, hint if missing else f"write [{format_key(path)}] as a table", **missing
     )
     names, hint = _REMOVED_KEYS[path]
-    for name in names.split() if table is not None else ():
-        if name in table:
+    for name in names.split():
+        if table is not None and name in table:
             problems.add((*path, name), "is no longer supported (removed in SDK 0.4.4)", hint)
     return table
 
@@ -265,22 +251,17 @@ class SynthConfigWarning(UserWarning):
     """An unknown config key or section, or a count no trainer can run: forwarded, but likely a mistake."""
 
 
-#: Keys the official example TOMLs use though the schema lacks them (contract §2.1), per section.
 KNOWN_EXTRA_KEYS: Mapping[KeyPath, frozenset[str]] = {
     ("rollout",): frozenset({"ops", "task_app_origin_rewards_only", "rubric_rewards_only"}),
     ("policy",): frozenset({"model", "backend", "vllm_tensor_parallel_size", "max_model_len"}),
     (): frozenset({"data"}),
     ("verifier", "options"): frozenset(_OPTIONS.fields),  # the 0.5 era added some
 }
-#: Counts the SDK passes on unchecked although no trainer can run 0, a negative or a boolean.
-COUNT_KEYS: tuple[tuple[str, str], ...] = tuple(
-    (section, key)
-    for section, keys in (
-        ("training", "num_epochs iterations_per_epoch batch_size group_size max_turns"),
-        ("rollout", "max_turns episodes_per_batch max_concurrent_rollouts"),
-    )
-    for key in keys.split()
-)
+_COUNTS = {
+    "training": "num_epochs iterations_per_epoch batch_size group_size max_turns",
+    "rollout": "max_turns episodes_per_batch max_concurrent_rollouts",
+}
+COUNT_KEYS = [f"{name}.{key}" for name, keys in _COUNTS.items() for key in keys.split()]
 
 
 def _is_extra(path: KeyPath, key: str) -> bool:
@@ -328,23 +309,19 @@ def config_warnings(config: Mapping[str, Any]) -> list[str]:
 
     walk(config, (), RL_CONFIG)
     for path in COUNT_KEYS:
-        section = config.get(path[0])
-        value = section.get(path[1]) if isinstance(section, Mapping) else None
+        name, key = path.split(".")
+        value = table.get(key) if isinstance(table := config.get(name), Mapping) else None
         if isinstance(value, bool):
-            found.append(
-                f"{format_key(path)} = {str(value).lower()} is a boolean where a count belongs "
-                f"(the SDK sends it as {int(value)}); write a whole number >= 1"
-            )
+            what = f"{str(value).lower()} is a boolean where a count belongs (the SDK sends it as {value:d})"
         elif isinstance(value, int) and value < 1:
-            found.append(
-                f"{format_key(path)} = {value} is not a count a trainer can run (the SDK sends it "
-                "unchecked); write a whole number >= 1"
-            )
+            what = f"{value} is not a count a trainer can run (the SDK sends it unchecked)"
+        else:
+            continue
+        found.append(f"{path} = {what}; write a whole number >= 1")
     return found
 
 
 def warn_about_config(config: Mapping[str, Any], *, source: str | None = None) -> None:
-    """Warn about everything :func:`config_warnings` finds, at the user's line."""
     where = f"{source}: " if source else ""
     for message in config_warnings(config):
         warnings.warn(SynthConfigWarning(f"{where}{message}"), stacklevel=outside_stacklevel())
@@ -377,10 +354,7 @@ def point_at_near_misses(config: Mapping[str, Any], problems: ProblemList) -> No
     def change(path: KeyPath, problem: ConfigProblem) -> ConfigProblem:
         if not path or not problem.message.startswith("missing") or not isinstance(path[-1], str):
             return problem
-        table = _table_at(config, path[:-1])
-        if table is None:
-            return problem
-        section = _section_at(path[:-1])
+        section, table = _section_at(path[:-1]), _table_at(config, path[:-1]) or {}
         known = {path[-1], *(section.fields if section is not None else ())}
         found = closest(path[-1], [key for key in table if isinstance(key, str) and key not in known])
         suffix = f"; found {found!r}; did you mean {path[-1]!r}?" if found else ""

@@ -8,12 +8,11 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from pytest_synth_rl.config.problems import KeyPath, ProblemList, describe, format_key, key_text
 from pytest_synth_rl.config.tree import plain_copy
 
-# The Unicode White_Space characters the SDK's number parser trims (narrower than str.isspace).
 _WHITE_SPACE = (
     "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
     "\u200a\u2028\u2029\u202f\u205f\u3000"
@@ -24,13 +23,11 @@ _FLOAT_TEXT = re.compile(
 )
 _BOOL_WORDS = {"1": True, "on": True, "t": True, "true": True, "y": True, "yes": True}
 _BOOL_WORDS |= {"0": False, "off": False, "f": False, "false": False, "n": False, "no": False}
-#: Integers must be smaller than this in magnitude (64-bit, like TOML integers).
 INT64_LIMIT = 2**63
 _INT64_DIGITS = len(str(INT64_LIMIT))
 _TOO_BIG = "an integer smaller than 2**63"
 
 
-Kind = Literal["str", "int", "float", "bool", "table", "list_str", "list_int", "table_float", "section"]
 _EXPECTED = {
     "str": "a string",
     "int": "an integer",
@@ -42,7 +39,6 @@ _EXPECTED = {
     "table_float": "a table of numbers",
     "section": "a table",
 }
-#: A cross-key check of a converted section, and a value constraint (returns what was expected).
 AfterCheck = Callable[[dict[str, Any], KeyPath, ProblemList], None]
 Constraint = Callable[[Any], "str | None"]
 _ITEM_KINDS = {"table_float": "float", "list_str": "str", "list_int": "int"}
@@ -119,10 +115,9 @@ _CONVERT: dict[str, Callable[[Any], Any]] = {"str": to_str, "int": to_int, "floa
 class Field:
     """One known key of a section; *constraint* returns what was expected when a value breaks it."""
 
-    kind: Kind
+    kind: str
     required: bool = False
-    default: Any = None  # written when the key is absent (None: it stays absent)
-    nullable: bool = True
+    default: Any = None  # written when the key is absent (None: it stays absent, or may be null)
     section: Section | None = None
     constraint: Constraint | None = None
     example: str | None = None
@@ -168,7 +163,7 @@ def check_section(
             continue
         raw = value[name]
         if raw is None:
-            if not (spec.nullable and not spec.required):
+            if spec.required or spec.default is not None:
                 message = f"expected {spec.expected}, got nothing (null)"
                 problems.add(key_path, message, _value_hint(name, spec, spec.expected))
                 valid = False
@@ -236,11 +231,8 @@ def _convert(spec: Field, raw: Any, path: KeyPath, problems: ProblemList) -> tup
 
 
 def section_of(table: str, after: AfterCheck | None = None, **parts: Section | Constraint) -> Section:
-    """A section from ``;``-separated fields ``name kind [example value] [| expected]``.
-
-    ``kind!`` is required; ``kind=`` defaults to the example's value, ``kind=VALUE`` to VALUE (JSON)
-    with no example. A ``section`` takes its Section, and any field its constraint, from *parts*.
-    """
+    """A section from ``;``-separated ``name kind [example] [| expected]``: ``kind!`` is required, ``kind=``
+    defaults to the example, ``kind=VALUE`` to VALUE (JSON); *parts* give sections and constraints."""
     fields: dict[str, Field] = {}
     for spec in table.split(";"):
         text, _, expect = spec.partition(" | ")
@@ -249,10 +241,9 @@ def section_of(table: str, after: AfterCheck | None = None, **parts: Section | C
         kind, mark, default = kind.partition("!") if "!" in kind else kind.partition("=")
         part = parts.get(name)
         fields[name] = Field(
-            kind,  # type: ignore[arg-type]
+            kind,
             required=mark == "!",
             default=json.loads(default or value or "null") if mark == "=" else None,
-            nullable=not mark,
             section=part if isinstance(part, Section) else None,
             constraint=None if isinstance(part, Section) else part,
             example=f"{name} = {value}" if value is not None and not default else None,
@@ -295,7 +286,6 @@ _VERIFIER_OPTIONS = (
     "event bool; outcome bool; provider str; model str; rubric_id str; rubric_overrides table; "
     "tracks list_str; weights table_float; max_concurrency int"
 )
-#: The whole RL config: required [algorithm] and [services], typed sections, free-form tables.
 RL_CONFIG = section_of(
     "algorithm section!; services section!; compute section; topology table; vllm table; reference table; "
     "model section; policy section; lora table; rollout section; evaluation section; training section; "

@@ -7,12 +7,8 @@ from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from typing import Any, Generic, NamedTuple, TypeVar
 
-#: The longest key path a config may have (``a.b.c`` is 3; ``seeds[0]`` is 2): far inside the
-#: recursion limit wherever the caller's stack stands.
 MAX_DEPTH = 100
-#: The most values one copy may hold, a shared table counting once per place it appears.
 MAX_VALUES = 100_000
-#: Trees deeper or bigger than these get no memo key (real configs have a few dozen values).
 KEY_MAX_DEPTH = 32
 KEY_MAX_VALUES = 10_000
 _PLAIN = frozenset({str, int, float, bool, type(None)})
@@ -89,46 +85,29 @@ class _Unkeyable(Exception):
 
 def exact_key(tree: object) -> Hashable | None:
     """A key equal only for trees of the same values, types and order (``-0.0`` is not ``0.0``), or None."""
-    out: list[object] = []
-    append = out.append
     count = 0
 
     def walk(container: Any, depth: int) -> None:
         nonlocal count
-        items: list[Any]
-        if type(container) is dict:
-            items = [part for pair in container.items() for part in pair]
-            append(dict)
-        else:
-            items = container
-            append(list)
-        append(len(container))
+        items = [*container, *container.values()] if type(container) is dict else container
         count += len(items)
         if count > KEY_MAX_VALUES or (items and depth >= KEY_MAX_DEPTH):
             raise _Unkeyable
-        for item in items:  # in the loop, not a call per item: the fake keys every payload
+        for item in items:
             kind = type(item)
-            if kind is float:
-                append(float)
-                append(repr(item))
-            elif kind in _PLAIN:
-                append(kind)
-                append(item)
-            elif kind is dict or kind is list:
+            if kind is dict or kind is list:
                 walk(item, depth + 1)
-            else:
+            elif kind not in _PLAIN:
                 raise _Unkeyable
 
     try:
         walk([tree], -1)  # the root as the item of a list above it
-    except _Unkeyable:
+        return repr(tree)  # exact for plain values: every str is quoted, every number spelt by its type
+    except (_Unkeyable, ValueError):  # ValueError: an integer too long to write out
         return None
-    return tuple(out)
 
 
 class MemoInfo(NamedTuple):
-    """What a memo did so far: answers reused, checks run, entries held (at most ``maxsize``)."""
-
     hits: int
     misses: int
     size: int

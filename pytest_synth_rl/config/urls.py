@@ -10,7 +10,6 @@ from typing import NamedTuple
 
 from pytest_synth_rl.errors import closest
 
-#: ``http:/host``, ``https:host``: the scheme is right, its slashes are not.
 _SHORT_SLASHES = re.compile(r"(https?):/{0,1}([^/].*)", re.IGNORECASE)
 
 
@@ -25,19 +24,14 @@ def http_url_problem(text: str, example: str) -> str | None:
     scheme, sep, rest = text.partition("://")
     if sep and scheme.lower() in ("http", "https") and rest.strip("/"):
         return None
-    guess: str | None = None
     short = _SHORT_SLASHES.fullmatch(text.strip())
-    if short is not None:
-        guess = f"{short.group(1).lower()}://{short.group(2)}"
-    elif sep and rest.strip("/") and (near := closest(scheme.lower(), ("http", "https"))):
-        guess = f"{near}://{rest}"
+    near = closest(scheme.lower(), ("http", "https")) if sep and rest.strip("/") else None
+    guess = f"{short[1].lower()}://{short[2]}" if short else f"{near}://{rest}" if near else None
     hint = f" (did you mean {guess!r}?)" if guess else ""
     return f"expected an http(s) URL such as {example}, got {text!r}{hint}"
 
 
 class TaskUrlChoice(NamedTuple):
-    """The resolved task URL and where it came from (for messages and reports)."""
-
     url: str
     source: str
 

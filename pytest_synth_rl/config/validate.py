@@ -31,25 +31,21 @@ def _qwen(names: str) -> frozenset[str]:
     return frozenset(out)
 
 
-#: Base models the RL trainer accepts (contract §7.3).
 SUPPORTED_RL_MODELS = _qwen(
     "0.6B 1.7B 4B 8B 14B 30B-A3B 4B-2507 4B-Instruct-2507+ 30B-A3B-Instruct-2507+ 4B-Thinking-2507+ "
     "30B-A3B-Thinking-2507+ Coder-30B-A3B-Instruct+ VL-2B-Instruct VL-2B-Thinking VL-4B-Instruct "
     "VL-4B-Thinking VL-8B-Instruct VL-8B-Thinking"
 )
-#: Models blocked unless experimental use is enabled (before ``SDK_EXPERIMENTAL_MODELS``).
 EXPERIMENTAL_MODELS = _qwen(
     "235B-A22B-Instruct-2507+ 235B-A22B-Thinking-2507+ Coder-480B-A35B-Instruct+ 30B-A3B-Thinking-2507+ "
     "4B-Thinking-2507+"
 )
-#: Every base model id the SDK knows (RL-capable or not).
 KNOWN_BASE_MODELS = (
     SUPPORTED_RL_MODELS
     | EXPERIMENTAL_MODELS
     | _qwen("32B VL-30B-A3B-Instruct VL-30B-A3B-Thinking VL-32B-Instruct VL-32B-Thinking")
     | _qwen("VL-235B-A22B-Instruct VL-235B-A22B-Thinking")
 )
-#: Prefixes of fine-tuned model ids issued by the backend.
 FINE_TUNED_PREFIXES: tuple[str, ...] = ("ft:", "fft:", "qft:", "rl:")
 
 _BY_LOWER: dict[str, str] = {name.lower(): name for name in KNOWN_BASE_MODELS}
@@ -121,7 +117,6 @@ class ConfigCheck:
     model_field: ModelField | None = None
 
 
-#: Checks that passed, reused for the same config and environment; failures are never kept.
 CHECKS: PassedChecks[ConfigCheck] = PassedChecks(maxsize=64)
 
 
