@@ -1,5 +1,4 @@
-"""Compact text for assertion messages and the run report: how a job went (statuses, reward
-curve, durations) and aligned tables."""
+"""Compact text for assertion messages and the run report: statuses, reward curves, durations, tables."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ _BARS = "▁▂▃▄▅▆▇█"
 
 
 def _mean(values: Sequence[float]) -> float:
-    """The mean of finite *values*, finite too even when their sum overflows (two of 1e308)."""
     total = sum(values)
     if math.isfinite(total):
         return total / len(values)
@@ -20,7 +18,6 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def sparkline(values: Sequence[float], width: int = 40) -> str:
-    """A one-line bar chart of the finite *values*, averaged down to *width* buckets."""
     numbers = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
     if not numbers:
         return ""
@@ -34,7 +31,6 @@ def sparkline(values: Sequence[float], width: int = 40) -> str:
     low, high = min(numbers), max(numbers)
     half_span = high / 2 - low / 2
     if half_span < 0.5e-12:
-        # flat: its level on the 0..1 reward scale, so stuck at 0 and stuck at 1 differ
         level = min(max(low, 0.0), 1.0)
         return _BARS[round(level * (len(_BARS) - 1))] * len(numbers)
     scale = (len(_BARS) - 1) / half_span
@@ -42,7 +38,6 @@ def sparkline(values: Sequence[float], width: int = 40) -> str:
 
 
 def format_reward(value: float) -> str:
-    """A reward for a table or message: three decimals, or four significant digits from 1e6 on."""
     return f"{value:.3f}" if abs(value) < 1e6 else f"{value:.4g}"
 
 
@@ -92,7 +87,6 @@ def reward_curve_line(rewards: Sequence[float]) -> str:
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """A plain aligned text table (no borders), for terminals and assertion messages."""
     text_rows = [[_cell(c) for c in row] for row in rows]
     widths = [
         max([len(h), *(len(row[i]) for row in text_rows if i < len(row))]) for i, h in enumerate(headers)
