@@ -50,9 +50,8 @@ class MatchConfig:
         problems = [p for p in map(_list_problem, ("match_on", "ignore"), (self.match_on, self.ignore)) if p]
         if problems:
             raise SynthUsageError(problems)
-        object.__setattr__(self, "match_on", tuple(self.match_on))
-        object.__setattr__(self, "ignore", tuple(self.ignore))
-        object.__setattr__(self, "ignore_fields", frozenset(self.ignore_fields))
+        for name, kind in (("match_on", tuple), ("ignore", tuple), ("ignore_fields", frozenset)):
+            object.__setattr__(self, name, kind(getattr(self, name)))
         for part in self.match_on:
             if part not in MATCH_PARTS:
                 near = closest(str(part), MATCH_PARTS)

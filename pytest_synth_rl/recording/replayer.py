@@ -330,6 +330,7 @@ class Replayer:
 def use_cassette(
     path: str | Path, *, mode: RecordMode | str = RecordMode.NONE, test_id: str | None = None, **options: Any
 ) -> Replayer:
+    """A :class:`Replayer` of the cassette file at *path*; ``rewrite`` never parses the old file."""
     parsed = RecordMode.parse(mode)
     if parsed is RecordMode.REWRITE:
         cassette = Cassette(path, test_id=test_id, existed=Path(path).is_file())

@@ -182,10 +182,6 @@ def _finite(text: str) -> float:
     return number
 
 
-def _not_finite(text: str) -> float:
-    raise _NeedsWalk
-
-
 def parse_json_document(data: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """Parse JSON read back; broken, a too-long int, NaN or too deep is :class:`UnreadableDocument`."""
     if isinstance(data, bytes):
@@ -201,7 +197,7 @@ def parse_json_document(data: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -
         try:
             if len(data) > sys.get_int_max_str_digits() or data.count("{") + data.count("[") > max_depth:
                 raise _NeedsWalk
-            return json.loads(data, parse_float=_finite, parse_constant=_not_finite)
+            return json.loads(data, parse_float=_finite, parse_constant=_finite)
         except _NeedsWalk:
             value = json.loads(data, parse_int=_int_or_long)
     except json.JSONDecodeError as error:

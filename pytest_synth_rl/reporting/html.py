@@ -3,7 +3,6 @@ baseline curves, the failure point, a band of statuses)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Generator, Sequence
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
@@ -12,6 +11,7 @@ import pytest
 
 from pytest_synth_rl.baselines import BaselineError, BaselineStore
 from pytest_synth_rl.plugin.settings import SynthSettings
+from pytest_synth_rl.reporting.render import finite_floats as _finite
 from pytest_synth_rl.reporting.report import JobRecord
 from pytest_synth_rl.reporting.summary import carried_records
 
@@ -37,10 +37,6 @@ STATUS_COLORS = {
 
 def _num(value: float) -> str:
     return f"{value:.4g}"
-
-
-def _finite(values: Sequence[float]) -> list[float]:
-    return [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
 
 
 def reward_chart_svg(
@@ -158,7 +154,6 @@ def _legend(names: list[str]) -> list[str]:
 
 
 def _timeline(runs: Sequence[Sequence[Any]]) -> list[str]:
-    """Status runs as a band, each until the next begins (evenly when a time is unknown)."""
     if not runs:
         return []
     times = [_finite([run[1], run[2]]) for run in runs]

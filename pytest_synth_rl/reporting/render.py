@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -17,8 +18,12 @@ def _mean(values: Sequence[float]) -> float:
     return min(max(values), max(min(values), shares))
 
 
+def finite_floats(values: Iterable[Any]) -> list[float]:
+    return [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+
+
 def sparkline(values: Sequence[float], width: int = 40) -> str:
-    numbers = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    numbers = finite_floats(values)
     if not numbers:
         return ""
     if len(numbers) > width:
@@ -60,20 +65,13 @@ def format_duration(seconds: float | None) -> str:
 
 def status_timeline(samples: Iterable[tuple[float, str, int]]) -> str:
     """Collapse ``(elapsed, status, polls)`` samples into runs: ``queued x3 (0s-20s) -> running x5 …``."""
-    runs: list[list[Any]] = []  # [status, count, first_t, last_t]
-    for elapsed, status, polls in samples:
-        if runs and runs[-1][0] == status:
-            runs[-1][1] += polls
-            runs[-1][3] = elapsed
-        else:
-            runs.append([status, polls, elapsed, elapsed])
-    if not runs:
-        return "(no polls)"
     parts = []
-    for status, count, first, last in runs:
+    for status, group in itertools.groupby(samples, key=lambda sample: sample[1]):
+        run = list(group)
+        count, first, last = sum(polls for *_, polls in run), run[0][0], run[-1][0]
         span = format_duration(first) if count == 1 else f"{format_duration(first)}-{format_duration(last)}"
         parts.append(f"{status} x{count} ({span})")
-    return " -> ".join(parts)
+    return " -> ".join(parts) or "(no polls)"
 
 
 def reward_curve_line(rewards: Sequence[float]) -> str:

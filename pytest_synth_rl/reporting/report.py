@@ -188,7 +188,6 @@ class LiveJobs:
                 self._save()
 
     def described(self) -> list[str]:
-        """``job_id (test)`` of each; takes no lock (a signal handler asks)."""
         return [f"{entry['job_id']} ({entry['test']})" for entry in list(self._jobs.values())]
 
     def _save(self) -> None:
@@ -211,7 +210,6 @@ def _quoted(text: str) -> str:
 
 
 def _plain(value: float, decimals: int) -> str:
-    """A plain decimal such as ``-0.00005`` (an exponent stops GitHub drawing the chart)."""
     text = f"{value:.{decimals}f}"
     if "." in text:
         text = text.rstrip("0").rstrip(".")

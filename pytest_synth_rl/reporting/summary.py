@@ -26,9 +26,8 @@ WORKER_ROW_SPOOL = "synth_row_spool"
 def job_properties(records: list[JobRecord]) -> list[tuple[str, str]]:
     properties = []
     for record in records:
-        properties.append((JOB_PROPERTY, json.dumps(record.to_json(), sort_keys=True)))
-        properties.append(("synth_job_id", record.job_id or ""))
-        properties.append(("synth_job_status", record.status or ""))
+        properties += [(JOB_PROPERTY, json.dumps(record.to_json(), sort_keys=True))]
+        properties += [("synth_job_id", record.job_id or ""), ("synth_job_status", record.status or "")]
         if record.final_reward is not None:
             properties.append(("synth_final_reward", f"{record.final_reward:.6g}"))
     return properties

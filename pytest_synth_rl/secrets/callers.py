@@ -20,7 +20,6 @@ def is_ours(module: str) -> bool:
 
 
 def _outside(here: FrameType | None) -> tuple[FrameType | None, int]:
-    """From a helper's frame: the first frame outside the package, and its stacklevel for the caller."""
     frame = here.f_back if here is not None else None
     if frame is None:
         return None, 1
@@ -56,7 +55,6 @@ class Frame:
 
     @property
     def users(self) -> bool:
-        """The test, a conftest, the user's task app: not ours, not pytest's, not installed."""
         ours = self.ours or self.module.partition(".")[0] in _MACHINERY
         return not ours and not _installed(Path(self.filename))
 
@@ -67,7 +65,6 @@ def is_users_frame(frame: FrameType) -> bool:
 
 
 def is_users_file(filename: str) -> bool:
-    """Whether the source file *filename* is the user's, from a path alone (a traceback as text)."""
     path = Path(filename)
     if _installed(path):
         return False

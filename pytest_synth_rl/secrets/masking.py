@@ -87,7 +87,6 @@ def restore_registered_secrets(snapshot: Iterable[str]) -> None:
 
 
 def known_secrets(extra: Iterable[str | None] = ()) -> list[str]:
-    """Registered secrets, secret env vars and *extra*, longest first (one may hold another)."""
     found: set[str] = set()
     with _lock:
         found.update(_registered)
@@ -177,7 +176,6 @@ class Secret:
 
 
 def key_problem(key: str) -> str | None:
-    """Why *key* cannot travel in an HTTP header, or None."""
     for index, char in enumerate(key):
         if not " " <= char <= "~":
             where = f"character {index + 1} of {len(key)}"
@@ -248,7 +246,6 @@ def get_logger(name: str) -> logging.Logger:
 
 
 def _masked(value: Any, seen: set[int]) -> Any:
-    """*value* with every string redacted; pytest's repr dataclasses are changed in place."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, list):
