@@ -172,7 +172,7 @@ def pytest_runtest_makereport(
 
         report.longrepr = message_only(call.excinfo) or without_internal_causes(call.excinfo, report.longrepr)
     if report.longrepr is not None or report.sections:
-        from pytest_synth_rl.secrets.report_masking import mask_test_report
+        from pytest_synth_rl.secrets.masking import mask_test_report
 
         mask_test_report(report)
     return report

@@ -1,6 +1,5 @@
-"""The cassette: the recorded HTTP exchanges of one test, as reviewable JSON (format version 1).
-Exchanges are redacted as they are captured from httpx, files are checked when loaded, and a file
-that still holds a secret is never written."""
+"""The cassette: one test's recorded HTTP exchanges as JSON (format version 1), redacted when
+captured, checked when loaded; a file that still holds a secret is never written."""
 
 from __future__ import annotations
 
@@ -21,10 +20,8 @@ from pytest_synth_rl.reporting import files
 from pytest_synth_rl.secrets.masking import redact
 
 _VERSION = 1
-#: A body sits four levels down in its cassette (document, interactions, interaction, message).
 _BODY_DEPTH = files.MAX_JSON_DEPTH - 4
 
-#: Never stored: they differ between two recordings of one exchange, or would be wrong on replay.
 DROPPED_HEADERS: frozenset[str] = frozenset(
     ["content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive", "date"]
 )
@@ -33,7 +30,7 @@ Headers = dict[str, str | list[str]]
 
 
 class CassetteError(SynthError):
-    """A cassette file could not be read or does not follow the format."""
+    pass
 
 
 def cassette_path(directory: str | os.PathLike[str], test_id: str) -> Path:
@@ -55,7 +52,6 @@ def _is_json_type(headers: Mapping[str, Any]) -> bool:
 
 
 def encode_body(content: bytes, headers: Mapping[str, Any]) -> tuple[Any, str | None]:
-    """``(body, body_encoding)`` for a cassette; ``body_encoding`` is None for the default form."""
     if not content:
         return None, None
     try:
@@ -66,13 +62,12 @@ def encode_body(content: bytes, headers: Mapping[str, Any]) -> tuple[Any, str | 
         return text, None
     try:
         value = files.parse_json_document(text, max_depth=_BODY_DEPTH)
-    except files.UnreadableDocument:  # kept as sent: the cassette could not be read back otherwise
+    except files.UnreadableDocument:
         return text, "text"
     return (value, None) if value is not None else (text, "text")  # a null body would read as none
 
 
 def decode_body(body: Any, encoding: str | None, headers: Mapping[str, Any]) -> bytes:
-    """The bytes to send for a stored body (inverse of :func:`encode_body`, modulo whitespace)."""
     if body is None:
         return b""
     if encoding == "base64":
@@ -103,7 +98,6 @@ class RecordedRequest(_Message):
     body_encoding: str | None = None
 
     def __repr__(self) -> str:
-        # Hand-built or old records may hold a raw ?api_key=...; reprs reach tracebacks and -l.
         redactor = Redactor()
         return (
             f"RecordedRequest(method={self.method!r}, url={redactor.url(self.url)!r}, "
@@ -139,7 +133,6 @@ def _captured_headers(headers: httpx.Headers, redactor: Redactor) -> Headers:
 
 
 def capture_request(request: httpx.Request, redactor: Redactor) -> RecordedRequest:
-    """The redacted cassette form of *request* (its body must have been read)."""
     headers = _captured_headers(request.headers, redactor)
     body = _captured_body(request.content, headers, redactor)
     return RecordedRequest(request.method.upper(), redactor.url(str(request.url)), headers, *body)
@@ -169,8 +162,6 @@ def _message_parts(part: Mapping[str, Any], where: str) -> dict[str, Any]:
 
 @dataclass
 class Interaction:
-    """One recorded exchange (already redacted)."""
-
     request: RecordedRequest
     response: RecordedResponse
 
@@ -181,7 +172,6 @@ class Interaction:
     def capture(
         cls, request: httpx.Request, response: httpx.Response, content: bytes, redactor: Redactor
     ) -> Interaction:
-        """The redacted record of an exchange; *content* is the response body, read and decoded."""
         headers = _captured_headers(response.headers, redactor)
         body = _captured_body(content, headers, redactor)
         return cls(capture_request(request, redactor), RecordedResponse(response.status_code, headers, *body))
@@ -203,7 +193,7 @@ class Interaction:
             raise CassetteError(f"{where}.response.status: expected an HTTP status 100-599, got {status!r}")
         recorded_request = RecordedRequest(method.upper(), url, **_message_parts(request, f"{where}.request"))
         recorded_response = RecordedResponse(status, **_message_parts(response, f"{where}.response"))
-        try:  # a URL that cannot be matched or sent is reported now, not as a raw error on replay
+        try:
             parts = urlsplit(url)
             parts.port  # noqa: B018 - parsing the port is the check
         except ValueError as error:
@@ -214,7 +204,7 @@ class Interaction:
 
 
 class Cassette:
-    """The interactions of one test, in order; ``existed``: loaded from a file (what ``once`` asks)."""
+    """The interactions of one test, in order; ``existed``: loaded from a file."""
 
     def __init__(
         self,
@@ -269,7 +259,6 @@ class Cassette:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Cassette:
-        """Read a cassette file; :class:`CassetteError` if it is missing or malformed."""
         try:
             return cls.from_json(Path(path).read_bytes(), path=path)
         except FileNotFoundError:
@@ -280,7 +269,6 @@ class Cassette:
 
     @classmethod
     def load_or_new(cls, path: str | os.PathLike[str], *, test_id: str | None = None) -> Cassette:
-        """The cassette at *path*, or an empty one (``existed=False``); another test's is refused."""
         if not Path(path).is_file():
             return cls(path, test_id=test_id, existed=False)
         cassette = cls.load(path)
@@ -294,7 +282,7 @@ class Cassette:
         return cassette
 
     def save(self, path: str | os.PathLike[str] | None = None, *, secrets: Iterable[str | None] = ()) -> Path:
-        """Write the cassette atomically; :class:`SecretLeakError`, old file kept, if it holds a secret."""
+        """Write atomically; :class:`SecretLeakError`, old file kept, if it holds a secret."""
         target = Path(path) if path is not None else self.path
         if target is None:
             raise CassetteError("this cassette has no path; pass save(path=...)")

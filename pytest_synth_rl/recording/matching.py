@@ -1,6 +1,5 @@
 """Which recorded interaction answers a live request: method + path + query (+ body for
-POST/PUT/PATCH), compared redacted, without host, headers, volatile fields, per-run tags and
-loopback ports. :class:`MatchConfig` chooses the parts (like vcrpy's ``match_on``)."""
+POST/PUT/PATCH), redacted, without volatile fields, per-run tags and loopback ports."""
 
 from __future__ import annotations
 
@@ -15,16 +14,12 @@ from pytest_synth_rl.errors import ConfigProblem, SynthUsageError, closest
 from pytest_synth_rl.recording.cassette import RecordedRequest
 from pytest_synth_rl.reporting.files import UnreadableDocument, parse_json_document
 
-#: Methods whose body takes part in matching.
 BODY_METHODS: frozenset[str] = frozenset({"POST", "PUT", "PATCH"})
 
-#: Body fields, at any depth, that differ on every run (a sealed box differs every time).
 DEFAULT_IGNORED_FIELDS = frozenset({"idempotency_key", "request_id", "nonce", "ciphertext_b64"})
 
-#: Body values that differ per run, worker or test-id spelling: the job tags of ``session.job_tags``.
 DEFAULT_IGNORED_PATHS: tuple[str, ...] = ("tags.run", "tags.worker", "tags.test")
 
-#: The parts of a request that can take part in matching, and the default selection.
 MATCH_PARTS: tuple[str, ...] = ("method", "host", "path", "query", "body")
 DEFAULT_MATCH_ON: tuple[str, ...] = ("method", "path", "query", "body")
 
@@ -36,7 +31,6 @@ def _split_path(path: str) -> tuple[str, ...]:
 
 
 def _list_problem(name: str, value: object) -> ConfigProblem | None:
-    """A value that is not a list of strings; a lone string would be read letter by letter."""
     if not isinstance(value, str) and isinstance(value, (list, tuple, set, frozenset)):
         return None
     hint = f"did you mean [{value!r}]?" if isinstance(value, str) else "e.g. ['tags.run']"
@@ -56,9 +50,8 @@ class MatchConfig:
         problems = [p for p in map(_list_problem, ("match_on", "ignore"), (self.match_on, self.ignore)) if p]
         if problems:
             raise SynthUsageError(problems)
-        object.__setattr__(self, "match_on", tuple(self.match_on))
-        object.__setattr__(self, "ignore", tuple(self.ignore))
-        object.__setattr__(self, "ignore_fields", frozenset(self.ignore_fields))
+        for name, kind in (("match_on", tuple), ("ignore", tuple), ("ignore_fields", frozenset)):
+            object.__setattr__(self, name, kind(getattr(self, name)))
         for part in self.match_on:
             if part not in MATCH_PARTS:
                 near = closest(str(part), MATCH_PARTS)
@@ -87,7 +80,6 @@ def origin_of(url: str) -> str:
 
 
 def _normalise_text(value: str, origin: str | None = None) -> str:
-    """The request's own origin and any loopback port (the task app's) left out of a text."""
     if origin:
         value = value.replace(origin, "<origin>")
     return _LOOPBACK_URL.sub(r"\1<loopback>", value)
@@ -96,7 +88,6 @@ def _normalise_text(value: str, origin: str | None = None) -> str:
 def _canonical(
     value: Any, paths: Collection[tuple[str, ...]], ignore: Collection[str], origin: str | None
 ) -> Any:
-    """*value* without the values at *paths* and the fields named *ignore*, its texts normalised."""
     ends = {path[0] for path in paths if len(path) == 1}
     if isinstance(value, dict):
         return {
@@ -112,8 +103,6 @@ def _canonical(
 
 @dataclass(frozen=True)
 class RequestKey:
-    """What identifies a request for replay (see the module docstring)."""
-
     method: str
     path: str
     query: tuple[tuple[str, str], ...]
@@ -136,7 +125,6 @@ def _canonical_body(
     origin = f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else None
     value = request.body
     if request.body_encoding is not None or isinstance(value, str):
-        # Text, or a JSON string value: try JSON anyway, a client may omit the content type.
         text = value if isinstance(value, str) else request.content().decode()
         try:
             value = parse_json_document(text)
@@ -148,7 +136,6 @@ def _canonical_body(
 def request_key(
     request: RecordedRequest, ignore_fields: Collection[str] | None = None, match: MatchConfig | None = None
 ) -> RequestKey:
-    """The match key of a (redacted) request; parts *match* leaves out are blank."""
     match = match or MatchConfig()
     ignore = match.ignore_fields if ignore_fields is None else frozenset(ignore_fields)
     parts = urlsplit(request.url)
@@ -191,7 +178,6 @@ def _first_difference(recorded: Any, live: Any, path: str = "$") -> str | None:
 
 
 def describe_difference(recorded: RequestKey, live: RequestKey) -> str:
-    """What separates two keys, in a few words (for the "nearest recorded requests" list)."""
     if recorded.method != live.method:
         return f"method: recorded {recorded.method}, now {live.method}"
     if recorded.path != live.path:
@@ -212,7 +198,6 @@ def _shared_start(a: str, b: str) -> int:
 
 
 def nearest(live: RequestKey, recorded: Iterable[RequestKey], limit: int = 3) -> list[RequestKey]:
-    """The distinct recorded keys most like *live*: same method, path, then longest shared starts."""
 
     def likeness(key: RequestKey) -> tuple[bool, bool, int, int]:
         line = _shared_start(key.render(), live.render())

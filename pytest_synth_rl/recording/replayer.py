@@ -1,6 +1,5 @@
-"""Recording and replaying backend traffic: record modes, recording transports, and the replayer,
-one catch-all respx route that serves a cassette in recorded order (the last answer repeats),
-records what the mode allows, passes other loopback traffic through and blocks the rest."""
+"""Record modes, recording transports, and the replayer: one catch-all respx route that serves a
+cassette in recorded order, records what the mode allows, passes loopback through, blocks the rest."""
 
 from __future__ import annotations
 
@@ -23,21 +22,18 @@ from pytest_synth_rl.recording.redaction import Redactor
 from pytest_synth_rl.reporting.files import shell_quote
 from pytest_synth_rl.taskapp.loopback import is_loopback_host
 
-# Set while a request is forwarded for recording: it re-enters the respx hook and must pass.
 _FORWARDING: ContextVar[bool] = ContextVar("pytest_synth_rl_cassette_forwarding", default=False)
 
-#: Task-app key routes (contract §10.5): while recording they always reach the backend, since a
-#: replayed upload would leave it the key of the run that recorded the cassette.
+#: Task-app key routes: while recording they always reach the backend.
 KEY_ROUTES = ("/v1/crypto/public-key", "/v1/env-keys", "/v1/env-keys/verify")
 
 
 class RecordModeError(SynthError):
-    """An unknown record mode was asked for."""
+    pass
 
 
 class RecordMode(str, Enum):
-    """``none`` replays only; ``once`` records a missing cassette, else replays; ``new`` replays and
-    records what is missing (VCR's ``new_episodes``); ``rewrite`` records anew (VCR's ``all``)."""
+    """``none`` replays; ``once`` records a missing cassette; ``new`` adds; ``rewrite`` records anew."""
 
     NONE = "none"
     ONCE = "once"
@@ -92,7 +88,7 @@ class Recorder:
 
 
 class RecordingTransport(Recorder, httpx.BaseTransport):
-    """Forwards every request to *inner* (by default a real transport) and records it; then :meth:`save`."""
+    """Forwards every request to *inner* (by default a real transport) and records it."""
 
     def __init__(
         self,
@@ -139,16 +135,14 @@ class AsyncRecordingTransport(Recorder, httpx.AsyncBaseTransport):
 
 
 class CassetteMismatchError(SynthError):
-    """A request could not be served from the cassette and the record mode forbids recording it."""
-
     def __init__(self, message: str, *, method: str, url: str, hint: str | None = None) -> None:
         self.method, self.url = method, url
         super().__init__(message, hint=hint)
 
 
 class Replayer:
-    """Serves a cassette to httpx clients (every non-loopback host and recorded origin, or exactly
-    *hosts*) and records as *mode* allows: ``with`` it, or :meth:`mount` it and :meth:`finish`."""
+    """Serves a cassette to httpx clients and records as *mode* allows: ``with`` it, or
+    :meth:`mount` it and :meth:`finish`."""
 
     def __init__(
         self,
@@ -214,14 +208,12 @@ class Replayer:
             self.finish()
 
     def in_scope(self, url: httpx.URL | str) -> bool:
-        """Whether requests to *url* are served from (or recorded into) the cassette."""
         origin = matching.origin_of(str(url))
         if self._hosts is not None:
             return origin in self._hosts
         return origin in self._origins or not is_loopback_host(httpx.URL(str(url)).host)
 
     def handle(self, request: httpx.Request) -> httpx.Response | httpx.Request:
-        """The respx side effect: a response, or the request itself to let it pass through."""
         if _FORWARDING.get():
             return request
         if not self.in_scope(request.url):
@@ -232,7 +224,7 @@ class Replayer:
         live = capture_request(request, self.redactor)
         key = matching.request_key(live, match=self.match)
         if self.replays and self.records and request.url.path.endswith(KEY_ROUTES):
-            with self._lock:  # live, always; kept only if the cassette lacks it (offline replay needs one)
+            with self._lock:
                 known = bool(self._queues.get(key))
             return self._forward_and_record(request, record=not known)
         answer = self._replay(key, request) if self.replays else None
@@ -243,7 +235,6 @@ class Replayer:
         raise self._mismatch(key, live.url, matching.origin_of(str(request.url)))
 
     def _replay(self, key: matching.RequestKey, request: httpx.Request) -> httpx.Response | None:
-        """The next recorded answer to *key*; the last one repeats once they run out."""
         with self._lock:
             queue = self._queues.get(key)
             if not queue:
@@ -270,7 +261,6 @@ class Replayer:
         return response
 
     def unplayed(self) -> list[Interaction]:
-        """Recorded interactions never served (to assert a replay used the whole cassette)."""
         with self._lock:
             return [i for key, queue in self._queues.items() for i in queue[self._cursor.get(key, 0) :]]
 
@@ -308,7 +298,6 @@ class Replayer:
         return CassetteMismatchError("\n  ".join(lines), method=method, url=url, hint=hint)
 
     def _record_command(self, mode: str) -> str:
-        """The command that records in *mode*; a replay-only (offline) run needs a backend for it."""
         backend = "--synth-backend=URL " if self.mode is RecordMode.NONE else ""
         test = f" {shell_quote(self.test_id)}" if self.test_id else ""
         return f"pytest {backend}--synth-record={mode}{test}"
@@ -325,7 +314,6 @@ class Replayer:
         return CassetteMismatchError(message, method=request.method, url=url, hint=hint)
 
     def finish(self) -> Path | None:
-        """Write what was recorded (recording modes only); returns the cassette path if written."""
         if self._finished:
             return None
         self._finished = True

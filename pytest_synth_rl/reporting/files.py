@@ -1,5 +1,4 @@
-"""Files written for the user: names that are a pure function of the test id, atomic replacement,
-and the checks and messages around them (path problems, unreadable JSON, "did you mean")."""
+"""Files written for the user: names from the test id, atomic replacement, path problems, reading JSON."""
 
 from __future__ import annotations
 
@@ -23,20 +22,17 @@ from typing import Any, NamedTuple
 from pytest_synth_rl.errors import closest
 from pytest_synth_rl.secrets.masking import redact
 
-# Brackets stay: parametrised node ids ("test_x[qwen-0.6b]") are the part people look for.
 _UNSAFE = re.compile(r"[^A-Za-z0-9._\-\[\]]+")
 _MAX_READABLE = 120
-_NEAR_SCAN_LIMIT = 2000  # entries of a folder looked through for a near miss
+_NEAR_SCAN_LIMIT = 2000
 
 
 def masked_digest(test_id: str) -> str:
-    """10 hex digits naming *test_id*, hashed once masked: a key in a parametrised id must leave no
-    fingerprint in a file name or a job id, and the name must not change from run to run."""
+    """10 hex digits naming *test_id*, hashed once masked (a key leaves no fingerprint)."""
     return hashlib.sha256(redact(test_id).encode("utf-8", "surrogatepass")).hexdigest()[:10]
 
 
 def safe_file_stem(test_id: str) -> str:
-    """The sanitised, masked node id plus :func:`masked_digest`, so distinct ids never collide."""
     if not test_id or not test_id.strip():
         raise ValueError("a test id is required to name a per-test file (got an empty string)")
     readable = redact(test_id).replace("::", "__").replace("/", ".").replace("\\", ".")
@@ -47,8 +43,7 @@ def safe_file_stem(test_id: str) -> str:
 def atomic_write_text(
     path: str | os.PathLike[str], text: str, *, check: Callable[[Path], None] | None = None
 ) -> Path:
-    """Write *text* (UTF-8) to *path* atomically (through links; devices in place) and return *path*.
-    *check* runs on a finished temporary copy first: if it raises, nothing reaches *path*."""
+    """Write *text* to *path* atomically (devices in place); if *check* of the copy raises, nothing is."""
     target = Path(path)
     real = _through_links(target)
     if _is_special(real):
@@ -75,20 +70,18 @@ def atomic_write_text(
 
 
 def _through_links(target: Path) -> Path:
-    """The file a write to *target* lands on (which need not exist yet); a link loop is an OSError."""
     if not target.is_symlink():
         return target
     real = Path(os.path.realpath(target))
-    if real.is_symlink():  # realpath stops on a link that leads back to itself
+    if real.is_symlink():
         raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(target))
     return real
 
 
 def _is_special(path: Path) -> bool:
-    """Whether *path* exists and is neither a regular file nor a directory (a device, a FIFO)."""
     try:
         mode = os.stat(path).st_mode
-    except OSError:  # missing or unreadable: the write itself says what is wrong
+    except OSError:
         return False
     return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
@@ -99,7 +92,7 @@ def _write_in_place(path: Path, data: bytes) -> None:
         view = memoryview(data)
         while view:
             count = os.write(handle, view)
-            if count <= 0:  # a device that takes nothing would loop forever
+            if count <= 0:
                 raise OSError(errno.EIO, "the file took none of the data", str(path))
             view = view[count:]
     except BaseException:
@@ -110,7 +103,6 @@ def _write_in_place(path: Path, data: bytes) -> None:
 
 
 def _check_apart(data: bytes, check: Callable[[Path], None]) -> None:
-    """Run *check* on a copy of *data* in the temp folder (next to a device there may be no room)."""
     handle, name = tempfile.mkstemp(prefix=".synth-rl-", suffix=".tmp")
     try:
         with os.fdopen(handle, "wb") as out:
@@ -124,13 +116,12 @@ def _check_apart(data: bytes, check: Callable[[Path], None]) -> None:
 def path_problem(
     path: str | os.PathLike[str], *, directory: bool = False, make_parents: bool = True
 ) -> str | None:
-    """Why *path* cannot be written as a file (or with *directory*, be a folder to write into), by
-    look alone; with ``make_parents=False`` (appending) a missing directory is a problem too."""
+    """Why *path* cannot be written as a file (or with *directory*, be a folder to write into)."""
     target = Path(path)
-    with contextlib.suppress(OSError):  # an unreadable folder on the way: the write says what is wrong
+    with contextlib.suppress(OSError):
         if not directory and target.is_dir():
             return f"{target} is a directory"
-        if not directory and str(path).endswith(("/", os.sep)):  # Path() drops the slash
+        if not directory and str(path).endswith(("/", os.sep)):
             return f"{path} ends with a slash, so it names a directory, not a file"
         for candidate in (target, *target.parents) if directory else target.parents:
             if candidate.is_dir():
@@ -143,7 +134,7 @@ def path_problem(
     return None
 
 
-file_path_problem = path_problem  # the name file-writing callers use
+file_path_problem = path_problem
 
 
 def write_error_reason(path: str | os.PathLike[str], error: OSError, *, make_parents: bool = True) -> str:
@@ -151,19 +142,16 @@ def write_error_reason(path: str | os.PathLike[str], error: OSError, *, make_par
 
 
 def shell_quote(argument: str) -> str:
-    """Double-quote *argument* for a POSIX shell (node ids hold ``[`` and ``::``), exactly."""
     escaped = re.sub(r'(["$`\\])', r"\\\1", argument)
     return f'"{escaped}"'
 
 
-#: The deepest nesting read back (the plugin's files are a few levels deep; bodies inside may be more).
 MAX_JSON_DEPTH = 200
 _MAX_SHOWN_FIELD = 200
 
 
 class UnreadableDocument(ValueError):
-    """JSON that cannot be read: ``code`` says how, ``field`` is the JSON path of the value at fault
-    (``jobs[3].reward``; "" for the whole text); the message says what is wrong, not which file."""
+    """Unreadable JSON: ``code`` says how, ``field`` is the JSON path at fault (``jobs[3].reward``)."""
 
     def __init__(self, code: str, problem: str, field: str = "") -> None:
         if len(field) > _MAX_SHOWN_FIELD:
@@ -173,20 +161,18 @@ class UnreadableDocument(ValueError):
 
 
 class _LongInt(NamedTuple):
-    """Stands in for an integer too long for ``int()`` while its field is looked for."""
-
     digits: int
 
 
 def _int_or_long(text: str) -> int | _LongInt:
     try:
         return int(text)
-    except ValueError:  # over sys.get_int_max_str_digits()
+    except ValueError:
         return _LongInt(len(text.lstrip("-")))
 
 
 class _NeedsWalk(Exception):
-    """A value whose field only the walk in :func:`parse_json_document` can name."""
+    pass
 
 
 def _finite(text: str) -> float:
@@ -196,13 +182,8 @@ def _finite(text: str) -> float:
     return number
 
 
-def _not_finite(text: str) -> float:
-    raise _NeedsWalk
-
-
 def parse_json_document(data: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """Parse JSON read back (a file, a body); every way it can be broken, and an integer too long for
-    Python, NaN, Infinity or nesting beyond *max_depth*, is an :class:`UnreadableDocument`."""
+    """Parse JSON read back; broken, a too-long int, NaN or too deep is :class:`UnreadableDocument`."""
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")
@@ -214,11 +195,9 @@ def parse_json_document(data: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -
     too_deep = f"is nested too deeply to parse (more than {max_depth} levels)"
     try:
         try:
-            # Too short for an integer too long, too few brackets to nest too deeply: only a
-            # non-finite number needs the walk below.
             if len(data) > sys.get_int_max_str_digits() or data.count("{") + data.count("[") > max_depth:
                 raise _NeedsWalk
-            return json.loads(data, parse_float=_finite, parse_constant=_not_finite)
+            return json.loads(data, parse_float=_finite, parse_constant=_finite)
         except _NeedsWalk:
             value = json.loads(data, parse_int=_int_or_long)
     except json.JSONDecodeError as error:
@@ -250,15 +229,12 @@ def parse_json_document(data: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -
 
 @dataclass(frozen=True)
 class FileMiss:
-    """Why :func:`find_file` found no file, and the file most likely meant (as the user wrote it)."""
-
     problem: str
     near: str | None = None
 
 
 def find_file(given: Path, folders: Sequence[Path]) -> Path | FileMiss:
-    """*given* if it is an absolute file path, else the first file ``folder / given``; else a
-    :class:`FileMiss` saying whether a directory was found instead, or where it looked."""
+    """*given* if absolute, else the first file ``folder / given``; else a :class:`FileMiss`."""
     candidates = [given] if given.is_absolute() else list(dict.fromkeys(folder / given for folder in folders))
     for candidate in candidates:
         if candidate.is_file():

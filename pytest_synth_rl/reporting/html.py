@@ -1,10 +1,8 @@
-"""Reward curves in HTML reports: a job's curve as a small inline SVG (axes, the reward and
-baseline curves, the failure point, a band of statuses; every value drawn is also kept in a
-``data-values`` attribute), added to each test's row in pytest-html when it is installed."""
+"""Reward curves in pytest-html reports: each job's curve as a small inline SVG (axes, reward and
+baseline curves, the failure point, a band of statuses)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Generator, Sequence
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
@@ -13,17 +11,15 @@ import pytest
 
 from pytest_synth_rl.baselines import BaselineError, BaselineStore
 from pytest_synth_rl.plugin.settings import SynthSettings
+from pytest_synth_rl.reporting.render import finite_floats as _finite
 from pytest_synth_rl.reporting.report import JobRecord
 from pytest_synth_rl.reporting.summary import carried_records
 
 WIDTH, HEIGHT = 480, 230
-LEFT, RIGHT, TOP, BOTTOM = 56, 464, 30, 160  # the plot area
-BAND_TOP, BAND_HEIGHT = 196, 14  # the status timeline
-#: About the width of an average character of the 11px text, and its height (to place labels).
+LEFT, RIGHT, TOP, BOTTOM = 56, 464, 30, 160
+BAND_TOP, BAND_HEIGHT = 196, 14
 CHAR_WIDTH, TEXT_HEIGHT = 6.5, 11
 FAILURE_COLOR = "#d1242f"
-#: Each drawn series: its colour, line style and dot radius; the baseline is a wide pale band under
-#: the reward curve, visible where they agree.
 SERIES = {
     "reward": ("#1f6feb", ' stroke-width="2"', 3.5),
     "baseline": ("#a5b1bd", ' stroke-width="6" stroke-opacity="0.7" stroke-linecap="round"', 5),
@@ -43,10 +39,6 @@ def _num(value: float) -> str:
     return f"{value:.4g}"
 
 
-def _finite(values: Sequence[float]) -> list[float]:
-    return [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
-
-
 def reward_chart_svg(
     rewards: Sequence[float],
     *,
@@ -55,8 +47,7 @@ def reward_chart_svg(
     timeline: Sequence[Sequence[Any]] = (),
     title: str = "",
 ) -> str:
-    """The SVG markup (one ``<svg>`` element) of a reward curve; *timeline* holds
-    ``(status, first_seconds, last_seconds)`` runs of the job's polls."""
+    """One ``<svg>`` of a reward curve; *timeline* holds ``(status, first_seconds, last_seconds)`` runs."""
     rewards, baseline = _finite(rewards), _finite(baseline)
     values = rewards + baseline
     low, high = (min(values), max(values)) if values else (0.0, 1.0)
@@ -103,7 +94,6 @@ def reward_chart_svg(
 
 
 def _step_labels(steps: int) -> list[str]:
-    """The step axis: first and last step and its title (one step: under the middle point)."""
     middle, below = (LEFT + RIGHT) / 2, BOTTOM + 14
     ticks = {0: [], 1: [("x-only", middle, 1)]}.get(steps, [("x-min", LEFT, 1), ("x-max", RIGHT, steps)])
     x, anchor = (RIGHT, "end") if steps == 1 else (middle, "middle")
@@ -112,7 +102,6 @@ def _step_labels(steps: int) -> list[str]:
 
 
 def _curve(name: str, values: list[float], x: Any, y: Any) -> list[str]:
-    """The curve as a polyline; a single point also as a dot (a one-point line draws nothing)."""
     color, style, radius = SERIES[name]
     points = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
     data = " ".join(repr(v) for v in values)
@@ -129,7 +118,6 @@ def _curve(name: str, values: list[float], x: Any, y: Any) -> list[str]:
 
 
 def _failure(rewards: list[float], x: Any, y: Any) -> str:
-    """A labelled ring at the last point a failed job reached (else under "no rewards reported")."""
     if rewards:
         label = f"failed after step {len(rewards)}"
         cx, cy = x(len(rewards) - 1), y(rewards[-1])
@@ -166,8 +154,6 @@ def _legend(names: list[str]) -> list[str]:
 
 
 def _timeline(runs: Sequence[Sequence[Any]]) -> list[str]:
-    """Status runs as a band: each run lasts until the next one begins. A time read back as null
-    (a NaN written out) leaves the times unknown: the runs then share the band evenly."""
     if not runs:
         return []
     times = [_finite([run[1], run[2]]) for run in runs]
@@ -201,7 +187,6 @@ def _timeline(runs: Sequence[Sequence[Any]]) -> list[str]:
 
 
 def job_chart(record: JobRecord, baseline: list[float]) -> str:
-    """The HTML of one job's chart: a caption and the SVG."""
     title, failed = f"{record.job_id or '-'} ({record.status_label})", record.status == "failed"
     svg = reward_chart_svg(
         record.rewards, baseline=baseline, failed=failed, timeline=record.timeline, title=title
@@ -210,8 +195,6 @@ def job_chart(record: JobRecord, baseline: list[float]) -> str:
 
 
 class HtmlCurves:
-    """Adds each job's chart to the teardown report, where the job records travel (also via xdist)."""
-
     def __init__(self, config: pytest.Config, settings: SynthSettings) -> None:
         self.store = BaselineStore(config.rootpath / settings.baseline_dir)
 
@@ -234,5 +217,5 @@ class HtmlCurves:
         try:
             baseline = self.store.load(item.nodeid)
         except BaselineError:
-            return []  # the test itself already failed on the unreadable file, with the reason
+            return []
         return baseline.reward_curve if baseline is not None else []

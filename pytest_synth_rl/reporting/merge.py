@@ -1,6 +1,5 @@
-"""One picture of a sharded CI run: ``python -m pytest_synth_rl merge`` joins the shards'
-``--synth-report`` files (jobs ordered by test id) and ``merge-baselines`` their baseline
-directories, refusing to pick a winner when two shards wrote different numbers for one test."""
+"""Joining a sharded CI run's ``--synth-report`` files and baseline directories; two shards that
+wrote different numbers for one test are refused."""
 
 from __future__ import annotations
 
@@ -26,11 +25,10 @@ _SHARD_FILES = "pass the files each shard wrote with --synth-report=PATH"
 
 
 class MergeError(SynthError):
-    """Shard reports or baselines that cannot be merged; the message names the file and why."""
+    pass
 
 
 def read_report(path: Pathish) -> RunReport:
-    """One shard's ``--synth-report`` JSON."""
     file = Path(path)
     raw = _read_bytes(file, "shard report", _SHARD_FILES)
     try:
@@ -43,7 +41,6 @@ def read_report(path: Pathish) -> RunReport:
 
 
 def merge_reports(paths: Sequence[Pathish]) -> RunReport:
-    """The shards' jobs as one report, ordered by test id (stable within a test)."""
     if not paths:
         raise MergeError("no shard reports given", hint="pass at least one --synth-report file")
     reports = _given_once("shard report", map(Path, paths), read_report, "pass each shard's report once")
@@ -53,7 +50,7 @@ def merge_reports(paths: Sequence[Pathish]) -> RunReport:
             ran = f"ran {report.mode} against {report.backend!r}, but {first_path} ran {first.mode}"
             message = f"shard report {path} {ran} against {first.backend!r}"
             raise MergeError(message, hint="merge only shards of the same run")
-        for test_id in {job.test_id for job in report.records}:  # shards are disjoint slices
+        for test_id in {job.test_id for job in report.records}:
             if test_id in owner:
                 hint = "the shards' slices overlap: give each test to one shard, then merge again"
                 both = f"{owner[test_id]} and {path}"
@@ -67,7 +64,6 @@ def merge_reports(paths: Sequence[Pathish]) -> RunReport:
 def _given_once(
     what: str, paths: Iterable[Path], read: Callable[[Path], T], hint: str
 ) -> list[tuple[Path, T]]:
-    """Each of *paths* read, refusing one given twice (under any spelling: both are named)."""
     seen: dict[Path, Path] = {}
     out = []
     for path in paths:
@@ -87,8 +83,7 @@ def merge_baselines(
     *,
     on_empty: Callable[[Path], None] | None = None,
 ) -> list[Path]:
-    """Copy every shard's baseline files into *into* (the same file from two shards must agree);
-    returns the files written. *on_empty* is called with each shard directory holding none."""
+    """Copy every shard's baseline files into *into*; *on_empty* is called for a shard with none."""
     target = Path(into)
     problem = path_problem(target, directory=True)
     if problem is not None:
@@ -145,7 +140,7 @@ def _read_baseline(file: Path) -> tuple[Baseline, str]:
         baseline = Baseline.from_json(raw, path=file)
     except BaselineError as error:
         raise MergeError(error.message, hint=error.hint) from None
-    return baseline, raw.decode("utf-8")  # from_json has checked it is UTF-8
+    return baseline, raw.decode("utf-8")
 
 
 def _first_difference(a: Baseline, b: Baseline) -> str | None:
@@ -164,8 +159,7 @@ def _first_difference(a: Baseline, b: Baseline) -> str | None:
 def check_output_file(
     path: Pathish, option: str, *, make_parents: bool = True, shards: Sequence[object] = ()
 ) -> None:
-    """Refuse, before merging, an output path that cannot be a file or is one of the *shards*."""
-    if not str(path).strip():  # ``--report "$OUT"`` with the variable unset
+    if not str(path).strip():
         hint = f"give {option} a file path, or leave {option} out (an unset shell variable?)"
         raise MergeError(f"{option}= is empty", hint=hint)
     problem = path_problem(path, make_parents=make_parents)
@@ -180,7 +174,6 @@ def check_output_file(
 
 
 def write_output(write: Callable[[Pathish], T], path: Pathish, option: str, *, append: bool = False) -> T:
-    """``write(path)`` for *option*; a path that cannot take it is a :class:`MergeError`."""
     try:
         return write(path)
     except OSError as error:

@@ -1,8 +1,8 @@
-"""Compact text for assertion messages and the run report: how a job went (statuses, reward
-curve, durations) and aligned tables."""
+"""Compact text for assertion messages and the run report: statuses, reward curves, durations, tables."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -11,7 +11,6 @@ _BARS = "▁▂▃▄▅▆▇█"
 
 
 def _mean(values: Sequence[float]) -> float:
-    """The mean of finite *values*, finite too even when their sum overflows (two of 1e308)."""
     total = sum(values)
     if math.isfinite(total):
         return total / len(values)
@@ -19,9 +18,12 @@ def _mean(values: Sequence[float]) -> float:
     return min(max(values), max(min(values), shares))
 
 
+def finite_floats(values: Iterable[Any]) -> list[float]:
+    return [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+
+
 def sparkline(values: Sequence[float], width: int = 40) -> str:
-    """A one-line bar chart of the finite *values*, averaged down to *width* buckets."""
-    numbers = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    numbers = finite_floats(values)
     if not numbers:
         return ""
     if len(numbers) > width:
@@ -34,7 +36,6 @@ def sparkline(values: Sequence[float], width: int = 40) -> str:
     low, high = min(numbers), max(numbers)
     half_span = high / 2 - low / 2
     if half_span < 0.5e-12:
-        # flat: its level on the 0..1 reward scale, so stuck at 0 and stuck at 1 differ
         level = min(max(low, 0.0), 1.0)
         return _BARS[round(level * (len(_BARS) - 1))] * len(numbers)
     scale = (len(_BARS) - 1) / half_span
@@ -42,7 +43,6 @@ def sparkline(values: Sequence[float], width: int = 40) -> str:
 
 
 def format_reward(value: float) -> str:
-    """A reward for a table or message: three decimals, or four significant digits from 1e6 on."""
     return f"{value:.3f}" if abs(value) < 1e6 else f"{value:.4g}"
 
 
@@ -65,20 +65,13 @@ def format_duration(seconds: float | None) -> str:
 
 def status_timeline(samples: Iterable[tuple[float, str, int]]) -> str:
     """Collapse ``(elapsed, status, polls)`` samples into runs: ``queued x3 (0s-20s) -> running x5 …``."""
-    runs: list[list[Any]] = []  # [status, count, first_t, last_t]
-    for elapsed, status, polls in samples:
-        if runs and runs[-1][0] == status:
-            runs[-1][1] += polls
-            runs[-1][3] = elapsed
-        else:
-            runs.append([status, polls, elapsed, elapsed])
-    if not runs:
-        return "(no polls)"
     parts = []
-    for status, count, first, last in runs:
+    for status, group in itertools.groupby(samples, key=lambda sample: sample[1]):
+        run = list(group)
+        count, first, last = sum(polls for *_, polls in run), run[0][0], run[-1][0]
         span = format_duration(first) if count == 1 else f"{format_duration(first)}-{format_duration(last)}"
         parts.append(f"{status} x{count} ({span})")
-    return " -> ".join(parts)
+    return " -> ".join(parts) or "(no polls)"
 
 
 def reward_curve_line(rewards: Sequence[float]) -> str:
@@ -92,7 +85,6 @@ def reward_curve_line(rewards: Sequence[float]) -> str:
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """A plain aligned text table (no borders), for terminals and assertion messages."""
     text_rows = [[_cell(c) for c in row] for row in rows]
     widths = [
         max([len(h), *(len(row[i]) for row in text_rows if i < len(row))]) for i, h in enumerate(headers)

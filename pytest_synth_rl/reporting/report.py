@@ -1,6 +1,5 @@
-"""The run report: one :class:`JobRecord` per RL job; :class:`RunReport` collects them (thread-safe)
-and renders the terminal table, the JSON report and the GitHub step summary with Mermaid charts.
-Nothing here needs pytest."""
+"""The run report: one :class:`JobRecord` per RL job; :class:`RunReport` collects them and renders
+the terminal table, the JSON report and the GitHub step summary with Mermaid charts."""
 
 from __future__ import annotations
 
@@ -20,30 +19,25 @@ from typing import Any
 from pytest_synth_rl.reporting.render import format_duration, format_reward, sparkline, table
 from pytest_synth_rl.secrets.masking import redact
 
-#: The ``user_properties`` name under which a test report carries one job record (as JSON).
 JOB_PROPERTY = "synth_rl_job"
 
 
 @dataclass
 class JobRecord:
-    """How one job went, as far as the test that started it saw."""
-
     test_id: str
     job_id: str | None
     status: str | None
     backend: str
     final_reward: float | None = None
     rewards: list[float] = field(default_factory=list)
-    clock_seconds: float | None = None  # virtual offline, real online
+    clock_seconds: float | None = None
     wall_seconds: float | None = None
     error: str | None = None
     cancelled_by_plugin: bool = False
-    #: Submitted by a test whose xdist worker died before reporting it.
     orphaned: bool = False
-    #: The statuses the polls saw: ``[status, first_seconds, last_seconds]`` runs.
     timeline: list[list[Any]] = field(default_factory=list)
 
-    def __post_init__(self) -> None:  # every view of a record (rows, JSON, JUnit) is masked
+    def __post_init__(self) -> None:
         self.test_id, self.error = redact(self.test_id), self.error and redact(self.error)
 
     @property
@@ -54,14 +48,12 @@ class JobRecord:
 
     @classmethod
     def from_json(cls, data: Any) -> JobRecord:
-        """A record read back from :meth:`to_json`; a :class:`ValueError` ends a sentence naming where."""
         problem = _record_problem(data)
         if problem is not None:
             raise ValueError(problem)
         return cls(**{"job_id": None, "status": None, "backend": "", **data})
 
     def to_json(self) -> dict[str, Any]:
-        """Standard JSON: a NaN or infinity becomes null (and leaves the reward curve)."""
         data: dict[str, Any] = _finite(asdict(self))
         data["rewards"] = [r for r in data["rewards"] if r is not None]
         return data
@@ -90,7 +82,6 @@ def _is_run(item: object) -> bool:
     )
 
 
-#: The JSON a :class:`JobRecord` field of each annotated type takes, as :meth:`JobRecord.to_json` writes it.
 _JSON_TYPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "str": ("a string", lambda v: isinstance(v, str)),
     "str | None": ("a string or null", lambda v: v is None or isinstance(v, str)),
@@ -105,17 +96,15 @@ _JSON_TYPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
 
 
 def _record_problem(data: Any) -> str | None:
-    """What is wrong with one job record read from JSON (to follow ``jobs[i]``), or None."""
     if not isinstance(data, dict) or "test_id" not in data:
         return " is not a job row (no test_id)"
     unknown = sorted(set(data) - {f.name for f in fields(JobRecord)})
     if unknown:
         return f" has unknown keys {', '.join(unknown)}"
-    for f in fields(JobRecord):  # the first wrong field, in field order
+    for f in fields(JobRecord):
         kind, fits = _JSON_TYPES[str(f.type)]
         if f.name in data and not fits(data[f.name]):
             return f".{f.name} is {reprlib.repr(data[f.name])}, expected {kind}"
-    # The first NaN or infinity (Python's JSON reads them); an int too large for a float counts.
     pending: list[tuple[str, Any]] = [(f".{name}", data[name]) for name in reversed(list(data))]
     while pending:
         path, value = pending.pop()
@@ -142,8 +131,7 @@ def job_record(
     now_wall: float | None = None,
     cancelled_by_plugin: bool = False,
 ) -> JobRecord:
-    """A record of an ``RLJob``-like object: its last poll result, else *status_payload*, else the
-    last status it read; the timeline is every status its handle read (else its last wait's polls)."""
+    """A record of an ``RLJob``-like object: its last poll result, else *status_payload*."""
     from pytest_synth_rl.client.results import add_status_run, extract_error, extract_final_reward, job_status
 
     result = getattr(job, "last_result", None)
@@ -155,7 +143,7 @@ def job_record(
     error: str | None = None
     if result is not None:
         status, final_reward, error = result.status, result.final_reward, result.error
-    else:  # a wait that timed out or was interrupted: the last status read stands
+    else:
         status = timeline[-1][0] if timeline else None
         if status_payload:
             status = job_status(status_payload) or status
@@ -181,9 +169,8 @@ def job_record(
 
 
 class LiveJobs:
-    """Submitted jobs not known to have ended: named when a third signal ends the run and, in an
-    xdist worker, kept in a small file (rewritten atomically) that the controller reads if the
-    worker dies before reporting them. Ids, tests and backends only: never a key."""
+    """Submitted jobs not known to have ended; in an xdist worker also kept in a file the controller
+    reads if the worker dies."""
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
@@ -201,7 +188,6 @@ class LiveJobs:
                 self._save()
 
     def described(self) -> list[str]:
-        """``job_id (test)`` of each; takes no lock, so a signal handler may ask."""
         return [f"{entry['job_id']} ({entry['test']})" for entry in list(self._jobs.values())]
 
     def _save(self) -> None:
@@ -213,11 +199,10 @@ class LiveJobs:
             self.path.unlink(missing_ok=True)
 
 
-#: GitHub's Mermaid renders long x axes unreadably; longer curves are sampled evenly for the chart.
 MAX_CHART_POINTS = 100
-_PLAIN_LIMIT = 1e12  # larger rewards are charted in a power of ten, named in the y axis title
-_SPAN_DIGITS = 6  # significant digits of the chart's span kept per number
-_FLOAT_DIGITS = 15  # more would print a float's binary noise (0.30000000000000004)
+_PLAIN_LIMIT = 1e12
+_SPAN_DIGITS = 6
+_FLOAT_DIGITS = 15
 
 
 def _quoted(text: str) -> str:
@@ -225,7 +210,6 @@ def _quoted(text: str) -> str:
 
 
 def _plain(value: float, decimals: int) -> str:
-    """A plain decimal such as ``-0.00005``: an exponent (``5e-05``) stops GitHub drawing the chart."""
     text = f"{value:.{decimals}f}"
     if "." in text:
         text = text.rstrip("0").rstrip(".")
@@ -233,7 +217,6 @@ def _plain(value: float, decimals: int) -> str:
 
 
 def mermaid_chart(record: JobRecord, max_points: int = MAX_CHART_POINTS) -> str:
-    """A Mermaid ``xychart-beta`` block of the job's finite rewards per step (GitHub renders it)."""
     points = [(step, r) for step, r in enumerate(record.rewards, start=1) if math.isfinite(r)]
     if len(points) > max_points:
         picks = sorted({round(i * (len(points) - 1) / (max_points - 1)) for i in range(max_points)})
@@ -247,7 +230,7 @@ def mermaid_chart(record: JobRecord, max_points: int = MAX_CHART_POINTS) -> str:
         rewards = [r / 10.0**exponent for r in rewards]
         unit = f" (×10^{exponent})"
     low, high = (min(rewards), max(rewards)) if rewards else (0.0, 0.0)
-    if high - low < 1e-12 * max(1.0, abs(low), abs(high)):  # flat: a range around the level
+    if high - low < 1e-12 * max(1.0, abs(low), abs(high)):
         low, high = low - 0.5, high + 0.5
     wanted = _SPAN_DIGITS - 1 - math.floor(math.log10(high - low))
     most = _FLOAT_DIGITS - 1 - math.floor(math.log10(max(abs(low), abs(high))))
@@ -266,13 +249,12 @@ def mermaid_chart(record: JobRecord, max_points: int = MAX_CHART_POINTS) -> str:
     )
 
 
-#: The width of a terminal rule: pytest's when it cannot tell the terminal's.
 RULE_WIDTH = 80
 _HEADERS = ("test", "job", "status", "duration", "wall", "final reward", "reward curve")
 
 
 class RunReport:
-    """Every job of a run, in the order their tests finished."""
+    """Every job of a run, in the order their tests finished (thread-safe)."""
 
     def __init__(self, *, mode: str = "offline", backend: str = "") -> None:
         self.mode = mode
@@ -312,12 +294,10 @@ class RunReport:
 
     @property
     def title(self) -> str:
-        """What the table is, as a pytest run titles it: ``synth-rl jobs (offline, fake of URL)``."""
         where = f"fake of {self.backend}" if self.mode == "offline" else self.backend
         return f"synth-rl jobs ({self.mode}, {where})"
 
     def render_terminal(self, *, titled: bool = False) -> str:
-        """The job table; *titled* puts :attr:`title` above it in a ``===`` rule, as pytest does."""
         body = table(_HEADERS, self._table_rows()) if self.records else "no RL jobs were submitted"
         if not titled:
             return body
@@ -328,7 +308,7 @@ class RunReport:
     def render_markdown(self) -> str:
         count = len(self.records)
 
-        def row(cells: Iterable[Any]) -> str:  # literal text: "|" would end the cell, "<b>" be markup
+        def row(cells: Iterable[Any]) -> str:
             escaped = (html.escape(str(c), quote=False).replace("|", "\\|") for c in cells)
             return "| " + " | ".join(escaped) + " |"
 
@@ -341,7 +321,6 @@ class RunReport:
 
     @classmethod
     def from_json(cls, data: Any, *, where: str = "report") -> RunReport:
-        """A report read back from :meth:`to_json` output; :class:`ValueError` names what is wrong."""
         if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
             raise ValueError(f'{where}: expected a JSON object with a "jobs" list (a --synth-report file)')
         if data.get("version") != 1:
@@ -366,7 +345,6 @@ class RunReport:
         }
 
     def write_json(self, path: str | os.PathLike[str]) -> Path:
-        """Write the JSON report atomically (a reader never sees half a file)."""
         from pytest_synth_rl.reporting.files import atomic_write_text
 
         text = json.dumps(self.to_json(), indent=2, sort_keys=True, allow_nan=False)

@@ -1,7 +1,5 @@
-"""The run's job table in pytest: job records travel on test reports (so xdist workers' jobs reach
-the controller) and are printed, written as JSON and appended to a GitHub step summary at the end.
-Workers also spool their records to a file, read when an interrupted run's reports never came,
-and keep their live jobs in another, whose jobs a dead worker left are cancelled as orphans."""
+"""The run's job table in pytest: job records travel on test reports (and xdist workers' spool
+files) and are printed, written as JSON and appended to a GitHub step summary at the end."""
 
 from __future__ import annotations
 
@@ -22,42 +20,35 @@ from pytest_synth_rl.secrets.masking import redact
 
 __all__ = ["JOB_PROPERTY", "WORKER_ROW_SPOOL", "RunSummary", "job_properties"]
 
-#: Where an xdist controller tells its workers to spool their job records (``workerinput``).
 WORKER_ROW_SPOOL = "synth_row_spool"
 
 
 def job_properties(records: list[JobRecord]) -> list[tuple[str, str]]:
-    """The user properties for *records*: the JSON record, plus id/status/reward columns for JUnit."""
     properties = []
     for record in records:
-        properties.append((JOB_PROPERTY, json.dumps(record.to_json(), sort_keys=True)))
-        properties.append(("synth_job_id", record.job_id or ""))
-        properties.append(("synth_job_status", record.status or ""))
+        properties += [(JOB_PROPERTY, json.dumps(record.to_json(), sort_keys=True))]
+        properties += [("synth_job_id", record.job_id or ""), ("synth_job_status", record.status or "")]
         if record.final_reward is not None:
             properties.append(("synth_final_reward", f"{record.final_reward:.6g}"))
     return properties
 
 
 def carried_records(report: pytest.TestReport) -> list[JobRecord]:
-    """The job records a test report carries in its user properties (see :func:`job_properties`)."""
-    from pytest_synth_rl.reporting.files import parse_json_document  # not when the plugin loads
+    from pytest_synth_rl.reporting.files import parse_json_document
 
     carried = [str(value) for name, value in report.user_properties if name == JOB_PROPERTY]
     return [JobRecord.from_json(parse_json_document(text)) for text in carried]
 
 
 class RunSummary:
-    """Collects job records from test reports and prints them at the end of the run."""
-
     def __init__(self, config: pytest.Config, settings: SynthSettings) -> None:
         self.config = config
         self.settings = settings
         self.report = RunReport(mode=settings.mode, backend=settings.backend_url)
-        #: Records of tests whose teardown report has not come (an interrupted test's never does).
         self._unreported: dict[str, list[JobRecord]] = {}
         self._reported: set[str] = set()
-        self._spool_dir: Path | None = None  # controller: where its workers spool
-        self._spool: Path | None = None  # worker: its own spool file
+        self._spool_dir: Path | None = None
+        self._spool: Path | None = None
         self.live = LiveJobs()
         workerinput = getattr(config, "workerinput", None) or {}
         if workerinput.get(WORKER_ROW_SPOOL):
@@ -66,13 +57,11 @@ class RunSummary:
             self.live = LiveJobs(folder / f"{worker}.live.json")
 
     def spool_for_workers(self) -> str:
-        """Controller: the folder workers spool their records to (made on the first call)."""
         if self._spool_dir is None:
             self._spool_dir = Path(tempfile.mkdtemp(prefix="synth-rl-records-"))
         return str(self._spool_dir)
 
     def hold(self, nodeid: str, records: list[JobRecord]) -> None:
-        """Keep *records* until the test's teardown report carries them (or the run ends)."""
         if not records:
             return
         self._unreported.setdefault(nodeid, []).extend(records)
@@ -89,10 +78,10 @@ class RunSummary:
         self.report.extend(carried_records(report))
 
     def pytest_unconfigure(self) -> None:
-        self.drop_spool()  # also when the terminal summary never ran
+        self.drop_spool()
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if hasattr(self.config, "workerinput"):  # an xdist worker: the controller reports
+        if hasattr(self.config, "workerinput"):
             return
         self.report.extend(record for held in self._unreported.values() for record in held)
         self._unreported.clear()
@@ -103,7 +92,7 @@ class RunSummary:
         if records:
             terminalreporter.write_sep("=", self.report.title)
             terminalreporter.write_line(self.report.render_terminal())
-        file = self.settings.report_file(self.config.rootpath)  # relative paths: from the rootdir
+        file = self.settings.report_file(self.config.rootpath)
         if file is not None:
             path = Path(file)
             failed = f"{self.settings.origin('report')}: could not write the JSON report to {path}"
@@ -122,7 +111,6 @@ class RunSummary:
                 self.report.append_github_summary(summary)
 
     def _take_spooled_records(self) -> int:
-        """Controller: add records whose reports never came and dead workers' orphans; count bad lines."""
         if self._spool_dir is None:
             return 0
         from pytest_synth_rl.reporting.files import parse_json_document
@@ -163,7 +151,6 @@ class RunSummary:
 def _failure_shown(
     terminalreporter: Any, failed: str, path: str | Path, hint: str, *, make_parents: bool = True
 ) -> Iterator[None]:
-    """A write whose failure is a red line at the end of the run, not a traceback nor the exit status."""
     try:
         yield
     except OSError as error:

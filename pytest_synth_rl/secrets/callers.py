@@ -1,5 +1,4 @@
-"""Where a call into the package came from: the first frame outside it (the user's line), for
-warnings' ``stacklevel`` and messages. A leaf module, so anything may use it without a cycle."""
+"""Where a call into the package came from: the first frame outside it (the user's line)."""
 
 from __future__ import annotations
 
@@ -13,13 +12,21 @@ from types import FrameType
 PACKAGE = __name__.split(".")[0]
 _MACHINERY = frozenset({"_pytest", "pytest", "pluggy"})
 _INSTALLED = Path(sysconfig.get_paths()["stdlib"])
-_INSTALLED_DIRS = frozenset({"site-packages", "dist-packages"})
 _PACKAGE = Path(__file__).resolve().parents[1]
 
 
 def is_ours(module: str) -> bool:
-    """Whether the module named *module* belongs to this package."""
     return module == PACKAGE or module.startswith(PACKAGE + ".")
+
+
+def _outside(here: FrameType | None) -> tuple[FrameType | None, int]:
+    frame = here.f_back if here is not None else None
+    if frame is None:
+        return None, 1
+    level = 1
+    while frame.f_back is not None and is_ours(str(frame.f_globals.get("__name__", ""))):
+        frame, level = frame.f_back, level + 1
+    return frame, level
 
 
 def outside_stacklevel() -> int:
@@ -33,20 +40,8 @@ def outside_caller() -> str:
     return f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}" if frame is not None else "<unknown>"
 
 
-def _outside(here: FrameType | None) -> tuple[FrameType | None, int]:
-    """From a helper's frame: the first frame outside the package, and its stacklevel for the caller."""
-    frame = here.f_back if here is not None else None
-    if frame is None:  # an interpreter without frame support: the caller itself
-        return None, 1
-    level = 1
-    while frame.f_back is not None and is_ours(str(frame.f_globals.get("__name__", ""))):
-        frame = frame.f_back
-        level += 1
-    return frame, level
-
-
 def _installed(path: Path) -> bool:
-    return path.is_relative_to(_INSTALLED) or any(part in _INSTALLED_DIRS for part in path.parts)
+    return path.is_relative_to(_INSTALLED) or any(p in ("site-packages", "dist-packages") for p in path.parts)
 
 
 @dataclass(frozen=True)
@@ -60,20 +55,16 @@ class Frame:
 
     @property
     def users(self) -> bool:
-        """The test, a conftest, the user's task app: not ours, not pytest's, not installed."""
-        if self.ours or self.module.partition(".")[0] in _MACHINERY:
-            return False
-        return not _installed(Path(self.filename))
+        ours = self.ours or self.module.partition(".")[0] in _MACHINERY
+        return not ours and not _installed(Path(self.filename))
 
 
 def is_users_frame(frame: FrameType) -> bool:
-    """Whether *frame* runs the user's code (a test, a conftest, their policy or task app)."""
     name = frame.f_globals.get("__name__", "")
     return Frame(name if isinstance(name, str) else "", frame.f_code.co_filename).users
 
 
 def is_users_file(filename: str) -> bool:
-    """Whether the source file *filename* is the user's, from a path alone (a traceback as text)."""
     path = Path(filename)
     if _installed(path):
         return False

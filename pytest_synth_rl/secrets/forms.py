@@ -1,7 +1,5 @@
-"""Finding a known secret in the disguises text gives it: percent-encoded, JSON-escaped, base64'd
-inside a larger blob, in hex, in another letter case, or in part (its first or last
-:data:`EDGE_FRAGMENT` characters, any :data:`FRAGMENT` from its middle). Redaction and the cassette
-leak scan both go through :func:`scrub` and :func:`contains`."""
+"""Finding a known secret in any disguise: percent-encoded, JSON-escaped, base64'd, hex, another
+letter case, or in part (its first or last :data:`EDGE_FRAGMENT` characters, any :data:`FRAGMENT`)."""
 
 from __future__ import annotations
 
@@ -10,17 +8,13 @@ import json
 import re
 from functools import lru_cache
 
-#: The shortest start or end of a secret that counts as the secret (``allowed_first15`` echoes 15).
 EDGE_FRAGMENT = 12
-#: The shortest run from anywhere in a secret that counts as the secret.
 FRAGMENT = 16
-
-_STANDARD_TOKEN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
-_URLSAFE_TOKEN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+_ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+_STANDARD_TOKEN, _URLSAFE_TOKEN = frozenset(_ALNUM + "+/"), frozenset(_ALNUM + "-_")
 
 
 def _hex_class(value: int, width: int) -> str:
-    """A regex matching *value* in hex with *width* digits, upper or lower case."""
     return "".join(f"[{d}{d.upper()}]" if d.isalpha() else d for d in f"{value:0{width}x}")
 
 
@@ -45,8 +39,7 @@ def _pattern(secret: str) -> re.Pattern[str]:
 
 @lru_cache(maxsize=256)
 def base64_cores(secret: str) -> tuple[tuple[str, frozenset[str]], ...]:
-    """The base64 text any blob containing *secret* must contain (at each of the 3 byte offsets,
-    the characters that carry bits of the secret only), with its alphabet."""
+    """The base64 text any blob holding *secret* must contain (at each byte offset), with its alphabet."""
     raw = secret.encode("utf-8")
     cores: dict[str, frozenset[str]] = {}
     for offset in range(3):
@@ -76,15 +69,13 @@ def _base64_spans(text: str, secret: str) -> list[tuple[int, int]]:
 
 
 def _run_spans(text: str, secret: str) -> list[tuple[int, int]]:
-    """Runs of *secret*'s characters in *text* that count as the secret, letter case ignored."""
     if len(secret) <= EDGE_FRAGMENT:
-        return []  # only the whole secret, found by the other forms
+        return []
     folded = text.lower()
-    if len(folded) != len(text):  # a character whose lower case is longer: compare as written
+    if len(folded) != len(text):
         folded = text
     key = secret.lower()
     spans = []
-    # Every long enough run starts with some window; extending a match rightwards measures it.
     for first in range(len(key) - EDGE_FRAGMENT + 1):
         window = key[first : first + EDGE_FRAGMENT]
         start = folded.find(window)
@@ -116,22 +107,18 @@ def _replace_spans(text: str, spans: list[tuple[int, int]], replacement: str) ->
 
 
 def contains(text: str, secret: str) -> bool:
-    """Whether *secret* appears in *text* in any recognized form."""
     found = _pattern(secret).search(text)
     return bool(found or _base64_spans(text, secret) or _run_spans(text, secret) or _hex_spans(text, secret))
 
 
 def scrub_whole(text: str, secret: str, replacement: str) -> str:
-    """*text* with every whole form of *secret* (raw, escaped, base64'd) replaced."""
     text = _replace_spans(text, _base64_spans(text, secret), replacement)
     return _pattern(secret).sub(replacement.replace("\\", "\\\\"), text)
 
 
 def scrub_parts(text: str, secret: str, replacement: str) -> str:
-    """*text* with every part or respelling of *secret* (runs, other case, hex) replaced."""
     return _replace_spans(text, [*_run_spans(text, secret), *_hex_spans(text, secret)], replacement)
 
 
 def scrub(text: str, secret: str, replacement: str) -> str:
-    """*text* with every recognized form of *secret* replaced (whole forms first, then parts)."""
     return scrub_parts(scrub_whole(text, secret, replacement), secret, replacement)

@@ -1,8 +1,9 @@
-"""Keeping API keys out of every string we produce: known secrets are registered once and
-:func:`redact` scrubs them from any text; :class:`Secret` makes the repr of a key safe."""
+"""Keeping API keys out of every string we produce: known secrets are registered once, :func:`redact`
+scrubs them from any text, :func:`mask_test_report` from every test report."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -23,21 +24,20 @@ SECRET_ENV_VARS: tuple[str, ...] = (
     "GROQ_API_KEY",
 )
 
-_MIN_REDACT_LEN = 6  # shorter values are too common in text to remove safely
+_MIN_REDACT_LEN = 6
 T = TypeVar("T")
 
 _lock = threading.Lock()
 _registered: set[str] = set()
 _warned_short: set[str] = set()
-#: Texts already redacted (the same URL or body is masked on every poll), for the secrets known
-#: then: replaced whole when they change, so a new secret is never missed. Bounded in both ways.
+#: Texts already redacted, for the secrets known then (replaced whole when they change).
 _memo: tuple[list[str], dict[str, str]] = ([], {})
 _MEMO_SIZE = 512
 _MEMO_TEXT = 1024
 
 
 def mask_secret(value: str | None) -> str:
-    """A display form that identifies *value* without revealing it: ``sk_l…23``; short: ``…``."""
+    """``sk_l…23``; short: ``…``."""
     if not value:
         return "<none>"
     if len(value) < 10:
@@ -46,11 +46,10 @@ def mask_secret(value: str | None) -> str:
 
 
 class SynthSecretWarning(UserWarning):
-    """A key too short to be masked in output (fewer than 6 characters), e.g. upstream's ``test``."""
+    """A key too short to be masked in output (fewer than 6 characters)."""
 
 
 def short_key_warning(value: str | None, subject: str = "a key") -> SynthSecretWarning | None:
-    """The warning a key too short to be masked earns, the first time only (else None)."""
     if not value or len(value) >= _MIN_REDACT_LEN:
         return None
     with _lock:
@@ -65,20 +64,18 @@ def short_key_warning(value: str | None, subject: str = "a key") -> SynthSecretW
 
 
 def register_secret(value: str | None) -> None:
-    """Remember *value* so :func:`redact` removes it; a key too short for that is warned about once."""
     if value and len(value) >= _MIN_REDACT_LEN:
         with _lock:
             _registered.add(value)
         return
     warning = short_key_warning(value)
     if warning is not None:
-        from pytest_synth_rl.secrets.callers import outside_stacklevel  # only for a short key
+        from pytest_synth_rl.secrets.callers import outside_stacklevel
 
         warnings.warn(warning, stacklevel=outside_stacklevel())
 
 
 def registered_secrets() -> frozenset[str]:
-    """The secrets registered so far, for :func:`restore_registered_secrets` (per-test isolation)."""
     with _lock:
         return frozenset(_registered)
 
@@ -90,7 +87,6 @@ def restore_registered_secrets(snapshot: Iterable[str]) -> None:
 
 
 def known_secrets(extra: Iterable[str | None] = ()) -> list[str]:
-    """Registered secrets, secret env vars and *extra*, longest first (one may hold another)."""
     found: set[str] = set()
     with _lock:
         found.update(_registered)
@@ -98,13 +94,12 @@ def known_secrets(extra: Iterable[str | None] = ()) -> list[str]:
         raw = os.environ.get(name)
         if raw:
             found.add(raw)
-            found.update(part.strip() for part in raw.split(",") if "," in raw)  # alias lists
+            found.update(part.strip() for part in raw.split(",") if "," in raw)
     found.update(v for v in extra if v)
     return sorted((s for s in found if len(s) >= _MIN_REDACT_LEN), key=len, reverse=True)
 
 
 def redact(text: str, extra: Iterable[str | None] = ()) -> str:
-    """*text* with every known secret, in any form :mod:`~pytest_synth_rl.secrets.forms` knows, masked."""
     global _memo
     if not text:
         return text
@@ -120,7 +115,7 @@ def redact(text: str, extra: Iterable[str | None] = ()) -> str:
         memo = {}
         _memo = (secrets, memo)
     masked = text
-    for secret in secrets:  # whole forms of every secret first: one may be part of another
+    for secret in secrets:  # whole forms first: one secret may be part of another
         masked = scrub_whole(masked, secret, mask_secret(secret))
     for secret in secrets:
         masked = scrub_parts(masked, secret, mask_secret(secret))
@@ -132,8 +127,7 @@ def redact(text: str, extra: Iterable[str | None] = ()) -> str:
 
 
 def redact_value(value: T, depth: int = 8) -> T:
-    """*value* with :func:`redact` applied to its text: a string, a path, or strings in plain lists,
-    tuples and dicts (*depth* levels down); anything else, or nothing to mask, is *value* itself."""
+    """*value* redacted: a string, a path, or strings in plain lists, tuples and dicts."""
     found: Any = value
     masked: Any = value
     if isinstance(found, str):
@@ -182,8 +176,6 @@ class Secret:
 
 
 def key_problem(key: str) -> str | None:
-    """Why *key* cannot travel in an HTTP header (a line break, a control or non-ASCII character),
-    or None; only the character and its place are shown."""
     for index, char in enumerate(key):
         if not " " <= char <= "~":
             where = f"character {index + 1} of {len(key)}"
@@ -196,20 +188,18 @@ def key_problem(key: str) -> str | None:
 
 
 def secret_or_none(value: str | Secret | None) -> Secret | None:
-    """*value* as a :class:`Secret` (``None`` and ``""`` give ``None``)."""
     if isinstance(value, Secret):
         return value or None
     return Secret(value) if value else None
 
 
-#: Headers that carry a credential; :class:`SecretHeaders` masks their values in its repr.
 CREDENTIAL_HEADERS: frozenset[str] = frozenset(
     {"authorization", "proxy-authorization", "x-api-key", "x-api-keys", "cookie", "set-cookie"}
 )
 
 
 class SecretHeaders(dict[str, str]):
-    """A plain ``dict`` of request headers whose repr masks credentials (``Bearer sk_l…23``)."""
+    """A ``dict`` of request headers whose repr masks credentials (``Bearer sk_l…23``)."""
 
     def __repr__(self) -> str:
         shown = {name: _masked_header(name, value) for name, value in self.items()}
@@ -228,35 +218,52 @@ def _masked_header(name: str, value: str) -> str:
 
 
 class RedactingFilter(logging.Filter):
-    """A logging filter that masks known secrets in a record's rendered message and traceback."""
-
     def filter(self, record: logging.LogRecord) -> bool:
         try:
             message = record.getMessage()
-        except Exception:  # a broken format string is the caller's problem, not a reason to drop
+        except Exception:
             return True
         cleaned = redact(message)
         if cleaned != message:
             record.msg = cleaned
             record.args = None
-        if record.exc_info and not record.exc_text:  # formatters use exc_text when it is set
-            record.exc_text = redact(_TRACEBACKS.formatException(record.exc_info))
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
         if record.stack_info:
             record.stack_info = redact(record.stack_info)
         return True
 
 
-_TRACEBACKS = logging.Formatter()
-
-
 def mask_handler(handler: logging.Handler | logging.Logger) -> None:
-    """Mask every record *handler* writes, whoever logged it (pytest's live log and log file)."""
     if not any(isinstance(f, RedactingFilter) for f in handler.filters):
         handler.addFilter(RedactingFilter())
 
 
 def get_logger(name: str) -> logging.Logger:
-    """The logger *name* (ours, or a server's we run), its records always redacted."""
     logger = logging.getLogger(name)
     mask_handler(logger)
     return logger
+
+
+def _masked(value: Any, seen: set[int]) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [_masked(item, seen) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_masked(item, seen) for item in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type) and id(value) not in seen:
+        seen.add(id(value))
+        for f in dataclasses.fields(value):
+            object.__setattr__(value, f.name, _masked(getattr(value, f.name), seen))
+    return value
+
+
+def mask_test_report(report: Any) -> None:
+    """Replace any known secret in *report*'s failure text and captured sections, in place."""
+    if report.longrepr is not None and redact(text := str(report.longrepr)) != text:
+        report.longrepr = _masked(report.longrepr, set())
+        if redact(text := str(report.longrepr)) != text:  # a form we cannot walk
+            report.longrepr = redact(text)
+    if report.sections:
+        report.sections = [(title, redact(content)) for title, content in report.sections]

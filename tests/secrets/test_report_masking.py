@@ -75,7 +75,7 @@ def _failure_repr(secret: str) -> object:
 def test_mask_test_report_masks_text_and_keeps_structure(monkeypatch: pytest.MonkeyPatch) -> None:
     from types import SimpleNamespace
 
-    from pytest_synth_rl.secrets.report_masking import mask_test_report
+    from pytest_synth_rl.secrets.masking import mask_test_report
 
     monkeypatch.setenv("SYNTH_API_KEY", SYNTH_KEY)
     structured = _failure_repr(SYNTH_KEY)
