@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,8 +30,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _near_miss(message: str, options: Sequence[str]) -> str | None:
-    import re
-
     choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
     if choice:
         return closest(choice[1], re.findall(r"'([^']*)'", choice[2]))
@@ -88,8 +87,8 @@ def _parser() -> _Parser:
         metavar="KEY",
         help="the key sent to task apps when no client uploaded one (default: $ENVIRONMENT_API_KEY)",
     )
-    options = (o for command in (merge, baselines, serve) for o in command._option_string_actions)
-    parser.options = tuple(o for o in options if o.startswith("--") and o != "--help")
+    usage = "".join(command.format_usage() for command in (merge, baselines, serve))
+    parser.options = tuple(sorted(set(re.findall(r"--[a-z][\w-]*", usage)) - {"--help"}))
     return parser
 
 

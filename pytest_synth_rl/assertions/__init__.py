@@ -60,17 +60,17 @@ def shown(value: object) -> str:
     return text if len(text) <= 60 else text[:59] + "…"
 
 
+def _is_number(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 def _written(method: str, name: str, value: object) -> str:
     return f"{method}({name}={shown(value)})"
 
 
 def _got(method: str, name: str, value: object) -> str:
     written = _written(method, name, value)
-    return (
-        written
-        if isinstance(value, numbers.Real) and not isinstance(value, bool)
-        else f"{written}, {a_type(value)}"
-    )
+    return written if _is_number(value) else f"{written}, {a_type(value)}"
 
 
 def raise_problems(problems: Sequence[ConfigProblem | None]) -> None:
@@ -121,11 +121,7 @@ def text_problem(
     if isinstance(value, str) and value.strip():
         return None
     got = _written(method, name, value) + ("" if isinstance(value, str) else f", {a_type(value)}")
-    hint = (
-        f"write it as text: {method}({name}={str(value)!r})"
-        if isinstance(value, numbers.Real) and not isinstance(value, bool)
-        else None
-    )
+    hint = f"write it as text: {method}({name}={str(value)!r})" if _is_number(value) else None
     return ConfigProblem(
         f"{method}.{name}", f"got {got}; expected {expected}", hint or f"e.g. {method}({name}={example!r})"
     )
