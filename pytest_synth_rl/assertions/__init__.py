@@ -488,8 +488,7 @@ class JobExpectation:
 
     @checked_call
     def to_improve_reward(self, *, by: float = 0.0, window: int = 1) -> JobExpectation:
-        """The reward curve rose by at least *by*; ``window=k`` compares the means of the first
-        and last *k* points (kinder to noisy curves)."""
+        """The reward curve rose by at least *by*; ``window=k`` compares means of the first and last *k*."""
         __tracebackhide__ = True
         expected = "a finite number: the least rise from the start of the reward curve to its end"
         hint = "e.g. to_improve_reward(by=0.2); a negative by tolerates a drop that small"
@@ -507,11 +506,10 @@ class JobExpectation:
         k = max(1, min(window, len(rewards) // 2))
         first, last = sum(rewards[:k]) / k, sum(rewards[-k:]) / k
         if last - first < by:
-            compared = ""
-            if k > 1 or k < window:
-                compared = f"; means of the first and last {k} of {len(rewards)} points"
-                if k < window:
-                    compared += f", as window={window} is more than half the curve"
+            compared = (
+                f"; means of the first and last {k} of {len(rewards)} points" if k > 1 or k < window else ""
+            )
+            compared += f", as window={window} is more than half the curve" if k < window else ""
             raise self._fail(
                 f"expected the reward to improve by at least {by}, but it went {first:.4f} -> {last:.4f} "
                 f"(change {last - first:+.4f}{compared})"
