@@ -25,17 +25,13 @@ class _Parser(argparse.ArgumentParser):
     options: tuple[str, ...] = ()
 
     def error(self, message: str) -> NoReturn:
-        guess = _near_miss(message, self.options)
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        unknown = re.search(r"unrecognized arguments: (.*)", message)
+        words = re.findall(r"(?:^| )(--[\w-]+)", unknown[1]) if unknown else []
+        guess = next((guess for word in words if (guess := closest(word, self.options))), None)
+        if choice:
+            guess = closest(choice[1], re.findall(r"'([^']*)'", choice[2]))
         super().error(f"{message} (did you mean {guess!r}?)" if guess else message)
-
-
-def _near_miss(message: str, options: Sequence[str]) -> str | None:
-    choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
-    if choice:
-        return closest(choice[1], re.findall(r"'([^']*)'", choice[2]))
-    unknown = re.search(r"unrecognized arguments: (.*)", message)
-    words = [word.split("=")[0] for word in (unknown[1].split() if unknown else ()) if word.startswith("--")]
-    return next((guess for word in words if (guess := closest(word, options))), None)
 
 
 def _parser() -> _Parser:

@@ -334,10 +334,8 @@ class BaselineStore:
         tolerances: Mapping[str, Tolerance] | None = None,
         reward_curve: Sequence[float] = (),
     ) -> Path:
-        curve = [float(v) for v in reward_curve]
-        baseline = Baseline(
-            test_id, _validated_metrics(metrics), _validated_tolerances(tolerances), None, curve
-        )
+        metrics, curve = _validated_metrics(metrics), [float(v) for v in reward_curve]
+        baseline = Baseline(test_id, metrics, _validated_tolerances(tolerances), None, curve)
         return atomic_write_text(self.path_for(test_id), baseline.to_json())
 
 

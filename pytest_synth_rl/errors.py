@@ -58,11 +58,8 @@ def unknown_argument(
 ) -> ConfigProblem:
     """``call(name=...)`` where *call* takes no *name*: with a "did you mean" for *guess*."""
     suggestion = f"did you mean {call}({guess}=...)? " if guess else ""
-    return ConfigProblem(
-        key=f"{call}.{name}",
-        message=f"got {call}({name}={shown}); {call}() has no argument {name!r}",
-        hint=f"{suggestion}{usage}",
-    )
+    message = f"got {call}({name}={shown}); {call}() has no argument {name!r}"
+    return ConfigProblem(f"{call}.{name}", message, f"{suggestion}{usage}")
 
 
 def keywords_checked(func: F, *, call: str | None = None, subject: str = "arguments") -> F:
