@@ -1,8 +1,6 @@
 """pytest-synth-rl: put Synth RL training jobs under test; each capability is a plain library first.
 
-``__all__`` is what a test or a conftest writes (fixture types, scenarios, policies, tolerances,
-errors); the rest comes from its module, and names earlier releases exported here still resolve.
-Names load on first access, so the plugin's import at pytest start stays cheap.
+``__all__`` is what a test or a conftest writes; names load on first access (a cheap plugin import).
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Polling assertions for RL jobs, on the test's clock: :func:`eventually` and :func:`expect_job`.
-
-``expect_job(job).to_succeed(within=7200).to_have_final_reward(at_least=0.6)``; a failure carries
-the job's history (statuses over time, last events, reward curve) so a red CI run explains itself.
-"""
+"""Polling assertions on the test's clock: ``eventually`` and ``expect_job(job).to_succeed()...``;
+a failure carries the job's history (statuses, last events, reward curve)."""
 
 from __future__ import annotations
 
@@ -230,8 +227,7 @@ def eventually(
     clock: Clock | None = None,
     description: str | None = None,
 ) -> T:
-    """Call *check* until it returns a truthy value (returned) without ``AssertionError``, sleeping
-    *interval* on *clock* between attempts, the last at the deadline; other errors propagate."""
+    """Call *check* every *interval* on *clock* until it passes (truthy, no ``AssertionError``)."""
     __tracebackhide__ = True
     hint = "e.g. eventually(check, timeout=30, interval=1)"
     checks = (("timeout", seconds_problem(timeout, allow_zero=True)), ("interval", seconds_problem(interval)))
