@@ -1,8 +1,6 @@
 """pytest-synth-rl: put Synth RL training jobs under test; each capability is a plain library first.
 
-``__all__`` is what a test or a conftest writes (fixture types, scenarios, policies, tolerances,
-errors); the rest comes from its module, and names earlier releases exported here still resolve.
-Names load on first access, so the plugin's import at pytest start stays cheap.
+``__all__`` is what a test or a conftest writes; names load on first access (a cheap plugin import).
 """
 
 from __future__ import annotations
@@ -15,42 +13,43 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any, ClassVar
 
-if TYPE_CHECKING:
-    from pytest_synth_rl.baselines import Tolerance
-    from pytest_synth_rl.client import AsyncRLJob, RLJob
-    from pytest_synth_rl.clock import Clock, VirtualClock
-    from pytest_synth_rl.errors import (
-        ConfigError,
-        JobFailedError,
-        JobTimeoutError,
-        SynthError,
-        SynthUsageError,
-    )
-    from pytest_synth_rl.fake import FakeSynthBackend, Scenario
-    from pytest_synth_rl.fake.contract import check_task_app_contract
-    from pytest_synth_rl.fake.model import ChatRequest, LearningPolicy, Policy, ScriptedPolicy, linear
-    from pytest_synth_rl.plugin.session import (
-        BaselineCheck,
-        ExpectJob,
-        RLConfigRef,
-        ServedFake,
-        SynthBackend,
-        SynthJobFactory,
-        TaskAppHandle,
-    )
-    from pytest_synth_rl.plugin.settings import SynthSettings
-    from pytest_synth_rl.recording import Replayer
-    from pytest_synth_rl.secrets.masking import Secret
-    from pytest_synth_rl.taskapp import InProcessTaskApp
-
-if TYPE_CHECKING:  # exported here by earlier releases: still resolved, not in ``__all__``
+if TYPE_CHECKING:  # the table below, for type checkers
     from pytest_synth_rl.assertions import JobExpectation as JobExpectation
     from pytest_synth_rl.assertions import eventually as eventually
     from pytest_synth_rl.assertions import expect_job as expect_job
+    from pytest_synth_rl.baselines import Tolerance as Tolerance
+    from pytest_synth_rl.client import AsyncRLJob as AsyncRLJob
     from pytest_synth_rl.client import JobResult as JobResult
+    from pytest_synth_rl.client import RLJob as RLJob
+    from pytest_synth_rl.clock import Clock as Clock
+    from pytest_synth_rl.clock import VirtualClock as VirtualClock
+    from pytest_synth_rl.errors import ConfigError as ConfigError
+    from pytest_synth_rl.errors import JobFailedError as JobFailedError
+    from pytest_synth_rl.errors import JobTimeoutError as JobTimeoutError
+    from pytest_synth_rl.errors import SynthError as SynthError
+    from pytest_synth_rl.errors import SynthUsageError as SynthUsageError
+    from pytest_synth_rl.fake import FakeSynthBackend as FakeSynthBackend
+    from pytest_synth_rl.fake import Scenario as Scenario
+    from pytest_synth_rl.fake.contract import check_task_app_contract as check_task_app_contract
+    from pytest_synth_rl.fake.model import ChatRequest as ChatRequest
+    from pytest_synth_rl.fake.model import LearningPolicy as LearningPolicy
+    from pytest_synth_rl.fake.model import Policy as Policy
     from pytest_synth_rl.fake.model import ReplayPolicy as ReplayPolicy
     from pytest_synth_rl.fake.model import Reply as Reply
+    from pytest_synth_rl.fake.model import ScriptedPolicy as ScriptedPolicy
+    from pytest_synth_rl.fake.model import linear as linear
+    from pytest_synth_rl.plugin.session import BaselineCheck as BaselineCheck
+    from pytest_synth_rl.plugin.session import ExpectJob as ExpectJob
+    from pytest_synth_rl.plugin.session import RLConfigRef as RLConfigRef
+    from pytest_synth_rl.plugin.session import ServedFake as ServedFake
+    from pytest_synth_rl.plugin.session import SynthBackend as SynthBackend
+    from pytest_synth_rl.plugin.session import SynthJobFactory as SynthJobFactory
+    from pytest_synth_rl.plugin.session import TaskAppHandle as TaskAppHandle
+    from pytest_synth_rl.plugin.settings import SynthSettings as SynthSettings
     from pytest_synth_rl.recording import Cassette as Cassette
+    from pytest_synth_rl.recording import Replayer as Replayer
+    from pytest_synth_rl.secrets.masking import Secret as Secret
+    from pytest_synth_rl.taskapp import InProcessTaskApp as InProcessTaskApp
 
 __version__ = "0.1.0"
 
@@ -110,35 +109,6 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
 
-__all__ = [
-    "AsyncRLJob",
-    "BaselineCheck",
-    "ChatRequest",
-    "Clock",
-    "ConfigError",
-    "ExpectJob",
-    "FakeSynthBackend",
-    "InProcessTaskApp",
-    "JobFailedError",
-    "JobTimeoutError",
-    "LearningPolicy",
-    "Policy",
-    "RLConfigRef",
-    "RLJob",
-    "Replayer",
-    "Scenario",
-    "ScriptedPolicy",
-    "Secret",
-    "ServedFake",
-    "SynthBackend",
-    "SynthError",
-    "SynthJobFactory",
-    "SynthSettings",
-    "SynthUsageError",
-    "TaskAppHandle",
-    "Tolerance",
-    "VirtualClock",
-    "__version__",
-    "check_task_app_contract",
-    "linear",
-]
+#: Exported here by earlier releases: still resolved, kept out of ``__all__`` and ``dir()``.
+_FORMER = {"Cassette", "JobExpectation", "JobResult", "ReplayPolicy", "Reply", "eventually", "expect_job"}
+__all__ = sorted({*_HOMES, "__version__"} - _FORMER)

@@ -1,5 +1,4 @@
 """``python -m pytest_synth_rl``: commands around test runs (merging sharded CI results, a fake backend).
-
 python -m pytest_synth_rl serve --policy unscramble=examples/unscramble/policy.py:policy
 python -m pytest_synth_rl merge shard-*.json --report synth-report.json --summary "$GITHUB_STEP_SUMMARY"
 python -m pytest_synth_rl merge-baselines shard1/baselines shard2/baselines --into tests/baselines
@@ -9,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,43 +24,30 @@ class _Parser(argparse.ArgumentParser):
     options: tuple[str, ...] = ()
 
     def error(self, message: str) -> NoReturn:
-        guess = _near_miss(message, self.options)
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        unknown = re.search(r"unrecognized arguments: (.*)", message)
+        words = re.findall(r"(?:^| )(--[\w-]+)", unknown[1]) if unknown else []
+        guess = next((guess for word in words if (guess := closest(word, self.options))), None)
+        if choice:
+            guess = closest(choice[1], re.findall(r"'([^']*)'", choice[2]))
         super().error(f"{message} (did you mean {guess!r}?)" if guess else message)
-
-
-def _near_miss(message: str, options: Sequence[str]) -> str | None:
-    import re
-
-    choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
-    if choice:
-        return closest(choice[1], re.findall(r"'([^']*)'", choice[2]))
-    unknown = re.search(r"unrecognized arguments: (.*)", message)
-    words = [word.split("=")[0] for word in (unknown[1].split() if unknown else ()) if word.startswith("--")]
-    return next((guess for word in words if (guess := closest(word, options))), None)
 
 
 def _parser() -> _Parser:
     parser = _Parser(prog="python -m pytest_synth_rl", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    merge = commands.add_parser(
-        "merge",
-        help="merge the --synth-report files of CI shards into one report",
-        description="Merge shards' --synth-report JSON files: prints the job table, writes one JSON "
-        "report and appends one step summary (table and reward charts).",
-    )
+    merge = commands.add_parser("merge", help="merge the --synth-report files of CI shards into one report")
     merge.add_argument("reports", nargs="+", metavar="SHARD_REPORT", help="a shard's --synth-report JSON")
-    report = merge.add_argument("--report", metavar="PATH", help="write the merged JSON report here")
-    summary = merge.add_argument(
+    merge.add_argument("--report", metavar="PATH", help="write the merged JSON report here")
+    merge.add_argument(
         "--summary", metavar="PATH", help='append the merged Markdown summary here ("$GITHUB_STEP_SUMMARY")'
     )
     baselines = commands.add_parser(
         "merge-baselines",
-        help="merge baseline directories refreshed by several shards",
-        description="Copy every shard's baseline files into one directory; the same test's baseline "
-        "from two shards must agree.",
+        help="merge baseline directories refreshed by several shards (the same test's must agree)",
     )
     baselines.add_argument("directories", nargs="+", metavar="SHARD_BASELINE_DIR")
-    into = baselines.add_argument("--into", required=True, metavar="DIR", help="merged baselines go here")
+    baselines.add_argument("--into", required=True, metavar="DIR", help="merged baselines go here")
     serve = commands.add_parser(
         "serve",
         help="serve a fake backend for other processes, until Ctrl-C or SIGTERM",
@@ -68,39 +55,35 @@ def _parser() -> _Parser:
         "(pytest --synth-backend=URL). Prints SYNTH_BACKEND_URL=... and SYNTH_API_KEY=... lines, "
         "then a readiness line; jobs move one stage per look (a status poll) unless --speed is given.",
     )
-    options = [
-        serve.add_argument(
-            "--host", default="127.0.0.1", help="the address to listen on (default: %(default)s)"
-        ),
-        serve.add_argument("--port", type=_port, default=0, help="the port (default 0: a free one)"),
-        serve.add_argument(
-            "--api-key", metavar="KEY", help="the key clients send (default: $SYNTH_API_KEY, else a new one)"
-        ),
-        serve.add_argument(
-            "--policy",
-            action="append",
-            default=[],
-            metavar="[ENV=]SPEC",
-            help="the stand-in model's policy: SPEC is path/to/file.py:NAME or pkg.module:NAME (a policy, "
-            "or a factory of no arguments); ENV= gives it to that env's rollouts only. Repeatable; the "
-            "built-in arithmetic policy answers every env left without one",
-        ),
-        serve.add_argument(
-            "--pacing",
-            type=_pacing,
-            metavar="MODE",
-            help="observed (the default: a job moves a stage when looked at) or clock (time moves only "
-            "when advanced, POST /_fake/clock/advance)",
-        ),
-        serve.add_argument("--speed", type=_speed, metavar="N", help="run jobs on real time, N times faster"),
-        serve.add_argument(
-            "--task-app-key",
-            metavar="KEY",
-            help="the key sent to task apps when no client uploaded one (default: $ENVIRONMENT_API_KEY)",
-        ),
-    ]
-    actions = (report, summary, into, *options)
-    parser.options = tuple(option for action in actions for option in action.option_strings)
+    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: %(default)s)")
+    serve.add_argument("--port", type=_port, default=0, help="the port (default 0: a free one)")
+    serve.add_argument(
+        "--api-key", metavar="KEY", help="the key clients send (default: $SYNTH_API_KEY, else a new one)"
+    )
+    serve.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        metavar="[ENV=]SPEC",
+        help="the stand-in model's policy: SPEC is path/to/file.py:NAME or pkg.module:NAME (a policy, "
+        "or a factory of no arguments); ENV= gives it to that env's rollouts only. Repeatable; the "
+        "built-in arithmetic policy answers every env left without one",
+    )
+    serve.add_argument(
+        "--pacing",
+        type=_pacing,
+        metavar="MODE",
+        help="observed (the default: a job moves a stage when looked at) or clock (time moves only "
+        "when advanced, POST /_fake/clock/advance)",
+    )
+    serve.add_argument("--speed", type=_speed, metavar="N", help="run jobs on real time, N times faster")
+    serve.add_argument(
+        "--task-app-key",
+        metavar="KEY",
+        help="the key sent to task apps when no client uploaded one (default: $ENVIRONMENT_API_KEY)",
+    )
+    usage = "".join(command.format_usage() for command in (merge, baselines, serve))
+    parser.options = tuple(sorted(set(re.findall(r"--[a-z][\w-]*", usage)) - {"--help"}))
     return parser
 
 
@@ -139,31 +122,25 @@ def _pacing(text: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a command; a problem with the files given is one ``error:`` line and exit code 2."""
     args = _parser().parse_args(argv)
-    if args.command == "serve":
-        return _serve(args)
-    from pytest_synth_rl.reporting.merge import (
-        check_output_file,
-        merge_baselines,
-        merge_reports,
-        write_output,
-    )
-
     try:
-        if args.command == "merge":
-            # Refuse an output path that cannot be written before reading any shard.
-            if args.report is not None:
-                check_output_file(args.report, "--report", shards=args.reports)
-            if args.summary is not None:
-                check_output_file(args.summary, "--summary", make_parents=False)
-            report = merge_reports(args.reports)
-            print(report.render_terminal(titled=True))
-            if args.report is not None:
-                path = write_output(report.write_json, args.report, "--report")
-                print(f"synth-rl: merged JSON report written to {path}")
-            if args.summary is not None:
-                write_output(report.append_github_summary, args.summary, "--summary", append=True)
-                print(f"synth-rl: merged summary appended to {args.summary}")
+        if args.command == "serve":
+            from pytest_synth_rl.fake.backend import policies_from_specs, serve_until_stopped
+
+            policy = policies_from_specs(args.policy) or None
+            serve_until_stopped(
+                host=args.host,
+                port=args.port,
+                api_key=args.api_key,
+                policy=policy,
+                pacing=args.pacing,
+                speed=args.speed,
+                task_app_api_key=args.task_app_key,
+            )
+        elif args.command == "merge":
+            _merge(args)
         else:
+            from pytest_synth_rl.reporting.merge import merge_baselines
+
             written = merge_baselines(args.directories, args.into, on_empty=_say_empty)
             files = "baseline file" if len(written) == 1 else "baseline files"
             print(f"synth-rl: {len(written)} {files} merged into {args.into}")
@@ -173,23 +150,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _serve(args: argparse.Namespace) -> int:
-    from pytest_synth_rl.fake.backend import policies_from_specs, serve_until_stopped
+def _merge(args: argparse.Namespace) -> None:
+    from pytest_synth_rl.reporting.merge import check_output_file, merge_reports, write_output
 
-    try:
-        serve_until_stopped(
-            host=args.host,
-            port=args.port,
-            api_key=args.api_key,
-            policy=policies_from_specs(args.policy) or None,
-            pacing=args.pacing,
-            speed=args.speed,
-            task_app_api_key=args.task_app_key,
-        )
-    except SynthError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    return 0
+    # Refuse an output path that cannot be written before reading any shard.
+    if args.report is not None:
+        check_output_file(args.report, "--report", shards=args.reports)
+    if args.summary is not None:
+        check_output_file(args.summary, "--summary", make_parents=False)
+    report = merge_reports(args.reports)
+    print(report.render_terminal(titled=True))
+    if args.report is not None:
+        path = write_output(report.write_json, args.report, "--report")
+        print(f"synth-rl: merged JSON report written to {path}")
+    if args.summary is not None:
+        write_output(report.append_github_summary, args.summary, "--summary", append=True)
+        print(f"synth-rl: merged summary appended to {args.summary}")
 
 
 def _say_empty(directory: Path) -> None:

@@ -111,11 +111,8 @@ class Tolerance:
         # Slack scaled by the finite values only: an infinite one would let inf pass against -inf.
         scale = max([1.0] + [abs(v) for v in (base, now) if math.isfinite(v)])
         limit = self.allowed(base) + _ROUNDING * scale
-        if self.direction == "higher_is_better":
-            return delta >= -limit
-        if self.direction == "lower_is_better":
-            return delta <= limit
-        return abs(delta) <= limit
+        moved = {"higher_is_better": -delta, "lower_is_better": delta}.get(self.direction, abs(delta))
+        return moved <= limit
 
     def render(self) -> str:
         """``±0.05``, ``-10%`` (may drop), ``+max(0.05, 10%)``, ``exact``, ``not compared``."""
@@ -138,11 +135,8 @@ class Tolerance:
     def from_json(cls, data: Any, *, where: str) -> Tolerance:
         if not isinstance(data, Mapping):
             raise BaselineError(f'{where}: expected a tolerance object like {{"abs": 0.05}}, got {data!r}')
-        unknown = set(data) - {"abs", "rel", "direction"}
-        if unknown:
-            raise BaselineError(
-                f"{where}: unknown tolerance keys {sorted(unknown)}; expected abs, rel, direction"
-            )
+        if unknown := sorted(set(data) - {"abs", "rel", "direction"}):
+            raise BaselineError(f"{where}: unknown tolerance keys {unknown}; expected abs, rel, direction")
         for name in ("abs", "rel"):
             number = _as_number(data.get(name))
             if number is not None and not math.isfinite(number):  # JSON could not write it back
@@ -333,10 +327,8 @@ class BaselineStore:
         tolerances: Mapping[str, Tolerance] | None = None,
         reward_curve: Sequence[float] = (),
     ) -> Path:
-        curve = [float(v) for v in reward_curve]
-        baseline = Baseline(
-            test_id, _validated_metrics(metrics), _validated_tolerances(tolerances), None, curve
-        )
+        metrics, curve = _validated_metrics(metrics), [float(v) for v in reward_curve]
+        baseline = Baseline(test_id, metrics, _validated_tolerances(tolerances), None, curve)
         return atomic_write_text(self.path_for(test_id), baseline.to_json())
 
 

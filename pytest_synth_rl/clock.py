@@ -1,8 +1,5 @@
-"""Time as a dependency: everything that waits asks a :class:`Clock`, not the ``time`` module.
-
-Offline a :class:`VirtualClock` makes a two-hour job finish in milliseconds (sleeps advance it
-at once, are recorded, and notify listeners such as the fake backend); online it is real time.
-"""
+"""Time as a dependency: everything that waits asks a :class:`Clock`, not the ``time`` module;
+offline a :class:`VirtualClock` makes a two-hour job finish in milliseconds."""
 
 from __future__ import annotations
 
@@ -111,10 +108,10 @@ class VirtualClock:
         return sum(self.sleeps)
 
     def advance(self, seconds: float) -> None:
-        if not math.isfinite(seconds):
-            raise ValueError(f"virtual time moves by a finite number of seconds, not {seconds!r}")
-        if seconds < 0:
-            raise ValueError(f"virtual time cannot go backwards (advance by {seconds!r})")
+        if not (math.isfinite(seconds) and seconds >= 0):
+            raise ValueError(
+                f"virtual time moves forwards by a finite number of seconds, not backwards: {seconds!r}"
+            )
         with self._lock:
             before = self._now
             self._now = after = before + seconds

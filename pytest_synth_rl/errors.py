@@ -1,8 +1,5 @@
-"""The exception family every part of the plugin raises, and the one way to check arguments.
-
-Errors carry structured fields for tests and say where, what was expected and how to fix it;
-messages are redacted. ``closest``/``did_you_mean`` are every did-you-mean's source.
-"""
+"""The exception family every part of the plugin raises (redacted, with a hint), the one argument
+checker, and ``closest``/``did_you_mean``: every did-you-mean's source."""
 
 from __future__ import annotations
 
@@ -12,12 +9,10 @@ import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 from pytest_synth_rl.secrets.masking import redact, redact_value
-
-#: How alike a near miss must be to be suggested: one cutoff for every did-you-mean.
-CLOSE_MATCH_CUTOFF = 0.75
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -26,7 +21,7 @@ def closest(word: str, choices: Iterable[str]) -> str | None:
     """The one of *choices* that *word* most likely misspells, or None."""
     import difflib  # only a wrong call pays for it
 
-    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=CLOSE_MATCH_CUTOFF)
+    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.75)
     return found[0] if found else None
 
 
@@ -63,11 +58,8 @@ def unknown_argument(
 ) -> ConfigProblem:
     """``call(name=...)`` where *call* takes no *name*: with a "did you mean" for *guess*."""
     suggestion = f"did you mean {call}({guess}=...)? " if guess else ""
-    return ConfigProblem(
-        key=f"{call}.{name}",
-        message=f"got {call}({name}={shown}); {call}() has no argument {name!r}",
-        hint=f"{suggestion}{usage}",
-    )
+    message = f"got {call}({name}={shown}); {call}() has no argument {name!r}"
+    return ConfigProblem(f"{call}.{name}", message, f"{suggestion}{usage}")
 
 
 def keywords_checked(func: F, *, call: str | None = None, subject: str = "arguments") -> F:
@@ -156,14 +148,12 @@ def excerpt(text: str | bytes | None, limit: int = 500) -> str:
 
 
 def _masked_fields(record: Any) -> None:
-    """Mask every field of the dataclass *record* in place (it is user-facing data)."""
     for name in (f.name for f in fields(record)):
         object.__setattr__(record, name, redact_value(getattr(record, name)))
 
 
 class SynthError(Exception):
-    """Base of every error raised by pytest-synth-rl; ``hint`` (how to fix it) is appended. Every
-    attribute is masked as it is set: users' own reporting code reads them."""
+    """Base of every error raised by pytest-synth-rl; ``hint`` is appended; attributes are masked."""
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         self.message = message
@@ -198,26 +188,21 @@ class ConfigProblem:
         return f"{where}: {self.message}" + (f" (hint: {self.hint})" if self.hint else "")
 
 
+_Problems = Sequence[ConfigProblem] | str
+
+
 class _ProblemsError(SynthError, ValueError):
     """Lists *every* problem, each with its key; the message says how many there are."""
 
-    def __init__(
-        self,
-        problems: Sequence[ConfigProblem] | str,
-        *,
-        hint: str | None,
-        one: str,
-        many: Callable[[int], str],
-    ) -> None:
+    def __init__(self, problems: _Problems, hint: str | None, one: str, many: Callable[[int], str]) -> None:
         if isinstance(problems, str):
             problems, hint = [ConfigProblem(key="", message=problems, hint=hint)], None
         self.problems: list[ConfigProblem] = list(problems)
-        if len(self.problems) == 1:
-            message = f"{one}: {self.problems[0].render()}"
-        else:
-            lines = "\n".join(f"  - {p.render()}" for p in self.problems)
-            message = f"{many(len(self.problems))}:\n{lines}"
-        super().__init__(message, hint=hint)
+        lines = "\n".join(f"  - {p.render()}" for p in self.problems)
+        message = f"{many(len(self.problems))}:\n{lines}"
+        super().__init__(
+            f"{one}: {self.problems[0].render()}" if len(self.problems) == 1 else message, hint=hint
+        )
 
     @property
     def keys(self) -> list[str]:
@@ -229,7 +214,7 @@ class ConfigError(_ProblemsError):
 
     def __init__(
         self,
-        problems: Sequence[ConfigProblem] | str,
+        problems: _Problems,
         *,
         path: str | None = None,
         hint: str | None = None,
@@ -243,23 +228,14 @@ class ConfigError(_ProblemsError):
             listed = f"{total:,} problems ({count} lines listed)" if total and total > count else ""
             return f"{source} has {listed or f'{count} problems'}"
 
-        super().__init__(problems, hint=hint, one=f"{source} is invalid", many=many)
+        super().__init__(problems, hint, f"{source} is invalid", many)
 
 
 class SynthUsageError(_ProblemsError):
     """An argument, option, ini key or marker the caller wrote is wrong (not the RL config)."""
 
-    def __init__(
-        self,
-        problems: Sequence[ConfigProblem] | str,
-        *,
-        subject: str = "arguments",
-        hint: str | None = None,
-    ) -> None:
-        self.subject = subject
-        super().__init__(
-            problems, hint=hint, one=f"invalid {subject}", many=lambda n: f"{n} problems with {subject}"
-        )
+    def __init__(self, problems: _Problems, *, subject: str = "arguments", hint: str | None = None) -> None:
+        super().__init__(problems, hint, f"invalid {subject}", lambda n: f"{n} problems with {subject}")
 
 
 class MarkerError(SynthUsageError):
@@ -269,24 +245,27 @@ class MarkerError(SynthUsageError):
         self.marker = marker
         self.test_id = test_id
         self.problems = [ConfigProblem(key=argument or marker, message=problem, hint=hint)]
-        self.subject = f"@pytest.mark.{marker}"
         SynthError.__init__(self, f"@pytest.mark.{marker} on {test_id}: {problem}", hint=hint)
 
 
-class TaskAppError(SynthError):
+class _WithFields(SynthError):
+    """An error whose keywords set the fields its class declares (with their defaults)."""
+
+    def __init__(self, message: str, *, hint: str | None = None, **given: Any) -> None:
+        declared = {name for cls in type(self).__mro__ for name in vars(cls).get("__annotations__", {})}
+        unknown = sorted(given.keys() - declared)
+        if unknown:
+            raise TypeError(f"{type(self).__name__}() got unexpected keyword argument(s) {unknown}")
+        for name, value in given.items():
+            setattr(self, name, value)
+        super().__init__(message, hint=hint)
+
+
+class TaskAppError(_WithFields):
     """The task app could not be loaded, started, reached, or broke its contract."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        url: str | None = None,
-        hint: str | None = None,
-        details: Mapping[str, Any] | None = None,
-    ) -> None:
-        self.url = url
-        self.details = dict(details or {})
-        super().__init__(message, hint=hint)
+    url: str | None = None
+    details: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass
@@ -361,36 +340,19 @@ class TaskAppVerificationError(BackendError):
     """The backend could not verify the task app before submission (``POST /rl/verify_task_app``)."""
 
 
-class JobFailedError(SynthError):
+class JobFailedError(_WithFields):
     """The job reached a failed or cancelled terminal state and the caller asked to raise."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        job_id: str | None = None,
-        status: str | None = None,
-        error: str | None = None,
-        result: Any = None,
-        hint: str | None = None,
-    ) -> None:
-        self.job_id, self.status, self.error, self.result = job_id, status, error, result
-        super().__init__(message, hint=hint)
+    job_id: str | None = None
+    status: str | None = None
+    error: str | None = None
+    result: Any = None
 
 
-class JobTimeoutError(SynthError, TimeoutError):
+class JobTimeoutError(_WithFields, TimeoutError):
     """The job did not reach a terminal state within the timeout (on the job's clock)."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        job_id: str | None = None,
-        timeout: float | None = None,
-        last_status: str | None = None,
-        history: Sequence[Any] = (),
-        hint: str | None = None,
-    ) -> None:
-        self.job_id, self.timeout, self.last_status = job_id, timeout, last_status
-        self.history = list(history)
-        super().__init__(message, hint=hint)
+    job_id: str | None = None
+    timeout: float | None = None
+    last_status: str | None = None
+    history: Sequence[Any] = ()

@@ -1,8 +1,5 @@
-"""Polling assertions for RL jobs, on the test's clock: :func:`eventually` and :func:`expect_job`.
-
-``expect_job(job).to_succeed(within=7200).to_have_final_reward(at_least=0.6)``; a failure carries
-the job's history (statuses over time, last events, reward curve) so a red CI run explains itself.
-"""
+"""Polling assertions on the test's clock: ``eventually`` and ``expect_job(job).to_succeed()...``;
+a failure carries the job's history (statuses, last events, reward curve)."""
 
 from __future__ import annotations
 
@@ -60,17 +57,17 @@ def shown(value: object) -> str:
     return text if len(text) <= 60 else text[:59] + "…"
 
 
+def _is_number(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 def _written(method: str, name: str, value: object) -> str:
     return f"{method}({name}={shown(value)})"
 
 
 def _got(method: str, name: str, value: object) -> str:
     written = _written(method, name, value)
-    return (
-        written
-        if isinstance(value, numbers.Real) and not isinstance(value, bool)
-        else f"{written}, {a_type(value)}"
-    )
+    return written if _is_number(value) else f"{written}, {a_type(value)}"
 
 
 def raise_problems(problems: Sequence[ConfigProblem | None]) -> None:
@@ -121,11 +118,7 @@ def text_problem(
     if isinstance(value, str) and value.strip():
         return None
     got = _written(method, name, value) + ("" if isinstance(value, str) else f", {a_type(value)}")
-    hint = (
-        f"write it as text: {method}({name}={str(value)!r})"
-        if isinstance(value, numbers.Real) and not isinstance(value, bool)
-        else None
-    )
+    hint = f"write it as text: {method}({name}={str(value)!r})" if _is_number(value) else None
     return ConfigProblem(
         f"{method}.{name}", f"got {got}; expected {expected}", hint or f"e.g. {method}({name}={example!r})"
     )
@@ -234,8 +227,7 @@ def eventually(
     clock: Clock | None = None,
     description: str | None = None,
 ) -> T:
-    """Call *check* until it returns a truthy value (returned) without ``AssertionError``, sleeping
-    *interval* on *clock* between attempts, the last at the deadline; other errors propagate."""
+    """Call *check* every *interval* on *clock* until it passes (truthy, no ``AssertionError``)."""
     __tracebackhide__ = True
     hint = "e.g. eventually(check, timeout=30, interval=1)"
     checks = (("timeout", seconds_problem(timeout, allow_zero=True)), ("interval", seconds_problem(interval)))
@@ -492,8 +484,7 @@ class JobExpectation:
 
     @checked_call
     def to_improve_reward(self, *, by: float = 0.0, window: int = 1) -> JobExpectation:
-        """The reward curve rose by at least *by*; ``window=k`` compares the means of the first
-        and last *k* points (kinder to noisy curves)."""
+        """The reward curve rose by at least *by*; ``window=k`` compares means of the first and last *k*."""
         __tracebackhide__ = True
         expected = "a finite number: the least rise from the start of the reward curve to its end"
         hint = "e.g. to_improve_reward(by=0.2); a negative by tolerates a drop that small"
@@ -511,11 +502,10 @@ class JobExpectation:
         k = max(1, min(window, len(rewards) // 2))
         first, last = sum(rewards[:k]) / k, sum(rewards[-k:]) / k
         if last - first < by:
-            compared = ""
-            if k > 1 or k < window:
-                compared = f"; means of the first and last {k} of {len(rewards)} points"
-                if k < window:
-                    compared += f", as window={window} is more than half the curve"
+            compared = (
+                f"; means of the first and last {k} of {len(rewards)} points" if k > 1 or k < window else ""
+            )
+            compared += f", as window={window} is more than half the curve" if k < window else ""
             raise self._fail(
                 f"expected the reward to improve by at least {by}, but it went {first:.4f} -> {last:.4f} "
                 f"(change {last - first:+.4f}{compared})"
