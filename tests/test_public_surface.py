@@ -13,6 +13,7 @@ import pytest_synth_rl
 STARTUP_MODULES = {
     "pytest_synth_rl",
     "pytest_synth_rl.errors",
+    "pytest_synth_rl.plugin.interrupts",
     "pytest_synth_rl.plugin.markers",
     "pytest_synth_rl.secrets.masking",
     "pytest_synth_rl.plugin",

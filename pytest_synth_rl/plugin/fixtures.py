@@ -308,7 +308,7 @@ def synth_rl_job(
     )
     request.node.stash[_JOBS_KEY] = jobs
     yield jobs
-    from pytest_synth_rl.plugin.hooks import RunInterrupts
+    from pytest_synth_rl.plugin.interrupts import RunInterrupts
 
     interrupts = request.config.pluginmanager.get_plugin("synth-rl-interrupts")
     deadline = (

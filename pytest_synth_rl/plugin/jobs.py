@@ -30,7 +30,7 @@ from pytest_synth_rl.errors import (
     seconds_problem,
     unknown_argument,
 )
-from pytest_synth_rl.plugin.hooks import CANCEL_SECONDS
+from pytest_synth_rl.plugin.interrupts import CANCEL_SECONDS
 from pytest_synth_rl.plugin.settings import SynthSettings
 from pytest_synth_rl.reporting.report import JobRecord, LiveJobs, job_record
 from pytest_synth_rl.secrets.masking import Secret, get_logger, redact, secret_or_none
