@@ -5,6 +5,7 @@ wait is on the job's clock. ``AsyncRLJob`` works under asyncio and anyio's async
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypedDict, TypeVar
@@ -52,7 +53,7 @@ def _awaiting(
     return _like(method, steps)
 
 
-class RLJob(JobBase[httpx.Client, httpx.BaseTransport]):
+class RLJob(JobBase[httpx.Client, httpx.BaseTransport], contextlib.AbstractContextManager["RLJob"]):
     """An RL training job on the Synth backend (or a fake of it), with the upstream SDK's surface"""
 
     _client_cls = httpx.Client
@@ -88,14 +89,13 @@ class RLJob(JobBase[httpx.Client, httpx.BaseTransport]):
         if self._owns_client:
             self._http.close()
 
-    def __enter__(self) -> RLJob:
-        return self
-
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
 
-class AsyncRLJob(JobBase[httpx.AsyncClient, httpx.AsyncBaseTransport]):
+class AsyncRLJob(
+    JobBase[httpx.AsyncClient, httpx.AsyncBaseTransport], contextlib.AbstractAsyncContextManager["AsyncRLJob"]
+):
     """:class:`RLJob` with ``async`` methods."""
 
     _client_cls = httpx.AsyncClient
@@ -133,9 +133,6 @@ class AsyncRLJob(JobBase[httpx.AsyncClient, httpx.AsyncBaseTransport]):
             await self._http.aclose()
 
     aclose = close
-
-    async def __aenter__(self) -> AsyncRLJob:
-        return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
