@@ -8,49 +8,50 @@ from __future__ import annotations
 import contextlib
 import inspect
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypedDict, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import httpx
 
 from pytest_synth_rl.client import jobconfig
-from pytest_synth_rl.client.base import HEALTH_TIMEOUT, JobBase, JobSteps
+from pytest_synth_rl.client.base import DEFAULT_REQUEST_TIMEOUT, HEALTH_TIMEOUT, JobBase, JobSteps
 from pytest_synth_rl.client.jobconfig import EnvKeyUpload, TaskAppVerification
 from pytest_synth_rl.client.retry import RetryPolicy, Steps, async_drive, drive
 from pytest_synth_rl.clock import Clock
 from pytest_synth_rl.secrets.masking import Secret
 from pytest_synth_rl.taskapp.health import async_check_task_app_health, check_task_app_health
 
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
-
 P = ParamSpec("P")
-F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
 J = TypeVar("J", "RLJob", "AsyncRLJob")
 
 
-def _like(method: F, steps: Callable[..., Any]) -> F:
+def _like(method: Callable[..., Any], steps: Callable[..., Any]) -> None:
     method.__name__ = method.__qualname__ = steps.__name__
     method.__doc__, method.__module__ = steps.__doc__, steps.__module__
     returns = str(steps.__annotations__["return"]).removeprefix("Steps[").removesuffix("]")
     method.__signature__ = inspect.signature(steps).replace(return_annotation=returns)  # type: ignore[attr-defined]
-    return method
 
 
 def _blocking(steps: Callable[Concatenate[Any, P], Steps[T]]) -> Callable[Concatenate[RLJob, P], T]:
+    """An :class:`RLJob` method that runs the steps of *steps* to the end."""
+
     def method(self: RLJob, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return self._drive(steps(self, *args, **kwargs))
 
-    return _like(method, steps)
+    _like(method, steps)
+    return method
 
 
 def _awaiting(
     steps: Callable[Concatenate[Any, P], Steps[T]],
 ) -> Callable[Concatenate[AsyncRLJob, P], Coroutine[Any, Any, T]]:
+    """An :class:`AsyncRLJob` method that awaits the steps of *steps*."""
+
     async def method(self: AsyncRLJob, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return await self._drive(steps(self, *args, **kwargs))
 
-    return _like(method, steps)
+    _like(method, steps)
+    return method
 
 
 class RLJob(JobBase[httpx.Client, httpx.BaseTransport], contextlib.AbstractContextManager["RLJob"]):
@@ -148,21 +149,22 @@ async def async_list_rl_jobs(limit: int = 20, status: str | None = None, **kwarg
     return await AsyncRLJob.list_jobs(limit, status, **kwargs)
 
 
-class _Options(TypedDict, total=False):
-    http_client: Any
-    transport: Any
-    clock: Clock | None
-    retry: RetryPolicy | None
-    request_timeout: float
-
-
-def _detached(cls: type[J], backend_url: str | None, api_key: str | Secret | None, options: _Options) -> J:
+def _detached(
+    cls: type[J],
+    backend_url: str | None,
+    api_key: str | Secret | None,
+    http_client: Any,
+    transport: Any,
+    clock: Clock | None,
+    retry: RetryPolicy | None,
+    request_timeout: float,
+) -> J:
     """A handle with no config and no job, for preflight calls (a transport beside a client goes unused)."""
     backend, key = jobconfig.resolve_backend_url(backend_url), jobconfig.resolve_api_key(api_key)
     config = jobconfig.RLJobConfig(None, backend, key)
-    if options.get("http_client") is not None:
-        options = {**options, "transport": None}
-    return cls(config, **options)
+    transport = transport if http_client is None else None
+    options: dict[str, Any] = {"clock": clock, "http_client": http_client, "transport": transport}
+    return cls(config, retry=retry, request_timeout=request_timeout, **options)
 
 
 def upload_environment_api_key(
@@ -171,12 +173,14 @@ def upload_environment_api_key(
     env_key: str | Secret | None = None,
     *,
     verify: bool = False,
-    **options: Unpack[_Options],
+    http_client: httpx.Client | None = None,
+    transport: httpx.BaseTransport | None = None,
+    clock: Clock | None = None,
+    retry: RetryPolicy | None = None,
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
 ) -> EnvKeyUpload:
-    """Upload the task app's key (``env_key``, else ``ENVIRONMENT_API_KEY``) sealed; ``verify``: check it.
-
-    ``options``: ``http_client``, ``transport``, ``clock``, ``retry``, ``request_timeout`` as for RLJob."""
-    with _detached(RLJob, backend_url, api_key, options) as job:
+    """Upload the task app's key (``env_key`` or ``ENVIRONMENT_API_KEY``) to the backend, sealed"""
+    with _detached(RLJob, backend_url, api_key, http_client, transport, clock, retry, request_timeout) as job:
         return job.upload_environment_api_key(env_key, verify=verify)
 
 
@@ -186,10 +190,15 @@ async def async_upload_environment_api_key(
     env_key: str | Secret | None = None,
     *,
     verify: bool = False,
-    **options: Unpack[_Options],
+    http_client: httpx.AsyncClient | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    clock: Clock | None = None,
+    retry: RetryPolicy | None = None,
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
 ) -> EnvKeyUpload:
     """:func:`upload_environment_api_key` over ``httpx.AsyncClient``."""
-    async with _detached(AsyncRLJob, backend_url, api_key, options) as job:
+    options = (http_client, transport, clock, retry, request_timeout)
+    async with _detached(AsyncRLJob, backend_url, api_key, *options) as job:
         return await job.upload_environment_api_key(env_key, verify=verify)
 
 
@@ -197,10 +206,15 @@ def verify_task_app(
     backend_url: str | None = None,
     api_key: str | Secret | None = None,
     task_url: str | None = None,
-    **options: Unpack[_Options],
+    *,
+    http_client: httpx.Client | None = None,
+    transport: httpx.BaseTransport | None = None,
+    clock: Clock | None = None,
+    retry: RetryPolicy | None = None,
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
 ) -> TaskAppVerification:
-    """Have the backend probe the task app at *task_url* (default ``TASK_APP_URL``); options as above."""
-    with _detached(RLJob, backend_url, api_key, options) as job:
+    """Have the backend probe the task app at *task_url* (``TASK_APP_URL`` if None)"""
+    with _detached(RLJob, backend_url, api_key, http_client, transport, clock, retry, request_timeout) as job:
         return job.verify_task_app(task_url)
 
 
@@ -208,8 +222,14 @@ async def async_verify_task_app(
     backend_url: str | None = None,
     api_key: str | Secret | None = None,
     task_url: str | None = None,
-    **options: Unpack[_Options],
+    *,
+    http_client: httpx.AsyncClient | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    clock: Clock | None = None,
+    retry: RetryPolicy | None = None,
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
 ) -> TaskAppVerification:
     """:func:`verify_task_app` over ``httpx.AsyncClient``."""
-    async with _detached(AsyncRLJob, backend_url, api_key, options) as job:
+    options = (http_client, transport, clock, retry, request_timeout)
+    async with _detached(AsyncRLJob, backend_url, api_key, *options) as job:
         return await job.verify_task_app(task_url)
