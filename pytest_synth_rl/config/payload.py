@@ -199,9 +199,7 @@ def _check_payload(payload: object, allow_experimental: bool | None, problems: P
     if not _TESTS["url"](endpoint):
         endpoint = None
     elif (problem := http_url_problem(endpoint, "http://127.0.0.1:8114")) is not None:
-        message = problem.replace(
-            "expected an http(s) URL", "expected an http(s) URL the trainer can reach", 1
-        )
+        message = problem.replace("an http(s) URL", "an http(s) URL the trainer can reach", 1)
         hint = "give the task app's full URL (task_url=, "
         hint += 'overrides["task_url"], TASK_APP_URL or [services].task_url)'
         if endpoint == "placeholder":
@@ -212,20 +210,15 @@ def _check_payload(payload: object, allow_experimental: bool | None, problems: P
         problems.extend(checked, prefix=("data", "config"))
         task_url = _at(config, ("services", "task_url"))
         if endpoint is not None and isinstance(task_url, str) and task_url.rstrip("/") != endpoint:
-            problems.add(
-                ("data", "config", "services", "task_url"),
-                f"is {task_url!r} but data.endpoint_base_url is {endpoint!r}; expected the same URL",
-                "send the task URL in both places (the builder does this)",
-            )
+            message = f"is {task_url!r} but data.endpoint_base_url is {endpoint!r}; expected the same URL"
+            hint = "send the task URL in both places (the builder does this)"
+            problems.add(("data", "config", "services", "task_url"), message, hint)
     if isinstance(data, Mapping):
         _check_model(data, config, allow_experimental, problems)
     compute, config_compute = _at(payload, ("compute",)), _at(config, ("compute",))
     if isinstance(compute, Mapping) and isinstance(config_compute, Mapping) and compute != config_compute:
-        problems.add(
-            ("compute",),
-            "differs from data.config.compute; expected a copy of the validated [compute] table",
-            "send the [compute] table in both places (the builder does this)",
-        )
+        message = "differs from data.config.compute; expected a copy of the validated [compute] table"
+        problems.add(("compute",), message, "send the [compute] table in both places (the builder does this)")
 
 
 def _check_model(
