@@ -191,9 +191,8 @@ def validate_rl_payload(
 def _check_payload(payload: object, allow_experimental: bool | None, problems: ProblemList) -> None:
     for path, test, expected, hint in _SHAPE:
         if not _TESTS[test](value := _at(payload, path)):
-            problems.add(
-                path, f"expected {expected}, got {describe(None if value is _ABSENT else value)}", hint
-            )
+            got = describe(None if value is _ABSENT else value)
+            problems.add(path, f"expected {expected}, got {got}", hint)
     data, config = _at(payload, ("data",)), _at(payload, ("data", "config"))
     endpoint = _at(payload, ("data", "endpoint_base_url"))
     if not _TESTS["url"](endpoint):

@@ -246,9 +246,8 @@ def collect_config_problems(
     config: Mapping[str, Any], *, allow_experimental: bool | None = None, model_override: str | None = None
 ) -> list[ConfigProblem]:
     """Every problem in a parsed RL config, the builder's algorithm and model checks included."""
-    return config_problems(
-        config, allow_experimental=allow_experimental, model_override=model_override
-    ).as_list()
+    problems = config_problems(config, allow_experimental=allow_experimental, model_override=model_override)
+    return problems.as_list()
 
 
 def validate_rl_config(
