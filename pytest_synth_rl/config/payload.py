@@ -19,7 +19,7 @@ from pytest_synth_rl.config.problems import ProblemList, config_error, describe
 from pytest_synth_rl.config.rules import config_warnings, warn_about_config
 from pytest_synth_rl.config.tree import PassedChecks, copy_tree, exact_key, plain_copy
 from pytest_synth_rl.config.urls import http_url_problem, normalize_backend_url, resolve_task_url
-from pytest_synth_rl.config.validate import ModelRejected, check_rl_config, config_problems, resolve_rl_model
+from pytest_synth_rl.config.validate import ModelRejected, check_rl_config, resolve_rl_model
 from pytest_synth_rl.errors import ConfigProblem, keywords_checked
 
 PAYLOAD_TAGS = {"source": "train-cli"}
@@ -205,8 +205,10 @@ def _check_payload(payload: object, allow_experimental: bool | None, problems: P
             hint = "the config had no task URL, so the builder sent a placeholder; pass task_url="
         problems.add(("data", "endpoint_base_url"), message, hint)
     if isinstance(config, Mapping):
-        checked = config_problems(config, allow_experimental=allow_experimental, select_model=False)
-        problems.extend(checked, prefix=("data", "config"))
+        checked = check_rl_config(
+            config, allow_experimental=allow_experimental, select_model=False, fresh=False
+        )
+        problems.extend(checked.problems, prefix=("data", "config"))
         task_url = _at(config, ("services", "task_url"))
         if endpoint is not None and isinstance(task_url, str) and task_url.rstrip("/") != endpoint:
             message = f"is {task_url!r} but data.endpoint_base_url is {endpoint!r}; expected the same URL"

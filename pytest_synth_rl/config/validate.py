@@ -128,7 +128,7 @@ def check_rl_config(
     select_model: bool = True,
     fresh: bool = True,
 ) -> ConfigCheck:
-    """Every rule on *config*, never raising; a remembered pass is copied unless not ``fresh``."""
+    """Every rule on *config*, never raising; ``fresh=False`` shares a remembered config, to be read only."""
     key: Hashable | None = None
     checked: ConfigCheck | None = None
     if (tree := exact_key(config)) is not None:  # the model rules read the environment: part of the key
@@ -139,27 +139,11 @@ def check_rl_config(
         checked = _check(config, allow_experimental, model_override, select_model)
         if key is not None and not checked.problems:
             CHECKS.put(key, checked)
-    if checked.problems or not fresh:
+    if checked.problems:
         return checked
-    return replace(checked, config=plain_copy(checked.config), problems=ProblemList())
-
-
-def config_problems(
-    config: object,
-    *,
-    allow_experimental: bool | None = None,
-    model_override: str | None = None,
-    select_model: bool = True,
-) -> ProblemList:
-    """``check_rl_config(...).problems`` without copying a remembered config (the fake's payload check)."""
-    checked = check_rl_config(
-        config,
-        allow_experimental=allow_experimental,
-        model_override=model_override,
-        select_model=select_model,
-        fresh=False,
+    return replace(
+        checked, config=plain_copy(checked.config) if fresh else checked.config, problems=ProblemList()
     )
-    return checked.problems or ProblemList()
 
 
 def _check(
@@ -246,8 +230,10 @@ def collect_config_problems(
     config: Mapping[str, Any], *, allow_experimental: bool | None = None, model_override: str | None = None
 ) -> list[ConfigProblem]:
     """Every problem in a parsed RL config, the builder's algorithm and model checks included."""
-    problems = config_problems(config, allow_experimental=allow_experimental, model_override=model_override)
-    return problems.as_list()
+    checked = check_rl_config(
+        config, allow_experimental=allow_experimental, model_override=model_override, fresh=False
+    )
+    return checked.problems.as_list()
 
 
 def validate_rl_config(
