@@ -42,10 +42,9 @@ _INT_HINT = "use a smaller number, or quote it as a string if it is an identifie
 def config_source(config_path: object) -> Path:
     if isinstance(config_path, (str, os.PathLike)):
         return Path(os.fspath(config_path))
-    raise config_error(
-        f"expected the path of a TOML file (str or os.PathLike), got {describe(config_path)}",
-        "pass a path, or build_rl_payload_from_mapping() for a config you hold as a dict",
-    )
+    message = f"expected the path of a TOML file (str or os.PathLike), got {describe(config_path)}"
+    hint = "pass a path, or build_rl_payload_from_mapping() for a config you hold as a dict"
+    raise config_error(message, hint)
 
 
 def _file_error(path: Path, message: str, hint: str) -> ConfigError:
@@ -83,9 +82,8 @@ def read_config_bytes(path: Path) -> bytes:
         shown = f"{size:,} bytes" if size > MAX_CONFIG_BYTES else f"more than {MAX_CONFIG_BYTES:,} bytes"
         hint = "an RL config is a few KiB: keep datasets and other bulk data out of it "
         hint += "(the task app can load them itself)"
-        raise _file_error(
-            path, f"is {shown}; expected a TOML file of at most {MAX_CONFIG_BYTES:,} bytes", hint
-        )
+        limit = f"expected a TOML file of at most {MAX_CONFIG_BYTES:,} bytes"
+        raise _file_error(path, f"is {shown}; {limit}", hint)
     return data
 
 
@@ -234,12 +232,10 @@ def split_overrides(
         elif value is None or isinstance(value, str):
             special[key] = value
         else:
-            hint = f'overrides["{key}"] must be a string (or None)'
-            if key == "model":
-                hint = 'to edit the [model] table use dotted keys such as "model.base"'
-            raise config_error(
-                f'overrides["{key}"] expected a string, got {describe(value)}', hint, key=key, path=source
-            )
+            model = 'to edit the [model] table use dotted keys such as "model.base"'
+            hint = model if key == "model" else f'overrides["{key}"] must be a string (or None)'
+            message = f'overrides["{key}"] expected a string, got {describe(value)}'
+            raise config_error(message, hint, key=key, path=source)
     return special, edits
 
 

@@ -19,7 +19,7 @@ from pytest_synth_rl.config.problems import ProblemList, config_error, describe
 from pytest_synth_rl.config.rules import config_warnings, warn_about_config
 from pytest_synth_rl.config.tree import PassedChecks, copy_tree, exact_key, plain_copy
 from pytest_synth_rl.config.urls import http_url_problem, normalize_backend_url, resolve_task_url
-from pytest_synth_rl.config.validate import ModelRejected, check_rl_config, config_problems, resolve_rl_model
+from pytest_synth_rl.config.validate import ModelRejected, check_rl_config, resolve_rl_model
 from pytest_synth_rl.errors import ConfigProblem, keywords_checked
 
 PAYLOAD_TAGS = {"source": "train-cli"}
@@ -191,41 +191,35 @@ def validate_rl_payload(
 def _check_payload(payload: object, allow_experimental: bool | None, problems: ProblemList) -> None:
     for path, test, expected, hint in _SHAPE:
         if not _TESTS[test](value := _at(payload, path)):
-            problems.add(
-                path, f"expected {expected}, got {describe(None if value is _ABSENT else value)}", hint
-            )
+            got = describe(None if value is _ABSENT else value)
+            problems.add(path, f"expected {expected}, got {got}", hint)
     data, config = _at(payload, ("data",)), _at(payload, ("data", "config"))
     endpoint = _at(payload, ("data", "endpoint_base_url"))
     if not _TESTS["url"](endpoint):
         endpoint = None
     elif (problem := http_url_problem(endpoint, "http://127.0.0.1:8114")) is not None:
-        message = problem.replace(
-            "expected an http(s) URL", "expected an http(s) URL the trainer can reach", 1
-        )
+        message = problem.replace("an http(s) URL", "an http(s) URL the trainer can reach", 1)
         hint = "give the task app's full URL (task_url=, "
         hint += 'overrides["task_url"], TASK_APP_URL or [services].task_url)'
         if endpoint == "placeholder":
             hint = "the config had no task URL, so the builder sent a placeholder; pass task_url="
         problems.add(("data", "endpoint_base_url"), message, hint)
     if isinstance(config, Mapping):
-        checked = config_problems(config, allow_experimental=allow_experimental, select_model=False)
-        problems.extend(checked, prefix=("data", "config"))
+        checked = check_rl_config(
+            config, allow_experimental=allow_experimental, select_model=False, fresh=False
+        )
+        problems.extend(checked.problems, prefix=("data", "config"))
         task_url = _at(config, ("services", "task_url"))
         if endpoint is not None and isinstance(task_url, str) and task_url.rstrip("/") != endpoint:
-            problems.add(
-                ("data", "config", "services", "task_url"),
-                f"is {task_url!r} but data.endpoint_base_url is {endpoint!r}; expected the same URL",
-                "send the task URL in both places (the builder does this)",
-            )
+            message = f"is {task_url!r} but data.endpoint_base_url is {endpoint!r}; expected the same URL"
+            hint = "send the task URL in both places (the builder does this)"
+            problems.add(("data", "config", "services", "task_url"), message, hint)
     if isinstance(data, Mapping):
         _check_model(data, config, allow_experimental, problems)
     compute, config_compute = _at(payload, ("compute",)), _at(config, ("compute",))
     if isinstance(compute, Mapping) and isinstance(config_compute, Mapping) and compute != config_compute:
-        problems.add(
-            ("compute",),
-            "differs from data.config.compute; expected a copy of the validated [compute] table",
-            "send the [compute] table in both places (the builder does this)",
-        )
+        message = "differs from data.config.compute; expected a copy of the validated [compute] table"
+        problems.add(("compute",), message, "send the [compute] table in both places (the builder does this)")
 
 
 def _check_model(

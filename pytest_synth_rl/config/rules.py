@@ -38,7 +38,7 @@ def truthy(value: object) -> bool:
 
 
 def _table(
-    problems: ProblemList, path: KeyPath, value: object, hint: str, *, missing: str | None = None
+    problems: ProblemList, path: KeyPath, value: object, hint: str, missing: str | None = None
 ) -> Mapping[str, Any] | None:
     """*value* if it is a non-empty table; else a problem (when *missing* says how to word one) and None."""
     if not truthy(value):
@@ -94,9 +94,7 @@ def _truthy_keys(problems: ProblemList, table: Mapping[str, Any], section: str, 
 
 def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
     """Rules 1-11: required sections and keys, algorithm names, model/compute/rollout basics."""
-    algorithm = _table(
-        problems, ("algorithm",), config.get("algorithm"), _ALGO, missing="an [algorithm] table"
-    )
+    algorithm = _table(problems, ("algorithm",), config.get("algorithm"), _ALGO, "an [algorithm] table")
     for key, passes, wrong in _ALGORITHM_RULES:
         if algorithm is not None and not passes(value := algorithm.get(key)):
             problems.add(("algorithm", key), f"{wrong}, got {describe(value)}", _ALGO)
@@ -115,9 +113,7 @@ def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
         _truthy_keys(problems, table, section, "model")
     for name, what in _REQUIRED_TABLES.items():
         wanted = f"a [{name}] table {what}"
-        if (
-            table := _table(problems, (name,), config.get(name, {}), f"add {wanted}", missing=wanted)
-        ) is not None:
+        if (table := _table(problems, (name,), config.get(name, {}), f"add {wanted}", wanted)) is not None:
             _truthy_keys(problems, table, name, name)
     compute = config.get("compute")
     nested = isinstance(compute, Mapping) and truthy(compute.get("topology", {}))
@@ -186,6 +182,7 @@ _OPTIONS = section_of(
     model=lambda value: None if value else "a non-empty model id",
     timeout_s=lambda value: None if value > 0 else "a number of seconds > 0",
 )
+_OPTIONS_HINT = 'add [verifier.options] with provider = "openai" and model = "gpt-5-nano"'
 _RUBRIC_ENABLED = section_of("enabled bool! true")
 _REMOVED_KEYS: dict[KeyPath, tuple[str, str]] = {
     ("rubric",): (
@@ -198,12 +195,10 @@ _REMOVED_KEYS: dict[KeyPath, tuple[str, str]] = {
 
 
 def _reward_table(
-    value: object, path: KeyPath, problems: ProblemList, **missing: str
+    value: object, path: KeyPath, problems: ProblemList, missing: str | None = None
 ) -> Mapping[str, Any] | None:
-    hint = 'add [verifier.options] with provider = "openai" and model = "gpt-5-nano"'
-    table = _table(
-        problems, path, value, hint if missing else f"write [{format_key(path)}] as a table", **missing
-    )
+    written = f"write [{format_key(path)}] as a table"
+    table = _table(problems, path, value, _OPTIONS_HINT if missing else written, missing)
     names, hint = _REMOVED_KEYS[path]
     for name in names.split():
         if table is not None and name in table:
@@ -228,7 +223,7 @@ def check_reward_sections(config: Mapping[str, Any], problems: ProblemList) -> N
     if (table := _reward_table(verifier, ("verifier",), problems)) is not None:
         path = ("verifier", "options")
         missing = "a [verifier.options] table with provider and model"
-        if (found := _reward_table(table.get("options"), path, problems, missing=missing)) is not None:
+        if (found := _reward_table(table.get("options"), path, problems, missing)) is not None:
             converted, valid = check_section(_OPTIONS, found, path, problems)
             options = converted if valid else None
     if not enabled:
@@ -293,17 +288,15 @@ def config_warnings(config: Mapping[str, Any]) -> list[str]:
                 continue  # a type error of the schema check
             spec = section.fields.get(key)
             if spec is None and not _is_extra(path, key):
-                homes = [
-                    (name, key) for name, s in section.fields.items() if s.section and key in s.section.fields
-                ]
+                homes = [name for name, s in section.fields.items() if s.section and key in s.section.fields]
                 sibling = closest(key, section.fields)
-                guess = homes[0] if len(homes) == 1 else (sibling,) if sibling else None
+                guess = (homes[0], key) if len(homes) == 1 else (sibling,) if sibling else None
                 spot = f"key {format_key((*path, key))}" if path else f"section [{format_key((key,))}]"
                 hint = f"; did you mean {format_key((*path, *guess))!r}?" if guess else ""
-                found.append(
+                message = (
                     f"unknown {spot} is not part of the RL config schema; it is forwarded to the backend "
-                    f"unchanged{hint}"
                 )
+                found.append(f"{message}unchanged{hint}")
             elif spec is not None and spec.section is not None and isinstance(value, Mapping):
                 walk(value, (*path, key), spec.section)
 

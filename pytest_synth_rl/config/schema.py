@@ -252,10 +252,14 @@ def section_of(table: str, after: AfterCheck | None = None, **parts: Section | C
     return Section(fields, after)
 
 
-def _exactly_one(first: str, other: str, missing: str, hint: str) -> AfterCheck:
+def _exactly_one(first: str, other: str) -> AfterCheck:
+    both = f"both {first} and {other} are set; expected exactly one"
+    missing = f"missing; expected exactly one of {first} (a base model id) or {other} (a fine-tuned model id)"
+    hint = f'keep `{first} = "Qwen/Qwen3-0.6B"` for a base model '
+    hint += f'or `{other} = "ft:…"` for a fine-tuned one'
+
     def check(table: dict[str, Any], path: KeyPath, problems: ProblemList) -> None:
         if bool(table.get(first)) == bool(table.get(other)):
-            both = f"both {first} and {other} are set; expected exactly one"
             problems.add((*path, first), both if table.get(first) else missing, hint)
 
     return check
@@ -304,22 +308,9 @@ RL_CONFIG = section_of(
     model=section_of(
         'source str "ft:Qwen/Qwen3-0.6B:job-id"; base str "Qwen/Qwen3-0.6B"; trainer_mode str! "lora"; '
         'label str! "my-rl-model"',
-        _exactly_one(
-            "base",
-            "source",
-            "missing; expected exactly one of base (a base model id) or source (a fine-tuned model id)",
-            'keep `base = "Qwen/Qwen3-0.6B"` for a base model or `source = "ft:…"` for a fine-tuned one',
-        ),
+        _exactly_one("base", "source"),
     ),
-    policy=section_of(
-        _POLICY,
-        _exactly_one(
-            "model_name",
-            "source",
-            "missing; expected exactly one of model_name or source",
-            'set `model_name = "Qwen/Qwen3-0.6B"` or `source = "ft:…"`, not both',
-        ),
-    ),
+    policy=section_of(_POLICY, _exactly_one("model_name", "source")),
     rollout=section_of(
         'env_name str! "math"; policy_name str! "math-single-step"; env_config table; policy_config table; '
         "max_turns int! 1; episodes_per_batch int! 4; max_concurrent_rollouts int! 2; batches_per_step int 1"

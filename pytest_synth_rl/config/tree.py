@@ -41,9 +41,7 @@ def plain_copy(value: Any, path: _Path = ()) -> Any:
             try:
                 items = list(value.items())
             except Exception as error:  # a user's Mapping subclass
-                message = (
-                    f"is a mapping whose items cannot be read ({type(error).__name__} while listing them)"
-                )
+                message = f"is a mapping whose items cannot be read ({type(error).__name__})"
                 raise TreeShapeError(path, message, "pass a plain dict") from None
         else:
             items = list(enumerate(value))

@@ -128,7 +128,7 @@ def check_rl_config(
     select_model: bool = True,
     fresh: bool = True,
 ) -> ConfigCheck:
-    """Every rule on *config*, never raising; a remembered pass is copied unless not ``fresh``."""
+    """Every rule on *config*, never raising; ``fresh=False`` shares a remembered config, to be read only."""
     key: Hashable | None = None
     checked: ConfigCheck | None = None
     if (tree := exact_key(config)) is not None:  # the model rules read the environment: part of the key
@@ -139,27 +139,11 @@ def check_rl_config(
         checked = _check(config, allow_experimental, model_override, select_model)
         if key is not None and not checked.problems:
             CHECKS.put(key, checked)
-    if checked.problems or not fresh:
+    if checked.problems:
         return checked
-    return replace(checked, config=plain_copy(checked.config), problems=ProblemList())
-
-
-def config_problems(
-    config: object,
-    *,
-    allow_experimental: bool | None = None,
-    model_override: str | None = None,
-    select_model: bool = True,
-) -> ProblemList:
-    """``check_rl_config(...).problems`` without copying a remembered config (the fake's payload check)."""
-    checked = check_rl_config(
-        config,
-        allow_experimental=allow_experimental,
-        model_override=model_override,
-        select_model=select_model,
-        fresh=False,
+    return replace(
+        checked, config=plain_copy(checked.config) if fresh else checked.config, problems=ProblemList()
     )
-    return checked.problems or ProblemList()
 
 
 def _check(
@@ -186,15 +170,12 @@ def _check(
         else:
             problems.add((), "is nested too deeply to validate", "flatten the config")
         return ConfigCheck({}, problems)
-    if not select_model:
-        return ConfigCheck(normalized, problems)
-    return ConfigCheck(
-        normalized, problems, *_choose_model(normalized, model_override, allow_experimental, problems)
-    )
+    chosen = _choose_model(normalized, model_override, allow_experimental, problems) if select_model else ()
+    return ConfigCheck(normalized, problems, *chosen)
 
 
 def _choose_model(
-    config: Mapping[str, Any], override: str | None, allow_experimental: bool | None, problems: ProblemList
+    config: Mapping[str, Any], override: str | None, allow: bool | None, problems: ProblemList
 ) -> tuple[ResolvedModel | None, ModelField | None]:
     field: ModelField = "model"
     if override := (override or "").strip():
@@ -203,29 +184,21 @@ def _choose_model(
         return None, None  # already reported precisely
     elif not isinstance(table := config.get("model"), Mapping):
         message = "missing; the payload builder needs a [model] table with base or source "
+        message += "([policy].model_name is not used to pick the trained model)"
         hint = 'add [model] with base = "Qwen/Qwen3-0.6B", trainer_mode = "lora", label = "…", '
-        problems.add(
-            ("model",),
-            message + "([policy].model_name is not used to pick the trained model)",
-            hint + 'or pass overrides={"model": "<model id>"}',
-        )
+        problems.add(("model",), message, hint + 'or pass overrides={"model": "<model id>"}')
         return None, None
     else:
         source, base = str(table.get("source") or "").strip(), str(table.get("base") or "").strip()
         if bool(source) == bool(base):
-            message = "both base and source are set; expected exactly one"
-            if not source:
-                message = (
-                    "is blank; expected exactly one of base (a base model id) or source (a fine-tuned id)"
-                )
+            blank = "is blank; expected exactly one of base (a base model id) or source (a fine-tuned id)"
+            message = "both base and source are set; expected exactly one" if source else blank
             problems.add(("model", "base"), message, _MODEL_HINT)
             return None, None
         where, model_id = ("model", "source" if source else "base"), source or base
         field = "model" if source else "base_model"
     try:
-        return resolve_rl_model(
-            model_id, fine_tuned=field == "model", allow_experimental=allow_experimental
-        ), field
+        return resolve_rl_model(model_id, fine_tuned=field == "model", allow_experimental=allow), field
     except ModelRejected as exc:
         problems.add(where, exc.message, exc.hint)
         return None, None
@@ -257,9 +230,10 @@ def collect_config_problems(
     config: Mapping[str, Any], *, allow_experimental: bool | None = None, model_override: str | None = None
 ) -> list[ConfigProblem]:
     """Every problem in a parsed RL config, the builder's algorithm and model checks included."""
-    return config_problems(
-        config, allow_experimental=allow_experimental, model_override=model_override
-    ).as_list()
+    checked = check_rl_config(
+        config, allow_experimental=allow_experimental, model_override=model_override, fresh=False
+    )
+    return checked.problems.as_list()
 
 
 def validate_rl_config(

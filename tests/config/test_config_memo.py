@@ -15,7 +15,6 @@ from pytest_synth_rl.config.tree import MemoInfo, PassedChecks, exact_key
 from pytest_synth_rl.config.validate import (
     CHECKS,
     check_rl_config,
-    config_problems,
 )
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "arithmetic.toml"
@@ -120,8 +119,8 @@ def example() -> dict[str, Any]:
 
 
 def test_problems_alone_are_remembered_like_whole_checks(fresh_memo: None) -> None:
-    assert list(config_problems(example())) == []
-    assert list(config_problems(example())) == []
+    assert list(check_rl_config(example(), fresh=False).problems) == []
+    assert list(check_rl_config(example(), fresh=False).problems) == []
     assert check_rl_config(example()).problems.as_list() == []
     info = CHECKS.info()
     assert (info.hits, info.misses, info.size) == (2, 1, 1)
@@ -131,7 +130,7 @@ def test_a_config_that_differs_by_one_value_is_checked_again(fresh_memo: None) -
     def batch_size(value: object) -> list[str]:
         tree = example()
         tree["training"]["batch_size"] = value
-        return [problem.key for problem in config_problems(tree).as_list()]
+        return [problem.key for problem in check_rl_config(tree, fresh=False).problems.as_list()]
 
     assert batch_size(4) == []
     for look_alike in (4.5, [4], (4,)):
@@ -140,9 +139,9 @@ def test_a_config_that_differs_by_one_value_is_checked_again(fresh_memo: None) -
 
 
 def test_a_check_remembered_without_a_copy_still_hands_out_copies(fresh_memo: None) -> None:
-    returned = config_problems(example())
+    returned = check_rl_config(example(), fresh=False).problems
     returned.add(("training",), "added by the caller")  # the caller's list, not the memo's entry
-    assert config_problems(example()).as_list() == []
+    assert check_rl_config(example(), fresh=False).problems.as_list() == []
     first = check_rl_config(example())
     first.config["training"]["batch_size"] = 999
     assert check_rl_config(example()).config["training"]["batch_size"] == 4
