@@ -42,8 +42,6 @@ class RecordMode(str, Enum):
 
     @classmethod
     def parse(cls, value: str | RecordMode) -> RecordMode:
-        if isinstance(value, RecordMode):
-            return value
         text = str(value).strip().lower()
         try:
             return cls({"new_episodes": "new", "all": "rewrite"}.get(text, text))

@@ -12,7 +12,6 @@ import pytest
 from pytest_synth_rl.baselines import BaselineError, BaselineStore
 from pytest_synth_rl.plugin.settings import SynthSettings
 from pytest_synth_rl.reporting.render import finite_floats as _finite
-from pytest_synth_rl.reporting.report import JobRecord
 from pytest_synth_rl.reporting.summary import carried_records
 
 WIDTH, HEIGHT = 480, 230
@@ -186,14 +185,6 @@ def _timeline(runs: Sequence[Sequence[Any]]) -> list[str]:
     return [*out, "</g>"]
 
 
-def job_chart(record: JobRecord, baseline: list[float]) -> str:
-    title, failed = f"{record.job_id or '-'} ({record.status_label})", record.status == "failed"
-    svg = reward_chart_svg(
-        record.rewards, baseline=baseline, failed=failed, timeline=record.timeline, title=title
-    )
-    return f'<div class="synth-rl-job"><p>RL job {title}</p>{svg}</div>'
-
-
 class HtmlCurves:
     def __init__(self, config: pytest.Config, settings: SynthSettings) -> None:
         self.store = BaselineStore(config.rootpath / settings.baseline_dir)
@@ -201,14 +192,18 @@ class HtmlCurves:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: Any) -> Generator[None, Any, Any]:
         report = yield
-        if report.when == "teardown":
-            records = carried_records(report)
-            if records:
-                from pytest_html import extras  # type: ignore[import-untyped]
+        records = carried_records(report) if report.when == "teardown" else []
+        if records:
+            from pytest_html import extras  # type: ignore[import-untyped]
 
-                baseline = self._baseline_curve(item)
-                charts = [extras.html(job_chart(record, baseline)) for record in records]
-                report.extras = [*getattr(report, "extras", []), *charts]
+            baseline = self._baseline_curve(item)
+            for record in records:
+                title, failed = f"{record.job_id or '-'} ({record.status_label})", record.status == "failed"
+                svg = reward_chart_svg(
+                    record.rewards, baseline=baseline, failed=failed, timeline=record.timeline, title=title
+                )
+                chart = f'<div class="synth-rl-job"><p>RL job {title}</p>{svg}</div>'
+                report.extras = [*getattr(report, "extras", []), extras.html(chart)]
         return report
 
     def _baseline_curve(self, item: pytest.Item) -> list[float]:

@@ -21,7 +21,6 @@ from pytest_synth_rl.reporting.report import RunReport
 
 T = TypeVar("T")
 Pathish = str | os.PathLike[str]
-_SHARD_FILES = "pass the files each shard wrote with --synth-report=PATH"
 
 
 class MergeError(SynthError):
@@ -30,7 +29,7 @@ class MergeError(SynthError):
 
 def read_report(path: Pathish) -> RunReport:
     file = Path(path)
-    raw = _read_bytes(file, "shard report", _SHARD_FILES)
+    raw = _read_bytes(file, "shard report", "pass the files each shard wrote with --synth-report=PATH")
     try:
         return RunReport.from_json(parse_json_document(raw), where=f"shard report {file}")
     except UnreadableDocument as error:

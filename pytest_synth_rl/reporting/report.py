@@ -263,8 +263,7 @@ class RunReport:
         self._lock = threading.Lock()
 
     def add(self, record: JobRecord) -> None:
-        with self._lock:
-            self._records.append(record)
+        self.extend([record])
 
     def extend(self, records: Iterable[JobRecord]) -> None:
         with self._lock:

@@ -25,10 +25,7 @@ def _char_pattern(char: str) -> str:
     escaped = json.dumps(char)[1:-1]
     if escaped != char:
         options.append(re.escape(escaped))
-    if char == "/":
-        options.append(r"\\/")
-    if char == " ":
-        options.append(r"\+")
+    options += {"/": [r"\\/"], " ": [r"\+"]}.get(char, [])
     return "(?:" + "|".join(options) + ")"
 
 

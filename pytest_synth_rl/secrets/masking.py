@@ -40,9 +40,7 @@ def mask_secret(value: str | None) -> str:
     """``sk_l…23``; short: ``…``."""
     if not value:
         return "<none>"
-    if len(value) < 10:
-        return "…"
-    return f"{value[:4]}…{value[-2:]}"
+    return "…" if len(value) < 10 else f"{value[:4]}…{value[-2:]}"
 
 
 class SynthSecretWarning(UserWarning):
