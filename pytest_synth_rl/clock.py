@@ -110,7 +110,7 @@ class VirtualClock:
     def advance(self, seconds: float) -> None:
         if not (math.isfinite(seconds) and seconds >= 0):
             raise ValueError(
-                f"virtual time moves forwards by a finite number of seconds, not backwards: {seconds!r}"
+                f"virtual time moves by a finite number of seconds, not {seconds!r} (nor backwards)"
             )
         with self._lock:
             before = self._now
