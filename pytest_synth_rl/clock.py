@@ -4,6 +4,7 @@ offline a :class:`VirtualClock` makes a two-hour job finish in milliseconds."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import threading
 import time
@@ -110,7 +111,7 @@ class VirtualClock:
     def advance(self, seconds: float) -> None:
         if not (math.isfinite(seconds) and seconds >= 0):
             raise ValueError(
-                f"virtual time moves forwards by a finite number of seconds, not backwards: {seconds!r}"
+                f"virtual time moves by a finite number of seconds, not {seconds!r} (nor backwards)"
             )
         with self._lock:
             before = self._now
@@ -129,9 +130,7 @@ class VirtualClock:
         with self._lock:
             listened = bool(self._listeners)
         if listened:  # listeners may run rollouts: in a thread, so the event loop stays free
-            import anyio.to_thread
-
-            await anyio.to_thread.run_sync(self.sleep, seconds)
+            await asyncio.to_thread(self.sleep, seconds)
         else:
             self.sleep(seconds)
         await asyncio.sleep(0)  # a turn for other tasks, as a real sleep gives
@@ -142,9 +141,8 @@ class VirtualClock:
             self._listeners.append(listener)
 
         def unsubscribe() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
+            with self._lock, contextlib.suppress(ValueError):
+                self._listeners.remove(listener)
 
         return unsubscribe
 

@@ -53,12 +53,10 @@ def seconds_problem(value: object, *, allow_zero: bool = False) -> str | None:
     return f"must be a finite number of seconds {'>= 0' if allow_zero else '> 0'}, got {value!r}"
 
 
-def unknown_argument(
-    call: str, name: str, guess: str | None, usage: str, shown: str = "..."
-) -> ConfigProblem:
+def unknown_argument(call: str, name: str, guess: str | None, usage: str) -> ConfigProblem:
     """``call(name=...)`` where *call* takes no *name*: with a "did you mean" for *guess*."""
     suggestion = f"did you mean {call}({guess}=...)? " if guess else ""
-    message = f"got {call}({name}={shown}); {call}() has no argument {name!r}"
+    message = f"got {call}({name}=...); {call}() has no argument {name!r}"
     return ConfigProblem(f"{call}.{name}", message, f"{suggestion}{usage}")
 
 
