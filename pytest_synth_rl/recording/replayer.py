@@ -225,8 +225,7 @@ class Replayer:
             with self._lock:
                 known = bool(self._queues.get(key))
             return self._forward_and_record(request, record=not known)
-        answer = self._replay(key, request) if self.replays else None
-        if answer is not None:
+        if (answer := self._replay(key, request) if self.replays else None) is not None:
             return answer
         if self.records:
             return self._forward_and_record(request)

@@ -84,8 +84,7 @@ def merge_baselines(
 ) -> list[Path]:
     """Copy every shard's baseline files into *into*; *on_empty* is called for a shard with none."""
     target = Path(into)
-    problem = path_problem(target, directory=True)
-    if problem is not None:
+    if (problem := path_problem(target, directory=True)) is not None:
         hint = "give --into a directory (it is created if missing), such as tests/baselines"
         raise MergeError(f"cannot merge baselines into {target}: {problem}", hint=hint)
     once = "pass each shard's baseline directory once"
@@ -97,8 +96,7 @@ def merge_baselines(
         for file in files:
             baseline, text = _read_baseline(file)
             earlier = chosen.setdefault(file.name, (file, baseline, text))
-            key = _first_difference(earlier[1], baseline)
-            if key is not None:
+            if (key := _first_difference(earlier[1], baseline)) is not None:
                 raise MergeError(
                     f"baseline conflict in {file.name}: {earlier[0]} and {file} disagree on {key!r}",
                     hint="two shards refreshed the same test's baseline differently; keep one file by "
@@ -161,8 +159,7 @@ def check_output_file(
     if not str(path).strip():
         hint = f"give {option} a file path, or leave {option} out (an unset shell variable?)"
         raise MergeError(f"{option}= is empty", hint=hint)
-    problem = path_problem(path, make_parents=make_parents)
-    if problem is not None:
+    if (problem := path_problem(path, make_parents=make_parents)) is not None:
         where = " (missing directories are created)" if make_parents else " in an existing directory"
         hint = f"give {option} a file path{where}"
         raise MergeError(f"{option} {path}: cannot write there: {problem}", hint=hint)

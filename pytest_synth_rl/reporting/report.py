@@ -42,14 +42,11 @@ class JobRecord:
 
     @property
     def status_label(self) -> str:
-        if self.status:
-            return self.status
-        return "status unknown" if self.job_id else "not submitted"
+        return self.status or ("status unknown" if self.job_id else "not submitted")
 
     @classmethod
     def from_json(cls, data: Any) -> JobRecord:
-        problem = _record_problem(data)
-        if problem is not None:
+        if (problem := _record_problem(data)) is not None:
             raise ValueError(problem)
         return cls(**{"job_id": None, "status": None, "backend": "", **data})
 

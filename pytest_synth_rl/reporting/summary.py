@@ -92,8 +92,7 @@ class RunSummary:
         if records:
             terminalreporter.write_sep("=", self.report.title)
             terminalreporter.write_line(self.report.render_terminal())
-        file = self.settings.report_file(self.config.rootpath)
-        if file is not None:
+        if (file := self.settings.report_file(self.config.rootpath)) is not None:
             path = Path(file)
             failed = f"{self.settings.origin('report')}: could not write the JSON report to {path}"
             hint = "point it at a file path you can write (missing directories are created)"

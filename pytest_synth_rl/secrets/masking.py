@@ -66,8 +66,7 @@ def register_secret(value: str | None) -> None:
         with _lock:
             _registered.add(value)
         return
-    warning = short_key_warning(value)
-    if warning is not None:
+    if (warning := short_key_warning(value)) is not None:
         from pytest_synth_rl.secrets.callers import outside_stacklevel
 
         warnings.warn(warning, stacklevel=outside_stacklevel())
