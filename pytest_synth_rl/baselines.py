@@ -78,7 +78,8 @@ def _fmt(value: float) -> str:
 
 @dataclass(frozen=True)
 class Tolerance:
-    """``|now - base| <= max(abs, rel * |base|)``; a ``direction`` fails only a drop, or a rise."""
+    """How far a metric may move: ``|now - base| <= max(abs, rel * |base|)``; ``direction=
+    "higher_is_better"`` fails only a drop beyond that, ``"lower_is_better"`` only a rise."""
 
     abs: float = 0.0
     rel: float = 0.0
@@ -461,7 +462,8 @@ def check_baseline(
     tolerances: Mapping[str, Tolerance] | None = None,
     update: bool = False,
 ) -> BaselineComparison:
-    """Compare *metrics* with *test_id*'s stored baseline, or (``update=True``) refresh it."""
+    """Compare *metrics* with *test_id*'s stored baseline (:class:`BaselineMissing`,
+    :class:`BaselineMismatch`), or with ``update=True`` refresh it, keeping stored tolerances."""
     values, curve = _numbers(metrics, exact=True)
     explicit = _validated_tolerances(tolerances)  # before the baseline is read: a first run checks too
     existing = store.load(test_id)

@@ -151,7 +151,8 @@ def _masked_fields(record: Any) -> None:
 
 
 class SynthError(Exception):
-    """Base of every error raised by pytest-synth-rl; ``hint`` is appended; attributes are masked."""
+    """Base of every error raised by pytest-synth-rl; ``hint`` (how to fix it) is appended. Every
+    attribute is masked as it is set: users' own reporting code reads them."""
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         self.message = message

@@ -227,7 +227,8 @@ def eventually(
     clock: Clock | None = None,
     description: str | None = None,
 ) -> T:
-    """Call *check* every *interval* on *clock* until it passes (truthy, no ``AssertionError``)."""
+    """Call *check* until it returns a truthy value (returned) without ``AssertionError``, sleeping
+    *interval* on *clock* between attempts, the last at the deadline; other errors propagate."""
     __tracebackhide__ = True
     hint = "e.g. eventually(check, timeout=30, interval=1)"
     checks = (("timeout", seconds_problem(timeout, allow_zero=True)), ("interval", seconds_problem(interval)))

@@ -55,7 +55,8 @@ def _awaiting(
 
 
 class RLJob(JobBase[httpx.Client, httpx.BaseTransport], contextlib.AbstractContextManager["RLJob"]):
-    """An RL training job on the Synth backend (or a fake of it), with the upstream SDK's surface"""
+    """An RL training job on the Synth backend (or a fake of it), with the upstream SDK's surface;
+    clock, HTTP client or transport and retry policy injectable. A context manager."""
 
     _client_cls = httpx.Client
 
@@ -97,7 +98,8 @@ class RLJob(JobBase[httpx.Client, httpx.BaseTransport], contextlib.AbstractConte
 class AsyncRLJob(
     JobBase[httpx.AsyncClient, httpx.AsyncBaseTransport], contextlib.AbstractAsyncContextManager["AsyncRLJob"]
 ):
-    """:class:`RLJob` with ``async`` methods."""
+    """:class:`RLJob` with ``async`` methods. Construct with the same class methods
+    (``from_config``, ``from_job_id``); use ``async with`` or ``await job.close()``."""
 
     _client_cls = httpx.AsyncClient
 
@@ -179,7 +181,8 @@ def upload_environment_api_key(
     retry: RetryPolicy | None = None,
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
 ) -> EnvKeyUpload:
-    """Upload the task app's key (``env_key`` or ``ENVIRONMENT_API_KEY``) to the backend, sealed"""
+    """Upload the task app's key (``env_key`` or ``ENVIRONMENT_API_KEY``) to the backend, sealed;
+    with ``verify``, raise unless the backend then reports it present."""
     with _detached(RLJob, backend_url, api_key, http_client, transport, clock, retry, request_timeout) as job:
         return job.upload_environment_api_key(env_key, verify=verify)
 
@@ -213,7 +216,8 @@ def verify_task_app(
     retry: RetryPolicy | None = None,
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
 ) -> TaskAppVerification:
-    """Have the backend probe the task app at *task_url* (``TASK_APP_URL`` if None)"""
+    """Have the backend probe the task app at *task_url* (``TASK_APP_URL`` if None); raises
+    :class:`TaskAppVerificationError` for HTTP status >= 400 or a falsy ``any_ok``."""
     with _detached(RLJob, backend_url, api_key, http_client, transport, clock, retry, request_timeout) as job:
         return job.verify_task_app(task_url)
 

@@ -178,7 +178,8 @@ class EventPage:
 
 @dataclass(frozen=True, eq=False)
 class JobResult(Mapping[str, Any]):
-    """A job that reached a terminal status: a mapping over its last status payload, with typed fields."""
+    """A job that reached a terminal status: a mapping over its last status payload, like the
+    upstream SDK's return value, with typed fields."""
 
     job_id: str
     status: str

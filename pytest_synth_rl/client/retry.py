@@ -54,7 +54,8 @@ def _problem(key: str, message: str) -> SynthUsageError:
 
 @dataclass
 class RetryPolicy:
-    """Sends per request, jittered exponential backoff, ``Retry-After`` cap, clock-second budget."""
+    """How hard to try: ``max_attempts`` sends, jittered exponential backoff, ``Retry-After``
+    honoured up to ``max_retry_after``, at most ``total_budget`` clock seconds in all."""
 
     max_attempts: int = 6
     backoff_base: float = 0.5

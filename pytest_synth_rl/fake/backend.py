@@ -172,12 +172,19 @@ def _check(where: str, given: Mapping[str, object]) -> None:
 class FakeSynthBackend:
     """A fake of Synth's RL job API, for offline tests.
 
-    ``with FakeSynthBackend() as fake:`` mounts it on respx (loopback passes through);
-    ``with fake.serve() as url:`` serves it on loopback; ``fake.transport()`` is an
-    ``httpx.MockTransport``. *clock* is shared with the client under test; *policy* (or
-    ``{env_name: policy}``, ``"*"`` for every env not named) or *replies* drive the stub model;
-    *rollouts*: ``"auto"`` (loopback task apps), ``True`` (any http(s) URL) or ``False``; *strict*:
-    an unknown path raises :class:`FakeRouteError` when mounted; *validate*: 422 for bad payloads.
+    ``with FakeSynthBackend() as fake:`` mounts it on respx (loopback passes through, other hosts
+    keep the usual respx rules); ``with fake.serve() as url:`` serves it on loopback instead;
+    ``fake.transport()`` is an ``httpx.MockTransport`` for a client of your own.
+
+    *base_url* is what clients are configured with (``/api`` implied); *api_key* the bearer key
+    accepted; *clock* is shared with the client under test. *task_app_api_key* goes to task apps
+    (default ``$ENVIRONMENT_API_KEY``); *policy*/*replies* drive the stub model (default: an
+    arithmetic solver that improves over the job); ``policy={"unscramble": p}`` answers that env's
+    rollouts with *p* and the others with the default (``"*"``: every env not named). *rollouts*:
+    ``"auto"`` (real rollouts for loopback task apps), ``True`` (any http(s) URL) or ``False``.
+    *strict*: an unknown path on the backend host raises :class:`FakeRouteError` when mounted.
+    *validate*: 422 for bad payloads. *max_rollouts_per_step* caps rollouts per step,
+    *rollout_timeout* is real seconds per rollout, and job ids are *job_id_prefix* plus a 6-digit count.
     """
 
     @keywords_checked

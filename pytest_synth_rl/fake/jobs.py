@@ -87,8 +87,11 @@ class _Eval(NamedTuple):
 
 @dataclass
 class RolloutRecord:
-    """One ``/rollout`` call the fake made on a job's behalf; its answer is kept as bytes within
-    :data:`MAX_KEPT_RESPONSE` and :data:`MAX_KEPT_RESPONSES` (else ``response_omitted`` says so)."""
+    """One ``/rollout`` call the fake made to the task app on a job's behalf.
+
+    The answer is kept as bytes, at most :data:`MAX_KEPT_RESPONSE` of them and within its job's
+    :data:`MAX_KEPT_RESPONSES`; otherwise ``response_omitted`` says so and ``response_size`` stays.
+    """
 
     step: int
     seed: int

@@ -50,6 +50,8 @@ def job_tags(test_id: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class RLConfigRef:
+    """The RL config a test uses: a TOML path and the overrides applied on top of it."""
+
     path: Path
     overrides: Mapping[str, Any] = field(default_factory=dict)
 
@@ -168,7 +170,8 @@ def _argument_problems(
 
 @dataclass(kw_only=True, eq=False, repr=False)
 class SynthJobFactory:
-    """One test's jobs; call it for more: ``synth_rl_job(config="x.toml", overrides={...})``."""
+    """The jobs one test made, and how to build more (what ``synth_rl_job`` returns): call it,
+    ``synth_rl_job(config="other.toml", overrides={"training.batch_size": 2})``."""
 
     test_id: str
     settings: SynthSettings

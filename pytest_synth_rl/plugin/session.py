@@ -186,7 +186,8 @@ class SynthRun:
 
 @dataclass(frozen=True)
 class SynthBackend:
-    """What ``synth_backend`` yields: where jobs go and with which key."""
+    """What ``synth_backend`` yields: where jobs go and with which key (offline, the hosted
+    backend's address, answered by the fake)."""
 
     url: str
     mode: Literal["offline", "online"]
@@ -238,8 +239,10 @@ class ExpectJob:
 
 @dataclass(frozen=True)
 class BaselineCheck:
-    """``synth_baseline(job, {"reward.*": Tolerance(abs=0.1)})``: compare a job's (or result's, or
-    metrics mapping's) metrics with this test's stored baseline, or refresh it when *update*."""
+    """``synth_baseline(job, {"reward.*": Tolerance(abs=0.1)}, final_reward=Tolerance(rel=0.05))``:
+    compare a job's metrics (after its wait) with this test's stored baseline, or refresh it when
+    *update*; a job's result or a metrics mapping works too (a result stands for the test's job it
+    came from, whose metrics give the reward curve)."""
 
     store: BaselineStore
     test_id: str
@@ -270,8 +273,9 @@ def replay_transport(replayer: Replayer) -> httpx.MockTransport:
 
 @dataclass
 class ServedFake:
-    """A fake backend served on loopback, for clients in other processes or not on httpx;
-    *polls_to_finish* scripts ``Scenario(polls=N)``."""
+    """A fake backend served on loopback, for clients in other processes or not on httpx: jobs
+    move one stage each time a client looks at them (*polls_to_finish* scripts
+    ``Scenario(polls=N)`` instead); admin routes (``/_fake/...``) take the API's key."""
 
     fake: FakeSynthBackend
     url: str

@@ -179,6 +179,8 @@ _BY_NAME = {spec.name: spec for spec in OPTIONS}
 
 @dataclass(frozen=True)
 class SynthSettings:
+    """Resolved settings for one run (or one test, after :meth:`with_overrides`)."""
+
     backend: str = "mock"
     task_app_url: str | None = None
     task_app: str | None = None

@@ -204,7 +204,7 @@ class Interaction:
 
 
 class Cassette:
-    """The interactions of one test, in order; ``existed``: loaded from a file."""
+    """The interactions of one test, in order; ``existed``: loaded from a file (what ``once`` asks)."""
 
     def __init__(
         self,

@@ -139,8 +139,8 @@ class CassetteMismatchError(SynthError):
 
 
 class Replayer:
-    """Serves a cassette to httpx clients and records as *mode* allows: ``with`` it, or
-    :meth:`mount` it and :meth:`finish`."""
+    """Serves a cassette to httpx clients (every non-loopback host and recorded origin, or exactly
+    *hosts*) and records as *mode* allows: ``with`` it, or :meth:`mount` it and :meth:`finish`."""
 
     def __init__(
         self,

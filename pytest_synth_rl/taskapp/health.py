@@ -45,7 +45,8 @@ def key_refusal(api_key: str | Secret | None, give_it: str) -> str:
 
 @dataclass(frozen=True)
 class HealthReport:
-    """The probe's verdict; a status is None for a request not made or not completed."""
+    """The probe's verdict; statuses are None for a request that did not complete or was not
+    made; ``detail`` reads like ``/health=200, /task_info=200``."""
 
     ok: bool
     health_status: int | None
@@ -111,7 +112,8 @@ def _target(url: str, api_key: str | Secret | None) -> tuple[str, SecretHeaders]
 def check_task_app_health(
     url: str, api_key: str | Secret | None, *, timeout: float = 10.0, client: httpx.Client | None = None
 ) -> HealthReport:
-    """Probe ``/health`` then ``/task_info`` of the task app at *url* (*client* is not closed)."""
+    """Probe ``/health`` then ``/task_info`` of the task app at *url*; *client* (a pool or an
+    injected transport) is not closed here."""
     base, headers = _target(url, api_key)
     http = client or httpx.Client(timeout=timeout, verify=shared_ssl_context())
     outcomes: list[_Outcome] = []

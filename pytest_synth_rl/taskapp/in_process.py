@@ -96,7 +96,14 @@ _served_lock = threading.Lock()
 
 
 class InProcessTaskApp:
-    """Serve a task app with uvicorn on loopback in a background thread, for the test's duration."""
+    """Serve a task app with uvicorn on loopback in a background thread, for the test's duration.
+
+    Give exactly one of ``app``, ``task_app_path`` (``file.py`` or ``file.py:attr``), ``target``
+    (``"pkg.module:attr"``) or ``factory``. The key is ``api_key``, else ``$ENVIRONMENT_API_KEY``,
+    else a random one. ``health_path=None`` serves an ASGI app that is not a task app;
+    ``fresh=True`` loads a file or target anew at each start, sharing no app or module state.
+    Use with ``with``/``async with`` or :meth:`start`/:meth:`stop`; failures are ``TaskAppError``.
+    """
 
     @keywords_checked
     def __init__(

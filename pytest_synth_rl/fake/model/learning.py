@@ -62,7 +62,11 @@ def _say_wrong(request: ChatRequest, rng: random.Random) -> PolicyReply:
 
 
 class LearningPolicy:
-    """Answers ``solve(request)`` with probability ``curve(fraction done)``, else ``wrong(request, rng)``."""
+    """Right answers ``solve(request)`` (None: send *unanswerable*) with probability
+    ``curve(fraction done)`` (or a constant; default ``linear(0.15, 0.95)``), else
+    ``wrong(request, rng)`` (use *rng* for any randomness, so answers stay reproducible).
+    *seed* varies which calls are answered right, reproducibly.
+    """
 
     def __init__(
         self,
@@ -165,7 +169,8 @@ def _wrong_arithmetic(request: ChatRequest, rng: random.Random) -> PolicyReply:
 
 
 class ArithmeticPolicy(LearningPolicy):
-    """The arithmetic example's model: a :class:`LearningPolicy` that does the sum."""
+    """The arithmetic example's model: a :class:`LearningPolicy` whose solver does the sum, through
+    the ``submit_answer`` tool when offered; ``accuracy`` is its curve (default: always right)."""
 
     def __init__(self, accuracy: float | Curve = 1.0, *, seed: int = 0) -> None:
         super().__init__(

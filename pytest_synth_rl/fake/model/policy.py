@@ -234,7 +234,9 @@ def _signature_problem(function: Any, arguments: int) -> str | None:
 
 
 class ScriptedPolicy:
-    """Fixed replies by the call's turn in its rollout (the last repeating), or one function."""
+    """``ScriptedPolicy("42")``, ``ScriptedPolicy(Reply.tool("submit", answer=1), "done")`` or
+    ``ScriptedPolicy(lambda request: ...)``. Fixed replies go by the call's turn within its rollout
+    (concurrent rollouts all see the same script), the last one repeating."""
 
     def __init__(self, *replies: PolicyReply | Callable[[ChatRequest], PolicyReply]) -> None:
         __tracebackhide__ = True
@@ -284,7 +286,9 @@ def _replayed_message(completion: Any, where: str) -> dict[str, Any]:
 
 
 class ReplayPolicy:
-    """Replies recorded from a real model, one completion (or request/response) per JSONL line."""
+    """``ReplayPolicy("recorded.jsonl")``: replies recorded from a real model, one ``chat.completion``
+    or ``{"request": ..., "response": ...}`` a line. Lines with a request are matched by prompt; the
+    others go by turn within the rollout, the last one repeating. A malformed file fails on load."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
