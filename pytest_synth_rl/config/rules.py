@@ -63,13 +63,10 @@ _REQUIRED_TABLES = {
     "compute": ("with gpu_type and gpu_count", "gpu_type gpu_count"),
     "rollout": ("with env_name, policy_name and episode settings", "env_name policy_name"),
 }
+_METHODS = ("policy_gradient", "ppo", "gspo")  # what the pre-validator lets through
 _ALGORITHM_RULES = (  # key, whether its value passes, what is wrong when not
     ("type", lambda v: v in (None, "online"), 'expected "online" (RL is online)'),
-    (
-        "method",
-        lambda v: not truthy(v) or v in ("policy_gradient", "ppo", "gspo"),
-        'expected "policy_gradient"',
-    ),
+    ("method", lambda v: not truthy(v) or v in _METHODS, 'expected "policy_gradient"'),
     ("variety", truthy, 'missing or empty; expected "gspo"'),
 )
 
