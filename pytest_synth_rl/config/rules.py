@@ -51,44 +51,31 @@ def _table(
     return None
 
 
-_TRUTHY_KEYS = {
-    "compute": {
-        "gpu_type": 'empty; expected a GPU type like "H100"',
-        "gpu_count": "zero; expected a non-zero GPU count",
-    },
-    "rollout": {
-        "env_name": "empty; expected a string naming an environment the task app serves",
-        "policy_name": "empty; expected a string naming a policy name",
-    },
-    "model": {
-        "trainer_mode": 'empty; expected "lora", "qlora" or "full"',
-        "label": "empty; expected a label for the trained model",
-    },
+_TRUTHY_KEYS = {  # rules 3-9: keys that must be truthy once their table is there, and what is wrong if not
+    "gpu_type": 'empty; expected a GPU type like "H100"',
+    "gpu_count": "zero; expected a non-zero GPU count",
+    "env_name": "empty; expected a string naming an environment the task app serves",
+    "policy_name": "empty; expected a string naming a policy name",
+    "trainer_mode": 'empty; expected "lora", "qlora" or "full"',
+    "label": "empty; expected a label for the trained model",
 }
 _REQUIRED_TABLES = {
-    "compute": "with gpu_type and gpu_count",
-    "rollout": "with env_name, policy_name and episode settings",
+    "compute": ("with gpu_type and gpu_count", "gpu_type gpu_count"),
+    "rollout": ("with env_name, policy_name and episode settings", "env_name policy_name"),
 }
+_METHODS = ("policy_gradient", "ppo", "gspo")  # what the pre-validator lets through
 _ALGORITHM_RULES = (  # key, whether its value passes, what is wrong when not
-    (
-        "type",
-        lambda v: v is None or (isinstance(v, str) and v == "online"),
-        'expected "online" (RL is online)',
-    ),
-    (
-        "method",
-        lambda v: not truthy(v) or v in ("policy_gradient", "ppo", "gspo"),
-        'expected "policy_gradient"',
-    ),
+    ("type", lambda v: v in (None, "online"), 'expected "online" (RL is online)'),
+    ("method", lambda v: not truthy(v) or v in _METHODS, 'expected "policy_gradient"'),
     ("variety", truthy, 'missing or empty; expected "gspo"'),
 )
 
 
-def _truthy_keys(problems: ProblemList, table: Mapping[str, Any], section: str, kind: str) -> None:
+def _truthy_keys(problems: ProblemList, table: Mapping[str, Any], section: str, keys: str) -> None:
     schema = RL_CONFIG.fields[section].section
-    for key, wrong in _TRUTHY_KEYS[kind].items():
+    for key in keys.split():
         if not truthy(table.get(key)) and schema is not None:
-            message = f"missing or {wrong}, got {describe(table.get(key))}"
+            message = f"missing or {_TRUTHY_KEYS[key]}, got {describe(table.get(key))}"
             problems.add((section, key), message, f"add `{schema.fields[key].example}` under [{section}]")
 
 
@@ -110,11 +97,11 @@ def precheck(config: Mapping[str, Any], problems: ProblemList) -> None:
             message = f'missing; expected {ids[0]} (a base model id such as "Qwen/Qwen3-0.6B") or {ids[1]} '
             hint = f'add `{ids[0]} = "Qwen/Qwen3-0.6B"` under [{section}]'
             problems.add((section, ids[0]), message + "(a fine-tuned model id)", hint)
-        _truthy_keys(problems, table, section, "model")
-    for name, what in _REQUIRED_TABLES.items():
+        _truthy_keys(problems, table, section, "trainer_mode label")
+    for name, (what, keys) in _REQUIRED_TABLES.items():
         wanted = f"a [{name}] table {what}"
         if (table := _table(problems, (name,), config.get(name, {}), f"add {wanted}", wanted)) is not None:
-            _truthy_keys(problems, table, name, name)
+            _truthy_keys(problems, table, name, keys)
     compute = config.get("compute")
     nested = isinstance(compute, Mapping) and truthy(compute.get("topology", {}))
     if not truthy(config.get("topology")) and not nested:

@@ -28,17 +28,9 @@ _INT64_DIGITS = len(str(INT64_LIMIT))
 _TOO_BIG = "an integer smaller than 2**63"
 
 
-_EXPECTED = {
-    "str": "a string",
-    "int": "an integer",
-    "float": "a number",
-    "bool": "a boolean (true or false)",
-    "table": "a table",
-    "list_str": "an array of strings",
-    "list_int": "an array of integers",
-    "table_float": "a table of numbers",
-    "section": "a table",
-}
+_EXPECTED = {"str": "a string", "int": "an integer", "float": "a number", "bool": "a boolean (true or false)"}
+_EXPECTED |= {"table": "a table", "section": "a table", "table_float": "a table of numbers"}
+_EXPECTED |= {"list_str": "an array of strings", "list_int": "an array of integers"}
 AfterCheck = Callable[[dict[str, Any], KeyPath, ProblemList], None]
 Constraint = Callable[[Any], "str | None"]
 _ITEM_KINDS = {"table_float": "float", "list_str": "str", "list_int": "int"}

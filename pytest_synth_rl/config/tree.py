@@ -77,10 +77,6 @@ def copy_tree(value: Any) -> Any:
     return value
 
 
-class _Unkeyable(Exception):
-    pass
-
-
 def exact_key(tree: object) -> Hashable | None:
     """A key equal only for trees of the same values, types and order (``-0.0`` is not ``0.0``), or None."""
     count = 0
@@ -90,18 +86,18 @@ def exact_key(tree: object) -> Hashable | None:
         items = [*container, *container.values()] if type(container) is dict else container
         count += len(items)
         if count > KEY_MAX_VALUES or (items and depth >= KEY_MAX_DEPTH):
-            raise _Unkeyable
+            raise ValueError
         for item in items:
             kind = type(item)
             if kind is dict or kind is list:
                 walk(item, depth + 1)
             elif kind not in _PLAIN:
-                raise _Unkeyable
+                raise ValueError
 
     try:
         walk([tree], -1)  # the root as the item of a list above it
         return repr(tree)  # exact for plain values: every str is quoted, every number spelt by its type
-    except (_Unkeyable, ValueError):  # ValueError: an integer too long to write out
+    except ValueError:  # not plain, too big or deep, or an integer too long to write out
         return None
 
 
@@ -122,8 +118,7 @@ class PassedChecks(Generic[V]):
 
     def get(self, key: Hashable) -> V | None:
         with self._lock:
-            value = self._entries.get(key)
-            if value is None:
+            if (value := self._entries.get(key)) is None:
                 self._misses += 1
             else:
                 self._hits += 1

@@ -24,6 +24,7 @@ from pytest_synth_rl.errors import ConfigProblem
 
 
 def _qwen(names: str) -> frozenset[str]:
+    """``Qwen/Qwen3-<name>`` for each name; a trailing ``+`` adds its ``-FP8`` variant too."""
     out: set[str] = set()
     for name in names.split():
         model = f"Qwen/Qwen3-{name.rstrip('+')}"
@@ -177,6 +178,7 @@ def _check(
 def _choose_model(
     config: Mapping[str, Any], override: str | None, allow: bool | None, problems: ProblemList
 ) -> tuple[ResolvedModel | None, ModelField | None]:
+    """The builder's rule (§7.2): ``overrides["model"]``, else exactly one of [model].source / base."""
     field: ModelField = "model"
     if override := (override or "").strip():
         where, model_id = ("overrides", "model"), override
