@@ -152,3 +152,22 @@ def test_conversion_failures_say_what_was_expected() -> None:
     assert problem.key == "training.learning_rate"
     assert problem.message == "expected a number, got 'fast' (string)"
     assert problem.hint == "e.g. `learning_rate = 5e-6`"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "bad_key", "expected", "hint"),
+    [
+        ("verifier.reward_blend", {"rubric": "high"}, "verifier.reward_blend.rubric", "a number", "1.0"),
+        ("rubric.weights", {"event": [1]}, "rubric.weights.event", "a number", "event = "),
+        ("evaluation.seeds", [1, "two"], "evaluation.seeds[1]", "an integer", "an integer"),
+    ],
+)
+def test_a_bad_item_in_a_table_or_array_names_the_item_and_its_kind(
+    key: str, value: Any, bad_key: str, expected: str, hint: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        build_rl_payload(MINIMAL, task_url="http://127.0.0.1:8114", overrides={key: value})
+    found = {p.key: p for p in info.value.problems}
+    assert bad_key in found, sorted(found)
+    assert f"expected {expected}" in found[bad_key].message
+    assert hint in (found[bad_key].hint or "")
