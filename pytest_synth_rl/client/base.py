@@ -24,7 +24,7 @@ from pytest_synth_rl.client.jobconfig import (
     usage_error,
     verify_steps,
 )
-from pytest_synth_rl.client.polling import DEFAULT_MAX_FAILED_POLLS, Poller
+from pytest_synth_rl.client.polling import DEFAULT_MAX_FAILED_POLLS, Poller, job_failed
 from pytest_synth_rl.client.results import EventPage, JobResult, PollRecord, add_status_run, job_status
 from pytest_synth_rl.client.retry import (
     DEFAULT_REQUEST_TIMEOUT,
@@ -412,15 +412,8 @@ class JobSteps(JobBase[Any, Any]):
         if result.succeeded:
             return result.results
         if result.outcome is not None:
-            raise JobFailedError(
-                f"RL job {job_id} has no results: it {result.outcome} (status {result.status!r})"
-                + (f": {result.error}" if result.error else ""),
-                job_id=job_id,
-                status=result.status,
-                error=result.error,
-                result=result.raw,
-                hint="see job.events() for the backend's log of the run",
-            )
+            message = f"RL job {job_id} has no results: it {result.outcome} (status {result.status!r})"
+            raise job_failed(result, message + (f": {result.error}" if result.error else ""), result.raw)
         raise SynthError(
             f"RL job {job_id} has no results yet: its status is {result.status or '<none>'!r}",
             hint="wait for it with poll_until_complete() before asking for results",

@@ -151,22 +151,12 @@ async def async_list_rl_jobs(limit: int = 20, status: str | None = None, **kwarg
     return await AsyncRLJob.list_jobs(limit, status, **kwargs)
 
 
-def _detached(
-    cls: type[J],
-    backend_url: str | None,
-    api_key: str | Secret | None,
-    http_client: Any,
-    transport: Any,
-    clock: Clock | None,
-    retry: RetryPolicy | None,
-    request_timeout: float,
-) -> J:
+def _detached(cls: type[J], args: dict[str, Any]) -> J:
     """A handle with no config and no job, for preflight calls (a transport beside a client goes unused)."""
-    backend, key = jobconfig.resolve_backend_url(backend_url), jobconfig.resolve_api_key(api_key)
-    config = jobconfig.RLJobConfig(None, backend, key)
-    transport = transport if http_client is None else None
-    options: dict[str, Any] = {"clock": clock, "http_client": http_client, "transport": transport}
-    return cls(config, retry=retry, request_timeout=request_timeout, **options)
+    url, key = jobconfig.resolve_backend_url(args["backend_url"]), jobconfig.resolve_api_key(args["api_key"])
+    options = {name: args[name] for name in ("clock", "http_client", "retry", "request_timeout")}
+    transport = args["transport"] if args["http_client"] is None else None
+    return cls(jobconfig.RLJobConfig(None, url, key), transport=transport, **options)
 
 
 def upload_environment_api_key(
@@ -183,7 +173,7 @@ def upload_environment_api_key(
 ) -> EnvKeyUpload:
     """Upload the task app's key (``env_key`` or ``ENVIRONMENT_API_KEY``) to the backend, sealed;
     with ``verify``, raise unless the backend then reports it present."""
-    with _detached(RLJob, backend_url, api_key, http_client, transport, clock, retry, request_timeout) as job:
+    with _detached(RLJob, locals()) as job:
         return job.upload_environment_api_key(env_key, verify=verify)
 
 
@@ -200,8 +190,7 @@ async def async_upload_environment_api_key(
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
 ) -> EnvKeyUpload:
     """:func:`upload_environment_api_key` over ``httpx.AsyncClient``."""
-    options = (http_client, transport, clock, retry, request_timeout)
-    async with _detached(AsyncRLJob, backend_url, api_key, *options) as job:
+    async with _detached(AsyncRLJob, locals()) as job:
         return await job.upload_environment_api_key(env_key, verify=verify)
 
 
@@ -218,7 +207,7 @@ def verify_task_app(
 ) -> TaskAppVerification:
     """Have the backend probe the task app at *task_url* (``TASK_APP_URL`` if None); raises
     :class:`TaskAppVerificationError` for HTTP status >= 400 or a falsy ``any_ok``."""
-    with _detached(RLJob, backend_url, api_key, http_client, transport, clock, retry, request_timeout) as job:
+    with _detached(RLJob, locals()) as job:
         return job.verify_task_app(task_url)
 
 
@@ -234,6 +223,5 @@ async def async_verify_task_app(
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
 ) -> TaskAppVerification:
     """:func:`verify_task_app` over ``httpx.AsyncClient``."""
-    options = (http_client, transport, clock, retry, request_timeout)
-    async with _detached(AsyncRLJob, backend_url, api_key, *options) as job:
+    async with _detached(AsyncRLJob, locals()) as job:
         return await job.verify_task_app(task_url)

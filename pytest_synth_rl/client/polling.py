@@ -62,6 +62,14 @@ def is_transient(exc: BackendError) -> bool:
     return code is None or code in (408, 429) or code >= 500
 
 
+def job_failed(result: JobResult, message: str, details: object) -> JobFailedError:
+    """The error for a job that ended without success; *details* becomes its ``result``."""
+    hint = "see job.events() for the backend's log of the run"
+    return JobFailedError(
+        message, job_id=result.job_id, status=result.status, error=result.error, result=details, hint=hint
+    )
+
+
 class Poller:
     """State and rules of one ``poll_until_complete`` call."""
 
@@ -154,15 +162,8 @@ class Poller:
             self.job_id, self.history[-1].payload, history=self.history, elapsed=elapsed
         )
         if self.raise_on_failure and not result.succeeded:
-            raise JobFailedError(
-                f"RL job {self.job_id} {result.outcome} (status {result.status!r}): "
-                f"{result.error or 'the backend gave no error text'}",
-                job_id=self.job_id,
-                status=result.status,
-                error=result.error,
-                result=result,
-                hint="see job.events() for the backend's log of the run",
-            )
+            message = f"RL job {self.job_id} {result.outcome} (status {result.status!r}): "
+            raise job_failed(result, message + (result.error or "the backend gave no error text"), result)
         return result
 
     def _timeout(self) -> JobTimeoutError:

@@ -133,68 +133,44 @@ class Sent:
     stop_reason: str = ""
 
 
-class RetryLoop:
-    """The decisions for one logical request: record each outcome, say whether and how long to wait."""
-
-    def __init__(self, policy: RetryPolicy, clock: Clock, method: str, url: str) -> None:
-        self.policy, self.clock, self.method, self.url = policy, clock, method, url
-        self.attempts: list[Attempt] = []
-        self.exhausted, self.stop_reason = False, ""  # why retrying stopped early, when it did
-        self._started = clock.now()
-
-    def next_wait(self, outcome: httpx.Response | Exception) -> float | None:
-        """Record *outcome*; return seconds to wait before sending again, or None to stop."""
-        policy = self.policy
-        if isinstance(outcome, httpx.Response):
-            what, retry = f"HTTP {outcome.status_code}", policy.retries_status(outcome.status_code)
-            attempt = Attempt(self.method, self.url, status_code=outcome.status_code)
-        else:
-            what, retry = _describe(outcome), policy.retries_error(outcome)
-            attempt = Attempt(self.method, self.url, error=what)
-        self.attempts.append(attempt)
-        if not retry:
-            return None
-        wait = policy.backoff(len(self.attempts) - 1)
-        if isinstance(outcome, httpx.Response) and outcome.status_code in (429, 503):
-            advised = parse_retry_after(outcome.headers.get("retry-after"), self.clock.time())
-            wait = wait if advised is None else min(advised, policy.max_retry_after)
-        if len(self.attempts) >= policy.max_attempts:
-            self.stop_reason = f"retry limit RetryPolicy.max_attempts={policy.max_attempts} reached"
-        elif self.clock.now() - self._started + wait > policy.total_budget:
-            budget = policy.total_budget
-            self.stop_reason = f"waiting {wait:.2f}s more would exceed RetryPolicy.total_budget={budget:g}s"
-        if self.stop_reason:
-            self.exhausted = True
-            return None
-        attempt.waited = wait
-        count = (len(self.attempts) + 1, policy.max_attempts)
-        logger.warning(
-            "%s %s -> %s; retrying in %.2fs (attempt %d of %d)", self.method, self.url, what, wait, *count
-        )
-        return wait
-
-    def give_up(self, exc: Exception, error_cls: type[BackendError]) -> BackendError:
-        tries = f" after {len(self.attempts)} attempts" if len(self.attempts) > 1 else ""
-        reason = f"; {self.stop_reason}" if self.exhausted else ""
-        message = f"could not reach the backend: {self.method} {self.url} failed{tries}: {_describe(exc)}"
-        message += reason
-        hint = "check that the backend URL (backend_url= / BACKEND_BASE_URL) is right and reachable; "
-        hint += "transient errors were retried per the job's RetryPolicy"
-        return error_cls(message, method=self.method, url=self.url, attempts=self.attempts, hint=hint)
-
-
 def retrying(
     request: httpx.Request, policy: RetryPolicy, clock: Clock, error_cls: type[BackendError] = BackendError
 ) -> Steps[Sent]:
     """Send *request* until it gets a final response; raise *error_cls* if it never gets one."""
-    loop = RetryLoop(policy, clock, request.method, str(request.url))
+    method, url, started = request.method, str(request.url), clock.now()
+    attempts: list[Attempt] = []
     while True:
         outcome = yield request
-        wait = loop.next_wait(outcome)
-        if wait is None:
-            if isinstance(outcome, Exception):
-                raise loop.give_up(outcome, error_cls) from outcome
-            return Sent(outcome, loop.attempts, loop.exhausted, loop.stop_reason)
+        if isinstance(outcome, httpx.Response):
+            what, retry = f"HTTP {outcome.status_code}", policy.retries_status(outcome.status_code)
+            attempt = Attempt(method, url, status_code=outcome.status_code)
+        else:
+            what, retry = _describe(outcome), policy.retries_error(outcome)
+            attempt = Attempt(method, url, error=what)
+        attempts.append(attempt)
+        stop_reason = ""  # why retrying stopped early, when it did
+        if retry:
+            wait = policy.backoff(len(attempts) - 1)
+            if isinstance(outcome, httpx.Response) and outcome.status_code in (429, 503):
+                advised = parse_retry_after(outcome.headers.get("retry-after"), clock.time())
+                wait = wait if advised is None else min(advised, policy.max_retry_after)
+            if len(attempts) >= policy.max_attempts:
+                stop_reason = f"retry limit RetryPolicy.max_attempts={policy.max_attempts} reached"
+            elif clock.now() - started + wait > policy.total_budget:
+                budget = policy.total_budget
+                stop_reason = f"waiting {wait:.2f}s more would exceed RetryPolicy.total_budget={budget:g}s"
+        if not retry or stop_reason:
+            if isinstance(outcome, httpx.Response):
+                return Sent(outcome, attempts, bool(stop_reason), stop_reason)
+            tries = f" after {len(attempts)} attempts" if len(attempts) > 1 else ""
+            message = f"could not reach the backend: {method} {url} failed{tries}: {what}"
+            message += f"; {stop_reason}" if stop_reason else ""
+            hint = "check that the backend URL (backend_url= / BACKEND_BASE_URL) is right and reachable; "
+            hint += "transient errors were retried per the job's RetryPolicy"
+            raise error_cls(message, method=method, url=url, attempts=attempts, hint=hint) from outcome
+        attempt.waited = wait
+        count = (len(attempts) + 1, policy.max_attempts)
+        logger.warning("%s %s -> %s; retrying in %.2fs (attempt %d of %d)", method, url, what, wait, *count)
         yield wait
 
 

@@ -17,7 +17,6 @@ import pytest
 
 from pytest_synth_rl.client.retry import (
     RETRYABLE_ERRORS,
-    RetryLoop,
     RetryPolicy,
     Sent,
     async_drive,
@@ -305,17 +304,14 @@ def test_a_zero_budget_never_waits() -> None:
     assert sent.stop_reason == "waiting 0.50s more would exceed RetryPolicy.total_budget=0s"
 
 
-def test_retry_loop_measures_spent_time_from_its_start_on_a_late_clock() -> None:
+def test_retrying_measures_spent_time_from_its_start_on_a_late_clock() -> None:
     clock = VirtualClock(1e6)
-    loop = RetryLoop(
-        RetryPolicy(jitter=False, backoff_base=10, backoff_multiplier=1, total_budget=25), clock, "GET", URL
-    )
-    assert loop.next_wait(httpx.Response(500)) == 10
-    clock.sleep(10)
-    assert loop.next_wait(httpx.Response(500)) == 10
-    clock.sleep(10)
-    assert loop.next_wait(httpx.Response(500)) is None
-    assert loop.stop_reason == "waiting 10.00s more would exceed RetryPolicy.total_budget=25s"
+    script = Script(clock, [httpx.Response(500)] * 3)
+    policy = RetryPolicy(jitter=False, backoff_base=10, backoff_multiplier=1, total_budget=25)
+    with httpx.Client(transport=httpx.MockTransport(script)) as client:
+        sent = send(client, client.build_request("GET", URL), policy=policy, clock=clock)
+    assert [attempt.waited for attempt in sent.attempts] == [10, 10, 0]
+    assert sent.stop_reason == "waiting 10.00s more would exceed RetryPolicy.total_budget=25s"
 
 
 # -- transport errors and the report -------------------------------------------------------
