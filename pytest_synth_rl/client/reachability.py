@@ -32,25 +32,21 @@ def probe_backend(
         port = parts.port
     except ValueError as exc:
         return f"its port is not a number ({exc})"
+    host = parts.hostname
     for delay in (*delays, None):
-        if (failure := _get_root(parts.scheme, parts.hostname, port, timeout)) is None:
+        conn = (
+            http.client.HTTPSConnection(host, port, timeout=timeout, context=shared_ssl_context())
+            if parts.scheme == "https"
+            else http.client.HTTPConnection(host, port, timeout=timeout)
+        )
+        try:
+            conn.request("GET", "/")
+            conn.getresponse().read(1024)
             return None
+        except (OSError, http.client.HTTPException) as exc:
+            failure = f"{type(exc).__name__}: {exc}"
+        finally:
+            conn.close()
         if delay is not None:
             sleep(delay)
     return f"{failure} ({len(delays) + 1} attempts)"
-
-
-def _get_root(scheme: str, host: str, port: int | None, timeout: float) -> str | None:
-    conn = (
-        http.client.HTTPSConnection(host, port, timeout=timeout, context=shared_ssl_context())
-        if scheme == "https"
-        else http.client.HTTPConnection(host, port, timeout=timeout)
-    )
-    try:
-        conn.request("GET", "/")
-        conn.getresponse().read(1024)
-    except (OSError, http.client.HTTPException) as exc:
-        return f"{type(exc).__name__}: {exc}"
-    finally:
-        conn.close()
-    return None
