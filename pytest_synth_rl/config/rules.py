@@ -197,13 +197,9 @@ def check_reward_sections(config: Mapping[str, Any], problems: ProblemList) -> N
     """Rule 13: validate [rubric] and [verifier] and how they depend on each other."""
     before = len(problems)
     enabled, weights, options = False, None, None
-    if not truthy(rubric := config.get("rubric", {})):
-        weights = {"env": 1.0, "event": 0.0, "outcome": 0.0}
-    elif (table := _reward_table(rubric, ("rubric",), problems)) is not None:
-        on = check_section(_RUBRIC_ENABLED, {"enabled": table.get("enabled", False)}, ("rubric",), problems)[
-            0
-        ]
-        enabled = bool(on.get("enabled", False))
+    if (table := _reward_table(config.get("rubric", {}), ("rubric",), problems)) is not None:  # none: off
+        values = {"enabled": table.get("enabled", False)}
+        enabled = bool(check_section(_RUBRIC_ENABLED, values, ("rubric",), problems)[0].get("enabled"))
         converted, valid = check_section(_WEIGHTS, table.get("weights", {}), ("rubric", "weights"), problems)
         weights = converted if valid else None
     verifier = config.get("verifier", {})
