@@ -73,8 +73,6 @@ def read_config_bytes(path: Path) -> bytes:
             os.close(descriptor)
     except FileNotFoundError:
         raise _file_error(path, "file not found", f"check the path (relative to {Path.cwd()})") from None
-    except IsADirectoryError:
-        raise _file_error(path, *directory) from None
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise _file_error(path, f"cannot be read: {reason}", "check the file's permissions") from None

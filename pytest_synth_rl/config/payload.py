@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, NamedTuple
+from typing import Any
 
 from pytest_synth_rl.config.loader import (
     apply_overrides,
@@ -27,13 +27,7 @@ _MEMO_BYTES = 64 * 1024
 _ENVIRONMENT = ("TASK_APP_URL", "SDK_EXPERIMENTAL", "SDK_EXPERIMENTAL_MODELS")
 
 
-class _Options(NamedTuple):
-    task_url: str | None
-    overrides: Mapping[str, Any] | None
-    idempotency: str | None
-    allow_experimental: bool | None
-    backend_url: str | None
-    allow_new_keys: bool
+_Options = tuple[str | None, Mapping[str, Any] | None, str | None, bool | None, str | None, bool]
 
 
 @dataclass(frozen=True)
@@ -64,7 +58,7 @@ def build_rl_payload(
     path = config_source(config_path)
     source = str(path)
     data = read_config_bytes(path)
-    options = _Options(task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys)
+    options: _Options = (task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys)
     arguments = exact_key(list(options)) if len(data) <= _MEMO_BYTES else None
     environment = tuple(os.environ.get(name) for name in _ENVIRONMENT)
     key = None if arguments is None else (data, source, arguments, environment)
@@ -96,14 +90,14 @@ def build_rl_payload_from_mapping(
     if not isinstance(config, Mapping):
         message = f"expected a mapping of TOML sections, got {describe(config)}"
         raise config_error(message, "use build_rl_payload() for a TOML file path", path=source)
-    options = _Options(task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys)
+    options: _Options = (task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys)
     return _build(config, source, options)[0]
 
 
 def _build(raw: Mapping[str, Any], source: str, options: _Options) -> tuple[RLBuildResult, dict[str, Any]]:
     task_url, overrides, idempotency, allow_experimental, backend_url, allow_new_keys = options
-    for name in ("task_url", "backend_url", "idempotency"):
-        if (value := getattr(options, name)) is not None and not isinstance(value, str):
+    for name, value in (("task_url", task_url), ("backend_url", backend_url), ("idempotency", idempotency)):
+        if value is not None and not isinstance(value, str):
             message = f"{name} expected a string, got {describe(value)}"
             raise config_error(message, f"pass {name} as a str", path=source)
     sdk, _ = split_overrides(overrides, source=source)
@@ -247,13 +241,11 @@ def _check_model(
         message = "is set but data.config.model.base is missing; expected the base model named in the config"
         hint = "send data.model for a fine-tuned source, or include [model].base in data.config"
         problems.add(("data", "base_model"), message, hint)
-    elif has_base and _base_or_none(base) not in (None, resolved.base):  # None: reported under the config
+        return
+    try:  # a base the config check refused is reported there
+        same = not has_base or resolve_rl_model(base, fine_tuned=False, allow_experimental=True) == resolved
+    except ModelRejected:
+        return
+    if not same:
         message = f"is {value!r} but data.config.model.base is {base!r}; expected the same model"
         problems.add(("data", "base_model"), message, _HINT)
-
-
-def _base_or_none(model_id: str) -> str | None:
-    try:
-        return resolve_rl_model(model_id, fine_tuned=False, allow_experimental=True).base
-    except ModelRejected:
-        return None

@@ -125,26 +125,22 @@ class ProblemList:
         else:
             node.unlisted += count
 
-    def covers(self, path: Sequence[object]) -> bool:
-        """True if a problem is already recorded at *path* or at one of its parents."""
+    def _reach(self, path: Sequence[object]) -> _Node | None:
         node: _Node | None = self._root
         for part in path:
             if node is None or node.broken:
                 break
             node = node.children.get(part)
-        return node is not None and node.broken
+        return node
+
+    def covers(self, path: Sequence[object]) -> bool:
+        """True if a problem is already recorded at *path* or at one of its parents."""
+        return (node := self._reach(path)) is not None and node.broken
 
     def has_under(self, path: Sequence[object]) -> bool:
         """True if any problem is recorded at *path*, above it, or anywhere inside it."""
-        node = self._root
-        for part in path:
-            if node.broken:
-                return True
-            found = node.children.get(part)
-            if found is None:
-                return False
-            node = found
-        return node is not self._root or self._count > 0
+        node = self._reach(path)
+        return node is not None and (node is not self._root or self._count > 0)
 
     def extend(self, other: ProblemList, prefix: Sequence[object] = ()) -> None:
         """Add *other*'s problems, with their keys moved under *prefix* (e.g. ``data.config``)."""
@@ -169,9 +165,6 @@ class ProblemList:
             (line[0], change(line[0], line[1])) if isinstance(line, tuple) else line  # type: ignore[arg-type]
             for line in self._lines
         ]
-
-    def __bool__(self) -> bool:
-        return self._count > 0
 
     def __len__(self) -> int:
         return self._count

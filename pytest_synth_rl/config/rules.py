@@ -197,13 +197,9 @@ def check_reward_sections(config: Mapping[str, Any], problems: ProblemList) -> N
     """Rule 13: validate [rubric] and [verifier] and how they depend on each other."""
     before = len(problems)
     enabled, weights, options = False, None, None
-    if not truthy(rubric := config.get("rubric", {})):
-        weights = {"env": 1.0, "event": 0.0, "outcome": 0.0}
-    elif (table := _reward_table(rubric, ("rubric",), problems)) is not None:
-        on = check_section(_RUBRIC_ENABLED, {"enabled": table.get("enabled", False)}, ("rubric",), problems)[
-            0
-        ]
-        enabled = bool(on.get("enabled", False))
+    if (table := _reward_table(config.get("rubric", {}), ("rubric",), problems)) is not None:  # none: off
+        values = {"enabled": table.get("enabled", False)}
+        enabled = bool(check_section(_RUBRIC_ENABLED, values, ("rubric",), problems)[0].get("enabled"))
         converted, valid = check_section(_WEIGHTS, table.get("weights", {}), ("rubric", "weights"), problems)
         weights = converted if valid else None
     verifier = config.get("verifier", {})
@@ -250,19 +246,15 @@ def _is_extra(path: KeyPath, key: str) -> bool:
     return key in KNOWN_EXTRA_KEYS.get(path, ()) or (path == ("training",) and key.startswith("reward_"))
 
 
-def _section_at(path: KeyPath) -> Section | None:
+def _known_at(config: Mapping[str, Any], path: KeyPath) -> tuple[Section | None, Mapping[str, Any]]:
+    """The schema section and the config table at *path*: None and an empty table where there is none."""
     section: Section | None = RL_CONFIG
+    table: Any = config
     for part in path:
         spec = section.fields.get(str(part)) if section is not None else None
         section = spec.section if spec is not None else None
-    return section
-
-
-def _table_at(config: Mapping[str, Any], path: KeyPath) -> Mapping[str, Any] | None:
-    table: Any = config
-    for part in path:
         table = table.get(part) if isinstance(table, Mapping) else None
-    return table if isinstance(table, Mapping) else None
+    return section, table if isinstance(table, Mapping) else {}
 
 
 def config_warnings(config: Mapping[str, Any]) -> list[str]:
@@ -290,7 +282,7 @@ def config_warnings(config: Mapping[str, Any]) -> list[str]:
     walk(config, (), RL_CONFIG)
     for path in COUNT_KEYS:
         name, key = path.split(".")
-        value = table.get(key) if isinstance(table := config.get(name), Mapping) else None
+        value = _known_at(config, (name,))[1].get(key)
         if isinstance(value, bool):
             what = f"{str(value).lower()} is a boolean where a count belongs (the SDK sends it as {value:d})"
         elif isinstance(value, int) and value < 1:
@@ -314,10 +306,10 @@ def check_override_keys(
     problems = []
     for path, origin in edits:
         for depth, part in enumerate(path):
-            here, section, node = path[:depth], _section_at(path[:depth]), _table_at(config, path[:depth])
-            if section is None or part in section.fields or part in (node or ()) or _is_extra(here, part):
+            here, (section, node) = path[:depth], _known_at(config, path[:depth])
+            if section is None or part in section.fields or part in node or _is_extra(here, part):
                 continue
-            guess = closest(part, sorted(set(section.fields) | set(map(key_text, node or ()))))
+            guess = closest(part, sorted(set(section.fields) | set(map(key_text, node))))
             suggestion = f"; did you mean {format_key((*here, guess))!r}?" if guess else ""
             place = f"[{format_key(here)}]" if here else "the top level"
             message = f"override {origin!r} adds {part!r}, which {place} does not have{suggestion}"
@@ -334,7 +326,7 @@ def point_at_near_misses(config: Mapping[str, Any], problems: ProblemList) -> No
     def change(path: KeyPath, problem: ConfigProblem) -> ConfigProblem:
         if not path or not problem.message.startswith("missing") or not isinstance(path[-1], str):
             return problem
-        section, table = _section_at(path[:-1]), _table_at(config, path[:-1]) or {}
+        section, table = _known_at(config, path[:-1])
         known = {path[-1], *(section.fields if section is not None else ())}
         found = closest(path[-1], [key for key in table if isinstance(key, str) and key not in known])
         suffix = f"; found {found!r}; did you mean {path[-1]!r}?" if found else ""

@@ -161,13 +161,9 @@ def check_section(
                 valid = False
             continue
         ok, converted = _convert(spec, raw, key_path, problems)
-        wanted = spec.constraint(converted) if ok and spec.constraint is not None else None
-        if wanted is not None:
-            problems.add(key_path, f"expected {wanted}, got {describe(raw)}", _value_hint(name, spec, wanted))
-        if ok and wanted is None:
+        if ok:
             out[name] = converted
-        else:
-            valid = False
+        valid = valid and ok
     for key, raw in value.items():
         if key in section.fields:
             continue
@@ -187,7 +183,10 @@ def _convert(spec: Field, raw: Any, path: KeyPath, problems: ProblemList) -> tup
     kind = spec.kind
     if kind in _CONVERT:
         try:
-            return True, _CONVERT[kind](raw)
+            value = _CONVERT[kind](raw)
+            if spec.constraint is not None and (wanted := spec.constraint(value)) is not None:
+                raise CoercionError(wanted, raw)
+            return True, value
         except CoercionError as exc:
             expected = spec.expect or exc.expected
             hint = _value_hint(str(path[-1]), spec, expected)

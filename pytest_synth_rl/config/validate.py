@@ -192,9 +192,8 @@ def _choose_model(
         return None, None
     else:
         source, base = str(table.get("source") or "").strip(), str(table.get("base") or "").strip()
-        if bool(source) == bool(base):
-            blank = "is blank; expected exactly one of base (a base model id) or source (a fine-tuned id)"
-            message = "both base and source are set; expected exactly one" if source else blank
+        if not source and not base:  # the schema let exactly one through, but it is only spaces
+            message = "is blank; expected exactly one of base (a base model id) or source (a fine-tuned id)"
             problems.add(("model", "base"), message, _MODEL_HINT)
             return None, None
         where, model_id = ("model", "source" if source else "base"), source or base
