@@ -82,14 +82,10 @@ def restore_registered_secrets(snapshot: Iterable[str]) -> None:
 
 
 def known_secrets(extra: Iterable[str | None] = ()) -> list[str]:
-    found: set[str] = set()
     with _lock:
-        found.update(_registered)
-    for name in SECRET_ENV_VARS:
-        raw = os.environ.get(name)
-        if raw:
-            found.add(raw)
-            found.update(part.strip() for part in raw.split(",") if "," in raw)
+        found = set(_registered)
+    for raw in filter(None, map(os.environ.get, SECRET_ENV_VARS)):
+        found.update([raw, *(part.strip() for part in raw.split(",") if "," in raw)])
     found.update(v for v in extra if v)
     return sorted((s for s in found if len(s) >= _MIN_REDACT_LEN), key=len, reverse=True)
 

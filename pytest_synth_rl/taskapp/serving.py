@@ -363,7 +363,6 @@ class ServerThread:
         self._ready = threading.Event()
         self._capture = _ThreadLogCapture()
         self._server: _Server | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
         self._thread: threading.Thread | None = None
         self._sock: socket.socket | None = None
@@ -426,16 +425,14 @@ class ServerThread:
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._hook_capture()
         self._thread.start()
-        ready = self._ready.wait(timeout)
-        where = self.url
-        if not ready:
+        if not self._ready.wait(timeout):
             waiting_at = self._abort(self._server, self._thread)
             self.error = None  # the abort's own CancelledError
             at = f", waiting at {waiting_at}" if waiting_at else ""
             raise TaskAppError(
                 f"the {self.description} did not start within {timeout:g}s: "
                 f"its lifespan startup is still running{at}\n  " + self.failure_text(),
-                url=where,
+                url=self.url,
                 hint="make the app's startup faster, or give it longer: "
                 "@pytest.mark.synth_task_app(..., startup_timeout=...) in a test, "
                 "InProcessTaskApp(startup_timeout=...) outside one",
@@ -447,7 +444,7 @@ class ServerThread:
             what = "its lifespan startup failed" if self._exit is not None else "the server thread died"
             raise TaskAppError(
                 f"the {self.description} failed to start: {what}\n  " + self.failure_text(),
-                url=where,
+                url=self.url,
                 hint="fix the error in the app's startup (lifespan / on_startup handlers) shown above",
                 details={"logs": self.logs},
             )
@@ -470,7 +467,7 @@ class ServerThread:
     async def _serve(self) -> None:
         assert self._server is not None
         assert self._sock is not None
-        self._loop, self._task = asyncio.get_running_loop(), asyncio.current_task()
+        self._task = asyncio.current_task()
         try:
             await self._server.serve(sockets=[self._sock])
         finally:  # a forced stop, or an app that stopped the loop: close what is left open
@@ -478,14 +475,12 @@ class ServerThread:
             if state.connections or state.tasks:
                 await self._server.abort(state)
 
-    def _cancel(self) -> None:
-        if self._task is not None:
-            self._in_loop(self._task.cancel)
-
-    def _in_loop(self, callback: Callable[[], object]) -> None:
-        if self._loop is not None:
+    def _in_loop(self, callback: Callable[[], object] | None = None) -> None:
+        """Run *callback* (by default: cancel the serving task) on the server's loop."""
+        task = self._task
+        if task is not None:
             with contextlib.suppress(RuntimeError):  # the loop already closed
-                self._loop.call_soon_threadsafe(callback)
+                task.get_loop().call_soon_threadsafe(callback or task.cancel)
 
     def stop(self) -> None:
         """Stop serving; idempotent and bounded by about ``2 * shutdown_timeout + 2`` seconds."""
@@ -501,7 +496,7 @@ class ServerThread:
                 server.force_exit = True
                 thread.join(0.5)
             if thread.is_alive():
-                self._cancel()
+                self._in_loop()
                 thread.join(1.0)
             if thread.is_alive():
                 stuck = "the %s on port %s did not stop in time; leaving its daemon thread behind"
@@ -530,7 +525,7 @@ class ServerThread:
         _uvicorn_log.addFilter(noise)
         try:
             server.should_exit = server.force_exit = True
-            self._cancel()
+            self._in_loop()
             thread.join(1.0)
         finally:
             _uvicorn_log.removeFilter(noise)
