@@ -471,9 +471,7 @@ class ServerThread:
         try:
             await self._server.serve(sockets=[self._sock])
         finally:  # a forced stop, or an app that stopped the loop: close what is left open
-            state = self._server.server_state
-            if state.connections or state.tasks:
-                await self._server.abort(state)
+            await self._server.abort(self._server.server_state)
 
     def _in_loop(self, callback: Callable[[], object] | None = None) -> None:
         """Run *callback* (by default: cancel the serving task) on the server's loop."""
