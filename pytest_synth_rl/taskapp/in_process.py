@@ -220,21 +220,27 @@ class InProcessTaskApp:
             self._env_token = acquire_env_key(self._api_key.value)
         server: ServerThread | None = None
         try:
+            app = self._load()
             server = ServerThread(
-                self._load(),
+                app,
                 host=self.host,
                 port=self.requested_port,
                 lifespan=self.lifespan,
                 log_level=self.log_level,
                 shutdown_timeout=self.shutdown_timeout,
             )
-            self._port, self._url = server.start(self.startup_timeout), server.url
+            port = server.start(self.startup_timeout)
+        except BaseException:
+            self._release()
+            if server is not None:
+                self._last_logs = server.logs
+            raise
+        self._server, self._port, self._url = server, port, server.url
+        try:
             self._probe_health()
         except BaseException:
-            self._server = server  # stop() stops it if it started, keeps its logs and releases the rest
             self.stop()
             raise
-        self._server = server
         return self
 
     def stop(self) -> None:
