@@ -91,8 +91,8 @@ PROTOCOL_MODULES = ("h11", "httptools", "uvicorn.protocols")
 LIBRARY_INTERNALS = re.compile(r"server_state|__self__|asyncio\.Protocol|\.recv\(|\.sendall\(")
 #: The measured exceptions, each explained in docs/design.md ("Serving on loopback").
 ALLOWED = {
-    "pytest_synth_rl/taskapp/serving.py": {"server_state"},  # a public-API-only stop costs 200 ms
-    "pytest_synth_rl/taskapp/read_deadline.py": {"asyncio.Protocol"},  # uvicorn has no header deadline
+    # a public-API-only stop costs 200 ms; uvicorn has no header deadline
+    "pytest_synth_rl/taskapp/serving.py": {"server_state", "asyncio.Protocol"},
 }
 
 

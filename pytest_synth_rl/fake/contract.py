@@ -18,7 +18,6 @@ from pytest_synth_rl.fake.model.inference import KEEP_INFERENCE_URL, InferencePo
 from pytest_synth_rl.fake.model.rewards import reward_of
 from pytest_synth_rl.fake.rollouts import crash_note
 from pytest_synth_rl.secrets.masking import Secret, SecretHeaders, redact
-from pytest_synth_rl.taskapp.crashes import crash_of
 from pytest_synth_rl.taskapp.health import (
     json_or_none,
     key_refusal,
@@ -27,6 +26,7 @@ from pytest_synth_rl.taskapp.health import (
     task_app_base_url,
 )
 from pytest_synth_rl.taskapp.loopback import is_loopback_host
+from pytest_synth_rl.taskapp.serving import crash_of
 from pytest_synth_rl.taskapp.tls import shared_ssl_context
 
 _REJECTED = (400, 401, 403)

@@ -25,8 +25,8 @@ from pytest_synth_rl.fake.model import Progress, RolloutIdentity
 from pytest_synth_rl.fake.model.inference import KEEP_INFERENCE_URL, MAX_CONCURRENCY, ModelCall
 from pytest_synth_rl.fake.model.rewards import MAX_REWARD, extract_reward
 from pytest_synth_rl.secrets.masking import Secret, redact
-from pytest_synth_rl.taskapp.crashes import crash_of
 from pytest_synth_rl.taskapp.health import key_refused, task_app_auth_headers
+from pytest_synth_rl.taskapp.serving import crash_of
 from pytest_synth_rl.taskapp.tls import shared_ssl_context
 
 __all__ = [

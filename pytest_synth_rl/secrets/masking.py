@@ -4,6 +4,7 @@ scrubs them from any text, :func:`mask_test_report` from every test report."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 import threading
@@ -30,9 +31,6 @@ T = TypeVar("T")
 _lock = threading.Lock()
 _registered: set[str] = set()
 _warned_short: set[str] = set()
-#: Texts already redacted, for the secrets known then (replaced whole when they change).
-_memo: tuple[list[str], dict[str, str]] = ([], {})
-_MEMO_SIZE = 512
 _MEMO_TEXT = 1024
 
 
@@ -84,43 +82,30 @@ def restore_registered_secrets(snapshot: Iterable[str]) -> None:
 
 
 def known_secrets(extra: Iterable[str | None] = ()) -> list[str]:
-    found: set[str] = set()
     with _lock:
-        found.update(_registered)
-    for name in SECRET_ENV_VARS:
-        raw = os.environ.get(name)
-        if raw:
-            found.add(raw)
-            found.update(part.strip() for part in raw.split(",") if "," in raw)
+        found = set(_registered)
+    for raw in filter(None, map(os.environ.get, SECRET_ENV_VARS)):
+        found.update([raw, *(part.strip() for part in raw.split(",") if "," in raw)])
     found.update(v for v in extra if v)
     return sorted((s for s in found if len(s) >= _MIN_REDACT_LEN), key=len, reverse=True)
 
 
 def redact(text: str, extra: Iterable[str | None] = ()) -> str:
-    global _memo
-    if not text:
+    if not text or not (secrets := tuple(known_secrets(extra))):
         return text
-    secrets = known_secrets(extra)
-    if not secrets:
-        return text
-    known, memo = _memo
-    if known == secrets:
-        masked = memo.get(text)
-        if masked is not None:
-            return masked
-    else:
-        memo = {}
-        _memo = (secrets, memo)
-    masked = text
+    return (_scrub if len(text) > _MEMO_TEXT else _scrub_memo)(text, secrets)
+
+
+def _scrub(text: str, secrets: tuple[str, ...]) -> str:
     for secret in secrets:  # whole forms first: one secret may be part of another
-        masked = scrub_whole(masked, secret, mask_secret(secret))
+        text = scrub_whole(text, secret, mask_secret(secret))
     for secret in secrets:
-        masked = scrub_parts(masked, secret, mask_secret(secret))
-    if len(text) <= _MEMO_TEXT:
-        if len(memo) >= _MEMO_SIZE:
-            memo.clear()
-        memo[text] = masked
-    return masked
+        text = scrub_parts(text, secret, mask_secret(secret))
+    return text
+
+
+#: Short texts already redacted, by the secrets known then.
+_scrub_memo = functools.lru_cache(maxsize=512)(_scrub)
 
 
 def redact_value(value: T, depth: int = 8) -> T:

@@ -220,26 +220,21 @@ class InProcessTaskApp:
             self._env_token = acquire_env_key(self._api_key.value)
         server: ServerThread | None = None
         try:
-            app = self._load()
             server = ServerThread(
-                app,
+                self._load(),
                 host=self.host,
                 port=self.requested_port,
                 lifespan=self.lifespan,
                 log_level=self.log_level,
                 shutdown_timeout=self.shutdown_timeout,
             )
-            port = server.start(self.startup_timeout)
-        except BaseException:
-            self._release()
-            if server is not None:
-                self._last_logs = server.logs
-            raise
-        self._server, self._port, self._url = server, port, server.url
-        try:
+            self._port, self._url = server.start(self.startup_timeout), server.url
+            self._server = server
             self._probe_health()
         except BaseException:
-            self.stop()
+            if server is not None:
+                self._last_logs = server.logs
+            self.stop()  # stops the server only once it started; gives the key back either way
             raise
         return self
 

@@ -124,13 +124,24 @@ def load_module_from_path(
 ) -> types.ModuleType:
     """The ``.py`` file at *path* as a module, executed once per file version (or anew with *fresh*)."""
     file = _source_file(path, kind)
-    with _loaded_lock:  # also serialises the sys.path edits of _execute
+    with _loaded_lock:  # also serialises the sys.path edits
         stat = file.stat()
         version = (stat.st_mtime_ns, stat.st_size)
         known = None if fresh else _loaded.get(file)
         if known is not None and known[0] == version and sys.modules.get(known[1].__name__) is known[1]:
             return known[1]
-        module = _execute(file, kind)
+        directory = str(file.parent)
+        added_to_path = directory not in sys.path  # while it runs, so that siblings import
+        if added_to_path:
+            sys.path.insert(0, directory)
+        try:
+            module = _exec_as(file.stem, file)
+        except Exception as exc:
+            raise _raised(f"importing {kind} file {str(file)!r}", exc, _IMPORT_HINT.format(kind)) from exc
+        finally:
+            if added_to_path:
+                with contextlib.suppress(ValueError):
+                    sys.path.remove(directory)
         if known is not None:
             sys.modules.pop(known[1].__name__, None)
         if not fresh:
@@ -177,21 +188,6 @@ def _exec_as(
         sys.modules.pop(name, None)
         raise
     return module
-
-
-def _execute(file: Path, kind: str) -> types.ModuleType:
-    directory = str(file.parent)
-    added_to_path = directory not in sys.path
-    if added_to_path:
-        sys.path.insert(0, directory)
-    try:
-        return _exec_as(file.stem, file)
-    except Exception as exc:
-        raise _raised(f"importing {kind} file {str(file)!r}", exc, _IMPORT_HINT.format(kind)) from exc
-    finally:
-        if added_to_path:
-            with contextlib.suppress(ValueError):
-                sys.path.remove(directory)
 
 
 def _app_from_module(module: types.ModuleType, where: str) -> ASGIApp:

@@ -7,8 +7,6 @@ from urllib.parse import urlsplit
 
 from pytest_synth_rl.errors import TaskAppError
 
-_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
-
 
 def _loopback_address(host: str) -> str | None:
     if host.lower() == "localhost":
@@ -22,7 +20,7 @@ def _loopback_address(host: str) -> str | None:
 
 def is_loopback_host(host: str) -> bool:
     """True for ``localhost`` and any loopback IP (``127.0.0.0/8``, ``::1``, bracketed or not)."""
-    return host in _LOOPBACK_NAMES or _loopback_address(host.strip("[]")) is not None
+    return _loopback_address(host.strip("[]")) is not None
 
 
 def is_loopback_url(url: str) -> bool:

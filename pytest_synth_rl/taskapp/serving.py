@@ -1,32 +1,224 @@
-"""One ASGI app served by uvicorn on a loopback socket, in a background thread."""
+"""One ASGI app served by uvicorn on loopback in a background thread: a header deadline, crashes kept."""
 
 from __future__ import annotations
 
 import asyncio
 import collections
 import contextlib
+import contextvars
 import errno
+import json
 import logging
 import os
 import re
 import socket
 import threading
+import traceback
 from collections.abc import Callable, Iterator
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import uvicorn
 
 from pytest_synth_rl.errors import TaskAppError
 from pytest_synth_rl.secrets.masking import get_logger, redact
-from pytest_synth_rl.taskapp.crashes import app_frames, remembering_crashes
+from pytest_synth_rl.taskapp.asgi import Receive, Scope, Send
 from pytest_synth_rl.taskapp.loopback import normalise_loopback_host, url_host
-from pytest_synth_rl.taskapp.read_deadline import header_deadline_app, header_deadline_protocol
 
 Lifespan = Literal["auto", "on", "off"]
 Protocol = Literal["auto", "h11", "httptools"]
 
 log = get_logger(__name__)
 _uvicorn_log = get_logger("uvicorn.error")
+
+
+MAX_REQUEST_LINE = 16 * 1024
+
+_ANSWER = (
+    b"HTTP/1.1 %d %s\r\ncontent-type: text/plain; charset=utf-8\r\n"
+    b"connection: close\r\ncontent-length: %d\r\n\r\n%s"
+)
+_connection: contextvars.ContextVar[_HeaderDeadline | None] = contextvars.ContextVar(
+    "synth_connection", default=None
+)
+
+
+class _HeaderDeadline(asyncio.Protocol):
+    inner_class: Callable[..., asyncio.Protocol]
+    read_timeout: float
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.inner = self.inner_class(**kwargs)
+        self.transport: asyncio.Transport | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.received = 0  # bytes since the timer was armed
+        self.line_ended = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+        self.inner.connection_made(transport)
+        self.arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.disarm()
+        self.inner.connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self.timer is not None:
+            self.received += len(data)
+            self.line_ended = self.line_ended or b"\n" in data
+            if not self.line_ended and self.received > MAX_REQUEST_LINE:
+                too_long = f"the request line is longer than {MAX_REQUEST_LINE} bytes: send a shorter "
+                return self._refuse(414, b"URI Too Long", too_long + "target (path and query)")
+        token = _connection.set(self)
+        try:
+            self.inner.data_received(data)
+        finally:
+            _connection.reset(token)
+
+    def arm(self) -> None:
+        self.disarm()
+        if self.transport is not None and not self.transport.is_closing():
+            self.received, self.line_ended = 0, False
+            self.timer = asyncio.get_running_loop().call_later(self.read_timeout, self._expire)
+
+    def disarm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _expire(self) -> None:
+        self.timer = None
+        if self.transport is None or self.transport.is_closing():
+            return
+        if not self.received:
+            return self.transport.close()
+        late = f"the request headers did not arrive within {self.read_timeout:g}s"
+        self._refuse(408, b"Request Timeout", late)
+
+    def _refuse(self, status: int, reason: bytes, message: str) -> None:
+        self.disarm()
+        assert self.transport is not None
+        body = message.encode()
+        self.transport.write(_ANSWER % (status, reason, len(body), body))
+        self.transport.close()
+
+
+for _name in ("eof_received", "pause_writing", "resume_writing"):
+    setattr(_HeaderDeadline, _name, lambda self, _name=_name: getattr(self.inner, _name)())
+
+
+def header_deadline_app(app: Any) -> Any:
+    """*app*, telling its connection when a request has reached it and when it was answered."""
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        connection = _connection.get()
+        if connection is None or scope["type"] != "http":
+            return await app(scope, receive, send)  # type: ignore[no-any-return]
+        connection.disarm()
+
+        async def send_then_rearm(message: Any) -> None:
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                connection.arm()
+
+        await app(scope, receive, send_then_rearm)
+
+    return wrapped
+
+
+_MAX_SEEN_BODY = 64 * 1024
+
+
+def app_frames(exc: BaseException) -> traceback.TracebackException:
+    """*exc*'s traceback with only the app's own frames (else the innermost one)."""
+    from pytest_synth_rl.secrets.callers import is_users_file
+
+    shown = traceback.TracebackException.from_exception(exc)
+    part: traceback.TracebackException | None = shown
+    seen: set[int] = set()
+    while part is not None and id(part) not in seen:
+        seen.add(id(part))
+        own = [frame for frame in part.stack if is_users_file(frame.filename)] or list(part.stack)[-1:]
+        part.stack = traceback.StackSummary.from_list(own)
+        part = part.__cause__ or part.__context__
+    return shown
+
+
+def crash_line(exc: BaseException) -> str:
+    """``KeyError: 'x' at app.py:52 in rollout: game = GAMES[run_id]`` (callers after ``<-``)."""
+    frames = app_frames(exc).stack
+    where = " <- ".join(
+        f"{os.path.basename(f.filename)}:{f.lineno} in {f.name}" + (f": {f.line}" if f.line else "")
+        for f in reversed(frames[-3:])
+    )
+    return f"{type(exc).__name__}: {exc}" + (f" at {where}" if where else "")
+
+
+_PENDING = "<pending>"
+
+
+_seen: collections.OrderedDict[str, str | None] = collections.OrderedDict()
+_seen_changed = threading.Condition()
+
+
+def _mark(key: str | None, value: str | None = _PENDING) -> None:
+    if key is None:
+        return
+    with _seen_changed:
+        if value is _PENDING or key in _seen:
+            _seen[key] = value
+            while len(_seen) > 256:
+                _seen.popitem(last=False)
+        _seen_changed.notify_all()
+
+
+def crash_of(correlation_id: str, timeout: float = 2.0) -> str | None:
+    """The :func:`crash_line` of the 5xx answering *correlation_id*, waiting up to *timeout*."""
+    with _seen_changed:
+        _seen_changed.wait_for(lambda: _seen.get(correlation_id) is not _PENDING, timeout)
+        found = _seen.get(correlation_id)
+    return None if found is _PENDING else found
+
+
+def _rollout_key(body: bytes) -> str | None:
+    try:
+        parsed = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    key = (parsed.get("trace_correlation_id") or parsed.get("run_id")) if isinstance(parsed, dict) else None
+    return key if isinstance(key, str) else None
+
+
+def remembering_crashes(app: Any) -> Any:
+    """*app*, remembering what each POST answered with a 5xx raised (see :func:`crash_of`)."""
+
+    async def remembering(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            return await app(scope, receive, send)  # type: ignore[no-any-return]
+        body, key = bytearray(), None
+
+        async def teed() -> Any:
+            message = await receive()
+            if message.get("type") == "http.request" and len(body) < _MAX_SEEN_BODY:
+                body.extend(message.get("body", b""))
+            return message
+
+        async def watched(message: Any) -> None:
+            nonlocal key
+            if message["type"] == "http.response.start" and message.get("status", 200) >= 500:
+                _mark(key := _rollout_key(bytes(body)))
+            await send(message)
+
+        try:
+            await app(scope, teed, watched)
+        except Exception as exc:
+            if key is None:  # nothing answered yet: the server answers 500 after this
+                _mark(key := _rollout_key(bytes(body)))
+            _mark(key, redact(crash_line(exc)))
+            raise
+        _mark(key, None)
+
+    return remembering
 
 
 class _ThreadLogCapture(logging.Handler):
@@ -171,7 +363,6 @@ class ServerThread:
         self._ready = threading.Event()
         self._capture = _ThreadLogCapture()
         self._server: _Server | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
         self._thread: threading.Thread | None = None
         self._sock: socket.socket | None = None
@@ -220,9 +411,9 @@ class ServerThread:
         )
         try:
             config.load()
-            if self.read_timeout is not None:
-                inner = config.http_protocol_class
-                config.http_protocol_class = header_deadline_protocol(inner, self.read_timeout)
+            if self.read_timeout is not None:  # uvicorn's protocol, with a header deadline
+                attrs = {"inner_class": config.http_protocol_class, "read_timeout": float(self.read_timeout)}
+                config.http_protocol_class = type("HeaderDeadlineProtocol", (_HeaderDeadline,), attrs)
         except Exception as exc:
             self._close_socket()
             raise TaskAppError(
@@ -234,16 +425,14 @@ class ServerThread:
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._hook_capture()
         self._thread.start()
-        ready = self._ready.wait(timeout)
-        where = self.url
-        if not ready:
+        if not self._ready.wait(timeout):
             waiting_at = self._abort(self._server, self._thread)
             self.error = None  # the abort's own CancelledError
             at = f", waiting at {waiting_at}" if waiting_at else ""
             raise TaskAppError(
                 f"the {self.description} did not start within {timeout:g}s: "
                 f"its lifespan startup is still running{at}\n  " + self.failure_text(),
-                url=where,
+                url=self.url,
                 hint="make the app's startup faster, or give it longer: "
                 "@pytest.mark.synth_task_app(..., startup_timeout=...) in a test, "
                 "InProcessTaskApp(startup_timeout=...) outside one",
@@ -255,7 +444,7 @@ class ServerThread:
             what = "its lifespan startup failed" if self._exit is not None else "the server thread died"
             raise TaskAppError(
                 f"the {self.description} failed to start: {what}\n  " + self.failure_text(),
-                url=where,
+                url=self.url,
                 hint="fix the error in the app's startup (lifespan / on_startup handlers) shown above",
                 details={"logs": self.logs},
             )
@@ -278,22 +467,18 @@ class ServerThread:
     async def _serve(self) -> None:
         assert self._server is not None
         assert self._sock is not None
-        self._loop, self._task = asyncio.get_running_loop(), asyncio.current_task()
+        self._task = asyncio.current_task()
         try:
             await self._server.serve(sockets=[self._sock])
         finally:  # a forced stop, or an app that stopped the loop: close what is left open
-            state = self._server.server_state
-            if state.connections or state.tasks:
-                await self._server.abort(state)
+            await self._server.abort(self._server.server_state)
 
-    def _cancel(self) -> None:
-        if self._task is not None:
-            self._in_loop(self._task.cancel)
-
-    def _in_loop(self, callback: Callable[[], object]) -> None:
-        if self._loop is not None:
+    def _in_loop(self, callback: Callable[[], object] | None = None) -> None:
+        """Run *callback* (by default: cancel the serving task) on the server's loop."""
+        task = self._task
+        if task is not None:
             with contextlib.suppress(RuntimeError):  # the loop already closed
-                self._loop.call_soon_threadsafe(callback)
+                task.get_loop().call_soon_threadsafe(callback or task.cancel)
 
     def stop(self) -> None:
         """Stop serving; idempotent and bounded by about ``2 * shutdown_timeout + 2`` seconds."""
@@ -309,7 +494,7 @@ class ServerThread:
                 server.force_exit = True
                 thread.join(0.5)
             if thread.is_alive():
-                self._cancel()
+                self._in_loop()
                 thread.join(1.0)
             if thread.is_alive():
                 stuck = "the %s on port %s did not stop in time; leaving its daemon thread behind"
@@ -338,7 +523,7 @@ class ServerThread:
         _uvicorn_log.addFilter(noise)
         try:
             server.should_exit = server.force_exit = True
-            self._cancel()
+            self._in_loop()
             thread.join(1.0)
         finally:
             _uvicorn_log.removeFilter(noise)

@@ -22,7 +22,7 @@ from pytest_synth_rl.fake import store as store_module
 from pytest_synth_rl.fake.asgi import MAX_TARGET_CHARS
 from pytest_synth_rl.fake.handler import DETAIL_ITEMS, MAX_BODY_BYTES
 from pytest_synth_rl.fake.store import MAX_JOB_DATA, MAX_JOBS, job_size
-from pytest_synth_rl.taskapp.read_deadline import MAX_REQUEST_LINE
+from pytest_synth_rl.taskapp.serving import MAX_REQUEST_LINE
 
 KEY = "sk_test_limits_key_0123456789"
 #: Seconds; only a hang gets near it.

@@ -286,15 +286,16 @@ def test_what_redact_remembers_is_bounded_in_count_and_in_text_length() -> None:
     from pytest_synth_rl.secrets import masking
 
     register_secret("sk_bounded_0123456789")
-    for n in range(masking._MEMO_SIZE + 1):  # a new secret: a new memo, filled one past its size
+    size = masking._scrub_memo.cache_info().maxsize or 0
+    for n in range(size + 1):  # a new secret: new entries, one past the memo's size
         redact(f"text {n} with sk_bounded_0123456789")
-    memo = masking._memo[1]
-    assert 0 < len(memo) <= masking._MEMO_SIZE
+    assert 0 < masking._scrub_memo.cache_info().currsize <= size
     longest = "x" * (masking._MEMO_TEXT - 1) + "!"
-    redact(longest)
-    redact(longest + "!")
-    assert longest in masking._memo[1]
-    assert longest + "!" not in masking._memo[1]
+    for text, remembered in ((longest, 1), (longest + "!", 0)):
+        redact(text)
+        hits = masking._scrub_memo.cache_info().hits
+        redact(text)
+        assert masking._scrub_memo.cache_info().hits - hits == remembered
 
 
 @pytest.mark.parametrize(
