@@ -286,7 +286,16 @@ class JobState:
             body["idempotency_key"] = self.idempotency_key
         if self.terminal:
             body["final_reward"] = self.final_reward
-            body["results"] = {"metrics": self.result_metrics()}
+            rewards = self.rewards
+            metrics = {
+                "final_reward": self.final_reward,
+                "mean_reward": round(sum(rewards) / len(rewards), 6) if rewards else None,
+                "best_reward": max(rewards) if rewards else None,
+                "steps": self.steps_done,
+                "rollouts": len(self.rollouts),
+                "eval": {str(step): mean for step, mean in self.eval_means.items()},
+            }
+            body["results"] = {"metrics": metrics}
             if self.status == "succeeded":
                 body["model_id"] = self.model_id
                 body["checkpoints"] = [
@@ -302,17 +311,6 @@ class JobState:
         if cache is None or cache[0] != self.version:
             cache = self._status_cache = (self.version, _ENCODER.encode(self.status_body()).encode())
         return cache[1]
-
-    def result_metrics(self) -> dict[str, Any]:
-        rewards = self.rewards
-        return {
-            "final_reward": self.final_reward,
-            "mean_reward": round(sum(rewards) / len(rewards), 6) if rewards else None,
-            "best_reward": max(rewards) if rewards else None,
-            "steps": self.steps_done,
-            "rollouts": len(self.rollouts),
-            "eval": {str(step): mean for step, mean in self.eval_means.items()},
-        }
 
     def event_dicts(self, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
         """The events after the first *start* (up to *stop*), as the wire shows them."""

@@ -1,8 +1,6 @@
-"""The lifecycle: everything that moves a fake job through its scenario, lazily, on any clock.
-
-A job catches up whenever it is observed or its virtual clock moves (a served fake may instead run
-one stage per look). Stages are stamped with their scheduled time; forced or poll-driven ones, "now".
-"""
+"""The lifecycle: everything that moves a fake job through its scenario, lazily, on any clock. A job
+catches up whenever it is observed or its virtual clock moves (a served fake may instead run one stage
+per look); stages are stamped with their scheduled time, forced or poll-driven ones with "now"."""
 
 from __future__ import annotations
 
@@ -232,15 +230,11 @@ class Lifecycle:
                 if target is None and position > self.position(job) + _EPS:
                     return
                 self._run(job, stage, self._stamp(job, stage, forced=target is not None), target)
-        finally:
-            self._settle(job)
-
-    def _settle(self, job: JobState) -> None:
-        """Drop rollouts queued ahead that this advance will not use (waiting for those in flight)."""
-        feed = self._feeds.pop(job.id, None)
-        if feed is not None:
-            with self._set_aside(job):
-                feed.stop()
+        finally:  # drop rollouts queued ahead that this advance will not use (waiting for those in flight)
+            feed = self._feeds.pop(job.id, None)
+            if feed is not None:
+                with self._set_aside(job):
+                    feed.stop()
 
     def _run(self, job: JobState, stage: Stage, ts: float, target: Target | None) -> None:
         try:
@@ -310,14 +304,10 @@ class Lifecycle:
         if job.terminal:
             return
         if status == "cancelled":
-            job.finish(
-                ts, status, job.last_reward, ("rl.job.cancelled", error, {"step": job.steps_done}, "warning")
-            )
-            return
-        job.error = error
-        job.finish(
-            ts, status, job.last_reward, ("rl.train.failed", error, {"error": error, **(data or {})}, "error")
-        )
+            kind, level, data = "rl.job.cancelled", "warning", {"step": job.steps_done}
+        else:
+            job.error, kind, level, data = error, "rl.train.failed", "error", {"error": error, **(data or {})}
+        job.finish(ts, status, job.last_reward, (kind, error, data, level))
 
     # -- rewards ------------------------------------------------------------------------------
     def _evaluate(self, job: JobState, step: int, ts: float, then: BatchPlan | None = None) -> None:
