@@ -325,13 +325,8 @@ class JobState:
     def events_page(self, since_seq: int, limit: int) -> dict[str, Any]:
         start = max(0, since_seq)
         page = self.event_dicts(start, start + limit)
-        more = start + limit < len(self.events)
-        return {
-            "events": page,
-            "next_seq": page[-1]["seq"] if page else start,
-            "has_more": more,
-            "job_id": self.id,
-        }
+        more, next_seq = start + limit < len(self.events), page[-1]["seq"] if page else start
+        return {"events": page, "next_seq": next_seq, "has_more": more, "job_id": self.id}
 
     def metrics_page(self, after_step: int, limit: int, name: str | None) -> dict[str, Any]:
         rows = (row for row in self.points if row.step > after_step)

@@ -417,23 +417,18 @@ class RolloutDriver:
             feed.add(then, build(then))
         results = feed.wait(batch)
         records = [r.record if isinstance(r, RolloutFailure) else r for r in results if r is not None]
-        failed = next((i for i, r in enumerate(results) if isinstance(r, RolloutFailure)), None)
-        if failed is None:
+        failures = [(i, r) for i, r in enumerate(results) if isinstance(r, RolloutFailure)]
+        if not failures:
             return records, None
-        failure = results[failed]
-        assert isinstance(failure, RolloutFailure)
+        failed, failure = failures[0]
         feed.stop()  # nothing else in flight: the retry below runs alone
         # Retried alone (not after a policy failure, nor a timeout: it would cost as long again),
         # as a rollout of its own (new ids, so the stand-in model starts it at turn 0 again).
         if feed.workers == 1 or failure.policy_failed or failure.timed_out:
             return records, failure
+        alone = self.build_request(spec, job_id, plan, failed, steps, "-alone")
         try:
-            self.send(
-                base_url,
-                self.build_request(spec, job_id, plan, failed, steps, "-alone"),
-                step=plan.step,
-                mode=plan.mode,
-            )
+            self.send(base_url, alone, step=plan.step, mode=plan.mode)
         except RolloutFailure:
             return records, failure
         workers = feed.workers
@@ -477,25 +472,21 @@ class RolloutDriver:
             self._fail(record, what, _status_hint(response, bool(key), self._key_replaced()))
         try:
             parsed = json.loads(response.content)
-        except ValueError:
+            record.keep_response(response.content)
+            return self._read_answer(record, body, parsed)
+        except ValueError:  # only the decoding raises one
             what = f"response is not JSON: {excerpt(response.content, 200)}"
             self._fail(record, what, "return a JSON RolloutResponse object")
-        except RecursionError:
-            self._too_deep(record)
-        record.keep_response(response.content)
-        try:
-            return self._read_answer(record, body, parsed)
-        except RecursionError:  # an error message's repr of a value nested almost too deeply
-            self._too_deep(record)
-
-    def _too_deep(self, record: RolloutRecord) -> NoReturn:
-        self._fail(
-            record,
-            "the response is nested too deeply to decode (arrays or objects nested more than about "
-            f"{sys.getrecursionlimit()} levels deep)",
-            "return a flat RolloutResponse: keep any trace or details shallow, or leave the trace out "
-            "(the fake asks for record.return_trace = false)",
-        )
+        except RecursionError:  # decoding, or an error message's repr of a value nested almost too deeply
+            what = (
+                "the response is nested too deeply to decode (arrays or objects nested more than about "
+                f"{sys.getrecursionlimit()} levels deep)"
+            )
+            hint = (
+                "return a flat RolloutResponse: keep any trace or details shallow, or leave the trace out "
+                "(the fake asks for record.return_trace = false)"
+            )
+            self._fail(record, what, hint)
 
     def _read_answer(self, record: RolloutRecord, body: dict[str, Any], parsed: Any) -> RolloutRecord:
         if not isinstance(parsed, dict):
