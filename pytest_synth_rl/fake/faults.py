@@ -154,8 +154,7 @@ def make_fault(
     seed: int = 0,
     cycle: bool = False,
 ) -> Fault:
-    """A :class:`Fault` from the keyword form ``FakeSynthBackend.fault`` and the admin API take;
-    every problem (its own and the fault's field checks) is reported at once."""
+    """A :class:`Fault` from the keyword form the API takes; all problems (its own, the fault's) at once."""
     flag = bool_problem(connect_error, "fault.connect_error", "connect_error=True")
     problems = [] if flag is None else [flag]
     connect_error = connect_error is True

@@ -123,8 +123,7 @@ class EnvKeys:
         any_url: bool,
         set_aside: Callable[[], contextlib.AbstractContextManager[None]],
     ) -> dict[str, Any]:
-        """The verify answer for the task app at *url* probed with each key (masked); only loopback
-        unless *any_url*. *set_aside* frees the store's lock during the network I/O."""
+        """The verify answer for *url* probed with each key (masked); loopback only unless *any_url*."""
         candidates = self.candidates()
         answer: dict[str, Any] = {
             "any_ok": False,

@@ -43,8 +43,7 @@ class Target:
 
 
 class Lifecycle:
-    """Runs due stages of the jobs in *store*, on its clock, under its lock (set aside while a
-    rollout batch waits on the task app, with the job marked busy in ``batch_thread``)."""
+    """Runs due stages of the jobs in *store*, on its clock, under its lock (set aside for batches)."""
 
     def __init__(self, store: JobStore, driver: RolloutDriver, max_rollouts_per_step: int = 4) -> None:
         self.store = store
@@ -106,11 +105,6 @@ class Lifecycle:
         if mode == "polls":
             return float(job.polls)
         return self.store.clock.now() - job.created_now
-
-    def _stamp(self, job: JobState, stage: Stage, forced: bool) -> float:
-        if forced or job.scenario.mode != "duration":
-            return self.store.clock.time()
-        return job.created_time + job.scenario.slot_position(stage.slot)
 
     def next_due(self, job: JobState) -> float | None:
         """Clock ``now()`` at which a duration-mode job's next stage is due (None otherwise)."""
@@ -229,7 +223,8 @@ class Lifecycle:
                 stage, position = self._next(job)
                 if target is None and position > self.position(job) + _EPS:
                     return
-                self._run(job, stage, self._stamp(job, stage, forced=target is not None), target)
+                now = target is not None or job.scenario.mode != "duration"  # forced or poll-driven
+                self._run(job, stage, self.store.clock.time() if now else job.created_time + position, target)
         finally:  # drop rollouts queued ahead that this advance will not use (waiting for those in flight)
             feed = self._feeds.pop(job.id, None)
             if feed is not None:

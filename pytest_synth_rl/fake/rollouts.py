@@ -154,8 +154,8 @@ class RolloutSpec:
 
 
 RolloutResult = Any  # a RolloutRecord, or the RolloutFailure that carries one
-#: Runs one body of the batch with the given key: a record, or a failure (``is_failure`` tells).
-Attempt = Callable[[Any, dict[str, Any]], RolloutResult]
+#: Runs one body of the batch with the given key: its record, or it raises a :class:`RolloutFailure`.
+Attempt = Callable[[Any, dict[str, Any]], Any]
 
 
 class FeedBatch:
@@ -179,20 +179,12 @@ class FeedBatch:
 
 
 class RolloutFeed:
-    """Queued batches of one job, run by up to *workers* tasks on *pool*; when the next batch is
-    known, a free worker starts it while this one's last rollouts finish (a failed batch holds
-    back every later one)."""
+    """Queued batches of one job, run in order by up to *workers* tasks on *pool*: the next batch starts
+    in this one's tail, and a failed batch holds back every later one."""
 
-    def __init__(
-        self,
-        pool: Callable[[], ThreadPoolExecutor],
-        attempt: Attempt,
-        is_failure: Callable[[RolloutResult], bool],
-        workers: int,
-    ) -> None:
+    def __init__(self, pool: Callable[[], ThreadPoolExecutor], attempt: Attempt, workers: int) -> None:
         self._pool = pool
         self._attempt = attempt
-        self._is_failure = is_failure
         self.workers = max(1, workers)
         self._batches: list[FeedBatch] = []
         self._active = 0
@@ -283,6 +275,8 @@ class RolloutFeed:
             batch, index = picked
             try:
                 result = self._attempt(batch.key, batch.bodies[index])
+            except RolloutFailure as failure:  # the batch's result; it stops the batch
+                result = failure
             except BaseException as exc:  # a bug, not a task app failure: the waiter re-raises it
                 with self._cond:
                     batch.error = batch.error or exc
@@ -293,7 +287,7 @@ class RolloutFeed:
             with self._cond:
                 batch.results[index] = result
                 batch.finished += 1
-                if self._is_failure(result):
+                if isinstance(result, RolloutFailure):
                     batch.stopped = True
                 self._cond.notify_all()
 
@@ -385,15 +379,10 @@ class RolloutDriver:
     def feed(self, base_url: str, spec: RolloutSpec) -> RolloutFeed:
         """A feed for one job's consecutive batches, at the config's concurrency."""
 
-        def attempt(plan: BatchPlan, body: dict[str, Any]) -> RolloutRecord | RolloutFailure:
-            try:
-                return self.send(base_url, body, step=plan.step, mode=plan.mode)
-            except RolloutFailure as failure:
-                return failure
+        def attempt(plan: BatchPlan, body: dict[str, Any]) -> RolloutRecord:
+            return self.send(base_url, body, step=plan.step, mode=plan.mode)
 
-        return RolloutFeed(
-            self._executor, attempt, lambda result: isinstance(result, RolloutFailure), spec.concurrency
-        )
+        return RolloutFeed(self._executor, attempt, spec.concurrency)
 
     def run_batch(
         self,
@@ -406,8 +395,7 @@ class RolloutDriver:
         plan: BatchPlan,
         then: BatchPlan | None = None,
     ) -> tuple[list[RolloutRecord], RolloutFailure | None]:
-        """One rollout per seed of *plan* on *feed*: the records in seed order and the first failure
-        (after which nothing more starts). *then*, the batch known to come next, is queued behind it."""
+        """One rollout per seed of *plan*: records in seed order, the first failure; *then* queues behind."""
 
         def build(plan: BatchPlan) -> list[dict[str, Any]]:
             return [self.build_request(spec, job_id, plan, index, steps) for index in range(len(plan.seeds))]
