@@ -114,7 +114,7 @@ class Fault:
         """Consume one matching call; True if this call is to fail."""
         with self._lock:
             index, self.seen = self.seen, self.seen + 1
-            pattern, fail_next = self.pattern, self.fail_next
+            pattern, fail_next, probability = self.pattern, self.fail_next, self.probability
             if (pattern is not None and index >= len(pattern) and not self.cycle) or (
                 fail_next is not None and self.injected >= fail_next
             ):
@@ -123,9 +123,7 @@ class Fault:
             if pattern is not None:
                 fail = pattern[index % len(pattern)] == "1"
             else:
-                fail = (
-                    fail_next is not None or self.probability is None or self._rng.random() < self.probability
-                )
+                fail = fail_next is not None or probability is None or self._rng.random() < probability
             self.injected += fail
             return fail
 
@@ -154,8 +152,7 @@ def make_fault(
     seed: int = 0,
     cycle: bool = False,
 ) -> Fault:
-    """A :class:`Fault` from the keyword form ``FakeSynthBackend.fault`` and the admin API take;
-    every problem (its own and the fault's field checks) is reported at once."""
+    """A :class:`Fault` from the keyword form the API takes; all problems (its own, the fault's) at once."""
     flag = bool_problem(connect_error, "fault.connect_error", "connect_error=True")
     problems = [] if flag is None else [flag]
     connect_error = connect_error is True

@@ -286,7 +286,16 @@ class JobState:
             body["idempotency_key"] = self.idempotency_key
         if self.terminal:
             body["final_reward"] = self.final_reward
-            body["results"] = {"metrics": self.result_metrics()}
+            rewards = self.rewards
+            metrics = {
+                "final_reward": self.final_reward,
+                "mean_reward": round(sum(rewards) / len(rewards), 6) if rewards else None,
+                "best_reward": max(rewards) if rewards else None,
+                "steps": self.steps_done,
+                "rollouts": len(self.rollouts),
+                "eval": {str(step): mean for step, mean in self.eval_means.items()},
+            }
+            body["results"] = {"metrics": metrics}
             if self.status == "succeeded":
                 body["model_id"] = self.model_id
                 body["checkpoints"] = [
@@ -303,17 +312,6 @@ class JobState:
             cache = self._status_cache = (self.version, _ENCODER.encode(self.status_body()).encode())
         return cache[1]
 
-    def result_metrics(self) -> dict[str, Any]:
-        rewards = self.rewards
-        return {
-            "final_reward": self.final_reward,
-            "mean_reward": round(sum(rewards) / len(rewards), 6) if rewards else None,
-            "best_reward": max(rewards) if rewards else None,
-            "steps": self.steps_done,
-            "rollouts": len(self.rollouts),
-            "eval": {str(step): mean for step, mean in self.eval_means.items()},
-        }
-
     def event_dicts(self, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
         """The events after the first *start* (up to *stop*), as the wire shows them."""
         return [row.event(seq, self.id) for seq, row in enumerate(self.events[start:stop], start + 1)]
@@ -327,13 +325,8 @@ class JobState:
     def events_page(self, since_seq: int, limit: int) -> dict[str, Any]:
         start = max(0, since_seq)
         page = self.event_dicts(start, start + limit)
-        more = start + limit < len(self.events)
-        return {
-            "events": page,
-            "next_seq": page[-1]["seq"] if page else start,
-            "has_more": more,
-            "job_id": self.id,
-        }
+        more, next_seq = start + limit < len(self.events), page[-1]["seq"] if page else start
+        return {"events": page, "next_seq": next_seq, "has_more": more, "job_id": self.id}
 
     def metrics_page(self, after_step: int, limit: int, name: str | None) -> dict[str, Any]:
         rows = (row for row in self.points if row.step > after_step)

@@ -109,13 +109,11 @@ class EnvKeys:
 
     def key_source(self) -> str:
         """Where the key sent to task apps comes from (``none`` if there is none)."""
-        candidates = self.candidates()
-        return candidates[0][0] if candidates else "none"
+        return next(iter(self.candidates()), ("none", None))[0]
 
     def rollout_key(self) -> Secret | None:
         """The key rollouts send (an uploaded key wins: it is what the client said the task app expects)."""
-        candidates = self.candidates()
-        return candidates[0][1] if candidates else None
+        return next(iter(self.candidates()), ("none", None))[1]
 
     def probe(
         self,
@@ -125,8 +123,7 @@ class EnvKeys:
         any_url: bool,
         set_aside: Callable[[], contextlib.AbstractContextManager[None]],
     ) -> dict[str, Any]:
-        """The verify answer for the task app at *url* probed with each key (masked); only loopback
-        unless *any_url*. *set_aside* frees the store's lock during the network I/O."""
+        """The verify answer for *url* probed with each key (masked); loopback only unless *any_url*."""
         candidates = self.candidates()
         answer: dict[str, Any] = {
             "any_ok": False,

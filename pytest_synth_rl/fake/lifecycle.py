@@ -1,8 +1,6 @@
-"""The lifecycle: everything that moves a fake job through its scenario, lazily, on any clock.
-
-A job catches up whenever it is observed or its virtual clock moves (a served fake may instead run
-one stage per look). Stages are stamped with their scheduled time; forced or poll-driven ones, "now".
-"""
+"""The lifecycle: everything that moves a fake job through its scenario, lazily, on any clock. A job
+catches up whenever it is observed or its virtual clock moves (a served fake may instead run one stage
+per look); stages are stamped with their scheduled time, forced or poll-driven ones with "now"."""
 
 from __future__ import annotations
 
@@ -45,8 +43,7 @@ class Target:
 
 
 class Lifecycle:
-    """Runs due stages of the jobs in *store*, on its clock, under its lock (set aside while a
-    rollout batch waits on the task app, with the job marked busy in ``batch_thread``)."""
+    """Runs due stages of the jobs in *store*, on its clock, under its lock (set aside for batches)."""
 
     def __init__(self, store: JobStore, driver: RolloutDriver, max_rollouts_per_step: int = 4) -> None:
         self.store = store
@@ -108,11 +105,6 @@ class Lifecycle:
         if mode == "polls":
             return float(job.polls)
         return self.store.clock.now() - job.created_now
-
-    def _stamp(self, job: JobState, stage: Stage, forced: bool) -> float:
-        if forced or job.scenario.mode != "duration":
-            return self.store.clock.time()
-        return job.created_time + job.scenario.slot_position(stage.slot)
 
     def next_due(self, job: JobState) -> float | None:
         """Clock ``now()`` at which a duration-mode job's next stage is due (None otherwise)."""
@@ -231,16 +223,13 @@ class Lifecycle:
                 stage, position = self._next(job)
                 if target is None and position > self.position(job) + _EPS:
                     return
-                self._run(job, stage, self._stamp(job, stage, forced=target is not None), target)
-        finally:
-            self._settle(job)
-
-    def _settle(self, job: JobState) -> None:
-        """Drop rollouts queued ahead that this advance will not use (waiting for those in flight)."""
-        feed = self._feeds.pop(job.id, None)
-        if feed is not None:
-            with self._set_aside(job):
-                feed.stop()
+                now = target is not None or job.scenario.mode != "duration"  # forced or poll-driven
+                self._run(job, stage, self.store.clock.time() if now else job.created_time + position, target)
+        finally:  # drop rollouts queued ahead that this advance will not use (waiting for those in flight)
+            feed = self._feeds.pop(job.id, None)
+            if feed is not None:
+                with self._set_aside(job):
+                    feed.stop()
 
     def _run(self, job: JobState, stage: Stage, ts: float, target: Target | None) -> None:
         try:
@@ -310,14 +299,10 @@ class Lifecycle:
         if job.terminal:
             return
         if status == "cancelled":
-            job.finish(
-                ts, status, job.last_reward, ("rl.job.cancelled", error, {"step": job.steps_done}, "warning")
-            )
-            return
-        job.error = error
-        job.finish(
-            ts, status, job.last_reward, ("rl.train.failed", error, {"error": error, **(data or {})}, "error")
-        )
+            kind, level, data = "rl.job.cancelled", "warning", {"step": job.steps_done}
+        else:
+            job.error, kind, level, data = error, "rl.train.failed", "error", {"error": error, **(data or {})}
+        job.finish(ts, status, job.last_reward, (kind, error, data, level))
 
     # -- rewards ------------------------------------------------------------------------------
     def _evaluate(self, job: JobState, step: int, ts: float, then: BatchPlan | None = None) -> None:

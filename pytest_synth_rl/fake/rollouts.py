@@ -1,20 +1,19 @@
-"""Real rollouts: the fake backend calls the task app's ``/rollout`` the way the trainer would.
-
-A broken task app fails the job with the evidence the trainer would give (URL, step, seed, ids).
-A job's batches run back to back on a :class:`RolloutFeed`, up to ``rollout.max_concurrent_rollouts``
-at once, in seed order; one failing among concurrent ones is retried alone to name concurrency bugs.
-"""
+"""Real rollouts: the fake backend calls the task app's ``/rollout`` the way the trainer would, and a
+broken task app fails the job with the evidence the trainer would give (URL, step, seed, ids). A job's
+batches run back to back on a :class:`RolloutFeed`, up to ``rollout.max_concurrent_rollouts`` at once,
+in seed order; one failing among concurrent ones is retried alone to name concurrency bugs."""
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 import threading
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar, cast
 
 import httpx
 
@@ -24,6 +23,7 @@ from pytest_synth_rl.fake.jobs import RolloutRecord
 from pytest_synth_rl.fake.model import Progress, RolloutIdentity
 from pytest_synth_rl.fake.model.inference import KEEP_INFERENCE_URL, MAX_CONCURRENCY, ModelCall
 from pytest_synth_rl.fake.model.rewards import MAX_REWARD, extract_reward
+from pytest_synth_rl.fake.scenario import int_in
 from pytest_synth_rl.secrets.masking import Secret, redact
 from pytest_synth_rl.taskapp.health import key_refused, task_app_auth_headers
 from pytest_synth_rl.taskapp.serving import crash_of
@@ -39,6 +39,7 @@ __all__ = [
     "extract_reward",
 ]
 
+T = TypeVar("T")
 #: Rollouts in flight at once when the config has no ``rollout.max_concurrent_rollouts``.
 DEFAULT_MAX_CONCURRENT_ROLLOUTS = 4
 
@@ -55,13 +56,6 @@ def _key_matched(content: bytes) -> bool:
         return False
     got, allowed = error.get("got_first15"), error.get("allowed_first15")
     return isinstance(got, str) and bool(got) and isinstance(allowed, list) and got in allowed
-
-
-#: Added to a rejected key's hint when another upload replaced the one this run made.
-KEY_REPLACED_NOTE = (
-    "; this fake's uploaded key was replaced by a later upload of another key: runs that share "
-    "one backend (CI shards, two terminals) must share one ENVIRONMENT_API_KEY"
-)
 
 
 #: What to do about a rollout whose exchange failed, by the kind of failure.
@@ -88,12 +82,16 @@ def _status_hint(response: PostResponse, key_sent: bool, key_replaced: bool = Fa
             else "no task-app key was sent (none was uploaded, the fake has no task_app_api_key and "
             "ENVIRONMENT_API_KEY is unset)"
         )
+        replaced = (  # another upload replaced the one this run made
+            "; this fake's uploaded key was replaced by a later upload of another key: runs that share "
+            "one backend (CI shards, two terminals) must share one ENVIRONMENT_API_KEY"
+        )
         return (
             f"{refused}: upload the task app's key (POST /api/v1/env-keys: this plugin's "
             "RLJob.upload_environment_api_key(), which it calls before a run's first submit; with the "
             "upstream SDK, set ENVIRONMENT_API_KEY before RLJob.from_config, or call "
             "setup_environment_api_key()), or create the fake with task_app_api_key="
-            + (KEY_REPLACED_NOTE if key_replaced else "")
+            + (replaced if key_replaced else "")
         )
     if response.status_code == 422 and b"invalid_rollout_response" in response.content:
         return (
@@ -140,24 +138,24 @@ class RolloutSpec:
     def from_config(cls, config: Mapping[str, Any], model: str) -> RolloutSpec:
         rollout = config.get("rollout")
         rollout = rollout if isinstance(rollout, Mapping) else {}
-        max_turns = rollout.get("max_turns")
-        concurrency = rollout.get("max_concurrent_rollouts")
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-            concurrency = DEFAULT_MAX_CONCURRENT_ROLLOUTS
+        max_turns, concurrency = rollout.get("max_turns"), rollout.get("max_concurrent_rollouts")
         return cls(
             env_name=str(rollout.get("env_name") or ""),
             policy_name=str(rollout.get("policy_name") or ""),
             model=model,
-            max_turns=max_turns if isinstance(max_turns, int) and max_turns > 0 else 1,
+            max_turns=max_turns if int_in(max_turns, 1, math.inf) else 1,
             env_config=dict(rollout.get("env_config") or {}),
             policy_config=dict(rollout.get("policy_config") or {}),
-            concurrency=min(concurrency, MAX_CONCURRENCY),
+            concurrency=min(
+                concurrency if int_in(concurrency, 1, math.inf) else DEFAULT_MAX_CONCURRENT_ROLLOUTS,
+                MAX_CONCURRENCY,
+            ),
         )
 
 
 RolloutResult = Any  # a RolloutRecord, or the RolloutFailure that carries one
-#: Runs one body of the batch with the given key: a record, or a failure (``is_failure`` tells).
-Attempt = Callable[[Any, dict[str, Any]], RolloutResult]
+#: Runs one body of the batch with the given key: its record, or it raises a :class:`RolloutFailure`.
+Attempt = Callable[[Any, dict[str, Any]], Any]
 
 
 class FeedBatch:
@@ -181,20 +179,12 @@ class FeedBatch:
 
 
 class RolloutFeed:
-    """Queued batches of one job, run by up to *workers* tasks on *pool*; when the next batch is
-    known, a free worker starts it while this one's last rollouts finish (a failed batch holds
-    back every later one)."""
+    """Queued batches of one job, run in order by up to *workers* tasks on *pool*: the next batch starts
+    in this one's tail, and a failed batch holds back every later one."""
 
-    def __init__(
-        self,
-        pool: Callable[[], ThreadPoolExecutor],
-        attempt: Attempt,
-        is_failure: Callable[[RolloutResult], bool],
-        workers: int,
-    ) -> None:
+    def __init__(self, pool: Callable[[], ThreadPoolExecutor], attempt: Attempt, workers: int) -> None:
         self._pool = pool
         self._attempt = attempt
-        self._is_failure = is_failure
         self.workers = max(1, workers)
         self._batches: list[FeedBatch] = []
         self._active = 0
@@ -285,6 +275,8 @@ class RolloutFeed:
             batch, index = picked
             try:
                 result = self._attempt(batch.key, batch.bodies[index])
+            except RolloutFailure as failure:  # the batch's result; it stops the batch
+                result = failure
             except BaseException as exc:  # a bug, not a task app failure: the waiter re-raises it
                 with self._cond:
                     batch.error = batch.error or exc
@@ -295,7 +287,7 @@ class RolloutFeed:
             with self._cond:
                 batch.results[index] = result
                 batch.finished += 1
-                if self._is_failure(result):
+                if isinstance(result, RolloutFailure):
                     batch.stopped = True
                 self._cond.notify_all()
 
@@ -325,45 +317,38 @@ class RolloutDriver:
         self._api_key, self._inference_url, self._key_replaced = api_key, inference_url, key_replaced
         self._policy_failure, self._calls = policy_failure, calls
         self.timeout = timeout
-        self._client: httpx.Client | None = None
-        self._http: PostPool | None = None
-        self._pool: ThreadPoolExecutor | None = None
+        self._made: dict[str, Any] = {}  # the pool, the connections and the client, made on first use
         self._lock = threading.Lock()
+
+    def _make(self, name: str, make: Callable[..., T], **options: Any) -> T:
+        with self._lock:
+            if name not in self._made:
+                self._made[name] = make(**options)
+            return cast(T, self._made[name])
 
     @property
     def http(self) -> PostPool:
-        """The connections rollouts are posted on (made on first use)."""
-        with self._lock:
-            if self._http is None:
-                self._http = PostPool(
-                    timeout=self.timeout, max_idle=MAX_CONCURRENCY, ssl_context=shared_ssl_context
-                )
-            return self._http
+        """The connections rollouts are posted on."""
+        return self._make(
+            "http", PostPool, timeout=self.timeout, max_idle=MAX_CONCURRENCY, ssl_context=shared_ssl_context
+        )
 
     @property
     def client(self) -> httpx.Client:
         """An httpx client for the health probe of task apps."""
-        with self._lock:
-            if self._client is None:
-                self._client = httpx.Client(
-                    timeout=self.timeout,
-                    trust_env=False,
-                    verify=shared_ssl_context(),
-                    limits=httpx.Limits(max_keepalive_connections=MAX_CONCURRENCY),
-                )
-            return self._client
+        limits, tls = httpx.Limits(max_keepalive_connections=MAX_CONCURRENCY), shared_ssl_context()
+        return self._make(
+            "client", httpx.Client, timeout=self.timeout, trust_env=False, verify=tls, limits=limits
+        )
 
     def close(self) -> None:
         with self._lock:
-            client, self._client = self._client, None
-            http, self._http = self._http, None
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
-        if http is not None:
-            http.close()
-        if client is not None:
-            client.close()
+            made, self._made = self._made, {}
+        if "pool" in made:
+            made["pool"].shutdown(wait=False, cancel_futures=True)
+        for name in ("http", "client"):
+            if name in made:
+                made[name].close()
 
     def build_request(
         self, spec: RolloutSpec, job_id: str, plan: BatchPlan, index: int, steps: int, suffix: str = ""
@@ -394,15 +379,10 @@ class RolloutDriver:
     def feed(self, base_url: str, spec: RolloutSpec) -> RolloutFeed:
         """A feed for one job's consecutive batches, at the config's concurrency."""
 
-        def attempt(plan: BatchPlan, body: dict[str, Any]) -> RolloutRecord | RolloutFailure:
-            try:
-                return self.send(base_url, body, step=plan.step, mode=plan.mode)
-            except RolloutFailure as failure:
-                return failure
+        def attempt(plan: BatchPlan, body: dict[str, Any]) -> RolloutRecord:
+            return self.send(base_url, body, step=plan.step, mode=plan.mode)
 
-        return RolloutFeed(
-            self._executor, attempt, lambda result: isinstance(result, RolloutFailure), spec.concurrency
-        )
+        return RolloutFeed(self._executor, attempt, spec.concurrency)
 
     def run_batch(
         self,
@@ -415,8 +395,7 @@ class RolloutDriver:
         plan: BatchPlan,
         then: BatchPlan | None = None,
     ) -> tuple[list[RolloutRecord], RolloutFailure | None]:
-        """One rollout per seed of *plan* on *feed*: the records in seed order and the first failure
-        (after which nothing more starts). *then*, the batch known to come next, is queued behind it."""
+        """One rollout per seed of *plan*: records in seed order, the first failure; *then* queues behind."""
 
         def build(plan: BatchPlan) -> list[dict[str, Any]]:
             return [self.build_request(spec, job_id, plan, index, steps) for index in range(len(plan.seeds))]
@@ -426,23 +405,18 @@ class RolloutDriver:
             feed.add(then, build(then))
         results = feed.wait(batch)
         records = [r.record if isinstance(r, RolloutFailure) else r for r in results if r is not None]
-        failed = next((i for i, r in enumerate(results) if isinstance(r, RolloutFailure)), None)
-        if failed is None:
+        failures = [(i, r) for i, r in enumerate(results) if isinstance(r, RolloutFailure)]
+        if not failures:
             return records, None
-        failure = results[failed]
-        assert isinstance(failure, RolloutFailure)
+        failed, failure = failures[0]
         feed.stop()  # nothing else in flight: the retry below runs alone
         # Retried alone (not after a policy failure, nor a timeout: it would cost as long again),
         # as a rollout of its own (new ids, so the stand-in model starts it at turn 0 again).
         if feed.workers == 1 or failure.policy_failed or failure.timed_out:
             return records, failure
+        alone = self.build_request(spec, job_id, plan, failed, steps, "-alone")
         try:
-            self.send(
-                base_url,
-                self.build_request(spec, job_id, plan, failed, steps, "-alone"),
-                step=plan.step,
-                mode=plan.mode,
-            )
+            self.send(base_url, alone, step=plan.step, mode=plan.mode)
         except RolloutFailure:
             return records, failure
         workers = feed.workers
@@ -456,10 +430,9 @@ class RolloutDriver:
         return records, RolloutFailure(message, failure.record)
 
     def _executor(self) -> ThreadPoolExecutor:
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(MAX_CONCURRENCY, thread_name_prefix="synth-rollout")
-            return self._pool
+        return self._make(
+            "pool", lambda: ThreadPoolExecutor(MAX_CONCURRENCY, thread_name_prefix="synth-rollout")
+        )
 
     def send(self, base_url: str, body: dict[str, Any], *, step: int, mode: str) -> RolloutRecord:
         """POST one built rollout *body*; raises :class:`RolloutFailure` if it is unusable."""
@@ -487,25 +460,21 @@ class RolloutDriver:
             self._fail(record, what, _status_hint(response, bool(key), self._key_replaced()))
         try:
             parsed = json.loads(response.content)
-        except ValueError:
+            record.keep_response(response.content)
+            return self._read_answer(record, body, parsed)
+        except ValueError:  # only the decoding raises one
             what = f"response is not JSON: {excerpt(response.content, 200)}"
             self._fail(record, what, "return a JSON RolloutResponse object")
-        except RecursionError:
-            self._too_deep(record)
-        record.keep_response(response.content)
-        try:
-            return self._read_answer(record, body, parsed)
-        except RecursionError:  # an error message's repr of a value nested almost too deeply
-            self._too_deep(record)
-
-    def _too_deep(self, record: RolloutRecord) -> NoReturn:
-        self._fail(
-            record,
-            "the response is nested too deeply to decode (arrays or objects nested more than about "
-            f"{sys.getrecursionlimit()} levels deep)",
-            "return a flat RolloutResponse: keep any trace or details shallow, or leave the trace out "
-            "(the fake asks for record.return_trace = false)",
-        )
+        except RecursionError:  # decoding, or an error message's repr of a value nested almost too deeply
+            what = (
+                "the response is nested too deeply to decode (arrays or objects nested more than about "
+                f"{sys.getrecursionlimit()} levels deep)"
+            )
+            hint = (
+                "return a flat RolloutResponse: keep any trace or details shallow, or leave the trace out "
+                "(the fake asks for record.return_trace = false)"
+            )
+            self._fail(record, what, hint)
 
     def _read_answer(self, record: RolloutRecord, body: dict[str, Any], parsed: Any) -> RolloutRecord:
         if not isinstance(parsed, dict):

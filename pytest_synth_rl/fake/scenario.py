@@ -1,10 +1,7 @@
-"""Scripted job lifecycles: what a fake job does, and when.
-
-Every job walks ``start`` (slot 0), ``step 1 .. steps``, then ``end`` (slot ``steps + 1``); a
-failure with ``fail_at_step=k`` ends in slot ``k``. Slots map to time by mode: ``duration``
-(spread over ``duration`` seconds after ``queue_time``), ``polls=N`` (terminal on the N-th status
-poll) or ``immediate=True`` (the first look runs the whole job).
-"""
+"""Scripted job lifecycles: a job walks ``start`` (slot 0), ``step 1 .. steps``, then ``end`` (slot
+``steps + 1``; ``fail_at_step=k`` ends in slot k). Slots map to time by mode: ``duration`` (spread over
+``duration`` seconds after ``queue_time``), ``polls=N`` (terminal on the N-th status poll) or
+``immediate=True`` (the first look runs the whole job)."""
 
 from __future__ import annotations
 
@@ -12,7 +9,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 from pytest_synth_rl.errors import ConfigProblem, SynthUsageError, closest, keywords_checked
 from pytest_synth_rl.fake.model.rewards import REWARD_RANGE, reward_in_range
@@ -69,7 +66,7 @@ def _problem(key: str, message: str, hint: str = "") -> ConfigProblem:
     return ConfigProblem(key=f"Scenario.{key}", message=message, hint=hint)
 
 
-def int_in(value: object, low: int, high: float) -> bool:
+def int_in(value: object, low: int, high: float) -> TypeGuard[int]:
     """A real int (not a bool, not a float such as ``500.0``) from *low* to *high*."""
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
@@ -255,19 +252,9 @@ class Scenario:
         curve = self.reward_curve
         plain = curve is None or isinstance(curve, str)
         shown = curve if plain else "callable" if callable(curve) else list(curve)  # type: ignore[arg-type]
-        return {
-            "outcome": self.outcome,
-            "steps": self.steps,
-            "mode": self.mode,
-            "duration": self.total_duration if self.mode == "duration" else None,
-            "polls": self.polls,
-            "queue_time": self.queue_time,
-            "fail_at_step": self.fail_at_step,
-            "error": self.error,
-            "reward_curve": shown,
-            "eval_every": self.eval_every,
-            "labels": dict(self.labels),
-        }
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "immediate"}
+        timing = {"mode": self.mode, "duration": self.total_duration if self.mode == "duration" else None}
+        return {**fields, **timing, "reward_curve": shown, "labels": dict(self.labels)}
 
 
 Scenario.__init__ = keywords_checked(Scenario.__init__)  # type: ignore[method-assign]

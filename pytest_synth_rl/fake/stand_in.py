@@ -26,8 +26,7 @@ EVERY_OTHER_ENV = "*"
 
 
 def default_policy() -> Policy:
-    """The built-in model: solves the arithmetic example, right 15% of the time at the start of
-    training rising linearly to 95% at the end, so rewards from real rollouts rise."""
+    """The built-in model: solves the arithmetic example, right 15% rising linearly to 95% over training."""
     return ArithmeticPolicy(linear(0.15, 0.95))
 
 

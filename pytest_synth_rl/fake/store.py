@@ -1,9 +1,7 @@
-"""JobStore: the fake backend's state, behind one reentrant lock (:class:`StoreLock`).
-
-Jobs (and the idempotency keys that made them), scenarios waiting for the next submissions,
-faults and the request log, each bounded so a long-lived served fake stays flat. A rollout batch
-sets the lock aside (at any depth) while it waits on the network; advancing is the lifecycle's.
-"""
+"""JobStore: the fake backend's state (jobs and the idempotency keys that made them, scenarios waiting
+for the next submissions, faults, the request log), each bounded so a long-lived served fake stays flat,
+behind one reentrant :class:`StoreLock` that a rollout batch sets aside (at any depth) while it waits on
+the network. Advancing jobs is the lifecycle's."""
 
 from __future__ import annotations
 
@@ -68,7 +66,6 @@ class StoreLock:
         self._released = threading.Condition(self._lock)
         self._owner: int | None = None
         self._depth = 0
-        self._waiting = 0  # threads in wait_until: a release with none skips the notify
 
     def acquire(self) -> None:
         self._lock.acquire()
@@ -81,8 +78,7 @@ class StoreLock:
         self._depth -= 1
         if not self._depth:
             self._owner = None
-            if self._waiting:
-                self._released.notify_all()
+            self._released.notify_all()
         self._lock.release()
 
     def __enter__(self) -> StoreLock:
@@ -115,12 +111,8 @@ class StoreLock:
         depth = self._depth
         while not ready():
             self._owner, self._depth = None, 0
-            self._waiting += 1
             self._released.notify_all()
-            try:
-                self._released.wait()  # releases the lock at any depth, takes it back at the same
-            finally:
-                self._waiting -= 1
+            self._released.wait()  # releases the lock at any depth, takes it back at the same
             self._owner, self._depth = threading.get_ident(), depth
 
 

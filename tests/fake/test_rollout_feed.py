@@ -16,9 +16,9 @@ from test_fake_support import TASK_KEY, auth, poll_to_end, rl_payload, submit
 
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.fake import FakeSynthBackend
-from pytest_synth_rl.fake.jobs import JobState
+from pytest_synth_rl.fake.jobs import JobState, RolloutRecord
 from pytest_synth_rl.fake.lifecycle import Lifecycle, Target
-from pytest_synth_rl.fake.rollouts import BatchPlan, RolloutDriver, RolloutFeed
+from pytest_synth_rl.fake.rollouts import BatchPlan, RolloutDriver, RolloutFailure, RolloutFeed
 from pytest_synth_rl.fake.store import JobStore
 from pytest_synth_rl.taskapp import InProcessTaskApp
 
@@ -27,11 +27,9 @@ GUARD_S = 10.0
 ROLLOUT = {"env_name": "arithmetic", "policy_name": "p", "max_turns": 1, "episodes_per_batch": 4}
 
 
-class Failed:
-    """What the test attempt returns for a failed rollout."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
+def failed(name: str) -> RolloutFailure:
+    """What the test attempt raises for a failed rollout."""
+    return RolloutFailure(name, RolloutRecord(step=1, seed=0, mode="rl", run_id=name, url="", request={}))
 
 
 class Runner:
@@ -66,7 +64,9 @@ class Runner:
                 self.timed_out.append(name)
             if name.startswith("raise"):
                 raise ValueError(f"bug in {name}")
-            return Failed(name) if name.startswith("fail") else f"done {name}"
+            if name.startswith("fail"):
+                raise failed(name)
+            return f"done {name}"
         finally:
             with self.lock:
                 self.in_flight -= 1
@@ -84,7 +84,7 @@ def pool() -> Iterator[ThreadPoolExecutor]:
 
 
 def feed_for(pool: ThreadPoolExecutor, runner: Runner, workers: int) -> RolloutFeed:
-    return RolloutFeed(lambda: pool, runner, lambda result: isinstance(result, Failed), workers)
+    return RolloutFeed(lambda: pool, runner, workers)
 
 
 def test_the_next_batch_starts_while_the_last_rollouts_of_this_one_run(pool: ThreadPoolExecutor) -> None:
@@ -127,7 +127,7 @@ def test_a_failure_starts_nothing_more_in_its_batch_nor_in_later_ones(pool: Thre
     feed.add("B", bodies("b0"))
     results = feed.wait(first)
     assert results[0] == "done a0"
-    assert isinstance(results[1], Failed)
+    assert isinstance(results[1], RolloutFailure)
     assert results[2] is None
     feed.stop()
     assert runner.started == ["a0", "fail1"]
@@ -142,7 +142,7 @@ def test_a_failure_in_the_next_batch_does_not_stop_this_one(pool: ThreadPoolExec
     second = feed.add("B", bodies("fail0", "b1"))
     assert feed.wait(first) == ["done a0", "done a1"]
     results = feed.wait(second)
-    assert isinstance(results[0], Failed)
+    assert isinstance(results[0], RolloutFailure)
     assert results[1] is None
     assert "b1" not in runner.started
 
@@ -218,7 +218,7 @@ def test_a_full_feed_adds_no_worker_for_a_queued_batch(pool: ThreadPoolExecutor)
 def test_a_closed_pool_is_an_error_not_a_hang() -> None:
     closed = ThreadPoolExecutor(1)
     closed.shutdown()
-    feed = RolloutFeed(lambda: closed, Runner(), lambda result: False, 2)
+    feed = RolloutFeed(lambda: closed, Runner(), 2)
     with pytest.raises(RuntimeError):
         feed.add("A", bodies("a0", "a1"))  # two workers asked for, neither can start
     assert feed.running == 0
@@ -242,7 +242,7 @@ def test_a_pool_that_closes_between_two_workers_counts_only_the_one_started(
     release = threading.Event()
     runner.gates["a0"] = release
     closing = ClosingAfterOne()
-    feed = RolloutFeed(lambda: closing, runner, lambda result: False, 2)  # type: ignore[arg-type,return-value]
+    feed = RolloutFeed(lambda: closing, runner, 2)  # type: ignore[arg-type,return-value]
     with pytest.raises(RuntimeError):
         feed.add("A", bodies("a0", "a1"))
     assert runner.arrival("a0").wait(GUARD_S)
@@ -256,7 +256,7 @@ def test_workers_dropped_by_a_closing_pool_end_the_wait_with_an_error() -> None:
     executor = ThreadPoolExecutor(1)
     hold = threading.Event()
     executor.submit(hold.wait, GUARD_S)  # the only thread is busy: the feed's worker queues
-    feed = RolloutFeed(lambda: executor, Runner(), lambda result: False, 1)
+    feed = RolloutFeed(lambda: executor, Runner(), 1)
     batch = feed.add("A", bodies("a0"))
     executor.shutdown(wait=False, cancel_futures=True)
     try:
