@@ -23,7 +23,7 @@ from pytest_synth_rl.fake.jobs import TERMINAL, JobState, iso
 from pytest_synth_rl.fake.keys import SEALED_BOX_ALG, EnvKeyRejected, EnvKeys
 from pytest_synth_rl.fake.lifecycle import Lifecycle
 from pytest_synth_rl.fake.scenario import int_in
-from pytest_synth_rl.fake.store import IdempotencyConflict, StoreFull
+from pytest_synth_rl.fake.store import IdempotencyConflict, JobStore, StoreFull
 from pytest_synth_rl.fake.wire import (
     BadBody,
     error_response,
@@ -42,10 +42,18 @@ _IDLE_LIMIT = 600.0  # real seconds without a new event before an event stream g
 
 @dataclass
 class ApiCall:
+    """One request to a route, the job its path names, and (admin routes) the API root and reset."""
+
     lifecycle: Lifecycle
     request: httpx.Request
     job_id: str | None
     keys: EnvKeys
+    api_base: str = ""
+    reset: Callable[[], None] = lambda: None
+
+    @property
+    def store(self) -> JobStore:
+        return self.lifecycle.store
 
     @functools.cached_property
     def params(self) -> httpx.QueryParams:
