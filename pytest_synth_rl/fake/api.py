@@ -87,12 +87,8 @@ class EventStream(httpx.SyncByteStream, httpx.AsyncByteStream):
             lifecycle.observe(job)
             page: list[dict[str, Any]] = job.events_page(self._seq, 10**9)["events"]
             terminal, due = job.terminal, lifecycle.next_due(job)
-        chunks = []
-        for event in page:
-            self._seq = int(event["seq"])
-            chunks.append(
-                f"id: {event['seq']}\nevent: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
-            )
+        chunks = [f"id: {e['seq']}\nevent: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in page]
+        self._seq = int(page[-1]["seq"]) if page else self._seq
         if terminal:
             return chunks, None
         now = time.monotonic()
@@ -166,7 +162,7 @@ def _int_param(call: ApiCall, name: str, default: int, low: int, high: int) -> i
 def _on_job(route: Callable[[ApiCall, JobState], httpx.Response]) -> Callable[[ApiCall], httpx.Response]:
     def handler(call: ApiCall) -> httpx.Response:
         assert call.job_id is not None
-        store = call.lifecycle.store
+        store = call.store
         job = store.find(call.job_id)
         if job is not None:
             return route(call, job)
@@ -230,8 +226,7 @@ def _legacy_problems(fields: Mapping[str, Any], where: str) -> list[ConfigProble
 
 
 def submit(call: ApiCall) -> httpx.Response:
-    lifecycle = call.lifecycle
-    store = lifecycle.store
+    store = call.store
     payload = _json_body(call, _PAYLOAD, payload=True)
     legacy = legacy_payload(payload)
     if legacy is not None:
@@ -246,7 +241,7 @@ def submit(call: ApiCall) -> httpx.Response:
             return error_response(409, "idempotency_conflict", message, job_id=conflict.job_id)
         if replayed is not None:
             call.job_id = replayed.id
-            lifecycle.sync(replayed)
+            call.lifecycle.sync(replayed)
             return json_response(200, replayed.status_bytes(), [("idempotent-replayed", "true")])
     problems = legacy[1] if legacy is not None else store.validate(payload)
     if problems:
@@ -284,7 +279,7 @@ def list_jobs(call: ApiCall) -> httpx.Response:
     status, model, after = params.get("status"), params.get("model"), params.get("after")
     if status is not None and status not in _STATUSES:
         return invalid(["query", "status"], f"unknown status {status!r}", f"use one of {_STATUSES}")
-    jobs = list(reversed(call.lifecycle.store.records()))
+    jobs = list(reversed(call.store.records()))
     if after:
         ids = [j.id for j in jobs]
         if after not in ids:
@@ -406,7 +401,7 @@ def verify_endpoint(call: ApiCall) -> httpx.Response:
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         message = f"must be the task app's http(s) base URL, got {url!r:.80}"
         return invalid(["body", "endpoint_base_url"], message, "send the job's data.endpoint_base_url")
-    store = call.lifecycle.store
+    store = call.store
     client, any_url = call.lifecycle.driver.client, store.rollouts is True
     answer = call.keys.probe(url.rstrip("/"), client, any_url=any_url, set_aside=store.lock.set_aside)
     return json_response(200, answer)

@@ -97,16 +97,6 @@ def _mount(handler: Callable[[httpx.Request], httpx.Response], base_url: str) ->
     return router
 
 
-def _unmount(router: respx.MockRouter) -> None:
-    router.stop()
-    with _mounted_lock:
-        for key, routers in list(_mounted.items()):
-            if router in routers:
-                routers.remove(router)
-            if not routers:
-                del _mounted[key]
-
-
 _Rule = tuple[Callable[[Any], str | None], str]
 
 
@@ -389,7 +379,13 @@ class FakeSynthBackend:
         """Unmount from respx and stop the stub model server and the rollout client."""
         router, self._router = self._router, None
         if router is not None:
-            _unmount(router)
+            router.stop()
+            with _mounted_lock:
+                for key, routers in list(_mounted.items()):
+                    if router in routers:
+                        routers.remove(router)
+                    if not routers:
+                        del _mounted[key]
         self.stand_in.stop()
         self.driver.close()
 

@@ -1,8 +1,5 @@
-"""Does a task app keep the contract the trainer relies on? One pass over every endpoint.
-
-:func:`check_task_app_contract` checks auth, ``/task_info``, ``/info`` and one real rollout against
-a stub model on loopback, and lists every problem once in a :class:`ContractReport`.
-"""
+"""Does a task app keep the contract the trainer relies on? Auth, ``/task_info``, ``/info`` and one
+real rollout against a stub model, checked in one pass that lists every problem in a report."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Blocking POSTs over kept-alive connections (httpcore): the fake's rollout calls.
-
-One deadline bounds each whole exchange (connect, send, headers, streamed body), answers are
-capped in size as they are read, and :meth:`PostPool.close` also ends calls blocked on a hung
-server. Every failure is one :class:`PostFailure` whose ``kind`` says which step failed.
-"""
+"""The fake's rollout calls: blocking POSTs over kept-alive httpcore connections, one deadline per
+exchange, answers capped in size; every failure is a :class:`PostFailure` naming the step that failed."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""HTTP plumbing of every fake route: JSON responses, error bodies in the real service's FastAPI
-shapes (``{"detail": {"error": {code, message}}}``, ``{"detail": [{loc, msg, hint}]}`` for payloads),
-and the request log, which masks credentials whenever it is read.
-"""
+"""HTTP plumbing of every fake route: JSON and FastAPI-shaped error bodies (``{"detail": {"error":
+{code, message}}}``, ``{"detail": [{loc, msg, hint}]}``) and the request log, masked when read."""
 
 from __future__ import annotations
 
