@@ -148,7 +148,7 @@ def argument_problem(name: str, value: object) -> str | None:
 
 
 def _problems(where: str, given: Mapping[str, object]) -> list[ConfigProblem]:
-    problems = ((name, _RULES[name][0](value)) for name, value in given.items())
+    problems = ((name, _RULES[name][0](given[name])) for name in _RULES if name in given)
     return [ConfigProblem(f"FakeSynthBackend.{where}{n}", p, _RULES[n][1] or None) for n, p in problems if p]
 
 
@@ -195,16 +195,8 @@ class FakeSynthBackend:
         job_id_prefix: str = "job_rl_",
     ) -> None:
         key = api_key.value if isinstance(api_key, Secret) else api_key
-        given = {
-            "base_url": base_url,
-            "api_key": key,
-            "rollouts": rollouts,
-            "max_rollouts_per_step": max_rollouts_per_step,
-            "rollout_timeout": rollout_timeout,
-            "policy": policy if replies is None else None,
-            "job_id_prefix": job_id_prefix,
-        }
-        problems = _problems("", given)
+        given = {name: value for name, value in locals().items() if name in _RULES}
+        problems = _problems("", {**given, "api_key": key, "policy": policy if replies is None else None})
         if policy is not None and replies is not None:
             message = "give either policy= (a callable) or replies= (canned answers), not both"
             problems.append(ConfigProblem("FakeSynthBackend.policy", message))
