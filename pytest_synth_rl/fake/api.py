@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import json
 import math
 import time
@@ -285,21 +286,16 @@ def list_jobs(call: ApiCall) -> httpx.Response:
         if after not in ids:
             return invalid(["query", "after"], f"unknown job id {after!r}", "send the last page's last id")
         jobs = jobs[ids.index(after) + 1 :]
-    selected: list[dict[str, Any]] = []
-    more = False
-    for job in jobs:
-        call.lifecycle.sync(job)
-        if (
-            (status is not None and job.status != status)
-            or (model is not None and job.model != model)
-            or (created_after is not None and job.created_time <= created_after)
-            or (created_before is not None and job.created_time >= created_before)
-        ):
-            continue
-        if len(selected) == limit:
-            more = True
-            break
-        selected.append(job.status_body())
+    matching = (
+        job
+        for job in map(call.lifecycle.sync, jobs)  # each job brought up to date only once reached
+        if status in (None, job.status)
+        and model in (None, job.model)
+        and (created_after is None or job.created_time > created_after)
+        and (created_before is None or job.created_time < created_before)
+    )
+    selected = [job.status_body() for job in itertools.islice(matching, limit)]
+    more = next(matching, None) is not None
     first, last = (selected[0]["id"], selected[-1]["id"]) if selected else (None, None)
     return json_response(
         200, {"object": "list", "data": selected, "has_more": more, "first_id": first, "last_id": last}

@@ -71,8 +71,7 @@ BODY_BUDGET = BodyBudget()
 async def _read_body(receive: Receive, scope: Scope, limit: int, taken: list[int]) -> bytes:
     """The whole body, its bytes taken from :data:`BODY_BUDGET` and added to ``taken[0]``; refused
     (413, 503) as soon as it is known not to fit: the rest is never read."""
-    headers = dict((name.lower(), value) for name, value in scope.get("headers", []))
-    length = headers.get(b"content-length", b"")
+    length = next((v for k, v in scope.get("headers", []) if k.lower() == b"content-length"), b"")
     declared = int(length) if length.isdigit() else None
 
     def take(size: int, what: str) -> None:
