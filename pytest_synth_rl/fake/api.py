@@ -336,23 +336,16 @@ def events(call: ApiCall, job: JobState) -> httpx.Response:
     return json_response(200, job.events_page(since, limit))
 
 
-def _last_event_id(call: ApiCall, default: int) -> int:
-    raw = call.request.headers.get("last-event-id")
-    if raw is None or not raw.strip():
-        return default
-    text = raw.strip()
-    value = int(text) if text.isascii() and text.isdigit() and len(text) <= 13 else None
-    if value is None or value > 10**12:
-        message = f"must be the id of an event (an integer in 0..{10**12}), got {raw!r:.80}"
-        raise _Answer(invalid(["header", "last-event-id"], message, "send the last event's id, or no header"))
-    return value
-
-
 @_on_job
 def events_stream(call: ApiCall, job: JobState) -> httpx.Response:
     since = _int_param(call, "since_seq", 0, -1, 10**12)
-    if not call.params.get("since_seq"):
-        since = _last_event_id(call, since)
+    header = call.request.headers.get("last-event-id", "")
+    if header.strip() and not call.params.get("since_seq"):  # a reconnecting EventSource
+        text = header.strip()
+        since = int(text) if text.isascii() and text.isdigit() and len(text) <= 13 else -1
+        if not 0 <= since <= 10**12:
+            message = f"must be the id of an event (an integer in 0..{10**12}), got {header!r:.80}"
+            return invalid(["header", "last-event-id"], message, "send the last event's id, or no header")
     headers = [("content-type", "text/event-stream"), ("cache-control", "no-cache")]
     return httpx.Response(200, stream=EventStream(call.lifecycle, job, since), headers=headers)
 
