@@ -59,9 +59,11 @@ class RouteMatch(NamedTuple):
 
 
 @functools.lru_cache(maxsize=4096)
-def match_route(method: str, relative_path: str) -> RouteMatch | None:
-    """The route for *relative_path* (below the API root), or None if the path is unknown."""
-    shape, job_id = _shape(relative_path, 1)
+def match_route(method: str, path: str, root: str) -> RouteMatch | None:
+    """The API route *path* is (None: outside the API root *root*, or no such path)."""
+    if not (path == root or path.startswith(root + "/")):
+        return None
+    shape, job_id = _shape(path[len(root) :], 1)
     name = _API_ROUTES.get((method, shape))
     if name is not None:
         return RouteMatch(name, job_id)
@@ -315,16 +317,9 @@ class RequestHandler:
                 record.forget_body()
             return response, matched
 
-    def route_of(self, method: str, path: str) -> RouteMatch | None:
-        """The API route *path* is (None: outside the API, or no route)."""
-        root = self.api_path
-        if not (path == root or path.startswith(root + "/")):
-            return None
-        return match_route(method, path[len(root) :])
-
     def _api(self, request: httpx.Request, record: LoggedRequest) -> tuple[httpx.Response, bool]:
         path, root = record.path, self.api_path
-        found = self.route_of(request.method, path)
+        found = match_route(request.method, path, root)
         if found is None:
             inside = path == root or path.startswith(root + "/")
             record.error = why = "no such route" if inside else f"path is outside the API root {root}"
