@@ -1,10 +1,5 @@
-"""Offline mode: a stateful fake of Synth's RL backend on a virtual clock.
-
-``with FakeSynthBackend() as fake:`` mounts it on respx for httpx clients in the test process;
-``with fake.serve() as url:`` serves it on loopback for everything else. Jobs follow
-:class:`Scenario` scripts, run real rollouts against live task apps, and can be inspected and
-pushed through :class:`FakeJob`; :meth:`FakeSynthBackend.fault` injects failures per route.
-"""
+"""Offline mode: a stateful fake of Synth's RL backend on a virtual clock, mounted on respx for
+this process (``with FakeSynthBackend() as fake:``) or served on loopback (``fake.serve()``)."""
 
 from __future__ import annotations
 

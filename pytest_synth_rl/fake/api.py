@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import json
 import math
 import time
@@ -23,7 +24,7 @@ from pytest_synth_rl.fake.jobs import TERMINAL, JobState, iso
 from pytest_synth_rl.fake.keys import SEALED_BOX_ALG, EnvKeyRejected, EnvKeys
 from pytest_synth_rl.fake.lifecycle import Lifecycle
 from pytest_synth_rl.fake.scenario import int_in
-from pytest_synth_rl.fake.store import IdempotencyConflict, StoreFull
+from pytest_synth_rl.fake.store import IdempotencyConflict, JobStore, StoreFull
 from pytest_synth_rl.fake.wire import (
     BadBody,
     error_response,
@@ -42,10 +43,18 @@ _IDLE_LIMIT = 600.0  # real seconds without a new event before an event stream g
 
 @dataclass
 class ApiCall:
+    """One request to a route, the job its path names, and (admin routes) the API root and reset."""
+
     lifecycle: Lifecycle
     request: httpx.Request
     job_id: str | None
     keys: EnvKeys
+    api_base: str = ""
+    reset: Callable[[], None] = lambda: None
+
+    @property
+    def store(self) -> JobStore:
+        return self.lifecycle.store
 
     @functools.cached_property
     def params(self) -> httpx.QueryParams:
@@ -79,12 +88,8 @@ class EventStream(httpx.SyncByteStream, httpx.AsyncByteStream):
             lifecycle.observe(job)
             page: list[dict[str, Any]] = job.events_page(self._seq, 10**9)["events"]
             terminal, due = job.terminal, lifecycle.next_due(job)
-        chunks = []
-        for event in page:
-            self._seq = int(event["seq"])
-            chunks.append(
-                f"id: {event['seq']}\nevent: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
-            )
+        chunks = [f"id: {e['seq']}\nevent: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in page]
+        self._seq = int(page[-1]["seq"]) if page else self._seq
         if terminal:
             return chunks, None
         now = time.monotonic()
@@ -158,7 +163,7 @@ def _int_param(call: ApiCall, name: str, default: int, low: int, high: int) -> i
 def _on_job(route: Callable[[ApiCall, JobState], httpx.Response]) -> Callable[[ApiCall], httpx.Response]:
     def handler(call: ApiCall) -> httpx.Response:
         assert call.job_id is not None
-        store = call.lifecycle.store
+        store = call.store
         job = store.find(call.job_id)
         if job is not None:
             return route(call, job)
@@ -222,8 +227,7 @@ def _legacy_problems(fields: Mapping[str, Any], where: str) -> list[ConfigProble
 
 
 def submit(call: ApiCall) -> httpx.Response:
-    lifecycle = call.lifecycle
-    store = lifecycle.store
+    store = call.store
     payload = _json_body(call, _PAYLOAD, payload=True)
     legacy = legacy_payload(payload)
     if legacy is not None:
@@ -238,7 +242,7 @@ def submit(call: ApiCall) -> httpx.Response:
             return error_response(409, "idempotency_conflict", message, job_id=conflict.job_id)
         if replayed is not None:
             call.job_id = replayed.id
-            lifecycle.sync(replayed)
+            call.lifecycle.sync(replayed)
             return json_response(200, replayed.status_bytes(), [("idempotent-replayed", "true")])
     problems = legacy[1] if legacy is not None else store.validate(payload)
     if problems:
@@ -276,27 +280,22 @@ def list_jobs(call: ApiCall) -> httpx.Response:
     status, model, after = params.get("status"), params.get("model"), params.get("after")
     if status is not None and status not in _STATUSES:
         return invalid(["query", "status"], f"unknown status {status!r}", f"use one of {_STATUSES}")
-    jobs = list(reversed(call.lifecycle.store.records()))
+    jobs = list(reversed(call.store.records()))
     if after:
         ids = [j.id for j in jobs]
         if after not in ids:
             return invalid(["query", "after"], f"unknown job id {after!r}", "send the last page's last id")
         jobs = jobs[ids.index(after) + 1 :]
-    selected: list[dict[str, Any]] = []
-    more = False
-    for job in jobs:
-        call.lifecycle.sync(job)
-        if (
-            (status is not None and job.status != status)
-            or (model is not None and job.model != model)
-            or (created_after is not None and job.created_time <= created_after)
-            or (created_before is not None and job.created_time >= created_before)
-        ):
-            continue
-        if len(selected) == limit:
-            more = True
-            break
-        selected.append(job.status_body())
+    matching = (
+        job
+        for job in map(call.lifecycle.sync, jobs)  # each job brought up to date only once reached
+        if status in (None, job.status)
+        and model in (None, job.model)
+        and (created_after is None or job.created_time > created_after)
+        and (created_before is None or job.created_time < created_before)
+    )
+    selected = [job.status_body() for job in itertools.islice(matching, limit)]
+    more = next(matching, None) is not None
     first, last = (selected[0]["id"], selected[-1]["id"]) if selected else (None, None)
     return json_response(
         200, {"object": "list", "data": selected, "has_more": more, "first_id": first, "last_id": last}
@@ -337,23 +336,16 @@ def events(call: ApiCall, job: JobState) -> httpx.Response:
     return json_response(200, job.events_page(since, limit))
 
 
-def _last_event_id(call: ApiCall, default: int) -> int:
-    raw = call.request.headers.get("last-event-id")
-    if raw is None or not raw.strip():
-        return default
-    text = raw.strip()
-    value = int(text) if text.isascii() and text.isdigit() and len(text) <= 13 else None
-    if value is None or value > 10**12:
-        message = f"must be the id of an event (an integer in 0..{10**12}), got {raw!r:.80}"
-        raise _Answer(invalid(["header", "last-event-id"], message, "send the last event's id, or no header"))
-    return value
-
-
 @_on_job
 def events_stream(call: ApiCall, job: JobState) -> httpx.Response:
     since = _int_param(call, "since_seq", 0, -1, 10**12)
-    if not call.params.get("since_seq"):
-        since = _last_event_id(call, since)
+    header = call.request.headers.get("last-event-id", "")
+    if header.strip() and not call.params.get("since_seq"):  # a reconnecting EventSource
+        text = header.strip()
+        since = int(text) if text.isascii() and text.isdigit() and len(text) <= 13 else -1
+        if not 0 <= since <= 10**12:
+            message = f"must be the id of an event (an integer in 0..{10**12}), got {header!r:.80}"
+            return invalid(["header", "last-event-id"], message, "send the last event's id, or no header")
     headers = [("content-type", "text/event-stream"), ("cache-control", "no-cache")]
     return httpx.Response(200, stream=EventStream(call.lifecycle, job, since), headers=headers)
 
@@ -398,7 +390,7 @@ def verify_endpoint(call: ApiCall) -> httpx.Response:
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         message = f"must be the task app's http(s) base URL, got {url!r:.80}"
         return invalid(["body", "endpoint_base_url"], message, "send the job's data.endpoint_base_url")
-    store = call.lifecycle.store
+    store = call.store
     client, any_url = call.lifecycle.driver.client, store.rollouts is True
     answer = call.keys.probe(url.rstrip("/"), client, any_url=any_url, set_aside=store.lock.set_aside)
     return json_response(200, answer)

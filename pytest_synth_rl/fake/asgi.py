@@ -11,7 +11,7 @@ from collections.abc import Callable
 import httpx
 
 from pytest_synth_rl.fake.api import EventStream
-from pytest_synth_rl.fake.handler import MAX_BODY_BYTES, RequestHandler
+from pytest_synth_rl.fake.handler import MAX_BODY_BYTES, RequestHandler, match_route
 from pytest_synth_rl.fake.wire import at_most, error_response
 from pytest_synth_rl.taskapp.asgi import OffLoop, Receive, Scope, Send, serve_lifespan
 
@@ -71,8 +71,7 @@ BODY_BUDGET = BodyBudget()
 async def _read_body(receive: Receive, scope: Scope, limit: int, taken: list[int]) -> bytes:
     """The whole body, its bytes taken from :data:`BODY_BUDGET` and added to ``taken[0]``; refused
     (413, 503) as soon as it is known not to fit: the rest is never read."""
-    headers = dict((name.lower(), value) for name, value in scope.get("headers", []))
-    length = headers.get(b"content-length", b"")
+    length = next((v for k, v in scope.get("headers", []) if k.lower() == b"content-length"), b"")
     declared = int(length) if length.isdigit() else None
 
     def take(size: int, what: str) -> None:
@@ -137,7 +136,8 @@ class FakeASGIApp:
             return
         # A stream is counted before its handler runs, by the handler's own route table.
         method = scope.get("method")
-        found = self.handler.route_of(method, str(scope.get("path", ""))) if method == "GET" else None
+        path, root = str(scope.get("path", "")), self.handler.api_path
+        found = match_route(method, path, root) if method == "GET" else None
         counted = found is not None and found.name == "events_stream"
         self._streams += counted
         taken = [0]

@@ -97,16 +97,6 @@ def _mount(handler: Callable[[httpx.Request], httpx.Response], base_url: str) ->
     return router
 
 
-def _unmount(router: respx.MockRouter) -> None:
-    router.stop()
-    with _mounted_lock:
-        for key, routers in list(_mounted.items()):
-            if router in routers:
-                routers.remove(router)
-            if not routers:
-                del _mounted[key]
-
-
 _Rule = tuple[Callable[[Any], str | None], str]
 
 
@@ -158,7 +148,7 @@ def argument_problem(name: str, value: object) -> str | None:
 
 
 def _problems(where: str, given: Mapping[str, object]) -> list[ConfigProblem]:
-    problems = ((name, _RULES[name][0](value)) for name, value in given.items())
+    problems = ((name, _RULES[name][0](given[name])) for name in _RULES if name in given)
     return [ConfigProblem(f"FakeSynthBackend.{where}{n}", p, _RULES[n][1] or None) for n, p in problems if p]
 
 
@@ -205,16 +195,8 @@ class FakeSynthBackend:
         job_id_prefix: str = "job_rl_",
     ) -> None:
         key = api_key.value if isinstance(api_key, Secret) else api_key
-        given = {
-            "base_url": base_url,
-            "api_key": key,
-            "rollouts": rollouts,
-            "max_rollouts_per_step": max_rollouts_per_step,
-            "rollout_timeout": rollout_timeout,
-            "policy": policy if replies is None else None,
-            "job_id_prefix": job_id_prefix,
-        }
-        problems = _problems("", given)
+        given = {name: value for name, value in locals().items() if name in _RULES}
+        problems = _problems("", {**given, "api_key": key, "policy": policy if replies is None else None})
         if policy is not None and replies is not None:
             message = "give either policy= (a callable) or replies= (canned answers), not both"
             problems.append(ConfigProblem("FakeSynthBackend.policy", message))
@@ -389,7 +371,13 @@ class FakeSynthBackend:
         """Unmount from respx and stop the stub model server and the rollout client."""
         router, self._router = self._router, None
         if router is not None:
-            _unmount(router)
+            router.stop()
+            with _mounted_lock:
+                for key, routers in list(_mounted.items()):
+                    if router in routers:
+                        routers.remove(router)
+                    if not routers:
+                        del _mounted[key]
         self.stand_in.stop()
         self.driver.close()
 

@@ -1,8 +1,5 @@
-"""Does a task app keep the contract the trainer relies on? One pass over every endpoint.
-
-:func:`check_task_app_contract` checks auth, ``/task_info``, ``/info`` and one real rollout against
-a stub model on loopback, and lists every problem once in a :class:`ContractReport`.
-"""
+"""Does a task app keep the contract the trainer relies on? Auth, ``/task_info``, ``/info`` and one
+real rollout against a stub model, checked in one pass that lists every problem in a report."""
 
 from __future__ import annotations
 
@@ -370,49 +367,45 @@ def _check_task_info(checker: _Checker, seed: int, plain: _Reply, seeded: _Reply
 
 def _check_rollout(checker: _Checker) -> None:
     stub = checker.stub
-    refused_before = len(stub.calls(None))
+    refused_before, calls_before = len(stub.calls(None)), len(stub.requests)
     try:
-        _check_rollout_answer(checker, len(stub.requests))
+        request, run_id, correlation_id = checker.rollout_request("contract")
+        response = checker.send("POST", "/rollout", json=request)
+        if isinstance(response, str):
+            checker.add("POST /rollout", False, response, "HTTP 200")
+            return
+        body = json_or_none(response)
+        success = 200 <= response.status_code < 300  # any 2xx, as the fake and trainers take it
+        if not success or not isinstance(body, dict):
+            got = f"HTTP {response.status_code} but not a JSON object" if success else _status_text(response)
+            if response.status_code >= 500:
+                got += crash_note(crash_of(correlation_id), len(checker.stub.calls(correlation_id)))
+            expected = _EXPECTED["POST /rollout"]
+            if checker.env_guessed:
+                expected += f" (the request's env_name={checker.env_name!r} is a guess: GET /task_info names "
+                expected += "none; pass check_task_app_contract(..., env_name=...))"
+            checker.add("POST /rollout", False, got, expected)
+            return
+        checker.add("POST /rollout", True, f"HTTP {response.status_code}")
+        sent = {"trace_correlation_id": correlation_id, "run_id": run_id}
+        echoed = {k: body[k] for k in sent if body.get(k) is not None}
+        matches = [k for k, v in echoed.items() if v == sent[k]]
+        wrong = [f"{k}={v!r}" for k, v in echoed.items() if v != sent[k]]
+        got = ", ".join(wrong or [f"{k} echoed" for k in matches]) or "no id in the response"
+        expected = _EXPECTED["rollout echoes its id"].format(correlation_id, run_id)
+        checker.add("rollout echoes its id", bool(matches) and not wrong, got, expected)
+        checker.add("rollout reward is numeric", *_reward_verdict(body))
+        checker.report.eras = eras = rollout_eras(body)
+        satisfied = ", ".join(_ERA_TEXT[label] for label in eras) or "none of the eras 0.4.4 to 0.5.0"
+        checker.add("rollout response era", bool(eras), f"satisfies {satisfied}")
+        checker.add("rollout trace shape", *_trace_verdict(body))
+        calls = len(checker.stub.requests) - calls_before
+        checker.add("rollout called the model", calls > 0, f"{calls} chat completion request(s)")
     finally:
         refused = [call.path for call in stub.calls(None)][refused_before:]
         got = f"{len(refused)} call(s) to POST {', '.join(dict.fromkeys(refused))} without it; "
         got = got + KEEP_INFERENCE_URL if refused else "every call carried it"
         checker.add("model calls keep the inference URL", not refused, got)
-
-
-def _check_rollout_answer(checker: _Checker, calls_before: int) -> None:
-    request, run_id, correlation_id = checker.rollout_request("contract")
-    response = checker.send("POST", "/rollout", json=request)
-    if isinstance(response, str):
-        checker.add("POST /rollout", False, response, "HTTP 200")
-        return
-    body = json_or_none(response)
-    success = 200 <= response.status_code < 300  # any 2xx, as the fake and trainers take it
-    if not success or not isinstance(body, dict):
-        got = f"HTTP {response.status_code} but not a JSON object" if success else _status_text(response)
-        if response.status_code >= 500:
-            got += crash_note(crash_of(correlation_id), len(checker.stub.calls(correlation_id)))
-        expected = _EXPECTED["POST /rollout"]
-        if checker.env_guessed:
-            expected += f" (the request's env_name={checker.env_name!r} is a guess: GET /task_info names "
-            expected += "none; pass check_task_app_contract(..., env_name=...))"
-        checker.add("POST /rollout", False, got, expected)
-        return
-    checker.add("POST /rollout", True, f"HTTP {response.status_code}")
-    sent = {"trace_correlation_id": correlation_id, "run_id": run_id}
-    echoed = {k: body[k] for k in sent if body.get(k) is not None}
-    matches = [k for k, v in echoed.items() if v == sent[k]]
-    wrong = [f"{k}={v!r}" for k, v in echoed.items() if v != sent[k]]
-    got = ", ".join(wrong or [f"{k} echoed" for k in matches]) or "no id in the response"
-    expected = _EXPECTED["rollout echoes its id"].format(correlation_id, run_id)
-    checker.add("rollout echoes its id", bool(matches) and not wrong, got, expected)
-    checker.add("rollout reward is numeric", *_reward_verdict(body))
-    checker.report.eras = eras = rollout_eras(body)
-    satisfied = ", ".join(_ERA_TEXT[label] for label in eras) or "none of the eras 0.4.4 to 0.5.0"
-    checker.add("rollout response era", bool(eras), f"satisfies {satisfied}")
-    checker.add("rollout trace shape", *_trace_verdict(body))
-    calls = len(checker.stub.requests) - calls_before
-    checker.add("rollout called the model", calls > 0, f"{calls} chat completion request(s)")
 
 
 def assert_task_app_contract(url: str, api_key: str | Secret | None, **kwargs: Any) -> ContractReport:

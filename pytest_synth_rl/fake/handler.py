@@ -16,13 +16,14 @@ import httpx
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import ConfigError, ConfigProblem, SynthError, SynthUsageError, closest
 from pytest_synth_rl.fake import api
+from pytest_synth_rl.fake.api import ApiCall
 from pytest_synth_rl.fake.fake_job import FakeJob
 from pytest_synth_rl.fake.faults import make_fault
 from pytest_synth_rl.fake.jobs import TERMINAL
 from pytest_synth_rl.fake.keys import EnvKeys
 from pytest_synth_rl.fake.lifecycle import Lifecycle
 from pytest_synth_rl.fake.scenario import Scenario, error_text_problem, number_in, written
-from pytest_synth_rl.fake.store import JobStore, StoreFull
+from pytest_synth_rl.fake.store import StoreFull
 from pytest_synth_rl.fake.wire import (
     LoggedRequest,
     at_most,
@@ -58,9 +59,11 @@ class RouteMatch(NamedTuple):
 
 
 @functools.lru_cache(maxsize=4096)
-def match_route(method: str, relative_path: str) -> RouteMatch | None:
-    """The route for *relative_path* (below the API root), or None if the path is unknown."""
-    shape, job_id = _shape(relative_path, 1)
+def match_route(method: str, path: str, root: str) -> RouteMatch | None:
+    """The API route *path* is (None: outside the API root *root*, or no such path)."""
+    if not (path == root or path.startswith(root + "/")):
+        return None
+    shape, job_id = _shape(path[len(root) :], 1)
     name = _API_ROUTES.get((method, shape))
     if name is not None:
         return RouteMatch(name, job_id)
@@ -105,31 +108,16 @@ def _unknown_fields(given: dict[str, Any], allowed: frozenset[str], what: str) -
     return error_response(422, "unknown_fields", message)
 
 
-@dataclasses.dataclass(frozen=True)
-class _Call:
-    """One admin request, and the job its path names (``""`` if none)."""
-
-    lifecycle: Lifecycle
-    request: httpx.Request
-    api_base: str
-    reset: Callable[[], None]
-    job_id: str
-
-    @property
-    def store(self) -> JobStore:
-        return self.lifecycle.store
-
-    @property
-    def job(self) -> FakeJob:
-        return FakeJob(self.lifecycle, self.store.get(self.job_id))
+def _job(call: ApiCall) -> FakeJob:
+    return FakeJob(call.lifecycle, call.store.get(call.job_id or ""))
 
 
-def _index(call: _Call, body: dict[str, Any]) -> httpx.Response:
+def _index(call: ApiCall, body: dict[str, Any]) -> httpx.Response:
     here = call.request.url.copy_with(path=httpx.URL(call.api_base).path, query=None, fragment=None)
     return json_response(200, {"routes": list(ADMIN_ROUTES), "api_base": str(here)})
 
 
-def _set_scenario(call: _Call, body: dict[str, Any]) -> httpx.Response:
+def _set_scenario(call: ApiCall, body: dict[str, Any]) -> httpx.Response:
     target = body.pop("job", None)
     made = Scenario(**body)
     if target is None:
@@ -139,15 +127,15 @@ def _set_scenario(call: _Call, body: dict[str, Any]) -> httpx.Response:
     return json_response(200, made.describe())
 
 
-def _jobs(call: _Call, body: dict[str, Any]) -> httpx.Response:
+def _jobs(call: ApiCall, body: dict[str, Any]) -> httpx.Response:
     with call.store.lock:
         records = [call.lifecycle.sync(record) for record in call.store.records()]
         return json_response(200, {"jobs": [r.listing() for r in records]})
 
 
-def _job_detail(call: _Call, body: dict[str, Any]) -> httpx.Response:
+def _job_detail(call: ApiCall, body: dict[str, Any]) -> httpx.Response:
     with call.store.lock:
-        job = call.lifecycle.sync(call.store.get(call.job_id))
+        job = call.lifecycle.sync(call.store.get(call.job_id or ""))
         summary = job.summary()
         summary["events"] = job.event_dicts(max(0, len(job.events) - DETAIL_ITEMS))
         summary["metric_points"] = job.point_dicts(last=DETAIL_ITEMS)
@@ -163,12 +151,12 @@ def _job_detail(call: _Call, body: dict[str, Any]) -> httpx.Response:
     return json_response(200, summary)
 
 
-def _advance_job(call: _Call, body: dict[str, Any]) -> httpx.Response:
+def _advance_job(call: ApiCall, body: dict[str, Any]) -> httpx.Response:
     to = body.get("to", "end")
     if not ((isinstance(to, str) and len(to) <= _MAX_TARGET_CHARS) or type(to) is int):  # not a bool
         message = f"must be 'running', a step number or 'end', got {written(to)}"
         raise SynthUsageError([ConfigProblem("advance.to", message, 'e.g. {"to": "end"} or {"to": 3}')])
-    job = call.job
+    job = _job(call)
     try:
         job.advance_to(to)
     except SynthUsageError as exc:
@@ -177,13 +165,13 @@ def _advance_job(call: _Call, body: dict[str, Any]) -> httpx.Response:
     return json_response(200, job.status_payload())
 
 
-def _finish(call: _Call, body: dict[str, Any]) -> httpx.Response:
+def _finish(call: ApiCall, body: dict[str, Any]) -> httpx.Response:
     action = call.request.url.path.rstrip("/").rsplit("/", 1)[-1]
     error = body.get("error")
     problem = None if error is None else error_text_problem(error, "fail.error")
     if problem is not None:
         raise SynthUsageError([problem])
-    job = call.job
+    job = _job(call)
     with call.store.lock:
         before = job.status
         if before not in TERMINAL:
@@ -195,14 +183,14 @@ def _finish(call: _Call, body: dict[str, Any]) -> httpx.Response:
         return json_response(200, job.status_payload())
 
 
-def _clock(call: _Call, body: dict[str, Any]) -> httpx.Response:
+def _clock(call: ApiCall, body: dict[str, Any]) -> httpx.Response:
     clock = call.lifecycle.clock
     return json_response(
         200, {"now": clock.now(), "time": clock.time(), "virtual": isinstance(clock, VirtualClock)}
     )
 
 
-def _advance_clock(call: _Call, body: dict[str, Any]) -> httpx.Response:
+def _advance_clock(call: ApiCall, body: dict[str, Any]) -> httpx.Response:
     clock = call.lifecycle.clock
     if not isinstance(clock, VirtualClock):
         message = f"the fake runs on {clock!r}; only a VirtualClock can be advanced"
@@ -215,11 +203,11 @@ def _advance_clock(call: _Call, body: dict[str, Any]) -> httpx.Response:
     return json_response(200, {"now": clock.now(), "time": clock.time()})
 
 
-_Handler = Callable[[_Call, dict[str, Any]], httpx.Response]
+_Handler = Callable[[ApiCall, dict[str, Any]], httpx.Response]
 
 
-def _then_ok(act: Callable[[_Call], object]) -> _Handler:
-    def handler(call: _Call, body: dict[str, Any]) -> httpx.Response:
+def _then_ok(act: Callable[[ApiCall], object]) -> _Handler:
+    def handler(call: ApiCall, body: dict[str, Any]) -> httpx.Response:
         act(call)
         return json_response(200, {"ok": True})
 
@@ -273,50 +261,6 @@ _ROUTES: dict[tuple[str, str], tuple[_Reads, _Handler]] = {
 }
 
 
-def handle_admin(
-    lifecycle: Lifecycle, request: httpx.Request, api_base: str, reset: Callable[[], None]
-) -> httpx.Response:
-    try:
-        return _route(_Call(lifecycle, request, api_base, reset, ""))
-    except (ConfigError, SynthUsageError) as exc:
-        return problems_response(exc.problems)
-    except StoreFull as full:
-        return error_response(429, full.code, f"{full.message}; {full.hint}")
-    except SynthError as exc:
-        return error_response(404, "not_found", str(exc))
-    except (ValueError, TypeError, OverflowError) as exc:  # bad JSON, or a field of the wrong type or size
-        return error_response(400, "bad_request", f"{exc}; see GET /_fake")
-
-
-def _route(call: _Call) -> httpx.Response:
-    request, method = call.request, call.request.method
-    parts = [p for p in request.url.path.split("/") if p][1:]  # drop "_fake"
-    shape, found_id = _shape("/".join(parts), 0)
-    job_id = found_id or ""
-    call = dataclasses.replace(call, job_id=job_id)
-    found = _ROUTES.get((method, shape))
-    if found is None and method == "POST" and job_id and len(parts) == 3:
-        call.store.get(job_id)  # an unknown job: 404
-        message = f"unknown job action {parts[2]!r}; use advance, succeed, fail, cancel"
-        return error_response(404, "not_found", message)
-    if found is None:
-        allowed = sorted(m for m, path in _ROUTES if path == shape)
-        if allowed:
-            return method_not_allowed(method, request.url.path, allowed)
-        message = f"no admin route {method} {request.url.path}"
-        return error_response(404, "route_not_found", message, routes=list(ADMIN_ROUTES))
-    reads, handler = found
-    if job_id:
-        call.store.get(job_id)
-    if reads is None:
-        return handler(call, {})
-    body = request_json(request.content) if request.content else {}
-    if not isinstance(body, dict):
-        raise ValueError("the admin request body must be a JSON object")
-    bad = _unknown_fields(body, reads[1], reads[0])
-    return bad if bad is not None else handler(call, body)
-
-
 class RequestHandler:
     """Answers requests to one fake backend: call it, or use :meth:`strict`."""
 
@@ -362,7 +306,7 @@ class RequestHandler:
         if path.startswith(ADMIN_PREFIX + "/") or path == ADMIN_PREFIX:
             if not self._authorized(request):
                 return self._unauthorized(), True
-            return handle_admin(self.lifecycle, request, self.api_base, self.reset), True
+            return self._admin(request), True
         with store.lock:
             record = LoggedRequest.of(request, path=path, time=store.clock.time())
             store.log(record)
@@ -373,16 +317,9 @@ class RequestHandler:
                 record.forget_body()
             return response, matched
 
-    def route_of(self, method: str, path: str) -> RouteMatch | None:
-        """The API route *path* is (None: outside the API, or no route)."""
-        root = self.api_path
-        if not (path == root or path.startswith(root + "/")):
-            return None
-        return match_route(method, path[len(root) :])
-
     def _api(self, request: httpx.Request, record: LoggedRequest) -> tuple[httpx.Response, bool]:
         path, root = record.path, self.api_path
-        found = self.route_of(request.method, path)
+        found = match_route(request.method, path, root)
         if found is None:
             inside = path == root or path.startswith(root + "/")
             record.error = why = "no such route" if inside else f"path is outside the API root {root}"
@@ -398,10 +335,44 @@ class RequestHandler:
         if not self._authorized(request):
             record.forget_body()
             return self._unauthorized(), True
-        call = api.ApiCall(self.lifecycle, request, found.job_id, self.keys)
+        call = ApiCall(self.lifecycle, request, found.job_id, self.keys)
         response = api.dispatch(name, call)
         record.job_id = call.job_id
         return response, True
+
+    def _admin(self, request: httpx.Request) -> httpx.Response:
+        method, path, store = request.method, request.url.path, self.lifecycle.store
+        parts = [p for p in path.split("/") if p][1:]  # drop "_fake"
+        shape, job_id = _shape("/".join(parts), 0)
+        call = ApiCall(self.lifecycle, request, job_id, self.keys, self.api_base, self.reset)
+        found = _ROUTES.get((method, shape))
+        try:
+            if found is None and method == "POST" and job_id and len(parts) == 3:
+                store.get(job_id)  # an unknown job: 404
+                message = f"unknown job action {parts[2]!r}; use advance, succeed, fail, cancel"
+                return error_response(404, "not_found", message)
+            if found is None:
+                allowed = sorted(m for m, route in _ROUTES if route == shape)
+                if allowed:
+                    return method_not_allowed(method, path, allowed)
+                message = f"no admin route {method} {path}"
+                return error_response(404, "route_not_found", message, routes=list(ADMIN_ROUTES))
+            reads, handler = found
+            if job_id:
+                store.get(job_id)
+            body = request_json(request.content) if reads and request.content else {}
+            if not isinstance(body, dict):
+                raise ValueError("the admin request body must be a JSON object")
+            bad = _unknown_fields(body, reads[1], reads[0]) if reads else None
+            return bad if bad is not None else handler(call, body)
+        except (ConfigError, SynthUsageError) as exc:
+            return problems_response(exc.problems)
+        except StoreFull as full:
+            return error_response(429, full.code, f"{full.message}; {full.hint}")
+        except SynthError as exc:
+            return error_response(404, "not_found", str(exc))
+        except (ValueError, TypeError, OverflowError) as exc:  # bad JSON, or a field of a wrong type or size
+            return error_response(400, "bad_request", f"{exc}; see GET /_fake")
 
     def _authorized(self, request: httpx.Request) -> bool:
         header: str = request.headers.get("authorization", "")

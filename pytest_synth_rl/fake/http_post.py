@@ -1,9 +1,5 @@
-"""Blocking POSTs over kept-alive connections (httpcore): the fake's rollout calls.
-
-One deadline bounds each whole exchange (connect, send, headers, streamed body), answers are
-capped in size as they are read, and :meth:`PostPool.close` also ends calls blocked on a hung
-server. Every failure is one :class:`PostFailure` whose ``kind`` says which step failed.
-"""
+"""The fake's rollout calls: blocking POSTs over kept-alive httpcore connections, one deadline per
+exchange, answers capped in size; every failure is a :class:`PostFailure` naming the step that failed."""
 
 from __future__ import annotations
 
@@ -35,10 +31,6 @@ class PostFailure(Exception):
 class PostResponse:
     status_code: int
     content: bytes
-
-
-class _StaleConnection(Exception):
-    """A reused connection that the server had closed: nothing of the request was answered."""
 
 
 class _Remaining(dict[str, float]):
@@ -142,47 +134,34 @@ class PostPool:
             ) from None
         while True:
             self._backend.connected.fresh = False
+            doing = "waiting for the response"
             try:
-                return self._exchange(parsed, fields, body, remaining, seconds)
-            except _StaleConnection:
-                continue
-
-    def _exchange(
-        self,
-        parsed: httpcore.URL,
-        fields: list[tuple[bytes, bytes]],
-        body: bytes,
-        remaining: _Remaining,
-        seconds: float,
-    ) -> PostResponse:
-        """One attempt; :class:`_StaleConnection` when a kept-alive connection turned out closed."""
-        doing = "waiting for the response"
-        try:
-            with self._pool.stream(
-                "POST", parsed, headers=fields, content=body, extensions={"timeout": remaining}
-            ) as response:
-                doing = "reading the response body"
-                return PostResponse(response.status, self._read(response, remaining.deadline, seconds))
-        except httpcore.LocalProtocolError as exc:
-            raise PostFailure("protocol", f"the request could not be sent: {exc}") from None
-        except httpcore.TimeoutException as exc:
-            steps = {httpcore.ConnectTimeout: "connecting", httpcore.WriteTimeout: "sending the request"}
-            raise PostFailure("timeout", _timed_out(seconds, steps.get(type(exc), doing))) from None
-        except httpcore.ConnectError as exc:
-            if self._closed:
-                raise PostFailure("connect", "the connection pool is closed") from None
-            raise PostFailure("connect", str(exc) or type(exc).__name__) from None
-        except (httpcore.NetworkError, httpcore.RemoteProtocolError) as exc:
-            if time.monotonic() >= remaining.deadline:
-                raise PostFailure("timeout", _timed_out(seconds, doing)) from None
-            if doing == "waiting for the response" and not self._backend.connected.fresh and not self._closed:
-                # The server closed a kept-alive connection as this request went out (uvicorn does
-                # after an app raised past its own 500): it was not answered; send it afresh.
-                raise _StaleConnection from None
-            text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            if "buffer too long" in str(exc).lower():
-                raise PostFailure("too_large", f"the response head is too large ({text})") from None
-            raise PostFailure("protocol", f"no complete response: {text}") from None
+                with self._pool.stream(
+                    "POST", parsed, headers=fields, content=body, extensions={"timeout": remaining}
+                ) as response:
+                    doing = "reading the response body"
+                    return PostResponse(response.status, self._read(response, remaining.deadline, seconds))
+            except httpcore.LocalProtocolError as exc:
+                raise PostFailure("protocol", f"the request could not be sent: {exc}") from None
+            except httpcore.TimeoutException as exc:
+                steps = {httpcore.ConnectTimeout: "connecting", httpcore.WriteTimeout: "sending the request"}
+                raise PostFailure("timeout", _timed_out(seconds, steps.get(type(exc), doing))) from None
+            except httpcore.ConnectError as exc:
+                if self._closed:
+                    raise PostFailure("connect", "the connection pool is closed") from None
+                raise PostFailure("connect", str(exc) or type(exc).__name__) from None
+            except (httpcore.NetworkError, httpcore.RemoteProtocolError) as exc:
+                if time.monotonic() >= remaining.deadline:
+                    raise PostFailure("timeout", _timed_out(seconds, doing)) from None
+                reused = not self._backend.connected.fresh and not self._closed
+                if doing == "waiting for the response" and reused:
+                    # The server closed a kept-alive connection as this request went out (uvicorn does
+                    # after an app raised past its own 500): it was not answered; send it afresh.
+                    continue
+                text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                if "buffer too long" in str(exc).lower():
+                    raise PostFailure("too_large", f"the response head is too large ({text})") from None
+                raise PostFailure("protocol", f"no complete response: {text}") from None
 
     def _read(self, response: httpcore.Response, deadline: float, seconds: float) -> bytes:
         length = dict((k.lower(), v) for k, v in response.headers).get(b"content-length", b"")

@@ -1,7 +1,5 @@
-"""HTTP plumbing of every fake route: JSON responses, error bodies in the real service's FastAPI
-shapes (``{"detail": {"error": {code, message}}}``, ``{"detail": [{loc, msg, hint}]}`` for payloads),
-and the request log, which masks credentials whenever it is read.
-"""
+"""HTTP plumbing of every fake route: JSON and FastAPI-shaped error bodies (``{"detail": {"error":
+{code, message}}}``, ``{"detail": [{loc, msg, hint}]}``) and the request log, masked when read."""
 
 from __future__ import annotations
 
@@ -29,12 +27,8 @@ def json_response(status: int, body: Any, headers: Sequence[tuple[str, str]] = (
 
 
 def masked_response(response: httpx.Response) -> httpx.Response:
-    """*response* with every known secret in its body masked (a streamed one is left alone)."""
-    try:
-        content = response.content
-    except httpx.ResponseNotRead:
-        return response
-    text = content.decode("utf-8", "replace")
+    """*response* (read: errors and admin answers never stream) with every known secret masked."""
+    text = response.content.decode("utf-8", "replace")
     masked = redact(text)
     if masked == text:
         return response
