@@ -3,6 +3,7 @@ baseline curves, the failure point, a band of statuses)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Generator, Sequence
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
@@ -64,6 +65,9 @@ def reward_chart_svg(
         share = (value / 2 - low / 2) / half_span if half_span else 0.5  # a flat curve: mid-height
         return BOTTOM - share * (BOTTOM - TOP)
 
+    ticks = {0: [], 1: [("x-only", middle, 1)]}.get(steps, [("x-min", LEFT, 1), ("x-max", RIGHT, steps)])
+    step_x, step_anchor = (RIGHT, "end") if steps == 1 else (middle, "middle")
+    below = BOTTOM + 14
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="synth-reward-chart" width="{WIDTH}" '
         f'height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="11" '
@@ -75,7 +79,8 @@ def reward_chart_svg(
         f'<text class="y-max" x="{LEFT - 4}" y="{TOP + 4}" text-anchor="end">{_num(high)}</text>',
         f'<text class="y-min" x="{LEFT - 4}" y="{BOTTOM}" text-anchor="end">{_num(low)}</text>',
         f'<text x="{LEFT - 4}" y="{(TOP + BOTTOM) / 2 + 4}" text-anchor="end" fill="#57606a">reward</text>',
-        *_step_labels(steps),
+        *(f'<text class="{c}" x="{at}" y="{below}" text-anchor="middle">{n}</text>' for c, at, n in ticks),
+        f'<text x="{step_x}" y="{below}" text-anchor="{step_anchor}" fill="#57606a">step</text>',
     ]
     if baseline:
         parts.extend(_curve("baseline", baseline, x, y))
@@ -90,14 +95,6 @@ def reward_chart_svg(
         parts.append(_failure(rewards, x, y))
     legend = ["reward", *(["baseline"] if baseline else []), *(["failure"] if failed else [])]
     return "".join([*parts, *_legend(legend), *_timeline(timeline), "</svg>"])
-
-
-def _step_labels(steps: int) -> list[str]:
-    middle, below = (LEFT + RIGHT) / 2, BOTTOM + 14
-    ticks = {0: [], 1: [("x-only", middle, 1)]}.get(steps, [("x-min", LEFT, 1), ("x-max", RIGHT, steps)])
-    x, anchor = (RIGHT, "end") if steps == 1 else (middle, "middle")
-    labels = [f'<text class="{c}" x="{at}" y="{below}" text-anchor="middle">{n}</text>' for c, at, n in ticks]
-    return [*labels, f'<text x="{x}" y="{below}" text-anchor="{anchor}" fill="#57606a">step</text>']
 
 
 def _curve(name: str, values: list[float], x: Any, y: Any) -> list[str]:
@@ -196,7 +193,10 @@ class HtmlCurves:
         if records:
             from pytest_html import extras  # type: ignore[import-untyped]
 
-            baseline = self._baseline_curve(item)
+            baseline: list[float] = []
+            if "synth_baseline" in getattr(item, "fixturenames", ()):
+                with contextlib.suppress(BaselineError):
+                    baseline = getattr(self.store.load(item.nodeid), "reward_curve", [])
             for record in records:
                 title, failed = f"{record.job_id or '-'} ({record.status_label})", record.status == "failed"
                 svg = reward_chart_svg(
@@ -205,12 +205,3 @@ class HtmlCurves:
                 chart = f'<div class="synth-rl-job"><p>RL job {title}</p>{svg}</div>'
                 report.extras = [*getattr(report, "extras", []), extras.html(chart)]
         return report
-
-    def _baseline_curve(self, item: pytest.Item) -> list[float]:
-        if "synth_baseline" not in getattr(item, "fixturenames", ()):
-            return []
-        try:
-            baseline = self.store.load(item.nodeid)
-        except BaselineError:
-            return []
-        return baseline.reward_curve if baseline is not None else []
