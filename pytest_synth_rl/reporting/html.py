@@ -154,23 +154,18 @@ def _timeline(runs: Sequence[Sequence[Any]]) -> list[str]:
         return []
     times = [_finite([run[1], run[2]]) for run in runs]
     timed = all(len(pair) == 2 for pair in times)
-    starts = [pair[0] for pair in times] if timed else []
-    end = max(times[-1][1], starts[-1]) if timed else 0.0
-    span = end - starts[0] if timed else 0.0
+    edges: list[float] = [*(pair[0] for pair in times), max(times[-1])] if timed else []
+    if not edges or edges[-1] - edges[0] <= 0:  # untimed, or all at once: equal shares
+        edges = list(range(len(runs) + 1))
+    span = edges[-1] - edges[0]
     out = [
         f'<g class="timeline"><text x="{LEFT - 4}" y="{BAND_TOP + 11}" text-anchor="end" '
         'fill="#57606a">status</text>'
     ]
-    count = len(runs)
     for i, run in enumerate(runs):
         status = str(run[0])
-        if span > 0:
-            finish = starts[i + 1] if i + 1 < count else end
-            left = LEFT + (RIGHT - LEFT) * (starts[i] - starts[0]) / span
-            width = (RIGHT - LEFT) * (finish - starts[i]) / span
-        else:
-            left, width = LEFT + (RIGHT - LEFT) * i / count, (RIGHT - LEFT) / count
-        width = max(width, 3.0)
+        left = LEFT + (RIGHT - LEFT) * (edges[i] - edges[0]) / span
+        width = max((RIGHT - LEFT) * (edges[i + 1] - edges[i]) / span, 3.0)
         when = "-".join(f"{_num(float(t))}s" if _finite([t]) else "?" for t in run[1:3])
         label = escape(status) if width > 7 * len(status) else ""
         out.append(

@@ -276,9 +276,7 @@ class RunReport:
         body = table(_HEADERS, self._table_rows()) if self.records else "no RL jobs were submitted"
         if not titled:
             return body
-        fill = "=" * max((RULE_WIDTH - len(self.title) - 2) // 2, 1)
-        rule = f"{fill} {self.title} {fill}"
-        return f"{rule}{'=' if len(rule) < RULE_WIDTH else ''}\n{body}"
+        return f"= {self.title} =".center(RULE_WIDTH, "=") + f"\n{body}"
 
     def render_markdown(self) -> str:
         count = len(self.records)
