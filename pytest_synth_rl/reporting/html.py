@@ -114,18 +114,16 @@ def _curve(name: str, values: list[float], x: Any, y: Any) -> list[str]:
 
 
 def _failure(rewards: list[float], x: Any, y: Any) -> str:
+    label = f"failed after step {len(rewards)}" if rewards else "failed before the first step"
+    width = CHAR_WIDTH * len(label)
     if rewards:
-        label = f"failed after step {len(rewards)}"
         cx, cy = x(len(rewards) - 1), y(rewards[-1])
-        width = CHAR_WIDTH * len(label)
         if cx - 8 - width >= LEFT + 2:
             tx, anchor = cx - 8, "end"
         else:
             tx, anchor = min(cx + 8, RIGHT - width), "start"
         ty = cy - 8 if cy - 8 - TEXT_HEIGHT >= TOP else cy + 8 + TEXT_HEIGHT
     else:
-        label = "failed before the first step"
-        width = CHAR_WIDTH * len(label)
         tx, anchor = (LEFT + RIGHT) / 2 - width / 2 + 7, "start"  # centred with the ring before it
         ty = (TOP + BOTTOM) / 2 + 8 + TEXT_HEIGHT
         cx, cy = tx - 9, ty - 4

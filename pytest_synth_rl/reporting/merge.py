@@ -169,8 +169,7 @@ def write_output(write: Callable[[Pathish], T], path: Pathish, option: str, *, a
         return write(path)
     except OSError as error:
         reason = write_error_reason(path, error, make_parents=not append)
-        doing, where = ("write the merged report", "")
-        if append:
-            doing, where = ("append the merged summary", ' ("$GITHUB_STEP_SUMMARY" in GitHub Actions)')
+        summary = ("append the merged summary", ' ("$GITHUB_STEP_SUMMARY" in GitHub Actions)')
+        doing, where = summary if append else ("write the merged report", "")
         hint = f"give {option} a file path you can write{where}"
         raise MergeError(f"{option} {path}: cannot {doing}: {reason}", hint=hint) from None

@@ -308,12 +308,11 @@ class RunReport:
 
     def to_json(self) -> dict[str, Any]:
         records = self.records
-        counts = dict(Counter(r.status_label for r in records))
         return {
             "version": 1,
             "mode": self.mode,
             "backend": self.backend,
-            "summary": {"jobs": len(records), "by_status": counts},
+            "summary": {"jobs": len(records), "by_status": dict(Counter(r.status_label for r in records))},
             "jobs": [r.to_json() for r in records],
         }
 
