@@ -199,12 +199,10 @@ def mermaid_chart(record: JobRecord, max_points: int = MAX_CHART_POINTS) -> str:
         points = [points[i] for i in picks]
     steps = [step for step, _ in points]
     rewards = [r for _, r in points]
-    unit = ""
     largest = max((abs(r) for r in rewards), default=0.0)
-    if largest > _PLAIN_LIMIT:
-        exponent = math.floor(math.log10(largest))
-        rewards = [r / 10.0**exponent for r in rewards]
-        unit = f" (×10^{exponent})"
+    exponent = math.floor(math.log10(largest)) if largest > _PLAIN_LIMIT else 0
+    rewards = [r / 10.0**exponent for r in rewards]
+    unit = f" (×10^{exponent})" if exponent else ""
     low, high = (min(rewards), max(rewards)) if rewards else (0.0, 0.0)
     if high - low < 1e-12 * max(1.0, abs(low), abs(high)):
         low, high = low - 0.5, high + 0.5
