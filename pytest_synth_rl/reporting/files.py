@@ -60,8 +60,7 @@ def atomic_write_text(
                     out.write(data)
                 check(Path(name))
             finally:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(name)
+                Path(name).unlink(missing_ok=True)
         _write_in_place(real, data)
         return target
     real.parent.mkdir(parents=True, exist_ok=True)
@@ -75,8 +74,7 @@ def atomic_write_text(
             check(temp)
         os.replace(temp, real)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
+        temp.unlink(missing_ok=True)
         raise
     return target
 
@@ -220,8 +218,7 @@ def find_file(given: Path, folders: Sequence[Path]) -> Path | FileMiss:
     for candidate in candidates:
         if candidate.is_file():
             return candidate
-    directories = [c for c in candidates if c.is_dir()]
-    if directories:
+    if directories := [c for c in candidates if c.is_dir()]:
         return FileMiss(f"{given!s} is a directory ({directories[0]}), not a file")
     names: set[str] = set()
     for path in candidates:
