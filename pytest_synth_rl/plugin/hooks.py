@@ -74,14 +74,14 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     report_file = settings.report_file(config.rootpath)
     if report_file is not None:
-        from pytest_synth_rl.reporting.files import file_path_problem
+        from pytest_synth_rl.reporting.files import path_problem
 
         if os.path.isdir(report_file):
             raise pytest.UsageError(
                 f"{settings.origin('report')} is a directory; the run report is one JSON file: "
                 f"give a file path such as {os.path.join(str(settings.report), 'synth-report.json')}"
             )
-        problem = file_path_problem(report_file)
+        problem = path_problem(report_file)
         if problem is not None:
             raise pytest.UsageError(
                 f"{settings.origin('report')}: cannot write the run report to {report_file}: {problem}. "

@@ -118,24 +118,20 @@ class RecordedResponse(_Message):
         return httpx.Response(self.status, headers=headers, content=self.content(), request=request)
 
 
-def _captured_body(content: bytes, headers: Headers, redactor: Redactor) -> tuple[Any, str | None]:
-    body, encoding = encode_body(content, headers)
+def _captured(headers: httpx.Headers, content: bytes, redactor: Redactor) -> tuple[Headers, Any, str | None]:
+    kept = redactor.headers_of((k, v) for k, v in headers.multi_items() if k.lower() not in DROPPED_HEADERS)
+    body, encoding = encode_body(content, kept)
     if encoding == "base64":
-        return encode_body(redactor.raw_bytes(content), headers)
+        return (kept, *encode_body(redactor.raw_bytes(content), kept))
     if not isinstance(body, str):
-        return redactor.json(body), encoding
-    form = _media_type(headers) == "application/x-www-form-urlencoded"
-    return (redactor.query(body) if form else redactor.text(body)), encoding
-
-
-def _captured_headers(headers: httpx.Headers, redactor: Redactor) -> Headers:
-    return redactor.headers_of((k, v) for k, v in headers.multi_items() if k.lower() not in DROPPED_HEADERS)
+        return kept, redactor.json(body), encoding
+    form = _media_type(kept) == "application/x-www-form-urlencoded"
+    return kept, (redactor.query(body) if form else redactor.text(body)), encoding
 
 
 def capture_request(request: httpx.Request, redactor: Redactor) -> RecordedRequest:
-    headers = _captured_headers(request.headers, redactor)
-    body = _captured_body(request.content, headers, redactor)
-    return RecordedRequest(request.method.upper(), redactor.url(str(request.url)), headers, *body)
+    method, url = request.method.upper(), redactor.url(str(request.url))
+    return RecordedRequest(method, url, *_captured(request.headers, request.content, redactor))
 
 
 def _message_parts(part: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -172,9 +168,8 @@ class Interaction:
     def capture(
         cls, request: httpx.Request, response: httpx.Response, content: bytes, redactor: Redactor
     ) -> Interaction:
-        headers = _captured_headers(response.headers, redactor)
-        body = _captured_body(content, headers, redactor)
-        return cls(capture_request(request, redactor), RecordedResponse(response.status_code, headers, *body))
+        recorded = RecordedResponse(response.status_code, *_captured(response.headers, content, redactor))
+        return cls(capture_request(request, redactor), recorded)
 
     @classmethod
     def from_json(cls, data: Any, *, where: str) -> Interaction:

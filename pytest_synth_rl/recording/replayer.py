@@ -319,8 +319,7 @@ class Replayer:
         if self.records and self.recorded:
             return self.cassette.save(secrets=self._secrets)
         if self.records and self.mode is RecordMode.REWRITE and self.cassette.path is not None:
-            with contextlib.suppress(FileNotFoundError):
-                self.cassette.path.unlink()
+            self.cassette.path.unlink(missing_ok=True)
         return None
 
 

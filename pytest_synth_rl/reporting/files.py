@@ -45,11 +45,22 @@ def atomic_write_text(
 ) -> Path:
     """Write *text* to *path* atomically (devices in place); if *check* of the copy raises, nothing is."""
     target = Path(path)
-    real = _through_links(target)
-    if _is_special(real):
+    real = Path(os.path.realpath(target)) if target.is_symlink() else target
+    if real.is_symlink():
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(target))
+    mode = 0
+    with contextlib.suppress(OSError):
+        mode = os.stat(real).st_mode
+    if mode and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
         data = text.encode("utf-8")
         if check is not None:
-            _check_apart(data, check)
+            fd, name = tempfile.mkstemp(prefix=".synth-rl-", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    out.write(data)
+                check(Path(name))
+            finally:
+                Path(name).unlink(missing_ok=True)
         _write_in_place(real, data)
         return target
     real.parent.mkdir(parents=True, exist_ok=True)
@@ -63,27 +74,9 @@ def atomic_write_text(
             check(temp)
         os.replace(temp, real)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
+        temp.unlink(missing_ok=True)
         raise
     return target
-
-
-def _through_links(target: Path) -> Path:
-    if not target.is_symlink():
-        return target
-    real = Path(os.path.realpath(target))
-    if real.is_symlink():
-        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(target))
-    return real
-
-
-def _is_special(path: Path) -> bool:
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return False
-    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
 def _write_in_place(path: Path, data: bytes) -> None:
@@ -100,17 +93,6 @@ def _write_in_place(path: Path, data: bytes) -> None:
             os.close(handle)
         raise
     os.close(handle)
-
-
-def _check_apart(data: bytes, check: Callable[[Path], None]) -> None:
-    handle, name = tempfile.mkstemp(prefix=".synth-rl-", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-        check(Path(name))
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(name)
 
 
 def path_problem(
@@ -132,9 +114,6 @@ def path_problem(
                 what = "a file, not a directory" if candidate.is_file() else "not a directory"
                 return f"{candidate} is {what}"
     return None
-
-
-file_path_problem = path_problem
 
 
 def write_error_reason(path: str | os.PathLike[str], error: OSError, *, make_parents: bool = True) -> str:
@@ -239,8 +218,7 @@ def find_file(given: Path, folders: Sequence[Path]) -> Path | FileMiss:
     for candidate in candidates:
         if candidate.is_file():
             return candidate
-    directories = [c for c in candidates if c.is_dir()]
-    if directories:
+    if directories := [c for c in candidates if c.is_dir()]:
         return FileMiss(f"{given!s} is a directory ({directories[0]}), not a file")
     names: set[str] = set()
     for path in candidates:

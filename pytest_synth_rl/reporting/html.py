@@ -3,6 +3,7 @@ baseline curves, the failure point, a band of statuses)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Generator, Sequence
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
@@ -64,6 +65,9 @@ def reward_chart_svg(
         share = (value / 2 - low / 2) / half_span if half_span else 0.5  # a flat curve: mid-height
         return BOTTOM - share * (BOTTOM - TOP)
 
+    ticks = {0: [], 1: [("x-only", middle, 1)]}.get(steps, [("x-min", LEFT, 1), ("x-max", RIGHT, steps)])
+    step_x, step_anchor = (RIGHT, "end") if steps == 1 else (middle, "middle")
+    below = BOTTOM + 14
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="synth-reward-chart" width="{WIDTH}" '
         f'height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="11" '
@@ -75,7 +79,8 @@ def reward_chart_svg(
         f'<text class="y-max" x="{LEFT - 4}" y="{TOP + 4}" text-anchor="end">{_num(high)}</text>',
         f'<text class="y-min" x="{LEFT - 4}" y="{BOTTOM}" text-anchor="end">{_num(low)}</text>',
         f'<text x="{LEFT - 4}" y="{(TOP + BOTTOM) / 2 + 4}" text-anchor="end" fill="#57606a">reward</text>',
-        *_step_labels(steps),
+        *(f'<text class="{c}" x="{at}" y="{below}" text-anchor="middle">{n}</text>' for c, at, n in ticks),
+        f'<text x="{step_x}" y="{below}" text-anchor="{step_anchor}" fill="#57606a">step</text>',
     ]
     if baseline:
         parts.extend(_curve("baseline", baseline, x, y))
@@ -90,14 +95,6 @@ def reward_chart_svg(
         parts.append(_failure(rewards, x, y))
     legend = ["reward", *(["baseline"] if baseline else []), *(["failure"] if failed else [])]
     return "".join([*parts, *_legend(legend), *_timeline(timeline), "</svg>"])
-
-
-def _step_labels(steps: int) -> list[str]:
-    middle, below = (LEFT + RIGHT) / 2, BOTTOM + 14
-    ticks = {0: [], 1: [("x-only", middle, 1)]}.get(steps, [("x-min", LEFT, 1), ("x-max", RIGHT, steps)])
-    x, anchor = (RIGHT, "end") if steps == 1 else (middle, "middle")
-    labels = [f'<text class="{c}" x="{at}" y="{below}" text-anchor="middle">{n}</text>' for c, at, n in ticks]
-    return [*labels, f'<text x="{x}" y="{below}" text-anchor="{anchor}" fill="#57606a">step</text>']
 
 
 def _curve(name: str, values: list[float], x: Any, y: Any) -> list[str]:
@@ -117,18 +114,16 @@ def _curve(name: str, values: list[float], x: Any, y: Any) -> list[str]:
 
 
 def _failure(rewards: list[float], x: Any, y: Any) -> str:
+    label = f"failed after step {len(rewards)}" if rewards else "failed before the first step"
+    width = CHAR_WIDTH * len(label)
     if rewards:
-        label = f"failed after step {len(rewards)}"
         cx, cy = x(len(rewards) - 1), y(rewards[-1])
-        width = CHAR_WIDTH * len(label)
         if cx - 8 - width >= LEFT + 2:
             tx, anchor = cx - 8, "end"
         else:
             tx, anchor = min(cx + 8, RIGHT - width), "start"
         ty = cy - 8 if cy - 8 - TEXT_HEIGHT >= TOP else cy + 8 + TEXT_HEIGHT
     else:
-        label = "failed before the first step"
-        width = CHAR_WIDTH * len(label)
         tx, anchor = (LEFT + RIGHT) / 2 - width / 2 + 7, "start"  # centred with the ring before it
         ty = (TOP + BOTTOM) / 2 + 8 + TEXT_HEIGHT
         cx, cy = tx - 9, ty - 4
@@ -157,23 +152,18 @@ def _timeline(runs: Sequence[Sequence[Any]]) -> list[str]:
         return []
     times = [_finite([run[1], run[2]]) for run in runs]
     timed = all(len(pair) == 2 for pair in times)
-    starts = [pair[0] for pair in times] if timed else []
-    end = max(times[-1][1], starts[-1]) if timed else 0.0
-    span = end - starts[0] if timed else 0.0
+    edges: list[float] = [*(pair[0] for pair in times), max(times[-1])] if timed else []
+    if not edges or edges[-1] - edges[0] <= 0:  # untimed, or all at once: equal shares
+        edges = list(range(len(runs) + 1))
+    span = edges[-1] - edges[0]
     out = [
         f'<g class="timeline"><text x="{LEFT - 4}" y="{BAND_TOP + 11}" text-anchor="end" '
         'fill="#57606a">status</text>'
     ]
-    count = len(runs)
     for i, run in enumerate(runs):
         status = str(run[0])
-        if span > 0:
-            finish = starts[i + 1] if i + 1 < count else end
-            left = LEFT + (RIGHT - LEFT) * (starts[i] - starts[0]) / span
-            width = (RIGHT - LEFT) * (finish - starts[i]) / span
-        else:
-            left, width = LEFT + (RIGHT - LEFT) * i / count, (RIGHT - LEFT) / count
-        width = max(width, 3.0)
+        left = LEFT + (RIGHT - LEFT) * (edges[i] - edges[0]) / span
+        width = max((RIGHT - LEFT) * (edges[i + 1] - edges[i]) / span, 3.0)
         when = "-".join(f"{_num(float(t))}s" if _finite([t]) else "?" for t in run[1:3])
         label = escape(status) if width > 7 * len(status) else ""
         out.append(
@@ -196,7 +186,10 @@ class HtmlCurves:
         if records:
             from pytest_html import extras  # type: ignore[import-untyped]
 
-            baseline = self._baseline_curve(item)
+            baseline: list[float] = []
+            if "synth_baseline" in getattr(item, "fixturenames", ()):
+                with contextlib.suppress(BaselineError):
+                    baseline = getattr(self.store.load(item.nodeid), "reward_curve", [])
             for record in records:
                 title, failed = f"{record.job_id or '-'} ({record.status_label})", record.status == "failed"
                 svg = reward_chart_svg(
@@ -205,12 +198,3 @@ class HtmlCurves:
                 chart = f'<div class="synth-rl-job"><p>RL job {title}</p>{svg}</div>'
                 report.extras = [*getattr(report, "extras", []), extras.html(chart)]
         return report
-
-    def _baseline_curve(self, item: pytest.Item) -> list[float]:
-        if "synth_baseline" not in getattr(item, "fixturenames", ()):
-            return []
-        try:
-            baseline = self.store.load(item.nodeid)
-        except BaselineError:
-            return []
-        return baseline.reward_curve if baseline is not None else []

@@ -94,8 +94,12 @@ def merge_baselines(
         if not files and on_empty is not None:
             on_empty(directory)
         for file in files:
-            baseline, text = _read_baseline(file)
-            earlier = chosen.setdefault(file.name, (file, baseline, text))
+            raw = _read_bytes(file, "baseline file")
+            try:
+                baseline = Baseline.from_json(raw, path=file)
+            except BaselineError as error:
+                raise MergeError(error.message, hint=error.hint) from None
+            earlier = chosen.setdefault(file.name, (file, baseline, raw.decode("utf-8")))
             if (key := _first_difference(earlier[1], baseline)) is not None:
                 raise MergeError(
                     f"baseline conflict in {file.name}: {earlier[0]} and {file} disagree on {key!r}",
@@ -129,15 +133,6 @@ def _read_bytes(file: Path, what: str, hint: str | None = None) -> bytes:
         raise MergeError(f"{what} {file} does not exist", hint=missing) from None
     except OSError as error:
         raise MergeError(f"cannot read {what} {file}: {error.strerror or error}", hint=hint) from None
-
-
-def _read_baseline(file: Path) -> tuple[Baseline, str]:
-    raw = _read_bytes(file, "baseline file")
-    try:
-        baseline = Baseline.from_json(raw, path=file)
-    except BaselineError as error:
-        raise MergeError(error.message, hint=error.hint) from None
-    return baseline, raw.decode("utf-8")
 
 
 def _first_difference(a: Baseline, b: Baseline) -> str | None:
@@ -174,8 +169,7 @@ def write_output(write: Callable[[Pathish], T], path: Pathish, option: str, *, a
         return write(path)
     except OSError as error:
         reason = write_error_reason(path, error, make_parents=not append)
-        doing, where = ("write the merged report", "")
-        if append:
-            doing, where = ("append the merged summary", ' ("$GITHUB_STEP_SUMMARY" in GitHub Actions)')
+        summary = ("append the merged summary", ' ("$GITHUB_STEP_SUMMARY" in GitHub Actions)')
+        doing, where = summary if append else ("write the merged report", "")
         hint = f"give {option} a file path you can write{where}"
         raise MergeError(f"{option} {path}: cannot {doing}: {reason}", hint=hint) from None

@@ -46,36 +46,45 @@ class JobRecord:
 
     @classmethod
     def from_json(cls, data: Any) -> JobRecord:
-        if (problem := _record_problem(data)) is not None:
-            raise ValueError(problem)
+        if not isinstance(data, dict) or "test_id" not in data:
+            raise ValueError(" is not a job row (no test_id)")
+        if unknown := sorted(set(data) - {f.name for f in fields(cls)}):
+            raise ValueError(f" has unknown keys {', '.join(unknown)}")
+        for f in fields(cls):
+            kind, fits = _JSON_TYPES[str(f.type)]
+            if f.name in data and not fits(data[f.name]):
+                raise ValueError(f".{f.name} is {reprlib.repr(data[f.name])}, expected {kind}")
+        pending: list[tuple[str, Any]] = [(f".{name}", data[name]) for name in reversed(list(data))]
+        while pending:
+            path, value = pending.pop()
+            if type(value) is int and abs(value) > sys.float_info.max:
+                value = -math.inf if value < 0 else math.inf
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(
+                    f"{path} is {json.dumps(value)}, expected a finite number (standard JSON has no NaN "
+                    "or Infinity; a report holding one cannot be written again)"
+                )
+            if isinstance(value, list):
+                pending.extend((f"{path}[{i}]", item) for i, item in reversed(list(enumerate(value))))
         return cls(**{"job_id": None, "status": None, "backend": "", **data})
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = _finite(asdict(self))
+        data: dict[str, Any] = json.loads(json.dumps(asdict(self)), parse_constant=lambda _: None)
         data["rewards"] = [r for r in data["rewards"] if r is not None]
         return data
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_finite(item) for item in value]
-    return value
 
 
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _is_run(item: object) -> bool:
-    return (
-        isinstance(item, list)
-        and len(item) == 3
-        and isinstance(item[0], str)
-        and all(seconds is None or _is_number(seconds) for seconds in item[1:])
+def _is_runs(value: object) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(run, list)
+        and len(run) == 3
+        and isinstance(run[0], str)
+        and all(seconds is None or _is_number(seconds) for seconds in run[1:])
+        for run in value
     )
 
 
@@ -85,36 +94,8 @@ _JSON_TYPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "float | None": ("a number or null", lambda v: v is None or _is_number(v)),
     "list[float]": ("a list of numbers", lambda v: isinstance(v, list) and all(map(_is_number, v))),
     "bool": ("true or false", lambda v: isinstance(v, bool)),
-    "list[list[Any]]": (
-        "a list of [status, first_seconds, last_seconds] runs",
-        lambda v: isinstance(v, list) and all(map(_is_run, v)),
-    ),
+    "list[list[Any]]": ("a list of [status, first_seconds, last_seconds] runs", _is_runs),
 }
-
-
-def _record_problem(data: Any) -> str | None:
-    if not isinstance(data, dict) or "test_id" not in data:
-        return " is not a job row (no test_id)"
-    unknown = sorted(set(data) - {f.name for f in fields(JobRecord)})
-    if unknown:
-        return f" has unknown keys {', '.join(unknown)}"
-    for f in fields(JobRecord):
-        kind, fits = _JSON_TYPES[str(f.type)]
-        if f.name in data and not fits(data[f.name]):
-            return f".{f.name} is {reprlib.repr(data[f.name])}, expected {kind}"
-    pending: list[tuple[str, Any]] = [(f".{name}", data[name]) for name in reversed(list(data))]
-    while pending:
-        path, value = pending.pop()
-        if type(value) is int and abs(value) > sys.float_info.max:
-            value = -math.inf if value < 0 else math.inf
-        if isinstance(value, float) and not math.isfinite(value):
-            return (
-                f"{path} is {json.dumps(value)}, expected a finite number (standard JSON has no NaN "
-                "or Infinity; a report holding one cannot be written again)"
-            )
-        if isinstance(value, list):
-            pending.extend((f"{path}[{i}]", item) for i, item in reversed(list(enumerate(value))))
-    return None
 
 
 def job_record(
@@ -136,16 +117,14 @@ def job_record(
     if not timeline:
         for poll in getattr(result, "history", ()) if result is not None else getattr(job, "last_polls", ()):
             add_status_run(timeline, poll.status, poll.elapsed)
+    status: str | None = timeline[-1][0] if timeline else None
     final_reward: float | None = None
     error: str | None = None
     if result is not None:
         status, final_reward, error = result.status, result.final_reward, result.error
-    else:
-        status = timeline[-1][0] if timeline else None
-        if status_payload:
-            status = job_status(status_payload) or status
-            final_reward = extract_final_reward(status_payload)
-            error = extract_error(status_payload)
+    elif status_payload:
+        status = job_status(status_payload) or status
+        final_reward, error = extract_final_reward(status_payload), extract_error(status_payload)
 
     def since(start: float | None, now: float | None) -> float | None:
         return max(0.0, now - start) if start is not None and now is not None else None
@@ -220,12 +199,10 @@ def mermaid_chart(record: JobRecord, max_points: int = MAX_CHART_POINTS) -> str:
         points = [points[i] for i in picks]
     steps = [step for step, _ in points]
     rewards = [r for _, r in points]
-    unit = ""
     largest = max((abs(r) for r in rewards), default=0.0)
-    if largest > _PLAIN_LIMIT:
-        exponent = math.floor(math.log10(largest))
-        rewards = [r / 10.0**exponent for r in rewards]
-        unit = f" (×10^{exponent})"
+    exponent = math.floor(math.log10(largest)) if largest > _PLAIN_LIMIT else 0
+    rewards = [r / 10.0**exponent for r in rewards]
+    unit = f" (×10^{exponent})" if exponent else ""
     low, high = (min(rewards), max(rewards)) if rewards else (0.0, 0.0)
     if high - low < 1e-12 * max(1.0, abs(low), abs(high)):
         low, high = low - 0.5, high + 0.5
@@ -297,9 +274,7 @@ class RunReport:
         body = table(_HEADERS, self._table_rows()) if self.records else "no RL jobs were submitted"
         if not titled:
             return body
-        fill = "=" * max((RULE_WIDTH - len(self.title) - 2) // 2, 1)
-        rule = f"{fill} {self.title} {fill}"
-        return f"{rule}{'=' if len(rule) < RULE_WIDTH else ''}\n{body}"
+        return f"= {self.title} =".center(RULE_WIDTH, "=") + f"\n{body}"
 
     def render_markdown(self) -> str:
         count = len(self.records)
@@ -331,12 +306,11 @@ class RunReport:
 
     def to_json(self) -> dict[str, Any]:
         records = self.records
-        counts = dict(Counter(r.status_label for r in records))
         return {
             "version": 1,
             "mode": self.mode,
             "backend": self.backend,
-            "summary": {"jobs": len(records), "by_status": counts},
+            "summary": {"jobs": len(records), "by_status": dict(Counter(r.status_label for r in records))},
             "jobs": [r.to_json() for r in records],
         }
 
