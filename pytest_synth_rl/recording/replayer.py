@@ -138,6 +138,12 @@ class CassetteMismatchError(SynthError):
         super().__init__(message, hint=hint)
 
 
+def _matching_rule(match_on: tuple[str, ...]) -> str:
+    used = " + ".join(part + (" (for POST/PUT/PATCH)" if part == "body" else "") for part in match_on)
+    ignored = [part for part in matching.MATCH_PARTS if part not in match_on] + ["headers"]
+    return f"matching uses {used}; {', '.join(ignored)} are ignored"
+
+
 class Replayer:
     """Serves a cassette to httpx clients (every non-loopback host and recorded origin, or exactly
     *hosts*) and records as *mode* allows: ``with`` it, or :meth:`mount` it and :meth:`finish`."""
@@ -276,7 +282,7 @@ class Replayer:
         lines = [
             f"no recorded interaction matches {key.method} {url} "
             f"(record mode {mode!r}, cassette {where}, {len(self.cassette)} interactions)",
-            "matching uses method + path + query (+ body for POST/PUT/PATCH); host and headers are ignored",
+            _matching_rule(self.match.match_on),
         ]
         if origins and origin not in origins:
             lines.append(f"nothing was recorded from {origin} (recorded hosts: {', '.join(origins)})")

@@ -92,6 +92,7 @@ def test_unmatched_request_error_lists_the_nearest_recorded_requests(recorded: t
     assert "record mode 'none'" in text
     assert str(path) in text
     assert "nearest recorded requests:" in text
+    assert "uses method + path + query + body (for POST/PUT/PATCH); host, headers are ignored" in text
     first = text.split("nearest recorded requests:")[1].splitlines()[1]
     assert first.strip() == '1. POST /api/rl/jobs  [body $.data.model: recorded "m", now "other"]'
     # Replay only, as every cassette offline: recording needs a backend named on the command line.
@@ -262,3 +263,14 @@ def test_unplayed_lists_interactions_the_replay_did_not_use(recorded: tuple[Path
     unused = {(i.request.method, i.request.url.rsplit("/", 1)[-1]) for i in replayer.unplayed()}
     assert unused == {("POST", "jobs"), ("GET", "job-1"), ("GET", "binary")}
     assert len(replayer.unplayed()) == 6
+
+
+def test_the_mismatch_error_states_the_matching_rule_in_use(recorded: tuple[Path, str]) -> None:
+    path, url = recorded
+    with (
+        use_cassette(path, mode="none", test_id=TEST_ID, match_on=("method", "host", "path")),
+        httpx.Client() as client,
+        pytest.raises(CassetteMismatchError) as caught,
+    ):
+        client.get(f"{url}/api/rl/jobs/no-such-job")
+    assert "matching uses method + host + path; query, body, headers are ignored" in str(caught.value)
