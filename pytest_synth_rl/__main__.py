@@ -1,8 +1,5 @@
 """``python -m pytest_synth_rl``: commands around test runs (merging sharded CI results, a fake backend).
-python -m pytest_synth_rl serve --policy unscramble=examples/unscramble/policy.py:policy
-python -m pytest_synth_rl merge shard-*.json --report synth-report.json --summary "$GITHUB_STEP_SUMMARY"
-python -m pytest_synth_rl merge-baselines shard1/baselines shard2/baselines --into tests/baselines
-"""
+Each command, with examples: docs/reference/cli.md."""
 
 from __future__ import annotations
 
