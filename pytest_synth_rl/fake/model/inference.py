@@ -110,13 +110,6 @@ def _policy_failure(exc: BaseException) -> tuple[str, str]:
     return f"raised {type(exc).__name__}: {exc}{where}", text[-4000:]  # the innermost frames and the error
 
 
-def _correlation_id(path: str, query: str) -> str | None:
-    params = parse_qs(query)
-    found = [params[key][0] for key in _ID_QUERY_KEYS if params.get(key, [""])[0]]
-    found += [s for s in reversed(path.split("/")) if s.startswith(_ID_PREFIXES)]
-    return found[0] if found else None
-
-
 class _RequestError(Exception):
     def __init__(
         self,
@@ -355,8 +348,10 @@ class StubInference:
         path = scope.get("path", "/").rstrip("/") or "/"
         method = scope.get("method", "GET")
         if path.endswith(_CHAT_SUFFIX) and method == "POST":
-            query = scope.get("query_string", b"").decode("latin-1")
-            cid = _correlation_id(path[: -len(_CHAT_SUFFIX)], query)
+            params = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+            found = [params[key][0] for key in _ID_QUERY_KEYS if params.get(key, [""])[0]]
+            found += [s for s in reversed(path.split("/")[:-2]) if s.startswith(_ID_PREFIXES)]
+            cid = found[0] if found else None
             raw = await read_body(receive, _MAX_BODY_BYTES)
             with self._lock:
                 epoch, workers = self._epoch, self._workers
