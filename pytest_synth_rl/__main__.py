@@ -1,8 +1,5 @@
 """``python -m pytest_synth_rl``: commands around test runs (merging sharded CI results, a fake backend).
-python -m pytest_synth_rl serve --policy unscramble=examples/unscramble/policy.py:policy
-python -m pytest_synth_rl merge shard-*.json --report synth-report.json --summary "$GITHUB_STEP_SUMMARY"
-python -m pytest_synth_rl merge-baselines shard1/baselines shard2/baselines --into tests/baselines
-"""
+Each command, with examples: docs/reference/cli.md."""
 
 from __future__ import annotations
 
@@ -79,6 +76,7 @@ def _parser() -> _Parser:
     serve.add_argument("--speed", type=_speed, metavar="N", help="run jobs on real time, N times faster")
     serve.add_argument(
         "--task-app-key",
+        dest="task_app_api_key",
         metavar="KEY",
         help="the key sent to task apps when no client uploaded one (default: $ENVIRONMENT_API_KEY)",
     )
@@ -126,16 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             from pytest_synth_rl.fake.backend import policies_from_specs, serve_until_stopped
 
-            policy = policies_from_specs(args.policy) or None
-            serve_until_stopped(
-                host=args.host,
-                port=args.port,
-                api_key=args.api_key,
-                policy=policy,
-                pacing=args.pacing,
-                speed=args.speed,
-                task_app_api_key=args.task_app_key,
-            )
+            options = {name: value for name, value in vars(args).items() if name != "command"}
+            serve_until_stopped(**{**options, "policy": policies_from_specs(args.policy) or None})
         elif args.command == "merge":
             _merge(args)
         else:

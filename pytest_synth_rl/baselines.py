@@ -345,18 +345,6 @@ def _validated_tolerances(tolerances: Mapping[str, Tolerance] | None) -> dict[st
     return out
 
 
-def _check_tolerance_names(tolerances: Mapping[str, Tolerance], metrics: Sequence[str]) -> None:
-    names = sorted(set(metrics))
-    for name in tolerances:
-        if name not in names and not any(fnmatch.fnmatchcase(metric, name) for metric in names):
-            guess = did_you_mean(name, names)
-            raise BaselineError(
-                f"the tolerance for {name!r} matches no metric of this job "
-                f"(its metrics: {', '.join(names) or 'none'})",
-                hint=f"{guess + ' ' if guess else ''}name a metric, or a pattern such as 'reward.*'",
-            )
-
-
 @dataclass(frozen=True)
 class ComparisonRow:
     metric: str
@@ -467,7 +455,15 @@ def check_baseline(
     values, curve = _numbers(metrics, exact=True)
     explicit = _validated_tolerances(tolerances)  # before the baseline is read: a first run checks too
     existing = store.load(test_id)
-    _check_tolerance_names(explicit, [*values, *(existing.metrics if existing else ())])
+    names = sorted({*values, *(existing.metrics if existing else ())})
+    for name in explicit:
+        if name not in names and not any(fnmatch.fnmatchcase(metric, name) for metric in names):
+            guess = did_you_mean(name, names)
+            raise BaselineError(
+                f"the tolerance for {name!r} matches no metric of this job "
+                f"(its metrics: {', '.join(names) or 'none'})",
+                hint=f"{guess + ' ' if guess else ''}name a metric, or a pattern such as 'reward.*'",
+            )
     if update:
         kept = {**(existing.tolerances if existing else {}), **explicit}
         path = store.save(test_id, values, kept, reward_curve=curve)

@@ -127,9 +127,7 @@ class VirtualClock:
         self.advance(seconds)
 
     async def async_sleep(self, seconds: float) -> None:
-        with self._lock:
-            listened = bool(self._listeners)
-        if listened:  # listeners may run rollouts: in a thread, so the event loop stays free
+        if self._listeners:  # listeners may run rollouts: in a thread, so the event loop stays free
             await asyncio.to_thread(self.sleep, seconds)
         else:
             self.sleep(seconds)

@@ -112,14 +112,9 @@ def _call_problems(
         extra = ", ".join(repr(a)[:60] for a in args[len(positional) :])
         keyword_only = [name for name in by_keyword if name not in positional]
         example = f"; e.g. {call}({keyword_only[0]}=...)" if keyword_only else ""
-        problems.append(
-            ConfigProblem(
-                call,
-                f"{call}() takes {len(positional)} positional argument(s), got {len(args)}: "
-                f"the extra {extra} has no parameter",
-                f"pass the others by keyword{example}; {usage}",
-            )
-        )
+        taken = f"{call}() takes {len(positional)} positional argument(s), got {len(args)}"
+        hint = f"pass the others by keyword{example}; {usage}"
+        problems.append(ConfigProblem(call, f"{taken}: the extra {extra} has no parameter", hint))
     given = set(positional[: len(args)])
     for name in kwargs:
         if name not in by_keyword:
@@ -241,8 +236,7 @@ class MarkerError(SynthUsageError):
     """A ``synth_*`` marker on a test was written wrong: names the marker, the test and the fix."""
 
     def __init__(self, marker: str, test_id: str, problem: str, *, hint: str, argument: str = "") -> None:
-        self.marker = marker
-        self.test_id = test_id
+        self.marker, self.test_id = marker, test_id
         self.problems = [ConfigProblem(key=argument or marker, message=problem, hint=hint)]
         SynthError.__init__(self, f"@pytest.mark.{marker} on {test_id}: {problem}", hint=hint)
 

@@ -10,7 +10,7 @@ import threading
 import time
 import traceback
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
@@ -110,13 +110,6 @@ def _policy_failure(exc: BaseException) -> tuple[str, str]:
     return f"raised {type(exc).__name__}: {exc}{where}", text[-4000:]  # the innermost frames and the error
 
 
-def _correlation_id(path: str, query: str) -> str | None:
-    params = parse_qs(query)
-    found = [params[key][0] for key in _ID_QUERY_KEYS if params.get(key, [""])[0]]
-    found += [s for s in reversed(path.split("/")) if s.startswith(_ID_PREFIXES)]
-    return found[0] if found else None
-
-
 class _RequestError(Exception):
     def __init__(
         self,
@@ -130,16 +123,15 @@ class _RequestError(Exception):
         self.status, self.code, self.error_type, self.failure = status, code, error_type, failure
 
     def body(self) -> dict[str, Any]:
-        return _error_body(str(self), self.code, self.error_type)
+        return {"error": {"message": str(self), "type": self.error_type, "param": None, "code": self.code}}
+
+    def outcome(self) -> tuple[int, dict[str, Any], tuple[str, str | None] | None]:
+        return self.status, self.body(), self.failure
 
 
 def _policy_error(problem: str, failure: tuple[str, str | None] | None = None) -> _RequestError:
     message = f"the stub's policy {problem}"
     return _RequestError(500, message, "policy_error", "server_error", failure or (problem, None))
-
-
-def _error_body(message: str, code: str, error_type: str = "invalid_request_error") -> dict[str, Any]:
-    return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
 
 
 def _words(value: Any) -> int:
@@ -150,6 +142,11 @@ def _words(value: Any) -> int:
 
 
 def _checked(request: Any) -> dict[str, Any]:
+    if isinstance(request, bytes):
+        try:
+            request = json.loads(request)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise _RequestError(400, f"the request body is not valid JSON: {exc}", "invalid_json") from exc
     if not isinstance(request, Mapping):
         raise _RequestError(400, "the request body must be a JSON object", "invalid_body")
     messages = request.get("messages")
@@ -161,31 +158,26 @@ def _checked(request: Any) -> dict[str, Any]:
 
 
 def _as_message(reply: Any) -> dict[str, Any]:
-    if isinstance(reply, str):
-        return {"role": "assistant", "content": reply}
-    if isinstance(reply, ToolCall):
-        reply = Reply(tool_calls=(reply,))
+    if isinstance(reply, (str, ToolCall)):
+        reply = Reply(reply) if isinstance(reply, str) else Reply(tool_calls=(reply,))
     if isinstance(reply, Reply):
         return reply.to_message()
     if not isinstance(reply, Mapping):
         expected = "expected a str, Reply, ToolCall, PolicyError or a message dict"
         raise _policy_error(f"returned {type(reply).__name__}; {expected}")
     message = {"role": "assistant", "content": None, **reply}
-    if calls := message.pop("tool_calls", None):
-        message["tool_calls"] = [_wire_call(call, i) for i, call in enumerate(calls)]
-    return message
-
-
-def _wire_call(call: Any, index: int) -> dict[str, Any]:
-    if isinstance(call, ToolCall):
-        call = call.to_wire(index)
-    if isinstance(call, Mapping) and "function" not in call and "name" in call:
-        call = tool_call(str(call["name"]), call.get("arguments", {}))
-    wire: dict[str, Any] = {"id": f"call_{index}", "type": "function", **call}
-    function = dict(wire.get("function") or {})
-    if not isinstance(function.get("arguments"), str):
-        function["arguments"] = json.dumps(function.get("arguments") or {})
-    return {**wire, "function": function}
+    wires = []
+    for index, call in enumerate(message.pop("tool_calls", None) or ()):
+        if isinstance(call, ToolCall):
+            call = call.to_wire(index)
+        if isinstance(call, Mapping) and "function" not in call and "name" in call:
+            call = tool_call(str(call["name"]), call.get("arguments", {}))
+        wire: dict[str, Any] = {"id": f"call_{index}", "type": "function", **call}
+        function = dict(wire.get("function") or {})
+        if not isinstance(function.get("arguments"), str):
+            function["arguments"] = json.dumps(function.get("arguments") or {})
+        wires.append({**wire, "function": function})
+    return {**message, "tool_calls": wires} if wires else message
 
 
 class StubInference:
@@ -271,17 +263,12 @@ class StubInference:
             return self.requests[-1] if self.requests else None
 
     def _record(
-        self,
-        chat: ChatRequest,
-        path: str,
-        status: int,
-        response: dict[str, Any],
-        failure: tuple[str, str | None] | None = None,
-        epoch: int | None = None,
+        self, chat: ChatRequest, path: str, epoch: int | None, answer: dict[str, Any] | _RequestError
     ) -> None:
         if epoch is not None and epoch != self._epoch:
             return  # abandoned by a clear() (the test it belonged to ended): never recorded
         cid = chat.rollout.correlation_id
+        status, response, failure = (200, answer, None) if isinstance(answer, dict) else answer.outcome()
         problem, trace = (redact(failure[0]), failure[1] and redact(failure[1])) if failure else (None, None)
         if trace is not None:
             log.warning("the stand-in model's policy %s, in rollout %s\n%s", problem, cid, trace)
@@ -297,7 +284,7 @@ class StubInference:
                 self._calls.popitem(last=False)
 
     def _complete(
-        self, request: Mapping[str, Any], cid: str | None, path: str, epoch: int | None = None
+        self, request: Mapping[str, Any] | bytes, cid: str | None, path: str, epoch: int | None = None
     ) -> dict[str, Any]:
         body = _checked(request)
         with self._lock:
@@ -317,7 +304,7 @@ class StubInference:
         try:
             message = self._ask(chat, path)
         except _RequestError as exc:
-            self._record(chat, path, exc.status, exc.body(), exc.failure, epoch)
+            self._record(chat, path, epoch, exc)
             raise
         asked = _words(body["messages"])
         answered = _words(message.get("content")) + _words(message.get("tool_calls"))
@@ -331,7 +318,7 @@ class StubInference:
             "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
             "usage": usage,
         }
-        self._record(chat, path, 200, completion, epoch=epoch)
+        self._record(chat, path, epoch, completion)
         return completion
 
     def _ask(self, chat: ChatRequest, path: str) -> dict[str, Any]:
@@ -361,41 +348,37 @@ class StubInference:
         path = scope.get("path", "/").rstrip("/") or "/"
         method = scope.get("method", "GET")
         if path.endswith(_CHAT_SUFFIX) and method == "POST":
-            query = scope.get("query_string", b"").decode("latin-1")
-            cid = _correlation_id(path[: -len(_CHAT_SUFFIX)], query)
+            params = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+            found = [params[key][0] for key in _ID_QUERY_KEYS if params.get(key, [""])[0]]
+            found += [s for s in reversed(path.split("/")[:-2]) if s.startswith(_ID_PREFIXES)]
+            cid = found[0] if found else None
             raw = await read_body(receive, _MAX_BODY_BYTES)
             with self._lock:
                 epoch, workers = self._epoch, self._workers
-            status, body = await workers.run(self._answer, raw, cid, path, epoch)
+            status, body = await workers.run(self._answer, self._complete, raw, cid, path, epoch)
         else:
-            status, payload = self._route(method, path)
-            body = json.dumps(payload, allow_nan=False).encode()
+            status, body = self._answer(self._route, method, path)
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
-    def _answer(self, raw: bytes, cid: str | None, path: str, epoch: int) -> tuple[int, bytes]:
+    @staticmethod
+    def _answer(handler: Callable[..., dict[str, Any]], *args: Any) -> tuple[int, bytes]:
         try:
-            try:
-                request = json.loads(raw)
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise _RequestError(
-                    400, f"the request body is not valid JSON: {exc}", "invalid_json"
-                ) from exc
-            status, payload = 200, self._complete(request, cid, path, epoch)
+            status, payload = 200, handler(*args)
         except _RequestError as exc:
             status, payload = exc.status, exc.body()
         return status, json.dumps(payload, allow_nan=False).encode()  # replies are checked when made
 
-    def _route(self, method: str, path: str) -> tuple[int, dict[str, Any]]:
+    def _route(self, method: str, path: str) -> dict[str, Any]:
         if path.endswith(_CHAT_SUFFIX):
-            return 405, _error_body(f"use POST for {path}", "method_not_allowed")
+            raise _RequestError(405, f"use POST for {path}", "method_not_allowed")
         if path.endswith(_MODELS_SUFFIX) and method == "GET":
             model = {"id": self.model, "object": "model", "created": 0, "owned_by": "pytest-synth-rl"}
-            return 200, {"object": "list", "data": [model]}
+            return {"object": "list", "data": [model]}
         if path in ("/", "/health") and method in ("GET", "HEAD"):
-            return 200, {"status": "ok", "service": "stub-inference"}
-        return 404, _error_body(f"no route {method} {path}; the stub serves {_SERVED}", "not_found")
+            return {"status": "ok", "service": "stub-inference"}
+        raise _RequestError(404, f"no route {method} {path}; the stub serves {_SERVED}", "not_found")
 
     @contextlib.contextmanager
     def serve(self, *, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:

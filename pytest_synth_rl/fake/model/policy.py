@@ -243,13 +243,9 @@ class ScriptedPolicy:
         functions = [r for r in replies if callable(r)]
         if not replies or (functions and len(replies) > 1):
             got = f"{len(functions)} function(s) among {len(replies)} replies" if replies else "no replies"
-            problem = (
-                "takes at least one reply (the last one repeats) or one function of the request, not both"
-            )
-            hint = (
-                'e.g. ScriptedPolicy("42"), ScriptedPolicy("a", "b") or ScriptedPolicy(lambda request: ...)'
-            )
-            raise SynthUsageError([ConfigProblem("ScriptedPolicy", f"{problem}; got {got}", hint)])
+            problem = "takes at least one reply (the last one repeats) or one function of the request"
+            hint = 'e.g. ScriptedPolicy("42"), ScriptedPolicy("a", "b") or ScriptedPolicy(lambda r: ...)'
+            raise SynthUsageError([ConfigProblem("ScriptedPolicy", f"{problem}, not both; got {got}", hint)])
         self._function: Callable[[ChatRequest], PolicyReply] | None = functions[0] if functions else None
         self.replies: tuple[PolicyReply, ...] = () if functions else tuple(replies)  # type: ignore[arg-type]
 
