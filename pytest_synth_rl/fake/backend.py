@@ -265,7 +265,7 @@ class FakeSynthBackend:
         if scenario is not None and fields:
             problem = ConfigProblem("scenario", "pass either a Scenario or keyword fields, not both")
             raise SynthUsageError([problem])
-        return scenario if scenario is not None else Scenario.from_fields(fields)
+        return scenario if scenario is not None else Scenario(**fields)
 
     def scenario(self, scenario: Scenario | None = None, /, **fields: Any) -> Scenario:
         """Set the default scenario for jobs submitted from now on, e.g. ``scenario(outcome="failed")``."""

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeGuard
+from typing import Literal, TypeGuard
 
 from pytest_synth_rl.errors import ConfigProblem, SynthUsageError, closest, keywords_checked
 from pytest_synth_rl.fake.model.rewards import REWARD_RANGE, reward_in_range
@@ -105,18 +105,6 @@ class Scenario:
     eval_every: int | None = None
     #: Free-form labels, shown in the admin job listing; never interpreted.
     labels: dict[str, str] = field(default_factory=dict, compare=False)
-
-    @classmethod
-    def from_fields(cls, fields: Mapping[str, Any]) -> Scenario:
-        """``Scenario(**fields)``; an unknown field is a :class:`SynthUsageError` with a did-you-mean."""
-        known = [f.name for f in dataclasses.fields(cls) if f.init]
-        problems = []
-        for name in (str(name) for name in fields if name not in known):
-            guess = f"did you mean {close}=? " if (close := closest(name, known)) else ""
-            problems.append(_problem(name, f"unknown field {name}=", f"{guess}fields: {', '.join(known)}"))
-        if problems:
-            raise SynthUsageError(problems, hint=_HINT)
-        return cls(**fields)
 
     def __post_init__(self) -> None:
         problems: list[ConfigProblem] = []
