@@ -13,11 +13,10 @@ import httpx
 from pytest_synth_rl.errors import ConfigProblem
 from pytest_synth_rl.recording.redaction import Redactor
 from pytest_synth_rl.reporting.files import UnreadableDocument, parse_json_document
-from pytest_synth_rl.secrets.masking import mask_secret, redact
+from pytest_synth_rl.secrets.masking import masked_header, redact
 
 #: Bytes of a request body the log keeps; the rest is dropped and the record says so.
 MAX_LOGGED_BODY = 64 * 1024
-_SENSITIVE = frozenset({"authorization", "x-api-key", "x-api-keys", "cookie", "proxy-authorization"})
 _COMPACT = json.JSONEncoder(separators=(",", ":"))
 
 
@@ -92,15 +91,6 @@ def request_json(content: bytes) -> Any:
         raise BadBody(bad.code, bad.problem, field, _HINTS.get(bad.code)) from None
 
 
-def _mask_value(name: str, value: str) -> str:
-    if name.lower() not in _SENSITIVE:
-        return redact(value)
-    scheme, sep, token = value.partition(" ")
-    if sep and scheme.lower() in ("bearer", "basic", "token"):
-        return f"{scheme} {mask_secret(token.strip())}"
-    return ", ".join(mask_secret(part.strip()) for part in value.split(","))
-
-
 @dataclass
 class LoggedRequest:
     """One request the fake received, with its answer and any injected fault; ``time`` is the
@@ -134,7 +124,7 @@ class LoggedRequest:
 
     @property
     def headers(self) -> dict[str, str]:
-        return {name: _mask_value(name, value) for name, value in self._raw_headers.multi_items()}
+        return {name: masked_header(name, value) for name, value in self._raw_headers.multi_items()}
 
     @property
     def json(self) -> Any:

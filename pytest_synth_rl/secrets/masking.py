@@ -184,19 +184,21 @@ class SecretHeaders(dict[str, str]):
     """A ``dict`` of request headers whose repr masks credentials (``Bearer sk_l…23``)."""
 
     def __repr__(self) -> str:
-        shown = {name: _masked_header(name, value) for name, value in self.items()}
+        shown = {name: masked_header(name, value) for name, value in self.items()}
         return f"SecretHeaders({shown!r})"
 
     __str__ = __repr__
 
 
-def _masked_header(name: str, value: str) -> str:
+def masked_header(name: str, value: str) -> str:
+    """A header value as it may be shown: a credential's key masked (each of a comma list), a
+    scheme such as ``Bearer`` kept; any other header with known secrets redacted."""
     if name.lower() not in CREDENTIAL_HEADERS:
         return redact(value)
     scheme, _, token = value.partition(" ")
     if token and scheme.isalpha():
-        return f"{scheme} {mask_secret(token)}"
-    return mask_secret(value)
+        return f"{scheme} {mask_secret(token.strip())}"
+    return ", ".join(mask_secret(part.strip()) for part in value.split(","))
 
 
 class RedactingFilter(logging.Filter):

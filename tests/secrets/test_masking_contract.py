@@ -319,3 +319,18 @@ def test_a_key_with_a_line_break_is_refused_as_one(breaking: str) -> None:
 
     assert "contains a line break (character 3 of 5)" in (key_problem(f"ab{breaking}cd") or "")
     assert "printable ASCII only" in (key_problem("ab\tcd") or "")
+
+
+def test_each_key_of_a_comma_list_is_masked_in_headers_and_in_the_fakes_request_log() -> None:
+    from pytest_synth_rl.fake import FakeSynthBackend
+    from pytest_synth_rl.secrets.masking import SecretHeaders
+
+    other = "sk_live_second_key_9876543210"
+    keys = {"x-api-keys": f"{KEY_IN_HEADER}, {other}", "set-cookie": f"session={KEY_IN_HEADER}"}
+    assert "'x-api-keys': 'sk_l…89, sk_l…10'" in repr(SecretHeaders(keys))
+    with FakeSynthBackend() as fake, httpx.Client(transport=fake.transport()) as client:
+        client.get(f"{fake.base_url}/api/rl/jobs", headers=keys)
+        logged = fake.requests[-1].headers
+    assert logged["x-api-keys"] == "sk_l…89, sk_l…10"
+    assert logged["set-cookie"] == "sess…89"
+    assert KEY_IN_HEADER not in repr(logged)
