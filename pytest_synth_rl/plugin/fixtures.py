@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 
 from pytest_synth_rl.errors import ConfigProblem, MarkerError, SynthError, SynthUsageError, did_you_mean
+from pytest_synth_rl.plugin.interrupts import RunInterrupts
 from pytest_synth_rl.plugin.markers import SynthTestSpec, parse_test_spec
 from pytest_synth_rl.plugin.settings import SynthSettings
 from pytest_synth_rl.reporting.summary import RunSummary, job_properties
@@ -308,8 +309,6 @@ def synth_rl_job(
     )
     request.node.stash[_JOBS_KEY] = jobs
     yield jobs
-    from pytest_synth_rl.plugin.interrupts import RunInterrupts
-
     interrupts = request.config.pluginmanager.get_plugin("synth-rl-interrupts")
     deadline = (
         interrupts.deadline() if isinstance(interrupts, RunInterrupts) and not settings.is_offline else None

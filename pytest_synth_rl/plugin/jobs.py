@@ -206,9 +206,7 @@ class SynthJobFactory:
     ) -> RLJob:
         """An unsubmitted ``RLJob`` bound to this test; ``RLJob.from_config`` keywords win."""
         __tracebackhide__ = True
-        job = self._make(RLJob, config, overrides, kwargs)
-        self.jobs.append(job)
-        return job
+        return self._make(RLJob, config, overrides, kwargs)
 
     def async_job(
         self,
@@ -219,11 +217,7 @@ class SynthJobFactory:
     ) -> AsyncRLJob:
         """The same as calling this object, for an ``AsyncRLJob`` (use it with ``async with``)."""
         __tracebackhide__ = True
-        job = self._make(AsyncRLJob, config, overrides, kwargs)
-        self.async_jobs.append(job)
-        if {"http_client", "transport"} & kwargs.keys():
-            self._own_transport.add(id(job))
-        return job
+        return self._make(AsyncRLJob, config, overrides, kwargs)
 
     def _make(
         self,
@@ -234,14 +228,32 @@ class SynthJobFactory:
     ) -> _J:
         __tracebackhide__ = True
         call = "synth_rl_job" if kind is RLJob else "synth_rl_job.async_job"
-        path, options = self._options(config, overrides, kwargs, call=call)
-        if not {"http_client", "transport"} & kwargs.keys():
+        problems = _argument_problems(call, config, overrides, kwargs)
+        if problems:
+            raise SynthUsageError(problems, subject=f"{call}() arguments")
+        path, base_overrides = self._config_of(config, call)
+        options: dict[str, Any] = {
+            "backend_url": self.settings.backend_url,
+            "api_key": self.api_key,
+            "task_app_url": self.task_app_url,
+            "task_app_api_key": self.task_app_api_key,
+            "overrides": {**base_overrides, **(overrides or {})} or None,
+            "clock": self.clock,
+            "tags": job_tags(self.test_id),
+            "skip_health_check": self.skip_health_check
+            and not {"task_app_url", "task_app_api_key"} & kwargs.keys(),
+        }
+        own_transport = bool({"http_client", "transport"} & kwargs.keys())
+        if not own_transport:
             if kind is AsyncRLJob:
                 options["transport"] = self.async_transport
             elif self.http_client is not None:
                 options["http_client"] = self.http_client
             else:
                 options["transport"] = self.transport
+        options.update(kwargs)
+        if self.prepare_submit is not None:
+            self.prepare_submit(self.api_key, options.get("task_app_url"), self.task_app_api_key)
         try:
             job = kind.from_config(path, **options)
         except ConfigError as error:
@@ -258,18 +270,31 @@ class SynthJobFactory:
         live, backend = self.live, job.config.backend_url
         if live is not None:
             job.on_submitted = lambda job_id: live.add(self.test_id, job_id, backend)
+        if isinstance(job, RLJob):
+            self.jobs.append(job)
+        else:
+            self.async_jobs.append(job)
+            if own_transport:
+                self._own_transport.add(id(job))
         return job
 
-    def _find_config(self, given: Path, call: str) -> Path:
+    def _config_of(self, config: str | os.PathLike[str] | None, call: str) -> tuple[Path, Mapping[str, Any]]:
+        """The RL TOML a call uses (found near the test) and the overrides that come with it."""
         __tracebackhide__ = True
         from pytest_synth_rl.reporting.files import find_file
 
+        if config is None:
+            if self.config is None:
+                hint = (
+                    "add @pytest.mark.synth_rl(config='path/to/rl.toml'), set the ini option "
+                    "synth_rl_config, or pass synth_rl_job(config=...)"
+                )
+                raise SynthUsageError([ConfigProblem("synth_rl.config", "no RL config for this test", hint)])
+            return self.config.path, self.config.overrides
         folders = self.config_dirs or ((self.config.path.parent,) if self.config is not None else ())
-        if not folders:
-            return given
-        found = find_file(given, folders)
+        found = find_file(Path(config), folders) if folders else Path(config)
         if isinstance(found, Path):
-            return found
+            return found, {}
         hint = (
             "give a path relative to the test file (or to the test's synth_rl config, or the rootdir), "
             "or an absolute path"
@@ -277,46 +302,6 @@ class SynthJobFactory:
         if found.near is not None:
             hint = f"did you mean {found.near!r}? {hint}"
         raise SynthUsageError([ConfigProblem(f"{call}.config", f"RL config file {found.problem}", hint)])
-
-    def _options(
-        self,
-        config: str | os.PathLike[str] | None,
-        overrides: Mapping[str, Any] | None,
-        kwargs: Mapping[str, Any],
-        *,
-        call: str = "synth_rl_job",
-    ) -> tuple[Path, dict[str, Any]]:
-        __tracebackhide__ = True
-        problems = _argument_problems(call, config, overrides, kwargs)
-        if problems:
-            raise SynthUsageError(problems, subject=f"{call}() arguments")
-        if config is not None:
-            path = self._find_config(Path(config), call)
-            base_overrides: Mapping[str, Any] = {}
-        elif self.config is not None:
-            path, base_overrides = self.config.path, self.config.overrides
-        else:
-            hint = (
-                "add @pytest.mark.synth_rl(config='path/to/rl.toml'), set the ini option synth_rl_config, "
-                "or pass synth_rl_job(config=...)"
-            )
-            raise SynthUsageError([ConfigProblem("synth_rl.config", "no RL config for this test", hint)])
-        merged = {**base_overrides, **(overrides or {})}
-        options: dict[str, Any] = {
-            "backend_url": self.settings.backend_url,
-            "api_key": self.api_key,
-            "task_app_url": self.task_app_url,
-            "task_app_api_key": self.task_app_api_key,
-            "overrides": merged or None,
-            "clock": self.clock,
-            "tags": job_tags(self.test_id),
-            "skip_health_check": self.skip_health_check
-            and not {"task_app_url", "task_app_api_key"} & kwargs.keys(),
-        }
-        options.update(kwargs)
-        if self.prepare_submit is not None:
-            self.prepare_submit(self.api_key, options.get("task_app_url"), self.task_app_api_key)
-        return path, options
 
     def finish(self, *, cancel_running: bool, deadline: float | None = None) -> list[JobRecord]:
         """Teardown: cancel jobs still running (online), then a record of every submitted job;
