@@ -362,10 +362,16 @@ def synth_cassette_config() -> dict[str, object]:
     return {}
 
 
-def _cassette_options(config: object) -> dict[str, object]:
-    from pytest_synth_rl.recording.matching import DEFAULT_IGNORED_PATHS, DEFAULT_MATCH_ON, MatchConfig
+@pytest.fixture
+def synth_cassette(
+    request: pytest.FixtureRequest, synth_settings: SynthSettings, synth_cassette_config: dict[str, object]
+) -> Iterator[Replayer | None]:
+    """Record (online) or replay (offline) this test's backend traffic; ``None`` when not in use."""
+    from pytest_synth_rl.recording import CassetteError, cassette_path, use_cassette
+    from pytest_synth_rl.recording.matching import MatchConfig
 
     __tracebackhide__ = True
+    config: object = synth_cassette_config
     if not isinstance(config, dict):
         problem = f"the synth_cassette_config fixture returned {type(config).__name__}, not a dict"
         hint = "return a dict such as {'ignore': (...)}"
@@ -380,28 +386,13 @@ def _cassette_options(config: object) -> dict[str, object]:
         for key in config
         if key not in CASSETTE_CONFIG_KEYS
     ]
-    match_on, ignore = config.get("match_on"), config.get("ignore")
     try:
-        MatchConfig(
-            match_on=DEFAULT_MATCH_ON if match_on is None else match_on,
-            ignore=DEFAULT_IGNORED_PATHS if ignore is None else ignore,
-        )
+        MatchConfig(**{key: config[key] for key in CASSETTE_CONFIG_KEYS if config.get(key) is not None})
     except SynthUsageError as exc:
         problems += [replace(p, key=f"synth_cassette_config[{p.key!r}]") for p in exc.problems]
     if problems:
         raise SynthUsageError(problems, subject="synth_cassette_config")
-    return dict(config)
-
-
-@pytest.fixture
-def synth_cassette(
-    request: pytest.FixtureRequest, synth_settings: SynthSettings, synth_cassette_config: dict[str, object]
-) -> Iterator[Replayer | None]:
-    """Record (online) or replay (offline) this test's backend traffic; ``None`` when not in use."""
-    from pytest_synth_rl.recording import CassetteError, cassette_path, use_cassette
-
-    __tracebackhide__ = True
-    options = _cassette_options(synth_cassette_config)
+    options = dict(config)
     node = request.node.nodeid
     path = cassette_path(request.config.rootpath / synth_settings.cassette_dir, node)
     if path.exists() and not path.is_file():

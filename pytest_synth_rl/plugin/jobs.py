@@ -82,7 +82,11 @@ def _tags(value: object) -> bool:
     )
 
 
-#: name: (None means the default, check, what it must be, an example).
+def _config_path(value: object) -> bool:
+    return value is None or isinstance(value, os.PathLike) or (isinstance(value, str) and value.strip() != "")
+
+
+#: name: (None means the default, check, what it must be, an example); config and overrides check None.
 _Rule = tuple[bool, Callable[[object], bool], str, str]
 
 
@@ -93,6 +97,9 @@ def _rules(sync: bool) -> dict[str, _Rule]:
     text, key, flag = _is(str), _is((str, Secret)), _is(bool)
     # fmt: off
     return {
+        "config": (False, _config_path,
+                   "the path of an RL TOML file (a non-empty str or a pathlib.Path)", ""),
+        "overrides": (False, _is((type(None), Mapping)), "a mapping of dotted config keys to values", ""),
         "backend_url": (True, text, "an http(s) URL string", "backend_url='https://api.usesynth.ai'"),
         "api_key": (True, key, "a key string or a Secret", "api_key=os.environ['SYNTH_API_KEY']"),
         "task_app_url": (True, text, "an http(s) URL string", "task_app_url='http://127.0.0.1:8001'"),
@@ -125,7 +132,15 @@ def _argument_problems(
         for name in kwargs
         if name not in forwarded
     ]
-    for name, value in kwargs.items():
+    key, override_hint = f"{call}.overrides", f"e.g. {call}(overrides={{'training.batch_size': 2}})"
+    hints = {  # config and overrides, the test's own, are not left out
+        "overrides": override_hint,
+        "config": f"to change keys of the test's config pass them by keyword: {call}(overrides={{...}})"
+        if isinstance(config, Mapping)
+        else f"e.g. {call}(config='rl.toml') (relative to the test's synth_rl config, the test file or the "
+        "rootdir), or leave it out for the test's synth_rl marker config",
+    }
+    for name, value in {**kwargs, "config": config, "overrides": overrides}.items():
         rule = rules.get(name)
         if rule is None or (value is None and rule[0]) or rule[1](value):
             continue
@@ -133,30 +148,8 @@ def _argument_problems(
         shown = "..." if name.endswith("api_key") else f"{value!r:.60}"  # a key's value is never shown
         expected += " or None" if nullable and "None" not in expected else ""
         message = f"got {call}({name}={shown}), {a_type(value)}; expected {expected}"
-        problems.append(
-            ConfigProblem(f"{call}.{name}", message, f"e.g. {call}({example}), or leave {name} out")
-        )
-    if not (
-        config is None or (isinstance(config, str) and config.strip()) or isinstance(config, os.PathLike)
-    ):
-        hint = (
-            f"e.g. {call}(config='rl.toml') (relative to the test's synth_rl config, the test file or "
-            "the rootdir), or leave it out for the test's synth_rl marker config"
-        )
-        if isinstance(config, Mapping):
-            hint = f"to change keys of the test's config pass them by keyword: {call}(overrides={{...}})"
-        message = (
-            f"got {call}(config={config!r:.60}), {a_type(config)}; expected the path of an RL TOML file "
-            "(a non-empty str or a pathlib.Path)"
-        )
-        problems.append(ConfigProblem(f"{call}.config", message, hint))
-    key, example = f"{call}.overrides", f"e.g. {call}(overrides={{'training.batch_size': 2}})"
-    if overrides is not None and not isinstance(overrides, Mapping):
-        message = (
-            f"got {call}(overrides={overrides!r:.60}), {a_type(overrides)}; "
-            "expected a mapping of dotted config keys to values"
-        )
-        problems.append(ConfigProblem(key, message, example))
+        hint = hints.get(name, f"e.g. {call}({example}), or leave {name} out")
+        problems.append(ConfigProblem(f"{call}.{name}", message, hint))
     for name in overrides if isinstance(overrides, Mapping) else ():
         if not isinstance(name, str) or not name.strip():
             wrong = "blank" if isinstance(name, str) else a_type(name)
@@ -164,7 +157,7 @@ def _argument_problems(
                 f"got {call}(overrides={{{name!r:.60}: ...}}): the key is {wrong}; "
                 "expected dotted config keys as non-empty strings"
             )
-            problems.append(ConfigProblem(key, message, example))
+            problems.append(ConfigProblem(key, message, override_hint))
     return problems
 
 

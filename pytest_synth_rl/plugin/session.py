@@ -67,26 +67,22 @@ class SynthRun:
         self._http: httpx.Client | None = None
         self._fake_http: httpx.Client | None = None
         self._prepared: set[tuple[str, ...]] = set()
-        self._backend_verdict: BackendUnreachableError | bool | None = False
+        self._backend_problem: str | None = None  # "" once probed and answering
 
     def require_backend(self) -> None:
         """Online, raise :class:`BackendUnreachableError` if nothing answers (probed once)."""
         __tracebackhide__ = True
         if self.settings.is_offline:
             return
+        url = self.settings.backend_url
         with self._lock:
-            if self._backend_verdict is False:
+            if self._backend_problem is None:
                 from pytest_synth_rl.client.reachability import probe_backend
 
-                url = self.settings.backend_url
-                problem = probe_backend(url)
-                origin = self.settings.origin("backend")
-                self._backend_verdict = (
-                    None if problem is None else BackendUnreachableError(origin, url, problem)
-                )
-            verdict = self._backend_verdict
-        if isinstance(verdict, BackendUnreachableError):
-            raise BackendUnreachableError(verdict.setting, verdict.url, verdict.problem)
+                self._backend_problem = probe_backend(url) or ""
+            problem = self._backend_problem
+        if problem:
+            raise BackendUnreachableError(self.settings.origin("backend"), url, problem)
 
     def task_app(self, spec: TaskAppSpec) -> InProcessTaskApp:
         with self._lock:
