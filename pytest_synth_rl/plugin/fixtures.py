@@ -165,7 +165,7 @@ def _one_test(
         if fixture_policy is not None and (broken := policy_problem(fixture_policy)) is not None:
             message = f"the synth_policy fixture returned a policy that cannot work: {broken}"
             raise SynthUsageError([ConfigProblem("synth_policy", message)])
-        fake.use_policy(spec.policy if spec.policy is not None else fixture_policy)  # type: ignore[arg-type]
+        fake.use_policy(spec.rl.policy if spec.rl.policy is not None else fixture_policy)  # type: ignore[arg-type]
         fake.use_rollout_timeout(spec.rl.rollout_timeout)
         if spec.scenario is not None:
             fake.scenario(spec.scenario)
