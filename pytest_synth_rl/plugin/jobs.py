@@ -19,7 +19,7 @@ from pytest_synth_rl.assertions import job_rewards
 from pytest_synth_rl.client import AsyncRLJob, RetryPolicy, RLJob
 from pytest_synth_rl.client.results import is_terminal, job_status
 from pytest_synth_rl.clock import Clock
-from pytest_synth_rl.config.urls import normalize_backend_url
+from pytest_synth_rl.config import build_rl_payload, load_rl_config, normalize_backend_url
 from pytest_synth_rl.errors import (
     ConfigError,
     ConfigProblem,
@@ -32,6 +32,7 @@ from pytest_synth_rl.errors import (
 )
 from pytest_synth_rl.plugin.interrupts import CANCEL_SECONDS
 from pytest_synth_rl.plugin.settings import SynthSettings
+from pytest_synth_rl.reporting.files import find_file
 from pytest_synth_rl.reporting.report import JobRecord, LiveJobs, job_record
 from pytest_synth_rl.secrets.masking import Secret, get_logger, redact, secret_or_none
 
@@ -56,13 +57,9 @@ class RLConfigRef:
     overrides: Mapping[str, Any] = field(default_factory=dict)
 
     def load(self) -> dict[str, Any]:
-        from pytest_synth_rl.config import load_rl_config
-
         return load_rl_config(self.path, overrides=dict(self.overrides))
 
     def build(self, task_url: str | None = None) -> dict[str, Any]:
-        from pytest_synth_rl.config import build_rl_payload
-
         return build_rl_payload(self.path, task_url=task_url, overrides=dict(self.overrides)).payload
 
 
@@ -274,8 +271,6 @@ class SynthJobFactory:
     def _config_of(self, config: str | os.PathLike[str] | None, call: str) -> tuple[Path, Mapping[str, Any]]:
         """The RL TOML a call uses (found near the test) and the overrides that come with it."""
         __tracebackhide__ = True
-        from pytest_synth_rl.reporting.files import find_file
-
         if config is None:
             if self.config is None:
                 hint = (

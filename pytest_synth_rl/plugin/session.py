@@ -20,7 +20,8 @@ from pytest_synth_rl.client.base import DEFAULT_REQUEST_TIMEOUT
 from pytest_synth_rl.client.results import JobResult
 from pytest_synth_rl.clock import Clock
 from pytest_synth_rl.errors import BackendUnreachableError, SynthError
-from pytest_synth_rl.fake import FakeSynthBackend
+from pytest_synth_rl.fake import DEFAULT_API_KEY, FakeSynthBackend
+from pytest_synth_rl.fake.handler import HandlerClient
 from pytest_synth_rl.plugin.jobs import RLConfigRef as RLConfigRef
 from pytest_synth_rl.plugin.jobs import SynthJobFactory as SynthJobFactory
 from pytest_synth_rl.plugin.jobs import job_tags as job_tags
@@ -150,8 +151,6 @@ class SynthRun:
         return httpx.MockTransport(answer)
 
     def fake_http_client(self) -> httpx.Client:
-        from pytest_synth_rl.fake.handler import HandlerClient
-
         handler = self.fake_backend().handle
         with self._lock:
             if self._fake_http is None:
@@ -159,8 +158,6 @@ class SynthRun:
             return self._fake_http
 
     def fake_api_key(self) -> Secret:
-        from pytest_synth_rl.fake.backend import DEFAULT_API_KEY
-
         return self.settings.api_key or Secret(DEFAULT_API_KEY)
 
     def close(self) -> None:
