@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 
 from pytest_synth_rl.errors import ConfigProblem, MarkerError, SynthError, SynthUsageError, did_you_mean
+from pytest_synth_rl.plugin.interrupts import RunInterrupts
 from pytest_synth_rl.plugin.markers import SynthTestSpec, parse_test_spec
 from pytest_synth_rl.plugin.settings import SynthSettings
 from pytest_synth_rl.reporting.summary import RunSummary, job_properties
@@ -164,7 +165,7 @@ def _one_test(
         if fixture_policy is not None and (broken := policy_problem(fixture_policy)) is not None:
             message = f"the synth_policy fixture returned a policy that cannot work: {broken}"
             raise SynthUsageError([ConfigProblem("synth_policy", message)])
-        fake.use_policy(spec.policy if spec.policy is not None else fixture_policy)  # type: ignore[arg-type]
+        fake.use_policy(spec.rl.policy if spec.rl.policy is not None else fixture_policy)  # type: ignore[arg-type]
         fake.use_rollout_timeout(spec.rl.rollout_timeout)
         if spec.scenario is not None:
             fake.scenario(spec.scenario)
@@ -308,8 +309,6 @@ def synth_rl_job(
     )
     request.node.stash[_JOBS_KEY] = jobs
     yield jobs
-    from pytest_synth_rl.plugin.interrupts import RunInterrupts
-
     interrupts = request.config.pluginmanager.get_plugin("synth-rl-interrupts")
     deadline = (
         interrupts.deadline() if isinstance(interrupts, RunInterrupts) and not settings.is_offline else None
@@ -363,10 +362,16 @@ def synth_cassette_config() -> dict[str, object]:
     return {}
 
 
-def _cassette_options(config: object) -> dict[str, object]:
-    from pytest_synth_rl.recording.matching import DEFAULT_IGNORED_PATHS, DEFAULT_MATCH_ON, MatchConfig
+@pytest.fixture
+def synth_cassette(
+    request: pytest.FixtureRequest, synth_settings: SynthSettings, synth_cassette_config: dict[str, object]
+) -> Iterator[Replayer | None]:
+    """Record (online) or replay (offline) this test's backend traffic; ``None`` when not in use."""
+    from pytest_synth_rl.recording import CassetteError, cassette_path, use_cassette
+    from pytest_synth_rl.recording.matching import MatchConfig
 
     __tracebackhide__ = True
+    config: object = synth_cassette_config
     if not isinstance(config, dict):
         problem = f"the synth_cassette_config fixture returned {type(config).__name__}, not a dict"
         hint = "return a dict such as {'ignore': (...)}"
@@ -381,28 +386,13 @@ def _cassette_options(config: object) -> dict[str, object]:
         for key in config
         if key not in CASSETTE_CONFIG_KEYS
     ]
-    match_on, ignore = config.get("match_on"), config.get("ignore")
     try:
-        MatchConfig(
-            match_on=DEFAULT_MATCH_ON if match_on is None else match_on,
-            ignore=DEFAULT_IGNORED_PATHS if ignore is None else ignore,
-        )
+        MatchConfig(**{key: config[key] for key in CASSETTE_CONFIG_KEYS if config.get(key) is not None})
     except SynthUsageError as exc:
         problems += [replace(p, key=f"synth_cassette_config[{p.key!r}]") for p in exc.problems]
     if problems:
         raise SynthUsageError(problems, subject="synth_cassette_config")
-    return dict(config)
-
-
-@pytest.fixture
-def synth_cassette(
-    request: pytest.FixtureRequest, synth_settings: SynthSettings, synth_cassette_config: dict[str, object]
-) -> Iterator[Replayer | None]:
-    """Record (online) or replay (offline) this test's backend traffic; ``None`` when not in use."""
-    from pytest_synth_rl.recording import CassetteError, cassette_path, use_cassette
-
-    __tracebackhide__ = True
-    options = _cassette_options(synth_cassette_config)
+    options = dict(config)
     node = request.node.nodeid
     path = cassette_path(request.config.rootpath / synth_settings.cassette_dir, node)
     if path.exists() and not path.is_file():

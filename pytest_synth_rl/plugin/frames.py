@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import traceback
 from types import TracebackType
 from typing import Any
 
@@ -16,12 +17,8 @@ from pytest_synth_rl.secrets.callers import Frame, is_ours
 
 
 def _frames_of(tb: TracebackType | None) -> list[Frame]:
-    frames = []
-    while tb is not None:
-        name = tb.tb_frame.f_globals.get("__name__", "")
-        frames.append(Frame(name if isinstance(name, str) else "", tb.tb_frame.f_code.co_filename))
-        tb = tb.tb_next
-    return frames
+    names = [(f.f_globals.get("__name__"), f.f_code.co_filename) for f, _ in traceback.walk_tb(tb)]
+    return [Frame(name if isinstance(name, str) else "", file) for name, file in names]
 
 
 def hidden_from_users(excinfo: Any) -> bool:

@@ -19,7 +19,7 @@ from pytest_synth_rl.assertions import job_rewards
 from pytest_synth_rl.client import AsyncRLJob, RetryPolicy, RLJob
 from pytest_synth_rl.client.results import is_terminal, job_status
 from pytest_synth_rl.clock import Clock
-from pytest_synth_rl.config.urls import normalize_backend_url
+from pytest_synth_rl.config import build_rl_payload, load_rl_config, normalize_backend_url
 from pytest_synth_rl.errors import (
     ConfigError,
     ConfigProblem,
@@ -32,6 +32,7 @@ from pytest_synth_rl.errors import (
 )
 from pytest_synth_rl.plugin.interrupts import CANCEL_SECONDS
 from pytest_synth_rl.plugin.settings import SynthSettings
+from pytest_synth_rl.reporting.files import find_file
 from pytest_synth_rl.reporting.report import JobRecord, LiveJobs, job_record
 from pytest_synth_rl.secrets.masking import Secret, get_logger, redact, secret_or_none
 
@@ -56,13 +57,9 @@ class RLConfigRef:
     overrides: Mapping[str, Any] = field(default_factory=dict)
 
     def load(self) -> dict[str, Any]:
-        from pytest_synth_rl.config import load_rl_config
-
         return load_rl_config(self.path, overrides=dict(self.overrides))
 
     def build(self, task_url: str | None = None) -> dict[str, Any]:
-        from pytest_synth_rl.config import build_rl_payload
-
         return build_rl_payload(self.path, task_url=task_url, overrides=dict(self.overrides)).payload
 
 
@@ -82,7 +79,11 @@ def _tags(value: object) -> bool:
     )
 
 
-#: name: (None means the default, check, what it must be, an example).
+def _config_path(value: object) -> bool:
+    return value is None or isinstance(value, os.PathLike) or (isinstance(value, str) and value.strip() != "")
+
+
+#: name: (None means the default, check, what it must be, an example); config and overrides check None.
 _Rule = tuple[bool, Callable[[object], bool], str, str]
 
 
@@ -93,6 +94,9 @@ def _rules(sync: bool) -> dict[str, _Rule]:
     text, key, flag = _is(str), _is((str, Secret)), _is(bool)
     # fmt: off
     return {
+        "config": (False, _config_path,
+                   "the path of an RL TOML file (a non-empty str or a pathlib.Path)", ""),
+        "overrides": (False, _is((type(None), Mapping)), "a mapping of dotted config keys to values", ""),
         "backend_url": (True, text, "an http(s) URL string", "backend_url='https://api.usesynth.ai'"),
         "api_key": (True, key, "a key string or a Secret", "api_key=os.environ['SYNTH_API_KEY']"),
         "task_app_url": (True, text, "an http(s) URL string", "task_app_url='http://127.0.0.1:8001'"),
@@ -125,7 +129,15 @@ def _argument_problems(
         for name in kwargs
         if name not in forwarded
     ]
-    for name, value in kwargs.items():
+    key, override_hint = f"{call}.overrides", f"e.g. {call}(overrides={{'training.batch_size': 2}})"
+    hints = {  # config and overrides, the test's own, are not left out
+        "overrides": override_hint,
+        "config": f"to change keys of the test's config pass them by keyword: {call}(overrides={{...}})"
+        if isinstance(config, Mapping)
+        else f"e.g. {call}(config='rl.toml') (relative to the test's synth_rl config, the test file or the "
+        "rootdir), or leave it out for the test's synth_rl marker config",
+    }
+    for name, value in {**kwargs, "config": config, "overrides": overrides}.items():
         rule = rules.get(name)
         if rule is None or (value is None and rule[0]) or rule[1](value):
             continue
@@ -133,30 +145,8 @@ def _argument_problems(
         shown = "..." if name.endswith("api_key") else f"{value!r:.60}"  # a key's value is never shown
         expected += " or None" if nullable and "None" not in expected else ""
         message = f"got {call}({name}={shown}), {a_type(value)}; expected {expected}"
-        problems.append(
-            ConfigProblem(f"{call}.{name}", message, f"e.g. {call}({example}), or leave {name} out")
-        )
-    if not (
-        config is None or (isinstance(config, str) and config.strip()) or isinstance(config, os.PathLike)
-    ):
-        hint = (
-            f"e.g. {call}(config='rl.toml') (relative to the test's synth_rl config, the test file or "
-            "the rootdir), or leave it out for the test's synth_rl marker config"
-        )
-        if isinstance(config, Mapping):
-            hint = f"to change keys of the test's config pass them by keyword: {call}(overrides={{...}})"
-        message = (
-            f"got {call}(config={config!r:.60}), {a_type(config)}; expected the path of an RL TOML file "
-            "(a non-empty str or a pathlib.Path)"
-        )
-        problems.append(ConfigProblem(f"{call}.config", message, hint))
-    key, example = f"{call}.overrides", f"e.g. {call}(overrides={{'training.batch_size': 2}})"
-    if overrides is not None and not isinstance(overrides, Mapping):
-        message = (
-            f"got {call}(overrides={overrides!r:.60}), {a_type(overrides)}; "
-            "expected a mapping of dotted config keys to values"
-        )
-        problems.append(ConfigProblem(key, message, example))
+        hint = hints.get(name, f"e.g. {call}({example}), or leave {name} out")
+        problems.append(ConfigProblem(f"{call}.{name}", message, hint))
     for name in overrides if isinstance(overrides, Mapping) else ():
         if not isinstance(name, str) or not name.strip():
             wrong = "blank" if isinstance(name, str) else a_type(name)
@@ -164,7 +154,7 @@ def _argument_problems(
                 f"got {call}(overrides={{{name!r:.60}: ...}}): the key is {wrong}; "
                 "expected dotted config keys as non-empty strings"
             )
-            problems.append(ConfigProblem(key, message, example))
+            problems.append(ConfigProblem(key, message, override_hint))
     return problems
 
 
@@ -206,9 +196,7 @@ class SynthJobFactory:
     ) -> RLJob:
         """An unsubmitted ``RLJob`` bound to this test; ``RLJob.from_config`` keywords win."""
         __tracebackhide__ = True
-        job = self._make(RLJob, config, overrides, kwargs)
-        self.jobs.append(job)
-        return job
+        return self._make(RLJob, config, overrides, kwargs)
 
     def async_job(
         self,
@@ -219,11 +207,7 @@ class SynthJobFactory:
     ) -> AsyncRLJob:
         """The same as calling this object, for an ``AsyncRLJob`` (use it with ``async with``)."""
         __tracebackhide__ = True
-        job = self._make(AsyncRLJob, config, overrides, kwargs)
-        self.async_jobs.append(job)
-        if {"http_client", "transport"} & kwargs.keys():
-            self._own_transport.add(id(job))
-        return job
+        return self._make(AsyncRLJob, config, overrides, kwargs)
 
     def _make(
         self,
@@ -234,14 +218,32 @@ class SynthJobFactory:
     ) -> _J:
         __tracebackhide__ = True
         call = "synth_rl_job" if kind is RLJob else "synth_rl_job.async_job"
-        path, options = self._options(config, overrides, kwargs, call=call)
-        if not {"http_client", "transport"} & kwargs.keys():
+        problems = _argument_problems(call, config, overrides, kwargs)
+        if problems:
+            raise SynthUsageError(problems, subject=f"{call}() arguments")
+        path, base_overrides = self._config_of(config, call)
+        options: dict[str, Any] = {
+            "backend_url": self.settings.backend_url,
+            "api_key": self.api_key,
+            "task_app_url": self.task_app_url,
+            "task_app_api_key": self.task_app_api_key,
+            "overrides": {**base_overrides, **(overrides or {})} or None,
+            "clock": self.clock,
+            "tags": job_tags(self.test_id),
+            "skip_health_check": self.skip_health_check
+            and not {"task_app_url", "task_app_api_key"} & kwargs.keys(),
+        }
+        own_transport = bool({"http_client", "transport"} & kwargs.keys())
+        if not own_transport:
             if kind is AsyncRLJob:
                 options["transport"] = self.async_transport
             elif self.http_client is not None:
                 options["http_client"] = self.http_client
             else:
                 options["transport"] = self.transport
+        options.update(kwargs)
+        if self.prepare_submit is not None:
+            self.prepare_submit(self.api_key, options.get("task_app_url"), self.task_app_api_key)
         try:
             job = kind.from_config(path, **options)
         except ConfigError as error:
@@ -258,18 +260,29 @@ class SynthJobFactory:
         live, backend = self.live, job.config.backend_url
         if live is not None:
             job.on_submitted = lambda job_id: live.add(self.test_id, job_id, backend)
+        if isinstance(job, RLJob):
+            self.jobs.append(job)
+        else:
+            self.async_jobs.append(job)
+            if own_transport:
+                self._own_transport.add(id(job))
         return job
 
-    def _find_config(self, given: Path, call: str) -> Path:
+    def _config_of(self, config: str | os.PathLike[str] | None, call: str) -> tuple[Path, Mapping[str, Any]]:
+        """The RL TOML a call uses (found near the test) and the overrides that come with it."""
         __tracebackhide__ = True
-        from pytest_synth_rl.reporting.files import find_file
-
+        if config is None:
+            if self.config is None:
+                hint = (
+                    "add @pytest.mark.synth_rl(config='path/to/rl.toml'), set the ini option "
+                    "synth_rl_config, or pass synth_rl_job(config=...)"
+                )
+                raise SynthUsageError([ConfigProblem("synth_rl.config", "no RL config for this test", hint)])
+            return self.config.path, self.config.overrides
         folders = self.config_dirs or ((self.config.path.parent,) if self.config is not None else ())
-        if not folders:
-            return given
-        found = find_file(given, folders)
+        found = find_file(Path(config), folders) if folders else Path(config)
         if isinstance(found, Path):
-            return found
+            return found, {}
         hint = (
             "give a path relative to the test file (or to the test's synth_rl config, or the rootdir), "
             "or an absolute path"
@@ -277,46 +290,6 @@ class SynthJobFactory:
         if found.near is not None:
             hint = f"did you mean {found.near!r}? {hint}"
         raise SynthUsageError([ConfigProblem(f"{call}.config", f"RL config file {found.problem}", hint)])
-
-    def _options(
-        self,
-        config: str | os.PathLike[str] | None,
-        overrides: Mapping[str, Any] | None,
-        kwargs: Mapping[str, Any],
-        *,
-        call: str = "synth_rl_job",
-    ) -> tuple[Path, dict[str, Any]]:
-        __tracebackhide__ = True
-        problems = _argument_problems(call, config, overrides, kwargs)
-        if problems:
-            raise SynthUsageError(problems, subject=f"{call}() arguments")
-        if config is not None:
-            path = self._find_config(Path(config), call)
-            base_overrides: Mapping[str, Any] = {}
-        elif self.config is not None:
-            path, base_overrides = self.config.path, self.config.overrides
-        else:
-            hint = (
-                "add @pytest.mark.synth_rl(config='path/to/rl.toml'), set the ini option synth_rl_config, "
-                "or pass synth_rl_job(config=...)"
-            )
-            raise SynthUsageError([ConfigProblem("synth_rl.config", "no RL config for this test", hint)])
-        merged = {**base_overrides, **(overrides or {})}
-        options: dict[str, Any] = {
-            "backend_url": self.settings.backend_url,
-            "api_key": self.api_key,
-            "task_app_url": self.task_app_url,
-            "task_app_api_key": self.task_app_api_key,
-            "overrides": merged or None,
-            "clock": self.clock,
-            "tags": job_tags(self.test_id),
-            "skip_health_check": self.skip_health_check
-            and not {"task_app_url", "task_app_api_key"} & kwargs.keys(),
-        }
-        options.update(kwargs)
-        if self.prepare_submit is not None:
-            self.prepare_submit(self.api_key, options.get("task_app_url"), self.task_app_api_key)
-        return path, options
 
     def finish(self, *, cancel_running: bool, deadline: float | None = None) -> list[JobRecord]:
         """Teardown: cancel jobs still running (online), then a record of every submitted job;

@@ -77,16 +77,11 @@ class TaskAppMarker:
 
 @dataclass(frozen=True)
 class SynthTestSpec:
-    test_id: str
     rl: RLMarker = field(default_factory=RLMarker)
     task_app: TaskAppMarker | None = None
     scenario: Scenario | None = None
     online: bool = False
     offline: bool = False
-
-    @property
-    def policy(self) -> object | None:
-        return self.rl.policy
 
 
 class _Reader:
@@ -243,7 +238,6 @@ def parse_test_spec(node: pytest.Item) -> SynthTestSpec:
             hint="keep the one for the mode the test needs (markers on its module or class count too)",
         )
     return SynthTestSpec(
-        test_id=node.nodeid,
         rl=_rl(node),
         task_app=_task_app(node),
         scenario=_scenario(node),

@@ -14,15 +14,20 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 
-from pytest_synth_rl.client.results import observe_polls
+from pytest_synth_rl.client.results import (
+    REWARD_PATHS,
+    STEP_PATHS,
+    TOTAL_STEPS_PATHS,
+    is_terminal,
+    number_at,
+    observe_polls,
+)
 from pytest_synth_rl.plugin.settings import SynthSettings
 from pytest_synth_rl.reporting.render import format_duration
 
 if TYPE_CHECKING:
     from pytest_synth_rl.client.polling import Poller
     from pytest_synth_rl.client.results import PollRecord
-
-DEFAULT_HEARTBEAT_INTERVAL = 60.0
 
 
 @dataclass(frozen=True)
@@ -37,8 +42,6 @@ class ProgressUpdate:
 
     @property
     def terminal(self) -> bool:
-        from pytest_synth_rl.client.results import is_terminal
-
         return is_terminal(self.status)
 
     def describe(self, *, wait_ended: bool = False) -> str:
@@ -59,8 +62,6 @@ class ProgressUpdate:
 
 
 def progress_update(poller: Poller, record: PollRecord) -> ProgressUpdate:
-    from pytest_synth_rl.client.results import REWARD_PATHS, STEP_PATHS, TOTAL_STEPS_PATHS, number_at
-
     step, total = (number_at(record.payload, paths) for paths in (STEP_PATHS, TOTAL_STEPS_PATHS))
     return ProgressUpdate(
         poller.job_id,
@@ -79,7 +80,7 @@ class ProgressReporter:
 
     mode: Literal["line", "heartbeat"]
     _: KW_ONLY
-    interval: float = DEFAULT_HEARTBEAT_INTERVAL
+    interval: float = SynthSettings.heartbeat_interval
     write_line: Callable[[str], None]
     rewrite: Callable[[str, bool], None] | None = None
     label: Callable[[], str] = lambda: ""
@@ -112,8 +113,6 @@ class ProgressReporter:
         """A last line for each job shown without a final status."""
         with self._lock:
             waiting, self._waiting = list(self._waiting.values()), {}
-            for update in waiting:
-                self._last_beat.pop(update.job_id, None)
         for update in waiting:
             self._emit(update, update.describe(wait_ended=True), final=True)
 

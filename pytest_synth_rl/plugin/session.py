@@ -20,7 +20,8 @@ from pytest_synth_rl.client.base import DEFAULT_REQUEST_TIMEOUT
 from pytest_synth_rl.client.results import JobResult
 from pytest_synth_rl.clock import Clock
 from pytest_synth_rl.errors import BackendUnreachableError, SynthError
-from pytest_synth_rl.fake import FakeSynthBackend
+from pytest_synth_rl.fake import DEFAULT_API_KEY, FakeSynthBackend
+from pytest_synth_rl.fake.handler import HandlerClient
 from pytest_synth_rl.plugin.jobs import RLConfigRef as RLConfigRef
 from pytest_synth_rl.plugin.jobs import SynthJobFactory as SynthJobFactory
 from pytest_synth_rl.plugin.jobs import job_tags as job_tags
@@ -67,26 +68,22 @@ class SynthRun:
         self._http: httpx.Client | None = None
         self._fake_http: httpx.Client | None = None
         self._prepared: set[tuple[str, ...]] = set()
-        self._backend_verdict: BackendUnreachableError | bool | None = False
+        self._backend_problem: str | None = None  # "" once probed and answering
 
     def require_backend(self) -> None:
         """Online, raise :class:`BackendUnreachableError` if nothing answers (probed once)."""
         __tracebackhide__ = True
         if self.settings.is_offline:
             return
+        url = self.settings.backend_url
         with self._lock:
-            if self._backend_verdict is False:
+            if self._backend_problem is None:
                 from pytest_synth_rl.client.reachability import probe_backend
 
-                url = self.settings.backend_url
-                problem = probe_backend(url)
-                origin = self.settings.origin("backend")
-                self._backend_verdict = (
-                    None if problem is None else BackendUnreachableError(origin, url, problem)
-                )
-            verdict = self._backend_verdict
-        if isinstance(verdict, BackendUnreachableError):
-            raise BackendUnreachableError(verdict.setting, verdict.url, verdict.problem)
+                self._backend_problem = probe_backend(url) or ""
+            problem = self._backend_problem
+        if problem:
+            raise BackendUnreachableError(self.settings.origin("backend"), url, problem)
 
     def task_app(self, spec: TaskAppSpec) -> InProcessTaskApp:
         with self._lock:
@@ -154,8 +151,6 @@ class SynthRun:
         return httpx.MockTransport(answer)
 
     def fake_http_client(self) -> httpx.Client:
-        from pytest_synth_rl.fake.handler import HandlerClient
-
         handler = self.fake_backend().handle
         with self._lock:
             if self._fake_http is None:
@@ -163,8 +158,6 @@ class SynthRun:
             return self._fake_http
 
     def fake_api_key(self) -> Secret:
-        from pytest_synth_rl.fake.backend import DEFAULT_API_KEY
-
         return self.settings.api_key or Secret(DEFAULT_API_KEY)
 
     def close(self) -> None:

@@ -6,7 +6,6 @@ fields of :class:`SynthSettings`. Usable without pytest: ``resolve_settings(cli=
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import secrets
@@ -118,7 +117,7 @@ class OptionSpec:
 
     @property
     def default(self) -> Any:
-        return _DEFAULTS[self.name]
+        return getattr(SynthSettings, self.name)  # a field's default is its class attribute
 
     @property
     def shown_default(self) -> Any:
@@ -259,9 +258,6 @@ class SynthSettings:
             f"synth-rl: SYNTH_API_KEY={self.api_key.masked if self.api_key else '<unset>'} "
             f"ENVIRONMENT_API_KEY={task_key}",
         ]
-
-
-_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(SynthSettings)}
 
 
 def _written(spec: OptionSpec, source: str, value: object) -> str:

@@ -144,7 +144,7 @@ def test_valid_markers_parse_into_the_spec(pytester: pytest.Pytester) -> None:
         @pytest.mark.synth_offline
         def test_it(request):
             spec = parse_test_spec(request.node)
-            assert spec.policy is policy
+            assert spec.rl.policy is policy
             assert spec.rl.settings_overrides() == {"poll_interval": 2.0}
             app, scenario = spec.task_app, spec.scenario
             assert (app.source, app.scope, app.api_key.value) == ("pkg.mod:app", "test", "k")

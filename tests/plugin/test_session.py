@@ -77,9 +77,10 @@ def test_jobs_pointed_elsewhere_probe_as_usual() -> None:
         skip_health_check=True,
     )
     config = EXAMPLES / "arithmetic.toml"
-    _, own = jobs._options(config, None, {})
-    _, other_key = jobs._options(config, None, {"task_app_api_key": "x" * 12})
-    _, explicit = jobs._options(config, None, {"skip_health_check": False})
-    assert own["skip_health_check"] is True
-    assert other_key["skip_health_check"] is False
-    assert explicit["skip_health_check"] is False
+    own = jobs(config)
+    other_key = jobs(config, task_app_api_key="x" * 12)
+    explicit = jobs(config, skip_health_check=False)
+    assert own._skip_health_check is True
+    assert other_key._skip_health_check is False
+    assert explicit._skip_health_check is False
+    jobs.finish(cancel_running=False)
