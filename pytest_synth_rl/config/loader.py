@@ -68,7 +68,8 @@ def read_config_bytes(path: Path) -> bytes:
                 hint += "as they may never end"
                 raise _file_error(path, f"is {kind}{link}, not a regular file; expected a TOML file", hint)
             with open(descriptor, "rb", closefd=False) as stream:
-                data = b"" if size > MAX_CONFIG_BYTES else stream.read(MAX_CONFIG_BYTES + 1)
+                data = b"" if size > MAX_CONFIG_BYTES else stream.read(size + 1)  # not a limit-sized buffer
+                data += stream.read(MAX_CONFIG_BYTES + 1 - len(data)) if len(data) > size else b""  # it grew
         finally:
             os.close(descriptor)
     except FileNotFoundError:

@@ -67,26 +67,24 @@ class StoreLock:
         self._owner: int | None = None
         self._depth = 0
 
-    def acquire(self) -> None:
-        self._lock.acquire()
-        self._owner = threading.get_ident()
+    def __enter__(self) -> StoreLock:
+        me = threading.get_ident()
+        if self._owner != me:  # a reentry holds the inner lock already: only the depth grows
+            self._lock.acquire()
+            self._owner = me
         self._depth += 1
+        return self
 
-    def release(self) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         if self._owner != threading.get_ident():
             raise RuntimeError("cannot release a StoreLock this thread does not hold")
         self._depth -= 1
         if not self._depth:
             self._owner = None
             self._released.notify_all()
-        self._lock.release()
+            self._lock.release()
 
-    def __enter__(self) -> StoreLock:
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.release()
+    acquire, release = __enter__, __exit__
 
     @property
     def held(self) -> bool:
