@@ -284,11 +284,9 @@ class SynthJobFactory:
         if isinstance(found, Path):
             return found, {}
         hint = (
-            "give a path relative to the test file (or to the test's synth_rl config, or the rootdir), "
-            "or an absolute path"
+            f"{found.hint}give a path relative to the test file (or to the test's synth_rl config, or the "
+            "rootdir), or an absolute path"
         )
-        if found.near is not None:
-            hint = f"did you mean {found.near!r}? {hint}"
         raise SynthUsageError([ConfigProblem(f"{call}.config", f"RL config file {found.problem}", hint)])
 
     def finish(self, *, cancel_running: bool, deadline: float | None = None) -> list[JobRecord]:

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
-from pytest_synth_rl.errors import MarkerError, SynthUsageError, closest
+from pytest_synth_rl.errors import MarkerError, SynthUsageError, closest, seconds_problem
 from pytest_synth_rl.secrets.masking import Secret, key_problem, secret_or_none
 
 if TYPE_CHECKING:
@@ -37,6 +36,11 @@ MARKERS = {
 _RL_USAGE = (
     "synth_rl(config='rl.toml', overrides={...}, timeout=..., poll_interval=..., policy=..., "
     "rollout_timeout=...)"
+)
+#: How to fix a policy that ``policy_problem`` refuses, given by marker or by the fixture.
+POLICY_HINT = (
+    "a policy is policy(request) -> reply, a callable taking the chat request, e.g. "
+    "LearningPolicy(solve=...), ScriptedPolicy('42') or ReplayPolicy('calls.jsonl')"
 )
 _TASK_APP_USAGE = (
     "synth_task_app('pkg.module:app', 'app.py' or 'app.py:attr', api_key=None, scope='session'|'test', "
@@ -113,8 +117,8 @@ class _Reader:
         value = self.kwargs.get(key)
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-            self.fail(f"{key}={value!r} is not a finite positive number of seconds", f"e.g. {key}=30", key)
+        if (problem := seconds_problem(value)) is not None:
+            self.fail(f"{key} {problem}", f"e.g. {key}=30", key)
         return float(value)
 
 
@@ -139,15 +143,11 @@ def _rl(node: pytest.Item) -> RLMarker:
             reader.fail(f"overrides={level!r} is not a mapping of dotted keys", example, "overrides")
         overrides.update(level or {})
     policy = reader.kwargs.get("policy")
-    if policy is not None and not callable(policy):
-        example = "e.g. policy=LearningPolicy(solve=...), ScriptedPolicy('42') or ReplayPolicy('calls.jsonl')"
-        wrong = f"policy={policy!r:.80} is not a policy (a callable taking the chat request)"
-        reader.fail(wrong, example, "policy")
     if policy is not None:
         from pytest_synth_rl.fake.model.policy import policy_problem
 
         if (problem := policy_problem(policy)) is not None:
-            reader.fail(f"policy: {problem}", "a policy is policy(request) -> reply", "policy")
+            reader.fail(f"policy: {problem}", POLICY_HINT, "policy")
     return RLMarker(
         config=config,
         overrides=overrides,
