@@ -48,6 +48,11 @@ _TASK_APP_USAGE = (
 )
 
 
+def is_config_path(value: object) -> bool:
+    """Whether *value* can name an RL TOML (``None``: the test's default), in a marker or a call."""
+    return value is None or isinstance(value, os.PathLike) or (isinstance(value, str) and value.strip() != "")
+
+
 @functools.lru_cache(maxsize=256)
 def marker_guess(name: str) -> str | None:
     """The synth marker *name* misspells (``""``: a ``synth_`` name that is none), else None."""
@@ -124,16 +129,13 @@ class _Reader:
 
 def _rl(node: pytest.Item) -> RLMarker:
     __tracebackhide__ = True
-    names = ("config", "overrides", "timeout", "poll_interval", "policy", "rollout_timeout")
-    reader = _Reader(node, "synth_rl", names, _RL_USAGE)
+    reader = _Reader(node, "synth_rl", [f.name for f in dataclasses.fields(RLMarker)], _RL_USAGE)
     reader.no_positional()
     config = reader.kwargs.get("config")
-    if config is not None and not isinstance(config, (str, os.PathLike)):
-        hint = "pass the RL TOML path as a string, relative to the test file"
-        reader.fail(f"config={config!r} is not a path", hint, "config")
-    if isinstance(config, str) and not config.strip():
-        hint = "give the RL TOML path, relative to the test file, or leave config out to use the ini option "
-        reader.fail(f"config={config!r} is empty", hint + "synth_rl_config", "config")
+    if not is_config_path(config):
+        hint = "pass the RL TOML path as a string, relative to the test file, or leave config out to use "
+        wrong = "empty" if isinstance(config, str) else "not a path"
+        reader.fail(f"config={config!r} is {wrong}", hint + "the ini option synth_rl_config", "config")
     overrides: dict[str, Any] = {}
     for level in (marker.kwargs.get("overrides") for marker in reader.levels):
         if level is not None and (
