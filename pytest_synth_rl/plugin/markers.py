@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
-from pytest_synth_rl.errors import MarkerError, SynthUsageError, closest, seconds_problem
+from pytest_synth_rl.errors import MarkerError, SynthUsageError, closest, did_you_mean, seconds_problem
 from pytest_synth_rl.secrets.masking import Secret, key_problem, secret_or_none
 
 if TYPE_CHECKING:
@@ -101,10 +101,9 @@ class _Reader:
         self.kwargs: dict[str, Any] = {k: v for marker in self.levels for k, v in marker.kwargs.items()}
         known = list(allowed)
         for key in (key for key in self.kwargs if key not in known):
-            close = closest(key, known)
-            guess = f"did you mean {close}=? " if close else ""
             takes = ", ".join(k + "=" for k in known) or "no arguments"
-            self.fail(f"unknown argument {key}=", f"{guess}{name} takes {takes}", key)
+            hint = f"{did_you_mean(key, known, '{}=')} {name} takes {takes}".lstrip()
+            self.fail(f"unknown argument {key}=", hint, key)
 
     def fail(self, problem: str, hint: str, argument: str = "") -> NoReturn:
         __tracebackhide__ = True
@@ -180,9 +179,8 @@ def _task_app(node: pytest.Item) -> TaskAppMarker | None:
         reader.fail(f"api_key {problem}", "give the key as printable ASCII text", "api_key")
     scope = reader.kwargs.get("scope")
     if scope is not None and scope not in ("session", "test"):
-        close = closest(str(scope), ("session", "test"))
-        guess = f"did you mean scope={close!r}? " if close else ""
-        hint = f"{guess}scope is 'session' (shared, the default) or 'test' (a fresh app per test)"
+        guess = did_you_mean(str(scope), ("session", "test"), "scope={!r}")
+        hint = f"{guess} scope is 'session' (shared, the default) or 'test' (a fresh app per test)".lstrip()
         reader.fail(f"scope={scope!r} is not a task app scope", hint, "scope")
     return TaskAppMarker(
         source=str(reader.args[0]),
@@ -229,7 +227,7 @@ def parse_test_spec(node: pytest.Item) -> SynthTestSpec:
         guess = marker_guess(marker.name)
         if guess is not None:
             known = ", ".join(f"@pytest.mark.{m}" for m in MARKERS)
-            hint = f"{f'did you mean @pytest.mark.{guess}? ' if guess else ''}the markers are {known}"
+            hint = f"{did_you_mean(marker.name, MARKERS, '@pytest.mark.{}')} the markers are {known}".lstrip()
             raise MarkerError(marker.name, node.nodeid, "is not a pytest-synth-rl marker", hint=hint)
     online, offline = _flag(node, "synth_online"), _flag(node, "synth_offline")
     if online and offline:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from pytest_synth_rl.errors import ConfigProblem, SynthUsageError, closest, seconds_problem
+from pytest_synth_rl.errors import ConfigProblem, SynthUsageError, did_you_mean, seconds_problem
 from pytest_synth_rl.secrets.masking import Secret, key_problem
 
 DEFAULT_BACKEND_URL = "https://api.usesynth.ai"
@@ -24,8 +24,8 @@ WORKER_TASK_APP_KEY = "synth_task_app_key"
 
 
 def _near(text: str, choices: Iterable[str]) -> str:
-    guess = closest(text, choices)
-    return f" (did you mean {guess!r}?)" if guess else ""
+    guess = did_you_mean(text, choices)
+    return f" ({guess})" if guess else ""
 
 
 def _seconds(raw: Any) -> float:
@@ -323,11 +323,8 @@ def unknown_ini_key(given: Iterable[object]) -> str | None:
     known = sorted(spec.ini for spec in OPTIONS if spec.ini)
     for key in given:
         if isinstance(key, str) and key.startswith("synth") and key not in known:
-            guess = closest(key, known)
-            return (
-                f"ini option {key} is not a pytest-synth-rl setting: "
-                f"{f'did you mean {guess}? ' if guess else ''}the settings are {', '.join(known)}"
-            )
+            guess = f"{did_you_mean(key, known, '{}')} the settings are {', '.join(known)}".lstrip()
+            return f"ini option {key} is not a pytest-synth-rl setting: {guess}"
     return None
 
 
