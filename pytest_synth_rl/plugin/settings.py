@@ -135,8 +135,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("config", "Default RL TOML config for synth_rl_config / synth_rl_job (relative to the "
                "rootdir).", ini="synth_rl_config"),
     OptionSpec("timeout", "Seconds a job may take before polling gives up (virtual seconds offline).",
-               "--synth-timeout", ("SYNTH_TIMEOUT",), "synth_timeout", _seconds,
-               metavar=_SECONDS),
+               "--synth-timeout", ("SYNTH_TIMEOUT",), "synth_timeout", _seconds, metavar=_SECONDS),
     OptionSpec("poll_interval", "Seconds between status polls (virtual seconds offline).",
                "--synth-poll-interval", ("SYNTH_POLL_INTERVAL",), "synth_poll_interval",
                _poll_interval, metavar=_SECONDS),
