@@ -25,10 +25,10 @@ def closest(word: str, choices: Iterable[str]) -> str | None:
     return found[0] if found else None
 
 
-def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """``did you mean 'x'?`` for a near miss of *word* among *choices*, else ``""``."""
+def did_you_mean(word: str, choices: Iterable[str], shown: str = "{!r}") -> str:
+    """``did you mean 'x'?`` for a near miss of *word* among *choices* (formatted by *shown*), else ``""``."""
     found = closest(word, choices)
-    return f"did you mean {found!r}?" if found is not None else ""
+    return f"did you mean {shown.format(found)}?" if found is not None else ""
 
 
 def a_type(value: object) -> str:

@@ -13,7 +13,7 @@ import pytest
 
 from pytest_synth_rl.errors import ConfigProblem, MarkerError, SynthError, SynthUsageError, did_you_mean
 from pytest_synth_rl.plugin.interrupts import RunInterrupts
-from pytest_synth_rl.plugin.markers import SynthTestSpec, parse_test_spec
+from pytest_synth_rl.plugin.markers import POLICY_HINT, SynthTestSpec, parse_test_spec
 from pytest_synth_rl.plugin.settings import SynthSettings
 from pytest_synth_rl.reporting.summary import RunSummary, job_properties
 
@@ -63,11 +63,9 @@ def _resolve_path(node: pytest.Item, raw: str | os.PathLike[str], marker: str | 
     found = find_file(Path(raw), [node.path.parent, node.config.rootpath])
     if isinstance(found, Path):
         return found
-    near = f"did you mean {found.near!r}? " if found.near is not None else ""
     fix = "give" if marker is not None else f"set {ini_key} to"
-    _given_error(
-        node, marker, ini_key, found.problem, f"{near}{fix} a path relative to the test file or the rootdir"
-    )
+    hint = f"{found.hint}{fix} a path relative to the test file or the rootdir"
+    _given_error(node, marker, ini_key, found.problem, hint)
 
 
 _DATA_SUFFIXES = frozenset({".toml", ".json", ".jsonl", ".yaml", ".yml", ".txt", ".cfg", ".ini", ".csv"})
@@ -158,13 +156,10 @@ def _one_test(
     spec = test.spec
     fake.reset(**reset)
     try:
-        if fixture_policy is not None and not callable(fixture_policy):
-            problem = f"the synth_policy fixture returned {fixture_policy!r:.80}, not a policy"
-            hint = "return a callable taking the chat request, e.g. LearningPolicy(solve=...), or None"
-            raise SynthUsageError([ConfigProblem("synth_policy", problem, f"{hint} for the built-in policy")])
         if fixture_policy is not None and (broken := policy_problem(fixture_policy)) is not None:
             message = f"the synth_policy fixture returned a policy that cannot work: {broken}"
-            raise SynthUsageError([ConfigProblem("synth_policy", message)])
+            hint = f"return {POLICY_HINT.removeprefix('a policy is ')}; or None for the built-in policy"
+            raise SynthUsageError([ConfigProblem("synth_policy", message, hint)])
         fake.use_policy(spec.rl.policy if spec.rl.policy is not None else fixture_policy)  # type: ignore[arg-type]
         fake.use_rollout_timeout(spec.rl.rollout_timeout)
         if spec.scenario is not None:

@@ -76,17 +76,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if report_file is not None:
         from pytest_synth_rl.reporting.files import path_problem
 
-        if os.path.isdir(report_file):
-            raise pytest.UsageError(
-                f"{settings.origin('report')} is a directory; the run report is one JSON file: "
-                f"give a file path such as {os.path.join(str(settings.report), 'synth-report.json')}"
-            )
         problem = path_problem(report_file)
         if problem is not None:
+            inside = str(settings.report) if os.path.isdir(report_file) else ""
             raise pytest.UsageError(
                 f"{settings.origin('report')}: cannot write the run report to {report_file}: {problem}. "
                 "Point it at a JSON file path (missing directories are created), such as "
-                "--synth-report=synth-report.json"
+                f"--synth-report={os.path.join(inside, 'synth-report.json')}"
             )
     if settings.is_offline and settings.record in ("new", "rewrite"):
         raise pytest.UsageError(

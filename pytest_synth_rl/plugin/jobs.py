@@ -31,6 +31,7 @@ from pytest_synth_rl.errors import (
     unknown_argument,
 )
 from pytest_synth_rl.plugin.interrupts import CANCEL_SECONDS
+from pytest_synth_rl.plugin.markers import is_config_path
 from pytest_synth_rl.plugin.settings import SynthSettings
 from pytest_synth_rl.reporting.files import find_file
 from pytest_synth_rl.reporting.report import JobRecord, LiveJobs, job_record
@@ -79,10 +80,6 @@ def _tags(value: object) -> bool:
     )
 
 
-def _config_path(value: object) -> bool:
-    return value is None or isinstance(value, os.PathLike) or (isinstance(value, str) and value.strip() != "")
-
-
 #: name: (None means the default, check, what it must be, an example); config and overrides check None.
 _Rule = tuple[bool, Callable[[object], bool], str, str]
 
@@ -94,7 +91,7 @@ def _rules(sync: bool) -> dict[str, _Rule]:
     text, key, flag = _is(str), _is((str, Secret)), _is(bool)
     # fmt: off
     return {
-        "config": (False, _config_path,
+        "config": (False, is_config_path,
                    "the path of an RL TOML file (a non-empty str or a pathlib.Path)", ""),
         "overrides": (False, _is((type(None), Mapping)), "a mapping of dotted config keys to values", ""),
         "backend_url": (True, text, "an http(s) URL string", "backend_url='https://api.usesynth.ai'"),
@@ -284,11 +281,9 @@ class SynthJobFactory:
         if isinstance(found, Path):
             return found, {}
         hint = (
-            "give a path relative to the test file (or to the test's synth_rl config, or the rootdir), "
-            "or an absolute path"
+            f"{found.hint}give a path relative to the test file (or to the test's synth_rl config, or the "
+            "rootdir), or an absolute path"
         )
-        if found.near is not None:
-            hint = f"did you mean {found.near!r}? {hint}"
         raise SynthUsageError([ConfigProblem(f"{call}.config", f"RL config file {found.problem}", hint)])
 
     def finish(self, *, cancel_running: bool, deadline: float | None = None) -> list[JobRecord]:

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
-from pytest_synth_rl.errors import MarkerError, SynthUsageError, closest
+from pytest_synth_rl.errors import MarkerError, SynthUsageError, closest, did_you_mean, seconds_problem
 from pytest_synth_rl.secrets.masking import Secret, key_problem, secret_or_none
 
 if TYPE_CHECKING:
@@ -38,10 +37,20 @@ _RL_USAGE = (
     "synth_rl(config='rl.toml', overrides={...}, timeout=..., poll_interval=..., policy=..., "
     "rollout_timeout=...)"
 )
+#: How to fix a policy that ``policy_problem`` refuses, given by marker or by the fixture.
+POLICY_HINT = (
+    "a policy is policy(request) -> reply, a callable taking the chat request, e.g. "
+    "LearningPolicy(solve=...), ScriptedPolicy('42') or ReplayPolicy('calls.jsonl')"
+)
 _TASK_APP_USAGE = (
     "synth_task_app('pkg.module:app', 'app.py' or 'app.py:attr', api_key=None, scope='session'|'test', "
     "startup_timeout=10)"
 )
+
+
+def is_config_path(value: object) -> bool:
+    """Whether *value* can name an RL TOML (``None``: the test's default), in a marker or a call."""
+    return value is None or isinstance(value, os.PathLike) or (isinstance(value, str) and value.strip() != "")
 
 
 @functools.lru_cache(maxsize=256)
@@ -92,10 +101,9 @@ class _Reader:
         self.kwargs: dict[str, Any] = {k: v for marker in self.levels for k, v in marker.kwargs.items()}
         known = list(allowed)
         for key in (key for key in self.kwargs if key not in known):
-            close = closest(key, known)
-            guess = f"did you mean {close}=? " if close else ""
             takes = ", ".join(k + "=" for k in known) or "no arguments"
-            self.fail(f"unknown argument {key}=", f"{guess}{name} takes {takes}", key)
+            hint = f"{did_you_mean(key, known, '{}=')} {name} takes {takes}".lstrip()
+            self.fail(f"unknown argument {key}=", hint, key)
 
     def fail(self, problem: str, hint: str, argument: str = "") -> NoReturn:
         __tracebackhide__ = True
@@ -113,23 +121,20 @@ class _Reader:
         value = self.kwargs.get(key)
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-            self.fail(f"{key}={value!r} is not a finite positive number of seconds", f"e.g. {key}=30", key)
+        if (problem := seconds_problem(value)) is not None:
+            self.fail(f"{key} {problem}", f"e.g. {key}=30", key)
         return float(value)
 
 
 def _rl(node: pytest.Item) -> RLMarker:
     __tracebackhide__ = True
-    names = ("config", "overrides", "timeout", "poll_interval", "policy", "rollout_timeout")
-    reader = _Reader(node, "synth_rl", names, _RL_USAGE)
+    reader = _Reader(node, "synth_rl", [f.name for f in dataclasses.fields(RLMarker)], _RL_USAGE)
     reader.no_positional()
     config = reader.kwargs.get("config")
-    if config is not None and not isinstance(config, (str, os.PathLike)):
-        hint = "pass the RL TOML path as a string, relative to the test file"
-        reader.fail(f"config={config!r} is not a path", hint, "config")
-    if isinstance(config, str) and not config.strip():
-        hint = "give the RL TOML path, relative to the test file, or leave config out to use the ini option "
-        reader.fail(f"config={config!r} is empty", hint + "synth_rl_config", "config")
+    if not is_config_path(config):
+        hint = "pass the RL TOML path as a string, relative to the test file, or leave config out to use "
+        wrong = "empty" if isinstance(config, str) else "not a path"
+        reader.fail(f"config={config!r} is {wrong}", hint + "the ini option synth_rl_config", "config")
     overrides: dict[str, Any] = {}
     for level in (marker.kwargs.get("overrides") for marker in reader.levels):
         if level is not None and (
@@ -139,15 +144,11 @@ def _rl(node: pytest.Item) -> RLMarker:
             reader.fail(f"overrides={level!r} is not a mapping of dotted keys", example, "overrides")
         overrides.update(level or {})
     policy = reader.kwargs.get("policy")
-    if policy is not None and not callable(policy):
-        example = "e.g. policy=LearningPolicy(solve=...), ScriptedPolicy('42') or ReplayPolicy('calls.jsonl')"
-        wrong = f"policy={policy!r:.80} is not a policy (a callable taking the chat request)"
-        reader.fail(wrong, example, "policy")
     if policy is not None:
         from pytest_synth_rl.fake.model.policy import policy_problem
 
         if (problem := policy_problem(policy)) is not None:
-            reader.fail(f"policy: {problem}", "a policy is policy(request) -> reply", "policy")
+            reader.fail(f"policy: {problem}", POLICY_HINT, "policy")
     return RLMarker(
         config=config,
         overrides=overrides,
@@ -178,9 +179,8 @@ def _task_app(node: pytest.Item) -> TaskAppMarker | None:
         reader.fail(f"api_key {problem}", "give the key as printable ASCII text", "api_key")
     scope = reader.kwargs.get("scope")
     if scope is not None and scope not in ("session", "test"):
-        close = closest(str(scope), ("session", "test"))
-        guess = f"did you mean scope={close!r}? " if close else ""
-        hint = f"{guess}scope is 'session' (shared, the default) or 'test' (a fresh app per test)"
+        guess = did_you_mean(str(scope), ("session", "test"), "scope={!r}")
+        hint = f"{guess} scope is 'session' (shared, the default) or 'test' (a fresh app per test)".lstrip()
         reader.fail(f"scope={scope!r} is not a task app scope", hint, "scope")
     return TaskAppMarker(
         source=str(reader.args[0]),
@@ -227,7 +227,7 @@ def parse_test_spec(node: pytest.Item) -> SynthTestSpec:
         guess = marker_guess(marker.name)
         if guess is not None:
             known = ", ".join(f"@pytest.mark.{m}" for m in MARKERS)
-            hint = f"{f'did you mean @pytest.mark.{guess}? ' if guess else ''}the markers are {known}"
+            hint = f"{did_you_mean(marker.name, MARKERS, '@pytest.mark.{}')} the markers are {known}".lstrip()
             raise MarkerError(marker.name, node.nodeid, "is not a pytest-synth-rl marker", hint=hint)
     online, offline = _flag(node, "synth_online"), _flag(node, "synth_offline")
     if online and offline:

@@ -6,14 +6,14 @@ fields of :class:`SynthSettings`. Usable without pytest: ``resolve_settings(cli=
 
 from __future__ import annotations
 
-import math
+import contextlib
 import os
 import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from pytest_synth_rl.errors import ConfigProblem, SynthUsageError, closest
+from pytest_synth_rl.errors import ConfigProblem, SynthUsageError, did_you_mean, seconds_problem
 from pytest_synth_rl.secrets.masking import Secret, key_problem
 
 DEFAULT_BACKEND_URL = "https://api.usesynth.ai"
@@ -24,30 +24,22 @@ WORKER_TASK_APP_KEY = "synth_task_app_key"
 
 
 def _near(text: str, choices: Iterable[str]) -> str:
-    guess = closest(text, choices)
-    return f" (did you mean {guess!r}?)" if guess else ""
+    guess = did_you_mean(text, choices)
+    return f" ({guess})" if guess else ""
 
 
-def _positive_float(name: str) -> Callable[[Any], float]:
-    def parse(raw: Any) -> float:
-        try:
-            value = float(raw)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name} must be a number of seconds, got {raw!r}") from None
-        if not math.isfinite(value) or value <= 0:
-            raise ValueError(f"{name} must be a finite number > 0 seconds, got {raw!r}")
-        return value
-
-    return parse
+def _seconds(raw: Any) -> float:
+    with contextlib.suppress(TypeError, ValueError):
+        if seconds_problem(value := float(raw)) is None:
+            return value
+    raise ValueError(f"must be a finite number of seconds > 0, got {raw!r}")
 
 
 def _poll_interval(raw: Any) -> float:
     from pytest_synth_rl.client.polling import interval_problem
 
-    value = _positive_float("synth poll interval")(raw)
-    problem = interval_problem(value)
-    if problem is not None:
-        raise ValueError(f"synth poll interval {problem}")
+    if (problem := interval_problem(value := _seconds(raw))) is not None:
+        raise ValueError(problem)
     return value
 
 
@@ -113,6 +105,7 @@ class OptionSpec:
     parse: Callable[[Any], Any] = _text
     is_flag: bool = False
     choices: tuple[str, ...] | None = None
+    aliases: Mapping[str, str] | None = None
     metavar: str | None = None
 
     @property
@@ -123,10 +116,6 @@ class OptionSpec:
     def shown_default(self) -> Any:
         default = self.default
         return int(default) if isinstance(default, float) and default.is_integer() else default
-
-
-def _record_mode(raw: Any) -> str:
-    return _choice("record mode", RECORD_MODES, raw, {"new_episodes": "new", "all": "rewrite"})
 
 
 _SECONDS = "SECONDS"
@@ -146,8 +135,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("config", "Default RL TOML config for synth_rl_config / synth_rl_job (relative to the "
                "rootdir).", ini="synth_rl_config"),
     OptionSpec("timeout", "Seconds a job may take before polling gives up (virtual seconds offline).",
-               "--synth-timeout", ("SYNTH_TIMEOUT",), "synth_timeout", _positive_float("synth timeout"),
-               metavar=_SECONDS),
+               "--synth-timeout", ("SYNTH_TIMEOUT",), "synth_timeout", _seconds, metavar=_SECONDS),
     OptionSpec("poll_interval", "Seconds between status polls (virtual seconds offline).",
                "--synth-poll-interval", ("SYNTH_POLL_INTERVAL",), "synth_poll_interval",
                _poll_interval, metavar=_SECONDS),
@@ -158,7 +146,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("report", "Write a JSON report of every RL job in the run to this path.",
                "--synth-report", ("SYNTH_REPORT",), "synth_report", metavar="PATH"),
     OptionSpec("record", "Record/replay backend traffic in per-test cassettes: none, once, new, rewrite.",
-               "--synth-record", ("SYNTH_RECORD",), "synth_record", _record_mode, metavar="MODE"),
+               "--synth-record", ("SYNTH_RECORD",), "synth_record", choices=RECORD_MODES,
+               aliases={"new_episodes": "new", "all": "rewrite"}, metavar="MODE"),
     OptionSpec("cassette_dir", "Directory of record/replay cassettes.", ini="synth_cassette_dir"),
     OptionSpec("update_baselines", "Write or refresh the metric baselines compared by synth_baseline "
                "instead of failing.", "--synth-update-baselines", ini="synth_update_baselines", parse=_flag,
@@ -170,7 +159,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
                metavar="auto|line|heartbeat|off"),
     OptionSpec("heartbeat_interval", "Seconds between heartbeat lines of a job waited on (CI logs, -q, "
                "xdist).", "--synth-heartbeat-interval", ("SYNTH_HEARTBEAT_INTERVAL",),
-               "synth_heartbeat_interval", _positive_float("synth heartbeat interval"), metavar=_SECONDS),
+               "synth_heartbeat_interval", _seconds, metavar=_SECONDS),
 )
 # fmt: on
 _BY_NAME = {spec.name: spec for spec in OPTIONS}
@@ -271,7 +260,7 @@ def _written(spec: OptionSpec, source: str, value: object) -> str:
 def _parse(spec: OptionSpec, raw: Any, source: str) -> Any:
     where = {"cli": spec.flag, "ini": f"ini option {spec.ini}", "marker": f"marker argument {spec.name}"}
     try:
-        return _choice(spec.name, spec.choices, raw) if spec.choices else spec.parse(raw)
+        return _choice(spec.name, spec.choices, raw, spec.aliases) if spec.choices else spec.parse(raw)
     except ValueError as exc:
         example = spec.shown_default if spec.default not in (None, False) else spec.metavar or "..."
         given = where.get(source) or f"environment variable {source.removeprefix('env:')}"
@@ -333,11 +322,8 @@ def unknown_ini_key(given: Iterable[object]) -> str | None:
     known = sorted(spec.ini for spec in OPTIONS if spec.ini)
     for key in given:
         if isinstance(key, str) and key.startswith("synth") and key not in known:
-            guess = closest(key, known)
-            return (
-                f"ini option {key} is not a pytest-synth-rl setting: "
-                f"{f'did you mean {guess}? ' if guess else ''}the settings are {', '.join(known)}"
-            )
+            guess = f"{did_you_mean(key, known, '{}')} the settings are {', '.join(known)}".lstrip()
+            return f"ini option {key} is not a pytest-synth-rl setting: {guess}"
     return None
 
 

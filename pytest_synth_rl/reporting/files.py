@@ -209,7 +209,7 @@ def parse_json_document(data: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -
 @dataclass(frozen=True)
 class FileMiss:
     problem: str
-    near: str | None = None
+    hint: str = ""  # "did you mean 'x'? " for a near miss
 
 
 def find_file(given: Path, folders: Sequence[Path]) -> Path | FileMiss:
@@ -230,4 +230,5 @@ def find_file(given: Path, folders: Sequence[Path]) -> Path | FileMiss:
     if near is not None and given.parent != Path():
         near = str(given.parent / near)
     looked = ", ".join(str(c) for c in candidates)
-    return FileMiss(f"{given!s} does not exist (looked in: {looked})", near)
+    hint = f"did you mean {near!r}? " if near is not None else ""
+    return FileMiss(f"{given!s} does not exist (looked in: {looked})", hint)

@@ -117,10 +117,9 @@ def test_flag_markers_take_no_arguments(pytester: pytest.Pytester) -> None:
 def test_seconds_must_be_finite_and_positive(pytester: pytest.Pytester, argument: str, shown: str) -> None:
     marker = "synth_task_app" if argument.startswith("'app.py'") else "synth_rl"
     text = _run(pytester, f"@pytest.mark.{marker}({argument})\ndef test_it():\n    pass\n")
-    assert (
-        f"MarkerError: @pytest.mark.{marker} on test_marks.py::test_it: {shown} is not a finite "
-        "positive number of seconds" in text
-    )
+    key, _, value = shown.partition("=")
+    assert f"MarkerError: @pytest.mark.{marker} on test_marks.py::test_it: {key} " in text
+    assert f"must be a finite number of seconds > 0, got {value}" in text
 
 
 def test_an_empty_task_app_key_is_rejected(pytester: pytest.Pytester) -> None:
@@ -171,8 +170,22 @@ def test_a_policy_that_is_not_callable_is_a_marker_error(pytester: pytest.Pytest
     result.stdout.fnmatch_lines(
         [
             "*MarkerError: @pytest.mark.synth_rl on test_a_policy_that_is_not_callable_is_a_marker_error.py"
-            "::test_it: policy='42' is not a policy (a callable taking the chat request)*",
-            "*ScriptedPolicy('42')*",
+            "::test_it: policy: '42' is not callable*",
+            "*a callable taking the chat request*ScriptedPolicy('42')*",
+        ]
+    )
+
+
+def test_a_synth_policy_fixture_that_is_not_callable_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest("import pytest\n\n@pytest.fixture\ndef synth_policy():\n    return 42\n")
+    pytester.makepyfile(test_p="def test_it(synth_fake):\n    pass\n")
+    result = pytester.runpytest("-p", "no:randomly")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*synth_policy: the synth_policy fixture returned a policy that cannot work: 42 is not callable"
+            " (hint: return policy(request) -> reply, a callable taking the chat request*or None for the "
+            "built-in policy)",
         ]
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -157,7 +158,10 @@ def test_a_report_path_that_is_a_directory_is_refused_before_the_run(pytester: p
     result = pytester.runpytest("--synth-report=out")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["ERROR: --synth-report=out is a directory; the run report is one JSON file: give a file path *"]
+        [
+            f"ERROR: --synth-report=out: *{pytester.path / 'out'} is a directory. Point it at a JSON file "
+            f"path*--synth-report={os.path.join('out', 'synth-report.json')}"
+        ]
     )
     assert sorted(p.name for p in pytester.path.iterdir() if p.name.endswith(".tmp")) == []
 

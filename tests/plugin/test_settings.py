@@ -134,9 +134,9 @@ def test_option_table_has_unique_flags_and_ini_keys() -> None:
 def test_a_misspelt_record_mode_names_the_choices_and_the_near_miss() -> None:
     with pytest.raises(SynthUsageError) as info:
         resolve_settings(cli={"record": "onse"}, env={}, ini={})
-    assert "record mode must be one of none, once, new, rewrite, got 'onse' (did you mean 'once'?)" in str(
-        info.value
-    )
+    text = str(info.value)
+    assert "--synth-record: " in text
+    assert "must be one of none, once, new, rewrite, got 'onse' (did you mean 'once'?)" in text
     assert resolve_settings(cli={"record": "ALL"}, env={}, ini={}).record == "rewrite"
 
 
@@ -146,7 +146,7 @@ def test_seconds_must_be_finite(name: str, raw: str) -> None:
     with pytest.raises(SynthUsageError) as info:
         resolve_settings(cli={name: raw}, env={}, ini={})
     assert info.value.keys == [name]
-    assert f"must be a finite number > 0 seconds, got {raw!r}" in str(info.value)
+    assert f"must be a finite number of seconds > 0, got {raw!r}" in str(info.value)
 
 
 @pytest.mark.parametrize(
@@ -169,7 +169,7 @@ def test_a_poll_interval_below_the_minimum_is_refused_where_it_was_given(
     with pytest.raises(SynthUsageError) as info:
         resolve()
     assert info.value.keys == ["poll_interval"]
-    assert f"{where}: synth poll interval must be at least 0.01 seconds" in str(info.value)
+    assert f"{where}: must be at least 0.01 seconds" in str(info.value)
     assert "got 1e-09" in str(info.value)
     # The examples poll a served fake every 0.1 s, and the minimum itself is a poll interval.
     for accepted in ("0.1", "0.01"):
