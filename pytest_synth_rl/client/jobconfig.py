@@ -134,10 +134,6 @@ class RLJobConfig:
             hint += f"directory, {os.getcwd()!r})"
             problem = ConfigProblem("config_path", f"RL config file {str(path)!r} {what}", hint)
             raise ConfigError([problem], path=str(path))
-        bad = [k for k, v in (tags or {}).items() if not isinstance(k, str) or not isinstance(v, str)]
-        if bad:
-            message = f"tags must map strings to strings; bad entries: {bad!r}"
-            raise usage_error("tags", message, 'e.g. tags={"suite": "nightly"}')
         return cls(
             path,
             resolve_backend_url(backend_url),

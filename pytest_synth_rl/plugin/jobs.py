@@ -17,6 +17,7 @@ import httpx
 
 from pytest_synth_rl.assertions import job_rewards
 from pytest_synth_rl.client import AsyncRLJob, RetryPolicy, RLJob
+from pytest_synth_rl.client.base import ArgumentRule, argument_problems, argument_rules
 from pytest_synth_rl.client.results import is_terminal, job_status
 from pytest_synth_rl.clock import Clock
 from pytest_synth_rl.config import build_rl_payload, load_rl_config, normalize_backend_url
@@ -27,7 +28,6 @@ from pytest_synth_rl.errors import (
     SynthUsageError,
     a_type,
     closest,
-    seconds_problem,
     unknown_argument,
 )
 from pytest_synth_rl.plugin.interrupts import CANCEL_SECONDS
@@ -70,49 +70,10 @@ def _forwarded_names() -> tuple[str, ...]:
     return tuple(name for name in parameters if name not in ("config_path", "overrides"))
 
 
-def _is(kind: type | tuple[type, ...]) -> Callable[[object], bool]:
-    return lambda value: isinstance(value, kind)
-
-
-def _tags(value: object) -> bool:
-    return isinstance(value, Mapping) and all(
-        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-    )
-
-
-#: name: (None means the default, check, what it must be, an example); config and overrides check None.
-_Rule = tuple[bool, Callable[[object], bool], str, str]
-
-
 @functools.cache
-def _rules(sync: bool) -> dict[str, _Rule]:
-    client = httpx.Client if sync else httpx.AsyncClient
-    transport = httpx.BaseTransport if sync else httpx.AsyncBaseTransport
-    text, key, flag = _is(str), _is((str, Secret)), _is(bool)
-    # fmt: off
-    return {
-        "config": (False, is_config_path,
-                   "the path of an RL TOML file (a non-empty str or a pathlib.Path)", ""),
-        "overrides": (False, _is((type(None), Mapping)), "a mapping of dotted config keys to values", ""),
-        "backend_url": (True, text, "an http(s) URL string", "backend_url='https://api.usesynth.ai'"),
-        "api_key": (True, key, "a key string or a Secret", "api_key=os.environ['SYNTH_API_KEY']"),
-        "task_app_url": (True, text, "an http(s) URL string", "task_app_url='http://127.0.0.1:8001'"),
-        "task_app_api_key": (True, key, "a key string or a Secret", "task_app_api_key=app.api_key"),
-        "idempotency_key": (True, text, "a string", "idempotency_key='nightly-42'"),
-        "allow_experimental": (True, flag, "True, False or None", "allow_experimental=True"),
-        "skip_health_check": (False, flag, "True or False", "skip_health_check=True"),
-        "allow_new_keys": (False, flag, "True or False", "allow_new_keys=True"),
-        "tags": (True, _tags, "a mapping of str to str", "tags={'team': 'rl'}"),
-        "request_timeout": (False, lambda v: seconds_problem(v) is None, "a finite number of seconds > 0",
-                            "request_timeout=30"),
-        "clock": (True, _is(Clock), "a Clock", "clock=synth_clock"),
-        "retry": (True, _is(RetryPolicy), "a RetryPolicy", "retry=RetryPolicy()"),
-        "http_client": (True, _is(client), f"an {client.__module__}.{client.__name__}",
-                        f"http_client=httpx.{client.__name__}()"),
-        "transport": (True, _is(transport), f"an {transport.__module__}.{transport.__name__}",
-                      "transport=httpx.MockTransport(handler)"),
-    }
-    # fmt: on
+def _rules(sync: bool) -> dict[str, ArgumentRule]:
+    config = (False, is_config_path, "the path of an RL TOML file (a non-empty str or a pathlib.Path)", "")
+    return {"config": config, **argument_rules(sync)}
 
 
 def _argument_problems(
@@ -134,16 +95,7 @@ def _argument_problems(
         else f"e.g. {call}(config='rl.toml') (relative to the test's synth_rl config, the test file or the "
         "rootdir), or leave it out for the test's synth_rl marker config",
     }
-    for name, value in {**kwargs, "config": config, "overrides": overrides}.items():
-        rule = rules.get(name)
-        if rule is None or (value is None and rule[0]) or rule[1](value):
-            continue
-        nullable, _, expected, example = rule
-        shown = "..." if name.endswith("api_key") else f"{value!r:.60}"  # a key's value is never shown
-        expected += " or None" if nullable and "None" not in expected else ""
-        message = f"got {call}({name}={shown}), {a_type(value)}; expected {expected}"
-        hint = hints.get(name, f"e.g. {call}({example}), or leave {name} out")
-        problems.append(ConfigProblem(f"{call}.{name}", message, hint))
+    problems += argument_problems(call, {**kwargs, "config": config, "overrides": overrides}, rules, hints)
     for name in overrides if isinstance(overrides, Mapping) else ():
         if not isinstance(name, str) or not name.strip():
             wrong = "blank" if isinstance(name, str) else a_type(name)

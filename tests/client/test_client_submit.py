@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from pytest_synth_rl.client import RetryPolicy, RLJob
+from pytest_synth_rl.client import AsyncRLJob, RetryPolicy, RLJob
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import (
     BackendError,
@@ -201,7 +201,8 @@ def test_tags_merge_into_payload_tags(config_path: Path) -> None:
 def test_bad_tags_are_config_errors(config_path: Path) -> None:
     with pytest.raises(SynthUsageError) as info:
         make_job(config_path, tags={"n": 1})
-    assert info.value.keys == ["tags"]
+    assert info.value.keys == ["RLJob.from_config.tags"]
+    assert "tags={'n': 1}), a dict; expected a mapping of str to str" in str(info.value)
 
 
 def test_a_task_url_override_wins_over_the_jobs_task_app_url(config_path: Path) -> None:
@@ -445,3 +446,43 @@ def test_the_library_and_the_plugin_read_the_backend_variables_in_one_order() ->
 
     backend = next(option for option in OPTIONS if option.name == "backend")
     assert BACKEND_URL_ENV_VARS == backend.env == ("SYNTH_BACKEND_URL", "BACKEND_BASE_URL")
+
+
+# -- argument values ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("job_class", "name", "value", "expected"),
+    [
+        (RLJob, "backend_url", 5, "an int; expected an http(s) URL string or None"),
+        (RLJob, "task_app_url", 5, "an int; expected an http(s) URL string or None"),
+        (RLJob, "idempotency_key", 7, "an int; expected a string or None"),
+        (RLJob, "clock", "x", "a str; expected a Clock or None"),
+        (RLJob, "retry", 3, "an int; expected a RetryPolicy or None"),
+        (RLJob, "request_timeout", "slow", "a str; expected a finite number of seconds > 0"),
+        (RLJob, "overrides", 5, "an int; expected a mapping of dotted config keys to values"),
+        (RLJob, "tags", {"team": 1}, "a dict; expected a mapping of str to str or None"),
+        (RLJob, "allow_new_keys", "no", "a str; expected True or False"),
+        (RLJob, "skip_health_check", 1, "an int; expected True or False"),
+        (RLJob, "http_client", httpx.AsyncClient(), "expected an httpx.Client or None"),
+        (AsyncRLJob, "http_client", httpx.Client(), "expected an httpx.AsyncClient or None"),
+    ],
+)
+def test_a_wrong_argument_value_is_refused_naming_the_call_and_what_it_takes(
+    config_path: Path, job_class: type[RLJob] | type[AsyncRLJob], name: str, value: object, expected: str
+) -> None:
+    with pytest.raises(SynthUsageError) as caught:
+        job_class.from_config(config_path, **job_kwargs(**{name: value}))
+    call = f"{job_class.__name__}.from_config"
+    assert caught.value.keys == [f"{call}.{name}"]
+    assert f"got {call}({name}=" in str(caught.value)
+    assert expected in str(caught.value)
+    assert f"or leave {name} out" in str(caught.value)
+
+
+def test_a_key_of_the_wrong_type_is_refused_without_showing_it() -> None:
+    with pytest.raises(SynthUsageError) as caught:
+        RLJob.from_job_id("rl-1", api_key=12345678901234, backend_url=BACKEND)  # type: ignore[arg-type]
+    assert caught.value.keys == ["RLJob.from_job_id.api_key"]
+    assert "got RLJob.from_job_id(api_key=...), an int; expected a key string or a Secret" in str(
+        caught.value
+    )
+    assert "12345678901234" not in str(caught.value)
