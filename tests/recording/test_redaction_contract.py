@@ -272,3 +272,11 @@ def test_a_truncated_escaped_secret_is_a_leak_while_its_start_or_end_remains() -
     assert find_leaks(escaped.encode(), [secret]) == ['se"c…+1']
     assert find_leaks(escaped[1:].encode(), [secret]) == ['se"c…+1']  # "cret/va lue+1: its last 14
     assert find_leaks(escaped[:-1].encode(), [secret]) == []  # "cret/va lue+: 13 from its middle
+
+
+def test_find_leaks_reads_a_json_escaped_secret_inside_a_base64_body() -> None:
+    secret = 'se"cret/va lue+1'  # escaped in the JSON, so its base64 form never appears as it is
+    body = base64.b64encode(json.dumps({"key": secret}).encode()).decode()
+    assert find_leaks(json.dumps({"body": body, "body_encoding": "base64"}).encode(), [secret]) == ['se"c…+1']
+    assert find_leaks(json.dumps({"body": body, "body_encoding": "utf-8"}).encode(), [secret]) == []
+    assert find_leaks(json.dumps({"body": body}).encode(), [secret]) == []
