@@ -311,6 +311,7 @@ def test_a_live_line_that_times_out_ends_before_the_tests_letter(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Before, "F" landed at the end of the live line, past its last column.
+    monkeypatch.setenv("COLUMNS", "80")  # the width of a run on no terminal (this run is in-process)
     result = timed_out_wait(suite, monkeypatch, "--synth-progress=line")
     lines = result.stdout.str().split("\n")
     (last,) = [i for i, line in enumerate(lines) if line.rstrip().endswith("(wait ended)")]
