@@ -87,7 +87,8 @@ def _record(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers:
     monkeypatch.setenv("SYNTH_API_KEY", SYNTH_KEY)
     try:
         with fake.serve() as url:
-            result = pytester.runpytest_subprocess(
+            run = pytester.runpytest if workers == "0" else pytester.runpytest_subprocess  # see _replay
+            result = run(
                 "-p",
                 "no:randomly",
                 "-n",
