@@ -9,6 +9,7 @@ pytest-httpx peer and the MockTransport floor) and prints lines in the shared fo
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import json
@@ -158,11 +159,21 @@ def test_medians_interleave_and_take_samples_the_contenders_measured() -> None:
     assert times["timed"].wall >= 0.0
     assert times["timed"].cpu >= 0.0
 
+    calls.clear()
+    walls = iter([100.0, 2.0])  # the warm-up's sample is not one of the medians
+    warmed = common.medians({"measured": measured, "timed": timed}, 1)
+    assert calls == ["measured", "timed", "measured", "timed"]  # one warm-up run each comes first
+    assert warmed["measured"] == common.Sample(2.0, 0.5)
+
 
 @pytest.mark.slow
 def test_plugin_overhead_runs_ours_and_both_floors_and_prints_target_lines(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The warm-up runs (a cache-warming copy of each timed run) are left out here: what they do is
+    # checked on the medians alone above, and this test times nothing.
+    monkeypatch.setattr(overhead, "medians", functools.partial(common.medians, warm_up=False))
+
     def tiny() -> list[str]:
         lines: list[str] = overhead.main(tests=2, variants=("scripted",), repeats=1)
         return lines

@@ -388,7 +388,7 @@ def test_a_passing_test_whose_expectation_checked_nothing_errors_at_teardown(
     for name in ("arithmetic_task_app.py", "arithmetic.toml"):
         (pytester.path / name).write_text((examples / name).read_text())
     pytester.makepyfile(test_no_check=NO_CHECK_SUITE)
-    result = pytester.runpytest_subprocess("-p", "no:randomly")
+    result = pytester.runpytest("-p", "no:randomly")
     result.assert_outcomes(passed=2, failed=1, errors=1)
     result.stdout.fnmatch_lines(
         [

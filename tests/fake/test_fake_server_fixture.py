@@ -77,7 +77,7 @@ def test_served_fake_follows_each_tests_policy_and_scenario(pytester: pytest.Pyt
         shutil.copy(EXAMPLES / name, pytester.path / name)
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_served=SUITE)
-    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider")
+    result = pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=4)
 
 
@@ -147,5 +147,5 @@ def test_nothing_a_test_sets_on_a_fake_reaches_the_next_test(pytester: pytest.Py
     for name in ("arithmetic_task_app.py", "arithmetic.toml"):
         shutil.copy(EXAMPLES / name, pytester.path / name)
     pytester.makepyfile(test_leaks=LEAKS)
-    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider")
+    result = pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=4)

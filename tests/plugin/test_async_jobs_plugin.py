@@ -77,7 +77,7 @@ def test_an_async_jobs_rollouts_leave_the_tests_event_loop_free(pytester: pytest
     (pytester.path / "judge_app.py").write_text(JUDGE_APP)
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     pytester.makepyfile(test_judged=JUDGE_SUITE)
-    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider")
+    result = pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
 
 
@@ -110,7 +110,7 @@ def test_teardown_cancels_an_async_job_on_the_backend_it_was_sent_to(
     with run_backend.serve() as run_url, other_backend.serve() as other_url:
         pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
         pytester.makepyfile(test_other=OTHER_BACKEND_SUITE.format(other=other_url))
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest(
             "-p",
             "no:randomly",
             "-p",

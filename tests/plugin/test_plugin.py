@@ -333,37 +333,32 @@ def test_job_table_json_report_and_junit_properties(
     assert "succeeded" in markdown
 
 
-def test_example_suite_passes_under_xdist(example_dir: pytest.Pytester) -> None:
+def test_job_ids_are_each_tests_own_on_one_process_or_two_workers(example_dir: pytest.Pytester) -> None:
     example_dir.makepyfile(
         test_one=SUITE,
         test_two=SUITE.replace("def test_succeeds", "def test_succeeds_too"),
+        **{f"test_part{index}": SUITE for index in range(2)},
     )
-    result = example_dir.runpytest_subprocess("-n", "2", "-p", "xdist")
-    result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*synth-rl jobs*"])
-    rows = [line for line in result.outlines if "succeeded" in line and "virtual" in line]
-    assert sorted(row.split()[0] for row in rows) == [
-        "test_one.py::test_succeeds",
-        "test_two.py::test_succeeds_too",
-    ]
+    tests = ["test_one.py::test_succeeds", "test_part0.py::test_succeeds", "test_part1.py::test_succeeds"]
+    tests.append("test_two.py::test_succeeds_too")
+    report = example_dir.path / "jobs.json"
+    # The example suite passes under xdist, its table on the controller's output.
+    workers = example_dir.runpytest_subprocess("-n", "2", "-p", "xdist", f"--synth-report={report}")
+    workers.assert_outcomes(passed=4)
+    workers.stdout.fnmatch_lines(["*synth-rl jobs*"])
+    rows = [line for line in workers.outlines if "succeeded" in line and "virtual" in line]
+    assert sorted(row.split()[0] for row in rows) == sorted(tests)
     # each test's fake ids come from its test id, whichever worker ran it
-    assert {row.split()[0]: row.split()[1] for row in rows} == {
-        "test_one.py::test_succeeds": "job_rl_5170627886_000001",
-        "test_two.py::test_succeeds_too": "job_rl_c02bc9c77c_000001",
-    }
-
-
-def test_job_ids_are_each_tests_own_on_one_process_or_two_workers(example_dir: pytest.Pytester) -> None:
-    for index in range(4):
-        example_dir.makepyfile(**{f"test_part{index}": SUITE})
-    ids = []
-    for extra in [("-n", "2", "-p", "xdist"), ("-p", "no:randomly")]:
-        report = example_dir.path / "jobs.json"
-        result = example_dir.runpytest_subprocess(*extra, f"--synth-report={report}")
-        result.assert_outcomes(passed=4)
-        ids.append({job["test_id"]: job["job_id"] for job in json.loads(report.read_text())["jobs"]})
+    table = {row.split()[0]: row.split()[1] for row in rows}
+    assert table["test_one.py::test_succeeds"] == "job_rl_5170627886_000001"
+    assert table["test_two.py::test_succeeds_too"] == "job_rl_c02bc9c77c_000001"
+    ids = [{job["test_id"]: job["job_id"] for job in json.loads(report.read_text())["jobs"]}]
+    assert ids[0] == table
+    # On one process (this one: the run patches nothing global) each test gets the same id.
+    serial = example_dir.runpytest("-p", "no:randomly", f"--synth-report={report}")
+    serial.assert_outcomes(passed=4)
+    ids.append({job["test_id"]: job["job_id"] for job in json.loads(report.read_text())["jobs"]})
     assert ids[0] == ids[1]
-    tests = [f"test_part{index}.py::test_succeeds" for index in range(4)]
     assert ids[0] == {test: offline_job_id_prefix(test) + "000001" for test in tests}
     assert len(set(ids[0].values())) == 4
 

@@ -32,7 +32,7 @@ def test_an_unknown_cassette_config_key_is_rejected_with_a_suggestion(pytester: 
     for name in ("arithmetic_task_app.py", "arithmetic.toml"):
         shutil.copy(EXAMPLES / name, pytester.path / name)
     pytester.makepyfile(test_cfg=SUITE)
-    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:xdist")
+    result = pytester.runpytest("-p", "no:randomly", "-p", "no:xdist")
     result.assert_outcomes(errors=1)
     assert (
         "SynthUsageError: invalid synth_cassette_config: synth_cassette_config['ignores']: 'ignores' is "
@@ -48,7 +48,7 @@ def test_a_directory_where_the_cassette_belongs_is_an_error(pytester: pytest.Pyt
     pytester.makepyfile(test_cfg=SUITE.replace('"ignores"', '"ignore"'))
     where = cassette_path(pytester.path / "tests" / "cassettes", "test_cfg.py::test_recorded")
     where.mkdir(parents=True)
-    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:xdist")
+    result = pytester.runpytest("-p", "no:randomly", "-p", "no:xdist")
     result.assert_outcomes(errors=1)
     text = result.stdout.str()
     problem = f"the cassette of test_cfg.py::test_recorded would be {where}, but that is a directory"
@@ -86,6 +86,6 @@ def test_cassette_config_values_are_checked_at_setup_even_without_a_cassette(
     for name in ("arithmetic_task_app.py", "arithmetic.toml"):
         shutil.copy(EXAMPLES / name, pytester.path / name)
     pytester.makepyfile(test_cfg=SUITE.replace('{"ignores": ("json.metadata",)}', returned))
-    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:xdist")
+    result = pytester.runpytest("-p", "no:randomly", "-p", "no:xdist")
     result.assert_outcomes(errors=1)
     assert f"SynthUsageError: invalid synth_cassette_config: {reported}" in result.stdout.str()

@@ -59,7 +59,7 @@ def test_an_unreachable_backend_fails_every_test_with_one_message_naming_the_opt
     monkeypatch.setenv("SYNTH_API_KEY", "sk_live_failfast_key_0123456789")
     monkeypatch.delenv("BACKEND_BASE_URL", raising=False)
     monkeypatch.delenv("SYNTH_BACKEND_URL", raising=False)
-    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:xdist", f"--synth-backend={url}")
+    result = pytester.runpytest("-p", "no:randomly", "-p", "no:xdist", f"--synth-backend={url}")
     result.assert_outcomes(errors=3)
     expected = (
         f"BackendUnreachableError: the backend at {url} (from --synth-backend={url}) is unreachable: "
@@ -134,7 +134,7 @@ def test_never_finishes(synth_rl_job, synth_expect):
 def test_a_synth_expect_timeout_shows_the_statuses_of_its_polls(pytester: pytest.Pytester) -> None:
     _copy_example(pytester)
     pytester.makepyfile(test_timeout=TIMEOUT_SUITE)
-    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:xdist", "--synth-poll-interval=10")
+    result = pytester.runpytest("-p", "no:randomly", "-p", "no:xdist", "--synth-poll-interval=10")
     result.assert_outcomes(failed=1)
     text = result.stdout.str()
     assert "(no polls)" not in text, text

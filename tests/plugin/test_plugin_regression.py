@@ -74,7 +74,7 @@ def test_record_against_served_fake_then_replay_offline_without_key(
 
     # Offline, no API key at all: the cassette replays the same job, polls and outcome.
     monkeypatch.delenv("SYNTH_API_KEY")
-    replayed = example_dir.runpytest_subprocess("-s", "--synth-report=replayed.json")
+    replayed = example_dir.runpytest("-s", "--synth-report=replayed.json")  # offline: in-process
     replayed.assert_outcomes(passed=1)
     assert _outcome(replayed) == _outcome(recorded)
     assert _outcome(replayed)[1] == "succeeded"
@@ -157,7 +157,7 @@ def test_an_offline_cassette_mismatch_shows_the_users_line_and_a_fix_that_works_
     path = cassette_path(example_dir.path / "tests" / "cassettes", node)
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({**legacy, "test_id": node, "interactions": legacy["interactions"][1:]}))
-    result = example_dir.runpytest_subprocess("-p", "no:randomly")
+    result = example_dir.runpytest("-p", "no:randomly")
     result.assert_outcomes(failed=1)
     text = result.stdout.str()
     assert "CassetteMismatchError: no recorded interaction matches POST" in text

@@ -90,7 +90,7 @@ def test_too_little_time_fails_each_naming_the_marker_argument(suite: pytest.Pyt
 def test_enough_time_passes(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLOW_ROLLOUT", "0.15")  # a job runs a few dozen rollouts: keep them short
     suite.makepyfile(test_slow=SUITE.format(startup=30, rollout=30))
-    suite.runpytest_subprocess("-p", "no:randomly").assert_outcomes(passed=2)
+    suite.runpytest("-p", "no:randomly").assert_outcomes(passed=2)
 
 
 SERVED_SUITE = """

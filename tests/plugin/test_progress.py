@@ -205,7 +205,8 @@ def test_heartbeat_of_an_online_wait_reaches_the_output(
         monkeypatch.setenv("SYNTH_API_KEY", served.api_key.value)
         args = [f"--synth-backend={served.url}", "--synth-poll-interval=0.02", "-q", "-p", "no:randomly"]
         args += ["--synth-heartbeat-interval=0.001", *(["-n", "2"] if xdist else [])]
-        result = suite.runpytest_subprocess(*args, timeout=300)
+        # Two workers need processes of their own; one process is this one (nothing global is patched).
+        result = suite.runpytest_subprocess(*args, timeout=300) if xdist else suite.runpytest(*args)
     result.assert_outcomes(passed=1)
     # Under xdist the worker writes to the standard error it shares with the controller.
     output = result.stderr if xdist else result.stdout
@@ -215,7 +216,7 @@ def test_heartbeat_of_an_online_wait_reaches_the_output(
 
 
 def test_offline_wait_on_the_virtual_clock_prints_nothing(suite: pytest.Pytester) -> None:
-    result = suite.runpytest_subprocess("--synth-progress=heartbeat", "--synth-heartbeat-interval=0.001")
+    result = suite.runpytest("--synth-progress=heartbeat", "--synth-heartbeat-interval=0.001")
     result.assert_outcomes(passed=1)
     assert "heartbeat" not in result.stdout.str() + result.stderr.str()
 
@@ -285,7 +286,7 @@ def timed_out_wait(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *arg
         served.fake.scenario(polls=1000, steps=4, reward_curve=[0.2, 0.35, 0.5, 0.7])
         monkeypatch.setenv("SYNTH_API_KEY", served.api_key.value)
         online = [f"--synth-backend={served.url}", "--synth-poll-interval=0.05", "-p", "no:randomly"]
-        result = suite.runpytest_subprocess(*online, *args, timeout=300)
+        result = suite.runpytest(*online, *args)
     result.assert_outcomes(failed=1)
     return result
 
@@ -307,6 +308,7 @@ def test_a_live_line_that_times_out_ends_before_the_tests_letter(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Before, "F" landed at the end of the live line, past its last column.
+    monkeypatch.setenv("COLUMNS", "80")  # the width of a run on no terminal (this run is in-process)
     result = timed_out_wait(suite, monkeypatch, "--synth-progress=line")
     lines = result.stdout.str().split("\n")
     (last,) = [i for i, line in enumerate(lines) if line.rstrip().endswith("(wait ended)")]

@@ -87,7 +87,8 @@ def _record(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers:
     monkeypatch.setenv("SYNTH_API_KEY", SYNTH_KEY)
     try:
         with fake.serve() as url:
-            result = pytester.runpytest_subprocess(
+            run = pytester.runpytest if workers == "0" else pytester.runpytest_subprocess  # see _replay
+            result = run(
                 "-p",
                 "no:randomly",
                 "-n",
@@ -103,13 +104,33 @@ def _record(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers:
 
 
 def _replay(pytester: pytest.Pytester, workers: str) -> pytest.RunResult:
+    if workers == "0":  # one process: the run needs no process of its own
+        return pytester.runpytest("-p", "no:randomly", "-n", workers)
     return pytester.runpytest_subprocess("-p", "no:randomly", "-n", workers)
 
 
-def test_recorded_serially_replays_on_two_workers(
-    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+@pytest.fixture(scope="module")
+def serial_recording(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The cassettes of one serial record, made by the first test that asks and copied for the others."""
+    return {"kept": tmp_path_factory.mktemp("serial-cassettes") / "cassettes"}
+
+
+def _record_serially(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, recording: dict[str, Path]
 ) -> None:
-    _record(suite, monkeypatch, "0")
+    """Leave a serial record's cassettes in *pytester*'s tests/cassettes, recording them once a module."""
+    kept, directory = recording["kept"], pytester.path / "tests" / "cassettes"
+    if kept.is_dir():
+        shutil.copytree(kept, directory)
+    else:
+        _record(pytester, monkeypatch, "0")
+        shutil.copytree(directory, kept)
+
+
+def test_recorded_serially_replays_on_two_workers(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, serial_recording: dict[str, Path]
+) -> None:
+    _record_serially(suite, monkeypatch, serial_recording)
     cassettes = _cassettes(suite)
     assert len(cassettes) == 6
     tags = [tag for cassette in cassettes.values() for tag in _submitted_tags(cassette)]
@@ -162,9 +183,9 @@ def test_workers_share_the_run_task_app_key_unless_the_environment_set_one() -> 
 
 
 def test_a_cassette_of_another_test_is_refused_naming_both(
-    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, serial_recording: dict[str, Path]
 ) -> None:
-    _record(suite, monkeypatch, "0")
+    _record_serially(suite, monkeypatch, serial_recording)
     directory = suite.path / "tests" / "cassettes"
     theirs, ours = TEST_IDS[0], TEST_IDS[1]
     shutil.copy(cassette_path(directory, theirs), cassette_path(directory, ours))

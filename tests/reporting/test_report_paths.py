@@ -12,7 +12,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from fifo_support import FifoReader
+from fifo_support import FifoReader, full_device
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -45,7 +45,8 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
 
 
 def _run(suite: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return suite.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider", *args, timeout=600)
+    # In-process: these runs patch nothing global, and the environment is the monkeypatched one.
+    return suite.runpytest("-p", "no:randomly", "-p", "no:cacheprovider", *args)
 
 
 @pytest.mark.parametrize(
@@ -204,28 +205,12 @@ def test_the_json_report_is_written_into_a_special_file_in_place(suite: pytest.P
     assert [job["test_id"] for job in report["jobs"]] == ["test_jobs.py::test_job"]
 
 
-FULL_DEVICE = """
-import errno
-import os
-
-_write = os.write
-_device = os.stat({path!r})
-
-
-def _full(fd, data):
-    if os.path.samestat(os.fstat(fd), _device):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    return _write(fd, data)
-
-
-os.write = _full
-"""
-
-
-def test_a_json_report_the_device_does_not_take_is_an_error_line_not_written(suite: pytest.Pytester) -> None:
+def test_a_json_report_the_device_does_not_take_is_an_error_line_not_written(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Before, a full device was replaced by a regular file and the run said "JSON report written".
     with FifoReader(suite.path / "device") as device:
-        suite.makeconftest(FULL_DEVICE.format(path=str(device.path)))
+        full_device(monkeypatch, device.path)
         result = _run(suite, "--synth-report=device")
     assert result.ret == pytest.ExitCode.OK
     result.assert_outcomes(passed=1)

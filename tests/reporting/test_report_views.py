@@ -65,7 +65,7 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
 
 
 def _run(suite: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return suite.runpytest_subprocess("-p", "no:randomly", "--synth-poll-interval=1", *args, timeout=600)
+    return suite.runpytest("-p", "no:randomly", "--synth-poll-interval=1", *args)
 
 
 def _svg_values(svg: ET.Element, name: str) -> list[float]:
