@@ -84,9 +84,7 @@ def _task_app_source(node: pytest.Item, source: str, marker: str | None) -> str:
         return source
     folders = dict.fromkeys([node.path.parent, node.config.rootpath])
     if "." not in source:
-        file = next(
-            (file for file in (folder / f"{source}.py" for folder in folders) if file.is_file()), None
-        )
+        file = next((f for f in (folder / f"{source}.py" for folder in folders) if f.is_file()), None)
         if file is None:
             return source
         problem = f"{source!r} is not a 'package.module:attribute' target, and {file.name} is a file"

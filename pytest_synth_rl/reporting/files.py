@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import itertools
 import json
@@ -121,8 +122,7 @@ def write_error_reason(path: str | os.PathLike[str], error: OSError, *, make_par
 
 
 def shell_quote(argument: str) -> str:
-    escaped = re.sub(r'(["$`\\])', r"\\\1", argument)
-    return f'"{escaped}"'
+    return '"' + re.sub(r'(["$`\\])', r"\\\1", argument) + '"'
 
 
 MAX_JSON_DEPTH = 200
@@ -212,10 +212,14 @@ class FileMiss:
     hint: str = ""  # "did you mean 'x'? " for a near miss
 
 
+@functools.lru_cache(maxsize=256)
+def _candidates(given: Path, folders: tuple[Path, ...]) -> tuple[Path, ...]:
+    return (given,) if given.is_absolute() else tuple(dict.fromkeys(folder / given for folder in folders))
+
+
 def find_file(given: Path, folders: Sequence[Path]) -> Path | FileMiss:
     """*given* if absolute, else the first file ``folder / given``; else a :class:`FileMiss`."""
-    candidates = [given] if given.is_absolute() else list(dict.fromkeys(folder / given for folder in folders))
-    for candidate in candidates:
+    for candidate in (candidates := _candidates(given, tuple(folders))):
         if candidate.is_file():
             return candidate
     if directories := [c for c in candidates if c.is_dir()]:
@@ -229,6 +233,5 @@ def find_file(given: Path, folders: Sequence[Path]) -> Path | FileMiss:
     near = closest(candidates[0].name, sorted(names)) if candidates else None
     if near is not None and given.parent != Path():
         near = str(given.parent / near)
-    looked = ", ".join(str(c) for c in candidates)
     hint = f"did you mean {near!r}? " if near is not None else ""
-    return FileMiss(f"{given!s} does not exist (looked in: {looked})", hint)
+    return FileMiss(f"{given!s} does not exist (looked in: {', '.join(map(str, candidates))})", hint)

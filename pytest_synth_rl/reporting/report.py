@@ -12,7 +12,7 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -69,9 +69,8 @@ class JobRecord:
         return cls(**{"job_id": None, "status": None, "backend": "", **data})
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = json.loads(json.dumps(asdict(self)), parse_constant=lambda _: None)
-        data["rewards"] = [r for r in data["rewards"] if r is not None]
-        return data
+        data: dict[str, Any] = json.loads(json.dumps(vars(self)), parse_constant=lambda _: None)
+        return data | {"rewards": [r for r in data["rewards"] if r is not None]}
 
 
 def _is_number(value: object) -> bool:
