@@ -114,9 +114,25 @@ def test_submit_422_lists_every_problem(config_path: Path) -> None:
         with pytest.raises(JobSubmitError) as info:
             job.submit()
     text = str(info.value)
-    assert "body.data.config.rollout.env_name: field required" in text
-    assert "body.compute.gpu_count: must be > 0" in text
+    assert "HTTP 422\n  problems:\n    - body.data.config.rollout.env_name: field required\n" in text
+    assert "\n    - body.compute.gpu_count: must be > 0" in text
     assert "RL config" in (info.value.hint or "")
+
+
+def test_submit_422_without_problems_says_so(config_path: Path) -> None:
+    with respx.mock() as router, make_job(config_path) as job:
+        router.post(f"{API}/rl/jobs").respond(422, json={"detail": []})
+        with pytest.raises(JobSubmitError) as info:
+            job.submit()
+    assert "HTTP 422\n  problems:\n    - (the answer lists no problems)" in str(info.value)
+
+
+def test_submit_to_a_missing_route_says_where_the_job_api_lives(config_path: Path) -> None:
+    with respx.mock() as router, make_job(config_path) as job:
+        router.post(f"{API}/rl/jobs").respond(404)
+        with pytest.raises(JobSubmitError) as info:
+            job.submit()
+    assert "; the job API lives under /api, which is appended when missing" in (info.value.hint or "")
 
 
 def test_submit_exhausted_5xx_is_submit_error_with_history(config_path: Path) -> None:
