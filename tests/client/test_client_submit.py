@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -502,3 +503,54 @@ def test_a_key_of_the_wrong_type_is_refused_without_showing_it() -> None:
         caught.value
     )
     assert "12345678901234" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("body", "problems"),
+    [
+        (
+            {"problems": [{"key": "training.batch_size", "message": "must be > 0"}]},
+            ["training.batch_size: must be > 0"],
+        ),
+        ({"errors": [{"path": "model", "msg": "unknown"}, "plain text"]}, ["model: unknown", "plain text"]),
+        ({"detail": "the config is not valid"}, ["the config is not valid"]),
+        ({"detail": [{"msg": "no location"}]}, ["no location"]),
+    ],
+)
+def test_submit_422_reads_the_problems_of_every_answer_shape(
+    config_path: Path, body: dict[str, Any], problems: list[str]
+) -> None:
+    with respx.mock() as router, make_job(config_path) as job:
+        router.post(f"{API}/rl/jobs").respond(422, json=body)
+        with pytest.raises(JobSubmitError) as info:
+            job.submit()
+    listed = str(info.value).split("problems:\n")[1].split("\n  request:")[0]
+    assert listed.splitlines() == [f"    - {problem}" for problem in problems]
+
+
+@pytest.mark.parametrize(
+    ("answer", "note"),
+    [
+        (
+            httpx.Response(200, text="<html>proxy</html>", headers={"content-type": "text/html"}),
+            "unreadable JSON body (",
+        ),
+        (httpx.Response(200, content=b"<html>"), "; content-type 'not set') treated as {}"),
+        (httpx.Response(200, json=["rl-1"]), "(JSON list where an object was expected, treated as {})"),
+    ],
+)
+def test_an_accepted_submission_without_a_readable_job_id_says_why(
+    config_path: Path, answer: httpx.Response, note: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING), respx.mock() as router, make_job(config_path) as job:
+        router.post(f"{API}/rl/jobs").mock(return_value=answer)
+        with pytest.raises(JobSubmitError) as info:
+            job.submit()
+    assert (
+        "the backend accepted the job (HTTP 200) but its answer has no job id under 'job_id' or 'id'"
+        in str(info.value)
+    )
+    assert note in str(info.value)
+    assert (info.value.hint or "").startswith("check that backend_url points at the Synth API")
+    unreadable = "unreadable" in note or "not set" in note
+    assert (f"POST {API}/rl/jobs: unreadable JSON body (" in caplog.text) is unreadable
