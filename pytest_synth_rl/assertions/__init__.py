@@ -71,6 +71,7 @@ def _got(method: str, name: str, value: object) -> str:
 
 
 def raise_problems(problems: Sequence[ConfigProblem | None]) -> None:
+    __tracebackhide__ = True
     found = [p for p in problems if p is not None]
     if found:
         raise SynthUsageError(found, subject=_SUBJECT)

@@ -760,3 +760,36 @@ def test_expect_job_keeps_its_settings_and_an_explicit_clock_wins() -> None:
     expectation = expect_job(job_for(Backend(clock)), clock=other, interval=3, timeout=9)
     assert (expectation.clock, expectation.interval, expectation.timeout) == (other, 3, 9)
     assert expectation.result is None
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda e: e.to_finish(within=-1),
+        lambda e: e.to_succeed(within=-1),
+        lambda e: e.to_fail(within=-1),
+        lambda e: e.to_be_cancelled(within=-1),
+        lambda e: e.to_reach_status("runing"),
+        lambda e: e.to_have_final_reward(at_least=2, at_most=1),
+        lambda e: e.to_improve_reward(by=float("nan")),
+        lambda e: e.to_emit_events(["train.step", 3]),
+    ],
+    ids=["finish", "succeed", "fail", "cancelled", "status", "final_reward", "improve", "events"],
+)
+def test_a_refused_expectation_shows_none_of_the_plugins_frames(
+    tmp_path: Path, call: Callable[[JobExpectation], Any]
+) -> None:
+    with make_job(write_config(tmp_path)) as job, pytest.raises(SynthUsageError) as caught:
+        call(expect_job(job))
+    shown = {entry.path for entry in caught.traceback.filter(caught)}
+    assert shown == {Path(__file__)}  # the test's and its lambda's frames, none of the plugin's
+
+
+@pytest.mark.parametrize("job", [None, 3, AsyncRLJob], ids=["none", "int", "async"])
+def test_a_refused_expect_job_call_shows_none_of_the_plugins_frames(job: object) -> None:
+    with pytest.raises(SynthUsageError) as caught:
+        expect_job(job)  # type: ignore[arg-type]
+    assert [entry.path for entry in caught.traceback.filter(caught)] == [Path(__file__)]
+    if job == 3:
+        assert "got expect_job(3), an int; expected the RLJob itself" in str(caught.value)
+        assert "pass the job, not what it returned: job = synth_rl_job(); job.submit(); " in str(caught.value)
