@@ -204,7 +204,8 @@ class SynthSettings:
         changes: dict[str, Any] = {}
         for name, raw in overrides.items():
             if name not in _BY_NAME:
-                hint = f"known settings: {', '.join(sorted(_BY_NAME))}"
+                known = f"known settings: {', '.join(sorted(_BY_NAME))}"
+                hint = f"{did_you_mean(name, _BY_NAME)} {known}".lstrip()
                 raise SynthUsageError([ConfigProblem(name, "is not a pytest-synth-rl setting", hint)])
             changes[name] = _parse(_BY_NAME[name], raw, source)
         return replace(self, sources={**self.sources, **dict.fromkeys(changes, source)}, **changes)

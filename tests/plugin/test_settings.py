@@ -94,8 +94,10 @@ def test_every_bad_value_is_reported_at_once_with_where_it_came_from() -> None:
 
 def test_unknown_marker_setting_names_the_known_ones() -> None:
     settings = resolve_settings(cli={}, env={}, ini={})
-    with pytest.raises(SynthUsageError, match=r"known settings: .*timeout"):
+    with pytest.raises(SynthUsageError, match=r"known settings: .*timeout") as info:
         settings.with_overrides({"timeuot": 3})
+    assert "timeuot" in str(info.value)
+    assert "did you mean 'timeout'?" in str(info.value)
 
 
 def test_record_mode_aliases_follow_pytest_recording() -> None:
