@@ -127,6 +127,11 @@ class RLJobConfig:
     ) -> RLJobConfig:
         """Arguments first, then ``SYNTH_BACKEND_URL`` / ``BACKEND_BASE_URL``, ``SYNTH_API_KEY``,
         ``TASK_APP_URL``, ``ENVIRONMENT_API_KEY``; a *config_path* that is not a file is reported here."""
+        from pytest_synth_rl.client.base import argument_problems, argument_rules  # base imports us
+
+        given = {name: value for name, value in locals().items() if name in argument_rules(True)}
+        if problems := argument_problems("RLJobConfig.resolve", given, argument_rules(True), {}):
+            raise SynthUsageError(problems)
         path = Path(config_path) if config_path is not None else None
         if path is not None and not path.is_file():
             what = "is a directory, not a file" if path.is_dir() else "does not exist"

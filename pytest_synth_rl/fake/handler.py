@@ -71,6 +71,10 @@ def match_route(method: str, path: str, root: str) -> RouteMatch | None:
     return RouteMatch(None, job_id, allowed) if allowed else None
 
 
+def is_admin(path: str) -> bool:
+    return path == ADMIN_PREFIX or path.startswith(ADMIN_PREFIX + "/")
+
+
 def route_listing(api_root: str) -> list[str]:
     root = api_root.rstrip("/")
     return [f"{method} {root}{template}" for method, template, _, _ in api.ROUTES]
@@ -293,7 +297,7 @@ class RequestHandler:
     def _answer(self, request: httpx.Request) -> tuple[httpx.Response, bool]:
         # Errors and admin answers echo what the client sent: masked.
         response, matched = self._route(request)
-        if response.status_code >= 400 or request.url.path.startswith(ADMIN_PREFIX):
+        if response.status_code >= 400 or is_admin(request.url.path):
             response = masked_response(response)
         return response, matched
 
@@ -303,7 +307,7 @@ class RequestHandler:
             message = at_most(f"the request body is {len(request.content)} bytes", f"{MAX_BODY_BYTES} bytes")
             return error_response(413, "body_too_large", message), True
         path, store = request.url.path, self.lifecycle.store
-        if path.startswith(ADMIN_PREFIX + "/") or path == ADMIN_PREFIX:
+        if is_admin(path):
             if not self._authorized(request):
                 return self._unauthorized(), True
             return self._admin(request), True

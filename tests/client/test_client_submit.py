@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from pytest_synth_rl.client import AsyncRLJob, RetryPolicy, RLJob
+from pytest_synth_rl.client import AsyncRLJob, RetryPolicy, RLJob, RLJobConfig
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import (
     BackendError,
@@ -554,3 +554,20 @@ def test_an_accepted_submission_without_a_readable_job_id_says_why(
     assert (info.value.hint or "").startswith("check that backend_url points at the Synth API")
     unreadable = "unreadable" in note or "not set" in note
     assert (f"POST {API}/rl/jobs: unreadable JSON body (" in caplog.text) is unreadable
+
+
+@pytest.mark.parametrize("tags", [{"suite": 1}, {2: "x"}, ["suite"]])
+def test_a_config_resolved_directly_refuses_tags_that_are_not_strings(config_path: Path, tags: Any) -> None:
+    with pytest.raises(SynthUsageError) as info:
+        RLJobConfig.resolve(config_path, api_key=API_KEY, task_app_url=TASK_URL, tags=tags)
+    text = str(info.value)
+    assert info.value.keys == ["RLJobConfig.resolve.tags"]
+    assert "expected a mapping of str to str" in text
+    assert "tags={'team': 'rl'}" in text
+
+
+def test_a_config_resolved_directly_never_shows_a_key_of_the_wrong_type(config_path: Path) -> None:
+    with pytest.raises(SynthUsageError) as info:
+        RLJobConfig.resolve(config_path, api_key=API_KEY, task_app_api_key=b"sk_bytes_do_not_print_0123")
+    assert info.value.keys == ["RLJobConfig.resolve.task_app_api_key"]
+    assert "do_not_print" not in str(info.value)

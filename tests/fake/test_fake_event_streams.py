@@ -241,3 +241,15 @@ def test_a_malformed_last_event_id_gets_a_422_naming_the_header(
     assert detail["loc"] == ["header", "last-event-id"]
     assert detail["msg"] == f"must be the id of an event (an integer in 0..{10**12}), got {value!r}"
     assert error_message(answer).startswith("['header', 'last-event-id']: must be the id of an event")
+
+
+@pytest.mark.parametrize("root", ["/api", "/_fakes/api", "/_fake_backend/api"])
+def test_an_api_root_that_merely_begins_like_the_admin_prefix_still_streams(root: str) -> None:
+    base = f"http://fake.test{root}"
+    with FakeSynthBackend(base_url=base, rollouts=False) as fake, httpx.Client() as client:
+        headers = {"Authorization": f"Bearer {fake.api_key.value}"}
+        job_id = client.post(f"{base}/rl/jobs", json=rl_payload(), headers=headers).json()["id"]
+        with client.stream("GET", f"{base}/rl/jobs/{job_id}/events/stream", headers=headers) as stream:
+            assert stream.status_code == 200
+            assert stream.headers["content-type"].startswith("text/event-stream")
+        assert client.get(f"{base}/rl/jobs/{job_id}", headers=headers).json()["id"] == job_id
