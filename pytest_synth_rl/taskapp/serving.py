@@ -317,14 +317,6 @@ class _Server(uvicorn.Server):
             await asyncio.sleep(0.002)
 
 
-def _remember_missing_sniffio() -> None:
-    """httpcore 1.0 imports sniffio in each async lock, event and shield an ``httpx.AsyncClient``
-    request sets up; where it is not installed (anyio >= 4.11 dropped it) every such import searches
-    the whole path again and fails: a fifth of a served app's CPU. None in sys.modules fails at once."""
-    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
-        sys.modules["sniffio"] = None  # type: ignore[assignment]
-
-
 def _bind(host: str, port: int, description: str) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
@@ -407,7 +399,10 @@ class ServerThread:
         """Bind, start the thread, wait for readiness; return the bound port."""
         if self._thread is not None:
             raise RuntimeError("a ServerThread can only be started once")
-        _remember_missing_sniffio()
+        # httpcore 1.0 imports sniffio at each async lock and event of an httpx.AsyncClient request: where it
+        # is missing (anyio >= 4.11 dropped it), each import searches the path again; None fails at once.
+        if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
+            sys.modules["sniffio"] = None  # type: ignore[assignment]
         self._sock = _bind(self.host, self.requested_port, self.description)
         self.port = int(self._sock.getsockname()[1])
         http = "h11" if self.read_timeout is not None and self.protocol == "auto" else self.protocol
