@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import queue
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, TypeVar
@@ -38,11 +39,13 @@ async def read_body(receive: Receive, limit: int | None = None) -> bytes:
 
 
 class OffLoop:
-    """Blocking calls from an event loop, each on its own daemon thread, at most *limit* at once."""
+    """Blocking calls from an event loop on daemon threads (each kept until idle 0.1 s), *limit* at once."""
 
     def __init__(self, limit: int, name: str) -> None:
         self.limit, self.name = limit, name
         self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+        self._calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)  # waiting threads that no queued call counts on
 
     async def run(self, call: Callable[..., T], *args: object) -> T:
         loop = asyncio.get_running_loop()
@@ -58,5 +61,16 @@ class OffLoop:
                     except BaseException as exc:
                         done.set_exception(exc)
 
-            threading.Thread(target=work, name=self.name, daemon=True).start()
+            if not self._idle.acquire(blocking=False):  # no waiting thread is free for it
+                threading.Thread(target=self._serve, name=self.name, daemon=True).start()
+            self._calls.put(work)
             return await asyncio.wrap_future(done)
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                self._calls.get(timeout=0.1)()
+                self._idle.release()
+            except queue.Empty:
+                if self._idle.acquire(blocking=False):  # no queued call counts on this thread
+                    return
