@@ -7,13 +7,11 @@ import collections
 import contextlib
 import contextvars
 import errno
-import importlib.util
 import json
 import logging
 import os
 import re
 import socket
-import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterator
@@ -399,10 +397,6 @@ class ServerThread:
         """Bind, start the thread, wait for readiness; return the bound port."""
         if self._thread is not None:
             raise RuntimeError("a ServerThread can only be started once")
-        # httpcore 1.0 imports sniffio at each async lock and event of an httpx.AsyncClient request: where it
-        # is missing (anyio >= 4.11 dropped it), each import searches the path again; None fails at once.
-        if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
-            sys.modules["sniffio"] = None  # type: ignore[assignment]
         self._sock = _bind(self.host, self.requested_port, self.description)
         self.port = int(self._sock.getsockname()[1])
         http = "h11" if self.read_timeout is not None and self.protocol == "auto" else self.protocol
