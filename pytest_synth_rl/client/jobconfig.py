@@ -10,7 +10,7 @@ import base64
 import binascii
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -19,7 +19,8 @@ from typing import Any
 import httpx
 from nacl.public import PublicKey, SealedBox
 
-from pytest_synth_rl.client.retry import Call, Sender, Steps, answer_error, read_object
+from pytest_synth_rl.client.retry import Call, RetryPolicy, Sender, Steps, answer_error, read_object
+from pytest_synth_rl.clock import Clock
 from pytest_synth_rl.config import normalize_backend_url
 from pytest_synth_rl.errors import (
     ConfigError,
@@ -27,6 +28,8 @@ from pytest_synth_rl.errors import (
     EnvKeyUploadError,
     SynthUsageError,
     TaskAppVerificationError,
+    a_type,
+    seconds_problem,
 )
 from pytest_synth_rl.secrets.masking import Secret, SecretHeaders, key_problem, mask_secret
 
@@ -87,6 +90,69 @@ def _key(value: str | None, argument: str, env_name: str) -> Secret | None:
     return Secret(text) if text else None
 
 
+def _is(kind: type | tuple[type, ...]) -> Callable[[object], bool]:
+    return lambda value: isinstance(value, kind)
+
+
+def _tags(value: object) -> bool:
+    return isinstance(value, Mapping) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    )
+
+
+#: name: (None means the default, check, what it must be, an example); overrides checks None itself.
+ArgumentRule = tuple[bool, Callable[[object], bool], str, str]
+
+
+@functools.cache
+def argument_rules(sync: bool) -> dict[str, ArgumentRule]:
+    """What each job argument must be, for :class:`RLJob` (*sync*) or :class:`AsyncRLJob`."""
+    client = httpx.Client if sync else httpx.AsyncClient
+    transport = httpx.BaseTransport if sync else httpx.AsyncBaseTransport
+    text, key, flag = _is(str), _is((str, Secret)), _is(bool)
+    # fmt: off
+    return {
+        "overrides": (False, _is((type(None), Mapping)), "a mapping of dotted config keys to values",
+                      "overrides={'training.batch_size': 2}"),
+        "backend_url": (True, text, "an http(s) URL string", "backend_url='https://api.usesynth.ai'"),
+        "api_key": (True, key, "a key string or a Secret", "api_key=os.environ['SYNTH_API_KEY']"),
+        "task_app_url": (True, text, "an http(s) URL string", "task_app_url='http://127.0.0.1:8001'"),
+        "task_app_api_key": (True, key, "a key string or a Secret", "task_app_api_key=app.api_key"),
+        "idempotency_key": (True, text, "a string", "idempotency_key='nightly-42'"),
+        "allow_experimental": (True, flag, "True, False or None", "allow_experimental=True"),
+        "skip_health_check": (False, flag, "True or False", "skip_health_check=True"),
+        "allow_new_keys": (False, flag, "True or False", "allow_new_keys=True"),
+        "tags": (True, _tags, "a mapping of str to str", "tags={'team': 'rl'}"),
+        "request_timeout": (False, lambda v: seconds_problem(v) is None, "a finite number of seconds > 0",
+                            "request_timeout=30"),
+        "clock": (True, _is(Clock), "a Clock", "clock=synth_clock"),
+        "retry": (True, _is(RetryPolicy), "a RetryPolicy", "retry=RetryPolicy()"),
+        "http_client": (True, _is(client), f"an {client.__module__}.{client.__name__}",
+                        f"http_client=httpx.{client.__name__}()"),
+        "transport": (True, _is(transport), f"an {transport.__module__}.{transport.__name__}",
+                      "transport=httpx.MockTransport(handler)"),
+    }
+    # fmt: on
+
+
+def argument_problems(
+    call: str, values: Mapping[str, Any], rules: Mapping[str, ArgumentRule], hints: Mapping[str, str]
+) -> list[ConfigProblem]:
+    """A problem for each of *values* its rule refuses, naming ``call(name=...)``; keys are never shown."""
+    problems = []
+    for name, value in values.items():
+        rule = rules.get(name)
+        if rule is None or (value is None and rule[0]) or rule[1](value):
+            continue
+        nullable, _, expected, example = rule
+        shown = "..." if name.endswith("api_key") else f"{value!r:.60}"
+        expected += " or None" if nullable and "None" not in expected else ""
+        message = f"got {call}({name}={shown}), {a_type(value)}; expected {expected}"
+        hint = hints.get(name, f"e.g. {call}({example}), or leave {name} out")
+        problems.append(ConfigProblem(f"{call}.{name}", message, hint))
+    return problems
+
+
 @dataclass
 class RLJobConfig:
     """Everything needed to submit or follow one job, already resolved (field names as in the upstream SDK)"""
@@ -127,8 +193,6 @@ class RLJobConfig:
     ) -> RLJobConfig:
         """Arguments first, then ``SYNTH_BACKEND_URL`` / ``BACKEND_BASE_URL``, ``SYNTH_API_KEY``,
         ``TASK_APP_URL``, ``ENVIRONMENT_API_KEY``; a *config_path* that is not a file is reported here."""
-        from pytest_synth_rl.client.base import argument_problems, argument_rules  # base imports us
-
         given = {name: value for name, value in locals().items() if name in argument_rules(True)}
         if problems := argument_problems("RLJobConfig.resolve", given, argument_rules(True), {}):
             raise SynthUsageError(problems)

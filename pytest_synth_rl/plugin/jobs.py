@@ -17,7 +17,7 @@ import httpx
 
 from pytest_synth_rl.assertions import job_rewards
 from pytest_synth_rl.client import AsyncRLJob, RetryPolicy, RLJob
-from pytest_synth_rl.client.base import ArgumentRule, argument_problems, argument_rules
+from pytest_synth_rl.client.jobconfig import ArgumentRule, argument_problems, argument_rules
 from pytest_synth_rl.client.results import is_terminal, job_status
 from pytest_synth_rl.clock import Clock
 from pytest_synth_rl.config import build_rl_payload, load_rl_config, normalize_backend_url
