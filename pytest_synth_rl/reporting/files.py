@@ -42,9 +42,10 @@ def safe_file_stem(test_id: str) -> str:
 
 
 def atomic_write_text(
-    path: str | os.PathLike[str], text: str, *, check: Callable[[Path], None] | None = None
+    path: str | os.PathLike[str], text: str, *, check: Callable[[Path], None] | None = None, sync: bool = True
 ) -> Path:
-    """Write *text* to *path* atomically (devices in place); if *check* of the copy raises, nothing is."""
+    """Write *text* to *path* atomically (devices in place); if *check* of the copy raises, nothing is.
+    Without *sync*, the file survives the process, not the machine (no ``fsync``)."""
     target = Path(path)
     real = Path(os.path.realpath(target)) if target.is_symlink() else target
     if real.is_symlink():
@@ -70,7 +71,8 @@ def atomic_write_text(
         with open(temp, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
             handle.flush()
-            os.fsync(handle.fileno())
+            if sync:
+                os.fsync(handle.fileno())
         if check is not None:
             check(temp)
         os.replace(temp, real)

@@ -112,3 +112,21 @@ def test_a_check_that_passes_lets_the_text_into_a_special_file(tmp_path: Path) -
     with FifoReader(tmp_path / "fifo") as fifo:
         atomic_write_text(fifo.path, "fine\n", check=lambda temp: None)
     assert fifo.data == b"fine\n"
+
+
+def test_reports_reach_the_disk_and_the_live_jobs_file_only_the_page_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_synth_rl.reporting.report import LiveJobs
+
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    atomic_write_text(tmp_path / "report.json", "{}")
+    assert len(synced) == 1
+    live = LiveJobs(tmp_path / "gw0.live.json")
+    live.add("test_a.py::test_one", "job_rl_1", "https://api.usesynth.ai")
+    assert len(synced) == 1
+    assert "job_rl_1" in (tmp_path / "gw0.live.json").read_text()
+    live.discard("job_rl_1")
+    assert not (tmp_path / "gw0.live.json").exists()
