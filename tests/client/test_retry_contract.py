@@ -22,6 +22,7 @@ from pytest_synth_rl.client.retry import (
     async_drive,
     drive,
     parse_retry_after,
+    read_json,
     retrying,
 )
 from pytest_synth_rl.clock import VirtualClock
@@ -469,3 +470,39 @@ def test_giving_up_says_what_to_check() -> None:
         "check that the backend URL (backend_url= / BACKEND_BASE_URL) is right and reachable; "
         "transient errors were retried per the job's RetryPolicy"
     )
+
+
+def test_policies_with_the_same_settings_are_equal_whatever_their_random_state() -> None:
+    used = RetryPolicy(seed=3)
+    used.backoff(0)
+    assert used == RetryPolicy(seed=3)
+    assert RetryPolicy() == RetryPolicy()
+    assert RetryPolicy(seed=3) != RetryPolicy(seed=4)
+
+
+def test_a_seed_does_not_turn_jitter_back_on() -> None:
+    policy = RetryPolicy(jitter=False, seed=11)
+    assert [policy.backoff(n) for n in range(4)] == [0.5, 1, 2, 4]
+
+
+# -- reading answers -----------------------------------------------------------------------
+def test_an_unreadable_body_is_noted_with_its_content_type_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    request = httpx.Request("GET", URL)
+    html = httpx.Response(502, content=b"<html>bad gateway</html>", request=request)
+    html.headers["content-type"] = "text/html"
+    with caplog.at_level(logging.WARNING, logger="pytest_synth_rl.client"):
+        body, note = read_json(html)
+    assert body == {}
+    assert note is not None
+    assert note.startswith("unreadable JSON body (")
+    assert note.endswith("; content-type 'text/html') treated as {}")
+    assert [r.getMessage() for r in caplog.records] == [f"GET {URL}: {note}"]
+
+
+def test_an_unreadable_body_without_a_content_type_says_so() -> None:
+    bare = httpx.Response(200, content=b"not json", request=httpx.Request("GET", URL))
+    assert "content-type" not in bare.headers
+    _, note = read_json(bare)
+    assert (note or "").endswith("; content-type 'not set') treated as {}")

@@ -10,7 +10,8 @@ from test_fake_support import API, auth, no_real_sleep, poll_to_end, rl_payload,
 
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import SynthError, SynthUsageError
-from pytest_synth_rl.fake import FakeSynthBackend, Scenario
+from pytest_synth_rl.fake import FakeJob, FakeSynthBackend, Scenario
+from pytest_synth_rl.fake.backend import argument_problem
 from pytest_synth_rl.fake.scenario import DEFAULT_DURATION
 
 
@@ -360,3 +361,191 @@ def test_an_unknown_scenario_field_is_a_usage_error_with_a_did_you_mean() -> Non
     assert "queue_time" in str(caught.value)
     with pytest.raises(SynthUsageError, match=r"did you mean Scenario\(steps=\.\.\.\)"):
         fake.scenario_for("next", stpes=3)
+
+
+# -- pacing, stalls and clocks ------------------------------------------------
+@pytest.mark.parametrize("pacing", ["clock", "observed", None])
+def test_each_pacing_is_accepted(pacing: str | None) -> None:
+    assert argument_problem("pacing", pacing) is None
+
+
+def test_an_unknown_pacing_is_refused_naming_both() -> None:
+    problem = argument_problem("pacing", "eager") or ""
+    assert problem.startswith("must be one of clock, observed ('observed' by default")
+
+
+def test_a_job_nobody_moves_says_why_on_the_fourth_look(fake: FakeSynthBackend, client: httpx.Client) -> None:
+    job_id = submit(client, fake)
+    bodies = [client.get(f"{API}/rl/jobs/{job_id}", headers=auth(fake)).json() for _ in range(5)]
+    assert ["hint" in body for body in bodies] == [False, False, False, True, True]
+    assert bodies[3]["hint"].startswith(f"job {job_id} has not moved in 4 status polls: this fake")
+    assert bodies[4]["hint"].startswith(f"job {job_id} has not moved in 5 status polls")
+    _clock(fake).advance(1.0)
+    assert "hint" not in client.get(f"{API}/rl/jobs/{job_id}", headers=auth(fake)).json()
+
+
+class ManualClock:
+    """A real-time-like clock (no subscribe) that the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def now(self) -> float:
+        return self.t
+
+    def time(self) -> float:
+        return 1_700_000_000.0 + self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.t += seconds
+
+    async def async_sleep(self, seconds: float) -> None:
+        self.t += seconds
+
+
+def test_a_fake_reset_onto_a_new_virtual_clock_follows_that_clock(client: httpx.Client) -> None:
+    old, new = VirtualClock(500.0), VirtualClock(9_000.0)
+    with FakeSynthBackend(clock=old) as fake:
+        fake.reset(clock=new)
+        assert fake.clock is new
+        job_id = submit(client, fake)
+        record = fake.store.get(job_id)  # the raw record, read without the handle's own sync
+        before = len(record.events)
+        old.advance(DEFAULT_DURATION * 2)
+        assert len(record.events) == before
+        new.advance(DEFAULT_DURATION / 2)
+        assert len(record.events) > before
+        assert record.status == "running"
+
+
+def test_a_fake_reset_off_a_virtual_clock_no_longer_follows_it(client: httpx.Client) -> None:
+    old, manual = VirtualClock(500.0), ManualClock()
+    with FakeSynthBackend(clock=old) as fake:
+        fake.reset(clock=manual)
+        job_id = submit(client, fake)
+        record = fake.store.get(job_id)
+        before = len(record.events)
+        manual.t += DEFAULT_DURATION * 2
+        old.advance(1.0)  # the old clock moving does not make the fake catch up
+        assert len(record.events) == before
+        assert fake.job(job_id).status == "succeeded"  # a look does, on the new clock
+
+
+def test_a_closed_fake_no_longer_follows_its_clock(client: httpx.Client) -> None:
+    clock = VirtualClock(500.0)
+    fake = FakeSynthBackend(clock=clock)
+    with fake:
+        job_id = submit(client, fake)
+    record = fake.store.get(job_id)
+    before = len(record.events)
+    fake.close()
+    clock.advance(DEFAULT_DURATION * 2)
+    assert len(record.events) == before
+    assert record.status == "queued"
+
+
+def test_only_a_running_duration_job_has_a_next_due_time(
+    fake: FakeSynthBackend, client: httpx.Client
+) -> None:
+    fake.scenario(duration=300.0, steps=2, queue_time=30.0)
+    job_id = submit(client, fake)
+    record = fake.store.get(job_id)
+    created = _clock(fake).now()
+    assert fake.lifecycle.next_due(record) == created + 30.0  # the start
+    _clock(fake).advance(30.0)
+    assert fake.lifecycle.next_due(record) == created + 130.0  # step 1
+    _clock(fake).advance(300.0)
+    assert fake.job(job_id).status == "succeeded"
+    assert fake.lifecycle.next_due(record) is None
+    for scenario in (Scenario(polls=4, steps=2), Scenario(immediate=True, steps=2)):
+        fake.next_job(scenario)
+        other = fake.store.get(submit(client, fake))
+        assert fake.lifecycle.next_due(other) is None
+
+
+def test_a_finished_job_or_one_on_a_real_time_clock_never_stalls(client: httpx.Client) -> None:
+    with FakeSynthBackend(clock=VirtualClock(500.0)) as fake:
+        fake.scenario(immediate=True, steps=2)
+        job_id = submit(client, fake)
+        bodies = [client.get(f"{API}/rl/jobs/{job_id}", headers=auth(fake)).json() for _ in range(6)]
+        assert [("hint" in body, body["status"]) for body in bodies] == [(False, "succeeded")] * 6
+    with FakeSynthBackend(clock=ManualClock()) as fake:
+        job_id = submit(client, fake)
+        bodies = [client.get(f"{API}/rl/jobs/{job_id}", headers=auth(fake)).json() for _ in range(6)]
+        assert ["hint" in body for body in bodies] == [False] * 6
+
+
+def test_a_stalled_job_is_told_how_to_move_it(fake: FakeSynthBackend, client: httpx.Client) -> None:
+    job_id = submit(client, fake)
+    bodies = [client.get(f"{API}/rl/jobs/{job_id}", headers=auth(fake)).json() for _ in range(4)]
+    hint = bodies[-1]["hint"]
+    assert "that nothing advances. Advance it (POST /_fake/clock/advance" in hint
+    assert hint.endswith("or script the job with Scenario(polls=N) or Scenario(immediate=True)")
+
+
+@pytest.mark.parametrize(
+    ("scenario", "progress"),
+    [
+        # The first look starts the job (due at submit) and runs step 1; each later look one stage.
+        (Scenario(steps=2), [("running", 1), ("running", 2), ("succeeded", 2)]),
+        # A polls-mode job keeps its own pace: one slot per poll.
+        (Scenario(polls=4, steps=2), [("running", 0), ("running", 1), ("running", 2), ("succeeded", 2)]),
+    ],
+)
+def test_a_served_fake_moves_a_job_one_stage_per_look(scenario: Scenario, progress: list[object]) -> None:
+    fake = FakeSynthBackend(clock=VirtualClock(500.0))
+    fake.scenario(scenario)
+    with (
+        fake.serve() as url,
+        httpx.Client(base_url=url + "/api", headers=auth(fake)) as http,
+    ):
+        job_id = http.post("/rl/jobs", json=rl_payload()).json()["id"]
+        looks = [http.get(f"/rl/jobs/{job_id}").json() for _ in progress]
+        assert [(b["status"], b["progress"]["completed"]) for b in looks] == progress
+        again = http.get(f"/rl/jobs/{job_id}").json()
+        assert (again["status"], again["progress"]["completed"]) == progress[-1]
+    assert _clock(fake).now() == 500.0  # looks moved the job, not the clock
+    fake.close()
+
+
+def test_scripting_an_unknown_job_says_how_to_script_the_next_one(fake: FakeSynthBackend) -> None:
+    with pytest.raises(SynthError, match="no job 'job_nope'") as caught:
+        fake.scenario_for("job_nope", steps=2)
+    assert (caught.value.hint or "").startswith("use scenario_for('next', ...) before submitting")
+    assert (caught.value.hint or "").endswith("or an id from fake.jobs")
+
+
+@pytest.mark.parametrize("message", ["x" * 100_000, 42])
+def test_a_bad_failure_message_is_refused_naming_fake_job_fail(
+    fake: FakeSynthBackend, client: httpx.Client, message: object
+) -> None:
+    job = fake.job(submit(client, fake))
+    with pytest.raises(SynthUsageError) as caught:
+        job.fail(message)  # type: ignore[arg-type]
+    assert caught.value.keys == ["FakeJob.fail"]
+
+
+def test_a_job_pushed_on_a_real_time_clock_catches_up_first(client: httpx.Client) -> None:
+    manual = ManualClock()
+    with FakeSynthBackend(clock=manual) as fake:
+        fake.scenario(duration=60.0, steps=2)  # slots every 20 s: steps at 20 and 40, the end at 60
+        failed, cancelled = submit(client, fake), submit(client, fake)
+        manual.t += 45.0
+        fake.job(failed).fail("boom")
+        fake.job(cancelled).cancel()
+        assert fake.job(failed).rewards == fake.job(cancelled).rewards
+        assert len(fake.job(failed).rewards) == 2
+        assert data_of(fake.job(failed), "rl.train.failed") == [{"error": "boom", "step": 2}]
+        assert data_of(fake.job(cancelled), "rl.job.cancelled") == [{"step": 2}]
+
+
+def data_of(job: FakeJob, type_: str) -> list[dict[str, object]]:
+    return [e["data"] for e in job.events if e["type"] == type_]
+
+
+def test_every_event_of_a_successful_job_is_info(fake: FakeSynthBackend, client: httpx.Client) -> None:
+    fake.scenario(immediate=True, steps=2)
+    job = fake.job(submit(client, fake))
+    assert job.status == "succeeded"
+    assert [(e["type"], e["level"]) for e in job.events][-1] == ("rl.train.completed", "info")
+    assert {e["level"] for e in job.events} == {"info"}
