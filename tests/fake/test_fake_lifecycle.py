@@ -318,26 +318,6 @@ def test_scenario_and_fields_together_is_an_error(fake: FakeSynthBackend) -> Non
 
 
 def test_fake_on_a_non_virtual_clock_derives_state_from_time() -> None:
-    class ManualClock:
-        """A real-time-like clock (no subscribe) that the test moves by hand."""
-
-        is_virtual = False
-
-        def __init__(self) -> None:
-            self.t = 100.0
-
-        def now(self) -> float:
-            return self.t
-
-        def time(self) -> float:
-            return 1_700_000_000.0 + self.t
-
-        def sleep(self, seconds: float) -> None:
-            self.t += seconds
-
-        async def async_sleep(self, seconds: float) -> None:
-            self.t += seconds
-
     manual = ManualClock()
     with FakeSynthBackend(clock=manual) as backend, httpx.Client() as http:
         backend.scenario(duration=60.0, steps=2)
