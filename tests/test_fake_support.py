@@ -218,3 +218,24 @@ def test_payload_helper_is_what_the_fake_accepts(fake: FakeSynthBackend, client:
     # test in these modules would be testing the 422 path by accident.
     response = client.post(f"{API}/rl/jobs", json=rl_payload(), headers=auth(fake))
     assert response.status_code == 201, response.text
+
+
+class SteppedClock:
+    """Real-time stand-in (``is_virtual`` False) whose time moves only when told to."""
+
+    is_virtual = False
+
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def now(self) -> float:
+        return self.t
+
+    def time(self) -> float:
+        return 1_767_225_600.0 + self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.t += seconds
+
+    async def async_sleep(self, seconds: float) -> None:
+        self.t += seconds

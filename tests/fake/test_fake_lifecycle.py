@@ -6,7 +6,7 @@ from datetime import datetime
 
 import httpx
 import pytest
-from test_fake_support import API, auth, no_real_sleep, poll_to_end, rl_payload, submit
+from test_fake_support import API, SteppedClock, auth, no_real_sleep, poll_to_end, rl_payload, submit
 
 from pytest_synth_rl.clock import VirtualClock
 from pytest_synth_rl.errors import SynthError, SynthUsageError
@@ -318,7 +318,7 @@ def test_scenario_and_fields_together_is_an_error(fake: FakeSynthBackend) -> Non
 
 
 def test_fake_on_a_non_virtual_clock_derives_state_from_time() -> None:
-    manual = ManualClock()
+    manual = SteppedClock()
     with FakeSynthBackend(clock=manual) as backend, httpx.Client() as http:
         backend.scenario(duration=60.0, steps=2)
         job_id = submit(http, backend)
@@ -364,25 +364,6 @@ def test_a_job_nobody_moves_says_why_on_the_fourth_look(fake: FakeSynthBackend, 
     assert "hint" not in client.get(f"{API}/rl/jobs/{job_id}", headers=auth(fake)).json()
 
 
-class ManualClock:
-    """A real-time-like clock (no subscribe) that the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def now(self) -> float:
-        return self.t
-
-    def time(self) -> float:
-        return 1_700_000_000.0 + self.t
-
-    def sleep(self, seconds: float) -> None:
-        self.t += seconds
-
-    async def async_sleep(self, seconds: float) -> None:
-        self.t += seconds
-
-
 def test_a_fake_reset_onto_a_new_virtual_clock_follows_that_clock(client: httpx.Client) -> None:
     old, new = VirtualClock(500.0), VirtualClock(9_000.0)
     with FakeSynthBackend(clock=old) as fake:
@@ -399,7 +380,7 @@ def test_a_fake_reset_onto_a_new_virtual_clock_follows_that_clock(client: httpx.
 
 
 def test_a_fake_reset_off_a_virtual_clock_no_longer_follows_it(client: httpx.Client) -> None:
-    old, manual = VirtualClock(500.0), ManualClock()
+    old, manual = VirtualClock(500.0), SteppedClock()
     with FakeSynthBackend(clock=old) as fake:
         fake.reset(clock=manual)
         job_id = submit(client, fake)
@@ -449,7 +430,7 @@ def test_a_finished_job_or_one_on_a_real_time_clock_never_stalls(client: httpx.C
         job_id = submit(client, fake)
         bodies = [client.get(f"{API}/rl/jobs/{job_id}", headers=auth(fake)).json() for _ in range(6)]
         assert [("hint" in body, body["status"]) for body in bodies] == [(False, "succeeded")] * 6
-    with FakeSynthBackend(clock=ManualClock()) as fake:
+    with FakeSynthBackend(clock=SteppedClock()) as fake:
         job_id = submit(client, fake)
         bodies = [client.get(f"{API}/rl/jobs/{job_id}", headers=auth(fake)).json() for _ in range(6)]
         assert ["hint" in body for body in bodies] == [False] * 6
@@ -506,7 +487,7 @@ def test_a_bad_failure_message_is_refused_naming_fake_job_fail(
 
 
 def test_a_job_pushed_on_a_real_time_clock_catches_up_first(client: httpx.Client) -> None:
-    manual = ManualClock()
+    manual = SteppedClock()
     with FakeSynthBackend(clock=manual) as fake:
         fake.scenario(duration=60.0, steps=2)  # slots every 20 s: steps at 20 and 40, the end at 60
         failed, cancelled = submit(client, fake), submit(client, fake)

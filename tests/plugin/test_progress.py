@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_fake_support import SteppedClock
 
 from pytest_synth_rl.client.polling import Poller, SynthCallbackWarning
 from pytest_synth_rl.client.results import observe_polls
@@ -20,27 +21,6 @@ from pytest_synth_rl.plugin.session import ServedFake
 from pytest_synth_rl.plugin.settings import resolve_settings
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-class SteppedClock:
-    """Real-time stand-in (``is_virtual`` False) whose time moves only when told to."""
-
-    is_virtual = False
-
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def now(self) -> float:
-        return self.t
-
-    def time(self) -> float:
-        return 1_767_225_600.0 + self.t
-
-    def sleep(self, seconds: float) -> None:
-        self.t += seconds
-
-    async def async_sleep(self, seconds: float) -> None:
-        self.t += seconds
 
 
 def _status(status: str, step: int, reward: float | None) -> dict[str, Any]:
